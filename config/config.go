@@ -1,0 +1,119 @@
+// Package config holds pushfan's single Config struct: loaded from the
+// environment (plus an optional YAML file named by PUSHFAN_CONFIG) and
+// validated at start-up with errors that name the variable at fault.
+package config
+
+import (
+	"time"
+)
+
+// Config is every setting pushfan reads. The environment wins over the YAML
+// file where both set a value.
+type Config struct {
+	// Contract variables (DESIGN.md §1).
+	MySQLDSN        string   `yaml:"mysql_dsn"`
+	HTTPAddr        string   `yaml:"http_addr"`
+	FCMEndpoint     string   `yaml:"fcm_endpoint"`
+	FCMProjectID    string   `yaml:"fcm_project_id"`
+	CredentialsFile string   `yaml:"-"` // GOOGLE_APPLICATION_CREDENTIALS only: never in a file
+	AdminTokens     []string `yaml:"-"` // secrets come from the environment only
+	InternalToken   string   `yaml:"-"`
+
+	// FCMCAFile is a PEM bundle to trust for the FCM endpoint (an emulator
+	// serving TLS with a self-signed certificate).
+	FCMCAFile string `yaml:"fcm_ca_file"`
+
+	Engine Engine `yaml:"engine"`
+	HTTP   HTTP   `yaml:"http"`
+	DB     DB     `yaml:"db"`
+	Log    Log    `yaml:"log"`
+}
+
+// Engine tunes the fan-out.
+type Engine struct {
+	// Concurrency is the number of sending goroutines per instance.
+	Concurrency int `yaml:"concurrency"`
+	// PageSize is how many tokens one keyset page loads from MySQL.
+	PageSize int `yaml:"page_size"`
+	// SendTimeout bounds one attempt, the SDK's own 503 retry waits included.
+	SendTimeout time.Duration `yaml:"send_timeout"`
+	// MaxAttempts is the per-token budget of HTTP requests to FCM, counting
+	// the SDK's own retries.
+	MaxAttempts int `yaml:"max_attempts"`
+	// RetryBaseDelay is the first backoff step (full jitter, doubling).
+	RetryBaseDelay time.Duration `yaml:"retry_base_delay"`
+	// RetryMaxDelay caps the total time a token may spend waiting to retry.
+	RetryMaxDelay time.Duration `yaml:"retry_max_delay"`
+	// RateLimit is messages per second for the whole process.
+	RateLimit float64 `yaml:"rate_limit"`
+	// RampUp is how long the rate takes to climb back to RateLimit after a 429 pause.
+	RampUp time.Duration `yaml:"ramp_up"`
+	// FlushInterval is how often counters reach the broadcast row.
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// InvalidateBatch is how many dead tokens are invalidated per UPDATE.
+	InvalidateBatch int `yaml:"invalidate_batch"`
+	// MaxUserIDs caps the user_ids audience list.
+	MaxUserIDs int `yaml:"max_user_ids"`
+}
+
+// HTTP configures the API server.
+type HTTP struct {
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	BodyLimit         int64         `yaml:"body_limit"`
+	// WaitTimeout is how long POST /push/broadcast waits for completion
+	// before answering 202 with the current state.
+	WaitTimeout time.Duration `yaml:"wait_timeout"`
+	// ShutdownTimeout bounds graceful shutdown (in-flight sends included).
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// DB configures the MySQL pool.
+type DB struct {
+	MaxOpen int           `yaml:"max_open"`
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Log configures slog.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// UsesEmulator reports whether FCM traffic goes to a non-Google endpoint
+// (an emulator), where no credentials are needed.
+func (c *Config) UsesEmulator() bool { return c.FCMEndpoint != "" }
+
+// Defaults returns the configuration used when nothing is set.
+func Defaults() Config {
+	return Config{
+		MySQLDSN: "root@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
+		HTTPAddr: ":8080",
+		Engine: Engine{
+			Concurrency:     512,
+			PageSize:        1000,
+			SendTimeout:     10 * time.Second,
+			MaxAttempts:     5,
+			RetryBaseDelay:  500 * time.Millisecond,
+			RetryMaxDelay:   2 * time.Minute,
+			RateLimit:       9500, // just under FCM's default 600,000/min
+			RampUp:          10 * time.Second,
+			FlushInterval:   500 * time.Millisecond,
+			InvalidateBatch: 500,
+			MaxUserIDs:      10000,
+		},
+		HTTP: HTTP{
+			ReadTimeout:       15 * time.Second,
+			ReadHeaderTimeout: 5 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			BodyLimit:         1 << 20,
+			WaitTimeout:       25 * time.Second,
+			ShutdownTimeout:   30 * time.Second,
+		},
+		DB:  DB{MaxOpen: 20, Timeout: 10 * time.Second},
+		Log: Log{Level: "info", Format: "json"},
+	}
+}

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Getenv looks a variable up; os.LookupEnv in production, a map in tests.
+type Getenv func(key string) (string, bool)
+
+// Load builds the configuration: defaults, then the YAML file named by
+// PUSHFAN_CONFIG (if any), then the environment. It returns every problem
+// found, joined, each naming the variable at fault.
+func Load(getenv Getenv) (Config, error) {
+	cfg := Defaults()
+	if path, ok := getenv("PUSHFAN_CONFIG"); ok && path != "" {
+		if err := loadYAML(path, &cfg); err != nil {
+			return cfg, fmt.Errorf("PUSHFAN_CONFIG: %w", err)
+		}
+	}
+	var errs []error
+	for _, v := range variables(&cfg) {
+		raw, ok := getenv(v.name)
+		if !ok || raw == "" {
+			continue
+		}
+		if err := v.set(strings.TrimSpace(raw)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", v.name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// FromOS loads the configuration from the process environment.
+func FromOS() (Config, error) { return Load(os.LookupEnv) }
+
+func loadYAML(path string, cfg *Config) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening config file: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true) // a typo in a key is an error, not a silently ignored setting
+	if err := dec.Decode(cfg); err != nil {
+		return fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return nil
+}
+
+// variable binds one environment variable to a field.
+type variable struct {
+	name string
+	set  func(string) error
+}
+
+// Variables lists every environment variable pushfan reads, in the order the
+// README documents them.
+func Variables() []string {
+	var cfg Config
+	vs := variables(&cfg)
+	names := make([]string, 0, len(vs)+1)
+	names = append(names, "PUSHFAN_CONFIG")
+	for _, v := range vs {
+		names = append(names, v.name)
+	}
+	return names
+}
+
+func variables(c *Config) []variable {
+	return []variable{
+		{"PUSHFAN_MYSQL_DSN", str(&c.MySQLDSN)},
+		{"PUSHFAN_HTTP_ADDR", str(&c.HTTPAddr)},
+		{"PUSHFAN_FCM_ENDPOINT", str(&c.FCMEndpoint)},
+		{"PUSHFAN_FCM_PROJECT_ID", str(&c.FCMProjectID)},
+		{"PUSHFAN_FCM_CA_FILE", str(&c.FCMCAFile)},
+		{"GOOGLE_APPLICATION_CREDENTIALS", str(&c.CredentialsFile)},
+		{"PUSHFAN_ADMIN_TOKENS", list(&c.AdminTokens)},
+		{"PUSHFAN_INTERNAL_TOKEN", str(&c.InternalToken)},
+		{"PUSHFAN_CONCURRENCY", integer(&c.Engine.Concurrency)},
+		{"PUSHFAN_PAGE_SIZE", integer(&c.Engine.PageSize)},
+		{"PUSHFAN_SEND_TIMEOUT", duration(&c.Engine.SendTimeout)},
+		{"PUSHFAN_MAX_ATTEMPTS", integer(&c.Engine.MaxAttempts)},
+		{"PUSHFAN_RETRY_BASE_DELAY", duration(&c.Engine.RetryBaseDelay)},
+		{"PUSHFAN_RETRY_MAX_DELAY", duration(&c.Engine.RetryMaxDelay)},
+		{"PUSHFAN_RATE_LIMIT", float(&c.Engine.RateLimit)},
+		{"PUSHFAN_RAMP_UP", duration(&c.Engine.RampUp)},
+		{"PUSHFAN_FLUSH_INTERVAL", duration(&c.Engine.FlushInterval)},
+		{"PUSHFAN_INVALIDATE_BATCH", integer(&c.Engine.InvalidateBatch)},
+		{"PUSHFAN_MAX_USER_IDS", integer(&c.Engine.MaxUserIDs)},
+		{"PUSHFAN_HTTP_READ_TIMEOUT", duration(&c.HTTP.ReadTimeout)},
+		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", duration(&c.HTTP.ReadHeaderTimeout)},
+		{"PUSHFAN_HTTP_WRITE_TIMEOUT", duration(&c.HTTP.WriteTimeout)},
+		{"PUSHFAN_HTTP_IDLE_TIMEOUT", duration(&c.HTTP.IdleTimeout)},
+		{"PUSHFAN_HTTP_BODY_LIMIT", int64v(&c.HTTP.BodyLimit)},
+		{"PUSHFAN_WAIT_TIMEOUT", duration(&c.HTTP.WaitTimeout)},
+		{"PUSHFAN_SHUTDOWN_TIMEOUT", duration(&c.HTTP.ShutdownTimeout)},
+		{"PUSHFAN_DB_MAX_OPEN", integer(&c.DB.MaxOpen)},
+		{"PUSHFAN_DB_TIMEOUT", duration(&c.DB.Timeout)},
+		{"PUSHFAN_LOG_LEVEL", str(&c.Log.Level)},
+		{"PUSHFAN_LOG_FORMAT", str(&c.Log.Format)},
+	}
+}
+
+func str(p *string) func(string) error {
+	return func(s string) error { *p = s; return nil }
+}
+
+func list(p *[]string) func(string) error {
+	return func(s string) error {
+		var out []string
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+		*p = out
+		return nil
+	}
+}
+
+func integer(p *int) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		*p = n
+		return nil
+	}
+}
+
+func int64v(p *int64) func(string) error {
+	return func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer number of bytes", s)
+		}
+		*p = n
+		return nil
+	}
+}
+
+func float(p *float64) func(string) error {
+	return func(s string) error {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		*p = f
+		return nil
+	}
+}
+
+func duration(p *time.Duration) func(string) error {
+	return func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (use e.g. 500ms, 10s, 2m)", s)
+		}
+		*p = d
+		return nil
+	}
+}

@@ -1,0 +1,116 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Validate checks every setting and returns all problems at once, each
+// naming the environment variable that sets it.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+
+	if dsn, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+		bad("PUSHFAN_MYSQL_DSN", "does not parse as a go-sql-driver DSN: %v", err)
+	} else if dsn.DBName == "" {
+		bad("PUSHFAN_MYSQL_DSN", "names no database (expected .../pushfan?parseTime=true)")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		bad("PUSHFAN_HTTP_ADDR", "%q is not host:port: %v", c.HTTPAddr, err)
+	}
+	if c.FCMEndpoint != "" {
+		u, err := url.Parse(c.FCMEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("PUSHFAN_FCM_ENDPOINT", "%q is not an http(s) URL like http://127.0.0.1:9099/v1", c.FCMEndpoint)
+		}
+		if c.FCMProjectID == "" {
+			bad("PUSHFAN_FCM_PROJECT_ID", "must be set when PUSHFAN_FCM_ENDPOINT points at an emulator")
+		}
+	} else {
+		// Real FCM: the service account file is the only way to authenticate.
+		if c.CredentialsFile == "" {
+			bad("GOOGLE_APPLICATION_CREDENTIALS", "must name a service-account JSON file when PUSHFAN_FCM_ENDPOINT is unset (real FCM); set PUSHFAN_FCM_ENDPOINT to use an emulator")
+		} else if _, err := os.Stat(c.CredentialsFile); err != nil {
+			bad("GOOGLE_APPLICATION_CREDENTIALS", "cannot read %q: %v", c.CredentialsFile, err)
+		}
+	}
+	if c.FCMCAFile != "" {
+		if _, err := os.Stat(c.FCMCAFile); err != nil {
+			bad("PUSHFAN_FCM_CA_FILE", "cannot read %q: %v", c.FCMCAFile, err)
+		}
+	}
+	for i, t := range c.AdminTokens {
+		if len(t) < 16 {
+			bad("PUSHFAN_ADMIN_TOKENS", "token #%d is shorter than 16 characters", i+1)
+		}
+	}
+	if c.InternalToken != "" && len(c.InternalToken) < 16 {
+		bad("PUSHFAN_INTERNAL_TOKEN", "is shorter than 16 characters")
+	}
+
+	e := c.Engine
+	positive := func(name string, v int, max int) {
+		if v <= 0 || v > max {
+			bad(name, "must be between 1 and %d, got %d", max, v)
+		}
+	}
+	positive("PUSHFAN_CONCURRENCY", e.Concurrency, 10000)
+	positive("PUSHFAN_PAGE_SIZE", e.PageSize, 100000)
+	positive("PUSHFAN_MAX_ATTEMPTS", e.MaxAttempts, 100)
+	positive("PUSHFAN_INVALIDATE_BATCH", e.InvalidateBatch, 10000)
+	positive("PUSHFAN_MAX_USER_IDS", e.MaxUserIDs, 1000000)
+	positive("PUSHFAN_DB_MAX_OPEN", c.DB.MaxOpen, 1000)
+	if e.RateLimit <= 0 {
+		bad("PUSHFAN_RATE_LIMIT", "must be a positive number of messages per second, got %v", e.RateLimit)
+	}
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PUSHFAN_SEND_TIMEOUT", e.SendTimeout},
+		{"PUSHFAN_RETRY_BASE_DELAY", e.RetryBaseDelay},
+		{"PUSHFAN_RETRY_MAX_DELAY", e.RetryMaxDelay},
+		{"PUSHFAN_RAMP_UP", e.RampUp},
+		{"PUSHFAN_FLUSH_INTERVAL", e.FlushInterval},
+		{"PUSHFAN_HTTP_READ_TIMEOUT", c.HTTP.ReadTimeout},
+		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", c.HTTP.ReadHeaderTimeout},
+		{"PUSHFAN_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout},
+		{"PUSHFAN_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout},
+		{"PUSHFAN_WAIT_TIMEOUT", c.HTTP.WaitTimeout},
+		{"PUSHFAN_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout},
+		{"PUSHFAN_DB_TIMEOUT", c.DB.Timeout},
+	}
+	for _, d := range durations {
+		if d.v <= 0 {
+			bad(d.name, "must be a positive duration, got %v", d.v)
+		}
+	}
+	if c.HTTP.BodyLimit < 1024 {
+		bad("PUSHFAN_HTTP_BODY_LIMIT", "must be at least 1024 bytes, got %d", c.HTTP.BodyLimit)
+	}
+	// The server must be able to write a synchronous answer after waiting.
+	if c.HTTP.WriteTimeout > 0 && c.HTTP.WaitTimeout >= c.HTTP.WriteTimeout {
+		bad("PUSHFAN_WAIT_TIMEOUT", "(%v) must be shorter than PUSHFAN_HTTP_WRITE_TIMEOUT (%v)", c.HTTP.WaitTimeout, c.HTTP.WriteTimeout)
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("PUSHFAN_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		bad("PUSHFAN_LOG_FORMAT", "must be json or text, got %q", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}

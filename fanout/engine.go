@@ -1,0 +1,339 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Config tunes one Engine.
+type Config struct {
+	Concurrency    int           // sending goroutines
+	PageSize       int           // targets per Source page
+	SendTimeout    time.Duration // bound on one attempt, SDK retry waits included
+	MaxAttempts    int           // HTTP requests per token, SDK retries included
+	RetryBaseDelay time.Duration // first backoff step
+	RetryMaxDelay  time.Duration // total time a token may wait for retries
+}
+
+// Engine sends broadcasts. One Engine serves many concurrent Runs; they share
+// its Sender and Throttle.
+type Engine struct {
+	cfg      Config
+	sender   Sender
+	throttle *Throttle
+	log      *slog.Logger
+}
+
+// New builds an Engine. throttle may be shared with other Engines.
+func New(cfg Config, sender Sender, throttle *Throttle, log *slog.Logger) (*Engine, error) {
+	switch {
+	case cfg.Concurrency < 1:
+		return nil, fmt.Errorf("fanout: concurrency must be >= 1, got %d", cfg.Concurrency)
+	case cfg.PageSize < 1:
+		return nil, fmt.Errorf("fanout: page size must be >= 1, got %d", cfg.PageSize)
+	case cfg.SendTimeout <= 0:
+		return nil, fmt.Errorf("fanout: send timeout must be > 0, got %v", cfg.SendTimeout)
+	case cfg.MaxAttempts < 1:
+		return nil, fmt.Errorf("fanout: max attempts must be >= 1, got %d", cfg.MaxAttempts)
+	case sender == nil || throttle == nil || log == nil:
+		return nil, errors.New("fanout: sender, throttle and logger are required")
+	}
+	return &Engine{cfg: cfg, sender: sender, throttle: throttle, log: log}, nil
+}
+
+// Config returns the engine's settings.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Job is one Run's input.
+type Job struct {
+	BroadcastID uint64
+	Message     *Message
+	Source      Source
+	// After is the resume cursor: only targets with TokenID > After are sent.
+	After    uint64
+	Observer Observer  // optional
+	Progress *Progress // required; the caller reads it while Run works
+}
+
+// item is one target on its way through the engine. It travels by value so
+// the hot path allocates nothing per target for bookkeeping.
+type item struct {
+	t         Target
+	pg        *page
+	attempts  int32 // HTTP requests so far (SDK retries included)
+	retries   int32 // engine-level re-queues so far
+	firstFail time.Time
+	due       time.Time
+}
+
+// Run sends job.Message to every target of job.Source and returns when each
+// one has ended succeeded, failed or canceled, and every goroutine it started
+// has exited.
+//
+// Cancelling ctx stops taking new work: queued and waiting targets are
+// counted canceled, while sends already in flight finish (bounded by
+// SendTimeout) so their outcome is known. Run then returns ctx's cause.
+// A Fatal outcome stops the run the same way and returns *ErrFatal.
+func (e *Engine) Run(ctx context.Context, job Job) error {
+	if job.Message == nil || job.Source == nil || job.Progress == nil {
+		return errors.New("fanout: job needs a message, a source and a progress")
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	r := &run{
+		e:        e,
+		job:      job,
+		p:        job.Progress,
+		ctx:      runCtx,
+		stop:     stop,
+		sendBase: context.WithoutCancel(ctx), // keeps values (request id), drops cancel
+		work:     make(chan item, e.cfg.PageSize),
+		slots:    make(chan struct{}, 2*e.cfg.PageSize+e.cfg.Concurrency),
+		queue:    newDelayQueue(),
+		log:      e.log.With("broadcast_id", job.BroadcastID),
+	}
+	r.start()
+	// nil after a full run; the parent's cause after a cancel; *ErrFatal or
+	// the Source's error when the run stopped itself.
+	return context.Cause(runCtx)
+}
+
+type run struct {
+	e        *Engine
+	job      Job
+	p        *Progress
+	ctx      context.Context
+	stop     context.CancelCauseFunc
+	sendBase context.Context
+	work     chan item
+	slots    chan struct{} // outstanding targets: bounds memory during retry storms
+	queue    *delayQueue
+	pending  sync.WaitGroup // targets read and not yet finished
+	log      *slog.Logger
+}
+
+func (r *run) start() {
+	var workers, helpers sync.WaitGroup
+	for range r.e.cfg.Concurrency {
+		workers.Go(r.worker)
+	}
+	stopQueue := make(chan struct{})
+	helpers.Go(func() { r.queue.run(r.ctx, stopQueue, r.work, r.cancelItem) })
+
+	r.produce() // in this goroutine: returns when the Source is exhausted or the run stops
+	r.pending.Wait()
+	close(stopQueue)
+	helpers.Wait()
+	close(r.work)
+	workers.Wait()
+}
+
+// produce pages the Source into the work channel.
+func (r *run) produce() {
+	after := r.job.After
+	var buf []Target
+	for r.ctx.Err() == nil {
+		var err error
+		buf, err = r.page(after, buf)
+		if err != nil {
+			r.stop(err)
+			return
+		}
+		if len(buf) == 0 {
+			return
+		}
+		pg := &page{lastID: buf[len(buf)-1].TokenID}
+		pg.remaining.Store(int64(len(buf)))
+		r.p.addPage(pg)
+		r.p.Attempted.Add(int64(len(buf)))
+		r.pending.Add(len(buf))
+		for i, t := range buf {
+			it := item{t: t, pg: pg}
+			select {
+			case r.slots <- struct{}{}:
+			case <-r.ctx.Done():
+				r.cancelRest(buf[i:], pg)
+				return
+			}
+			select {
+			case r.work <- it:
+			case <-r.ctx.Done():
+				<-r.slots
+				r.cancelRest(buf[i:], pg)
+				return
+			}
+		}
+		after = pg.lastID
+	}
+}
+
+// page reads one page, retrying briefly so a database blip does not fail
+// the whole broadcast.
+func (r *run) page(after uint64, buf []Target) ([]Target, error) {
+	const tries = 6
+	var err error
+	for try := 1; try <= tries; try++ {
+		buf, err = r.job.Source.Page(r.ctx, after, r.e.cfg.PageSize, buf)
+		if err == nil || r.ctx.Err() != nil {
+			break
+		}
+		r.log.WarnContext(r.ctx, "reading audience page failed, retrying", "after", after, "try", try, "err", err)
+		if sleep(r.ctx, backoff(200*time.Millisecond, 5*time.Second, try)+100*time.Millisecond) != nil {
+			break
+		}
+	}
+	if err != nil && r.ctx.Err() == nil {
+		return buf, fmt.Errorf("reading audience after token %d: %w", after, err)
+	}
+	if r.ctx.Err() != nil {
+		return buf[:0], nil
+	}
+	return buf, nil
+}
+
+func (r *run) cancelRest(ts []Target, pg *page) {
+	for range ts {
+		r.p.Canceled.Add(1)
+		r.p.finish(pg)
+		r.pending.Done()
+	}
+}
+
+func (r *run) worker() {
+	for it := range r.work {
+		if r.ctx.Err() != nil {
+			r.cancelItem(it)
+			continue
+		}
+		if err := r.e.throttle.Wait(r.ctx); err != nil {
+			r.cancelItem(it)
+			continue
+		}
+		r.attempt(it)
+	}
+}
+
+// attempt makes one engine attempt (which may hide several SDK retries,
+// capped by the token's budget) and routes the outcome.
+func (r *run) attempt(it item) {
+	st := &attemptState{max: int32(r.e.cfg.MaxAttempts)}
+	st.used.Store(it.attempts)
+	ctx, cancel := context.WithCancelCause(r.sendBase)
+	st.cancel = cancel
+	ctx, cancelTimeout := context.WithTimeout(withAttempts(ctx, st), r.e.cfg.SendTimeout)
+	err := r.safeSend(ctx, it.t.Token)
+	if err != nil && errors.Is(err, context.Canceled) {
+		if cause := context.Cause(ctx); errors.Is(cause, errBudgetSpent) {
+			err = cause
+		}
+	}
+	cancelTimeout()
+	cancel(nil)
+
+	used := st.used.Load()
+	if used == it.attempts {
+		used++ // a Sender that does not go through the budget transport
+	}
+	r.p.HTTPSends.Add(int64(used - it.attempts))
+	it.attempts = used
+
+	out := Classify(err)
+	switch out.Class {
+	case Success:
+		r.p.Succeeded.Add(1)
+		r.done(it)
+	case Dead:
+		r.fail(it, out, true)
+	case Fatal:
+		r.fail(it, out, false)
+		r.log.ErrorContext(r.ctx, "stopping broadcast: FCM refused the request for every token", "code", out.Code, "detail", out.Detail)
+		r.stop(&ErrFatal{Outcome: out})
+	case Transient:
+		r.retry(it, out)
+	}
+}
+
+func (r *run) safeSend(ctx context.Context, token string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &SendError{Class: Transient, Code: CodePanic, Detail: fmt.Sprintf("sender panicked: %v\n%s", v, debug.Stack())}
+		}
+	}()
+	return r.e.sender.Send(ctx, r.job.Message, token)
+}
+
+func (r *run) retry(it item, out SendError) {
+	now := time.Now()
+	if out.Code == CodeQuota {
+		// The quota is the project's: every worker pauses, not just this one.
+		pause := out.RetryAfter
+		if pause <= 0 {
+			pause = time.Second
+		}
+		r.e.throttle.Pause(now.Add(pause))
+	}
+	if int(it.attempts) >= r.e.cfg.MaxAttempts {
+		r.fail(it, out, false)
+		return
+	}
+	if it.firstFail.IsZero() {
+		it.firstFail = now
+	}
+	it.retries++
+	delay := backoff(r.e.cfg.RetryBaseDelay, r.e.cfg.RetryMaxDelay, int(it.retries))
+	if out.RetryAfter > 0 {
+		// Honour the server, plus jitter so the retries do not all land on
+		// the same instant when the window reopens.
+		delay = out.RetryAfter + backoff(r.e.cfg.RetryBaseDelay, r.e.cfg.RetryBaseDelay, 1)
+	}
+	if now.Add(delay).Sub(it.firstFail) > r.e.cfg.RetryMaxDelay {
+		r.fail(it, out, false)
+		return
+	}
+	if r.ctx.Err() != nil {
+		r.cancelItem(it)
+		return
+	}
+	it.due = now.Add(delay)
+	r.p.Retries.Add(1)
+	r.log.DebugContext(r.ctx, "send will be retried", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "in", delay)
+	r.queue.push(it)
+}
+
+func (r *run) fail(it item, out SendError, dead bool) {
+	r.p.Failed.Add(1)
+	r.p.countError(out.Code)
+	if dead {
+		r.p.Dead.Add(1)
+	}
+	if r.job.Observer != nil {
+		r.job.Observer.Failed(r.sendBase, Failure{Target: it.t, Code: out.Code, Message: out.Detail, Attempts: int(it.attempts), Dead: dead})
+	}
+	r.log.DebugContext(r.ctx, "send failed", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "dead", dead)
+	r.done(it)
+}
+
+func (r *run) cancelItem(it item) {
+	r.p.Canceled.Add(1)
+	r.done(it)
+}
+
+func (r *run) done(it item) {
+	r.p.finish(it.pg)
+	<-r.slots
+	r.pending.Done()
+}
+
+// TokenHint shortens a device token for logs: tokens are credentials to a
+// user's device and never appear whole.
+func TokenHint(token string) string {
+	if len(token) <= 10 {
+		return token[:min(len(token), 4)] + "…"
+	}
+	return token[:10] + "…"
+}

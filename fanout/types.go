@@ -1,0 +1,60 @@
+package fanout
+
+import (
+	"context"
+	"sync"
+
+	"firebase.google.com/go/v4/messaging"
+)
+
+// Target is one device token of one user.
+type Target struct {
+	TokenID uint64
+	UserID  uint64
+	Token   string
+}
+
+// Message is what a broadcast sends to every target. It is built once per
+// broadcast and shared read-only by all workers.
+type Message struct {
+	Title string
+	Body  string
+	Image string
+	Data  map[string]string
+	// CollapseKey makes a rare duplicate collapse on the device (Android
+	// collapse_key, APNs apns-collapse-id).
+	CollapseKey string
+	// DryRun asks FCM to validate only (validate_only): nothing is delivered.
+	DryRun bool
+
+	once sync.Once
+	tmpl messaging.Message
+}
+
+// Source pages the audience in ascending TokenID order.
+type Source interface {
+	// Page appends up to limit targets with TokenID > after to dst[:0].
+	// An empty result means the audience is exhausted.
+	Page(ctx context.Context, after uint64, limit int, dst []Target) ([]Target, error)
+}
+
+// Sender delivers one message to one token. A returned error is classified
+// by Classify; a Sender that already knows the outcome returns a *SendError.
+type Sender interface {
+	Send(ctx context.Context, msg *Message, token string) error
+}
+
+// Failure describes one token that ended failed.
+type Failure struct {
+	Target   Target
+	Code     string
+	Message  string
+	Attempts int
+	Dead     bool // the token is dead (UNREGISTERED, ...) and should be invalidated
+}
+
+// Observer hears about failed tokens as they happen, from worker goroutines
+// (so it must be safe for concurrent use and should not block for long).
+type Observer interface {
+	Failed(ctx context.Context, f Failure)
+}
