@@ -85,6 +85,7 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	job.Progress.Cursor.Store(job.After)
 	r := &run{
 		e:        e,
 		job:      job,
@@ -151,6 +152,7 @@ func (r *run) produce() {
 		pg.remaining.Store(int64(len(buf)))
 		r.p.addPage(pg)
 		r.p.Attempted.Add(int64(len(buf)))
+		r.p.Cursor.Store(pg.lastID)
 		r.pending.Add(len(buf))
 		for i, t := range buf {
 			it := item{t: t, pg: pg}

@@ -24,6 +24,9 @@ type Progress struct {
 	Dead        atomic.Int64 // failed targets whose token is dead
 	Retries     atomic.Int64 // engine-level re-attempts
 	HTTPSends   atomic.Int64 // attempts made (HTTP requests where the Sender counts them)
+	// Cursor is the TokenID of the last target read from the Source: when a
+	// run stops early, the targets after it were never read (not attempted).
+	Cursor atomic.Uint64
 	known       [len(knownCodes)]atomic.Int64
 	mu          sync.Mutex
 	otherCodes  map[string]int64
@@ -144,4 +147,17 @@ func (p *Progress) finish(pg *page) {
 		i++
 	}
 	p.pages = p.pages[i:]
+}
+
+// KnownCodes lists every error code pushfan reports.
+func KnownCodes() []string { return append([]string(nil), knownCodes[:]...) }
+
+// IsKnownCode reports whether code is one pushfan reports.
+func IsKnownCode(code string) bool {
+	for _, k := range knownCodes {
+		if k == code {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"pushfan/config"
+	"pushfan/repository"
+)
+
+func seed(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	var o repository.SeedOptions
+	var start uint64
+	fs.IntVar(&o.Users, "users", 1000, "how many users to insert")
+	fs.IntVar(&o.TokensPerUserMax, "tokens-per-user", 3, "users cycle through 1..N device tokens")
+	fs.IntVar(&o.DisabledEvery, "disabled-every", 10, "every Nth user has push disabled (0 = none)")
+	fs.IntVar(&o.InvalidatedEvery, "invalidated-every", 25, "every Nth token is already invalidated (0 = none)")
+	fs.IntVar(&o.DeadEvery, "dead-every", 20, "every Nth token is one the emulator answers UNREGISTERED (0 = none)")
+	fs.Uint64Var(&start, "start-user-id", 1, "first user id")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.StartUserID = start
+	store, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	users, tokens, err := store.SeedDemo(ctx, o)
+	if err != nil {
+		return err
+	}
+	eligible, err := store.CountAudience(ctx, repository.Audience{All: true})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seeded %d users and %d device tokens; %d tokens are eligible for an \"all\" broadcast\n", users, tokens, eligible)
+	return nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"pushfan/broadcast"
+	"pushfan/config"
+	"pushfan/fanout"
+	"pushfan/repository"
+	"pushfan/server"
+)
+
+// openStore makes sure the database exists, connects and migrates.
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*repository.Store, error) {
+	dbctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
+	defer cancel()
+	if err := repository.EnsureDatabase(dbctx, cfg.MySQLDSN); err != nil {
+		return nil, fmt.Errorf("ensuring database: %w", err)
+	}
+	store, err := repository.Open(dbctx, cfg.MySQLDSN, cfg.DB.MaxOpen, log)
+	if err != nil {
+		return nil, fmt.Errorf("opening database: %w", err)
+	}
+	if err := repository.Migrate(ctx, store.DB().DB, log); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("migrating: %w", err)
+	}
+	return store, nil
+}
+
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	store, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	sender, err := fanout.NewFCMSender(ctx, fanout.FCMOptions{
+		Endpoint:        cfg.FCMEndpoint,
+		ProjectID:       cfg.FCMProjectID,
+		CredentialsFile: cfg.CredentialsFile,
+		CAFile:          cfg.FCMCAFile,
+		Concurrency:     cfg.Engine.Concurrency,
+	})
+	if err != nil {
+		return err
+	}
+	defer sender.Close()
+	engine, err := fanout.New(fanout.Config{
+		Concurrency:    cfg.Engine.Concurrency,
+		PageSize:       cfg.Engine.PageSize,
+		SendTimeout:    cfg.Engine.SendTimeout,
+		MaxAttempts:    cfg.Engine.MaxAttempts,
+		RetryBaseDelay: cfg.Engine.RetryBaseDelay,
+		RetryMaxDelay:  cfg.Engine.RetryMaxDelay,
+	}, sender, fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp), log)
+	if err != nil {
+		return err
+	}
+	svc := broadcast.New(store, engine, log, broadcast.Options{
+		FlushInterval:   cfg.Engine.FlushInterval,
+		InvalidateBatch: cfg.Engine.InvalidateBatch,
+		DBTimeout:       cfg.DB.Timeout,
+	})
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	api := server.New(cfg, svc, store, log)
+	srv := api.HTTPServer()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		svc.Stop()
+		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
+	}
+	fcm := cfg.FCMEndpoint
+	if fcm == "" {
+		fcm = "Google FCM"
+	}
+	log.Info("pushfan serving", "addr", ln.Addr().String(), "fcm", fcm, "concurrency", cfg.Engine.Concurrency)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		svc.Stop()
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new requests; stopping broadcasts", "deadline", cfg.HTTP.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	shutdownDone := make(chan error, 1)
+	// Shutdown stops accepting at once and waits for handlers; stopping the
+	// service releases handlers that wait on a broadcast.
+	go func() { shutdownDone <- srv.Shutdown(sctx) }()
+	stopped := make(chan struct{})
+	go func() { svc.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		log.Error("broadcasts did not stop within the shutdown deadline")
+	}
+	if err := <-shutdownDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.Info("pushfan stopped", "at", time.Now().UTC())
+	return nil
+}

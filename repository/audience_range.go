@@ -1,0 +1,63 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// CountAudienceRange counts the targets of a whose token id is in
+// (after, upto]: a broadcast's remaining audience when it stops early, with
+// upto the highest token id that existed when it started.
+func (s *Store) CountAudienceRange(ctx context.Context, a Audience, after, upto uint64) (int64, error) {
+	if upto <= after {
+		return 0, nil
+	}
+	cond, args, empty, err := audienceFilter(a)
+	if err != nil {
+		return 0, fmt.Errorf("count audience range: %w", err)
+	}
+	if empty {
+		return 0, nil
+	}
+	full := make([]any, 0, len(args)+2)
+	full = append(full, after, upto)
+	full = append(full, args...)
+	var n int64
+	q := s.db.Rebind("SELECT COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND " + cond)
+	if err := s.db.QueryRowContext(ctx, q, full...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count audience range (%d, %d]: %w", after, upto, err)
+	}
+	return n, nil
+}
+
+// MaxTokenID is the highest device token id now: a broadcast snapshots it
+// at start so tokens registered while it runs do not change its audience.
+func (s *Store) MaxTokenID(ctx context.Context) (uint64, error) {
+	var id uint64
+	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM device_tokens").Scan(&id); err != nil {
+		return 0, fmt.Errorf("max token id: %w", err)
+	}
+	return id, nil
+}
+
+// FailInterrupted finishes, as failed with msg, every broadcast a previous
+// process left queued or running (it died before finishing them). It
+// returns how many rows it changed.
+func (s *Store) FailInterrupted(ctx context.Context, msg string, at time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx,
+		// Targets whose outcome was never recorded count as canceled, so
+		// succeeded + failed + canceled == targeted holds for these rows too.
+		"UPDATE broadcasts SET status = ?, error = ?, finished_at = ?, "+
+			"canceled = GREATEST(CAST(targeted AS SIGNED) - CAST(succeeded AS SIGNED) - CAST(failed AS SIGNED), 0) "+
+			"WHERE status IN (?, ?)",
+		StatusFailed, msg, at.UTC(), StatusQueued, StatusRunning)
+	if err != nil {
+		return 0, fmt.Errorf("failing interrupted broadcasts: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("failing interrupted broadcasts: %w", err)
+	}
+	return n, nil
+}

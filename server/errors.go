@@ -1,0 +1,104 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"pushfan/broadcast"
+)
+
+// APIError is an error with a status, a stable snake_case code and a human
+// message; every 4xx the API returns is one of these.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+	Field   string // the request field at fault, when there is one
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+func badRequest(code, field, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// errorHandler is the one place errors become responses: typed errors keep
+// their status and message; anything unknown is logged and becomes a generic
+// 500 that leaks nothing.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	apiErr := s.toAPIError(err, c)
+	if apiErr.Status >= 500 {
+		s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+	}
+	body := errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Field: apiErr.Field}}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(apiErr.Status)
+		return
+	}
+	_ = c.JSON(apiErr.Status, body)
+}
+
+func (s *Server) toAPIError(err error, c echo.Context) *APIError {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	switch {
+	case errors.Is(err, broadcast.ErrNotFound):
+		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no broadcast with id " + c.Param("id")}
+	case errors.Is(err, broadcast.ErrFinished):
+		return &APIError{Status: http.StatusConflict, Code: "already_finished", Message: "the broadcast has already finished and cannot be canceled"}
+	case errors.Is(err, broadcast.ErrShuttingDown):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; retry on another instance"}
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return &APIError{Status: he.Code, Code: "route_not_found", Message: "no such route: " + c.Request().Method + " " + c.Request().URL.Path}
+		case http.StatusMethodNotAllowed:
+			return &APIError{Status: he.Code, Code: "method_not_allowed", Message: c.Request().Method + " is not allowed on " + c.Request().URL.Path}
+		case http.StatusRequestEntityTooLarge:
+			return &APIError{Status: he.Code, Code: "body_too_large", Message: fmt.Sprintf("the request body is larger than the %d-byte limit", s.cfg.HTTP.BodyLimit)}
+		case http.StatusUnsupportedMediaType:
+			return &APIError{Status: he.Code, Code: "unsupported_media_type", Message: "send the body as application/json"}
+		}
+		if he.Code < 500 {
+			return &APIError{Status: he.Code, Code: snake(http.StatusText(he.Code)), Message: fmt.Sprint(he.Message)}
+		}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Code: "internal_error", Message: "an internal error occurred; the server log has details (request id " + c.Response().Header().Get(echo.HeaderXRequestID) + ")"}
+}
+
+func snake(s string) string {
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			out = append(out, r+'a'-'A')
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			out = append(out, r)
+		default:
+			if len(out) > 0 && out[len(out)-1] != '_' {
+				out = append(out, '_')
+			}
+		}
+	}
+	return string(out)
+}

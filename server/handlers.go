@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"pushfan/fanout"
+	"pushfan/internal/logging"
+)
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.db.Ping(ctx); err != nil {
+		s.log.WarnContext(ctx, "readiness: database unreachable", "err", err)
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "database_unreachable", Message: "the database does not answer"}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// createBroadcast validates, stores and starts a broadcast, then waits for
+// it up to the configured ceiling: 200 with the final aggregate, or 202 with
+// the live state and a Location to poll.
+func (s *Server) createBroadcast(c echo.Context) error {
+	var req broadcastRequest
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
+		return err
+	}
+	in, err := req.validate(s.cfg.Engine.MaxUserIDs)
+	if err != nil {
+		return err
+	}
+	wait := true
+	if req.Wait != nil {
+		wait = *req.Wait
+	}
+	switch q := c.QueryParam("wait"); q {
+	case "":
+	case "0", "false":
+		wait = false
+	case "1", "true":
+		wait = true
+	default:
+		return badRequest("invalid_value", "wait", "query parameter wait must be 0, 1, true or false")
+	}
+	ctx := c.Request().Context()
+	in.RequestID = logging.RequestID(ctx)
+	b, err := s.svc.Submit(ctx, in)
+	if err != nil {
+		return err
+	}
+	finished := false
+	if wait {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
+		finished = s.svc.Wait(wctx, b.ID)
+		cancel()
+	}
+	cur, err := s.svc.Get(context.WithoutCancel(ctx), b.ID)
+	if err != nil {
+		return err
+	}
+	if finished && cur.Status.Final() {
+		return c.JSON(http.StatusOK, viewOf(cur, s.now()))
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/push/broadcasts/"+strconv.FormatUint(b.ID, 10))
+	return c.JSON(http.StatusAccepted, viewOf(cur, s.now()))
+}
+
+func parseID(c echo.Context) (uint64, error) {
+	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
+	if err != nil || id == 0 {
+		return 0, badRequest("invalid_id", "id", "broadcast id %q is not a positive integer", c.Param("id"))
+	}
+	return id, nil
+}
+
+func (s *Server) getBroadcast(c echo.Context) error {
+	id, err := parseID(c)
+	if err != nil {
+		return err
+	}
+	b, err := s.svc.Get(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, viewOf(b, s.now()))
+}
+
+func (s *Server) cancelBroadcast(c echo.Context) error {
+	id, err := parseID(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
+	defer cancel()
+	b, err := s.svc.Cancel(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, viewOf(b, s.now()))
+}
+
+func (s *Server) stats(c echo.Context) error {
+	st, err := s.svc.Stats(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if st.Errors == nil {
+		st.Errors = map[string]int64{}
+	}
+	return c.JSON(http.StatusOK, statsView{
+		Broadcasts: st.Broadcasts, DryRuns: st.DryRuns, Targeted: st.Targeted, Succeeded: st.Succeeded,
+		Failed: st.Failed, Canceled: st.Canceled, InvalidatedTokens: st.InvalidatedTokens, Errors: st.Errors,
+	})
+}
+
+// listFailures pages failed tokens by keyset: ?cursor=<opaque>&limit=N&code=CODE.
+func (s *Server) listFailures(c echo.Context) error {
+	id, err := parseID(c)
+	if err != nil {
+		return err
+	}
+	limit := 100
+	if q := c.QueryParam("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > 1000 {
+			return badRequest("invalid_value", "limit", "limit must be an integer from 1 to 1000")
+		}
+		limit = n
+	}
+	var after uint64
+	if q := c.QueryParam("cursor"); q != "" {
+		n, err := strconv.ParseUint(q, 10, 64)
+		if err != nil {
+			return badRequest("invalid_cursor", "cursor", "cursor %q is not one this API returned", q)
+		}
+		after = n
+	}
+	code := c.QueryParam("code")
+	if code != "" && !fanout.IsKnownCode(code) {
+		return badRequest("unknown_code", "code", "code %q is not an error code pushfan reports; known codes: %v", code, fanout.KnownCodes())
+	}
+	fs, err := s.svc.Failures(c.Request().Context(), id, code, after, limit+1)
+	if err != nil {
+		return err
+	}
+	page := failuresPage{Failures: make([]failureView, 0, min(len(fs), limit))}
+	for i, f := range fs {
+		if i == limit {
+			next := strconv.FormatUint(fs[limit-1].ID, 10)
+			page.NextCursor = &next
+			break
+		}
+		page.Failures = append(page.Failures, failureView{TokenID: f.TokenID, UserID: f.UserID, Code: f.Code, Message: f.Message, Attempts: f.Attempts, CreatedAt: f.CreatedAt})
+	}
+	return c.JSON(http.StatusOK, page)
+}

@@ -1,0 +1,203 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"pushfan/broadcast"
+	"pushfan/repository"
+)
+
+// MaxPayloadBytes is FCM's limit on a message's payload: the compact JSON of
+// its notification and data, which is how the bundled emulator measures it.
+const MaxPayloadBytes = 4096
+
+// broadcastRequest is the body of POST /push/broadcast.
+type broadcastRequest struct {
+	Title              string            `json:"title"`
+	Body               string            `json:"body"`
+	Image              string            `json:"image"`
+	Data               map[string]string `json:"data"`
+	Audience           *audienceRequest  `json:"audience"`
+	DryRun             bool              `json:"dry_run"`
+	InvalidateOnDryRun bool              `json:"invalidate_on_dry_run"`
+	Wait               *bool             `json:"wait"`
+}
+
+type audienceRequest struct {
+	All     bool     `json:"all"`
+	UserIDs []uint64 `json:"user_ids"`
+}
+
+// decodeStrict decodes exactly one JSON object into v, refusing unknown
+// fields, wrong types and trailing data with a 400 that names the field.
+func decodeStrict(body io.Reader, v any) error {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return err // the body limit's 413 passes through
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return badRequest("empty_body", "", "the request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return badRequest("malformed_json", "", "the request body has data after the JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) *APIError {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return badRequest("malformed_json", "", "the request body is not valid JSON: %s at byte %d", syn.Error(), syn.Offset)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return badRequest("invalid_type", "", "the request body must be a JSON object, not %s", typ.Value)
+		}
+		return badRequest("invalid_type", field, "field %q must be %s, got %s", field, typeName(typ.Type.String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed_json", "", "the request body is truncated JSON")
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return badRequest("unknown_field", name, "unknown field %q", name)
+	}
+	return badRequest("malformed_json", "", "the request body could not be decoded: %v", err)
+}
+
+func typeName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "map[string]string"):
+		return "an object of string values"
+	case strings.HasPrefix(goType, "[]uint64"):
+		return "an array of positive integers"
+	case goType == "uint64":
+		return "a positive integer"
+	case goType == "string":
+		return "a string"
+	case goType == "bool", goType == "*bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "*server.") || strings.HasPrefix(goType, "server."):
+		return "an object"
+	}
+	return goType
+}
+
+// validate turns a decoded request into a service request, or a 400 naming
+// the broken rule. It runs before anything is stored or sent.
+func (r *broadcastRequest) validate(maxUserIDs int) (broadcast.Request, error) {
+	var out broadcast.Request
+	if r.Title == "" && r.Body == "" && len(r.Data) == 0 {
+		return out, badRequest("empty_message", "", "the message is empty: set at least one of title, body or data")
+	}
+	for field, v := range map[string]string{"title": r.Title, "body": r.Body, "image": r.Image} {
+		if !utf8.ValidString(v) {
+			return out, badRequest("invalid_value", field, "%s is not valid UTF-8", field)
+		}
+	}
+	if r.Image != "" {
+		u, err := url.Parse(r.Image)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return out, badRequest("invalid_value", "image", "image must be an http(s) URL")
+		}
+	}
+	for k := range r.Data {
+		if err := checkDataKey(k); err != nil {
+			return out, err
+		}
+	}
+	if n := payloadSize(r.Title, r.Body, r.Image, r.Data); n > MaxPayloadBytes {
+		return out, badRequest("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image and data together)", n, MaxPayloadBytes)
+	}
+	a, err := r.audience(maxUserIDs)
+	if err != nil {
+		return out, err
+	}
+	if r.InvalidateOnDryRun && !r.DryRun {
+		return out, badRequest("invalid_value", "invalidate_on_dry_run", "invalidate_on_dry_run only applies with dry_run: true (a real send always invalidates dead tokens)")
+	}
+	out = broadcast.Request{
+		Message:            repository.Message{Title: r.Title, Body: r.Body, Image: r.Image, Data: r.Data},
+		Audience:           a,
+		DryRun:             r.DryRun,
+		InvalidateOnDryRun: r.InvalidateOnDryRun,
+	}
+	return out, nil
+}
+
+// checkDataKey refuses the keys FCM reserves.
+func checkDataKey(k string) error {
+	lk := strings.ToLower(k)
+	switch {
+	case k == "":
+		return badRequest("reserved_data_key", "data", "data keys must not be empty")
+	case lk == "from" || lk == "message_type" || lk == "notification":
+		return badRequest("reserved_data_key", "data."+k, "data key %q is reserved by FCM", k)
+	case strings.HasPrefix(lk, "google.") || strings.HasPrefix(lk, "gcm."):
+		return badRequest("reserved_data_key", "data."+k, "data key %q is reserved by FCM (keys starting with google. or gcm.)", k)
+	}
+	return nil
+}
+
+func (r *broadcastRequest) audience(maxUserIDs int) (repository.Audience, error) {
+	a := r.Audience
+	switch {
+	case a == nil:
+		return repository.Audience{}, badRequest("missing_field", "audience", `audience is required: {"all": true} or {"user_ids": [...]}`)
+	case a.All && len(a.UserIDs) > 0:
+		return repository.Audience{}, badRequest("invalid_value", "audience", "audience must set either all or user_ids, not both")
+	case a.All:
+		return repository.Audience{All: true}, nil
+	case len(a.UserIDs) == 0:
+		return repository.Audience{}, badRequest("empty_audience", "audience", `the audience is empty: set {"all": true} or a non-empty user_ids list`)
+	case len(a.UserIDs) > maxUserIDs:
+		return repository.Audience{}, badRequest("too_many_user_ids", "audience.user_ids", "audience.user_ids has %d ids; at most %d are allowed per broadcast", len(a.UserIDs), maxUserIDs)
+	}
+	seen := make(map[uint64]struct{}, len(a.UserIDs))
+	ids := make([]uint64, 0, len(a.UserIDs))
+	for _, id := range a.UserIDs {
+		if id == 0 {
+			return repository.Audience{}, badRequest("invalid_value", "audience.user_ids", "user ids must be positive integers; got 0")
+		}
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			ids = append(ids, id)
+		}
+	}
+	return repository.Audience{UserIDs: ids}, nil
+}
+
+// payloadSize measures the payload as FCM does for its 4096-byte limit:
+// the notification and data objects, as compact JSON.
+func payloadSize(title, body, image string, data map[string]string) int {
+	type notification struct {
+		Title string `json:"title,omitempty"`
+		Body  string `json:"body,omitempty"`
+		Image string `json:"image,omitempty"`
+	}
+	p := struct {
+		Data         map[string]string `json:"data,omitempty"`
+		Notification *notification     `json:"notification,omitempty"`
+	}{Data: data}
+	if title != "" || body != "" || image != "" {
+		p.Notification = &notification{title, body, image}
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return math.MaxInt // unreachable for strings; refuse rather than guess
+	}
+	return len(raw)
+}

@@ -1,0 +1,125 @@
+// Package server is pushfan's HTTP API on Echo: routes, auth, strict
+// decoding and validation, and the one error handler that maps typed errors
+// to the contract's JSON.
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"pushfan/broadcast"
+	"pushfan/config"
+	"pushfan/internal/logging"
+)
+
+// Pinger reports whether the database answers (readiness).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Server holds the API's dependencies.
+type Server struct {
+	cfg   config.Config
+	svc   *broadcast.Service
+	db    Pinger
+	log   *slog.Logger
+	admin tokenSet
+	now   func() time.Time
+	echo  *echo.Echo
+}
+
+// New wires the routes.
+func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger) *Server {
+	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: newTokenSet(cfg.AdminTokens), now: time.Now}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
+		Generator:        newRequestID,
+		RequestIDHandler: func(c echo.Context, id string) {},
+	}))
+	e.Use(s.requestContext)
+	e.Use(s.recoverPanics)
+	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.HTTP.BodyLimit)))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	push := e.Group("/push", requireBearer(s.admin, "admin"))
+	push.POST("/broadcast", s.createBroadcast)
+	push.GET("/broadcasts/:id", s.getBroadcast)
+	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
+	push.GET("/broadcasts/:id/failures", s.listFailures)
+	push.GET("/stats", s.stats)
+	s.echo = e
+	return s
+}
+
+// Handler returns the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// HTTPServer returns an http.Server with every timeout set: a slow or stuck
+// client cannot hold a connection forever.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Addr:              s.cfg.HTTPAddr,
+		Handler:           s.echo,
+		ReadTimeout:       s.cfg.HTTP.ReadTimeout,
+		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
+		WriteTimeout:      s.cfg.HTTP.WriteTimeout,
+		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestContext puts the request id into the request's context (so every
+// log line, including those of the broadcast's workers, carries it) and
+// writes one access-log line per request.
+func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Response().Header().Get(echo.HeaderXRequestID)
+		if !validRequestID.MatchString(id) {
+			id = newRequestID()
+			c.Response().Header().Set(echo.HeaderXRequestID, id)
+		}
+		ctx := logging.WithRequestID(c.Request().Context(), id)
+		c.SetRequest(c.Request().WithContext(ctx))
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "http request",
+			slog.String("method", c.Request().Method),
+			slog.String("path", c.Request().URL.Path),
+			slog.Int("status", c.Response().Status),
+			slog.Duration("latency", time.Since(start)))
+		return nil
+	}
+}
+
+// recoverPanics turns a handler panic into a logged 500, never a crash.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				err = fmt.Errorf("handler panic: %v", v)
+			}
+		}()
+		return next(c)
+	}
+}

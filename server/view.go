@@ -1,0 +1,79 @@
+package server
+
+import (
+	"time"
+
+	"pushfan/repository"
+)
+
+// broadcastView is the broadcast object of the API contract.
+type broadcastView struct {
+	ID                uint64              `json:"id"`
+	Status            repository.Status   `json:"status"`
+	DryRun            bool                `json:"dry_run"`
+	Targeted          int64               `json:"targeted"`
+	Succeeded         int64               `json:"succeeded"`
+	Failed            int64               `json:"failed"`
+	Canceled          int64               `json:"canceled"`
+	Errors            map[string]int64    `json:"errors"`
+	InvalidatedTokens int64               `json:"invalidated_tokens"`
+	Error             *string             `json:"error"`
+	Message           repository.Message  `json:"message"`
+	Audience          repository.Audience `json:"audience"`
+	RequestID         string              `json:"request_id,omitempty"`
+	CreatedAt         time.Time           `json:"created_at"`
+	StartedAt         *time.Time          `json:"started_at"`
+	FinishedAt        *time.Time          `json:"finished_at"`
+	DurationMS        *int64              `json:"duration_ms"`
+}
+
+func viewOf(b *repository.Broadcast, now time.Time) broadcastView {
+	v := broadcastView{
+		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
+		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,
+		Errors: b.Errors, InvalidatedTokens: b.Invalidated,
+		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID,
+		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
+	}
+	if v.Errors == nil {
+		v.Errors = map[string]int64{}
+	}
+	if b.Error != "" {
+		msg := b.Error
+		v.Error = &msg
+	}
+	if b.StartedAt != nil {
+		end := now
+		if b.FinishedAt != nil {
+			end = *b.FinishedAt
+		}
+		ms := end.Sub(*b.StartedAt).Milliseconds()
+		v.DurationMS = &ms
+	}
+	return v
+}
+
+type statsView struct {
+	Broadcasts        int64            `json:"broadcasts"`
+	DryRuns           int64            `json:"dry_runs"`
+	Targeted          int64            `json:"targeted"`
+	Succeeded         int64            `json:"succeeded"`
+	Failed            int64            `json:"failed"`
+	Canceled          int64            `json:"canceled"`
+	InvalidatedTokens int64            `json:"invalidated_tokens"`
+	Errors            map[string]int64 `json:"errors"`
+}
+
+type failureView struct {
+	TokenID   uint64    `json:"token_id"`
+	UserID    uint64    `json:"user_id"`
+	Code      string    `json:"code"`
+	Message   string    `json:"message"`
+	Attempts  int       `json:"attempts"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type failuresPage struct {
+	Failures   []failureView `json:"failures"`
+	NextCursor *string       `json:"next_cursor"`
+}
