@@ -17,16 +17,16 @@ var knownCodes = [...]string{
 // lock on the hot path. Every target ends in exactly one of Succeeded,
 // Failed or Canceled; Attempted counts targets taken from the Source.
 type Progress struct {
-	Attempted   atomic.Int64 // targets read from the Source
-	Succeeded   atomic.Int64
-	Failed      atomic.Int64
-	Canceled    atomic.Int64
-	Dead        atomic.Int64 // failed targets whose token is dead
-	Retries     atomic.Int64 // engine-level re-attempts
-	HTTPSends   atomic.Int64 // attempts made (HTTP requests where the Sender counts them)
+	Attempted atomic.Int64 // targets read from the Source
+	Succeeded atomic.Int64
+	Failed    atomic.Int64
+	Canceled  atomic.Int64
+	Dead      atomic.Int64 // failed targets whose token is dead
+	Retries   atomic.Int64 // engine-level re-attempts
+	HTTPSends atomic.Int64 // attempts made (HTTP requests where the Sender counts them)
 	// Cursor is the TokenID of the last target read from the Source: when a
 	// run stops early, the targets after it were never read (not attempted).
-	Cursor atomic.Uint64
+	Cursor      atomic.Uint64
 	known       [len(knownCodes)]atomic.Int64
 	mu          sync.Mutex
 	otherCodes  map[string]int64

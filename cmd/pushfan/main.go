@@ -88,4 +88,3 @@ func envOr(key, def string) string {
 	}
 	return def
 }
-
