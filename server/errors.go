@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -64,6 +65,10 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no broadcast with id " + c.Param("id")}
 	case errors.Is(err, broadcast.ErrFinished):
 		return &APIError{Status: http.StatusConflict, Code: "already_finished", Message: "the broadcast has already finished and cannot be canceled"}
+	case errors.Is(err, context.DeadlineExceeded):
+		// Every database call has a deadline; hitting it means MySQL is
+		// stuck or overloaded, which a client may retry.
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "database_timeout", Message: "the database did not answer in time; retry later"}
 	case errors.Is(err, broadcast.ErrShuttingDown):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; retry on another instance"}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -66,6 +67,10 @@ func jsonError(err error) *APIError {
 		field := typ.Field
 		if field == "" {
 			return badRequest("invalid_type", "", "the request body must be a JSON object, not %s", typ.Value)
+		}
+		if field == "data" && typ.Type.Kind() == reflect.String {
+			// encoding/json names the map, not the key, for a bad map value.
+			return badRequest("invalid_type", field, "every value in data must be a string (FCM data values are strings), got %s", typ.Value)
 		}
 		return badRequest("invalid_type", field, "field %q must be %s, got %s", field, typeName(typ.Type.String()), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):

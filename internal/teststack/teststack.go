@@ -1,0 +1,233 @@
+// Package teststack starts a whole pushfan in-process for tests: a fresh
+// MariaDB database, the FCM emulator on loopback HTTP, the real firebase SDK
+// sender, the engine, the broadcast service and the HTTP API.
+package teststack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"pushfan/broadcast"
+	"pushfan/config"
+	"pushfan/fanout"
+	"pushfan/fcmemu"
+	"pushfan/internal/logging"
+	"pushfan/internal/testdb"
+	"pushfan/repository"
+	"pushfan/server"
+)
+
+// AdminToken is the bearer token every stack accepts.
+const AdminToken = "test-admin-token-0123456789"
+
+// Stack is one running pushfan.
+type Stack struct {
+	T       testing.TB
+	Store   *repository.Store
+	DSN     string
+	Emu     *fcmemu.Emulator
+	EmuURL  string
+	API     *httptest.Server
+	Config  config.Config
+	Service *broadcast.Service
+	logs    *lockedWriter
+}
+
+// LogText returns the JSON log lines captured so far (CaptureLogs).
+func (s *Stack) LogText() string {
+	s.logs.mu.Lock()
+	defer s.logs.mu.Unlock()
+	return s.logs.buf.String()
+}
+
+// Options adjust a stack before it starts.
+type Options struct {
+	Emulator fcmemu.Config
+	// Configure may change the configuration (engine knobs, timeouts).
+	Configure func(*config.Config)
+	// CaptureLogs collects the JSON logs in Stack.Logs instead of discarding them.
+	CaptureLogs bool
+}
+
+// New starts a stack and stops it when the test ends.
+func New(t testing.TB, o Options) *Stack {
+	t.Helper()
+	store, dsn := testdb.New(t)
+	emu := fcmemu.New(o.Emulator, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	emuSrv := httptest.NewServer(emu.Handler())
+	t.Cleanup(emuSrv.Close)
+
+	cfg := config.Defaults()
+	cfg.MySQLDSN = dsn
+	cfg.FCMEndpoint = emuSrv.URL + "/v1"
+	cfg.FCMProjectID = "test-project"
+	cfg.AdminTokens = []string{AdminToken}
+	cfg.Engine.Concurrency = 128
+	cfg.Engine.PageSize = 200
+	cfg.Engine.SendTimeout = 5 * time.Second
+	cfg.Engine.RetryBaseDelay = 20 * time.Millisecond
+	cfg.Engine.FlushInterval = 100 * time.Millisecond
+	cfg.Engine.RateLimit = 100000
+	cfg.Engine.RampUp = 500 * time.Millisecond
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test config invalid: %v", err)
+	}
+	var w io.Writer = io.Discard
+	logs := &lockedWriter{buf: &bytes.Buffer{}}
+	if o.CaptureLogs {
+		w = logs
+	} else if os.Getenv("PUSHFAN_TEST_LOGS") != "" {
+		w = os.Stderr
+	}
+	log, err := logging.New(w, "json", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sender, err := fanout.NewFCMSender(ctx, fanout.FCMOptions{Endpoint: cfg.FCMEndpoint, ProjectID: cfg.FCMProjectID, Concurrency: cfg.Engine.Concurrency})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sender.Close)
+	engine, err := fanout.New(fanout.Config{
+		Concurrency: cfg.Engine.Concurrency, PageSize: cfg.Engine.PageSize, SendTimeout: cfg.Engine.SendTimeout,
+		MaxAttempts: cfg.Engine.MaxAttempts, RetryBaseDelay: cfg.Engine.RetryBaseDelay, RetryMaxDelay: cfg.Engine.RetryMaxDelay,
+	}, sender, fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := broadcast.New(store, engine, log, broadcast.Options{
+		FlushInterval: cfg.Engine.FlushInterval, InvalidateBatch: cfg.Engine.InvalidateBatch, DBTimeout: cfg.DB.Timeout,
+	})
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api := server.New(cfg, svc, store, log)
+	apiSrv := httptest.NewUnstartedServer(api.Handler())
+	apiSrv.Config = api.HTTPServer()
+	apiSrv.Config.Addr = ""
+	apiSrv.Start()
+	t.Cleanup(func() {
+		apiSrv.Close()
+		svc.Stop()
+	})
+	return &Stack{T: t, Store: store, DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, API: apiSrv, Config: cfg, Service: svc, logs: logs}
+}
+
+// Do sends a request with the admin token and decodes a JSON answer into out
+// (if non-nil). It returns the response (body consumed).
+func (s *Stack) Do(method, path string, body any, out any) *http.Response {
+	s.T.Helper()
+	return s.DoAuth(method, path, AdminToken, body, out)
+}
+
+// DoAuth is Do with an explicit token ("" sends none). A string or []byte
+// body is sent as is; anything else is JSON-encoded.
+func (s *Stack) DoAuth(method, path, token string, body any, out any) *http.Response {
+	s.T.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = bytes.NewBufferString(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			s.T.Fatal(err)
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, s.API.URL+path, r)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			s.T.Fatalf("%s %s: decoding %q: %v", method, path, raw, err)
+		}
+	}
+	return resp
+}
+
+// Broadcast is the API's broadcast object, as tests read it.
+type Broadcast struct {
+	ID                uint64           `json:"id"`
+	Status            string           `json:"status"`
+	DryRun            bool             `json:"dry_run"`
+	Targeted          int64            `json:"targeted"`
+	Succeeded         int64            `json:"succeeded"`
+	Failed            int64            `json:"failed"`
+	Canceled          int64            `json:"canceled"`
+	Errors            map[string]int64 `json:"errors"`
+	InvalidatedTokens int64            `json:"invalidated_tokens"`
+	Error             *string          `json:"error"`
+	DurationMS        *int64           `json:"duration_ms"`
+	StartedAt         *time.Time       `json:"started_at"`
+	FinishedAt        *time.Time       `json:"finished_at"`
+}
+
+// ErrorBody is the API's error JSON.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Field   string `json:"field"`
+	} `json:"error"`
+}
+
+// WaitFinished polls GET /push/broadcasts/{id} until the broadcast is final.
+func (s *Stack) WaitFinished(id uint64, within time.Duration) Broadcast {
+	s.T.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var b Broadcast
+		s.Do("GET", "/push/broadcasts/"+itoa(id), nil, &b)
+		switch b.Status {
+		case "completed", "canceled", "failed":
+			return b
+		}
+		if time.Now().After(deadline) {
+			s.T.Fatalf("broadcast %d still %s after %v", id, b.Status, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func itoa(n uint64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// MustExec runs SQL against the stack's database.
+func (s *Stack) MustExec(query string, args ...any) {
+	s.T.Helper()
+	if _, err := s.Store.DB().Exec(query, args...); err != nil {
+		s.T.Fatalf("%s: %v", query, err)
+	}
+}
