@@ -1,0 +1,87 @@
+package testdb_test
+
+import (
+	"database/sql"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"pushfan/internal/testdb"
+	"pushfan/repository"
+)
+
+func TestNewGivesMigratedPrivateDatabaseAndDropsIt(t *testing.T) {
+	var dbName string
+	t.Run("use", func(t *testing.T) {
+		s1, dsn := testdb.New(t)
+		s2, dsn2 := testdb.New(t)
+		if dsn == dsn2 {
+			t.Fatal("two calls returned the same database")
+		}
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbName = cfg.DBName
+		if !strings.HasPrefix(dbName, "pushfan_t_") || !cfg.ParseTime {
+			t.Fatalf("dsn %q: want a pushfan_t_ database with parseTime", dsn)
+		}
+		// Migrated: the schema is there, and the databases are separate.
+		if _, err := s1.DB().ExecContext(t.Context(), "INSERT INTO users (id) VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := s2.DB().QueryRowContext(t.Context(), "SELECT COUNT(*) FROM users").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("second database sees %d users (%v)", n, err)
+		}
+		// The DSN works for another process (here: another pool).
+		other, err := repository.Open(t.Context(), dsn, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if err := other.DB().QueryRowContext(t.Context(), "SELECT COUNT(*) FROM users").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("via returned DSN: %d users (%v)", n, err)
+		}
+	})
+	db, err := sql.Open("mysql", testdb.DefaultDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var found string
+	err = db.QueryRowContext(t.Context(), "SELECT schema_name FROM information_schema.schemata WHERE schema_name = ?", dbName).Scan(&found)
+	if err != sql.ErrNoRows {
+		t.Fatalf("database %s still exists after the test (err %v)", dbName, err)
+	}
+}
+
+// fatalTB records Fatalf and ends the goroutine the way testing.T does.
+type fatalTB struct {
+	testing.TB
+	msg string // written before Goexit, read after the goroutine is done
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = format
+	runtime.Goexit()
+}
+
+func TestNewFailsLoudlyWhenServerIsDown(t *testing.T) {
+	t.Setenv(testdb.EnvDSN, "root@tcp(127.0.0.1:1)/?timeout=1s")
+	f := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		testdb.New(f)
+		t.Error("New returned without failing")
+	}()
+	<-done
+	if !strings.Contains(f.msg, "scripts/ensure-mysql.sh") {
+		t.Fatalf("failure message %q does not say how to start MariaDB", f.msg)
+	}
+}

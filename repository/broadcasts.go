@@ -1,0 +1,355 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Status is a broadcast's lifecycle state.
+type Status string
+
+// Broadcast states. queued → running → one of the three final states; a
+// queued broadcast may also go straight to a final state (canceled, failed).
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusCanceled  Status = "canceled"
+	StatusFailed    Status = "failed"
+)
+
+// Valid reports whether s is one of the five known states.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// Final reports whether s is a state a broadcast never leaves.
+func (s Status) Final() bool {
+	return s == StatusCompleted || s == StatusCanceled || s == StatusFailed
+}
+
+// Column limits, enforced in Go so strict SQL mode never rejects a row over
+// an over-long informational string.
+const (
+	maxRequestIDRunes = 64
+	maxCreatedByRunes = 64
+	maxCodeRunes      = 64
+	maxErrorBytes     = 65535 // TEXT
+)
+
+// Message is the notification content, stored as JSON.
+type Message struct {
+	Title string            `json:"title,omitempty"`
+	Body  string            `json:"body,omitempty"`
+	Image string            `json:"image,omitempty"`
+	Data  map[string]string `json:"data,omitempty"`
+}
+
+// Counts are a broadcast's outcome counters. As a delta (AddProgress) any
+// field may be zero; Errors maps an error code to how many sends ended with it.
+type Counts struct {
+	Targeted, Succeeded, Failed, Canceled, Invalidated int64
+	Errors                                             map[string]int64
+}
+
+// IsZero reports whether c would change nothing when added.
+func (c Counts) IsZero() bool {
+	if c.Targeted != 0 || c.Succeeded != 0 || c.Failed != 0 || c.Canceled != 0 || c.Invalidated != 0 {
+		return false
+	}
+	for _, n := range c.Errors {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c Counts) scalarsZero() bool {
+	return c.Targeted == 0 && c.Succeeded == 0 && c.Failed == 0 && c.Canceled == 0 && c.Invalidated == 0
+}
+
+// Broadcast is one request to notify an audience, and its running result.
+type Broadcast struct {
+	ID                 uint64
+	Status             Status
+	DryRun             bool
+	InvalidateOnDryRun bool
+	Message            Message
+	Audience           Audience
+	RequestID          string
+	CreatedBy          string
+	Counts
+	Error      string // "" when none
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// CreateBroadcast inserts b with status queued (or b.Status if set) and sets
+// b.ID and b.CreatedAt (taken from the database clock, so all created_at
+// values share one clock). Counters, error and times already set on b are
+// stored too, which lets tools import finished broadcasts.
+func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
+	if b.Status == "" {
+		b.Status = StatusQueued
+	}
+	if !b.Status.Valid() {
+		return fmt.Errorf("create broadcast: invalid status %q", b.Status)
+	}
+	if b.Audience.All && len(b.Audience.UserIDs) > 0 {
+		return fmt.Errorf("create broadcast: %w", errAmbiguousAudience) // fail now, not when sending
+	}
+	msg, err := json.Marshal(b.Message)
+	if err != nil {
+		return fmt.Errorf("create broadcast: encode message: %w", err)
+	}
+	aud, err := json.Marshal(b.Audience)
+	if err != nil {
+		return fmt.Errorf("create broadcast: encode audience: %w", err)
+	}
+	var (
+		id        uint64
+		createdAt time.Time
+	)
+	err = s.inTx(ctx, "create broadcast", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
+			(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
+			 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			string(b.Status), b.DryRun, b.InvalidateOnDryRun, string(msg), string(aud),
+			clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
+			b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
+			nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt))
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		last, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("insert id: %w", err)
+		}
+		id = uint64(last)
+		if err := addErrorCounts(ctx, tx, id, b.Errors); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT created_at FROM broadcasts WHERE id = ?", id).Scan(&createdAt); err != nil {
+			return fmt.Errorf("read created_at: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.ID = id
+	b.CreatedAt = createdAt.UTC()
+	return nil
+}
+
+// GetBroadcast returns the broadcast with its per-code error counts. It reads
+// the row and the counts in one statement, hence from one snapshot: while a
+// broadcast runs, Errors always sums to what Failed says.
+func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error) {
+	var (
+		b                              Broadcast
+		status, msg, aud               string
+		createdBy, errText, errorsJSON sql.NullString
+		startedAt, finishedAt          sql.NullTime
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
+			request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
+			error, created_at, started_at, finished_at,
+			(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id)
+		FROM broadcasts b WHERE id = ?`, id).Scan(
+		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
+		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
+		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get broadcast %d: %w", id, err)
+	}
+	b.Status = Status(status)
+	b.CreatedBy = createdBy.String
+	b.Error = errText.String
+	b.CreatedAt = b.CreatedAt.UTC()
+	b.StartedAt = nullTime(startedAt)
+	b.FinishedAt = nullTime(finishedAt)
+	if err := json.Unmarshal([]byte(msg), &b.Message); err != nil {
+		return nil, fmt.Errorf("broadcast %d: decode message: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
+		return nil, fmt.Errorf("broadcast %d: decode audience: %w", id, err)
+	}
+	b.Errors = map[string]int64{} // never nil: the API renders {} rather than null
+	if errorsJSON.Valid {
+		if err := json.Unmarshal([]byte(errorsJSON.String), &b.Errors); err != nil {
+			return nil, fmt.Errorf("broadcast %d: decode error counts: %w", id, err)
+		}
+	}
+	return &b, nil
+}
+
+// StartBroadcast moves a queued broadcast to running at at. Starting one that
+// is already running succeeds and keeps its first started_at (an instance
+// resuming it after a crash); starting a finished one returns ErrFinished.
+func (s *Store) StartBroadcast(ctx context.Context, id uint64, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE broadcasts SET status = ?, started_at = COALESCE(started_at, ?)
+		WHERE id = ? AND status IN (?, ?)`,
+		string(StatusRunning), dbTime(at), id, string(StatusQueued), string(StatusRunning))
+	if err != nil {
+		return fmt.Errorf("start broadcast %d: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("start broadcast %d: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	// Nothing changed: missing, finished, or already running.
+	st, err := s.broadcastStatus(ctx, id)
+	if err != nil {
+		return fmt.Errorf("start broadcast: %w", err)
+	}
+	if st.Final() {
+		return fmt.Errorf("start broadcast %d (%s): %w", id, st, ErrFinished)
+	}
+	return nil
+}
+
+// SetTargeted records how many tokens the broadcast selected.
+func (s *Store) SetTargeted(ctx context.Context, id uint64, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("set targeted of broadcast %d: negative count %d", id, n)
+	}
+	res, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET targeted = ? WHERE id = ?", n, id)
+	if err != nil {
+		return fmt.Errorf("set targeted of broadcast %d: %w", id, err)
+	}
+	if changed, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set targeted of broadcast %d: %w", id, err)
+	} else if changed == 0 {
+		// Either missing or the value was already n.
+		if _, err := s.broadcastStatus(ctx, id); err != nil {
+			return fmt.Errorf("set targeted: %w", err)
+		}
+	}
+	return nil
+}
+
+// AddProgress adds delta to the broadcast's counters and per-code error
+// counts in one transaction, so readers never see counters and error counts
+// disagree. Concurrent calls are safe: the counter UPDATE row-locks the
+// broadcast, which also serializes the error-count upserts behind it; a
+// deadlock with another broadcast's upserts (InnoDB gap locks) is retried.
+// A zero delta issues no query.
+func (s *Store) AddProgress(ctx context.Context, id uint64, delta Counts) error {
+	if delta.IsZero() {
+		return nil
+	}
+	return s.inTx(ctx, fmt.Sprintf("add progress to broadcast %d", id), func(tx *sql.Tx) error {
+		if delta.scalarsZero() {
+			// Only error codes: still take the row lock first, for the same
+			// lock order as every other AddProgress, and to detect a missing
+			// broadcast.
+			var one int
+			err := tx.QueryRowContext(ctx, "SELECT 1 FROM broadcasts WHERE id = ? FOR UPDATE", id).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("lock broadcast: %w", err)
+			}
+		} else {
+			res, err := tx.ExecContext(ctx, `UPDATE broadcasts SET
+				targeted = targeted + ?, succeeded = succeeded + ?, failed = failed + ?,
+				canceled = canceled + ?, invalidated_tokens = invalidated_tokens + ?
+				WHERE id = ?`,
+				delta.Targeted, delta.Succeeded, delta.Failed, delta.Canceled, delta.Invalidated, id)
+			if err != nil {
+				return fmt.Errorf("update counters: %w", err)
+			}
+			// A non-zero delta always changes the row, so 0 means missing.
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("update counters: %w", err)
+			} else if n == 0 {
+				return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+			}
+		}
+		return addErrorCounts(ctx, tx, id, delta.Errors)
+	})
+}
+
+// addErrorCounts upserts per-code counts in one statement. Codes are sorted
+// so concurrent transactions lock the (broadcast_id, code) keys in the same
+// order.
+func addErrorCounts(ctx context.Context, tx *sql.Tx, id uint64, errs map[string]int64) error {
+	codes := make([]string, 0, len(errs))
+	for _, code := range slices.Sorted(maps.Keys(errs)) {
+		if errs[code] != 0 {
+			codes = append(codes, code)
+		}
+	}
+	if len(codes) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 3*len(codes))
+	for _, code := range codes {
+		args = append(args, id, clampText(code, maxCodeRunes), errs[code])
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO broadcast_errors (broadcast_id, code, count) VALUES "+
+		placeholders(len(codes), 3)+" ON DUPLICATE KEY UPDATE count = count + VALUES(count)", args...)
+	if err != nil {
+		return fmt.Errorf("upsert error counts: %w", err)
+	}
+	return nil
+}
+
+// FinishBroadcast sets a final status, the error text ("" for none) and
+// finished_at, unless the broadcast is already finished. It reports whether it
+// changed the row: exactly one of several racing finishers (the engine, a
+// cancel request, a lease reaper) wins.
+func (s *Store) FinishBroadcast(ctx context.Context, id uint64, status Status, errMsg string, at time.Time) (bool, error) {
+	if !status.Final() {
+		return false, fmt.Errorf("finish broadcast %d: %q is not a final status", id, status)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE broadcasts SET status = ?, error = ?, finished_at = ?
+		WHERE id = ? AND status NOT IN (?, ?, ?)`,
+		string(status), nullIfEmpty(clampBytes(errMsg, maxErrorBytes)), dbTime(at), id,
+		string(StatusCompleted), string(StatusCanceled), string(StatusFailed))
+	if err != nil {
+		return false, fmt.Errorf("finish broadcast %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("finish broadcast %d: %w", id, err)
+	}
+	if n == 0 {
+		if _, err := s.broadcastStatus(ctx, id); err != nil {
+			return false, fmt.Errorf("finish broadcast: %w", err)
+		}
+	}
+	return n == 1, nil
+}
+
+// broadcastStatus reads just the status, wrapping ErrNotFound when missing.
+func (s *Store) broadcastStatus(ctx context.Context, id uint64) (Status, error) {
+	var st string
+	err := s.db.QueryRowContext(ctx, "SELECT status FROM broadcasts WHERE id = ?", id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("broadcast %d status: %w", id, err)
+	}
+	return Status(st), nil
+}

@@ -1,0 +1,91 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Failure is one token whose send finally failed in a broadcast.
+type Failure struct {
+	ID          uint64    `db:"id"`
+	BroadcastID uint64    `db:"broadcast_id"`
+	TokenID     uint64    `db:"token_id"`
+	UserID      uint64    `db:"user_id"`
+	Code        string    `db:"code"`
+	Message     string    `db:"message"`
+	Attempts    int       `db:"attempts"`
+	CreatedAt   time.Time `db:"created_at"`
+}
+
+const (
+	// failureBatch rows per INSERT: with 1 KiB messages a statement stays
+	// near 0.5 MiB, far below max_allowed_packet.
+	failureBatch       = 500
+	maxFailureMsgRunes = 1024 // broadcast_failures.message is VARCHAR(1024)
+)
+
+// RecordFailures stores failures with one multi-row INSERT per 500 rows, all
+// in one transaction (so a retried call never leaves half a batch behind).
+// Messages are cut to 1024 characters on a rune boundary; a zero CreatedAt
+// means "now" on the database clock. IDs are assigned by the database and not
+// written back into fs.
+func (s *Store) RecordFailures(ctx context.Context, fs []Failure) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	return s.inTx(ctx, "record failures", func(tx *sql.Tx) error {
+		args := make([]any, 0, 7*min(len(fs), failureBatch))
+		for batch := range slices.Chunk(fs, failureBatch) {
+			args = args[:0]
+			for _, f := range batch {
+				var created any // NULL → IFNULL picks the database clock
+				if !f.CreatedAt.IsZero() {
+					created = dbTime(f.CreatedAt)
+				}
+				args = append(args, f.BroadcastID, f.TokenID, f.UserID,
+					clampText(f.Code, maxCodeRunes), clampText(f.Message, maxFailureMsgRunes),
+					max(f.Attempts, 0), created)
+			}
+			q := "INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code, message, attempts, created_at) VALUES " +
+				repeatRows(len(batch), "(?, ?, ?, ?, ?, ?, IFNULL(?, UTC_TIMESTAMP(6)))")
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return fmt.Errorf("insert %d failures: %w", len(batch), err)
+			}
+		}
+		return nil
+	})
+}
+
+// ListFailures returns up to limit failures of a broadcast with id > after,
+// in id order, optionally only those with the given code ("" = all). Pass the
+// last ID back as after for the next page. Never returns a nil slice.
+func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, code string, after uint64, limit int) ([]Failure, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("list failures: limit %d must be positive", limit)
+	}
+	const cols = "SELECT id, broadcast_id, token_id, user_id, code, message, attempts, created_at FROM broadcast_failures "
+	var (
+		q    string
+		args []any
+	)
+	// Two fixed statements rather than an optional clause: each matches one
+	// index exactly, (broadcast_id, id) or (broadcast_id, code, id).
+	if code == "" {
+		q = cols + "WHERE broadcast_id = ? AND id > ? ORDER BY id LIMIT ?"
+		args = []any{broadcastID, after, limit}
+	} else {
+		q = cols + "WHERE broadcast_id = ? AND code = ? AND id > ? ORDER BY id LIMIT ?"
+		args = []any{broadcastID, code, after, limit}
+	}
+	out := make([]Failure, 0, min(limit, 1000))
+	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
+		return nil, fmt.Errorf("list failures of broadcast %d: %w", broadcastID, err)
+	}
+	for i := range out {
+		out[i].CreatedAt = out[i].CreatedAt.UTC()
+	}
+	return out, nil
+}

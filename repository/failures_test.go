@@ -1,0 +1,112 @@
+package repository_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"pushfan/repository"
+)
+
+func TestRecordAndListFailures(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	codes := []string{"UNREGISTERED", "INTERNAL", "QUOTA_EXCEEDED"}
+	at := time.Date(2025, 3, 4, 5, 6, 7, 890123456, time.FixedZone("X", -5*3600))
+	var fs []repository.Failure
+	for i := range 1234 { // three INSERT batches
+		fs = append(fs, repository.Failure{
+			BroadcastID: 7, TokenID: uint64(1000 + i), UserID: uint64(i), Code: codes[i%3],
+			Message: fmt.Sprintf("failure %d", i), Attempts: 1 + i%4, CreatedAt: at,
+		})
+	}
+	fs = append(fs, repository.Failure{BroadcastID: 8, TokenID: 1, UserID: 1, Code: "INTERNAL"}) // other broadcast, zero time
+	if err := s.RecordFailures(ctx(t), fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordFailures(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	list := func(code string, limit int) []repository.Failure {
+		t.Helper()
+		var all []repository.Failure
+		var after uint64
+		for {
+			page, err := s.ListFailures(ctx(t), 7, code, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range page {
+				if f.ID <= after {
+					t.Fatalf("id %d after cursor %d", f.ID, after)
+				}
+				after = f.ID
+			}
+			all = append(all, page...)
+			if len(page) < limit {
+				return all
+			}
+		}
+	}
+	all := list("", 100)
+	if len(all) != 1234 {
+		t.Fatalf("listed %d failures, want 1234", len(all))
+	}
+	for i, f := range all {
+		w := fs[i]
+		if f.BroadcastID != 7 || f.TokenID != w.TokenID || f.UserID != w.UserID || f.Code != w.Code ||
+			f.Message != w.Message || f.Attempts != w.Attempts || !f.CreatedAt.Equal(at.Truncate(time.Microsecond)) ||
+			f.CreatedAt.Location() != time.UTC {
+			t.Fatalf("failure %d: got %+v, want %+v", i, f, w)
+		}
+	}
+	internal := list("INTERNAL", 33)
+	if len(internal) != 411 {
+		t.Fatalf("INTERNAL failures: %d, want 411", len(internal))
+	}
+	for _, f := range internal {
+		if f.Code != "INTERNAL" {
+			t.Fatalf("code filter leaked %q", f.Code)
+		}
+	}
+	none, err := s.ListFailures(ctx(t), 7, "NOPE", 0, 10)
+	if err != nil || none == nil || len(none) != 0 {
+		t.Fatalf("unknown code: %v (nil=%v), %v", none, none == nil, err)
+	}
+	other, err := s.ListFailures(ctx(t), 8, "", 0, 10)
+	if err != nil || len(other) != 1 || time.Since(other[0].CreatedAt) > time.Minute {
+		t.Fatalf("broadcast 8: %+v, %v", other, err)
+	}
+}
+
+func TestRecordFailuresClampsMessage(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	long := strings.Repeat("é", 1500)    // 2 bytes per rune: cutting by bytes would split one
+	bad := "bad \xff\xfe bytes"          // invalid UTF-8 is rejected by strict mode unless cleaned
+	longCode := strings.Repeat("C", 100) // column is 64 characters
+	err := s.RecordFailures(ctx(t), []repository.Failure{
+		{BroadcastID: 1, Code: "A", Message: long},
+		{BroadcastID: 1, Code: "B", Message: bad},
+		{BroadcastID: 1, Code: longCode, Attempts: -1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListFailures(ctx(t), 1, "", 0, 10)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("%v, %v", got, err)
+	}
+	if n := utf8.RuneCountInString(got[0].Message); n != 1024 || got[0].Message != strings.Repeat("é", 1024) {
+		t.Fatalf("long message kept %d runes", n)
+	}
+	if got[1].Message != "bad \uFFFD bytes" {
+		t.Fatalf("invalid UTF-8 stored as %q", got[1].Message)
+	}
+	if got[2].Code != strings.Repeat("C", 64) || got[2].Attempts != 0 {
+		t.Fatalf("long code / negative attempts: %+v", got[2])
+	}
+}

@@ -1,0 +1,77 @@
+package repository_test
+
+import (
+	"strings"
+	"testing"
+
+	"pushfan/repository"
+)
+
+func TestSeedDemo(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	o := repository.SeedOptions{
+		Users: 12345, TokensPerUserMax: 3, DisabledEvery: 10, InvalidatedEvery: 7, DeadEvery: 5, StartUserID: 100,
+	}
+	users, tokens, err := s.SeedDemo(ctx(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Expected counts from the documented rules.
+	var wantTokens, wantValid, wantDead int64
+	var ord uint64
+	for i := range o.Users {
+		uid := o.StartUserID + uint64(i)
+		for range 1 + i%o.TokensPerUserMax {
+			ord++
+			wantTokens++
+			if ord%uint64(o.DeadEvery) == 0 {
+				wantDead++
+			}
+			if ord%uint64(o.InvalidatedEvery) != 0 && uid%uint64(o.DisabledEvery) != 0 {
+				wantValid++
+			}
+		}
+	}
+	if users != int64(o.Users) || tokens != wantTokens {
+		t.Fatalf("seeded %d users, %d tokens; want %d, %d", users, tokens, o.Users, wantTokens)
+	}
+	n, err := s.CountAudience(ctx(t), repository.Audience{All: true})
+	if err != nil || n != wantValid {
+		t.Fatalf("audience %d (%v), want %d", n, err, wantValid)
+	}
+	var dead, minUser int64
+	if err := s.DB().QueryRowContext(ctx(t),
+		"SELECT COUNT(*) FROM device_tokens WHERE token LIKE ?", repository.DeadTokenPrefix+"%").Scan(&dead); err != nil || dead != wantDead {
+		t.Fatalf("dead tokens %d (%v), want %d", dead, err, wantDead)
+	}
+	if err := s.DB().QueryRowContext(ctx(t), "SELECT MIN(id) FROM users").Scan(&minUser); err != nil || minUser != 100 {
+		t.Fatalf("first user %d (%v)", minUser, err)
+	}
+	var tok string
+	if err := s.DB().QueryRowContext(ctx(t), "SELECT token FROM device_tokens WHERE user_id = 101 ORDER BY id LIMIT 1 OFFSET 1").Scan(&tok); err != nil ||
+		strings.TrimPrefix(tok, repository.DeadTokenPrefix) != "tok-101-2" || tok != repository.SeedTokenName(101, 2, strings.HasPrefix(tok, repository.DeadTokenPrefix)) {
+		t.Fatalf("token name %q (%v)", tok, err)
+	}
+
+	// Idempotent.
+	users, tokens, err = s.SeedDemo(ctx(t), o)
+	if err != nil || users != 0 || tokens != 0 {
+		t.Fatalf("second seed inserted %d users, %d tokens (%v)", users, tokens, err)
+	}
+	// Growing the population adds only the new users.
+	o.Users += 10
+	users, _, err = s.SeedDemo(ctx(t), o)
+	if err != nil || users != 10 {
+		t.Fatalf("extended seed inserted %d users (%v)", users, err)
+	}
+}
+
+func TestSeedDemoRejectsNegative(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if _, _, err := s.SeedDemo(ctx(t), repository.SeedOptions{Users: -1}); err == nil {
+		t.Fatal("want error")
+	}
+}

@@ -1,0 +1,81 @@
+package repository
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestClampText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"", 3, ""},
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc"},
+		{"héllo", 2, "hé"},
+		{"日本語テキスト", 3, "日本語"},
+		{"a\xffb", 10, "a\uFFFDb"},
+	} {
+		if got := clampText(tc.in, tc.max); got != tc.want {
+			t.Errorf("clampText(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}
+
+func TestClampBytes(t *testing.T) {
+	t.Parallel()
+	s := strings.Repeat("é", 10) // 20 bytes
+	got := clampBytes(s, 7)
+	if got != "ééé" || !utf8.ValidString(got) {
+		t.Fatalf("clampBytes = %q", got)
+	}
+	if clampBytes("abc", 7) != "abc" {
+		t.Fatal("short string changed")
+	}
+}
+
+func TestValidateDatabaseName(t *testing.T) {
+	t.Parallel()
+	for name, ok := range map[string]bool{
+		"pushfan": true, "pushfan_t_0a1b": true, "A9_": true,
+		"": false, "bad-name": false, "x`y": false, "x y": false, "é": false, strings.Repeat("a", 65): false,
+	} {
+		if err := validateDatabaseName(name); (err == nil) != ok {
+			t.Errorf("validateDatabaseName(%q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}
+
+func TestTokensBefore(t *testing.T) {
+	t.Parallel()
+	for _, m := range []int{1, 2, 3, 5} {
+		var sum uint64
+		for i := range 50 {
+			if got := tokensBefore(i, m); got != sum {
+				t.Fatalf("tokensBefore(%d, %d) = %d, want %d", i, m, got, sum)
+			}
+			sum += uint64(1 + i%m)
+		}
+	}
+}
+
+func TestPlaceholders(t *testing.T) {
+	t.Parallel()
+	if got := placeholders(2, 3); got != "(?,?,?),(?,?,?)" {
+		t.Fatalf("placeholders(2,3) = %q", got)
+	}
+}
+
+func TestCountsIsZero(t *testing.T) {
+	t.Parallel()
+	if !(Counts{}).IsZero() || !(Counts{Errors: map[string]int64{"X": 0}}).IsZero() {
+		t.Fatal("zero counts not zero")
+	}
+	if (Counts{Errors: map[string]int64{"X": 1}}).IsZero() || (Counts{Canceled: 1}).IsZero() {
+		t.Fatal("non-zero counts reported zero")
+	}
+}

@@ -1,0 +1,65 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Stats are totals across broadcasts. Dry runs send nothing real, so they are
+// left out of every total and only counted, in DryRuns.
+type Stats struct {
+	Broadcasts, DryRuns, Targeted, Succeeded, Failed, Canceled, InvalidatedTokens int64
+	Errors                                                                        map[string]int64
+}
+
+// Stats sums counters over all non-dry-run broadcasts, running ones included.
+// Both queries run in one read-only REPEATABLE READ transaction, so Errors
+// agrees with Failed even while broadcasts are progressing.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Errors: map[string]int64{}}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
+
+	// SUM over BIGINT UNSIGNED yields DECIMAL; the driver hands it over as
+	// text, which database/sql parses into int64.
+	err = tx.QueryRowContext(ctx, `SELECT
+			COALESCE(SUM(dry_run = 0), 0),
+			COALESCE(SUM(dry_run <> 0), 0),
+			COALESCE(SUM(IF(dry_run = 0, targeted, 0)), 0),
+			COALESCE(SUM(IF(dry_run = 0, succeeded, 0)), 0),
+			COALESCE(SUM(IF(dry_run = 0, failed, 0)), 0),
+			COALESCE(SUM(IF(dry_run = 0, canceled, 0)), 0),
+			COALESCE(SUM(IF(dry_run = 0, invalidated_tokens, 0)), 0)
+		FROM broadcasts`).Scan(
+		&st.Broadcasts, &st.DryRuns, &st.Targeted, &st.Succeeded, &st.Failed, &st.Canceled, &st.InvalidatedTokens)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: totals: %w", err)
+	}
+
+	rows, err := tx.QueryContext(ctx, `SELECT e.code, SUM(e.count)
+		FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id
+		WHERE b.dry_run = 0
+		GROUP BY e.code`)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: errors: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			code string
+			n    int64
+		)
+		if err := rows.Scan(&code, &n); err != nil {
+			return Stats{}, fmt.Errorf("stats: errors: scan: %w", err)
+		}
+		st.Errors[code] = n
+	}
+	if err := rows.Err(); err != nil {
+		return Stats{}, fmt.Errorf("stats: errors: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,47 @@
+package repository_test
+
+import (
+	"reflect"
+	"testing"
+
+	"pushfan/repository"
+)
+
+func TestStatsExcludesDryRuns(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	empty, err := s.Stats(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(empty, repository.Stats{Errors: map[string]int64{}}) {
+		t.Fatalf("empty stats: %+v", empty)
+	}
+
+	add := func(dry bool, d repository.Counts) {
+		t.Helper()
+		b := &repository.Broadcast{DryRun: dry, Audience: repository.Audience{All: true}}
+		if err := s.CreateBroadcast(ctx(t), b); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddProgress(ctx(t), b.ID, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(false, repository.Counts{Targeted: 10, Succeeded: 7, Failed: 3, Invalidated: 2, Errors: map[string]int64{"UNREGISTERED": 2, "INTERNAL": 1}})
+	add(false, repository.Counts{Targeted: 5, Succeeded: 1, Failed: 1, Canceled: 3, Errors: map[string]int64{"UNREGISTERED": 1}})
+	add(true, repository.Counts{Targeted: 100, Succeeded: 50, Failed: 50, Invalidated: 9, Errors: map[string]int64{"UNREGISTERED": 40, "DRY_ONLY": 10}})
+	add(true, repository.Counts{})
+
+	got, err := s.Stats(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := repository.Stats{
+		Broadcasts: 2, DryRuns: 2, Targeted: 15, Succeeded: 8, Failed: 4, Canceled: 3, InvalidatedTokens: 2,
+		Errors: map[string]int64{"UNREGISTERED": 3, "INTERNAL": 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("stats:\n got %+v\nwant %+v", got, want)
+	}
+}

@@ -1,0 +1,67 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Invalidation marks one token dead, with why (e.g. the FCM error code).
+type Invalidation struct {
+	TokenID uint64
+	Reason  string
+}
+
+// invalidateChunk bounds the IN list of one UPDATE: small enough to keep each
+// statement's row locks short-lived, large enough to need few round trips.
+const invalidateChunk = 1000
+
+// maxReasonRunes is device_tokens.invalid_reason's width.
+const maxReasonRunes = 64
+
+// InvalidateTokens sets invalidated_at = at and invalid_reason on the given
+// tokens, skipping those already invalid (so the first reason and time win),
+// and returns how many tokens it invalidated. One UPDATE per reason and per
+// 1000 ids; ids are sorted so concurrent callers lock rows in the same order.
+//
+// Statements are not wrapped in one transaction: each invalidation is
+// independently correct, and on error the count of those already applied is
+// returned along with it.
+func (s *Store) InvalidateTokens(ctx context.Context, items []Invalidation, at time.Time) (int64, error) {
+	if len(items) == 0 {
+		return 0, nil
+	}
+	byReason := make(map[string][]uint64)
+	for _, it := range items {
+		r := clampText(it.Reason, maxReasonRunes)
+		byReason[r] = append(byReason[r], it.TokenID)
+	}
+	at = dbTime(at)
+	var total int64
+	for _, reason := range slices.Sorted(maps.Keys(byReason)) {
+		ids := byReason[reason]
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		for chunk := range slices.Chunk(ids, invalidateChunk) {
+			q, args, err := sqlx.In(`UPDATE device_tokens SET invalidated_at = ?, invalid_reason = ?
+				WHERE id IN (?) AND invalidated_at IS NULL`, at, nullIfEmpty(reason), chunk)
+			if err != nil {
+				return total, fmt.Errorf("invalidate tokens: expand ids: %w", err)
+			}
+			res, err := s.db.ExecContext(ctx, s.db.Rebind(q), args...)
+			if err != nil {
+				return total, fmt.Errorf("invalidate %d tokens (%s): %w", len(chunk), reason, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return total, fmt.Errorf("invalidate tokens: %w", err)
+			}
+			total += n
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,70 @@
+package repository_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"pushfan/repository"
+)
+
+func TestInvalidateTokens(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	exec(t, s, "INSERT INTO users (id) VALUES (1)")
+	var ids []uint64
+	for i := range 2500 { // more than two chunks of 1000
+		ids = append(ids, insertToken(t, s, 1, fmt.Sprintf("inv-%04d", i)))
+	}
+	first := time.Date(2025, 1, 2, 3, 4, 5, 6789, time.UTC)
+	// Already dead before: must keep its original time and reason.
+	n, err := s.InvalidateTokens(ctx(t), []repository.Invalidation{{TokenID: ids[0], Reason: "SENDER_ID_MISMATCH"}}, first)
+	if err != nil || n != 1 {
+		t.Fatalf("first invalidation: %d, %v", n, err)
+	}
+
+	var items []repository.Invalidation
+	for i, id := range ids[:2100] {
+		reason := "UNREGISTERED"
+		if i%3 == 0 {
+			reason = "INVALID_ARGUMENT"
+		}
+		items = append(items, repository.Invalidation{TokenID: id, Reason: reason})
+	}
+	items = append(items, repository.Invalidation{TokenID: ids[5], Reason: "UNREGISTERED"})   // duplicate
+	items = append(items, repository.Invalidation{TokenID: 99999999, Reason: "UNREGISTERED"}) // unknown
+	n, err = s.InvalidateTokens(ctx(t), items, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2099 { // 2100 listed, one of which was already invalid
+		t.Fatalf("invalidated %d, want 2099", n)
+	}
+	// Idempotent: nothing left to invalidate.
+	if n, err := s.InvalidateTokens(ctx(t), items, time.Now()); err != nil || n != 0 {
+		t.Fatalf("second pass: %d, %v", n, err)
+	}
+
+	var (
+		at     time.Time
+		reason string
+	)
+	if err := s.DB().QueryRowContext(ctx(t), "SELECT invalidated_at, invalid_reason FROM device_tokens WHERE id = ?", ids[0]).Scan(&at, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if !at.Equal(first.Truncate(time.Microsecond)) || reason != "SENDER_ID_MISMATCH" {
+		t.Fatalf("first invalidation overwritten: %v %q", at, reason)
+	}
+	if err := s.DB().QueryRowContext(ctx(t), "SELECT invalid_reason FROM device_tokens WHERE id = ?", ids[3]).Scan(&reason); err != nil || reason != "INVALID_ARGUMENT" {
+		t.Fatalf("reason of ids[3]: %q, %v", reason, err)
+	}
+
+	targets := pageAll(t, s, repository.Audience{All: true}, 100)
+	if len(targets) != 400 || targets[0].TokenID != ids[2100] {
+		t.Fatalf("after invalidation the audience has %d targets starting at %d, want 400 from %d",
+			len(targets), targets[0].TokenID, ids[2100])
+	}
+	if n, err := s.InvalidateTokens(ctx(t), nil, time.Now()); err != nil || n != 0 {
+		t.Fatalf("empty: %d, %v", n, err)
+	}
+}
