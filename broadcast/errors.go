@@ -4,16 +4,19 @@ import "errors"
 
 // Errors the HTTP layer maps to status codes.
 var (
-	// ErrNotFound: no broadcast with that id (wraps repository.ErrNotFound).
+	// ErrNotFound: no broadcast with that id.
 	ErrNotFound = errors.New("broadcast not found")
 	// ErrFinished: the broadcast already ended; it cannot be canceled.
 	ErrFinished = errors.New("broadcast already finished")
 	// ErrShuttingDown: the service is stopping and takes no new broadcasts.
 	ErrShuttingDown = errors.New("service is shutting down")
+	// ErrIdempotencyConflict: the Idempotency-Key was used for another request.
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 )
 
-// errCanceledByAdmin is the cause of a run stopped through Cancel.
-var errCanceledByAdmin = errors.New("canceled by an admin")
-
-// errShutdown is the cause of a run stopped because the service stops.
-var errShutdown = errors.New("pushfan shut down while the broadcast was running")
+// Causes of a chunk run stopping early.
+var (
+	errCanceled  = errors.New("broadcast canceled")
+	errShutdown  = errors.New("instance shutting down")
+	errLeaseLost = errors.New("chunk lease lost to another instance")
+)

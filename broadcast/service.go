@@ -2,10 +2,14 @@ package broadcast
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"pushfan/fanout"
@@ -15,9 +19,18 @@ import (
 
 // Options tunes the service.
 type Options struct {
-	FlushInterval   time.Duration // how often live counters reach the row
-	InvalidateBatch int           // failures per batch write
-	DBTimeout       time.Duration // deadline of every database call
+	FlushInterval time.Duration // checkpoint period of a running chunk
+	DBTimeout     time.Duration // deadline of every database call
+	Lease         time.Duration // a chunk lease; renewed at every checkpoint
+	ChunkWidth    uint64        // device token ids per chunk
+	MaxChunks     int           // chunks per broadcast at most (wider chunks beyond)
+	// ChunkParallel is how many chunks one instance runs at once; the
+	// engine's workers are split between them. More than one hides the tail
+	// of a chunk (tokens waiting to retry) behind the next chunk's sends.
+	ChunkParallel int
+	PollInterval  time.Duration // how often an idle dispatcher looks for work
+	// Owner names this instance in leases; empty picks host-pid-random.
+	Owner string
 }
 
 // Service runs broadcasts. Start it once, Stop it once (Stop is safe twice).
@@ -27,53 +40,64 @@ type Service struct {
 	log    *slog.Logger
 	opt    Options
 
-	// life is canceled by Stop: every run derives from it, not from the
-	// HTTP request that submitted it, so a client hanging up does not
-	// cancel a broadcast.
-	life     context.Context
-	stopLife context.CancelCauseFunc
-
-	mu     sync.Mutex
-	runs   map[uint64]*runHandle
-	closed bool
-	wg     sync.WaitGroup
-}
-
-type runHandle struct {
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	// claiming ends when Stop begins: no new chunk is claimed.
+	claiming     context.Context
+	stopClaiming context.CancelFunc
+	// running is the parent of every chunk run; Stop cancels it with
+	// errShutdown, so runs checkpoint and release their chunks.
+	running     context.Context
+	stopRunning context.CancelCauseFunc
+	stopping    atomic.Bool
+	stopOnce    sync.Once
+	wg          sync.WaitGroup
+	wake        chan struct{}
+	started     atomic.Bool
 }
 
 // New builds a Service.
 func New(store *repository.Store, engine *fanout.Engine, log *slog.Logger, opt Options) *Service {
-	life, stop := context.WithCancelCause(context.Background())
-	return &Service{store: store, engine: engine, log: log, opt: opt, life: life, stopLife: stop, runs: make(map[uint64]*runHandle)}
+	if opt.Owner == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		opt.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if len(opt.Owner) > 64 {
+		opt.Owner = opt.Owner[:64]
+	}
+	opt.ChunkParallel = max(opt.ChunkParallel, 1)
+	claiming, stopClaiming := context.WithCancel(context.Background())
+	running, stopRunning := context.WithCancelCause(context.Background())
+	return &Service{
+		store: store, engine: engine, log: log.With("instance", opt.Owner), opt: opt,
+		claiming: claiming, stopClaiming: stopClaiming,
+		running: running, stopRunning: stopRunning,
+		wake: make(chan struct{}, 1),
+	}
 }
 
-// Start closes out broadcasts that a previous process left running when it
-// died: without a durable queue they cannot be resumed, and leaving them
-// "running" forever would mislead the admin.
-func (s *Service) Start(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	n, err := s.store.FailInterrupted(ctx, "interrupted: the pushfan process running it stopped before it finished", time.Now())
-	if err != nil {
-		return fmt.Errorf("closing interrupted broadcasts: %w", err)
+// Owner is this instance's lease name.
+func (s *Service) Owner() string { return s.opt.Owner }
+
+// Start launches the dispatcher, which also resumes chunks that a crashed
+// instance left behind once their leases expire.
+func (s *Service) Start() {
+	if s.started.Swap(true) {
+		return
 	}
-	if n > 0 {
-		s.log.Warn("marked broadcasts interrupted by a previous process as failed", "count", n)
-	}
-	return nil
+	s.wg.Go(s.dispatch)
 }
 
-// Stop cancels every running broadcast (sends in flight finish, bounded by
-// the send timeout), waits until their rows are final, and returns. Safe to
-// call twice.
+// Stop stops claiming chunks, stops the running ones (sends in flight
+// finish, bounded by the send timeout), checkpoints them and releases their
+// leases so another instance continues at once, and returns when every
+// goroutine has exited. Safe to call twice.
 func (s *Service) Stop() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.stopLife(errShutdown)
+	s.stopOnce.Do(func() {
+		s.stopping.Store(true)
+		s.stopClaiming()
+		s.stopRunning(errShutdown)
+	})
 	s.wg.Wait()
 }
 
@@ -85,86 +109,121 @@ type Request struct {
 	InvalidateOnDryRun bool
 	RequestID          string
 	CreatedBy          string
+	// IdempotencyKey, with RequestHash (a digest of the request), makes a
+	// repeated submit return the first broadcast instead of sending again.
+	IdempotencyKey string
+	RequestHash    string
 }
 
-// Submit stores the broadcast and starts it in the background; use Wait to
-// block for its end.
-func (s *Service) Submit(ctx context.Context, req Request) (*repository.Broadcast, error) {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return nil, ErrShuttingDown
+// Submit stores the broadcast and its chunks; the dispatchers (of any
+// instance) send it. A repeat of an idempotent request returns the
+// original broadcast and existing=true.
+func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadcast, existing bool, err error) {
+	if s.stopping.Load() {
+		return nil, false, ErrShuttingDown
 	}
-	b := &repository.Broadcast{
-		Status:             repository.StatusQueued,
+	if req.IdempotencyKey != "" {
+		if b, err := s.existing(ctx, req); b != nil || err != nil {
+			return b, b != nil, err
+		}
+	}
+	b = &repository.Broadcast{
 		DryRun:             req.DryRun,
 		InvalidateOnDryRun: req.InvalidateOnDryRun,
 		Message:            req.Message,
 		Audience:           req.Audience,
 		RequestID:          req.RequestID,
 		CreatedBy:          req.CreatedBy,
+		IdempotencyKey:     req.IdempotencyKey,
+		RequestHash:        req.RequestHash,
 	}
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
-	if err := s.store.CreateBroadcast(dbctx, b); err != nil {
-		return nil, fmt.Errorf("creating broadcast: %w", err)
+	err = s.store.SubmitBroadcast(dbctx, b, s.opt.ChunkWidth, s.opt.MaxChunks)
+	if errors.Is(err, repository.ErrDuplicateKey) {
+		// A concurrent request with the same key won the insert.
+		b, err := s.existing(ctx, req)
+		return b, b != nil, err
 	}
-
-	runCtx, stop := context.WithCancelCause(logging.WithRequestID(s.life, req.RequestID))
-	h := &runHandle{cancel: stop, done: make(chan struct{})}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		stop(errShutdown)
-		// The row exists; finish it so it does not look queued forever.
-		s.finishUnstarted(b.ID)
-		return nil, ErrShuttingDown
+	if err != nil {
+		return nil, false, fmt.Errorf("submitting broadcast: %w", err)
 	}
-	s.runs[b.ID] = h
-	s.wg.Add(1)
-	s.mu.Unlock()
+	log := s.log.With("broadcast_id", b.ID)
+	log.InfoContext(ctx, "broadcast queued", "max_token_id", b.MaxTokenID, "dry_run", b.DryRun)
+	// Count the audience in the background: on a million tokens it takes
+	// seconds, and the admin should not wait for an estimate.
+	s.wg.Go(func() { s.estimateTargeted(logging.WithRequestID(s.claiming, req.RequestID), b) })
+	if _, err := s.store.FinishIfDone(dbctx, b.ID); err != nil { // no tokens at all: done already
+		log.WarnContext(ctx, "checking an empty broadcast", "err", err)
+	}
+	s.poke()
+	return b, false, nil
+}
 
-	go func() {
-		defer s.wg.Done()
-		defer stop(nil)
-		defer func() {
-			s.mu.Lock()
-			delete(s.runs, b.ID)
-			s.mu.Unlock()
-			close(h.done)
-		}()
-		s.execute(runCtx, b)
-	}()
+func (s *Service) existing(ctx context.Context, req Request) (*repository.Broadcast, error) {
+	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	b, err := s.store.FindByIdempotencyKey(dbctx, req.IdempotencyKey)
+	if errors.Is(err, repository.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if b.RequestHash != req.RequestHash {
+		return nil, fmt.Errorf("key %q belongs to broadcast %d: %w", req.IdempotencyKey, b.ID, ErrIdempotencyConflict)
+	}
 	return b, nil
 }
 
-func (s *Service) finishUnstarted(id uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opt.DBTimeout)
+func (s *Service) estimateTargeted(ctx context.Context, b *repository.Broadcast) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := s.store.FinishBroadcast(ctx, id, repository.StatusFailed, errShutdown.Error(), time.Now()); err != nil {
-		s.log.Error("finishing a broadcast submitted during shutdown", "broadcast_id", id, "err", err)
+	n, err := s.store.CountAudienceRange(ctx, b.Audience, 0, b.MaxTokenID)
+	if err == nil {
+		err = s.store.SetLiveTargeted(ctx, b.ID, n)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "estimating targeted", "broadcast_id", b.ID, "err", err)
 	}
 }
 
-// Wait blocks until broadcast id has finished on this instance or ctx
-// ends; it reports whether it finished.
-func (s *Service) Wait(ctx context.Context, id uint64) bool {
-	s.mu.Lock()
-	h := s.runs[id]
-	s.mu.Unlock()
-	if h == nil {
-		return true // not running here: already finished
-	}
+// poke wakes the dispatcher (new work was submitted here).
+func (s *Service) poke() {
 	select {
-	case <-h.done:
-		return true
-	case <-ctx.Done():
-		return false
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
-// Get returns the stored broadcast (live counters while it runs).
+// Wait blocks until the broadcast is final, ctx ends or the service stops;
+// it reports whether the broadcast is final. Any instance may be running
+// it: the row is the truth.
+func (s *Service) Wait(ctx context.Context, id uint64) (bool, error) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		b, err := s.Get(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			return false, err
+		}
+		if b.Status.Final() {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-s.claiming.Done():
+			return false, nil
+		case <-t.C:
+		}
+	}
+}
+
+// Get returns the stored broadcast (counters as of the last checkpoints).
 func (s *Service) Get(ctx context.Context, id uint64) (*repository.Broadcast, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
@@ -175,27 +234,24 @@ func (s *Service) Get(ctx context.Context, id uint64) (*repository.Broadcast, er
 	return b, err
 }
 
-// Cancel stops a running broadcast: tokens not yet attempted are counted
-// canceled. It waits (up to ctx) for the run to settle and returns the row.
+// Cancel flags the broadcast canceled; every instance running one of its
+// chunks stops at its next checkpoint and counts the targets it did not
+// attempt as canceled. Cancel waits (up to ctx) until the row is final.
 func (s *Service) Cancel(ctx context.Context, id uint64) (*repository.Broadcast, error) {
-	b, err := s.Get(ctx, id)
-	if err != nil {
+	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	err := s.store.RequestCancel(dbctx, id)
+	cancel()
+	switch {
+	case errors.Is(err, repository.ErrNotFound):
+		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	case errors.Is(err, repository.ErrFinished):
+		return nil, fmt.Errorf("broadcast %d: %w", id, ErrFinished)
+	case err != nil:
 		return nil, err
 	}
-	if b.Status.Final() {
-		return b, fmt.Errorf("broadcast %d is %s: %w", id, b.Status, ErrFinished)
-	}
-	s.mu.Lock()
-	h := s.runs[id]
-	s.mu.Unlock()
-	if h == nil {
-		// Between the read above and now it finished, or it was never ours.
-		return s.Get(ctx, id)
-	}
-	h.cancel(errCanceledByAdmin)
-	select {
-	case <-h.done:
-	case <-ctx.Done():
+	s.poke() // unclaimed chunks are closed by whoever claims them next
+	if _, err := s.Wait(ctx, id); err != nil {
+		return nil, err
 	}
 	return s.Get(context.WithoutCancel(ctx), id)
 }

@@ -8,27 +8,26 @@ import (
 	"pushfan/repository"
 )
 
-// sink collects failed tokens from the engine's workers and hands them to
-// the flusher in batches: failures are recorded for the failures endpoint,
-// dead tokens are invalidated so later broadcasts skip them.
+// sink collects failed targets from the engine's workers until a checkpoint
+// stores those at or below its cursor (the rest wait: they may be re-sent
+// by whoever resumes the chunk, and must not be recorded twice).
 type sink struct {
 	broadcastID uint64
 	invalidate  bool // false for a dry run unless asked
-	batch       int
-	full        chan struct{} // signalled when a batch is ready
 
 	mu       sync.Mutex
 	failures []repository.Failure
 	dead     []repository.Invalidation
 }
 
-func newSink(id uint64, invalidate bool, batch int) *sink {
-	return &sink{broadcastID: id, invalidate: invalidate, batch: batch, full: make(chan struct{}, 1)}
+func newSink(id uint64, invalidate bool) *sink {
+	return &sink{broadcastID: id, invalidate: invalidate}
 }
 
 // Failed implements fanout.Observer.
 func (s *sink) Failed(_ context.Context, f fanout.Failure) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.failures = append(s.failures, repository.Failure{
 		BroadcastID: s.broadcastID,
 		TokenID:     f.Target.TokenID,
@@ -40,30 +39,39 @@ func (s *sink) Failed(_ context.Context, f fanout.Failure) {
 	if f.Dead && s.invalidate {
 		s.dead = append(s.dead, repository.Invalidation{TokenID: f.Target.TokenID, Reason: f.Code})
 	}
-	ready := len(s.failures) >= s.batch
-	s.mu.Unlock()
-	if ready {
-		select {
-		case s.full <- struct{}{}:
-		default:
+}
+
+// upTo removes and returns what concerns targets with id <= cursor.
+func (s *sink) upTo(cursor uint64) ([]repository.Failure, []repository.Invalidation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fs []repository.Failure
+	keep := s.failures[:0]
+	for _, f := range s.failures {
+		if f.TokenID <= cursor {
+			fs = append(fs, f)
+		} else {
+			keep = append(keep, f)
 		}
 	}
+	s.failures = keep
+	var ds []repository.Invalidation
+	keepD := s.dead[:0]
+	for _, d := range s.dead {
+		if d.TokenID <= cursor {
+			ds = append(ds, d)
+		} else {
+			keepD = append(keepD, d)
+		}
+	}
+	s.dead = keepD
+	return fs, ds
 }
 
-// take removes and returns what is pending.
-func (s *sink) take() ([]repository.Failure, []repository.Invalidation) {
+// putBack returns a batch whose checkpoint failed, for the next one.
+func (s *sink) putBack(fs []repository.Failure, ds []repository.Invalidation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, d := s.failures, s.dead
-	s.failures, s.dead = nil, nil
-	return f, d
-}
-
-// putBack returns a batch that could not be written, so it is retried on
-// the next flush instead of being lost.
-func (s *sink) putBack(f []repository.Failure, d []repository.Invalidation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failures = append(f, s.failures...)
-	s.dead = append(d, s.dead...)
+	s.failures = append(fs, s.failures...)
+	s.dead = append(ds, s.dead...)
 }

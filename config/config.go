@@ -19,6 +19,8 @@ type Config struct {
 	AdminTokens     []string `yaml:"-"` // secrets come from the environment only
 	InternalToken   string   `yaml:"-"`
 
+	// FCMH2C speaks HTTP/2 without TLS to an http:// emulator endpoint.
+	FCMH2C bool `yaml:"fcm_h2c"`
 	// FCMCAFile is a PEM bundle to trust for the FCM endpoint (an emulator
 	// serving TLS with a self-signed certificate).
 	FCMCAFile string `yaml:"fcm_ca_file"`
@@ -48,10 +50,22 @@ type Engine struct {
 	RateLimit float64 `yaml:"rate_limit"`
 	// RampUp is how long the rate takes to climb back to RateLimit after a 429 pause.
 	RampUp time.Duration `yaml:"ramp_up"`
-	// FlushInterval is how often counters reach the broadcast row.
+	// FlushInterval is how often a running chunk checkpoints: its cursor,
+	// counters, failures and dead tokens reach MySQL, and its lease renews.
 	FlushInterval time.Duration `yaml:"flush_interval"`
-	// InvalidateBatch is how many dead tokens are invalidated per UPDATE.
-	InvalidateBatch int `yaml:"invalidate_batch"`
+	// Lease is how long a chunk stays claimed without a checkpoint; a
+	// crashed instance's chunks are taken over after it.
+	Lease time.Duration `yaml:"lease"`
+	// ChunkWidth is how many device token ids one chunk covers.
+	ChunkWidth int `yaml:"chunk_width"`
+	// MaxChunks caps the chunks of one broadcast (chunks widen beyond).
+	MaxChunks int `yaml:"max_chunks"`
+	// ChunkParallel is how many chunks an instance sends at once.
+	ChunkParallel int `yaml:"chunk_parallel"`
+	// PollInterval is how often an idle instance looks for chunks.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// InstanceID names this instance in chunk leases (default host-pid-random).
+	InstanceID string `yaml:"instance_id"`
 	// MaxUserIDs caps the user_ids audience list.
 	MaxUserIDs int `yaml:"max_user_ids"`
 }
@@ -101,7 +115,11 @@ func Defaults() Config {
 			RateLimit:       9500, // just under FCM's default 600,000/min
 			RampUp:          10 * time.Second,
 			FlushInterval:   500 * time.Millisecond,
-			InvalidateBatch: 500,
+			Lease:           10 * time.Second,
+			ChunkWidth:      10000,
+			MaxChunks:       10000,
+			ChunkParallel:   4,
+			PollInterval:    500 * time.Millisecond,
 			MaxUserIDs:      10000,
 		},
 		HTTP: HTTP{

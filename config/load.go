@@ -83,6 +83,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_FCM_ENDPOINT", str(&c.FCMEndpoint)},
 		{"PUSHFAN_FCM_PROJECT_ID", str(&c.FCMProjectID)},
 		{"PUSHFAN_FCM_CA_FILE", str(&c.FCMCAFile)},
+		{"PUSHFAN_FCM_H2C", boolean(&c.FCMH2C)},
 		{"GOOGLE_APPLICATION_CREDENTIALS", str(&c.CredentialsFile)},
 		{"PUSHFAN_ADMIN_TOKENS", list(&c.AdminTokens)},
 		{"PUSHFAN_INTERNAL_TOKEN", str(&c.InternalToken)},
@@ -95,7 +96,12 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_RATE_LIMIT", float(&c.Engine.RateLimit)},
 		{"PUSHFAN_RAMP_UP", duration(&c.Engine.RampUp)},
 		{"PUSHFAN_FLUSH_INTERVAL", duration(&c.Engine.FlushInterval)},
-		{"PUSHFAN_INVALIDATE_BATCH", integer(&c.Engine.InvalidateBatch)},
+		{"PUSHFAN_LEASE", duration(&c.Engine.Lease)},
+		{"PUSHFAN_CHUNK_WIDTH", integer(&c.Engine.ChunkWidth)},
+		{"PUSHFAN_MAX_CHUNKS", integer(&c.Engine.MaxChunks)},
+		{"PUSHFAN_CHUNK_PARALLEL", integer(&c.Engine.ChunkParallel)},
+		{"PUSHFAN_POLL_INTERVAL", duration(&c.Engine.PollInterval)},
+		{"PUSHFAN_INSTANCE_ID", str(&c.Engine.InstanceID)},
 		{"PUSHFAN_MAX_USER_IDS", integer(&c.Engine.MaxUserIDs)},
 		{"PUSHFAN_HTTP_READ_TIMEOUT", duration(&c.HTTP.ReadTimeout)},
 		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", duration(&c.HTTP.ReadHeaderTimeout)},
@@ -157,6 +163,17 @@ func float(p *float64) func(string) error {
 			return fmt.Errorf("%q is not a number", s)
 		}
 		*p = f
+		return nil
+	}
+}
+
+func boolean(p *bool) func(string) error {
+	return func(s string) error {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (use true or false)", s)
+		}
+		*p = b
 		return nil
 	}
 }

@@ -67,7 +67,21 @@ func (c *Config) Validate() error {
 	positive("PUSHFAN_CONCURRENCY", e.Concurrency, 10000)
 	positive("PUSHFAN_PAGE_SIZE", e.PageSize, 100000)
 	positive("PUSHFAN_MAX_ATTEMPTS", e.MaxAttempts, 100)
-	positive("PUSHFAN_INVALIDATE_BATCH", e.InvalidateBatch, 10000)
+	positive("PUSHFAN_CHUNK_WIDTH", e.ChunkWidth, 100000000)
+	positive("PUSHFAN_MAX_CHUNKS", e.MaxChunks, 100000)
+	positive("PUSHFAN_CHUNK_PARALLEL", e.ChunkParallel, 64)
+	if e.ChunkParallel > e.Concurrency {
+		bad("PUSHFAN_CHUNK_PARALLEL", "(%d) must not exceed PUSHFAN_CONCURRENCY (%d): workers are split between chunks", e.ChunkParallel, e.Concurrency)
+	}
+	if len(e.InstanceID) > 64 {
+		bad("PUSHFAN_INSTANCE_ID", "must be at most 64 characters")
+	}
+	if e.Lease > 0 && e.FlushInterval > 0 && e.Lease < 3*e.FlushInterval {
+		bad("PUSHFAN_LEASE", "(%v) must be at least 3x PUSHFAN_FLUSH_INTERVAL (%v): checkpoints renew the lease", e.Lease, e.FlushInterval)
+	}
+	if c.FCMH2C && !strings.HasPrefix(c.FCMEndpoint, "http://") {
+		bad("PUSHFAN_FCM_H2C", "needs an http:// PUSHFAN_FCM_ENDPOINT (an emulator); real FCM negotiates HTTP/2 over TLS by itself")
+	}
 	positive("PUSHFAN_MAX_USER_IDS", e.MaxUserIDs, 1000000)
 	positive("PUSHFAN_DB_MAX_OPEN", c.DB.MaxOpen, 1000)
 	if e.RateLimit <= 0 {
@@ -82,6 +96,8 @@ func (c *Config) Validate() error {
 		{"PUSHFAN_RETRY_MAX_DELAY", e.RetryMaxDelay},
 		{"PUSHFAN_RAMP_UP", e.RampUp},
 		{"PUSHFAN_FLUSH_INTERVAL", e.FlushInterval},
+		{"PUSHFAN_LEASE", e.Lease},
+		{"PUSHFAN_POLL_INTERVAL", e.PollInterval},
 		{"PUSHFAN_HTTP_READ_TIMEOUT", c.HTTP.ReadTimeout},
 		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", c.HTTP.ReadHeaderTimeout},
 		{"PUSHFAN_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout},

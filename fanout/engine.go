@@ -58,6 +58,9 @@ type Job struct {
 	After    uint64
 	Observer Observer  // optional
 	Progress *Progress // required; the caller reads it while Run works
+	// Workers overrides the engine's concurrency for this run (0 = default),
+	// for callers that run several jobs at once within one budget.
+	Workers int
 }
 
 // item is one target on its way through the engine. It travels by value so
@@ -65,6 +68,7 @@ type Job struct {
 type item struct {
 	t         Target
 	pg        *page
+	idx       int32 // index in pg
 	attempts  int32 // HTTP requests so far (SDK retries included)
 	retries   int32 // engine-level re-queues so far
 	firstFail time.Time
@@ -120,7 +124,11 @@ type run struct {
 
 func (r *run) start() {
 	var workers, helpers sync.WaitGroup
-	for range r.e.cfg.Concurrency {
+	workerCount := r.e.cfg.Concurrency
+	if r.job.Workers > 0 {
+		workerCount = r.job.Workers
+	}
+	for range workerCount {
 		workers.Go(r.worker)
 	}
 	stopQueue := make(chan struct{})
@@ -148,29 +156,29 @@ func (r *run) produce() {
 		if len(buf) == 0 {
 			return
 		}
-		pg := &page{lastID: buf[len(buf)-1].TokenID}
-		pg.remaining.Store(int64(len(buf)))
+		pg := newPage(buf)
+		lastID := buf[len(buf)-1].TokenID
 		r.p.addPage(pg)
 		r.p.Attempted.Add(int64(len(buf)))
-		r.p.Cursor.Store(pg.lastID)
+		r.p.Cursor.Store(lastID)
 		r.pending.Add(len(buf))
 		for i, t := range buf {
-			it := item{t: t, pg: pg}
+			it := item{t: t, pg: pg, idx: int32(i)}
 			select {
 			case r.slots <- struct{}{}:
 			case <-r.ctx.Done():
-				r.cancelRest(buf[i:], pg)
+				r.cancelRest(pg, i)
 				return
 			}
 			select {
 			case r.work <- it:
 			case <-r.ctx.Done():
 				<-r.slots
-				r.cancelRest(buf[i:], pg)
+				r.cancelRest(pg, i)
 				return
 			}
 		}
-		after = pg.lastID
+		after = lastID
 	}
 }
 
@@ -198,10 +206,12 @@ func (r *run) page(after uint64, buf []Target) ([]Target, error) {
 	return buf, nil
 }
 
-func (r *run) cancelRest(ts []Target, pg *page) {
-	for range ts {
+// cancelRest finishes, as canceled, the targets of pg from index from on
+// that were never enqueued.
+func (r *run) cancelRest(pg *page, from int) {
+	for i := from; i < len(pg.ids); i++ {
 		r.p.Canceled.Add(1)
-		r.p.finish(pg)
+		r.p.finish(pg, int32(i), outCanceled, "")
 		r.pending.Done()
 	}
 }
@@ -248,7 +258,7 @@ func (r *run) attempt(it item) {
 	switch out.Class {
 	case Success:
 		r.p.Succeeded.Add(1)
-		r.done(it)
+		r.done(it, outSucceeded, "")
 	case Dead:
 		r.fail(it, out, true)
 	case Fatal:
@@ -310,23 +320,25 @@ func (r *run) retry(it item, out SendError) {
 func (r *run) fail(it item, out SendError, dead bool) {
 	r.p.Failed.Add(1)
 	r.p.countError(out.Code)
+	o := outFailed
 	if dead {
 		r.p.Dead.Add(1)
+		o = outDead
 	}
 	if r.job.Observer != nil {
 		r.job.Observer.Failed(r.sendBase, Failure{Target: it.t, Code: out.Code, Message: out.Detail, Attempts: int(it.attempts), Dead: dead})
 	}
 	r.log.DebugContext(r.ctx, "send failed", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "dead", dead)
-	r.done(it)
+	r.done(it, o, out.Code)
 }
 
 func (r *run) cancelItem(it item) {
 	r.p.Canceled.Add(1)
-	r.done(it)
+	r.done(it, outCanceled, "")
 }
 
-func (r *run) done(it item) {
-	r.p.finish(it.pg)
+func (r *run) done(it item, outcome uint8, code string) {
+	r.p.finish(it.pg, it.idx, outcome, code)
 	<-r.slots
 	r.pending.Done()
 }

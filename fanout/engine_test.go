@@ -182,8 +182,12 @@ func TestRunCountsEveryOutcomeExactly(t *testing.T) {
 	if len(obs.failures) != int(dead) || !obs.failures[0].Dead {
 		t.Fatalf("observer saw %d failures", len(obs.failures))
 	}
-	if w := p.Watermark(); w != n {
-		t.Fatalf("watermark %d, want %d", w, n)
+	c := p.Commit(false)
+	if c.Cursor != n || c.Succeeded != n-dead || c.Failed != dead || c.Dead != dead || c.Errors[CodeUnregistered] != dead {
+		t.Fatalf("commit %+v", c)
+	}
+	if again := p.Commit(false); !again.IsZero() || again.Cursor != n {
+		t.Fatalf("second commit %+v, want an empty delta", again)
 	}
 }
 
@@ -402,4 +406,54 @@ func TestClassifyPassesSendErrorThrough(t *testing.T) {
 	if got := Classify(context.DeadlineExceeded); got.Class != Transient || got.Code != CodeTimeout {
 		t.Fatalf("deadline → %+v", got)
 	}
+}
+
+// A run stopped for a resume (shutdown, lost lease) commits only a prefix
+// with no canceled target; resuming from its cursor reaches every target,
+// and re-sends at most what was sent above the cursor.
+func TestResumableCommitThenResumeCoversEveryTarget(t *testing.T) {
+	const n = 3000
+	ts := makeTargets(n, func(i int) string { return fmt.Sprintf("ok-%d", i) })
+	s := &fakeSender{delay: time.Millisecond}
+	p := &Progress{}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for p.Succeeded.Load() < 700 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	e := testEngine(t, Config{Concurrency: 16, PageSize: 100}, s)
+	_ = e.Run(ctx, Job{Message: &Message{}, Source: &sliceSource{ts}, Progress: p})
+	c := p.Commit(true)
+	if c.Cursor == 0 || c.Cursor >= n || c.Canceled != 0 || c.Succeeded != int64(c.Cursor) {
+		t.Fatalf("resumable commit %+v: want a prefix of successes only", c)
+	}
+	for _, tg := range ts[:c.Cursor] {
+		if s.count(tg.Token) != 1 {
+			t.Fatalf("%s at or below the cursor was not sent once", tg.Token)
+		}
+	}
+	if again := p.Commit(true); !again.IsZero() || again.Cursor != c.Cursor {
+		t.Fatalf("a second resumable commit moved on: %+v", again)
+	}
+	firstRun := s.total.Load()
+	p2 := &Progress{}
+	if err := e.Run(context.Background(), Job{Message: &Message{}, Source: &sliceSource{ts}, After: c.Cursor, Progress: p2}); err != nil {
+		t.Fatal(err)
+	}
+	c2 := p2.Commit(false)
+	if c.Succeeded+c2.Succeeded != n || c2.Cursor != n {
+		t.Fatalf("resume committed %+v after %+v", c2, c)
+	}
+	dups := firstRun - int64(c.Cursor)
+	for _, tg := range ts {
+		if s.count(tg.Token) < 1 {
+			t.Fatalf("%s never sent", tg.Token)
+		}
+	}
+	if dups > 16+100 {
+		t.Fatalf("%d duplicates, more than in-flight + one page", dups)
+	}
+	t.Logf("resume after cursor %d: %d duplicate sends", c.Cursor, dups)
 }

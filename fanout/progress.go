@@ -31,8 +31,9 @@ type Progress struct {
 	mu          sync.Mutex
 	otherCodes  map[string]int64
 	watermarkMu sync.Mutex
-	watermark   uint64 // every target with TokenID <= watermark is finished
+	watermark   uint64 // every target with TokenID <= watermark is committed
 	pages       []*page
+	headIdx     int // targets of pages[0] already committed
 }
 
 // countError adds one failure with this code.
@@ -110,20 +111,33 @@ func (s Snapshot) IsZero() bool {
 		s.Dead == 0 && s.Retries == 0 && s.HTTPSends == 0 && len(s.Errors) == 0
 }
 
-// page tracks how many targets of one Source page are still unfinished, so
-// the watermark (a safe resume cursor) can advance when a page completes.
+// Per-target outcomes recorded in a page.
+const (
+	outPending uint8 = iota
+	outSucceeded
+	outFailed
+	outDead // failed, token dead
+	outCanceled
+)
+
+// page remembers each target's outcome until the page is committed, so a
+// checkpoint can store exactly the outcomes of the targets at or below its
+// cursor: a resumed run re-sends what is above it and must not find it
+// counted already.
 type page struct {
-	lastID    uint64
+	ids       []uint64 // target ids in order
+	outcome   []uint8  // written once per index by the goroutine finishing it
+	codes     []string // failure code per index ("" otherwise)
 	remaining atomic.Int64
-	done      bool
 }
 
-// Watermark is the highest TokenID such that every target at or below it
-// has finished: resuming after it never skips an unsent token.
-func (p *Progress) Watermark() uint64 {
-	p.watermarkMu.Lock()
-	defer p.watermarkMu.Unlock()
-	return p.watermark
+func newPage(ts []Target) *page {
+	pg := &page{ids: make([]uint64, len(ts)), outcome: make([]uint8, len(ts)), codes: make([]string, len(ts))}
+	for i, t := range ts {
+		pg.ids[i] = t.TokenID
+	}
+	pg.remaining.Store(int64(len(ts)))
+	return pg
 }
 
 func (p *Progress) addPage(pg *page) {
@@ -132,21 +146,76 @@ func (p *Progress) addPage(pg *page) {
 	p.watermarkMu.Unlock()
 }
 
-// finish marks one target of pg finished; the lock is taken once per page,
-// not per target.
-func (p *Progress) finish(pg *page) {
-	if pg.remaining.Add(-1) != 0 {
-		return
-	}
+// finish records one target's outcome. It takes no lock: the atomic
+// decrement publishes the write to whoever sees remaining reach zero.
+func (p *Progress) finish(pg *page, idx int32, outcome uint8, code string) {
+	pg.outcome[idx] = outcome
+	pg.codes[idx] = code
+	pg.remaining.Add(-1)
+}
+
+// Committed is what a checkpoint may store: the outcomes of every target
+// with TokenID <= Cursor that earlier Commit calls did not return yet.
+type Committed struct {
+	Cursor                            uint64
+	Succeeded, Failed, Canceled, Dead int64
+	Errors                            map[string]int64
+}
+
+// IsZero reports whether the delta holds no outcome.
+func (c Committed) IsZero() bool {
+	return c.Succeeded == 0 && c.Failed == 0 && c.Canceled == 0 && len(c.Errors) == 0
+}
+
+// Commit returns the outcomes of the finished targets at the head of the
+// run, in Source order, that earlier calls did not return, and the cursor
+// after them: a checkpoint stores exactly these, so a run resumed from the
+// cursor neither skips nor double-counts a target.
+//
+// With resumable set, a canceled target is not an outcome but unfinished
+// work (the run is stopping for a shutdown and another will resume it): the
+// walk stops just before the first one. A later Commit(false) may still
+// count it canceled (an admin cancel).
+func (p *Progress) Commit(resumable bool) Committed {
 	p.watermarkMu.Lock()
 	defer p.watermarkMu.Unlock()
-	pg.done = true
-	i := 0
-	for i < len(p.pages) && p.pages[i].done {
-		p.watermark = p.pages[i].lastID
-		i++
+	c := Committed{Cursor: p.watermark, Errors: map[string]int64{}}
+	for len(p.pages) > 0 {
+		pg := p.pages[0]
+		if pg.remaining.Load() != 0 {
+			break
+		}
+		for ; p.headIdx < len(pg.outcome); p.headIdx++ {
+			o := pg.outcome[p.headIdx]
+			if resumable && o == outCanceled {
+				return c
+			}
+			switch o {
+			case outSucceeded:
+				c.Succeeded++
+			case outFailed, outDead:
+				c.Failed++
+				c.Errors[pg.codes[p.headIdx]]++
+				if o == outDead {
+					c.Dead++
+				}
+			case outCanceled:
+				c.Canceled++
+			}
+			c.Cursor = pg.ids[p.headIdx]
+			p.watermark = c.Cursor
+		}
+		p.pages = p.pages[1:]
+		p.headIdx = 0
 	}
-	p.pages = p.pages[i:]
+	return c
+}
+
+// Watermark is the cursor of the last Commit.
+func (p *Progress) Watermark() uint64 {
+	p.watermarkMu.Lock()
+	defer p.watermarkMu.Unlock()
+	return p.watermark
 }
 
 // KnownCodes lists every error code pushfan reports.

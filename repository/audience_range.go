@@ -3,7 +3,6 @@ package repository
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // CountAudienceRange counts the targets of a whose token id is in
@@ -39,25 +38,4 @@ func (s *Store) MaxTokenID(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("max token id: %w", err)
 	}
 	return id, nil
-}
-
-// FailInterrupted finishes, as failed with msg, every broadcast a previous
-// process left queued or running (it died before finishing them). It
-// returns how many rows it changed.
-func (s *Store) FailInterrupted(ctx context.Context, msg string, at time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx,
-		// Targets whose outcome was never recorded count as canceled, so
-		// succeeded + failed + canceled == targeted holds for these rows too.
-		"UPDATE broadcasts SET status = ?, error = ?, finished_at = ?, "+
-			"canceled = GREATEST(CAST(targeted AS SIGNED) - CAST(succeeded AS SIGNED) - CAST(failed AS SIGNED), 0) "+
-			"WHERE status IN (?, ?)",
-		StatusFailed, msg, at.UTC(), StatusQueued, StatusRunning)
-	if err != nil {
-		return 0, fmt.Errorf("failing interrupted broadcasts: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("failing interrupted broadcasts: %w", err)
-	}
-	return n, nil
 }

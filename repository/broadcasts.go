@@ -94,6 +94,12 @@ type Broadcast struct {
 	CreatedAt  time.Time
 	StartedAt  *time.Time
 	FinishedAt *time.Time
+
+	// Durable-run fields (see chunks.go).
+	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later
+	CancelRequested bool
+	IdempotencyKey  string
+	RequestHash     string
 }
 
 // CreateBroadcast inserts b with status queued (or b.Status if set) and sets
@@ -123,29 +129,8 @@ func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
 		createdAt time.Time
 	)
 	err = s.inTx(ctx, "create broadcast", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
-			(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
-			 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			string(b.Status), b.DryRun, b.InvalidateOnDryRun, string(msg), string(aud),
-			clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
-			b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
-			nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt))
-		if err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		last, err := res.LastInsertId()
-		if err != nil {
-			return fmt.Errorf("insert id: %w", err)
-		}
-		id = uint64(last)
-		if err := addErrorCounts(ctx, tx, id, b.Errors); err != nil {
-			return err
-		}
-		if err := tx.QueryRowContext(ctx, "SELECT created_at FROM broadcasts WHERE id = ?", id).Scan(&createdAt); err != nil {
-			return fmt.Errorf("read created_at: %w", err)
-		}
-		return nil
+		id, createdAt, err = insertBroadcast(ctx, tx, b, string(msg), string(aud))
+		return err
 	})
 	if err != nil {
 		return err
@@ -153,6 +138,36 @@ func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
 	b.ID = id
 	b.CreatedAt = createdAt.UTC()
 	return nil
+}
+
+// insertBroadcast inserts b inside tx and returns its id and creation time.
+func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud string) (uint64, time.Time, error) {
+	var createdAt time.Time
+	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
+		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
+		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
+		 max_token_id, idempotency_key, request_hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
+		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
+		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
+		nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
+		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash))
+	if err != nil {
+		return 0, createdAt, fmt.Errorf("insert: %w", err)
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return 0, createdAt, fmt.Errorf("insert id: %w", err)
+	}
+	id := uint64(last)
+	if err := addErrorCounts(ctx, tx, id, b.Errors); err != nil {
+		return 0, createdAt, err
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT created_at FROM broadcasts WHERE id = ?", id).Scan(&createdAt); err != nil {
+		return 0, createdAt, fmt.Errorf("read created_at: %w", err)
+	}
+	return id, createdAt, nil
 }
 
 // GetBroadcast returns the broadcast with its per-code error counts. It reads
@@ -163,16 +178,19 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error)
 		b                              Broadcast
 		status, msg, aud               string
 		createdBy, errText, errorsJSON sql.NullString
+		idemKey, reqHash               sql.NullString
 		startedAt, finishedAt          sql.NullTime
 	)
 	err := s.db.QueryRowContext(ctx, `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
 			request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
 			error, created_at, started_at, finished_at,
-			(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id)
+			(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
+			max_token_id, cancel_requested, idempotency_key, request_hash
 		FROM broadcasts b WHERE id = ?`, id).Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
-		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON)
+		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON,
+		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 	}
@@ -182,6 +200,8 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error)
 	b.Status = Status(status)
 	b.CreatedBy = createdBy.String
 	b.Error = errText.String
+	b.IdempotencyKey = idemKey.String
+	b.RequestHash = reqHash.String
 	b.CreatedAt = b.CreatedAt.UTC()
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)

@@ -37,26 +37,31 @@ func (s *Store) RecordFailures(ctx context.Context, fs []Failure) error {
 		return nil
 	}
 	return s.inTx(ctx, "record failures", func(tx *sql.Tx) error {
-		args := make([]any, 0, 7*min(len(fs), failureBatch))
-		for batch := range slices.Chunk(fs, failureBatch) {
-			args = args[:0]
-			for _, f := range batch {
-				var created any // NULL → IFNULL picks the database clock
-				if !f.CreatedAt.IsZero() {
-					created = dbTime(f.CreatedAt)
-				}
-				args = append(args, f.BroadcastID, f.TokenID, f.UserID,
-					clampText(f.Code, maxCodeRunes), clampText(f.Message, maxFailureMsgRunes),
-					max(f.Attempts, 0), created)
-			}
-			q := "INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code, message, attempts, created_at) VALUES " +
-				repeatRows(len(batch), "(?, ?, ?, ?, ?, ?, IFNULL(?, UTC_TIMESTAMP(6)))")
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-				return fmt.Errorf("insert %d failures: %w", len(batch), err)
-			}
-		}
-		return nil
+		return insertFailures(ctx, tx, fs)
 	})
+}
+
+// insertFailures writes fs inside tx (RecordFailures, chunk checkpoints).
+func insertFailures(ctx context.Context, tx *sql.Tx, fs []Failure) error {
+	args := make([]any, 0, 7*min(len(fs), failureBatch))
+	for batch := range slices.Chunk(fs, failureBatch) {
+		args = args[:0]
+		for _, f := range batch {
+			var created any // NULL → IFNULL picks the database clock
+			if !f.CreatedAt.IsZero() {
+				created = dbTime(f.CreatedAt)
+			}
+			args = append(args, f.BroadcastID, f.TokenID, f.UserID,
+				clampText(f.Code, maxCodeRunes), clampText(f.Message, maxFailureMsgRunes),
+				max(f.Attempts, 0), created)
+		}
+		q := "INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code, message, attempts, created_at) VALUES " +
+			repeatRows(len(batch), "(?, ?, ?, ?, ?, ?, IFNULL(?, UTC_TIMESTAMP(6)))")
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("insert %d failures: %w", len(batch), err)
+		}
+	}
+	return nil
 }
 
 // ListFailures returns up to limit failures of a broadcast with id > after,

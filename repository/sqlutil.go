@@ -158,3 +158,9 @@ func repeatRows(rows int, tuple string) string {
 	}
 	return b.String()
 }
+
+// isDuplicateEntry reports MySQL's ER_DUP_ENTRY (a UNIQUE key clash).
+func isDuplicateEntry(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,16 @@ const maxReasonRunes = 64
 // independently correct, and on error the count of those already applied is
 // returned along with it.
 func (s *Store) InvalidateTokens(ctx context.Context, items []Invalidation, at time.Time) (int64, error) {
+	return invalidateTokens(ctx, s.db, items, at)
+}
+
+// execer is what invalidateTokens needs: the pool, or a transaction (chunk
+// checkpoints invalidate in the same transaction as their counters).
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func invalidateTokens(ctx context.Context, db execer, items []Invalidation, at time.Time) (int64, error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
@@ -52,7 +63,7 @@ func (s *Store) InvalidateTokens(ctx context.Context, items []Invalidation, at t
 			if err != nil {
 				return total, fmt.Errorf("invalidate tokens: expand ids: %w", err)
 			}
-			res, err := s.db.ExecContext(ctx, s.db.Rebind(q), args...)
+			res, err := db.ExecContext(ctx, q, args...)
 			if err != nil {
 				return total, fmt.Errorf("invalidate %d tokens (%s): %w", len(chunk), reason, err)
 			}

@@ -69,6 +69,8 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 		// Every database call has a deadline; hitting it means MySQL is
 		// stuck or overloaded, which a client may retry.
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "database_timeout", Message: "the database did not answer in time; retry later"}
+	case errors.Is(err, broadcast.ErrIdempotencyConflict):
+		return &APIError{Status: http.StatusConflict, Code: "idempotency_key_conflict", Field: "Idempotency-Key", Message: "this Idempotency-Key was already used for a different request; use a new key for a new broadcast"}
 	case errors.Is(err, broadcast.ErrShuttingDown):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; retry on another instance"}
 	}

@@ -3,15 +3,20 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/broadcast"
 	"pushfan/fanout"
 	"pushfan/internal/logging"
+	"pushfan/repository"
 )
 
 func newRequestID() string {
@@ -61,25 +66,53 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	in.RequestID = logging.RequestID(ctx)
-	b, err := s.svc.Submit(ctx, in)
+	if key := c.Request().Header.Get("Idempotency-Key"); key != "" {
+		if len(key) > 255 || !validIdempotencyKey.MatchString(key) {
+			return badRequest("invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1-255 printable ASCII characters")
+		}
+		in.IdempotencyKey = key
+		in.RequestHash = requestHash(in)
+	}
+	b, existing, err := s.svc.Submit(ctx, in)
 	if err != nil {
 		return err
 	}
-	finished := false
-	if wait {
+	if existing {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	finished := b.Status.Final()
+	if wait && !finished {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
-		finished = s.svc.Wait(wctx, b.ID)
+		finished, err = s.svc.Wait(wctx, b.ID)
 		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	cur, err := s.svc.Get(context.WithoutCancel(ctx), b.ID)
 	if err != nil {
 		return err
 	}
-	if finished && cur.Status.Final() {
+	if cur.Status.Final() {
 		return c.JSON(http.StatusOK, viewOf(cur, s.now()))
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/push/broadcasts/"+strconv.FormatUint(b.ID, 10))
 	return c.JSON(http.StatusAccepted, viewOf(cur, s.now()))
+}
+
+var validIdempotencyKey = regexp.MustCompile(`^[\x21-\x7e]+$`)
+
+// requestHash digests what the request asks for, so a reused
+// Idempotency-Key with a different request is told apart from a retry.
+func requestHash(in broadcast.Request) string {
+	raw, _ := json.Marshal(struct {
+		M  repository.Message
+		A  repository.Audience
+		D  bool
+		ID bool
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
 func parseID(c echo.Context) (uint64, error) {

@@ -46,6 +46,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ProjectID:       cfg.FCMProjectID,
 		CredentialsFile: cfg.CredentialsFile,
 		CAFile:          cfg.FCMCAFile,
+		H2C:             cfg.FCMH2C,
 		Concurrency:     cfg.Engine.Concurrency,
 	})
 	if err != nil {
@@ -64,13 +65,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	svc := broadcast.New(store, engine, log, broadcast.Options{
-		FlushInterval:   cfg.Engine.FlushInterval,
-		InvalidateBatch: cfg.Engine.InvalidateBatch,
-		DBTimeout:       cfg.DB.Timeout,
+		FlushInterval: cfg.Engine.FlushInterval,
+		DBTimeout:     cfg.DB.Timeout,
+		Lease:         cfg.Engine.Lease,
+		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
+		MaxChunks:     cfg.Engine.MaxChunks,
+		ChunkParallel: cfg.Engine.ChunkParallel,
+		PollInterval:  cfg.Engine.PollInterval,
+		Owner:         cfg.Engine.InstanceID,
 	})
-	if err := svc.Start(ctx); err != nil {
-		return err
-	}
+	svc.Start()
 	api := server.New(cfg, svc, store, log)
 	srv := api.HTTPServer()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -77,6 +77,8 @@ func New(t testing.TB, o Options) *Stack {
 	cfg.Engine.FlushInterval = 100 * time.Millisecond
 	cfg.Engine.RateLimit = 100000
 	cfg.Engine.RampUp = 500 * time.Millisecond
+	cfg.Engine.PollInterval = 50 * time.Millisecond
+	cfg.Engine.ChunkWidth = 1000 // several chunks even for small test audiences
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
@@ -108,11 +110,16 @@ func New(t testing.TB, o Options) *Stack {
 		t.Fatal(err)
 	}
 	svc := broadcast.New(store, engine, log, broadcast.Options{
-		FlushInterval: cfg.Engine.FlushInterval, InvalidateBatch: cfg.Engine.InvalidateBatch, DBTimeout: cfg.DB.Timeout,
+		FlushInterval: cfg.Engine.FlushInterval,
+		DBTimeout:     cfg.DB.Timeout,
+		Lease:         cfg.Engine.Lease,
+		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
+		MaxChunks:     cfg.Engine.MaxChunks,
+		ChunkParallel: cfg.Engine.ChunkParallel,
+		PollInterval:  cfg.Engine.PollInterval,
+		Owner:         cfg.Engine.InstanceID,
 	})
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svc.Start()
 	api := server.New(cfg, svc, store, log)
 	apiSrv := httptest.NewUnstartedServer(api.Handler())
 	apiSrv.Config = api.HTTPServer()
