@@ -59,9 +59,9 @@
 // (from, message_type, google.*, gcm.*); a data value that is not a string; a malformed token
 // (empty, a character outside [A-Za-z0-9_:.-], or the invalid- prefix).
 //
-// The payload size is the number of bytes of the compact JSON encoding of the request's
-// "message" object (everything in it: token, notification, data, platform blocks), which is
-// exactly what the SDK puts on the wire; the envelope and validate_only are not counted.
+// The payload size is the number of bytes of {"data":...,"notification":...} built from the
+// message's data and notification objects as compact JSON (null when absent): FCM's limit is
+// on the payload, so the token, topic and platform blocks (collapse keys) do not count.
 //
 // A client tells the causes apart the way it would with FCM: for a token cause the error
 // message is "The registration token is not a valid FCM registration token" (it mentions

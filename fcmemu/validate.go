@@ -124,25 +124,41 @@ func validateMessage(m *wireMessage, body []byte) *rejection {
 	return nil
 }
 
-// payloadSize is the length of the compact JSON encoding of the request's message object. The
-// whole body's length is an upper bound, so only requests that look too big pay for extracting
-// and compacting the message.
+// payloadSize is what FCM's 4096-byte limit applies to: the notification
+// and data objects of the message, as compact JSON (routing and platform
+// options such as the token or collapse keys do not count). A body at or
+// under the limit cannot hold an oversized payload, so it is not re-read.
 func payloadSize(body []byte) int {
 	if len(body) <= MaxPayloadBytes {
 		return len(body)
 	}
 	var env struct {
-		Message json.RawMessage `json:"message"`
+		Message struct {
+			Data         json.RawMessage `json:"data,omitempty"`
+			Notification json.RawMessage `json:"notification,omitempty"`
+		} `json:"message"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
 		return len(body) // unreachable: body was just decoded
 	}
 	var compact bytes.Buffer
-	compact.Grow(len(env.Message))
-	if err := json.Compact(&compact, env.Message); err != nil {
-		return len(env.Message)
+	compact.WriteString(`{"data":`)
+	if err := json.Compact(&compact, orNull(env.Message.Data)); err != nil {
+		return len(body)
 	}
+	compact.WriteString(`,"notification":`)
+	if err := json.Compact(&compact, orNull(env.Message.Notification)); err != nil {
+		return len(body)
+	}
+	compact.WriteByte('}')
 	return compact.Len()
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
 }
 
 // reservedDataKey reports keys FCM refuses in message.data.

@@ -15,8 +15,9 @@ import (
 	"pushfan/repository"
 )
 
-// MaxPayloadBytes is FCM's limit on a message's payload: the compact JSON of
-// its notification and data, which is how the bundled emulator measures it.
+// MaxPayloadBytes is FCM's limit on a message's payload, measured as the
+// compact JSON {"data":...,"notification":...} (null when absent), exactly
+// as the bundled emulator measures it.
 const MaxPayloadBytes = 4096
 
 // broadcastRequest is the body of POST /push/broadcast.
@@ -194,8 +195,8 @@ func payloadSize(title, body, image string, data map[string]string) int {
 		Image string `json:"image,omitempty"`
 	}
 	p := struct {
-		Data         map[string]string `json:"data,omitempty"`
-		Notification *notification     `json:"notification,omitempty"`
+		Data         map[string]string `json:"data"`
+		Notification *notification     `json:"notification"`
 	}{Data: data}
 	if title != "" || body != "" || image != "" {
 		p.Notification = &notification{title, body, image}

@@ -28,7 +28,8 @@ import (
 // AdminToken is the bearer token every stack accepts.
 const AdminToken = "test-admin-token-0123456789"
 
-// Stack is one running pushfan.
+// Stack is a database, an emulator, and one or more pushfan instances
+// sharing them (the first one's parts are also the Stack's own fields).
 type Stack struct {
 	T       testing.TB
 	Store   *repository.Store
@@ -38,7 +39,9 @@ type Stack struct {
 	API     *httptest.Server
 	Config  config.Config
 	Service *broadcast.Service
+	Proxy   *Proxy // between the instances and MariaDB, with Options.DBProxy
 	logs    *lockedWriter
+	log     *slog.Logger
 }
 
 // LogText returns the JSON log lines captured so far (CaptureLogs).
@@ -53,8 +56,18 @@ type Options struct {
 	Emulator fcmemu.Config
 	// Configure may change the configuration (engine knobs, timeouts).
 	Configure func(*config.Config)
-	// CaptureLogs collects the JSON logs in Stack.Logs instead of discarding them.
+	// CaptureLogs collects the JSON logs (LogText) instead of discarding them.
 	CaptureLogs bool
+	// DBProxy routes the instances' MySQL connections through a proxy the
+	// test can cut (a database outage).
+	DBProxy bool
+}
+
+// Instance is one pushfan process's worth of parts.
+type Instance struct {
+	Service *broadcast.Service
+	API     *httptest.Server
+	Store   *repository.Store
 }
 
 // New starts a stack and stops it when the test ends.
@@ -82,13 +95,18 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
+	s := &Stack{T: t, Store: store, DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}}}
+	if o.DBProxy {
+		s.Proxy = NewProxy(t, "127.0.0.1:3306")
+		cfg.MySQLDSN = s.Proxy.DSN(dsn)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config invalid: %v", err)
 	}
+	s.Config = cfg
 	var w io.Writer = io.Discard
-	logs := &lockedWriter{buf: &bytes.Buffer{}}
 	if o.CaptureLogs {
-		w = logs
+		w = s.logs
 	} else if os.Getenv("PUSHFAN_TEST_LOGS") != "" {
 		w = os.Stderr
 	}
@@ -96,20 +114,35 @@ func New(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.log = log
+	first := s.AddInstance()
+	s.API, s.Service = first.API, first.Service
+	return s
+}
+
+// AddInstance starts another pushfan instance on the same database and
+// emulator, as a second replica would run.
+func (s *Stack) AddInstance() *Instance {
+	t := s.T
+	t.Helper()
 	ctx := context.Background()
+	cfg := s.Config
+	store, err := repository.Open(ctx, cfg.MySQLDSN, cfg.DB.MaxOpen, s.log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sender, err := fanout.NewFCMSender(ctx, fanout.FCMOptions{Endpoint: cfg.FCMEndpoint, ProjectID: cfg.FCMProjectID, Concurrency: cfg.Engine.Concurrency})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(sender.Close)
 	engine, err := fanout.New(fanout.Config{
 		Concurrency: cfg.Engine.Concurrency, PageSize: cfg.Engine.PageSize, SendTimeout: cfg.Engine.SendTimeout,
 		MaxAttempts: cfg.Engine.MaxAttempts, RetryBaseDelay: cfg.Engine.RetryBaseDelay, RetryMaxDelay: cfg.Engine.RetryMaxDelay,
-	}, sender, fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp), log)
+	}, sender, fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp), s.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := broadcast.New(store, engine, log, broadcast.Options{
+	svc := broadcast.New(store, engine, s.log, broadcast.Options{
 		FlushInterval: cfg.Engine.FlushInterval,
 		DBTimeout:     cfg.DB.Timeout,
 		Lease:         cfg.Engine.Lease,
@@ -117,10 +150,9 @@ func New(t testing.TB, o Options) *Stack {
 		MaxChunks:     cfg.Engine.MaxChunks,
 		ChunkParallel: cfg.Engine.ChunkParallel,
 		PollInterval:  cfg.Engine.PollInterval,
-		Owner:         cfg.Engine.InstanceID,
 	})
 	svc.Start()
-	api := server.New(cfg, svc, store, log)
+	api := server.New(cfg, svc, store, s.log)
 	apiSrv := httptest.NewUnstartedServer(api.Handler())
 	apiSrv.Config = api.HTTPServer()
 	apiSrv.Config.Addr = ""
@@ -128,8 +160,10 @@ func New(t testing.TB, o Options) *Stack {
 	t.Cleanup(func() {
 		apiSrv.Close()
 		svc.Stop()
+		sender.Close()
+		store.Close()
 	})
-	return &Stack{T: t, Store: store, DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, API: apiSrv, Config: cfg, Service: svc, logs: logs}
+	return &Instance{Service: svc, API: apiSrv, Store: store}
 }
 
 // Do sends a request with the admin token and decodes a JSON answer into out
@@ -139,9 +173,20 @@ func (s *Stack) Do(method, path string, body any, out any) *http.Response {
 	return s.DoAuth(method, path, AdminToken, body, out)
 }
 
+// DoURL is Do against another instance's base URL.
+func (s *Stack) DoURL(base, method, path string, body any, out any) *http.Response {
+	s.T.Helper()
+	return s.do(base, method, path, AdminToken, body, out)
+}
+
 // DoAuth is Do with an explicit token ("" sends none). A string or []byte
 // body is sent as is; anything else is JSON-encoded.
 func (s *Stack) DoAuth(method, path, token string, body any, out any) *http.Response {
+	s.T.Helper()
+	return s.do(s.API.URL, method, path, token, body, out)
+}
+
+func (s *Stack) do(base, method, path, token string, body any, out any) *http.Response {
 	s.T.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -157,7 +202,7 @@ func (s *Stack) DoAuth(method, path, token string, body any, out any) *http.Resp
 		}
 		r = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, s.API.URL+path, r)
+	req, err := http.NewRequest(method, base+path, r)
 	if err != nil {
 		s.T.Fatal(err)
 	}
