@@ -46,26 +46,24 @@ func (s *sink) upTo(cursor uint64) ([]repository.Failure, []repository.Invalidat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var fs []repository.Failure
-	keep := s.failures[:0]
-	for _, f := range s.failures {
-		if f.TokenID <= cursor {
-			fs = append(fs, f)
-		} else {
-			keep = append(keep, f)
-		}
-	}
-	s.failures = keep
 	var ds []repository.Invalidation
-	keepD := s.dead[:0]
-	for _, d := range s.dead {
-		if d.TokenID <= cursor {
-			ds = append(ds, d)
+	fs, s.failures = split(s.failures, func(f repository.Failure) bool { return f.TokenID <= cursor })
+	ds, s.dead = split(s.dead, func(d repository.Invalidation) bool { return d.TokenID <= cursor })
+	return fs, ds
+}
+
+// split returns the elements of xs that match and those that do not; the
+// second reuses xs's array.
+func split[T any](xs []T, match func(T) bool) (matched, rest []T) {
+	rest = xs[:0]
+	for _, x := range xs {
+		if match(x) {
+			matched = append(matched, x)
 		} else {
-			keepD = append(keepD, d)
+			rest = append(rest, x)
 		}
 	}
-	s.dead = keepD
-	return fs, ds
+	return matched, rest
 }
 
 // putBack returns a batch whose checkpoint failed, for the next one.

@@ -9,11 +9,9 @@ import (
 	"net/http"
 	"time"
 
-	"pushfan/broadcast"
 	"pushfan/config"
-	"pushfan/fanout"
+	"pushfan/internal/app"
 	"pushfan/repository"
-	"pushfan/server"
 )
 
 // openStore makes sure the database exists, connects and migrates.
@@ -41,42 +39,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer store.Close()
 
-	sender, err := fanout.NewFCMSender(ctx, fanout.FCMOptions{
-		Endpoint:        cfg.FCMEndpoint,
-		ProjectID:       cfg.FCMProjectID,
-		CredentialsFile: cfg.CredentialsFile,
-		CAFile:          cfg.FCMCAFile,
-		H2C:             cfg.FCMH2C,
-		Concurrency:     cfg.Engine.Concurrency,
-	})
+	inst, err := app.New(ctx, cfg, store, log)
 	if err != nil {
 		return err
 	}
-	defer sender.Close()
-	engine, err := fanout.New(fanout.Config{
-		Concurrency:    cfg.Engine.Concurrency,
-		PageSize:       cfg.Engine.PageSize,
-		SendTimeout:    cfg.Engine.SendTimeout,
-		MaxAttempts:    cfg.Engine.MaxAttempts,
-		RetryBaseDelay: cfg.Engine.RetryBaseDelay,
-		RetryMaxDelay:  cfg.Engine.RetryMaxDelay,
-	}, sender, fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp), log)
-	if err != nil {
-		return err
-	}
-	svc := broadcast.New(store, engine, log, broadcast.Options{
-		FlushInterval: cfg.Engine.FlushInterval,
-		DBTimeout:     cfg.DB.Timeout,
-		Lease:         cfg.Engine.Lease,
-		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
-		MaxChunks:     cfg.Engine.MaxChunks,
-		ChunkParallel: cfg.Engine.ChunkParallel,
-		PollInterval:  cfg.Engine.PollInterval,
-		Owner:         cfg.Engine.InstanceID,
-	})
+	defer inst.Close()
+	svc := inst.Service
 	svc.Start()
-	api := server.New(cfg, svc, store, log)
-	srv := api.HTTPServer()
+	srv := inst.API.HTTPServer()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		svc.Stop()

@@ -17,12 +17,11 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/config"
-	"pushfan/fanout"
 	"pushfan/fcmemu"
+	"pushfan/internal/app"
 	"pushfan/internal/logging"
 	"pushfan/internal/testdb"
 	"pushfan/repository"
-	"pushfan/server"
 )
 
 // AdminToken is the bearer token every stack accepts.
@@ -131,28 +130,12 @@ func (s *Stack) AddInstance() *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender, err := fanout.NewFCMSender(ctx, fanout.FCMOptions{Endpoint: cfg.FCMEndpoint, ProjectID: cfg.FCMProjectID, Concurrency: cfg.Engine.Concurrency})
+	inst, err := app.New(ctx, cfg, store, s.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := fanout.New(fanout.Config{
-		Concurrency: cfg.Engine.Concurrency, PageSize: cfg.Engine.PageSize, SendTimeout: cfg.Engine.SendTimeout,
-		MaxAttempts: cfg.Engine.MaxAttempts, RetryBaseDelay: cfg.Engine.RetryBaseDelay, RetryMaxDelay: cfg.Engine.RetryMaxDelay,
-	}, sender, fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp), s.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := broadcast.New(store, engine, s.log, broadcast.Options{
-		FlushInterval: cfg.Engine.FlushInterval,
-		DBTimeout:     cfg.DB.Timeout,
-		Lease:         cfg.Engine.Lease,
-		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
-		MaxChunks:     cfg.Engine.MaxChunks,
-		ChunkParallel: cfg.Engine.ChunkParallel,
-		PollInterval:  cfg.Engine.PollInterval,
-	})
+	svc, api := inst.Service, inst.API
 	svc.Start()
-	api := server.New(cfg, svc, store, s.log)
 	apiSrv := httptest.NewUnstartedServer(api.Handler())
 	apiSrv.Config = api.HTTPServer()
 	apiSrv.Config.Addr = ""
@@ -160,7 +143,7 @@ func (s *Stack) AddInstance() *Instance {
 	t.Cleanup(func() {
 		apiSrv.Close()
 		svc.Stop()
-		sender.Close()
+		inst.Close()
 		store.Close()
 	})
 	return &Instance{Service: svc, API: apiSrv, Store: store}
