@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,9 +220,29 @@ func giveUpWhileInFlight(t *testing.T, c *messaging.Client, baseURL, token strin
 		_, err := c.Send(ctx, msg(token))
 		errc <- err
 	}()
-	waitFor(t, "the request to arrive", func() bool { return stats(t, baseURL).InFlight == 1 })
+	// Wait until the request is counted for its token, not just accepted:
+	// a cancel before the body is read would leave the attempt uncounted.
+	waitFor(t, "the request to arrive", func() bool {
+		return stats(t, baseURL).InFlight == 1 && tokenAttempts(t, baseURL, token) == 1
+	})
 	cancel()
 	return <-errc
+}
+
+func tokenAttempts(t *testing.T, baseURL, token string) int64 {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/emulator/counts?token=" + url.QueryEscape(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Tokens map[string]fcmemu.TokenCounts `json:"tokens"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Tokens[token].Attempts
 }
 
 func TestFlakyHangThenSuccess(t *testing.T) {
