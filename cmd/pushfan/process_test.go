@@ -248,6 +248,26 @@ func (e *procEnv) bound(throughput float64) int64 {
 	return int64(throughput*e.flush.Seconds()) + int64(e.chunkParallel*(2*e.pageSize+workers))
 }
 
+// waitTakeover returns how long after since a chunk of broadcast id was
+// first claimed from an expired lease.
+func (e *procEnv) waitTakeover(id uint64, since time.Time) time.Duration {
+	e.t.Helper()
+	for time.Since(since) < time.Minute {
+		chunks, err := e.store.ListChunks(context.Background(), id)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, c := range chunks {
+			if c.Takeovers > 0 {
+				return time.Since(since)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatal("no takeover within a minute")
+	return 0
+}
+
 func TestKill9MidBroadcastResumesAfterRestart(t *testing.T) {
 	for _, at := range []float64{0.2, 0.4, 0.7} {
 		t.Run(fmt.Sprintf("at_%.0f%%", at*100), func(t *testing.T) {
@@ -262,8 +282,16 @@ func TestKill9MidBroadcastResumesAfterRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-a.done
+			killed := time.Now()
+			time.Sleep(100 * time.Millisecond) // let answers already on the wire land
+			before := e.emu.Stats().Accepted
 			restart := time.Now()
 			r := e.start("restarted")
+			for e.emu.Stats().Accepted <= before+int64(e.concurrency) && time.Since(killed) < time.Minute {
+				time.Sleep(5 * time.Millisecond)
+			}
+			resumedAfter := time.Since(killed)
+			tookOverAfter := e.waitTakeover(b.ID, killed)
 			final := e.waitFinished(r, b.ID)
 			dups := e.verify(final)
 			chunks, err := e.store.ListChunks(t.Context(), b.ID)
@@ -280,8 +308,8 @@ func TestKill9MidBroadcastResumesAfterRestart(t *testing.T) {
 			if limit := e.bound(throughput); dups > limit {
 				t.Fatalf("%d duplicates, above the documented bound %d", dups, limit)
 			}
-			t.Logf("kill -9 at %d/%d (%.0f sends/s): restart finished in %v; missing 0, duplicates %d (bound %d), %d chunks taken over",
-				sent, e.n, throughput, time.Since(restart).Round(time.Millisecond), dups, e.bound(throughput), takeovers)
+			t.Logf("kill -9 at %d/%d (%.0f sends/s): sending resumed %v after the kill (pending chunks), the first expired lease was taken over %v after it (lease 2 s), finished %v after restart; missing 0, duplicates %d (bound %d), %d chunks taken over",
+				sent, e.n, throughput, resumedAfter.Round(time.Millisecond), tookOverAfter.Round(time.Millisecond), time.Since(restart).Round(time.Millisecond), dups, e.bound(throughput), takeovers)
 		})
 	}
 }
