@@ -115,9 +115,17 @@ func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end repositor
 	defer cancel()
 	res, err := r.s.store.Checkpoint(dbctx, r.c, r.s.opt.Owner, cp)
 	if err == nil {
-		r.pending = repository.Checkpoint{}
+		r.stored(cp, res)
+	} else if !errors.Is(err, repository.ErrLeaseLost) {
+		r.s.opt.Metrics.CheckpointFailed()
 	}
 	return res, err
+}
+
+// stored clears what a successful checkpoint wrote and reports it.
+func (r *chunkRun) stored(cp repository.Checkpoint, res repository.CheckpointResult) {
+	r.pending = repository.Checkpoint{}
+	r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled, cp.Errors, res.Invalidated)
 }
 
 // next folds the newly committed outcomes into the pending checkpoint.
@@ -191,6 +199,11 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 	if finished {
 		b, err := r.s.Get(ctx, r.b.ID)
 		if err == nil {
+			var took time.Duration
+			if b.StartedAt != nil && b.FinishedAt != nil {
+				took = b.FinishedAt.Sub(*b.StartedAt)
+			}
+			r.s.opt.Metrics.BroadcastFinished(string(b.Status), "api", took)
 			r.log.InfoContext(ctx, "broadcast finished", "status", b.Status, "targeted", b.Targeted,
 				"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
 		}
@@ -207,10 +220,13 @@ func (r *chunkRun) end(ctx context.Context, resumable bool, how repository.Chunk
 	}
 	lost := false
 	err := r.s.retryDB(ctx, "final checkpoint", func(c context.Context) error {
-		_, err := r.s.store.Checkpoint(c, r.c, r.s.opt.Owner, cp)
-		if errors.Is(err, repository.ErrLeaseLost) {
+		res, err := r.s.store.Checkpoint(c, r.c, r.s.opt.Owner, cp)
+		switch {
+		case errors.Is(err, repository.ErrLeaseLost):
 			lost = true
 			return nil
+		case err == nil:
+			r.stored(cp, res)
 		}
 		return err
 	})

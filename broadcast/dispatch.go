@@ -35,6 +35,7 @@ func (s *Service) dispatch() {
 			}
 			continue
 		}
+		s.opt.Metrics.ChunkClaimed(c.Takeover)
 		s.wg.Go(func() {
 			defer func() {
 				<-slots

@@ -31,7 +31,24 @@ type Options struct {
 	PollInterval  time.Duration // how often an idle dispatcher looks for work
 	// Owner names this instance in leases; empty picks host-pid-random.
 	Owner string
+	// Metrics hears about claims, checkpoints and finished broadcasts.
+	Metrics Metrics
 }
+
+// Metrics is what the service reports (see package metrics).
+type Metrics interface {
+	Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64)
+	BroadcastFinished(status, trigger string, took time.Duration)
+	ChunkClaimed(takeover bool)
+	CheckpointFailed()
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Committed(int64, int64, map[string]int64, int64) {}
+func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
+func (noMetrics) ChunkClaimed(bool)                               {}
+func (noMetrics) CheckpointFailed()                               {}
 
 // Service runs broadcasts. Start it once, Stop it once (Stop is safe twice).
 type Service struct {
@@ -66,6 +83,9 @@ func New(store *repository.Store, engine *fanout.Engine, log *slog.Logger, opt O
 		opt.Owner = opt.Owner[:64]
 	}
 	opt.ChunkParallel = max(opt.ChunkParallel, 1)
+	if opt.Metrics == nil {
+		opt.Metrics = noMetrics{}
+	}
 	claiming, stopClaiming := context.WithCancel(context.Background())
 	running, stopRunning := context.WithCancelCause(context.Background())
 	return &Service{

@@ -82,6 +82,8 @@ type HTTP struct {
 	WaitTimeout time.Duration `yaml:"wait_timeout"`
 	// ShutdownTimeout bounds graceful shutdown (in-flight sends included).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// SubmitPerMinute limits POST /push/broadcast per admin token.
+	SubmitPerMinute float64 `yaml:"submit_per_minute"`
 }
 
 // DB configures the MySQL pool.
@@ -130,6 +132,7 @@ func Defaults() Config {
 			BodyLimit:         1 << 20,
 			WaitTimeout:       25 * time.Second,
 			ShutdownTimeout:   30 * time.Second,
+			SubmitPerMinute:   30,
 		},
 		DB:  DB{MaxOpen: 20, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},

@@ -96,3 +96,31 @@ func TestAdminTokensAreSplitAndTrimmed(t *testing.T) {
 		t.Fatalf("tokens %q", cfg.AdminTokens)
 	}
 }
+
+func TestParseAdminTokens(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	ts, err := ParseAdminTokens([]string{"plain-secret-0123456789", "dash:viewer:view-secret-0123456789", "ci:sender:sha256:" + hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts[0].Name != "admin-1" || ts[0].Role != RoleSender || ts[1].Name != "dash" || ts[1].Role != RoleViewer || ts[2].Hash[0] != 0xab {
+		t.Fatalf("parsed %+v", ts)
+	}
+	for _, bad := range [][]string{
+		{"short"},
+		{"x:viewer:short"},
+		{"x:admin:long-enough-secret-0123"},
+		{"ci:sender:sha256:nothex"},
+		{"a:viewer:long-enough-secret-0123", "a:sender:long-enough-secret-4567"},
+		{"bad name:viewer:long-enough-secret-0123"},
+	} {
+		_, err := ParseAdminTokens(bad)
+		if err == nil {
+			t.Errorf("%q accepted", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret-0123") {
+			t.Errorf("error quotes the secret: %v", err)
+		}
+	}
+}

@@ -110,6 +110,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_HTTP_BODY_LIMIT", int64v(&c.HTTP.BodyLimit)},
 		{"PUSHFAN_WAIT_TIMEOUT", duration(&c.HTTP.WaitTimeout)},
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", duration(&c.HTTP.ShutdownTimeout)},
+		{"PUSHFAN_SUBMIT_PER_MINUTE", float(&c.HTTP.SubmitPerMinute)},
 		{"PUSHFAN_DB_MAX_OPEN", integer(&c.DB.MaxOpen)},
 		{"PUSHFAN_DB_TIMEOUT", duration(&c.DB.Timeout)},
 		{"PUSHFAN_LOG_LEVEL", str(&c.Log.Level)},

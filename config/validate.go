@@ -49,10 +49,11 @@ func (c *Config) Validate() error {
 			bad("PUSHFAN_FCM_CA_FILE", "cannot read %q: %v", c.FCMCAFile, err)
 		}
 	}
-	for i, t := range c.AdminTokens {
-		if len(t) < 16 {
-			bad("PUSHFAN_ADMIN_TOKENS", "token #%d is shorter than 16 characters", i+1)
-		}
+	if _, err := ParseAdminTokens(c.AdminTokens); err != nil {
+		bad("PUSHFAN_ADMIN_TOKENS", "%v", err)
+	}
+	if c.HTTP.SubmitPerMinute <= 0 {
+		bad("PUSHFAN_SUBMIT_PER_MINUTE", "must be a positive number of broadcasts per minute per token, got %v", c.HTTP.SubmitPerMinute)
 	}
 	if c.InternalToken != "" && len(c.InternalToken) < 16 {
 		bad("PUSHFAN_INTERNAL_TOKEN", "is shorter than 16 characters")

@@ -27,6 +27,7 @@ type Engine struct {
 	sender   Sender
 	throttle *Throttle
 	log      *slog.Logger
+	metrics  Metrics
 }
 
 // New builds an Engine. throttle may be shared with other Engines.
@@ -43,7 +44,14 @@ func New(cfg Config, sender Sender, throttle *Throttle, log *slog.Logger) (*Engi
 	case sender == nil || throttle == nil || log == nil:
 		return nil, errors.New("fanout: sender, throttle and logger are required")
 	}
-	return &Engine{cfg: cfg, sender: sender, throttle: throttle, log: log}, nil
+	return &Engine{cfg: cfg, sender: sender, throttle: throttle, log: log, metrics: noMetrics{}}, nil
+}
+
+// SetMetrics installs m; call it before the first Run.
+func (e *Engine) SetMetrics(m Metrics) {
+	if m != nil {
+		e.metrics = m
+	}
 }
 
 // Config returns the engine's settings.
@@ -222,7 +230,10 @@ func (r *run) worker() {
 			r.cancelItem(it)
 			continue
 		}
-		if err := r.e.throttle.Wait(r.ctx); err != nil {
+		waitStart := time.Now()
+		err := r.e.throttle.Wait(r.ctx)
+		r.e.metrics.RateWaited(time.Since(waitStart))
+		if err != nil {
 			r.cancelItem(it)
 			continue
 		}
@@ -238,7 +249,10 @@ func (r *run) attempt(it item) {
 	ctx, cancel := context.WithCancelCause(r.sendBase)
 	st.cancel = cancel
 	ctx, cancelTimeout := context.WithTimeout(withAttempts(ctx, st), r.e.cfg.SendTimeout)
+	r.e.metrics.SendStarted()
+	sendStart := time.Now()
 	err := r.safeSend(ctx, it.t.Token)
+	took := time.Since(sendStart)
 	if err != nil && errors.Is(err, context.Canceled) {
 		if cause := context.Cause(ctx); errors.Is(cause, errBudgetSpent) {
 			err = cause
@@ -255,6 +269,7 @@ func (r *run) attempt(it item) {
 	it.attempts = used
 
 	out := Classify(err)
+	r.e.metrics.SendDone(took, out)
 	switch out.Class {
 	case Success:
 		r.p.Succeeded.Add(1)
@@ -313,6 +328,7 @@ func (r *run) retry(it item, out SendError) {
 	}
 	it.due = now.Add(delay)
 	r.p.Retries.Add(1)
+	r.e.metrics.Retried()
 	r.log.DebugContext(r.ctx, "send will be retried", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "in", delay)
 	r.queue.push(it)
 }

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"sync"
+	"time"
 
 	"firebase.google.com/go/v4/messaging"
 )
@@ -58,3 +59,19 @@ type Failure struct {
 type Observer interface {
 	Failed(ctx context.Context, f Failure)
 }
+
+// Metrics hears about every send attempt (from worker goroutines, so it
+// must be cheap and safe for concurrent use).
+type Metrics interface {
+	SendStarted()
+	SendDone(d time.Duration, out SendError)
+	Retried()
+	RateWaited(d time.Duration)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) SendStarted()                      {}
+func (noMetrics) SendDone(time.Duration, SendError) {}
+func (noMetrics) Retried()                          {}
+func (noMetrics) RateWaited(time.Duration)          {}

@@ -7,35 +7,37 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"pushfan/config"
 )
 
-// tokenSet checks bearer tokens in constant time: both sides are hashed to
-// equal length and every configured token is compared, match or not, so
-// timing reveals neither a prefix nor which token matched.
-type tokenSet struct{ hashes [][sha256.Size]byte }
+// tokenSet checks bearer tokens in constant time: the presented token is
+// hashed and compared with every configured hash, match or not, so timing
+// reveals neither a prefix nor which token matched.
+type tokenSet struct{ tokens []config.AdminToken }
 
-func newTokenSet(tokens []string) tokenSet {
-	ts := tokenSet{}
-	for _, t := range tokens {
-		ts.hashes = append(ts.hashes, sha256.Sum256([]byte(t)))
-	}
-	return ts
-}
-
-func (ts tokenSet) match(token string) bool {
+func (ts tokenSet) match(token string) *config.AdminToken {
 	h := sha256.Sum256([]byte(token))
-	ok := 0
-	for i := range ts.hashes {
-		ok |= subtle.ConstantTimeCompare(h[:], ts.hashes[i][:])
+	found := -1
+	for i := range ts.tokens {
+		if subtle.ConstantTimeCompare(h[:], ts.tokens[i].Hash[:]) == 1 {
+			found = i
+		}
 	}
-	return ok == 1
+	if found < 0 {
+		return nil
+	}
+	return &ts.tokens[found]
 }
 
-// requireBearer refuses requests without a token from ts.
+const tokenKey = "pushfan.token"
+
+// requireBearer refuses requests without a token from ts (401) and GET-only
+// tokens on other methods (403); it stores the matched token for handlers.
 func requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if len(ts.hashes) == 0 {
+			if len(ts.tokens) == 0 {
 				return unauthorized(c, realm, "no "+realm+" tokens are configured, so every request is refused")
 			}
 			h := c.Request().Header.Get(echo.HeaderAuthorization)
@@ -43,12 +45,24 @@ func requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 			if !found || token == "" {
 				return unauthorized(c, realm, "send Authorization: Bearer <token>")
 			}
-			if !ts.match(strings.TrimSpace(token)) {
+			t := ts.match(strings.TrimSpace(token))
+			if t == nil {
 				return unauthorized(c, realm, "the bearer token is not valid")
 			}
+			m := c.Request().Method
+			if t.Role == config.RoleViewer && m != http.MethodGet && m != http.MethodHead {
+				return &APIError{Status: http.StatusForbidden, Code: "forbidden", Message: "token " + t.Name + " has the viewer role, which may only read; " + m + " needs a sender token"}
+			}
+			c.Set(tokenKey, t)
 			return next(c)
 		}
 	}
+}
+
+// caller returns the admin token that authenticated the request.
+func caller(c echo.Context) *config.AdminToken {
+	t, _ := c.Get(tokenKey).(*config.AdminToken)
+	return t
 }
 
 func unauthorized(c echo.Context, realm, msg string) error {

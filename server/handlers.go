@@ -66,6 +66,9 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	in.RequestID = logging.RequestID(ctx)
+	if t := caller(c); t != nil {
+		in.CreatedBy = t.Name
+	}
 	if key := c.Request().Header.Get("Idempotency-Key"); key != "" {
 		if len(key) > 255 || !validIdempotencyKey.MatchString(key) {
 			return badRequest("invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1-255 printable ASCII characters")

@@ -26,18 +26,34 @@ type Pinger interface {
 
 // Server holds the API's dependencies.
 type Server struct {
-	cfg   config.Config
-	svc   *broadcast.Service
-	db    Pinger
-	log   *slog.Logger
-	admin tokenSet
-	now   func() time.Time
-	echo  *echo.Echo
+	cfg     config.Config
+	svc     *broadcast.Service
+	db      Pinger
+	log     *slog.Logger
+	admin   tokenSet
+	now     func() time.Time
+	echo    *echo.Echo
+	metrics http.Handler
 }
 
-// New wires the routes.
-func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: newTokenSet(cfg.AdminTokens), now: time.Now}
+// Option adjusts a Server.
+type Option func(*Server)
+
+// WithMetrics serves h (a Prometheus handler) at GET /metrics.
+func WithMetrics(h http.Handler) Option { return func(s *Server) { s.metrics = h } }
+
+// New wires the routes. cfg must have passed Validate.
+func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger, opts ...Option) *Server {
+	tokens, err := config.ParseAdminTokens(cfg.AdminTokens)
+	if err != nil {
+		// Validate refuses such a config; never run with half the tokens.
+		log.Error("admin tokens unusable; the admin API refuses every request", "err", err)
+		tokens = nil
+	}
+	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -52,9 +68,12 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if s.metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.metrics))
+	}
 
 	push := e.Group("/push", requireBearer(s.admin, "admin"))
-	push.POST("/broadcast", s.createBroadcast)
+	push.POST("/broadcast", s.createBroadcast, newSubmitLimiter(cfg.HTTP.SubmitPerMinute).middleware)
 	push.GET("/broadcasts/:id", s.getBroadcast)
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
 	push.GET("/broadcasts/:id/failures", s.listFailures)

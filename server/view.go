@@ -21,6 +21,7 @@ type broadcastView struct {
 	Message           repository.Message  `json:"message"`
 	Audience          repository.Audience `json:"audience"`
 	RequestID         string              `json:"request_id,omitempty"`
+	CreatedBy         string              `json:"created_by,omitempty"`
 	CreatedAt         time.Time           `json:"created_at"`
 	StartedAt         *time.Time          `json:"started_at"`
 	FinishedAt        *time.Time          `json:"finished_at"`
@@ -32,7 +33,7 @@ func viewOf(b *repository.Broadcast, now time.Time) broadcastView {
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
 		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated,
-		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID,
+		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 	}
 	if v.Errors == nil {

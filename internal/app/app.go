@@ -7,19 +7,24 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/fanout"
+	"pushfan/metrics"
 	"pushfan/repository"
 	"pushfan/server"
 )
 
 // Instance is one wired pushfan; Service is not started yet.
 type Instance struct {
-	Sender  *fanout.FCMSender
-	Engine  *fanout.Engine
-	Service *broadcast.Service
-	API     *server.Server
+	Sender   *fanout.FCMSender
+	Engine   *fanout.Engine
+	Service  *broadcast.Service
+	API      *server.Server
+	Registry *prometheus.Registry // this instance's metrics, served at /metrics
 }
 
 // New builds an instance on an open, migrated store.
@@ -47,6 +52,9 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		sender.Close()
 		return nil, err
 	}
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, store.DB())
+	engine.SetMetrics(m)
 	svc := broadcast.New(store, engine, log, broadcast.Options{
 		FlushInterval: cfg.Engine.FlushInterval,
 		DBTimeout:     cfg.DB.Timeout,
@@ -56,8 +64,10 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		ChunkParallel: cfg.Engine.ChunkParallel,
 		PollInterval:  cfg.Engine.PollInterval,
 		Owner:         cfg.Engine.InstanceID,
+		Metrics:       m,
 	})
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: server.New(cfg, svc, store, log)}, nil
+	api := server.New(cfg, svc, store, log, server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg}, nil
 }
 
 // Close releases the sender's connections (after Service.Stop).

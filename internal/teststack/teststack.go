@@ -39,6 +39,7 @@ type Stack struct {
 	Config  config.Config
 	Service *broadcast.Service
 	Proxy   *Proxy // between the instances and MariaDB, with Options.DBProxy
+	First   *Instance
 	logs    *lockedWriter
 	log     *slog.Logger
 }
@@ -67,6 +68,7 @@ type Instance struct {
 	Service *broadcast.Service
 	API     *httptest.Server
 	Store   *repository.Store
+	App     *app.Instance
 }
 
 // New starts a stack and stops it when the test ends.
@@ -91,6 +93,7 @@ func New(t testing.TB, o Options) *Stack {
 	cfg.Engine.RampUp = 500 * time.Millisecond
 	cfg.Engine.PollInterval = 50 * time.Millisecond
 	cfg.Engine.ChunkWidth = 1000 // several chunks even for small test audiences
+	cfg.HTTP.SubmitPerMinute = 100000
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
@@ -115,7 +118,7 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	s.log = log
 	first := s.AddInstance()
-	s.API, s.Service = first.API, first.Service
+	s.API, s.Service, s.First = first.API, first.Service, first
 	return s
 }
 
@@ -146,7 +149,7 @@ func (s *Stack) AddInstance() *Instance {
 		inst.Close()
 		store.Close()
 	})
-	return &Instance{Service: svc, API: apiSrv, Store: store}
+	return &Instance{Service: svc, API: apiSrv, Store: store, App: inst}
 }
 
 // Do sends a request with the admin token and decodes a JSON answer into out

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Roles an admin token can have.
+const (
+	RoleViewer = "viewer" // GET routes only
+	RoleSender = "sender" // everything
+)
+
+// AdminToken is one parsed entry of PUSHFAN_ADMIN_TOKENS. Only the SHA-256
+// of the secret is kept: a token configured as a hash never exists in clear
+// in the process, and clear ones are hashed at start-up.
+type AdminToken struct {
+	Name string
+	Role string
+	Hash [sha256.Size]byte
+}
+
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ParseAdminTokens parses PUSHFAN_ADMIN_TOKENS entries. An entry is either
+// a bare secret (named admin-N, role sender) or name:role:secret, where the
+// secret may be given as sha256:<64 hex digits>. Errors never quote a
+// secret.
+func ParseAdminTokens(entries []string) ([]AdminToken, error) {
+	var out []AdminToken
+	seen := map[string]bool{}
+	for i, e := range entries {
+		t := AdminToken{Name: fmt.Sprintf("admin-%d", i+1), Role: RoleSender}
+		secret := e
+		if parts := strings.SplitN(e, ":", 3); len(parts) == 3 && (parts[1] == RoleViewer || parts[1] == RoleSender) {
+			t.Name, t.Role, secret = parts[0], parts[1], parts[2]
+			if !tokenName.MatchString(t.Name) {
+				return nil, fmt.Errorf("entry #%d: name must be 1-64 letters, digits, '.', '_' or '-'", i+1)
+			}
+		} else if len(parts) == 3 && strings.Count(e, ":") >= 2 && !strings.HasPrefix(e, "sha256:") {
+			return nil, fmt.Errorf("entry #%d: role must be %s or %s (format name:role:secret)", i+1, RoleViewer, RoleSender)
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("entry #%d: name %q is used twice", i+1, t.Name)
+		}
+		seen[t.Name] = true
+		if hexHash, ok := strings.CutPrefix(secret, "sha256:"); ok {
+			raw, err := hex.DecodeString(hexHash)
+			if err != nil || len(raw) != sha256.Size {
+				return nil, fmt.Errorf("entry #%d (%s): sha256: must be followed by 64 hex digits", i+1, t.Name)
+			}
+			copy(t.Hash[:], raw)
+		} else {
+			if len(secret) < 16 {
+				return nil, fmt.Errorf("entry #%d (%s): the secret is shorter than 16 characters", i+1, t.Name)
+			}
+			t.Hash = sha256.Sum256([]byte(secret))
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

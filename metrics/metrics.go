@@ -1,0 +1,148 @@
+// Package metrics defines pushfan's Prometheus metrics, registered on an
+// injected registry (never the global one), and adapts them to the hooks
+// the engine and the broadcast service call.
+package metrics
+
+import (
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"pushfan/fanout"
+)
+
+// Metrics holds every collector.
+type Metrics struct {
+	sendAttempts    *prometheus.CounterVec
+	sendOK          prometheus.Counter // pre-resolved: the hot path's common case
+	sendDuration    prometheus.Histogram
+	inFlight        prometheus.Gauge
+	retries         prometheus.Counter
+	rateWait        prometheus.Counter
+	targets         *prometheus.CounterVec
+	broadcasts      *prometheus.CounterVec
+	broadcastTime   prometheus.Histogram
+	chunkClaims     *prometheus.CounterVec
+	invalidations   prometheus.Counter
+	checkpointFails prometheus.Counter
+}
+
+// New registers pushfan's collectors, the Go runtime and process collectors,
+// and (if db is non-nil) the database pool's stats on reg.
+func New(reg prometheus.Registerer, db *sqlx.DB) *Metrics {
+	m := &Metrics{
+		sendAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_fcm_send_attempts_total",
+			Help: "Sends to FCM by outcome class (success, dead, transient, fatal) and FCM error code (OK on success). Each engine attempt counts once; the SDK's own retries inside it are not separate.",
+		}, []string{"outcome", "code"}),
+		sendDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pushfan_fcm_send_duration_seconds",
+			Help:    "Duration of one send attempt to FCM, including the SDK's own retry waits.",
+			Buckets: []float64{.005, .01, .02, .03, .04, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10},
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pushfan_fcm_sends_in_flight",
+			Help: "Sends to FCM currently waiting for an answer.",
+		}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_fcm_retries_total",
+			Help: "Targets re-queued for another attempt after a transient failure.",
+		}),
+		rateWait: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_rate_limiter_wait_seconds_total",
+			Help: "Time workers spent waiting for the process-wide rate limiter (including 429 pauses).",
+		}),
+		targets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_broadcast_targets_total",
+			Help: "Targets whose final outcome was stored, by result (succeeded, failed, canceled) and error code (OK for succeeded, CANCELED for canceled). Equals the broadcasts' own counts.",
+		}, []string{"result", "code"}),
+		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_broadcasts_finished_total",
+			Help: "Broadcasts finished by this instance, by final status and trigger.",
+		}, []string{"status", "trigger"}),
+		broadcastTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pushfan_broadcast_duration_seconds",
+			Help:    "Time from a broadcast's start to its end, for broadcasts this instance finished.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
+		}),
+		chunkClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_chunk_claims_total",
+			Help: "Chunks claimed by this instance; takeover=\"true\" when the previous holder's lease had expired.",
+		}, []string{"takeover"}),
+		invalidations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_tokens_invalidated_total",
+			Help: "Device tokens marked invalid because FCM called them dead.",
+		}),
+		checkpointFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_checkpoint_failures_total",
+			Help: "Chunk checkpoints that could not be stored (retried at the next one).",
+		}),
+	}
+	m.sendOK = m.sendAttempts.WithLabelValues("success", "OK")
+	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
+		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if db != nil {
+		reg.MustRegister(collectors.NewDBStatsCollector(db.DB, "pushfan"))
+	}
+	return m
+}
+
+// SendStarted implements fanout.Metrics.
+func (m *Metrics) SendStarted() { m.inFlight.Inc() }
+
+// SendDone implements fanout.Metrics.
+func (m *Metrics) SendDone(d time.Duration, out fanout.SendError) {
+	m.inFlight.Dec()
+	m.sendDuration.Observe(d.Seconds())
+	if out.Class == fanout.Success {
+		m.sendOK.Inc()
+		return
+	}
+	m.sendAttempts.WithLabelValues(out.Class.String(), out.Code).Inc()
+}
+
+// Retried implements fanout.Metrics.
+func (m *Metrics) Retried() { m.retries.Inc() }
+
+// RateWaited implements fanout.Metrics.
+func (m *Metrics) RateWaited(d time.Duration) { m.rateWait.Add(d.Seconds()) }
+
+// Committed counts targets whose outcome a checkpoint stored.
+func (m *Metrics) Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64) {
+	if succeeded > 0 {
+		m.targets.WithLabelValues("succeeded", "OK").Add(float64(succeeded))
+	}
+	if canceled > 0 {
+		m.targets.WithLabelValues("canceled", "CANCELED").Add(float64(canceled))
+	}
+	for code, n := range failed {
+		if n > 0 {
+			m.targets.WithLabelValues("failed", code).Add(float64(n))
+		}
+	}
+	if invalidated > 0 {
+		m.invalidations.Add(float64(invalidated))
+	}
+}
+
+// BroadcastFinished counts a broadcast this instance finished.
+func (m *Metrics) BroadcastFinished(status, trigger string, took time.Duration) {
+	m.broadcasts.WithLabelValues(status, trigger).Inc()
+	m.broadcastTime.Observe(took.Seconds())
+}
+
+// ChunkClaimed counts a claim.
+func (m *Metrics) ChunkClaimed(takeover bool) {
+	if takeover {
+		m.chunkClaims.WithLabelValues("true").Inc()
+	} else {
+		m.chunkClaims.WithLabelValues("false").Inc()
+	}
+}
+
+// CheckpointFailed counts a checkpoint that was not stored.
+func (m *Metrics) CheckpointFailed() { m.checkpointFails.Inc() }
