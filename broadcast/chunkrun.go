@@ -203,7 +203,7 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 			if b.StartedAt != nil && b.FinishedAt != nil {
 				took = b.FinishedAt.Sub(*b.StartedAt)
 			}
-			r.s.opt.Metrics.BroadcastFinished(string(b.Status), "api", took)
+			r.s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
 			r.log.InfoContext(ctx, "broadcast finished", "status", b.Status, "targeted", b.Targeted,
 				"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
 		}

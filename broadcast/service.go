@@ -106,6 +106,46 @@ func (s *Service) Start() {
 		return
 	}
 	s.wg.Go(s.dispatch)
+	s.wg.Go(s.promote)
+}
+
+// promote turns due scheduled broadcasts into queued ones (on exactly one
+// instance each, see Store.PromoteDue) and wakes the dispatcher.
+func (s *Service) promote() {
+	t := time.NewTicker(min(s.opt.PollInterval, 500*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.claiming.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.claiming, s.opt.DBTimeout)
+		ids, err := s.store.PromoteDue(ctx, s.opt.ChunkWidth, s.opt.MaxChunks)
+		cancel()
+		if err != nil {
+			if s.claiming.Err() == nil {
+				s.log.Warn("promoting scheduled broadcasts failed", "err", err)
+			}
+			continue
+		}
+		for _, id := range ids {
+			s.log.Info("scheduled broadcast is due: queued", "broadcast_id", id)
+			if b, err := s.Get(s.claiming, id); err == nil {
+				s.wg.Go(func() { s.estimateTargeted(s.claiming, b) })
+			}
+		}
+		if len(ids) > 0 {
+			s.poke()
+		}
+	}
+}
+
+// List returns broadcasts newest first.
+func (s *Service) List(ctx context.Context, f repository.ListFilter) ([]*repository.Broadcast, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	return s.store.ListBroadcasts(ctx, f)
 }
 
 // Stop stops claiming chunks, stops the running ones (sends in flight
@@ -133,6 +173,12 @@ type Request struct {
 	// repeated submit return the first broadcast instead of sending again.
 	IdempotencyKey string
 	RequestHash    string
+	// SendAt schedules the broadcast (status scheduled until then).
+	SendAt *time.Time
+	// Trigger is api, schedule or cron; JobName and FireTime name a cron fire.
+	Trigger  string
+	JobName  string
+	FireTime *time.Time
 }
 
 // Submit stores the broadcast and its chunks; the dispatchers (of any
@@ -156,6 +202,16 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadc
 		CreatedBy:          req.CreatedBy,
 		IdempotencyKey:     req.IdempotencyKey,
 		RequestHash:        req.RequestHash,
+		SendAt:             req.SendAt,
+		Trigger:            req.Trigger,
+		JobName:            req.JobName,
+		FireTime:           req.FireTime,
+	}
+	if b.Trigger == "" {
+		b.Trigger = "api"
+		if b.SendAt != nil {
+			b.Trigger = "schedule"
+		}
 	}
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
@@ -169,7 +225,11 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadc
 		return nil, false, fmt.Errorf("submitting broadcast: %w", err)
 	}
 	log := s.log.With("broadcast_id", b.ID)
-	log.InfoContext(ctx, "broadcast queued", "max_token_id", b.MaxTokenID, "dry_run", b.DryRun)
+	if b.Status == repository.StatusScheduled {
+		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "trigger", b.Trigger)
+		return b, false, nil
+	}
+	log.InfoContext(ctx, "broadcast queued", "max_token_id", b.MaxTokenID, "dry_run", b.DryRun, "trigger", b.Trigger)
 	// Count the audience in the background: on a million tokens it takes
 	// seconds, and the admin should not wait for an estimate.
 	s.wg.Go(func() { s.estimateTargeted(logging.WithRequestID(s.claiming, req.RequestID), b) })

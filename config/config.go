@@ -82,6 +82,8 @@ type HTTP struct {
 	WaitTimeout time.Duration `yaml:"wait_timeout"`
 	// ShutdownTimeout bounds graceful shutdown (in-flight sends included).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ScheduleHorizon is how far ahead send_at may be.
+	ScheduleHorizon time.Duration `yaml:"schedule_horizon"`
 	// SubmitPerMinute limits POST /push/broadcast per admin token.
 	SubmitPerMinute float64 `yaml:"submit_per_minute"`
 }
@@ -133,6 +135,7 @@ func Defaults() Config {
 			WaitTimeout:       25 * time.Second,
 			ShutdownTimeout:   30 * time.Second,
 			SubmitPerMinute:   30,
+			ScheduleHorizon:   30 * 24 * time.Hour,
 		},
 		DB:  DB{MaxOpen: 20, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},

@@ -111,6 +111,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_WAIT_TIMEOUT", duration(&c.HTTP.WaitTimeout)},
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", duration(&c.HTTP.ShutdownTimeout)},
 		{"PUSHFAN_SUBMIT_PER_MINUTE", float(&c.HTTP.SubmitPerMinute)},
+		{"PUSHFAN_SCHEDULE_HORIZON", duration(&c.HTTP.ScheduleHorizon)},
 		{"PUSHFAN_DB_MAX_OPEN", integer(&c.DB.MaxOpen)},
 		{"PUSHFAN_DB_TIMEOUT", duration(&c.DB.Timeout)},
 		{"PUSHFAN_LOG_LEVEL", str(&c.Log.Level)},

@@ -105,6 +105,7 @@ func (c *Config) Validate() error {
 		{"PUSHFAN_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout},
 		{"PUSHFAN_WAIT_TIMEOUT", c.HTTP.WaitTimeout},
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout},
+		{"PUSHFAN_SCHEDULE_HORIZON", c.HTTP.ScheduleHorizon},
 		{"PUSHFAN_DB_TIMEOUT", c.DB.Timeout},
 	}
 	for _, d := range durations {

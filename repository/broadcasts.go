@@ -17,6 +17,7 @@ type Status string
 // Broadcast states. queued → running → one of the three final states; a
 // queued broadcast may also go straight to a final state (canceled, failed).
 const (
+	StatusScheduled Status = "scheduled" // waiting for send_at
 	StatusQueued    Status = "queued"
 	StatusRunning   Status = "running"
 	StatusCompleted Status = "completed"
@@ -27,7 +28,7 @@ const (
 // Valid reports whether s is one of the five known states.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
+	case StatusScheduled, StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
 		return true
 	}
 	return false
@@ -100,6 +101,12 @@ type Broadcast struct {
 	CancelRequested bool
 	IdempotencyKey  string
 	RequestHash     string
+
+	// Scheduling (see schedule.go).
+	SendAt   *time.Time // a one-off broadcast waits for it in status scheduled
+	Trigger  string     // api, schedule or cron
+	JobName  string     // cron jobs only
+	FireTime *time.Time // cron jobs only
 }
 
 // CreateBroadcast inserts b with status queued (or b.Status if set) and sets
@@ -143,16 +150,18 @@ func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
 // insertBroadcast inserts b inside tx and returns its id and creation time.
 func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud string) (uint64, time.Time, error) {
 	var createdAt time.Time
+	b.Trigger = triggerOrAPI(b.Trigger)
 	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
-		 max_token_id, idempotency_key, request_hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
 		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
 		nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
-		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash))
+		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
+		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime))
 	if err != nil {
 		return 0, createdAt, fmt.Errorf("insert: %w", err)
 	}
@@ -178,19 +187,22 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error)
 		b                              Broadcast
 		status, msg, aud               string
 		createdBy, errText, errorsJSON sql.NullString
-		idemKey, reqHash               sql.NullString
+		idemKey, reqHash, jobName      sql.NullString
 		startedAt, finishedAt          sql.NullTime
+		sendAt, fireTime               sql.NullTime
 	)
 	err := s.db.QueryRowContext(ctx, `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
 			request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
 			error, created_at, started_at, finished_at,
 			(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
-			max_token_id, cancel_requested, idempotency_key, request_hash
+			max_token_id, cancel_requested, idempotency_key, request_hash,
+			send_at, trigger_kind, job_name, fire_time
 		FROM broadcasts b WHERE id = ?`, id).Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON,
-		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash)
+		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
+		&sendAt, &b.Trigger, &jobName, &fireTime)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 	}
@@ -202,6 +214,9 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error)
 	b.Error = errText.String
 	b.IdempotencyKey = idemKey.String
 	b.RequestHash = reqHash.String
+	b.JobName = jobName.String
+	b.SendAt = nullTime(sendAt)
+	b.FireTime = nullTime(fireTime)
 	b.CreatedAt = b.CreatedAt.UTC()
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)

@@ -57,12 +57,15 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *Broadcast, chunkWidth ui
 		return fmt.Errorf("submit broadcast: encode audience: %w", err)
 	}
 	b.Status = StatusQueued
+	if b.SendAt != nil {
+		b.Status = StatusScheduled // chunks are made when it is due (PromoteDue)
+	}
 	err = s.inTx(ctx, "submit broadcast", func(tx *sql.Tx) error {
-		var lo, hi sql.NullInt64
-		if err := tx.QueryRowContext(ctx, "SELECT MIN(id), MAX(id) FROM device_tokens").Scan(&lo, &hi); err != nil {
-			return fmt.Errorf("audience bounds: %w", err)
+		if b.Status == StatusQueued {
+			if err := snapshotAudience(ctx, tx, b); err != nil {
+				return err
+			}
 		}
-		b.MaxTokenID = uint64(hi.Int64)
 		id, createdAt, err := insertBroadcast(ctx, tx, b, string(msg), string(aud))
 		if err != nil {
 			if isDuplicateEntry(err) {
@@ -71,26 +74,8 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *Broadcast, chunkWidth ui
 			return err
 		}
 		b.ID, b.CreatedAt = id, createdAt.UTC()
-		if !hi.Valid {
-			return nil // no tokens at all: no chunks; the broadcast completes empty
-		}
-		start := uint64(lo.Int64) - 1
-		span := b.MaxTokenID - start
-		width := max(chunkWidth, (span+uint64(maxChunks)-1)/uint64(maxChunks))
-		var rows []string
-		var args []any
-		for seq, from := 0, start; from < b.MaxTokenID; seq, from = seq+1, from+width {
-			to := min(from+width, b.MaxTokenID)
-			rows = append(rows, "(?, ?, ?, ?, ?)")
-			args = append(args, id, seq, from, to, from)
-		}
-		for len(rows) > 0 {
-			n := min(len(rows), 1000)
-			if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id) VALUES "+
-				strings.Join(rows[:n], ","), args[:5*n]...); err != nil {
-				return fmt.Errorf("insert chunks: %w", err)
-			}
-			rows, args = rows[n:], args[5*n:]
+		if b.Status == StatusQueued {
+			return insertChunks(ctx, tx, b, chunkWidth, maxChunks)
 		}
 		return nil
 	})
@@ -98,6 +83,48 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *Broadcast, chunkWidth ui
 		return fmt.Errorf("submit broadcast: %w", ErrDuplicateKey)
 	}
 	return err
+}
+
+// snapshotAudience records the highest device token id now in b.MaxTokenID:
+// tokens registered later are not part of the broadcast.
+func snapshotAudience(ctx context.Context, tx *sql.Tx, b *Broadcast) error {
+	var hi sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(id) FROM device_tokens").Scan(&hi); err != nil {
+		return fmt.Errorf("audience bounds: %w", err)
+	}
+	b.MaxTokenID = uint64(hi.Int64)
+	return nil
+}
+
+// insertChunks splits (MIN(id)-1, b.MaxTokenID] into chunks of chunkWidth
+// ids (wider if that would make more than maxChunks).
+func insertChunks(ctx context.Context, tx *sql.Tx, b *Broadcast, chunkWidth uint64, maxChunks int) error {
+	var lo sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT MIN(id) FROM device_tokens WHERE id <= ?", b.MaxTokenID).Scan(&lo); err != nil {
+		return fmt.Errorf("audience bounds: %w", err)
+	}
+	if !lo.Valid || b.MaxTokenID == 0 {
+		return nil // no tokens at all: no chunks; the broadcast completes empty
+	}
+	start := uint64(lo.Int64) - 1
+	span := b.MaxTokenID - start
+	width := max(chunkWidth, (span+uint64(maxChunks)-1)/uint64(maxChunks))
+	var rows []string
+	var args []any
+	for seq, from := 0, start; from < b.MaxTokenID; seq, from = seq+1, from+width {
+		to := min(from+width, b.MaxTokenID)
+		rows = append(rows, "(?, ?, ?, ?, ?)")
+		args = append(args, b.ID, seq, from, to, from)
+	}
+	for len(rows) > 0 {
+		n := min(len(rows), 1000)
+		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id) VALUES "+
+			strings.Join(rows[:n], ","), args[:5*n]...); err != nil {
+			return fmt.Errorf("insert chunks: %w", err)
+		}
+		rows, args = rows[n:], args[5*n:]
+	}
+	return nil
 }
 
 // FindByIdempotencyKey returns the broadcast submitted with key.
@@ -313,7 +340,16 @@ func (s *Store) FinishIfDone(ctx context.Context, id uint64) (bool, error) {
 // RequestCancel flags a queued or running broadcast as canceled; every
 // instance working on it stops at its next checkpoint.
 func (s *Store) RequestCancel(ctx context.Context, id uint64) error {
-	res, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET cancel_requested = 1 WHERE id = ? AND status IN ('queued', 'running')", id)
+	// A scheduled broadcast has no chunks yet: it simply ends.
+	res, err := s.db.ExecContext(ctx, `UPDATE broadcasts SET status = 'canceled', cancel_requested = 1,
+		finished_at = UTC_TIMESTAMP(6) WHERE id = ? AND status = 'scheduled'`, id)
+	if err != nil {
+		return fmt.Errorf("request cancel: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	res, err = s.db.ExecContext(ctx, "UPDATE broadcasts SET cancel_requested = 1 WHERE id = ? AND status IN ('queued', 'running')", id)
 	if err != nil {
 		return fmt.Errorf("request cancel: %w", err)
 	}

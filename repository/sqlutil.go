@@ -164,3 +164,10 @@ func isDuplicateEntry(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1062
 }
+
+func triggerOrAPI(t string) string {
+	if t == "" {
+		return "api"
+	}
+	return t
+}

@@ -47,7 +47,7 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
-	in, err := req.validate(s.cfg.Engine.MaxUserIDs)
+	in, err := req.validateAt(s.cfg.Engine.MaxUserIDs, s.now(), s.cfg.HTTP.ScheduleHorizon)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Server) createBroadcast(c echo.Context) error {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
 	finished := b.Status.Final()
-	if wait && !finished {
+	if wait && !finished && b.Status != repository.StatusScheduled {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
 		finished, err = s.svc.Wait(wctx, b.ID)
 		cancel()
@@ -113,7 +113,8 @@ func requestHash(in broadcast.Request) string {
 		A  repository.Audience
 		D  bool
 		ID bool
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun})
+		S  *time.Time
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }
@@ -204,6 +205,58 @@ func (s *Server) listFailures(c echo.Context) error {
 			break
 		}
 		page.Failures = append(page.Failures, failureView{TokenID: f.TokenID, UserID: f.UserID, Code: f.Code, Message: f.Message, Attempts: f.Attempts, CreatedAt: f.CreatedAt})
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// listBroadcasts pages broadcasts newest first:
+// ?status=scheduled&trigger=cron&limit=50&cursor=<opaque>.
+func (s *Server) listBroadcasts(c echo.Context) error {
+	f := repository.ListFilter{Limit: 50}
+	if q := c.QueryParam("status"); q != "" {
+		if !repository.Status(q).Valid() {
+			return badRequest("invalid_value", "status", "status must be one of scheduled, queued, running, completed, canceled, failed")
+		}
+		f.Status = repository.Status(q)
+	}
+	if q := c.QueryParam("trigger"); q != "" {
+		if q != "api" && q != "schedule" && q != "cron" {
+			return badRequest("invalid_value", "trigger", "trigger must be api, schedule or cron")
+		}
+		f.Trigger = q
+	}
+	if q := c.QueryParam("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > 500 {
+			return badRequest("invalid_value", "limit", "limit must be an integer from 1 to 500")
+		}
+		f.Limit = n
+	}
+	if q := c.QueryParam("cursor"); q != "" {
+		n, err := strconv.ParseUint(q, 10, 64)
+		if err != nil || n == 0 {
+			return badRequest("invalid_cursor", "cursor", "cursor %q is not one this API returned", q)
+		}
+		f.Before = n
+	}
+	want := f.Limit
+	f.Limit++
+	bs, err := s.svc.List(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	page := struct {
+		Broadcasts []broadcastView `json:"broadcasts"`
+		NextCursor *string         `json:"next_cursor"`
+	}{Broadcasts: make([]broadcastView, 0, min(len(bs), want))}
+	now := s.now()
+	for i, b := range bs {
+		if i == want {
+			next := strconv.FormatUint(bs[want-1].ID, 10)
+			page.NextCursor = &next
+			break
+		}
+		page.Broadcasts = append(page.Broadcasts, viewOf(b, now))
 	}
 	return c.JSON(http.StatusOK, page)
 }

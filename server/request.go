@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"pushfan/broadcast"
@@ -28,6 +29,7 @@ type broadcastRequest struct {
 	Data               map[string]string `json:"data"`
 	Audience           *audienceRequest  `json:"audience"`
 	DryRun             bool              `json:"dry_run"`
+	SendAt             string            `json:"send_at"`
 	InvalidateOnDryRun bool              `json:"invalidate_on_dry_run"`
 	Wait               *bool             `json:"wait"`
 }
@@ -105,6 +107,12 @@ func typeName(goType string) string {
 // validate turns a decoded request into a service request, or a 400 naming
 // the broken rule. It runs before anything is stored or sent.
 func (r *broadcastRequest) validate(maxUserIDs int) (broadcast.Request, error) {
+	return r.validateAt(maxUserIDs, time.Time{}, 0)
+}
+
+// validateAt is validate with the clock and the scheduling horizon (a
+// zero now refuses send_at).
+func (r *broadcastRequest) validateAt(maxUserIDs int, now time.Time, horizon time.Duration) (broadcast.Request, error) {
 	var out broadcast.Request
 	if r.Title == "" && r.Body == "" && len(r.Data) == 0 {
 		return out, badRequest("empty_message", "", "the message is empty: set at least one of title, body or data")
@@ -135,7 +143,25 @@ func (r *broadcastRequest) validate(maxUserIDs int) (broadcast.Request, error) {
 	if r.InvalidateOnDryRun && !r.DryRun {
 		return out, badRequest("invalid_value", "invalidate_on_dry_run", "invalidate_on_dry_run only applies with dry_run: true (a real send always invalidates dead tokens)")
 	}
+	var sendAt *time.Time
+	if r.SendAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, r.SendAt)
+		if err != nil {
+			return out, badRequest("invalid_value", "send_at", "send_at must be an RFC 3339 time with an offset, e.g. 2026-12-01T18:00:00+09:00")
+		}
+		switch {
+		case now.IsZero():
+			return out, badRequest("invalid_value", "send_at", "send_at is not accepted here")
+		case !t.After(now):
+			return out, badRequest("send_at_in_past", "send_at", "send_at %s is not in the future (now is %s)", t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		case t.Sub(now) > horizon:
+			return out, badRequest("send_at_too_far", "send_at", "send_at is more than %v ahead; the limit is PUSHFAN_SCHEDULE_HORIZON", horizon)
+		}
+		u := t.UTC()
+		sendAt = &u
+	}
 	out = broadcast.Request{
+		SendAt:             sendAt,
 		Message:            repository.Message{Title: r.Title, Body: r.Body, Image: r.Image, Data: r.Data},
 		Audience:           a,
 		DryRun:             r.DryRun,

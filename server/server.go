@@ -74,6 +74,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 
 	push := e.Group("/push", requireBearer(s.admin, "admin"))
 	push.POST("/broadcast", s.createBroadcast, newSubmitLimiter(cfg.HTTP.SubmitPerMinute).middleware)
+	push.GET("/broadcasts", s.listBroadcasts)
 	push.GET("/broadcasts/:id", s.getBroadcast)
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
 	push.GET("/broadcasts/:id/failures", s.listFailures)

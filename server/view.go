@@ -22,6 +22,10 @@ type broadcastView struct {
 	Audience          repository.Audience `json:"audience"`
 	RequestID         string              `json:"request_id,omitempty"`
 	CreatedBy         string              `json:"created_by,omitempty"`
+	Trigger           string              `json:"trigger"`
+	SendAt            *time.Time          `json:"send_at,omitempty"`
+	JobName           string              `json:"job_name,omitempty"`
+	FireTime          *time.Time          `json:"fire_time,omitempty"`
 	CreatedAt         time.Time           `json:"created_at"`
 	StartedAt         *time.Time          `json:"started_at"`
 	FinishedAt        *time.Time          `json:"finished_at"`
@@ -34,6 +38,7 @@ func viewOf(b *repository.Broadcast, now time.Time) broadcastView {
 		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
+		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime,
 		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 	}
 	if v.Errors == nil {
