@@ -30,11 +30,21 @@ var errBudgetSpent = errors.New("attempt budget spent")
 
 type attemptKey struct{}
 
-// attemptState is one token's budget, carried in the send context.
+// attemptState is the budget of the token a worker is sending, carried in
+// the send context. Each worker owns one and reuses it for every send (the
+// SDK calls the transport synchronously, inside Send), so budgeting
+// allocates nothing per message.
 type attemptState struct {
 	used   atomic.Int32 // HTTP requests made for this token so far
 	max    int32
-	cancel context.CancelCauseFunc
+	cancel context.CancelFunc // cancels the current send's context
+	cause  error              // why the transport canceled it (errBudgetSpent ...)
+}
+
+// stop cancels the current send with a cause the engine reads afterwards.
+func (st *attemptState) stop(err error) {
+	st.cause = err
+	st.cancel()
 }
 
 func withAttempts(ctx context.Context, st *attemptState) context.Context {
@@ -59,7 +69,7 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		// Only reachable when the SDK retries after we spent the budget on
 		// a network error whose cancel raced with its retry.
 		err := fmt.Errorf("%w (%d HTTP requests)", errBudgetSpent, st.max)
-		st.cancel(err)
+		st.stop(err)
 		return nil, err
 	}
 	n := st.used.Add(1)
@@ -68,7 +78,7 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return resp, err
 	}
 	if err != nil {
-		st.cancel(fmt.Errorf("%w after %d HTTP requests: %w", errBudgetSpent, n, err))
+		st.stop(fmt.Errorf("%w after %d HTTP requests: %w", errBudgetSpent, n, err))
 		return nil, err
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable {

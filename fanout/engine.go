@@ -225,6 +225,9 @@ func (r *run) cancelRest(pg *page, from int) {
 }
 
 func (r *run) worker() {
+	// One budget and one base context per worker, reused for every send.
+	st := &attemptState{max: int32(r.e.cfg.MaxAttempts)}
+	base := withAttempts(r.sendBase, st)
 	for it := range r.work {
 		if r.ctx.Err() != nil {
 			r.cancelItem(it)
@@ -237,29 +240,25 @@ func (r *run) worker() {
 			r.cancelItem(it)
 			continue
 		}
-		r.attempt(it)
+		r.attempt(it, st, base)
 	}
 }
 
 // attempt makes one engine attempt (which may hide several SDK retries,
 // capped by the token's budget) and routes the outcome.
-func (r *run) attempt(it item) {
-	st := &attemptState{max: int32(r.e.cfg.MaxAttempts)}
+func (r *run) attempt(it item, st *attemptState, base context.Context) {
 	st.used.Store(it.attempts)
-	ctx, cancel := context.WithCancelCause(r.sendBase)
+	st.cause = nil
+	ctx, cancel := context.WithTimeout(base, r.e.cfg.SendTimeout)
 	st.cancel = cancel
-	ctx, cancelTimeout := context.WithTimeout(withAttempts(ctx, st), r.e.cfg.SendTimeout)
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
 	err := r.safeSend(ctx, it.t.Token)
 	took := time.Since(sendStart)
-	if err != nil && errors.Is(err, context.Canceled) {
-		if cause := context.Cause(ctx); errors.Is(cause, errBudgetSpent) {
-			err = cause
-		}
+	if err != nil && st.cause != nil && errors.Is(err, context.Canceled) {
+		err = st.cause // the budget transport stopped the SDK's retries
 	}
-	cancelTimeout()
-	cancel(nil)
+	cancel()
 
 	used := st.used.Load()
 	if used == it.attempts {
