@@ -24,6 +24,8 @@ type chunkRun struct {
 	stop context.CancelCauseFunc
 	// pending is what has been committed by the engine but not yet stored.
 	pending repository.Checkpoint
+	// count counts the chunk's targets after a cursor (never attempted).
+	count func(ctx context.Context, after uint64) (int64, error)
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -54,24 +56,38 @@ func (s *Service) runChunk(c *repository.Chunk) {
 		return
 	}
 
-	checkpointsDone := make(chan struct{})
-	go func() {
-		defer close(checkpointsDone)
-		r.checkpointLoop(ctx)
-	}()
 	msg := &fanout.Message{
 		Title: b.Message.Title, Body: b.Message.Body, Image: b.Message.Image, Data: b.Message.Data,
 		CollapseKey: "pushfan-" + strconv.FormatUint(b.ID, 10),
 		DryRun:      b.DryRun,
 	}
+	src, count, err := s.source(b, c.HiID)
+	var personalize fanout.Personalizer
+	if err == nil {
+		personalize, err = personalizer(b, msg)
+	}
+	if err != nil {
+		// The broadcast cannot be sent by anyone with this configuration.
+		r.log.ErrorContext(ctx, "broadcast cannot run", "err", err)
+		r.finish(bg, &fanout.ErrFatal{Outcome: fanout.SendError{Code: "CONFIG_ERROR", Detail: err.Error()}})
+		return
+	}
+	r.count = count
+
+	checkpointsDone := make(chan struct{})
+	go func() {
+		defer close(checkpointsDone)
+		r.checkpointLoop(ctx)
+	}()
 	runErr := s.engine.Run(ctx, fanout.Job{
 		BroadcastID: b.ID,
 		Message:     msg,
-		Source:      &audienceSource{store: s.store, audience: b.Audience, upto: c.HiID, timeout: s.opt.DBTimeout},
+		Source:      src,
 		After:       c.Cursor,
 		Observer:    r.sink,
 		Progress:    r.p,
 		Workers:     max(1, s.engine.Config().Concurrency/s.opt.ChunkParallel),
+		Personalize: personalize,
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
@@ -177,8 +193,18 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 	var remaining int64
 	if cause != nil {
 		after := max(r.p.Cursor.Load(), r.c.Cursor)
+		count := r.count
+		if count == nil { // stopped before its source was built
+			_, count, _ = r.s.source(r.b, r.c.HiID)
+		}
+		if count == nil {
+			// The audience cannot be read with this configuration; nothing
+			// was attempted and nothing can be counted.
+			count = func(context.Context, uint64) (int64, error) { return 0, nil }
+			r.log.WarnContext(ctx, "closing a chunk whose audience cannot be read here; its targets are not counted")
+		}
 		if err := r.s.retryDB(ctx, "counting unattempted targets", func(c context.Context) (err error) {
-			remaining, err = r.s.store.CountAudienceRange(c, r.b.Audience, after, r.c.HiID)
+			remaining, err = count(c, after)
 			return err
 		}); err != nil {
 			r.log.ErrorContext(ctx, "counting unattempted targets failed; releasing the chunk instead", "err", err)
@@ -292,7 +318,7 @@ func (a *audienceSource) Page(ctx context.Context, after uint64, limit int, dst 
 		if t.TokenID > a.upto {
 			break
 		}
-		dst = append(dst, fanout.Target{TokenID: t.TokenID, UserID: t.UserID, Token: t.Token})
+		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token})
 	}
 	return dst, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pushfan/audience"
 	"pushfan/fanout"
 	"pushfan/internal/logging"
 	"pushfan/repository"
@@ -33,6 +34,8 @@ type Options struct {
 	Owner string
 	// Metrics hears about claims, checkpoints and finished broadcasts.
 	Metrics Metrics
+	// Audiences are the named SQL audiences, checked against the database.
+	Audiences map[string]*audience.Audience
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -259,7 +262,7 @@ func (s *Service) existing(ctx context.Context, req Request) (*repository.Broadc
 func (s *Service) estimateTargeted(ctx context.Context, b *repository.Broadcast) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	n, err := s.store.CountAudienceRange(ctx, b.Audience, 0, b.MaxTokenID)
+	n, err := s.estimate(ctx, b)
 	if err == nil {
 		err = s.store.SetLiveTargeted(ctx, b.ID, n)
 	}

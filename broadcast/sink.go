@@ -16,8 +16,20 @@ type sink struct {
 	invalidate  bool // false for a dry run unless asked
 
 	mu       sync.Mutex
-	failures []repository.Failure
-	dead     []repository.Invalidation
+	failures []pendingFailure
+	dead     []pendingDead
+}
+
+// Pending records keep the target's audience cursor: checkpoints store
+// those at or below their cursor.
+type pendingFailure struct {
+	cursor uint64
+	f      repository.Failure
+}
+
+type pendingDead struct {
+	cursor uint64
+	d      repository.Invalidation
 }
 
 func newSink(id uint64, invalidate bool) *sink {
@@ -28,16 +40,16 @@ func newSink(id uint64, invalidate bool) *sink {
 func (s *sink) Failed(_ context.Context, f fanout.Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failures = append(s.failures, repository.Failure{
+	s.failures = append(s.failures, pendingFailure{f.Target.Cursor, repository.Failure{
 		BroadcastID: s.broadcastID,
 		TokenID:     f.Target.TokenID,
 		UserID:      f.Target.UserID,
 		Code:        f.Code,
 		Message:     f.Message,
 		Attempts:    f.Attempts,
-	})
+	}})
 	if f.Dead && s.invalidate {
-		s.dead = append(s.dead, repository.Invalidation{TokenID: f.Target.TokenID, Reason: f.Code})
+		s.dead = append(s.dead, pendingDead{f.Target.Cursor, repository.Invalidation{TokenID: f.Target.TokenID, Token: f.Target.Token, Reason: f.Code}})
 	}
 }
 
@@ -45,10 +57,18 @@ func (s *sink) Failed(_ context.Context, f fanout.Failure) {
 func (s *sink) upTo(cursor uint64) ([]repository.Failure, []repository.Invalidation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var fs []repository.Failure
-	var ds []repository.Invalidation
-	fs, s.failures = split(s.failures, func(f repository.Failure) bool { return f.TokenID <= cursor })
-	ds, s.dead = split(s.dead, func(d repository.Invalidation) bool { return d.TokenID <= cursor })
+	var pf []pendingFailure
+	var pd []pendingDead
+	pf, s.failures = split(s.failures, func(p pendingFailure) bool { return p.cursor <= cursor })
+	pd, s.dead = split(s.dead, func(p pendingDead) bool { return p.cursor <= cursor })
+	fs := make([]repository.Failure, len(pf))
+	for i, p := range pf {
+		fs[i] = p.f
+	}
+	ds := make([]repository.Invalidation, len(pd))
+	for i, p := range pd {
+		ds[i] = p.d
+	}
 	return fs, ds
 }
 
@@ -64,12 +84,4 @@ func split[T any](xs []T, match func(T) bool) (matched, rest []T) {
 		}
 	}
 	return matched, rest
-}
-
-// putBack returns a batch whose checkpoint failed, for the next one.
-func (s *sink) putBack(fs []repository.Failure, ds []repository.Invalidation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failures = append(fs, s.failures...)
-	s.dead = append(ds, s.dead...)
 }

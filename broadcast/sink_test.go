@@ -10,21 +10,20 @@ import (
 func TestSinkHoldsFailuresAboveTheCursor(t *testing.T) {
 	s := newSink(7, true)
 	for _, id := range []uint64{5, 1, 9, 3} {
-		s.Failed(context.Background(), fanout.Failure{Target: fanout.Target{TokenID: id, UserID: id * 10}, Code: "UNREGISTERED", Dead: id != 3})
+		s.Failed(context.Background(), fanout.Failure{Target: fanout.Target{Cursor: id, TokenID: id + 100, UserID: id * 10}, Code: "UNREGISTERED", Dead: id != 3})
 	}
 	fs, ds := s.upTo(5)
 	if len(fs) != 3 || len(ds) != 2 {
 		t.Fatalf("up to 5: %d failures, %d dead", len(fs), len(ds))
 	}
 	for _, f := range fs {
-		if f.TokenID > 5 || f.BroadcastID != 7 {
+		if f.TokenID > 105 || f.BroadcastID != 7 {
 			t.Fatalf("failure %+v", f)
 		}
 	}
-	s.putBack(fs, ds)
 	fs, ds = s.upTo(100)
-	if len(fs) != 4 || len(ds) != 3 {
-		t.Fatalf("after put back: %d failures, %d dead", len(fs), len(ds))
+	if len(fs) != 1 || len(ds) != 1 || fs[0].TokenID != 109 {
+		t.Fatalf("the rest: %d failures, %d dead", len(fs), len(ds))
 	}
 	if fs, ds := s.upTo(100); len(fs) != 0 || len(ds) != 0 {
 		t.Fatal("upTo returned the same failures twice")

@@ -5,6 +5,9 @@ package config
 
 import (
 	"time"
+
+	"pushfan/audience"
+	"pushfan/cron"
 )
 
 // Config is every setting pushfan reads. The environment wins over the YAML
@@ -24,6 +27,11 @@ type Config struct {
 	// FCMCAFile is a PEM bundle to trust for the FCM endpoint (an emulator
 	// serving TLS with a self-signed certificate).
 	FCMCAFile string `yaml:"fcm_ca_file"`
+
+	// Audiences are named SQL audiences over the deployment's own tables.
+	Audiences []audience.Definition `yaml:"audiences"`
+	// Jobs are recurring broadcasts.
+	Jobs []cron.Job `yaml:"jobs"`
 
 	Engine Engine `yaml:"engine"`
 	HTTP   HTTP   `yaml:"http"`

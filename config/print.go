@@ -145,6 +145,8 @@ func render(name string, f reflect.Value) (string, bool) {
 		for i := range parts {
 			e := f.Index(i)
 			switch {
+			case name == "PUSHFAN_ADMIN_TOKENS" && e.Kind() == reflect.String:
+				parts[i] = maskAdminToken(e.String())
 			case secretName(name):
 				parts[i] = mask
 			case e.Kind() == reflect.String:
@@ -160,6 +162,16 @@ func render(name string, f reflect.Value) (string, bool) {
 		return "", false
 	}
 	return "(not shown)", true
+}
+
+// maskAdminToken masks one PUSHFAN_ADMIN_TOKENS entry, keeping the name and
+// role of a name:role:secret entry (they are not secret, and they are what an
+// operator checks) and masking the secret, clear or sha256:.
+func maskAdminToken(entry string) string {
+	if parts := strings.SplitN(entry, ":", 3); len(parts) == 3 && (parts[1] == RoleViewer || parts[1] == RoleSender) {
+		return parts[0] + ":" + parts[1] + ":" + mask
+	}
+	return mask
 }
 
 // MaskDSN replaces the password of a go-sql-driver DSN

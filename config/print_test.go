@@ -81,10 +81,12 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 		tok2     = "second-admin-token-abcdefghij"
 		internal = "internal-cron-token-zyxwvut"
 		password = "s3cr3t-p4ss"
+		tok3     = "third-admin-token-viewer-0001"
+		hash     = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	)
 	cfg, err := Load(printEnv(map[string]string{
 		"PUSHFAN_MYSQL_DSN":              "pushfan:" + password + "@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
-		"PUSHFAN_ADMIN_TOKENS":           tok1 + "," + tok2,
+		"PUSHFAN_ADMIN_TOKENS":           tok1 + "," + tok2 + ",ops:viewer:" + tok3 + ",cron:sender:sha256:" + hash,
 		"PUSHFAN_INTERNAL_TOKEN":         internal,
 		"PUSHFAN_FCM_ENDPOINT":           "http://127.0.0.1:9099/v1",
 		"PUSHFAN_FCM_PROJECT_ID":         "demo",
@@ -99,13 +101,13 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 		printed[s.Name] = s
 		all.WriteString(s.Name + "=" + s.Value + "\n")
 	}
-	for _, secret := range []string{tok1, tok2, internal, password} {
+	for _, secret := range []string{tok1, tok2, tok3, hash, internal, password} {
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("%q appears in\n%s", secret, all.String())
 		}
 	}
 	for name, want := range map[string]string{
-		"PUSHFAN_ADMIN_TOKENS":           "****,****",
+		"PUSHFAN_ADMIN_TOKENS":           "****,****,ops:viewer:****,cron:sender:****",
 		"PUSHFAN_INTERNAL_TOKEN":         "****",
 		"PUSHFAN_MYSQL_DSN":              "pushfan:****@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
 		"GOOGLE_APPLICATION_CREDENTIALS": "/etc/pushfan/sa.json",

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"pushfan/audience"
+	"pushfan/cron"
 )
 
 // Validate checks every setting and returns all problems at once, each
@@ -119,6 +122,14 @@ func (c *Config) Validate() error {
 	// The server must be able to write a synchronous answer after waiting.
 	if c.HTTP.WriteTimeout > 0 && c.HTTP.WaitTimeout >= c.HTTP.WriteTimeout {
 		bad("PUSHFAN_WAIT_TIMEOUT", "(%v) must be shorter than PUSHFAN_HTTP_WRITE_TIMEOUT (%v)", c.HTTP.WaitTimeout, c.HTTP.WriteTimeout)
+	}
+	// Named audiences and jobs are checked here for what needs no database;
+	// serve also prepares every audience's query at start-up.
+	if _, err := audience.Compile(c.Audiences); err != nil {
+		bad("PUSHFAN_CONFIG", "audiences: %v", err)
+	}
+	if _, err := cron.Compile(c.Jobs); err != nil {
+		bad("PUSHFAN_CONFIG", "jobs: %v", err)
 	}
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":

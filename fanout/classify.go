@@ -28,6 +28,9 @@ const (
 	// Fatal: every other token would fail the same way (bad credentials, a
 	// malformed message). The broadcast stops early.
 	Fatal
+	// Rejected: this target cannot be sent (its personalized message does
+	// not render); the token is fine, nothing is retried.
+	Rejected
 )
 
 func (c Class) String() string {
@@ -40,16 +43,19 @@ func (c Class) String() string {
 		return "transient"
 	case Fatal:
 		return "fatal"
+	case Rejected:
+		return "rejected"
 	}
 	return "class(" + strconv.Itoa(int(c)) + ")"
 }
 
 // Error codes pushfan reports besides FCM's own.
 const (
-	CodeTimeout      = "TIMEOUT"       // the per-send timeout expired
-	CodeNetwork      = "NETWORK_ERROR" // no HTTP answer (connection refused, reset, ...)
-	CodeUnknown      = "UNKNOWN"       // an error no rule recognises
-	CodePanic        = "SENDER_PANIC"  // the Sender panicked
+	CodeTimeout      = "TIMEOUT"        // the per-send timeout expired
+	CodeNetwork      = "NETWORK_ERROR"  // no HTTP answer (connection refused, reset, ...)
+	CodeUnknown      = "UNKNOWN"        // an error no rule recognises
+	CodePanic        = "SENDER_PANIC"   // the Sender panicked
+	CodeTemplate     = "TEMPLATE_ERROR" // the personalized message did not render
 	CodeQuota        = "QUOTA_EXCEEDED"
 	CodeUnavailable  = "UNAVAILABLE"
 	CodeInternal     = "INTERNAL"

@@ -62,13 +62,15 @@ type Job struct {
 	BroadcastID uint64
 	Message     *Message
 	Source      Source
-	// After is the resume cursor: only targets with TokenID > After are sent.
+	// After is the resume cursor: only targets with Cursor > After are sent.
 	After    uint64
 	Observer Observer  // optional
 	Progress *Progress // required; the caller reads it while Run works
 	// Workers overrides the engine's concurrency for this run (0 = default),
 	// for callers that run several jobs at once within one budget.
 	Workers int
+	// Personalize, if set, builds each target's message instead of Message.
+	Personalize Personalizer
 }
 
 // item is one target on its way through the engine. It travels by value so
@@ -165,7 +167,7 @@ func (r *run) produce() {
 			return
 		}
 		pg := newPage(buf)
-		lastID := buf[len(buf)-1].TokenID
+		lastID := buf[len(buf)-1].Cursor
 		r.p.addPage(pg)
 		r.p.Attempted.Add(int64(len(buf)))
 		r.p.Cursor.Store(lastID)
@@ -253,7 +255,7 @@ func (r *run) attempt(it item, st *attemptState, base context.Context) {
 	st.cancel = cancel
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
-	err := r.safeSend(ctx, it.t.Token)
+	err := r.send(ctx, it.t)
 	took := time.Since(sendStart)
 	if err != nil && st.cause != nil && errors.Is(err, context.Canceled) {
 		err = st.cause // the budget transport stopped the SDK's retries
@@ -275,6 +277,8 @@ func (r *run) attempt(it item, st *attemptState, base context.Context) {
 		r.done(it, outSucceeded, "")
 	case Dead:
 		r.fail(it, out, true)
+	case Rejected:
+		r.fail(it, out, false)
 	case Fatal:
 		r.fail(it, out, false)
 		r.log.ErrorContext(r.ctx, "stopping broadcast: FCM refused the request for every token", "code", out.Code, "detail", out.Detail)
@@ -284,13 +288,21 @@ func (r *run) attempt(it item, st *attemptState, base context.Context) {
 	}
 }
 
-func (r *run) safeSend(ctx context.Context, token string) (err error) {
+func (r *run) send(ctx context.Context, t Target) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &SendError{Class: Transient, Code: CodePanic, Detail: fmt.Sprintf("sender panicked: %v\n%s", v, debug.Stack())}
 		}
 	}()
-	return r.e.sender.Send(ctx, r.job.Message, token)
+	msg := r.job.Message
+	if r.job.Personalize != nil {
+		m, err := r.job.Personalize(t)
+		if err != nil {
+			return &SendError{Class: Rejected, Code: CodeTemplate, Detail: err.Error(), Err: err}
+		}
+		msg = m
+	}
+	return r.e.sender.Send(ctx, msg, t.Token)
 }
 
 func (r *run) retry(it item, out SendError) {

@@ -19,7 +19,7 @@ type sliceSource struct{ ts []Target }
 func (s *sliceSource) Page(_ context.Context, after uint64, limit int, dst []Target) ([]Target, error) {
 	dst = dst[:0]
 	for _, t := range s.ts {
-		if t.TokenID > after {
+		if t.Cursor > after {
 			dst = append(dst, t)
 			if len(dst) == limit {
 				break
@@ -32,7 +32,7 @@ func (s *sliceSource) Page(_ context.Context, after uint64, limit int, dst []Tar
 func makeTargets(n int, token func(i int) string) []Target {
 	ts := make([]Target, n)
 	for i := range ts {
-		ts[i] = Target{TokenID: uint64(i + 1), UserID: uint64(i/2 + 1), Token: token(i)}
+		ts[i] = Target{Cursor: uint64(i + 1), TokenID: uint64(i + 1), UserID: uint64(i/2 + 1), Token: token(i)}
 	}
 	return ts
 }

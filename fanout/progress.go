@@ -10,7 +10,7 @@ import (
 var knownCodes = [...]string{
 	CodeUnregistered, CodeInvalidArg, CodeMismatch, CodeQuota, CodeUnavailable,
 	CodeInternal, CodeThirdParty, CodeUnauthorized, CodeForbidden, CodeNotFound,
-	CodeTimeout, CodeNetwork, CodeUnknown, CodePanic, "TEMPLATE_ERROR",
+	CodeTimeout, CodeNetwork, CodeUnknown, CodePanic, CodeTemplate,
 }
 
 // Progress counts a Run's outcomes with atomics so workers never share a
@@ -24,14 +24,14 @@ type Progress struct {
 	Dead      atomic.Int64 // failed targets whose token is dead
 	Retries   atomic.Int64 // engine-level re-attempts
 	HTTPSends atomic.Int64 // attempts made (HTTP requests where the Sender counts them)
-	// Cursor is the TokenID of the last target read from the Source: when a
+	// Cursor is the Cursor of the last target read from the Source: when a
 	// run stops early, the targets after it were never read (not attempted).
 	Cursor      atomic.Uint64
 	known       [len(knownCodes)]atomic.Int64
 	mu          sync.Mutex
 	otherCodes  map[string]int64
 	watermarkMu sync.Mutex
-	watermark   uint64 // every target with TokenID <= watermark is committed
+	watermark   uint64 // every target with Cursor <= watermark is committed
 	pages       []*page
 	headIdx     int // targets of pages[0] already committed
 }
@@ -134,7 +134,7 @@ type page struct {
 func newPage(ts []Target) *page {
 	pg := &page{ids: make([]uint64, len(ts)), outcome: make([]uint8, len(ts)), codes: make([]string, len(ts))}
 	for i, t := range ts {
-		pg.ids[i] = t.TokenID
+		pg.ids[i] = t.Cursor
 	}
 	pg.remaining.Store(int64(len(ts)))
 	return pg
@@ -155,7 +155,7 @@ func (p *Progress) finish(pg *page, idx int32, outcome uint8, code string) {
 }
 
 // Committed is what a checkpoint may store: the outcomes of every target
-// with TokenID <= Cursor that earlier Commit calls did not return yet.
+// with Cursor <= Cursor that earlier Commit calls did not return yet.
 type Committed struct {
 	Cursor                            uint64
 	Succeeded, Failed, Canceled, Dead int64

@@ -10,9 +10,14 @@ import (
 
 // Target is one device token of one user.
 type Target struct {
-	TokenID uint64
+	// Cursor orders the audience: Sources page by it and checkpoints store
+	// it. For the built-in audiences it is the token id.
+	Cursor  uint64
+	TokenID uint64 // device_tokens.id; 0 when the audience does not return it
 	UserID  uint64
 	Token   string
+	// Vars are the audience's extra columns, for personalized messages.
+	Vars map[string]string
 }
 
 // Message is what a broadcast sends to every target. It is built once per
@@ -32,9 +37,9 @@ type Message struct {
 	tmpl messaging.Message
 }
 
-// Source pages the audience in ascending TokenID order.
+// Source pages the audience in ascending Cursor order.
 type Source interface {
-	// Page appends up to limit targets with TokenID > after to dst[:0].
+	// Page appends up to limit targets with Cursor > after to dst[:0].
 	// An empty result means the audience is exhausted.
 	Page(ctx context.Context, after uint64, limit int, dst []Target) ([]Target, error)
 }
@@ -53,6 +58,10 @@ type Failure struct {
 	Attempts int
 	Dead     bool // the token is dead (UNREGISTERED, ...) and should be invalidated
 }
+
+// Personalizer renders the message for one target (templates over its
+// Vars). An error fails the target with CodeTemplate; it is not retried.
+type Personalizer func(t Target) (*Message, error)
 
 // Observer hears about failed tokens as they happen, from worker goroutines
 // (so it must be safe for concurrent use and should not block for long).

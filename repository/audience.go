@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -13,6 +14,10 @@ import (
 type Audience struct {
 	All     bool     `json:"all,omitempty"`
 	UserIDs []uint64 `json:"user_ids,omitempty"`
+	// Name selects a named SQL audience from the configuration (package
+	// audience pages it, not this file), with its bound Params as JSON.
+	Name   string          `json:"name,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // Target is one device token to send to.
@@ -36,6 +41,8 @@ var errAmbiguousAudience = errors.New("audience sets both all and user_ids")
 func audienceFilter(a Audience) (cond string, args []any, empty bool, err error) {
 	const base = "t.invalidated_at IS NULL AND u.push_enabled = 1"
 	switch {
+	case a.Name != "":
+		return "", nil, false, fmt.Errorf("named audience %q is paged by package audience, not by SQL here", a.Name)
 	case a.All && len(a.UserIDs) > 0:
 		return "", nil, false, errAmbiguousAudience
 	case a.All:

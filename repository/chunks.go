@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -97,8 +98,16 @@ func snapshotAudience(ctx context.Context, tx *sql.Tx, b *Broadcast) error {
 }
 
 // insertChunks splits (MIN(id)-1, b.MaxTokenID] into chunks of chunkWidth
-// ids (wider if that would make more than maxChunks).
+// ids (wider if that would make more than maxChunks). A named audience pages
+// by its own cursor column, whose range is unknown: it gets one chunk.
 func insertChunks(ctx context.Context, tx *sql.Tx, b *Broadcast, chunkWidth uint64, maxChunks int) error {
+	if b.Audience.Name != "" {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id) VALUES (?, 0, 0, ?, 0)",
+			b.ID, uint64(math.MaxUint64)); err != nil {
+			return fmt.Errorf("insert chunk: %w", err)
+		}
+		return nil
+	}
 	var lo sql.NullInt64
 	if err := tx.QueryRowContext(ctx, "SELECT MIN(id) FROM device_tokens WHERE id <= ?", b.MaxTokenID).Scan(&lo); err != nil {
 		return fmt.Errorf("audience bounds: %w", err)

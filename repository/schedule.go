@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,33 +18,39 @@ func (s *Store) PromoteDue(ctx context.Context, chunkWidth uint64, maxChunks int
 	var ids []uint64
 	err := s.inTx(ctx, "promote scheduled broadcasts", func(tx *sql.Tx) error {
 		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM broadcasts WHERE status = 'scheduled' AND send_at <= UTC_TIMESTAMP(6)
+		rows, err := tx.QueryContext(ctx, `SELECT id, audience FROM broadcasts WHERE status = 'scheduled' AND send_at <= UTC_TIMESTAMP(6)
 			ORDER BY send_at, id LIMIT 20 FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return fmt.Errorf("select due: %w", err)
 		}
+		var due []*Broadcast
 		for rows.Next() {
-			var id uint64
-			if err := rows.Scan(&id); err != nil {
+			b := &Broadcast{}
+			var aud string
+			if err := rows.Scan(&b.ID, &aud); err != nil {
 				rows.Close()
 				return fmt.Errorf("scan: %w", err)
 			}
-			ids = append(ids, id)
+			if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
+				rows.Close()
+				return fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
+			}
+			due = append(due, b)
+			ids = append(ids, b.ID)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("select due: %w", err)
 		}
-		for _, id := range ids {
-			b := &Broadcast{ID: id}
+		for _, b := range due {
 			if err := snapshotAudience(ctx, tx, b); err != nil {
 				return err
 			}
 			if err := insertChunks(ctx, tx, b, chunkWidth, maxChunks); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ? WHERE id = ?", b.MaxTokenID, id); err != nil {
-				return fmt.Errorf("queue %d: %w", id, err)
+			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ? WHERE id = ?", b.MaxTokenID, b.ID); err != nil {
+				return fmt.Errorf("queue %d: %w", b.ID, err)
 			}
 		}
 		return nil

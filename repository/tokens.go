@@ -14,6 +14,7 @@ import (
 // Invalidation marks one token dead, with why (e.g. the FCM error code).
 type Invalidation struct {
 	TokenID uint64
+	Token   string // used when TokenID is 0 (a named audience that does not return ids)
 	Reason  string
 }
 
@@ -47,12 +48,38 @@ func invalidateTokens(ctx context.Context, db execer, items []Invalidation, at t
 		return 0, nil
 	}
 	byReason := make(map[string][]uint64)
+	byToken := make(map[string][]string)
 	for _, it := range items {
 		r := clampText(it.Reason, maxReasonRunes)
+		if it.TokenID == 0 {
+			byToken[r] = append(byToken[r], it.Token)
+			continue
+		}
 		byReason[r] = append(byReason[r], it.TokenID)
 	}
 	at = dbTime(at)
 	var total int64
+	for _, reason := range slices.Sorted(maps.Keys(byToken)) {
+		toks := byToken[reason]
+		slices.Sort(toks)
+		toks = slices.Compact(toks)
+		for chunk := range slices.Chunk(toks, invalidateChunk) {
+			q, args, err := sqlx.In(`UPDATE device_tokens SET invalidated_at = ?, invalid_reason = ?
+				WHERE token IN (?) AND invalidated_at IS NULL`, at, nullIfEmpty(reason), chunk)
+			if err != nil {
+				return total, fmt.Errorf("invalidate tokens: expand tokens: %w", err)
+			}
+			res, err := db.ExecContext(ctx, q, args...)
+			if err != nil {
+				return total, fmt.Errorf("invalidate %d tokens (%s): %w", len(chunk), reason, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return total, fmt.Errorf("invalidate tokens: %w", err)
+			}
+			total += n
+		}
+	}
 	for _, reason := range slices.Sorted(maps.Keys(byReason)) {
 		ids := byReason[reason]
 		slices.Sort(ids)

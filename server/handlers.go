@@ -47,7 +47,7 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
-	in, err := req.validateAt(s.cfg.Engine.MaxUserIDs, s.now(), s.cfg.HTTP.ScheduleHorizon)
+	in, err := req.validateAt(s.cfg.Engine.MaxUserIDs, s.now(), s.cfg.HTTP.ScheduleHorizon, s.audiences)
 	if err != nil {
 		return err
 	}

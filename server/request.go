@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"pushfan/audience"
 	"pushfan/broadcast"
 	"pushfan/repository"
 )
@@ -35,8 +36,10 @@ type broadcastRequest struct {
 }
 
 type audienceRequest struct {
-	All     bool     `json:"all"`
-	UserIDs []uint64 `json:"user_ids"`
+	All     bool           `json:"all"`
+	UserIDs []uint64       `json:"user_ids"`
+	Name    string         `json:"name"`
+	Params  map[string]any `json:"params"`
 }
 
 // decodeStrict decodes exactly one JSON object into v, refusing unknown
@@ -107,12 +110,12 @@ func typeName(goType string) string {
 // validate turns a decoded request into a service request, or a 400 naming
 // the broken rule. It runs before anything is stored or sent.
 func (r *broadcastRequest) validate(maxUserIDs int) (broadcast.Request, error) {
-	return r.validateAt(maxUserIDs, time.Time{}, 0)
+	return r.validateAt(maxUserIDs, time.Time{}, 0, nil)
 }
 
-// validateAt is validate with the clock and the scheduling horizon (a
-// zero now refuses send_at).
-func (r *broadcastRequest) validateAt(maxUserIDs int, now time.Time, horizon time.Duration) (broadcast.Request, error) {
+// validateAt is validate with the clock, the scheduling horizon (a zero
+// now refuses send_at) and the named audiences.
+func (r *broadcastRequest) validateAt(maxUserIDs int, now time.Time, horizon time.Duration, named map[string]*audience.Audience) (broadcast.Request, error) {
 	var out broadcast.Request
 	if r.Title == "" && r.Body == "" && len(r.Data) == 0 {
 		return out, badRequest("empty_message", "", "the message is empty: set at least one of title, body or data")
@@ -136,9 +139,16 @@ func (r *broadcastRequest) validateAt(maxUserIDs int, now time.Time, horizon tim
 	if n := payloadSize(r.Title, r.Body, r.Image, r.Data); n > MaxPayloadBytes {
 		return out, badRequest("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image and data together)", n, MaxPayloadBytes)
 	}
-	a, err := r.audience(maxUserIDs)
+	a, vars, err := r.audience(maxUserIDs, named)
 	if err != nil {
 		return out, err
+	}
+	if _, err := audience.ParseTemplate(r.Title, r.Body, r.Data, vars); err != nil {
+		var te *audience.TemplateError
+		if errors.As(err, &te) {
+			return out, badRequest("template_error", te.Field, "%v", err)
+		}
+		return out, badRequest("template_error", "", "%v", err)
 	}
 	if r.InvalidateOnDryRun && !r.DryRun {
 		return out, badRequest("invalid_value", "invalidate_on_dry_run", "invalidate_on_dry_run only applies with dry_run: true (a real send always invalidates dead tokens)")
@@ -184,32 +194,77 @@ func checkDataKey(k string) error {
 	return nil
 }
 
-func (r *broadcastRequest) audience(maxUserIDs int) (repository.Audience, error) {
+// audience validates the audience and returns the template variables its
+// rows carry (none for the built-in audiences).
+func (r *broadcastRequest) audience(maxUserIDs int, named map[string]*audience.Audience) (repository.Audience, []string, error) {
 	a := r.Audience
+	none := []string{}
+	set := 0
+	if a != nil {
+		for _, b := range []bool{a.All, len(a.UserIDs) > 0, a.Name != ""} {
+			if b {
+				set++
+			}
+		}
+	}
 	switch {
 	case a == nil:
-		return repository.Audience{}, badRequest("missing_field", "audience", `audience is required: {"all": true} or {"user_ids": [...]}`)
-	case a.All && len(a.UserIDs) > 0:
-		return repository.Audience{}, badRequest("invalid_value", "audience", "audience must set either all or user_ids, not both")
+		return repository.Audience{}, nil, badRequest("missing_field", "audience", `audience is required: {"all": true}, {"user_ids": [...]} or {"name": "...", "params": {...}}`)
+	case set > 1:
+		return repository.Audience{}, nil, badRequest("invalid_value", "audience", "audience must set exactly one of all, user_ids or name")
+	case a.Params != nil && a.Name == "":
+		return repository.Audience{}, nil, badRequest("invalid_value", "audience.params", "params only apply to a named audience")
+	case a.Name != "":
+		return namedAudience(a, named)
 	case a.All:
-		return repository.Audience{All: true}, nil
+		return repository.Audience{All: true}, none, nil
 	case len(a.UserIDs) == 0:
-		return repository.Audience{}, badRequest("empty_audience", "audience", `the audience is empty: set {"all": true} or a non-empty user_ids list`)
+		return repository.Audience{}, nil, badRequest("empty_audience", "audience", `the audience is empty: set {"all": true} or a non-empty user_ids list`)
 	case len(a.UserIDs) > maxUserIDs:
-		return repository.Audience{}, badRequest("too_many_user_ids", "audience.user_ids", "audience.user_ids has %d ids; at most %d are allowed per broadcast", len(a.UserIDs), maxUserIDs)
+		return repository.Audience{}, nil, badRequest("too_many_user_ids", "audience.user_ids", "audience.user_ids has %d ids; at most %d are allowed per broadcast", len(a.UserIDs), maxUserIDs)
 	}
 	seen := make(map[uint64]struct{}, len(a.UserIDs))
 	ids := make([]uint64, 0, len(a.UserIDs))
 	for _, id := range a.UserIDs {
 		if id == 0 {
-			return repository.Audience{}, badRequest("invalid_value", "audience.user_ids", "user ids must be positive integers; got 0")
+			return repository.Audience{}, nil, badRequest("invalid_value", "audience.user_ids", "user ids must be positive integers; got 0")
 		}
 		if _, dup := seen[id]; !dup {
 			seen[id] = struct{}{}
 			ids = append(ids, id)
 		}
 	}
-	return repository.Audience{UserIDs: ids}, nil
+	return repository.Audience{UserIDs: ids}, none, nil
+}
+
+// namedAudience binds a named audience's parameters (typed, never
+// interpolated into SQL).
+func namedAudience(a *audienceRequest, named map[string]*audience.Audience) (repository.Audience, []string, error) {
+	na, ok := named[a.Name]
+	if !ok {
+		return repository.Audience{}, nil, badRequest("unknown_audience", "audience.name", "no audience named %q is configured (GET /push/audiences lists them)", a.Name)
+	}
+	bound, err := na.Bind(a.Params)
+	if err != nil {
+		var pe *audience.ParamError
+		if errors.As(err, &pe) {
+			field := "audience.params"
+			if ps := pe.Params(); len(ps) == 1 {
+				field += "." + ps[0]
+			}
+			return repository.Audience{}, nil, badRequest("invalid_params", field, "%v", err)
+		}
+		return repository.Audience{}, nil, badRequest("invalid_params", "audience.params", "%v", err)
+	}
+	raw, err := bound.ParamsJSON()
+	if err != nil {
+		return repository.Audience{}, nil, badRequest("invalid_params", "audience.params", "%v", err)
+	}
+	vars := na.Vars()
+	if vars == nil {
+		vars = []string{}
+	}
+	return repository.Audience{Name: a.Name, Params: raw}, vars, nil
 }
 
 // payloadSize measures the payload as FCM does for its 4096-byte limit:

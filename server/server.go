@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,8 +15,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"pushfan/audience"
 	"pushfan/broadcast"
 	"pushfan/config"
+	"pushfan/cron"
 	"pushfan/internal/logging"
 )
 
@@ -34,6 +37,11 @@ type Server struct {
 	now     func() time.Time
 	echo    *echo.Echo
 	metrics http.Handler
+
+	audiences    map[string]*audience.Audience
+	audienceList []*audience.Audience
+	jobs         []*cron.Compiled
+	internal     tokenSet
 }
 
 // Option adjusts a Server.
@@ -41,6 +49,20 @@ type Option func(*Server)
 
 // WithMetrics serves h (a Prometheus handler) at GET /metrics.
 func WithMetrics(h http.Handler) Option { return func(s *Server) { s.metrics = h } }
+
+// WithAudiences makes named audiences (checked against the database)
+// available to requests.
+func WithAudiences(as []*audience.Audience) Option {
+	return func(s *Server) {
+		for _, a := range as {
+			s.audiences[a.Name()] = a
+		}
+		s.audienceList = as
+	}
+}
+
+// WithJobs serves the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
+func WithJobs(jobs []*cron.Compiled) Option { return func(s *Server) { s.jobs = jobs } }
 
 // New wires the routes. cfg must have passed Validate.
 func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger, opts ...Option) *Server {
@@ -50,7 +72,11 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 		log.Error("admin tokens unusable; the admin API refuses every request", "err", err)
 		tokens = nil
 	}
-	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now}
+	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now,
+		audiences: map[string]*audience.Audience{}}
+	if cfg.InternalToken != "" {
+		s.internal = tokenSet{tokens: []config.AdminToken{{Name: "internal", Role: config.RoleSender, Hash: sha256.Sum256([]byte(cfg.InternalToken))}}}
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -79,6 +105,12 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
 	push.GET("/broadcasts/:id/failures", s.listFailures)
 	push.GET("/stats", s.stats)
+	push.GET("/audiences", s.listAudiences)
+	push.POST("/audiences/:name/preview", s.previewAudience)
+	push.GET("/cron", s.listJobs)
+
+	internal := e.Group("/internal", requireBearer(s.internal, "internal"))
+	internal.POST("/cron/:job", s.triggerJob)
 	s.echo = e
 	return s
 }

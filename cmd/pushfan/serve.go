@@ -46,6 +46,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer inst.Close()
 	svc := inst.Service
 	svc.Start()
+	inst.Scheduler.Start()
 	srv := inst.API.HTTPServer()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -63,6 +64,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 	select {
 	case err := <-serveErr:
+		inst.Scheduler.Stop()
 		svc.Stop()
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
@@ -75,7 +77,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// service releases handlers that wait on a broadcast.
 	go func() { shutdownDone <- srv.Shutdown(sctx) }()
 	stopped := make(chan struct{})
-	go func() { svc.Stop(); close(stopped) }()
+	go func() {
+		inst.Scheduler.Stop()
+		svc.Stop()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-sctx.Done():

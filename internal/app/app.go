@@ -5,13 +5,17 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"pushfan/audience"
 	"pushfan/broadcast"
 	"pushfan/config"
+	"pushfan/cron"
 	"pushfan/fanout"
 	"pushfan/metrics"
 	"pushfan/repository"
@@ -20,15 +24,40 @@ import (
 
 // Instance is one wired pushfan; Service is not started yet.
 type Instance struct {
-	Sender   *fanout.FCMSender
-	Engine   *fanout.Engine
-	Service  *broadcast.Service
-	API      *server.Server
-	Registry *prometheus.Registry // this instance's metrics, served at /metrics
+	// Scheduler fires the recurring jobs; start it after Service.
+	Scheduler *server.Scheduler
+	Sender    *fanout.FCMSender
+	Engine    *fanout.Engine
+	Service   *broadcast.Service
+	API       *server.Server
+	Registry  *prometheus.Registry // this instance's metrics, served at /metrics
 }
 
-// New builds an instance on an open, migrated store.
+// New builds an instance on an open, migrated store. Named audiences are
+// checked against the database and jobs validated here: a bad one stops
+// start-up with an error naming it.
 func New(ctx context.Context, cfg config.Config, store *repository.Store, log *slog.Logger) (*Instance, error) {
+	audiences, err := audience.Compile(cfg.Audiences)
+	if err != nil {
+		return nil, fmt.Errorf("audiences: %w", err)
+	}
+	var checkErrs []error
+	byName := map[string]*audience.Audience{}
+	for _, a := range audiences {
+		cctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
+		if err := a.Check(cctx, store.DB()); err != nil {
+			checkErrs = append(checkErrs, err)
+		}
+		cancel()
+		byName[a.Name()] = a
+	}
+	if err := errors.Join(checkErrs...); err != nil {
+		return nil, fmt.Errorf("audiences: %w", err)
+	}
+	jobs, err := cron.Compile(cfg.Jobs)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
 	sender, err := fanout.NewFCMSender(ctx, fanout.FCMOptions{
 		Endpoint:        cfg.FCMEndpoint,
 		ProjectID:       cfg.FCMProjectID,
@@ -65,9 +94,16 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		PollInterval:  cfg.Engine.PollInterval,
 		Owner:         cfg.Engine.InstanceID,
 		Metrics:       m,
+		Audiences:     byName,
 	})
-	api := server.New(cfg, svc, store, log, server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg}, nil
+	api := server.New(cfg, svc, store, log,
+		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
+		server.WithAudiences(audiences), server.WithJobs(jobs))
+	if err := api.CheckJobs(); err != nil {
+		sender.Close()
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: api.Scheduler()}, nil
 }
 
 // Close releases the sender's connections (after Service.Stop).

@@ -61,6 +61,9 @@ type Options struct {
 	// DBProxy routes the instances' MySQL connections through a proxy the
 	// test can cut (a database outage).
 	DBProxy bool
+	// Prepare runs on the fresh database before any instance starts (e.g.
+	// to create the tables a named audience reads).
+	Prepare func(s *Stack)
 }
 
 // Instance is one pushfan process's worth of parts.
@@ -117,6 +120,9 @@ func New(t testing.TB, o Options) *Stack {
 		t.Fatal(err)
 	}
 	s.log = log
+	if o.Prepare != nil {
+		o.Prepare(s)
+	}
 	first := s.AddInstance()
 	s.API, s.Service, s.First = first.API, first.Service, first
 	return s
@@ -139,12 +145,14 @@ func (s *Stack) AddInstance() *Instance {
 	}
 	svc, api := inst.Service, inst.API
 	svc.Start()
+	inst.Scheduler.Start()
 	apiSrv := httptest.NewUnstartedServer(api.Handler())
 	apiSrv.Config = api.HTTPServer()
 	apiSrv.Config.Addr = ""
 	apiSrv.Start()
 	t.Cleanup(func() {
 		apiSrv.Close()
+		inst.Scheduler.Stop()
 		svc.Stop()
 		inst.Close()
 		store.Close()

@@ -1,0 +1,222 @@
+package audience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// PreviewPageSize is the keyset page size Preview walks the audience with.
+const PreviewPageSize = 1000
+
+// Row is one target of a named audience: a device token plus the extra
+// columns of its row.
+type Row struct {
+	Cursor uint64
+	UserID uint64
+	Token  string
+	// Vars holds the extra columns as strings (NULL is ""), nil when the
+	// audience has none. Each row gets its own map, never reused by a later
+	// Page, so a Row may be handed to another goroutine.
+	Vars map[string]string
+}
+
+// Page appends to dst[:0] the rows with cursor > after, at most limit, in
+// cursor order, and returns the slice (dst's backing array is reused). Call
+// it again with the last row's Cursor as after until it returns fewer than
+// limit rows.
+//
+// It returns an error (and dst[:0]) when the query breaks the keyset
+// contract: a cursor not greater than after or than the row before it (the
+// query must filter on cursor > :after and ORDER BY cursor), more than limit
+// rows, a missing required column, or a NULL, negative or non-integer cursor
+// or user_id, or a NULL or empty token.
+func (b Bound) Page(ctx context.Context, db *sqlx.DB, after uint64, limit int, dst []Row) ([]Row, error) {
+	return b.page(ctx, db, after, limit, dst, true)
+}
+
+// page is Page; withVars false leaves Vars nil (Preview needs no variables).
+func (b Bound) page(ctx context.Context, db *sqlx.DB, after uint64, limit int, dst []Row, withVars bool) ([]Row, error) {
+	dst = dst[:0]
+	a := b.a
+	if a == nil {
+		return dst, errors.New("audience: Page on an unbound audience (use Bind)")
+	}
+	if limit <= 0 {
+		return dst, fmt.Errorf("audience %q: page limit %d must be positive", a.name, limit)
+	}
+	rows, err := db.QueryContext(ctx, a.query, a.args(b.values, after, limit)...)
+	if err != nil {
+		return dst, fmt.Errorf("audience %q: page after %d: %w", a.name, after, err)
+	}
+	defer rows.Close()
+	cols, err := rows.ColumnTypes()
+	if err != nil {
+		return dst, fmt.Errorf("audience %q: page after %d: columns: %w", a.name, after, err)
+	}
+	l, err := newLayout(cols)
+	if err != nil {
+		return dst, nameEach(a.name, err)
+	}
+
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	prev := after
+	for rows.Next() {
+		if len(dst) == limit {
+			return dst[:0], fmt.Errorf("audience %q: page after %d returned more than %d rows: the sql must end in LIMIT :limit", a.name, after, limit)
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return dst[:0], fmt.Errorf("audience %q: page after %d: scan: %w", a.name, after, err)
+		}
+		r, err := makeRow(l, vals, withVars)
+		if err != nil {
+			return dst[:0], fmt.Errorf("audience %q: page after %d, row %d: %w", a.name, after, len(dst)+1, err)
+		}
+		if r.Cursor <= prev {
+			return dst[:0], fmt.Errorf("audience %q: page after %d: cursor %d follows %d: cursors must be strictly increasing "+
+				"(the sql must filter on cursor > :after and ORDER BY the cursor column, which must be unique)", a.name, after, r.Cursor, prev)
+		}
+		prev = r.Cursor
+		dst = append(dst, r)
+	}
+	if err := rows.Err(); err != nil {
+		return dst[:0], fmt.Errorf("audience %q: page after %d: %w", a.name, after, err)
+	}
+	return dst, nil
+}
+
+// makeRow converts one scanned result row.
+func makeRow(l layout, vals []any, withVars bool) (Row, error) {
+	var r Row
+	var err error
+	if r.Cursor, err = toUint(vals[l.cursor]); err != nil {
+		return Row{}, fmt.Errorf("cursor: %w", err)
+	}
+	if r.UserID, err = toUint(vals[l.userID]); err != nil {
+		return Row{}, fmt.Errorf("user_id: %w", err)
+	}
+	switch t := vals[l.token].(type) {
+	case []byte:
+		r.Token = string(t)
+	case string:
+		r.Token = t
+	case nil:
+		return Row{}, fmt.Errorf("token is NULL (cursor %d)", r.Cursor)
+	default:
+		return Row{}, fmt.Errorf("token is a %T, want a string (cursor %d)", t, r.Cursor)
+	}
+	if r.Token == "" {
+		return Row{}, fmt.Errorf("token is empty (cursor %d)", r.Cursor)
+	}
+	if withVars && len(l.vars) > 0 {
+		r.Vars = make(map[string]string, len(l.vars))
+		for _, v := range l.vars {
+			r.Vars[v.name] = format(vals[v.index], v.dbType)
+		}
+	}
+	return r, nil
+}
+
+// toUint converts a driver value (text protocol: []byte; binary: int64 or
+// uint64) to an unsigned integer.
+func toUint(v any) (uint64, error) {
+	switch v := v.(type) {
+	case int64:
+		if v < 0 {
+			return 0, fmt.Errorf("%d is negative, want an unsigned integer", v)
+		}
+		return uint64(v), nil
+	case uint64:
+		return v, nil
+	case []byte:
+		n, err := strconv.ParseUint(string(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not an unsigned integer", v)
+		}
+		return n, nil
+	case string:
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not an unsigned integer", v)
+		}
+		return n, nil
+	case nil:
+		return 0, errors.New("is NULL, want an unsigned integer")
+	}
+	return 0, fmt.Errorf("is a %T, want an unsigned integer", v)
+}
+
+// format renders a driver value as a template variable: NULL as "", numbers
+// and text as MySQL prints them, DATE as YYYY-MM-DD and DATETIME/TIMESTAMP
+// as "YYYY-MM-DD hh:mm:ss[.ffffff]" (the driver's parseTime turns them into
+// time.Time; they are printed in the location the driver parsed them in).
+func format(v any, dbType string) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case []byte:
+		return string(v)
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case float32:
+		return strconv.FormatFloat(float64(v), 'f', -1, 32)
+	case bool:
+		if v {
+			return "1"
+		}
+		return "0"
+	case time.Time:
+		switch dbType {
+		case "DATE":
+			return v.Format("2006-01-02")
+		case "DATETIME", "TIMESTAMP":
+			return v.Format("2006-01-02 15:04:05.999999")
+		}
+		return v.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprint(v)
+}
+
+// Preview walks the whole audience in keyset pages of PreviewPageSize, as a
+// broadcast would, counting its rows and collecting the first n distinct
+// user ids (in cursor order). It sends nothing. sampleUserIDs is never nil.
+func (b Bound) Preview(ctx context.Context, db *sqlx.DB, n int) (count int64, sampleUserIDs []uint64, err error) {
+	sampleUserIDs = []uint64{}
+	seen := make(map[uint64]struct{}, min(max(n, 0), 1024))
+	var buf []Row
+	var after uint64
+	for {
+		buf, err = b.page(ctx, db, after, PreviewPageSize, buf, false)
+		if err != nil {
+			return 0, []uint64{}, fmt.Errorf("preview: %w", err)
+		}
+		count += int64(len(buf))
+		for _, r := range buf {
+			if len(sampleUserIDs) >= n {
+				break
+			}
+			if _, dup := seen[r.UserID]; !dup {
+				seen[r.UserID] = struct{}{}
+				sampleUserIDs = append(sampleUserIDs, r.UserID)
+			}
+		}
+		if len(buf) < PreviewPageSize {
+			return count, sampleUserIDs, nil
+		}
+		after = buf[len(buf)-1].Cursor
+	}
+}

@@ -1,0 +1,139 @@
+package cron
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Job is one recurring broadcast from the YAML config (PUSHFAN_CONFIG), e.g.
+//
+//	jobs:
+//	  - name: weekly_digest
+//	    schedule: "0 9 * * MON"   # robfig/cron syntax; an optional leading seconds field: "*/1 * * * * *"
+//	    timezone: Asia/Seoul      # IANA zone; default UTC
+//	    enabled: true             # default true
+//	    catchup: 1h               # a fire missed while every instance was down runs at start-up if within this window; default 0
+//	    audience: {all: true}     # or {user_ids: [...]} or {name: renewal_due, params: {days_before: 3}}
+//	    message: {title: "...", body: "...", image: "...", data: {k: v}}   # strings may be text/template templates
+//
+// Decoding from YAML is strict: an unknown key in a job or its message is an error, as
+// elsewhere in pushfan's config. catchup takes a Go duration string ("90s", "1h30m") or 0.
+type Job struct {
+	Name     string         `yaml:"name"`
+	Schedule string         `yaml:"schedule"`
+	Timezone string         `yaml:"timezone"`
+	Enabled  *bool          `yaml:"enabled"`
+	Catchup  time.Duration  `yaml:"catchup"`
+	Audience map[string]any `yaml:"audience"` // passed through as JSON to the API layer, which validates it
+	Message  JobMessage     `yaml:"message"`
+}
+
+// JobMessage is the notification a job sends. Title, body and data values may be text/template
+// templates over the audience's extra columns; the API layer parses and renders them.
+type JobMessage struct {
+	Title string            `yaml:"title"`
+	Body  string            `yaml:"body"`
+	Image string            `yaml:"image"`
+	Data  map[string]string `yaml:"data"`
+}
+
+var (
+	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message"}
+	messageKeys = []string{"title", "body", "image", "data"}
+)
+
+// UnmarshalYAML decodes a job strictly (unknown keys are errors, since a custom unmarshaler
+// does not inherit the outer decoder's KnownFields) and parses catchup as a duration.
+func (j *Job) UnmarshalYAML(node *yaml.Node) error {
+	if err := checkKeys(node, "cron job", jobKeys); err != nil {
+		return err
+	}
+	var raw struct {
+		Name     string         `yaml:"name"`
+		Schedule string         `yaml:"schedule"`
+		Timezone string         `yaml:"timezone"`
+		Enabled  *bool          `yaml:"enabled"`
+		Catchup  yaml.Node      `yaml:"catchup"`
+		Audience map[string]any `yaml:"audience"`
+		Message  JobMessage     `yaml:"message"`
+	}
+	if err := node.Decode(&raw); err != nil {
+		return err
+	}
+	catchup, err := decodeDuration(&raw.Catchup)
+	if err != nil {
+		return fmt.Errorf("cron job %q: catchup: %w", raw.Name, err)
+	}
+	*j = Job{
+		Name:     raw.Name,
+		Schedule: raw.Schedule,
+		Timezone: raw.Timezone,
+		Enabled:  raw.Enabled,
+		Catchup:  catchup,
+		Audience: raw.Audience,
+		Message:  raw.Message,
+	}
+	return nil
+}
+
+// UnmarshalYAML decodes a message strictly: an unknown key is an error.
+func (m *JobMessage) UnmarshalYAML(node *yaml.Node) error {
+	if err := checkKeys(node, "cron job message", messageKeys); err != nil {
+		return err
+	}
+	type plain JobMessage // no methods: avoids recursing into this unmarshaler
+	var p plain
+	if err := node.Decode(&p); err != nil {
+		return err
+	}
+	*m = JobMessage(p)
+	return nil
+}
+
+// checkKeys rejects a mapping key outside allowed; a null node is accepted (it decodes to zero).
+func checkKeys(node *yaml.Node, what string, allowed []string) error {
+	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
+		return nil
+	}
+	if node.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: %s must be a mapping", node.Line, what)
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k := node.Content[i]
+		known := false
+		for _, a := range allowed {
+			if k.Value == a {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return fmt.Errorf("line %d: unknown key %q in %s (known: %s)", k.Line, k.Value, what, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+// decodeDuration accepts an absent or null value (0), the integer 0, or a Go duration string.
+// Any other bare number is refused: "catchup: 3600" does not say whether it means seconds.
+func decodeDuration(n *yaml.Node) (time.Duration, error) {
+	if n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
+		return 0, nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("line %d: want a duration such as \"1h\"", n.Line)
+	}
+	if n.Tag == "!!int" && (n.Value == "0" || n.Value == "-0" || n.Value == "+0") {
+		return 0, nil
+	}
+	if n.Tag == "!!str" {
+		d, err := time.ParseDuration(n.Value)
+		if err == nil {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("line %d: %q is not a duration: want a number with a unit, such as \"90s\" or \"1h\"", n.Line, n.Value)
+}

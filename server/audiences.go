@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+type audienceView struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Params      map[string]string `json:"params"`
+	Vars        []string          `json:"vars"`
+}
+
+// listAudiences lists the built-in and the named audiences.
+func (s *Server) listAudiences(c echo.Context) error {
+	out := struct {
+		BuiltIn []string       `json:"built_in"`
+		Named   []audienceView `json:"named"`
+	}{BuiltIn: []string{"all", "user_ids"}, Named: []audienceView{}}
+	for _, a := range s.audienceList {
+		out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars()})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// previewAudience counts a named audience and samples its user ids,
+// sending nothing: body {"params": {...}}.
+func (s *Server) previewAudience(c echo.Context) error {
+	a, ok := s.audiences[c.Param("name")]
+	if !ok {
+		return &APIError{Status: http.StatusNotFound, Code: "unknown_audience", Message: "no audience named " + c.Param("name") + " is configured"}
+	}
+	var req struct {
+		Params map[string]any `json:"params"`
+	}
+	if c.Request().ContentLength != 0 {
+		if err := decodeStrict(c.Request().Body, &req); err != nil {
+			var apiErr *APIError
+			if !errors.As(err, &apiErr) || apiErr.Code != "empty_body" {
+				return err
+			}
+		}
+	}
+	bound, err := a.Bind(req.Params)
+	if err != nil {
+		return badRequest("invalid_params", "params", "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.DB.Timeout*6)
+	defer cancel()
+	count, sample, err := s.svc.Preview(ctx, bound, 10)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"audience": a.Name(), "count": count, "sample_user_ids": sample})
+}
