@@ -192,6 +192,7 @@ export PUSHFAN_FCM_ENDPOINT="$EMU_URL/v1"
 export PUSHFAN_FCM_PROJECT_ID=demo-project
 export PUSHFAN_HTTP_ADDR="${PUSHFAN_HTTP_ADDR:-127.0.0.1:8080}"
 export PUSHFAN_LOG_FORMAT="${PUSHFAN_LOG_FORMAT:-text}"
+export PUSHFAN_CONFIG="${PUSHFAN_CONFIG:-$ROOT/examples/pushfan.yaml}"
 API_URL="http://$(dialable "$PUSHFAN_HTTP_ADDR")"
 if [ -z "${PUSHFAN_ADMIN_TOKENS:-}" ]; then
 	if [ ! -s "$RUN_DIR/admin-token" ]; then

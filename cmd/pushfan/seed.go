@@ -35,10 +35,14 @@ func seed(ctx context.Context, cfg config.Config, log *slog.Logger, args []strin
 	if err != nil {
 		return err
 	}
+	subs, err := store.SeedDemoSubscriptions(ctx, o.Users)
+	if err != nil {
+		return err
+	}
 	eligible, err := store.CountAudience(ctx, repository.Audience{All: true})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "seeded %d users and %d device tokens; %d tokens are eligible for an \"all\" broadcast\n", users, tokens, eligible)
+	fmt.Fprintf(stdout, "seeded %d users, %d device tokens and %d demo subscriptions; %d tokens are eligible for an \"all\" broadcast\n", users, tokens, subs, eligible)
 	return nil
 }
