@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -47,48 +48,38 @@ func invalidateTokens(ctx context.Context, db execer, items []Invalidation, at t
 	if len(items) == 0 {
 		return 0, nil
 	}
-	byReason := make(map[string][]uint64)
-	byToken := make(map[string][]string)
+	byID := make(map[string][]uint64)
+	byToken := make(map[string][]string) // named audiences may not return token ids
 	for _, it := range items {
 		r := clampText(it.Reason, maxReasonRunes)
 		if it.TokenID == 0 {
 			byToken[r] = append(byToken[r], it.Token)
-			continue
+		} else {
+			byID[r] = append(byID[r], it.TokenID)
 		}
-		byReason[r] = append(byReason[r], it.TokenID)
 	}
 	at = dbTime(at)
-	var total int64
-	for _, reason := range slices.Sorted(maps.Keys(byToken)) {
-		toks := byToken[reason]
-		slices.Sort(toks)
-		toks = slices.Compact(toks)
-		for chunk := range slices.Chunk(toks, invalidateChunk) {
-			q, args, err := sqlx.In(`UPDATE device_tokens SET invalidated_at = ?, invalid_reason = ?
-				WHERE token IN (?) AND invalidated_at IS NULL`, at, nullIfEmpty(reason), chunk)
-			if err != nil {
-				return total, fmt.Errorf("invalidate tokens: expand tokens: %w", err)
-			}
-			res, err := db.ExecContext(ctx, q, args...)
-			if err != nil {
-				return total, fmt.Errorf("invalidate %d tokens (%s): %w", len(chunk), reason, err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return total, fmt.Errorf("invalidate tokens: %w", err)
-			}
-			total += n
-		}
+	n, err := invalidateWhere(ctx, db, "id", byID, at)
+	if err != nil {
+		return n, err
 	}
+	m, err := invalidateWhere(ctx, db, "token", byToken, at)
+	return n + m, err
+}
+
+// invalidateWhere runs one UPDATE per reason and per invalidateChunk keys
+// of column; keys are sorted so concurrent callers lock rows in one order.
+func invalidateWhere[K cmp.Ordered](ctx context.Context, db execer, column string, byReason map[string][]K, at time.Time) (int64, error) {
+	var total int64
 	for _, reason := range slices.Sorted(maps.Keys(byReason)) {
-		ids := byReason[reason]
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
-		for chunk := range slices.Chunk(ids, invalidateChunk) {
+		keys := byReason[reason]
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		for chunk := range slices.Chunk(keys, invalidateChunk) {
 			q, args, err := sqlx.In(`UPDATE device_tokens SET invalidated_at = ?, invalid_reason = ?
-				WHERE id IN (?) AND invalidated_at IS NULL`, at, nullIfEmpty(reason), chunk)
+				WHERE `+column+` IN (?) AND invalidated_at IS NULL`, at, nullIfEmpty(reason), chunk)
 			if err != nil {
-				return total, fmt.Errorf("invalidate tokens: expand ids: %w", err)
+				return total, fmt.Errorf("invalidate tokens: expand %s: %w", column, err)
 			}
 			res, err := db.ExecContext(ctx, q, args...)
 			if err != nil {
