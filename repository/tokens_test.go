@@ -68,3 +68,23 @@ func TestInvalidateTokens(t *testing.T) {
 		t.Fatalf("empty: %d, %v", n, err)
 	}
 }
+
+// A named audience may not return token ids: invalidation by token string.
+func TestInvalidateTokensByTokenString(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	exec(t, s, "INSERT INTO users (id) VALUES (1)")
+	id := insertToken(t, s, 1, "named-dead")
+	insertToken(t, s, 1, "named-alive")
+	n, err := s.InvalidateTokens(ctx(t), []repository.Invalidation{
+		{Token: "named-dead", Reason: "UNREGISTERED"},
+		{Token: "named-dead", Reason: "UNREGISTERED"}, // duplicate: counted once
+	}, time.Now())
+	if err != nil || n != 1 {
+		t.Fatalf("invalidated %d, %v", n, err)
+	}
+	page, err := s.AudiencePage(ctx(t), repository.Audience{All: true}, 0, 10, nil)
+	if err != nil || len(page) != 1 || page[0].TokenID == id {
+		t.Fatalf("after invalidation the audience is %+v (%v)", page, err)
+	}
+}
