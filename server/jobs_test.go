@@ -138,6 +138,13 @@ func TestInternalTrigger(t *testing.T) {
 		now.JobName != "digest" || now.Trigger != "cron" || now.FireTime.Second() != 0 || time.Since(now.FireTime) > 2*time.Minute {
 		t.Fatalf("trigger now: %d %+v", resp.StatusCode, now)
 	}
+	// Again in the same minute: the same broadcast (if the minute turned in
+	// between, the fire times differ and so may the broadcasts).
+	var again fired
+	s.DoAuth("POST", "/internal/cron/digest", internalToken, nil, &again)
+	if again.FireTime.Equal(now.FireTime) != (again.ID == now.ID) {
+		t.Fatalf("per-minute idempotency: %+v then %+v", now, again)
+	}
 	// The same fire twice is one broadcast.
 	var a, b fired
 	s.DoAuth("POST", "/internal/cron/digest", internalToken, `{"fire_time":"2026-01-05T09:00:00+09:00"}`, &a)
