@@ -124,7 +124,7 @@ func Defaults() Config {
 			MaxAttempts:    5,
 			RetryBaseDelay: 500 * time.Millisecond,
 			RetryMaxDelay:  2 * time.Minute,
-			RateLimit:      9500, // just under FCM's default 600,000/min
+			RateLimit:      9900, // just under FCM's default 600,000/min (10,000/s)
 			RampUp:         10 * time.Second,
 			FlushInterval:  500 * time.Millisecond,
 			Lease:          10 * time.Second,
@@ -145,7 +145,7 @@ func Defaults() Config {
 			SubmitPerMinute:   30,
 			ScheduleHorizon:   30 * 24 * time.Hour,
 		},
-		DB:  DB{MaxOpen: 20, Timeout: 10 * time.Second},
+		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},
 	}
 }
