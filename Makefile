@@ -12,7 +12,7 @@ GOFMT ?= $(shell $(GO) env GOROOT 2>/dev/null)/bin/gofmt
 BIN := bin/pushfan
 
 .DEFAULT_GOAL := help
-.PHONY: help build run stop test lint bench-go tidy clean
+.PHONY: help build run stop test lint bench-go bench bench-sweep bench-quota tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -41,8 +41,25 @@ lint: ## gofmt -l must list nothing; go vet
 	fi
 	$(GO) vet ./...
 
-bench-go: ## run the Go benchmarks (no tests)
+bench-go: ## run the Go benchmarks (no tests; engine, throttle, SDK vs raw send, paging, checkpoint)
+	bash scripts/ensure-mysql.sh
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+BENCH := bin/pushfan-bench
+
+# The drivers read N, C, LATENCY, JITTER, MODE (http1|h2c|tls), OUT, REPEAT, SERVE_ENV, ...
+# from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=http1 REPEAT=3)
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) bench
+
+bench-sweep: ## pushfan at concurrencies SWEEP=16,64,256,512,1024: throughput, CPU/send, RSS
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) sweep
+
+bench-quota: ## 1M tokens vs an emulator quota of 600k/min at the default rate limit (takes minutes)
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) quota
 
 tidy: ## go mod tidy
 	$(GO) mod tidy
@@ -50,3 +67,14 @@ tidy: ## go mod tidy
 clean: stop ## stop the demo, remove bin/ and the logs and pid files in .run/ (keeps the dev admin token)
 	rm -rf bin
 	rm -f .run/*.pid .run/*.log
+
+# Fuzzing: go test fuzzes one target per run, so each runs for FUZZTIME.
+# Seed corpora live in <pkg>/testdata/fuzz/<FuzzName>/ and also run as plain
+# tests in `make test`; a crash is written there as a new failing input.
+FUZZTIME ?= 10s
+.PHONY: fuzz
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s; e.g. make fuzz FUZZTIME=1m)
+	$(GO) test -run '^$$' -fuzz '^FuzzBroadcastRequest$$' -fuzztime $(FUZZTIME) ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME) ./fcmemu/
+	$(GO) test -run '^$$' -fuzz '^FuzzSendHandler$$' -fuzztime $(FUZZTIME) ./fcmemu/

@@ -36,6 +36,10 @@ type Options struct {
 	Metrics Metrics
 	// Audiences are the named SQL audiences, checked against the database.
 	Audiences map[string]*audience.Audience
+	// StatsTTL caches GET /push/stats totals this long (0: no cache): the
+	// query scans every broadcast, and a dashboard polling it must not slow
+	// the sends down.
+	StatsTTL time.Duration
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -72,6 +76,10 @@ type Service struct {
 	wg          sync.WaitGroup
 	wake        chan struct{}
 	started     atomic.Bool
+
+	statsMu sync.Mutex // also makes concurrent callers share one query
+	statsAt time.Time
+	stats   repository.Stats
 }
 
 // New builds a Service.
@@ -339,11 +347,21 @@ func (s *Service) Cancel(ctx context.Context, id uint64) (*repository.Broadcast,
 	return s.Get(context.WithoutCancel(ctx), id)
 }
 
-// Stats returns totals across broadcasts.
+// Stats returns totals across broadcasts, at most StatsTTL old.
 func (s *Service) Stats(ctx context.Context) (repository.Stats, error) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if s.opt.StatsTTL > 0 && time.Since(s.statsAt) < s.opt.StatsTTL {
+		return s.stats, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
-	return s.store.Stats(ctx)
+	st, err := s.store.Stats(ctx)
+	if err != nil {
+		return st, err
+	}
+	s.stats, s.statsAt = st, time.Now()
+	return st, nil
 }
 
 // Failures lists failed tokens of a broadcast by keyset.

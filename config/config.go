@@ -90,6 +90,8 @@ type HTTP struct {
 	WaitTimeout time.Duration `yaml:"wait_timeout"`
 	// ShutdownTimeout bounds graceful shutdown (in-flight sends included).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// StatsCache is how long GET /push/stats may serve cached totals.
+	StatsCache time.Duration `yaml:"stats_cache"`
 	// ScheduleHorizon is how far ahead send_at may be.
 	ScheduleHorizon time.Duration `yaml:"schedule_horizon"`
 	// SubmitPerMinute limits POST /push/broadcast per admin token.
@@ -144,6 +146,7 @@ func Defaults() Config {
 			ShutdownTimeout:   30 * time.Second,
 			SubmitPerMinute:   30,
 			ScheduleHorizon:   30 * 24 * time.Hour,
+			StatsCache:        time.Second,
 		},
 		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},

@@ -55,6 +55,9 @@ func (c *Config) Validate() error {
 	if _, err := ParseAdminTokens(c.AdminTokens); err != nil {
 		bad("PUSHFAN_ADMIN_TOKENS", "%v", err)
 	}
+	if c.HTTP.StatsCache < 0 {
+		bad("PUSHFAN_STATS_CACHE", "must not be negative, got %v", c.HTTP.StatsCache)
+	}
 	if c.HTTP.SubmitPerMinute <= 0 {
 		bad("PUSHFAN_SUBMIT_PER_MINUTE", "must be a positive number of broadcasts per minute per token, got %v", c.HTTP.SubmitPerMinute)
 	}

@@ -25,6 +25,9 @@ commands:
   migrate    create the database if missing and apply migrations
   seed       insert deterministic demo users and device tokens
   emulator   run the FCM HTTP v1 emulator (see pushfan emulator -h)
+  config check
+             print the effective configuration (secrets masked), or every
+             problem and exit 1 when it is invalid
   help       show this text
 
 configuration comes from the environment (see README.md).
@@ -56,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return fcmemu.Main(ctx, rest, stdout, log)
+	case "config":
+		return configCommand(rest, os.LookupEnv, stdout, stderr)
 	}
 
 	cfg, err := config.FromOS()

@@ -95,6 +95,7 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		Owner:         cfg.Engine.InstanceID,
 		Metrics:       m,
 		Audiences:     byName,
+		StatsTTL:      cfg.HTTP.StatsCache,
 	})
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"pushfan/config"
+)
+
+const configUsage = `usage: pushfan config check
+
+Loads the configuration as serve does (the environment, plus the YAML file
+named by PUSHFAN_CONFIG) and prints the effective value of every variable as
+NAME=value, with tokens and the DSN password masked. When the configuration is
+invalid it lists every problem, one per line, on stderr and exits 1.
+`
+
+// configCommand runs `pushfan config <subcommand>`; check is the only one.
+func configCommand(args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, configUsage)
+		return nil
+	}
+	if len(args) != 1 || args[0] != "check" {
+		fmt.Fprint(stderr, configUsage)
+		return fmt.Errorf("usage: pushfan config check (got %q)", strings.Join(args, " "))
+	}
+	return configCheck(getenv, stdout, stderr)
+}
+
+// configCheck prints the effective configuration with secrets masked, or
+// every problem when it is invalid.
+func configCheck(getenv config.Getenv, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		problems := configProblems(cfg, err)
+		fmt.Fprintf(stderr, "the configuration is invalid (%d %s):\n", len(problems), plural(len(problems), "problem", "problems"))
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "  %s\n", p)
+		}
+		return fmt.Errorf("configuration check failed: %d %s", len(problems), plural(len(problems), "problem", "problems"))
+	}
+	byName := map[string]config.Setting{}
+	for _, s := range cfg.Effective() {
+		byName[s.Name] = s
+	}
+	fmt.Fprintln(stdout, "# pushfan effective configuration (secrets masked)")
+	for _, name := range config.Variables() {
+		if name == "PUSHFAN_CONFIG" {
+			path, _ := getenv(name)
+			fmt.Fprintf(stdout, "%s=%s\n", name, path)
+			continue
+		}
+		if s, ok := byName[name]; ok {
+			fmt.Fprintf(stdout, "%s=%s\n", s.Name, s.Value)
+		}
+	}
+	fmt.Fprintln(stdout, "# the configuration is valid")
+	return nil
+}
+
+// configProblems lists every problem in err, one per entry. Load stops
+// before validation when a value does not parse; the partly loaded cfg
+// (failed values left at their defaults) is validated too, so that a single
+// run reports the parse errors and the rule violations together. A broken
+// PUSHFAN_CONFIG file is reported alone: the environment was not applied.
+func configProblems(cfg config.Config, err error) []string {
+	problems := flattenErrors(err)
+	if len(problems) > 0 && strings.HasPrefix(problems[0], "PUSHFAN_CONFIG:") {
+		return problems
+	}
+	seen := map[string]bool{}
+	for _, p := range problems {
+		seen[p] = true
+	}
+	if verr := cfg.Validate(); verr != nil {
+		for _, p := range flattenErrors(verr) {
+			if !seen[p] {
+				seen[p] = true
+				problems = append(problems, p)
+			}
+		}
+	}
+	return problems
+}
+
+// flattenErrors unwraps errors.Join trees into one line per problem; a
+// multi-line message keeps its continuation lines indented under it.
+func flattenErrors(err error) []string {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, flattenErrors(e)...)
+		}
+		return out
+	}
+	return []string{strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "\n    ")}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
