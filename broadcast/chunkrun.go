@@ -212,9 +212,10 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 			return
 		}
 	}
-	if !r.end(ctx, false, repository.DoneChunk, remaining) {
-		return
-	}
+	// Even if this instance could not close the chunk (a lost answer to a
+	// commit that happened, a lease lost at the end), whoever did may have
+	// been the last: finishing is idempotent and a no-op while chunks are open.
+	r.end(ctx, false, repository.DoneChunk, remaining)
 	var finished bool
 	if err := r.s.retryDB(ctx, "finishing broadcast", func(c context.Context) (err error) {
 		finished, err = r.s.store.FinishIfDone(c, r.b.ID)
