@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"pushfan/internal/apiclient"
 	"strings"
 	"time"
 )
@@ -89,28 +90,8 @@ func startService(ctx context.Context, bin, dir, name string, emu *emulator, spe
 
 func (s *service) stop() { s.p.stop(20 * time.Second) }
 
-// broadcastView is the part of the broadcast object the driver reads.
-type broadcastView struct {
-	ID         uint64           `json:"id"`
-	Status     string           `json:"status"`
-	Targeted   int64            `json:"targeted"`
-	Succeeded  int64            `json:"succeeded"`
-	Failed     int64            `json:"failed"`
-	Canceled   int64            `json:"canceled"`
-	Errors     map[string]int64 `json:"errors"`
-	CreatedAt  time.Time        `json:"created_at"`
-	StartedAt  *time.Time       `json:"started_at"`
-	FinishedAt *time.Time       `json:"finished_at"`
-	DurationMS *int64           `json:"duration_ms"`
-}
-
-func (v broadcastView) final() bool {
-	switch v.Status {
-	case "completed", "canceled", "failed":
-		return true
-	}
-	return false
-}
+// broadcastView is the API's broadcast object as this client reads it.
+type broadcastView = apiclient.Broadcast
 
 func (s *service) call(ctx context.Context, method, path string, body []byte) (broadcastView, error) {
 	var v broadcastView
@@ -252,7 +233,7 @@ func runBroadcast(ctx context.Context, svc *service, emu *emulator, spec broadca
 	defer poll.Stop()
 	nextSample := t0.Add(time.Second)
 	lastLog := t0
-	for !v.final() {
+	for !v.Final() {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"pushfan/internal/apiclient"
 	"runtime"
 	"slices"
 	"strings"
@@ -336,17 +337,8 @@ func (c *client) emulatorStats(ctx context.Context) (EmuStats, error) {
 	return s, json.Unmarshal(body, &s)
 }
 
-type broadcastView struct {
-	ID         uint64           `json:"id"`
-	Status     string           `json:"status"`
-	Targeted   int64            `json:"targeted"`
-	Succeeded  int64            `json:"succeeded"`
-	Failed     int64            `json:"failed"`
-	Canceled   int64            `json:"canceled"`
-	Errors     map[string]int64 `json:"errors"`
-	StartedAt  *time.Time       `json:"started_at"`
-	FinishedAt *time.Time       `json:"finished_at"`
-}
+// broadcastView is the API's broadcast object as this client reads it.
+type broadcastView = apiclient.Broadcast
 
 func final(status string) bool {
 	return status == "completed" || status == "canceled" || status == "failed"

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"pushfan/internal/apiclient"
 	"strings"
 	"syscall"
 	"testing"
@@ -159,15 +160,8 @@ func tail(s string, lines int) string {
 	return strings.Join(parts, "\n")
 }
 
-type broadcastView struct {
-	ID        uint64           `json:"id"`
-	Status    string           `json:"status"`
-	Targeted  int64            `json:"targeted"`
-	Succeeded int64            `json:"succeeded"`
-	Failed    int64            `json:"failed"`
-	Canceled  int64            `json:"canceled"`
-	Errors    map[string]int64 `json:"errors"`
-}
+// broadcastView is the API's broadcast object as this client reads it.
+type broadcastView = apiclient.Broadcast
 
 func (e *procEnv) call(base, method, path, body string) broadcastView {
 	e.t.Helper()

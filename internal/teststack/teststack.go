@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"pushfan/internal/apiclient"
 	"testing"
 	"time"
 
@@ -222,22 +223,8 @@ func (s *Stack) do(base, method, path, token string, body any, out any) *http.Re
 	return resp
 }
 
-// Broadcast is the API's broadcast object, as tests read it.
-type Broadcast struct {
-	ID                uint64           `json:"id"`
-	Status            string           `json:"status"`
-	DryRun            bool             `json:"dry_run"`
-	Targeted          int64            `json:"targeted"`
-	Succeeded         int64            `json:"succeeded"`
-	Failed            int64            `json:"failed"`
-	Canceled          int64            `json:"canceled"`
-	Errors            map[string]int64 `json:"errors"`
-	InvalidatedTokens int64            `json:"invalidated_tokens"`
-	Error             *string          `json:"error"`
-	DurationMS        *int64           `json:"duration_ms"`
-	StartedAt         *time.Time       `json:"started_at"`
-	FinishedAt        *time.Time       `json:"finished_at"`
-}
+// Broadcast is the API's broadcast object as this client reads it.
+type Broadcast = apiclient.Broadcast
 
 // ErrorBody is the API's error JSON.
 type ErrorBody struct {

@@ -1,0 +1,29 @@
+// Package apiclient holds pushfan's API objects as a client decodes them,
+// shared by the tests, the bench and the load drivers so that they all read
+// the API the same way (and independently of the server's own types).
+package apiclient
+
+import "time"
+
+// Broadcast is the API's broadcast object.
+type Broadcast struct {
+	ID                uint64           `json:"id"`
+	Status            string           `json:"status"`
+	DryRun            bool             `json:"dry_run"`
+	Targeted          int64            `json:"targeted"`
+	Succeeded         int64            `json:"succeeded"`
+	Failed            int64            `json:"failed"`
+	Canceled          int64            `json:"canceled"`
+	Errors            map[string]int64 `json:"errors"`
+	InvalidatedTokens int64            `json:"invalidated_tokens"`
+	Error             *string          `json:"error"`
+	CreatedAt         time.Time        `json:"created_at"`
+	StartedAt         *time.Time       `json:"started_at"`
+	FinishedAt        *time.Time       `json:"finished_at"`
+	DurationMS        *int64           `json:"duration_ms"`
+}
+
+// Final reports whether the broadcast has ended.
+func (b Broadcast) Final() bool {
+	return b.Status == "completed" || b.Status == "canceled" || b.Status == "failed"
+}
