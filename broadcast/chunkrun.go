@@ -237,9 +237,8 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 	}
 }
 
-// end stores the final checkpoint, retrying through a database blip. It
-// reports whether this instance closed or released the chunk.
-func (r *chunkRun) end(ctx context.Context, resumable bool, how repository.ChunkEnd, remaining int64) bool {
+// end stores the final checkpoint, retrying through a database blip.
+func (r *chunkRun) end(ctx context.Context, resumable bool, how repository.ChunkEnd, remaining int64) {
 	cp := r.next(resumable, how)
 	if how == repository.DoneChunk {
 		cp.Cursor = r.c.HiID
@@ -260,12 +259,9 @@ func (r *chunkRun) end(ctx context.Context, resumable bool, how repository.Chunk
 	switch {
 	case err != nil:
 		r.log.ErrorContext(ctx, "final checkpoint failed; the lease will expire and another instance resumes the chunk", "err", err)
-		return false
 	case lost:
 		r.log.WarnContext(ctx, "lease lost before the final checkpoint; the new holder finishes the chunk")
-		return false
 	}
-	return true
 }
 
 // retryDB runs fn with the DB deadline, retrying with backoff for about half

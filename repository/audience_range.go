@@ -29,13 +29,3 @@ func (s *Store) CountAudienceRange(ctx context.Context, a Audience, after, upto 
 	}
 	return n, nil
 }
-
-// MaxTokenID is the highest device token id now: a broadcast snapshots it
-// at start so tokens registered while it runs do not change its audience.
-func (s *Store) MaxTokenID(ctx context.Context) (uint64, error) {
-	var id uint64
-	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM device_tokens").Scan(&id); err != nil {
-		return 0, fmt.Errorf("max token id: %w", err)
-	}
-	return id, nil
-}

@@ -56,28 +56,11 @@ type Message struct {
 	Data  map[string]string `json:"data,omitempty"`
 }
 
-// Counts are a broadcast's outcome counters. As a delta (AddProgress) any
-// field may be zero; Errors maps an error code to how many sends ended with it.
+// Counts are a broadcast's outcome counters; Errors maps an error code to
+// how many targets ended with it. Chunk checkpoints add to them.
 type Counts struct {
 	Targeted, Succeeded, Failed, Canceled, Invalidated int64
 	Errors                                             map[string]int64
-}
-
-// IsZero reports whether c would change nothing when added.
-func (c Counts) IsZero() bool {
-	if c.Targeted != 0 || c.Succeeded != 0 || c.Failed != 0 || c.Canceled != 0 || c.Invalidated != 0 {
-		return false
-	}
-	for _, n := range c.Errors {
-		if n != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func (c Counts) scalarsZero() bool {
-	return c.Targeted == 0 && c.Succeeded == 0 && c.Failed == 0 && c.Canceled == 0 && c.Invalidated == 0
 }
 
 // Broadcast is one request to notify an audience, and its running result.
@@ -235,95 +218,6 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error)
 	return &b, nil
 }
 
-// StartBroadcast moves a queued broadcast to running at at. Starting one that
-// is already running succeeds and keeps its first started_at (an instance
-// resuming it after a crash); starting a finished one returns ErrFinished.
-func (s *Store) StartBroadcast(ctx context.Context, id uint64, at time.Time) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE broadcasts SET status = ?, started_at = COALESCE(started_at, ?)
-		WHERE id = ? AND status IN (?, ?)`,
-		string(StatusRunning), dbTime(at), id, string(StatusQueued), string(StatusRunning))
-	if err != nil {
-		return fmt.Errorf("start broadcast %d: %w", id, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("start broadcast %d: %w", id, err)
-	} else if n == 1 {
-		return nil
-	}
-	// Nothing changed: missing, finished, or already running.
-	st, err := s.broadcastStatus(ctx, id)
-	if err != nil {
-		return fmt.Errorf("start broadcast: %w", err)
-	}
-	if st.Final() {
-		return fmt.Errorf("start broadcast %d (%s): %w", id, st, ErrFinished)
-	}
-	return nil
-}
-
-// SetTargeted records how many tokens the broadcast selected.
-func (s *Store) SetTargeted(ctx context.Context, id uint64, n int64) error {
-	if n < 0 {
-		return fmt.Errorf("set targeted of broadcast %d: negative count %d", id, n)
-	}
-	res, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET targeted = ? WHERE id = ?", n, id)
-	if err != nil {
-		return fmt.Errorf("set targeted of broadcast %d: %w", id, err)
-	}
-	if changed, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("set targeted of broadcast %d: %w", id, err)
-	} else if changed == 0 {
-		// Either missing or the value was already n.
-		if _, err := s.broadcastStatus(ctx, id); err != nil {
-			return fmt.Errorf("set targeted: %w", err)
-		}
-	}
-	return nil
-}
-
-// AddProgress adds delta to the broadcast's counters and per-code error
-// counts in one transaction, so readers never see counters and error counts
-// disagree. Concurrent calls are safe: the counter UPDATE row-locks the
-// broadcast, which also serializes the error-count upserts behind it; a
-// deadlock with another broadcast's upserts (InnoDB gap locks) is retried.
-// A zero delta issues no query.
-func (s *Store) AddProgress(ctx context.Context, id uint64, delta Counts) error {
-	if delta.IsZero() {
-		return nil
-	}
-	return s.inTx(ctx, fmt.Sprintf("add progress to broadcast %d", id), func(tx *sql.Tx) error {
-		if delta.scalarsZero() {
-			// Only error codes: still take the row lock first, for the same
-			// lock order as every other AddProgress, and to detect a missing
-			// broadcast.
-			var one int
-			err := tx.QueryRowContext(ctx, "SELECT 1 FROM broadcasts WHERE id = ? FOR UPDATE", id).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("lock broadcast: %w", err)
-			}
-		} else {
-			res, err := tx.ExecContext(ctx, `UPDATE broadcasts SET
-				targeted = targeted + ?, succeeded = succeeded + ?, failed = failed + ?,
-				canceled = canceled + ?, invalidated_tokens = invalidated_tokens + ?
-				WHERE id = ?`,
-				delta.Targeted, delta.Succeeded, delta.Failed, delta.Canceled, delta.Invalidated, id)
-			if err != nil {
-				return fmt.Errorf("update counters: %w", err)
-			}
-			// A non-zero delta always changes the row, so 0 means missing.
-			if n, err := res.RowsAffected(); err != nil {
-				return fmt.Errorf("update counters: %w", err)
-			} else if n == 0 {
-				return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-			}
-		}
-		return addErrorCounts(ctx, tx, id, delta.Errors)
-	})
-}
-
 // addErrorCounts upserts per-code counts in one statement. Codes are sorted
 // so concurrent transactions lock the (broadcast_id, code) keys in the same
 // order.
@@ -347,44 +241,4 @@ func addErrorCounts(ctx context.Context, tx *sql.Tx, id uint64, errs map[string]
 		return fmt.Errorf("upsert error counts: %w", err)
 	}
 	return nil
-}
-
-// FinishBroadcast sets a final status, the error text ("" for none) and
-// finished_at, unless the broadcast is already finished. It reports whether it
-// changed the row: exactly one of several racing finishers (the engine, a
-// cancel request, a lease reaper) wins.
-func (s *Store) FinishBroadcast(ctx context.Context, id uint64, status Status, errMsg string, at time.Time) (bool, error) {
-	if !status.Final() {
-		return false, fmt.Errorf("finish broadcast %d: %q is not a final status", id, status)
-	}
-	res, err := s.db.ExecContext(ctx, `UPDATE broadcasts SET status = ?, error = ?, finished_at = ?
-		WHERE id = ? AND status NOT IN (?, ?, ?)`,
-		string(status), nullIfEmpty(clampBytes(errMsg, maxErrorBytes)), dbTime(at), id,
-		string(StatusCompleted), string(StatusCanceled), string(StatusFailed))
-	if err != nil {
-		return false, fmt.Errorf("finish broadcast %d: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("finish broadcast %d: %w", id, err)
-	}
-	if n == 0 {
-		if _, err := s.broadcastStatus(ctx, id); err != nil {
-			return false, fmt.Errorf("finish broadcast: %w", err)
-		}
-	}
-	return n == 1, nil
-}
-
-// broadcastStatus reads just the status, wrapping ErrNotFound when missing.
-func (s *Store) broadcastStatus(ctx context.Context, id uint64) (Status, error) {
-	var st string
-	err := s.db.QueryRowContext(ctx, "SELECT status FROM broadcasts WHERE id = ?", id).Scan(&st)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return "", fmt.Errorf("broadcast %d status: %w", id, err)
-	}
-	return Status(st), nil
 }

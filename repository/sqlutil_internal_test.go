@@ -69,13 +69,3 @@ func TestPlaceholders(t *testing.T) {
 		t.Fatalf("placeholders(2,3) = %q", got)
 	}
 }
-
-func TestCountsIsZero(t *testing.T) {
-	t.Parallel()
-	if !(Counts{}).IsZero() || !(Counts{Errors: map[string]int64{"X": 0}}).IsZero() {
-		t.Fatal("zero counts not zero")
-	}
-	if (Counts{Errors: map[string]int64{"X": 1}}).IsZero() || (Counts{Canceled: 1}).IsZero() {
-		t.Fatal("non-zero counts reported zero")
-	}
-}

@@ -23,8 +23,7 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // ErrFinished is returned (wrapped) when an operation needs a broadcast that
-// has not finished yet, but it already has (e.g. starting a broadcast that was
-// canceled while queued).
+// has not finished yet, but it already has (e.g. canceling a completed one).
 var ErrFinished = errors.New("broadcast already finished")
 
 const (
