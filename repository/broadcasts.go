@@ -166,6 +166,27 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud str
 // the row and the counts in one statement, hence from one snapshot: while a
 // broadcast runs, Errors always sums to what Failed says.
 func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error) {
+	b, err := scanBroadcast(s.db.QueryRowContext(ctx, selectBroadcast+" WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get broadcast %d: %w", id, err)
+	}
+	return b, nil
+}
+
+// selectBroadcast reads a broadcast row with its error map in one statement,
+// so the errors always add up to failed; scanBroadcast decodes it.
+const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
+		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
+		error, created_at, started_at, finished_at,
+		(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
+		max_token_id, cancel_requested, idempotency_key, request_hash,
+		send_at, trigger_kind, job_name, fire_time
+	FROM broadcasts b`
+
+func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 	var (
 		b                              Broadcast
 		status, msg, aud               string
@@ -174,23 +195,13 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error)
 		startedAt, finishedAt          sql.NullTime
 		sendAt, fireTime               sql.NullTime
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
-			request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
-			error, created_at, started_at, finished_at,
-			(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
-			max_token_id, cancel_requested, idempotency_key, request_hash,
-			send_at, trigger_kind, job_name, fire_time
-		FROM broadcasts b WHERE id = ?`, id).Scan(
+	if err := row.Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
-		&sendAt, &b.Trigger, &jobName, &fireTime)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get broadcast %d: %w", id, err)
+		&sendAt, &b.Trigger, &jobName, &fireTime); err != nil {
+		return nil, err
 	}
 	b.Status = Status(status)
 	b.CreatedBy = createdBy.String
@@ -204,15 +215,15 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error)
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)
 	if err := json.Unmarshal([]byte(msg), &b.Message); err != nil {
-		return nil, fmt.Errorf("broadcast %d: decode message: %w", id, err)
+		return nil, fmt.Errorf("broadcast %d: decode message: %w", b.ID, err)
 	}
 	if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
-		return nil, fmt.Errorf("broadcast %d: decode audience: %w", id, err)
+		return nil, fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
 	}
 	b.Errors = map[string]int64{} // never nil: the API renders {} rather than null
 	if errorsJSON.Valid {
 		if err := json.Unmarshal([]byte(errorsJSON.String), &b.Errors); err != nil {
-			return nil, fmt.Errorf("broadcast %d: decode error counts: %w", id, err)
+			return nil, fmt.Errorf("broadcast %d: decode error counts: %w", b.ID, err)
 		}
 	}
 	return &b, nil

@@ -85,23 +85,27 @@ func (s *Store) ListBroadcasts(ctx context.Context, f ListFilter) ([]*Broadcast,
 		where = append(where, "id < ?")
 		args = append(args, f.Before)
 	}
-	q := "SELECT id FROM broadcasts"
+	q := selectBroadcast
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, f.Limit)
-	var ids []uint64
-	if err := s.db.SelectContext(ctx, &ids, q, args...); err != nil {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
 		return nil, fmt.Errorf("list broadcasts: %w", err)
 	}
-	out := make([]*Broadcast, 0, len(ids))
-	for _, id := range ids {
-		b, err := s.GetBroadcast(ctx, id)
+	defer rows.Close()
+	var out []*Broadcast
+	for rows.Next() {
+		b, err := scanBroadcast(rows)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("list broadcasts: %w", err)
 		}
 		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list broadcasts: %w", err)
 	}
 	return out, nil
 }
