@@ -86,7 +86,6 @@ func (s *Service) runChunk(c *repository.Chunk) {
 		After:       c.Cursor,
 		Observer:    r.sink,
 		Progress:    r.p,
-		Workers:     max(1, s.engine.Config().Concurrency/s.opt.ChunkParallel),
 		Personalize: personalize,
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)

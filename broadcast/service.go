@@ -25,9 +25,10 @@ type Options struct {
 	Lease         time.Duration // a chunk lease; renewed at every checkpoint
 	ChunkWidth    uint64        // device token ids per chunk
 	MaxChunks     int           // chunks per broadcast at most (wider chunks beyond)
-	// ChunkParallel is how many chunks one instance runs at once; the
-	// engine's workers are split between them. More than one hides the tail
-	// of a chunk (tokens waiting to retry) behind the next chunk's sends.
+	// ChunkParallel is how many chunks one instance runs at once; they
+	// share the engine's workers. More than one hides the tail of a chunk
+	// (tokens waiting to retry, the next page being read) behind the other
+	// chunks' sends.
 	ChunkParallel int
 	PollInterval  time.Duration // how often an idle dispatcher looks for work
 	// Owner names this instance in leases; empty picks host-pid-random.

@@ -35,16 +35,11 @@ type attemptKey struct{}
 // SDK calls the transport synchronously, inside Send), so budgeting
 // allocates nothing per message.
 type attemptState struct {
-	used   atomic.Int32 // HTTP requests made for this token so far
-	max    int32
-	cancel context.CancelFunc // cancels the current send's context
-	cause  error              // why the transport canceled it (errBudgetSpent ...)
-}
-
-// stop cancels the current send with a cause the engine reads afterwards.
-func (st *attemptState) stop(err error) {
-	st.cause = err
-	st.cancel()
+	used atomic.Int32 // HTTP requests made for this token so far
+	max  int32
+	// stop cancels the current send with a cause the engine reads
+	// afterwards (see sendScope).
+	stop func(error)
 }
 
 func withAttempts(ctx context.Context, st *attemptState) context.Context {

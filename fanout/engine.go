@@ -21,13 +21,27 @@ type Config struct {
 }
 
 // Engine sends broadcasts. One Engine serves many concurrent Runs; they share
-// its Sender and Throttle.
+// its Sender, its Throttle and one pool of Concurrency workers, so a single
+// broadcast can use every worker and several broadcasts (or chunks of one)
+// together never exceed Concurrency sends in flight.
 type Engine struct {
 	cfg      Config
 	sender   Sender
 	throttle *Throttle
 	log      *slog.Logger
 	metrics  Metrics
+
+	mu     sync.Mutex
+	pool   *pool // nil while no Run is active
+	active int   // Runs using pool
+}
+
+// pool is the workers shared by the active Runs. It starts with the first
+// Run and stops when the last one returns, so no worker outlives the Runs
+// that use it and an idle engine holds no goroutines.
+type pool struct {
+	work    chan item
+	workers sync.WaitGroup
 }
 
 // New builds an Engine. throttle may be shared with other Engines.
@@ -66,9 +80,6 @@ type Job struct {
 	After    uint64
 	Observer Observer  // optional
 	Progress *Progress // required; the caller reads it while Run works
-	// Workers overrides the engine's concurrency for this run (0 = default),
-	// for callers that run several jobs at once within one budget.
-	Workers int
 	// Personalize, if set, builds each target's message instead of Message.
 	Personalize Personalizer
 }
@@ -76,6 +87,7 @@ type Job struct {
 // item is one target on its way through the engine. It travels by value so
 // the hot path allocates nothing per target for bookkeeping.
 type item struct {
+	r         *run
 	t         Target
 	pg        *page
 	idx       int32 // index in pg
@@ -100,6 +112,8 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	job.Progress.Cursor.Store(job.After)
+	p := e.acquirePool()
+	defer e.releasePool(p)
 	r := &run{
 		e:        e,
 		job:      job,
@@ -107,7 +121,7 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 		ctx:      runCtx,
 		stop:     stop,
 		sendBase: context.WithoutCancel(ctx), // keeps values (request id), drops cancel
-		work:     make(chan item, e.cfg.PageSize),
+		work:     p.work,
 		slots:    make(chan struct{}, 2*e.cfg.PageSize+e.cfg.Concurrency),
 		queue:    newDelayQueue(),
 		log:      e.log.With("broadcast_id", job.BroadcastID),
@@ -124,23 +138,47 @@ type run struct {
 	p        *Progress
 	ctx      context.Context
 	stop     context.CancelCauseFunc
-	sendBase context.Context
-	work     chan item
-	slots    chan struct{} // outstanding targets: bounds memory during retry storms
+	sendBase context.Context // for the Observer: the run's values, never canceled
+	work     chan<- item     // the engine's shared pool
+	slots    chan struct{}   // outstanding targets: bounds memory during retry storms
 	queue    *delayQueue
 	pending  sync.WaitGroup // targets read and not yet finished
 	log      *slog.Logger
 }
 
+// acquirePool returns the running pool, starting it for the first Run.
+func (e *Engine) acquirePool() *pool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pool == nil {
+		p := &pool{work: make(chan item, e.cfg.PageSize)}
+		for range e.cfg.Concurrency {
+			p.workers.Go(func() { e.worker(p.work) })
+		}
+		e.pool = p
+	}
+	e.active++
+	return e.pool
+}
+
+// releasePool stops the pool after its last Run. Every Run has waited for
+// all of its targets by then, so the work channel is empty.
+func (e *Engine) releasePool(p *pool) {
+	e.mu.Lock()
+	e.active--
+	last := e.active == 0
+	if last {
+		e.pool = nil
+	}
+	e.mu.Unlock()
+	if last {
+		close(p.work)
+		p.workers.Wait()
+	}
+}
+
 func (r *run) start() {
-	var workers, helpers sync.WaitGroup
-	workerCount := r.e.cfg.Concurrency
-	if r.job.Workers > 0 {
-		workerCount = r.job.Workers
-	}
-	for range workerCount {
-		workers.Go(r.worker)
-	}
+	var helpers sync.WaitGroup
 	stopQueue := make(chan struct{})
 	helpers.Go(func() { r.queue.run(r.ctx, stopQueue, r.work, r.cancelItem) })
 
@@ -148,8 +186,6 @@ func (r *run) start() {
 	r.pending.Wait()
 	close(stopQueue)
 	helpers.Wait()
-	close(r.work)
-	workers.Wait()
 }
 
 // produce pages the Source into the work channel.
@@ -173,7 +209,7 @@ func (r *run) produce() {
 		r.p.Cursor.Store(lastID)
 		r.pending.Add(len(buf))
 		for i, t := range buf {
-			it := item{t: t, pg: pg, idx: int32(i)}
+			it := item{r: r, t: t, pg: pg, idx: int32(i)}
 			select {
 			case r.slots <- struct{}{}:
 			case <-r.ctx.Done():
@@ -226,43 +262,43 @@ func (r *run) cancelRest(pg *page, from int) {
 	}
 }
 
-func (r *run) worker() {
-	// One budget and one base context per worker, reused for every send.
-	st := &attemptState{max: int32(r.e.cfg.MaxAttempts)}
-	base := withAttempts(r.sendBase, st)
-	for it := range r.work {
+// worker sends targets of any active Run until the pool stops.
+func (e *Engine) worker(work <-chan item) {
+	sc := newSendScope(e.cfg.SendTimeout, e.cfg.MaxAttempts) // reused for every send
+	defer sc.close()
+	for it := range work {
+		r := it.r
 		if r.ctx.Err() != nil {
 			r.cancelItem(it)
 			continue
 		}
 		waitStart := time.Now()
-		err := r.e.throttle.Wait(r.ctx)
-		r.e.metrics.RateWaited(time.Since(waitStart))
+		err := e.throttle.Wait(r.ctx)
+		e.metrics.RateWaited(time.Since(waitStart))
 		if err != nil {
 			r.cancelItem(it)
 			continue
 		}
-		r.attempt(it, st, base)
+		r.attempt(it, sc)
 	}
 }
 
 // attempt makes one engine attempt (which may hide several SDK retries,
 // capped by the token's budget) and routes the outcome.
-func (r *run) attempt(it item, st *attemptState, base context.Context) {
-	st.used.Store(it.attempts)
-	st.cause = nil
-	ctx, cancel := context.WithTimeout(base, r.e.cfg.SendTimeout)
-	st.cancel = cancel
+func (r *run) attempt(it item, sc *sendScope) {
+	ctx := sc.begin(it.attempts)
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
 	err := r.send(ctx, it.t)
 	took := time.Since(sendStart)
-	if err != nil && st.cause != nil && errors.Is(err, context.Canceled) {
-		err = st.cause // the budget transport stopped the SDK's retries
+	if cause := sc.end(); cause != nil && err != nil &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The timeout or the budget transport stopped the send; the
+		// cause says which.
+		err = cause
 	}
-	cancel()
 
-	used := st.used.Load()
+	used := sc.st.used.Load()
 	if used == it.attempts {
 		used++ // a Sender that does not go through the budget transport
 	}

@@ -1,0 +1,105 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// errSendTimeout is the cause of a send stopped by the per-send timeout. It
+// wraps context.DeadlineExceeded so Classify reports it as a TIMEOUT.
+var errSendTimeout = fmt.Errorf("send timeout: %w", context.DeadlineExceeded)
+
+// sendScope is one worker's context for its sends, reused from one send to
+// the next so that sending allocates nothing for bookkeeping: a
+// context.WithTimeout per send costs four allocations and a runtime timer.
+//
+// The context is a cancel context under a value holding the worker's
+// attempt budget; a reusable timer cancels it when a send overruns the
+// timeout. A canceled context is replaced at the next begin, which only
+// happens after a timeout or a spent budget (both rare).
+//
+// The send context carries no values of the broadcast's context (request
+// id): nothing under the Sender reads them, and a per-run context would
+// have to be rebuilt whenever the worker switches broadcast.
+type sendScope struct {
+	timeout time.Duration
+	base    context.Context // carries st
+	st      *attemptState
+	timer   *time.Timer
+
+	mu       sync.Mutex
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	armed    bool
+	deadline time.Time
+}
+
+func newSendScope(timeout time.Duration, maxAttempts int) *sendScope {
+	s := &sendScope{timeout: timeout, st: &attemptState{max: int32(maxAttempts)}}
+	s.base = withAttempts(context.Background(), s.st)
+	s.ctx, s.cancel = context.WithCancelCause(s.base)
+	s.st.stop = s.stopWith
+	s.timer = time.AfterFunc(time.Hour, s.expire)
+	s.timer.Stop()
+	return s
+}
+
+// begin arms the scope for one send of a token that has already used
+// `used` HTTP requests, and returns the context to send with.
+func (s *sendScope) begin(used int32) context.Context {
+	s.st.used.Store(used)
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.ctx, s.cancel = context.WithCancelCause(s.base)
+	}
+	s.armed = true
+	s.deadline = time.Now().Add(s.timeout)
+	ctx := s.ctx
+	s.mu.Unlock()
+	s.timer.Reset(s.timeout)
+	return ctx
+}
+
+// end disarms the scope and returns why its context was canceled during
+// the send (errSendTimeout, a spent budget), or nil.
+func (s *sendScope) end() error {
+	s.timer.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = false
+	if s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
+	}
+	return nil
+}
+
+// expire runs on the timer's goroutine. A timer that fires late, after its
+// send ended or while the next one runs, finds the scope disarmed or the
+// new deadline still ahead, and does nothing.
+func (s *sendScope) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.armed && !time.Now().Before(s.deadline) {
+		s.cancel(errSendTimeout)
+	}
+}
+
+// stopWith cancels the current send (the budget transport calls it).
+func (s *sendScope) stopWith(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.armed {
+		s.cancel(err)
+	}
+}
+
+// close releases the timer when the worker exits.
+func (s *sendScope) close() {
+	s.timer.Stop()
+	s.mu.Lock()
+	s.armed = false
+	s.cancel(context.Canceled)
+	s.mu.Unlock()
+}
