@@ -27,6 +27,9 @@ type Config struct {
 	// FCMCAFile is a PEM bundle to trust for the FCM endpoint (an emulator
 	// serving TLS with a self-signed certificate).
 	FCMCAFile string `yaml:"fcm_ca_file"`
+	// FCMClient is how requests are made: "direct" (a body encoded once per
+	// message, the default) or "sdk" (messaging.Client.Send per token).
+	FCMClient string `yaml:"fcm_client"`
 
 	// Audiences are named SQL audiences over the deployment's own tables.
 	Audiences []audience.Definition `yaml:"audiences"`
@@ -117,8 +120,9 @@ func (c *Config) UsesEmulator() bool { return c.FCMEndpoint != "" }
 // Defaults returns the configuration used when nothing is set.
 func Defaults() Config {
 	return Config{
-		MySQLDSN: "root@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
-		HTTPAddr: ":8080",
+		MySQLDSN:  "root@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
+		HTTPAddr:  ":8080",
+		FCMClient: "direct",
 		Engine: Engine{
 			Concurrency:    512,
 			PageSize:       1000,

@@ -45,6 +45,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		"GOOGLE_APPLICATION_CREDENTIALS": {"PUSHFAN_FCM_PROJECT_ID": "demo"}, // real FCM, no credentials
 		"PUSHFAN_SEND_TIMEOUT":           with(map[string]string{"PUSHFAN_SEND_TIMEOUT": "soon"}),
 		"PUSHFAN_RATE_LIMIT":             with(map[string]string{"PUSHFAN_RATE_LIMIT": "0"}),
+		"PUSHFAN_FCM_CLIENT":             with(map[string]string{"PUSHFAN_FCM_CLIENT": "grpc"}),
 		"PUSHFAN_ADMIN_TOKENS":           with(map[string]string{"PUSHFAN_ADMIN_TOKENS": "short"}),
 		"PUSHFAN_LEASE":                  with(map[string]string{"PUSHFAN_LEASE": "1s", "PUSHFAN_FLUSH_INTERVAL": "500ms"}),
 		"PUSHFAN_WAIT_TIMEOUT":           with(map[string]string{"PUSHFAN_WAIT_TIMEOUT": "2m"}),

@@ -84,6 +84,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_FCM_PROJECT_ID", str(&c.FCMProjectID)},
 		{"PUSHFAN_FCM_CA_FILE", str(&c.FCMCAFile)},
 		{"PUSHFAN_FCM_H2C", boolean(&c.FCMH2C)},
+		{"PUSHFAN_FCM_CLIENT", str(&c.FCMClient)},
 		{"GOOGLE_APPLICATION_CREDENTIALS", str(&c.CredentialsFile)},
 		{"PUSHFAN_ADMIN_TOKENS", list(&c.AdminTokens)},
 		{"PUSHFAN_INTERNAL_TOKEN", str(&c.InternalToken)},

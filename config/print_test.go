@@ -39,6 +39,7 @@ func TestEffectiveRoundTrips(t *testing.T) {
 		"PUSHFAN_FCM_ENDPOINT":     "http://127.0.0.1:9099/v1",
 		"PUSHFAN_FCM_PROJECT_ID":   "demo",
 		"PUSHFAN_FCM_H2C":          "true",
+		"PUSHFAN_FCM_CLIENT":       "sdk",
 		"PUSHFAN_CONCURRENCY":      "300",
 		"PUSHFAN_RATE_LIMIT":       "1234.5",
 		"PUSHFAN_RETRY_BASE_DELAY": "750ms",
@@ -66,7 +67,7 @@ func TestEffectiveRoundTrips(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"PUSHFAN_CONCURRENCY": "300", "PUSHFAN_RATE_LIMIT": "1234.5", "PUSHFAN_RETRY_BASE_DELAY": "750ms",
-		"PUSHFAN_FCM_H2C": "true", "PUSHFAN_HTTP_ADDR": ":8080", "PUSHFAN_SEND_TIMEOUT": "10s",
+		"PUSHFAN_FCM_H2C": "true", "PUSHFAN_FCM_CLIENT": "sdk", "PUSHFAN_HTTP_ADDR": ":8080", "PUSHFAN_SEND_TIMEOUT": "10s",
 		"PUSHFAN_ADMIN_TOKENS": "", "GOOGLE_APPLICATION_CREDENTIALS": "",
 	} {
 		if printed[name] != want {

@@ -86,6 +86,9 @@ func (c *Config) Validate() error {
 	if e.Lease > 0 && e.FlushInterval > 0 && e.Lease < 3*e.FlushInterval {
 		bad("PUSHFAN_LEASE", "(%v) must be at least 3x PUSHFAN_FLUSH_INTERVAL (%v): checkpoints renew the lease", e.Lease, e.FlushInterval)
 	}
+	if c.FCMClient != "direct" && c.FCMClient != "sdk" {
+		bad("PUSHFAN_FCM_CLIENT", "must be direct or sdk, got %q", c.FCMClient)
+	}
 	if c.FCMH2C && !strings.HasPrefix(c.FCMEndpoint, "http://") {
 		bad("PUSHFAN_FCM_H2C", "needs an http:// PUSHFAN_FCM_ENDPOINT (an emulator); real FCM negotiates HTTP/2 over TLS by itself")
 	}

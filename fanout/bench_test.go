@@ -155,11 +155,12 @@ func BenchmarkThrottleWait(b *testing.B) {
 	})
 }
 
-// BenchmarkSend compares one FCM send through the firebase SDK (FCMSender,
-// what pushfan uses) with the same request made by a bare net/http client
+// BenchmarkSend compares one FCM send through FCMSender, with the firebase
+// SDK's Send (sdk) and with the body encoded once per message (direct, the
+// default), with the same request made by a bare net/http client
 // with a pre-encoded body, against a trivial in-process endpoint that
-// answers success at once. Both pay the same server and loopback cost, so
-// the difference per op is the SDK's client-side overhead (message to JSON
+// answers success at once. All pay the same server and loopback cost, so
+// the difference per op is the client-side overhead (message to JSON
 // by reflection, request building, response decoding) and its allocations.
 func BenchmarkSend(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -172,24 +173,26 @@ func BenchmarkSend(b *testing.B) {
 	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
 	token := "bench-token-000001-abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"
 
-	b.Run("sdk", func(b *testing.B) {
-		s, err := fanout.NewFCMSender(context.Background(), fanout.FCMOptions{Endpoint: srv.URL + "/v1", ProjectID: "bench", Concurrency: conc})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		b.ReportAllocs()
-		b.SetParallelism(conc / runtime.GOMAXPROCS(0))
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			for pb.Next() {
-				if err := s.Send(ctx, msg, token); err != nil {
-					b.Error(err)
-					return
-				}
+	for _, client := range []string{fanout.ClientSDK, fanout.ClientDirect} {
+		b.Run(client, func(b *testing.B) {
+			s, err := fanout.NewFCMSender(context.Background(), fanout.FCMOptions{Endpoint: srv.URL + "/v1", ProjectID: "bench", Concurrency: conc, Client: client})
+			if err != nil {
+				b.Fatal(err)
 			}
+			defer s.Close()
+			b.ReportAllocs()
+			b.SetParallelism(conc / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					if err := s.Send(ctx, msg, token); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		})
-	})
+	}
 	b.Run("raw", func(b *testing.B) {
 		tr := &http.Transport{MaxIdleConns: conc + 16, MaxIdleConnsPerHost: conc + 16, IdleConnTimeout: 90 * time.Second}
 		defer tr.CloseIdleConnections()

@@ -154,9 +154,15 @@ func retryAfter(err error) time.Duration {
 	if resp == nil {
 		return 0
 	}
-	v := resp.Header.Get(originalRetryAfter)
+	return retryAfterHeader(resp.Header)
+}
+
+// retryAfterHeader reads the server's Retry-After, which the budget
+// transport moves to originalRetryAfter when it stops the SDK's retries.
+func retryAfterHeader(h http.Header) time.Duration {
+	v := h.Get(originalRetryAfter)
 	if v == "" {
-		v = resp.Header.Get("Retry-After")
+		v = h.Get("Retry-After")
 	}
 	return parseRetryAfter(v, time.Now())
 }

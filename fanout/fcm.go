@@ -32,31 +32,50 @@ type FCMOptions struct {
 	// Concurrency sizes the connection pool so that N concurrent sends do
 	// not churn connections (the SDK's default keeps 100 idle per host).
 	Concurrency int
+	// Client picks how requests are made: ClientDirect (the default) or
+	// ClientSDK. Both send the same HTTP v1 request over the same transport.
+	Client string
 }
 
-// FCMSender sends through the firebase Admin SDK's messaging.Client.Send:
-// one HTTP v1 request per token.
+// defaultFCMEndpoint is Google's FCM HTTP v1 base URL (the SDK's default).
+const defaultFCMEndpoint = "https://fcm.googleapis.com/v1"
+
+// The two ways FCMSender can send.
+const (
+	// ClientDirect posts a body encoded once per message (fcmdirect.go).
+	ClientDirect = "direct"
+	// ClientSDK calls messaging.Client.Send for every token.
+	ClientSDK = "sdk"
+)
+
+// FCMSender sends one HTTP v1 request per token, through the firebase
+// Admin SDK's messaging.Client.Send or the direct client (fcmdirect.go).
 type FCMSender struct {
 	client    *messaging.Client
+	direct    *directClient // nil: use client
 	transport *http.Transport
 }
 
 // NewFCMSender builds the messaging client on a transport sized for
 // o.Concurrency, wrapped by the attempt-budget transport (see attempts.go).
 func NewFCMSender(ctx context.Context, o FCMOptions) (*FCMSender, error) {
+	switch o.Client {
+	case "", ClientDirect, ClientSDK:
+	default:
+		return nil, fmt.Errorf("fcm: client must be %q or %q, got %q", ClientDirect, ClientSDK, o.Client)
+	}
 	base, err := baseTransport(o)
 	if err != nil {
 		return nil, err
 	}
 	budget := WrapTransport(base)
 	projectID := o.ProjectID
-	var opts []option.ClientOption
+	endpoint := strings.TrimRight(o.Endpoint, "/")
+	var hc *http.Client
 	if o.Endpoint != "" {
-		opts = append(opts,
-			option.WithEndpoint(strings.TrimRight(o.Endpoint, "/")),
-			option.WithHTTPClient(&http.Client{Transport: budget}),
-		)
+		hc = &http.Client{Transport: budget}
 	} else {
+		endpoint = defaultFCMEndpoint
 		if o.CredentialsFile == "" {
 			return nil, errors.New("fcm: real FCM needs a service-account credentials file")
 		}
@@ -73,10 +92,17 @@ func NewFCMSender(ctx context.Context, o FCMOptions) (*FCMSender, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fcm: building authenticated transport: %w", err)
 		}
-		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: authed}))
+		hc = &http.Client{Transport: authed}
 	}
 	if projectID == "" {
 		return nil, errors.New("fcm: a project id is required")
+	}
+	if o.Client != ClientSDK {
+		return &FCMSender{direct: newDirectClient(hc, endpoint, projectID), transport: base}, nil
+	}
+	opts := []option.ClientOption{option.WithHTTPClient(hc)}
+	if o.Endpoint != "" {
+		opts = append(opts, option.WithEndpoint(endpoint))
 	}
 	app, err := firebase.NewApp(ctx, &firebase.Config{ProjectID: projectID}, opts...)
 	if err != nil {
@@ -145,6 +171,9 @@ func projectFromCredentials(path string) (string, error) {
 
 // Send sends msg to one token.
 func (s *FCMSender) Send(ctx context.Context, msg *Message, token string) error {
+	if s.direct != nil {
+		return s.direct.send(ctx, msg, token)
+	}
 	m := msg.fcmTemplate() // a copy: shares the read-only parts, owns Token
 	m.Token = token
 	var err error

@@ -34,7 +34,10 @@ type Message struct {
 	DryRun bool
 
 	once sync.Once
-	tmpl messaging.Message
+	tmpl messaging.Message // the SDK message, built once (fcmTemplate)
+
+	encOnce sync.Once
+	enc     encodedBody // the request body around the token (body)
 }
 
 // Source pages the audience in ascending Cursor order.

@@ -7,107 +7,113 @@ import (
 	"strings"
 	"testing"
 
+	"pushfan/config"
 	"pushfan/internal/teststack"
 )
 
+// Both FCM clients (PUSHFAN_FCM_CLIENT) go through the whole stack.
 func TestBroadcastAllEndToEnd(t *testing.T) {
-	s := teststack.New(t, teststack.Options{CaptureLogs: true})
-	pop := s.SeedPopulation(3000)
-	eligible := pop.Eligible()
+	for _, client := range []string{"direct", "sdk"} {
+		t.Run(client, func(t *testing.T) {
+			s := teststack.New(t, teststack.Options{CaptureLogs: true, Configure: func(c *config.Config) { c.FCMClient = client }})
+			pop := s.SeedPopulation(3000)
+			eligible := pop.Eligible()
 
-	var b teststack.Broadcast
-	resp := s.Do("POST", "/push/broadcast", map[string]any{
-		"title": "Hello", "body": "World", "data": map[string]string{"k": "v"},
-		"audience": map[string]any{"all": true},
-	}, &b)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d, body %+v", resp.StatusCode, b)
-	}
-
-	// What the emulator actually received, token by token.
-	wantErrors := map[string]int64{}
-	var accepted int64
-	for _, tk := range pop.Tokens {
-		got := s.Emu.Counts(tk.Token)
-		switch {
-		case !tk.Eligible:
-			if got.Attempts != 0 {
-				t.Fatalf("ineligible token %s received %d requests", tk.Token, got.Attempts)
+			var b teststack.Broadcast
+			resp := s.Do("POST", "/push/broadcast", map[string]any{
+				"title": "Hello", "body": "World", "data": map[string]string{"k": "v"},
+				"audience": map[string]any{"all": true},
+			}, &b)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, body %+v", resp.StatusCode, b)
 			}
-		case tk.Dead != "":
-			if got.Attempts != 1 || got.Accepted != 0 {
-				t.Fatalf("dead token %s: %+v, want exactly one attempt and no delivery", tk.Token, got)
+
+			// What the emulator actually received, token by token.
+			wantErrors := map[string]int64{}
+			var accepted int64
+			for _, tk := range pop.Tokens {
+				got := s.Emu.Counts(tk.Token)
+				switch {
+				case !tk.Eligible:
+					if got.Attempts != 0 {
+						t.Fatalf("ineligible token %s received %d requests", tk.Token, got.Attempts)
+					}
+				case tk.Dead != "":
+					if got.Attempts != 1 || got.Accepted != 0 {
+						t.Fatalf("dead token %s: %+v, want exactly one attempt and no delivery", tk.Token, got)
+					}
+					wantErrors[tk.Dead]++
+				default:
+					if got.Attempts != 1 || got.Accepted != 1 {
+						t.Fatalf("token %s: %+v, want exactly one delivery", tk.Token, got)
+					}
+					accepted++
+				}
 			}
-			wantErrors[tk.Dead]++
-		default:
-			if got.Attempts != 1 || got.Accepted != 1 {
-				t.Fatalf("token %s: %+v, want exactly one delivery", tk.Token, got)
+			if st := s.Emu.Stats(); st.Accepted != accepted {
+				t.Fatalf("emulator accepted %d in total, per-token sum %d", st.Accepted, accepted)
 			}
-			accepted++
-		}
-	}
-	if st := s.Emu.Stats(); st.Accepted != accepted {
-		t.Fatalf("emulator accepted %d in total, per-token sum %d", st.Accepted, accepted)
-	}
-	dead := wantErrors["UNREGISTERED"] + wantErrors["INVALID_ARGUMENT"]
-	if wantErrors["UNREGISTERED"] == 0 || wantErrors["INVALID_ARGUMENT"] == 0 {
-		t.Fatal("population has no dead tokens of both kinds; the test would prove nothing")
-	}
-	if b.Status != "completed" || b.Targeted != int64(len(eligible)) || b.Succeeded != accepted ||
-		b.Failed != dead || b.Canceled != 0 || b.InvalidatedTokens != dead {
-		t.Fatalf("broadcast %+v; want targeted %d succeeded %d failed %d", b, len(eligible), accepted, dead)
-	}
-	if !reflect.DeepEqual(b.Errors, wantErrors) {
-		t.Fatalf("errors %v, want %v", b.Errors, wantErrors)
-	}
-	if b.StartedAt == nil || b.FinishedAt == nil || b.DurationMS == nil {
-		t.Fatalf("timestamps missing: %+v", b)
-	}
+			dead := wantErrors["UNREGISTERED"] + wantErrors["INVALID_ARGUMENT"]
+			if wantErrors["UNREGISTERED"] == 0 || wantErrors["INVALID_ARGUMENT"] == 0 {
+				t.Fatal("population has no dead tokens of both kinds; the test would prove nothing")
+			}
+			if b.Status != "completed" || b.Targeted != int64(len(eligible)) || b.Succeeded != accepted ||
+				b.Failed != dead || b.Canceled != 0 || b.InvalidatedTokens != dead {
+				t.Fatalf("broadcast %+v; want targeted %d succeeded %d failed %d", b, len(eligible), accepted, dead)
+			}
+			if !reflect.DeepEqual(b.Errors, wantErrors) {
+				t.Fatalf("errors %v, want %v", b.Errors, wantErrors)
+			}
+			if b.StartedAt == nil || b.FinishedAt == nil || b.DurationMS == nil {
+				t.Fatalf("timestamps missing: %+v", b)
+			}
 
-	// The stored broadcast matches the response.
-	var stored teststack.Broadcast
-	s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &stored)
-	if !reflect.DeepEqual(stored, b) {
-		t.Fatalf("stored %+v\nresponse %+v", stored, b)
-	}
+			// The stored broadcast matches the response.
+			var stored teststack.Broadcast
+			s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &stored)
+			if !reflect.DeepEqual(stored, b) {
+				t.Fatalf("stored %+v\nresponse %+v", stored, b)
+			}
 
-	// Dead tokens are invalidated in MySQL.
-	var invalidated int64
-	if err := s.Store.DB().Get(&invalidated, "SELECT COUNT(*) FROM device_tokens WHERE invalid_reason IN ('UNREGISTERED','INVALID_ARGUMENT')"); err != nil {
-		t.Fatal(err)
-	}
-	if invalidated != dead {
-		t.Fatalf("%d tokens invalidated in MySQL, want %d", invalidated, dead)
-	}
+			// Dead tokens are invalidated in MySQL.
+			var invalidated int64
+			if err := s.Store.DB().Get(&invalidated, "SELECT COUNT(*) FROM device_tokens WHERE invalid_reason IN ('UNREGISTERED','INVALID_ARGUMENT')"); err != nil {
+				t.Fatal(err)
+			}
+			if invalidated != dead {
+				t.Fatalf("%d tokens invalidated in MySQL, want %d", invalidated, dead)
+			}
 
-	// A second broadcast skips them and adds up in the stats.
-	var b2 teststack.Broadcast
-	s.Do("POST", "/push/broadcast", map[string]any{"title": "Again", "audience": map[string]any{"all": true}}, &b2)
-	if b2.Targeted != int64(len(eligible))-dead || b2.Failed != 0 || b2.Succeeded != b2.Targeted {
-		t.Fatalf("second broadcast %+v; want %d targeted, no failures", b2, int64(len(eligible))-dead)
-	}
-	var stats struct {
-		Broadcasts, Targeted, Succeeded, Failed int64
-		Errors                                  map[string]int64
-	}
-	s.Do("GET", "/push/stats", nil, &stats)
-	if stats.Broadcasts != 2 || stats.Targeted != b.Targeted+b2.Targeted || stats.Succeeded != b.Succeeded+b2.Succeeded ||
-		stats.Failed != b.Failed || !reflect.DeepEqual(stats.Errors, wantErrors) {
-		t.Fatalf("stats %+v", stats)
-	}
+			// A second broadcast skips them and adds up in the stats.
+			var b2 teststack.Broadcast
+			s.Do("POST", "/push/broadcast", map[string]any{"title": "Again", "audience": map[string]any{"all": true}}, &b2)
+			if b2.Targeted != int64(len(eligible))-dead || b2.Failed != 0 || b2.Succeeded != b2.Targeted {
+				t.Fatalf("second broadcast %+v; want %d targeted, no failures", b2, int64(len(eligible))-dead)
+			}
+			var stats struct {
+				Broadcasts, Targeted, Succeeded, Failed int64
+				Errors                                  map[string]int64
+			}
+			s.Do("GET", "/push/stats", nil, &stats)
+			if stats.Broadcasts != 2 || stats.Targeted != b.Targeted+b2.Targeted || stats.Succeeded != b.Succeeded+b2.Succeeded ||
+				stats.Failed != b.Failed || !reflect.DeepEqual(stats.Errors, wantErrors) {
+				t.Fatalf("stats %+v", stats)
+			}
 
-	// Worker log lines carry the request id and never a whole token.
-	logs := s.LogText()
-	if !strings.Contains(logs, `"msg":"send failed"`) {
-		t.Fatal("no worker log line captured")
-	}
-	for _, line := range strings.Split(logs, "\n") {
-		if strings.Contains(line, `"msg":"send failed"`) && !strings.Contains(line, `"request_id"`) {
-			t.Fatalf("worker log line without request id: %s", line)
-		}
-		if strings.Contains(line, "unregistered-37\"") {
-			t.Fatalf("a whole token was logged: %s", line)
-		}
+			// Worker log lines carry the request id and never a whole token.
+			logs := s.LogText()
+			if !strings.Contains(logs, `"msg":"send failed"`) {
+				t.Fatal("no worker log line captured")
+			}
+			for _, line := range strings.Split(logs, "\n") {
+				if strings.Contains(line, `"msg":"send failed"`) && !strings.Contains(line, `"request_id"`) {
+					t.Fatalf("worker log line without request id: %s", line)
+				}
+				if strings.Contains(line, "unregistered-37\"") {
+					t.Fatalf("a whole token was logged: %s", line)
+				}
+			}
+		})
 	}
 }
 

@@ -58,42 +58,46 @@ func TestQuotaStormEveryTokenDeliveredOnce(t *testing.T) {
 }
 
 func TestFlappingTokensDeliveredWithinBudget(t *testing.T) {
-	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.MaxAttempts = 4 }})
-	s.SeedTokens(1, []string{
-		"flaky1xunavailable-a", // one 503: the SDK's own retry delivers it
-		"flaky3xinternal-b",    // three 500s: our retries deliver it on the 4th request
-		"flaky2xquota-c",       // two per-token 429s (FcmError shape)
-		"internal-always",      // never works: exactly MaxAttempts requests
-		"unavailable-always",   // never works, and the SDK retries 503 itself: still MaxAttempts
-		"ok-1",
-	})
-	var b teststack.Broadcast
-	s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b)
-	want := map[string]fcmemu.TokenCounts{
-		"flaky1xunavailable-a": {Attempts: 2, Accepted: 1},
-		"flaky3xinternal-b":    {Attempts: 4, Accepted: 1},
-		"flaky2xquota-c":       {Attempts: 3, Accepted: 1},
-		"internal-always":      {Attempts: 4},
-		"unavailable-always":   {Attempts: 4},
-		"ok-1":                 {Attempts: 1, Accepted: 1},
-	}
-	for tk, w := range want {
-		if got := s.Emu.Counts(tk); got.Attempts != w.Attempts || got.Accepted != w.Accepted {
-			t.Errorf("%s: %+v, want %+v", tk, got, w)
-		}
-	}
-	if b.Succeeded != 4 || b.Failed != 2 || b.Errors["INTERNAL"] != 1 || b.Errors["UNAVAILABLE"] != 1 || b.InvalidatedTokens != 0 {
-		t.Fatalf("broadcast %+v", b)
-	}
-	var page struct {
-		Failures []struct {
-			Code     string `json:"code"`
-			Attempts int    `json:"attempts"`
-		} `json:"failures"`
-	}
-	s.Do("GET", fmt.Sprintf("/push/broadcasts/%d/failures", b.ID), nil, &page)
-	if len(page.Failures) != 2 || page.Failures[0].Attempts != 4 || page.Failures[1].Attempts != 4 {
-		t.Fatalf("failures %+v, want two with 4 attempts", page.Failures)
+	for _, client := range []string{"direct", "sdk"} { // PUSHFAN_FCM_CLIENT
+		t.Run(client, func(t *testing.T) {
+			s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.MaxAttempts = 4; c.FCMClient = client }})
+			s.SeedTokens(1, []string{
+				"flaky1xunavailable-a", // one 503: a retry (the SDK's own with sdk, the engine's with direct) delivers it
+				"flaky3xinternal-b",    // three 500s: our retries deliver it on the 4th request
+				"flaky2xquota-c",       // two per-token 429s (FcmError shape)
+				"internal-always",      // never works: exactly MaxAttempts requests
+				"unavailable-always",   // never works, and with sdk the SDK retries 503 itself: still MaxAttempts
+				"ok-1",
+			})
+			var b teststack.Broadcast
+			s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b)
+			want := map[string]fcmemu.TokenCounts{
+				"flaky1xunavailable-a": {Attempts: 2, Accepted: 1},
+				"flaky3xinternal-b":    {Attempts: 4, Accepted: 1},
+				"flaky2xquota-c":       {Attempts: 3, Accepted: 1},
+				"internal-always":      {Attempts: 4},
+				"unavailable-always":   {Attempts: 4},
+				"ok-1":                 {Attempts: 1, Accepted: 1},
+			}
+			for tk, w := range want {
+				if got := s.Emu.Counts(tk); got.Attempts != w.Attempts || got.Accepted != w.Accepted {
+					t.Errorf("%s: %+v, want %+v", tk, got, w)
+				}
+			}
+			if b.Succeeded != 4 || b.Failed != 2 || b.Errors["INTERNAL"] != 1 || b.Errors["UNAVAILABLE"] != 1 || b.InvalidatedTokens != 0 {
+				t.Fatalf("broadcast %+v", b)
+			}
+			var page struct {
+				Failures []struct {
+					Code     string `json:"code"`
+					Attempts int    `json:"attempts"`
+				} `json:"failures"`
+			}
+			s.Do("GET", fmt.Sprintf("/push/broadcasts/%d/failures", b.ID), nil, &page)
+			if len(page.Failures) != 2 || page.Failures[0].Attempts != 4 || page.Failures[1].Attempts != 4 {
+				t.Fatalf("failures %+v, want two with 4 attempts", page.Failures)
+			}
+		})
 	}
 }
 
@@ -115,27 +119,32 @@ func TestAuthErrorStopsBroadcastEarly(t *testing.T) {
 }
 
 func TestHangingTokensTimeOutAndBroadcastCompletes(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
-		c.Engine.SendTimeout = timeout
-		c.Engine.MaxAttempts = 2
-	}})
-	s.SeedTokens(1, append(tokens("hang-", 10), tokens("ok-", 200)...))
-	start := time.Now()
-	var b teststack.Broadcast
-	s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b)
-	took := time.Since(start)
-	if b.Status != "completed" || b.Succeeded != 200 || b.Failed != 10 || b.Errors["TIMEOUT"] != 10 {
-		t.Fatalf("broadcast %+v", b)
-	}
-	for _, tk := range tokens("hang-", 10) {
-		if c := s.Emu.Counts(tk); c.Attempts != 2 {
-			t.Fatalf("%s: %d attempts, want 2", tk, c.Attempts)
-		}
-	}
-	// timeout × attempts + backoff + generous slack for a loaded machine.
-	if limit := 2*timeout + 10*time.Second; took > limit {
-		t.Fatalf("broadcast took %v, more than %v: the send timeout did not apply", took, limit)
+	for _, client := range []string{"direct", "sdk"} { // PUSHFAN_FCM_CLIENT
+		t.Run(client, func(t *testing.T) {
+			const timeout = 300 * time.Millisecond
+			s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+				c.Engine.SendTimeout = timeout
+				c.Engine.MaxAttempts = 2
+				c.FCMClient = client
+			}})
+			s.SeedTokens(1, append(tokens("hang-", 10), tokens("ok-", 200)...))
+			start := time.Now()
+			var b teststack.Broadcast
+			s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b)
+			took := time.Since(start)
+			if b.Status != "completed" || b.Succeeded != 200 || b.Failed != 10 || b.Errors["TIMEOUT"] != 10 {
+				t.Fatalf("broadcast %+v", b)
+			}
+			for _, tk := range tokens("hang-", 10) {
+				if c := s.Emu.Counts(tk); c.Attempts != 2 {
+					t.Fatalf("%s: %d attempts, want 2", tk, c.Attempts)
+				}
+			}
+			// timeout × attempts + backoff + generous slack for a loaded machine.
+			if limit := 2*timeout + 10*time.Second; took > limit {
+				t.Fatalf("broadcast took %v, more than %v: the send timeout did not apply", took, limit)
+			}
+		})
 	}
 }
 

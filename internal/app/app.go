@@ -64,6 +64,7 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		CredentialsFile: cfg.CredentialsFile,
 		CAFile:          cfg.FCMCAFile,
 		H2C:             cfg.FCMH2C,
+		Client:          cfg.FCMClient,
 		Concurrency:     cfg.Engine.Concurrency,
 	})
 	if err != nil {

@@ -1,0 +1,184 @@
+package fanout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pushfan/fcmemu"
+)
+
+// recordBodies wraps h and keeps the last request body per token.
+type recordBodies struct {
+	h      http.Handler
+	mu     sync.Mutex
+	bodies map[string][]byte
+	header map[string]http.Header
+}
+
+func (rb *recordBodies) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct {
+		Message struct {
+			Token string `json:"token"`
+		} `json:"message"`
+	}
+	_ = json.Unmarshal(body, &req)
+	tok := req.Message.Token
+	rb.mu.Lock()
+	rb.bodies[tok] = body
+	rb.header[tok] = r.Header.Clone()
+	rb.mu.Unlock()
+	rb.h.ServeHTTP(w, r)
+}
+
+func (rb *recordBodies) take(tok string) ([]byte, http.Header) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	b, h := rb.bodies[tok], rb.header[tok]
+	delete(rb.bodies, tok)
+	return b, h
+}
+
+// The direct client must be indistinguishable from messaging.Client.Send:
+// byte-identical request bodies and the same SDK headers, and for every
+// answer the emulator can give, the same classification (class, code and
+// Retry-After) as Classify gives the SDK's error.
+func TestDirectClientMatchesTheSDK(t *testing.T) {
+	emu := fcmemu.New(fcmemu.Config{}, slog.New(slog.DiscardHandler))
+	rb := &recordBodies{h: emu.Handler(), bodies: map[string][]byte{}, header: map[string]http.Header{}}
+	srv := httptest.NewServer(rb)
+	defer srv.Close()
+
+	senders := map[string]*FCMSender{}
+	for _, c := range []string{ClientSDK, ClientDirect} {
+		s, err := NewFCMSender(context.Background(), FCMOptions{Endpoint: srv.URL + "/v1", ProjectID: "equiv", Concurrency: 4, Client: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		senders[c] = s
+	}
+	if senders[ClientDirect].direct == nil || senders[ClientSDK].direct != nil {
+		t.Fatal("Client did not pick the implementation")
+	}
+
+	plain := &Message{Title: "Hi \"you\" <b>&</b>", Body: "ünïcødé ✓", Image: "https://example.com/i.png",
+		Data: map[string]string{"k": "v", "deep_link": "app://x?a=1&b=2"}, CollapseKey: "pushfan-7"}
+	dry := &Message{Body: "dry", DryRun: true}
+	reserved := &Message{Body: "x", Data: map[string]string{"from": "nope"}}
+
+	cases := []struct {
+		name  string
+		msg   *Message
+		token string
+		want  Class // what both must agree on, as a sanity check of the case
+		code  string
+	}{
+		{"success", plain, "ok-token-1", Success, ""},
+		{"dry run", dry, "ok-token-2", Success, ""},
+		{"unregistered", plain, "unregistered-1", Dead, CodeUnregistered},
+		{"sender id mismatch", plain, "mismatch-1", Dead, CodeMismatch},
+		{"invalid token", plain, "invalid-1", Dead, CodeInvalidArg},
+		{"reserved data key (the message is bad)", reserved, "ok-token-3", Fatal, CodeInvalidArg},
+		{"per-token quota", plain, "quota-1", Transient, CodeQuota},
+		{"unavailable", plain, "unavailable-1", Transient, CodeUnavailable},
+		{"internal", plain, "internal-1", Transient, CodeInternal},
+		{"third-party auth", plain, "auth-1", Fatal, CodeThirdParty},
+		{"token needing JSON escapes", plain, "ok-\"quoted\"-<tag>&", Dead, CodeInvalidArg},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[string]SendError{}
+			var bodies [][]byte
+			var headers []http.Header
+			for _, c := range []string{ClientSDK, ClientDirect} {
+				// One attempt: the budget transport stops the SDK's own 503
+				// retries as it does in the engine.
+				sc := newSendScope(5*time.Second, 1)
+				ctx := sc.begin(0)
+				err := senders[c].Send(ctx, tc.msg, tc.token)
+				if cause := sc.end(); cause != nil && err != nil {
+					err = cause
+				}
+				sc.close()
+				got[c] = Classify(err)
+				b, h := rb.take(tc.token)
+				bodies, headers = append(bodies, b), append(headers, h)
+			}
+			sdk, direct := got[ClientSDK], got[ClientDirect]
+			if sdk.Class != tc.want || sdk.Code != tc.code {
+				t.Fatalf("the SDK's outcome is %v/%s, the case expects %v/%s (%s)", sdk.Class, sdk.Code, tc.want, tc.code, sdk.Detail)
+			}
+			if direct.Class != sdk.Class || direct.Code != sdk.Code || direct.RetryAfter != sdk.RetryAfter {
+				t.Fatalf("direct %v/%s/%v, SDK %v/%s/%v\n direct: %s\n sdk: %s", direct.Class, direct.Code, direct.RetryAfter,
+					sdk.Class, sdk.Code, sdk.RetryAfter, direct.Detail, sdk.Detail)
+			}
+			if len(bodies[0]) == 0 || !bytes.Equal(bodies[0], bodies[1]) {
+				t.Fatalf("request bodies differ:\n sdk:    %s\n direct: %s", bodies[0], bodies[1])
+			}
+			for _, k := range []string{"Content-Type", "X-Goog-Api-Format-Version", "X-Firebase-Client", "X-Goog-Api-Client"} {
+				if headers[0].Get(k) == "" || headers[0].Get(k) != headers[1].Get(k) {
+					t.Fatalf("header %s: sdk %q, direct %q", k, headers[0].Get(k), headers[1].Get(k))
+				}
+			}
+		})
+	}
+
+	// The project quota: 429 with an ErrorInfo and no FcmError, Retry-After in seconds.
+	t.Run("project quota", func(t *testing.T) {
+		if err := emu.SetConfig(fcmemu.Config{QuotaLimit: 1, QuotaWindow: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		_ = senders[ClientSDK].Send(context.Background(), plain, "ok-fill") // spends the window
+		sdk := Classify(senders[ClientSDK].Send(context.Background(), plain, "ok-q1"))
+		direct := Classify(senders[ClientDirect].Send(context.Background(), plain, "ok-q2"))
+		if sdk.Code != CodeQuota || sdk.RetryAfter < 59*time.Minute {
+			t.Fatalf("the SDK's outcome is %s, retry after %v", sdk.Code, sdk.RetryAfter)
+		}
+		if direct.Class != sdk.Class || direct.Code != sdk.Code || direct.RetryAfter.Round(time.Minute) != sdk.RetryAfter.Round(time.Minute) {
+			t.Fatalf("direct %v/%s/%v, SDK %v/%s/%v", direct.Class, direct.Code, direct.RetryAfter, sdk.Class, sdk.Code, sdk.RetryAfter)
+		}
+	})
+
+	// A project the endpoint does not know and a body that is not JSON.
+	t.Run("plain HTTP errors", func(t *testing.T) {
+		for _, status := range []int{http.StatusNotFound, http.StatusUnauthorized, http.StatusForbidden, http.StatusBadGateway, http.StatusTooManyRequests} {
+			bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Retry-After", "7")
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, "<html>nope</html>")
+			}))
+			got := map[string]SendError{}
+			for _, c := range []string{ClientSDK, ClientDirect} {
+				s, err := NewFCMSender(context.Background(), FCMOptions{Endpoint: bare.URL + "/v1", ProjectID: "p", Concurrency: 1, Client: c})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[c] = Classify(s.Send(context.Background(), plain, "ok-1"))
+				s.Close()
+			}
+			bare.Close()
+			sdk, direct := got[ClientSDK], got[ClientDirect]
+			if direct.Class != sdk.Class || direct.Code != sdk.Code || direct.RetryAfter != sdk.RetryAfter {
+				t.Fatalf("HTTP %d: direct %v/%s/%v, SDK %v/%s/%v", status, direct.Class, direct.Code, direct.RetryAfter, sdk.Class, sdk.Code, sdk.RetryAfter)
+			}
+		}
+	})
+}
+
+func TestNewFCMSenderRejectsAnUnknownClient(t *testing.T) {
+	_, err := NewFCMSender(context.Background(), FCMOptions{Endpoint: "http://127.0.0.1:1/v1", ProjectID: "p", Client: "grpc"})
+	if err == nil || !strings.Contains(err.Error(), `"grpc"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
