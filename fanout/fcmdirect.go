@@ -87,7 +87,7 @@ func encodeTemplate(m *Message) encodedBody {
 	tmpl := m.fcmTemplate()
 	tmpl.Token = tokenPlaceholder
 	req := struct {
-		ValidateOnly bool              `json:"validate_only,omitempty"`
+		ValidateOnly bool               `json:"validate_only,omitempty"`
 		Message      *messaging.Message `json:"message,omitempty"`
 	}{ValidateOnly: m.DryRun, Message: &tmpl}
 	raw, err := json.Marshal(req)
