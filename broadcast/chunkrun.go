@@ -223,6 +223,7 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 		r.log.ErrorContext(ctx, "finishing the broadcast failed; the next chunk to end will retry", "err", err)
 	}
 	if finished {
+		r.s.reads.forget(r.b.ID)
 		b, err := r.s.Get(ctx, r.b.ID)
 		if err == nil {
 			var took time.Duration

@@ -41,6 +41,9 @@ type Options struct {
 	// query scans every broadcast, and a dashboard polling it must not slow
 	// the sends down.
 	StatsTTL time.Duration
+	// BroadcastTTL caches GET /push/broadcasts/{id} rows this long (0: no
+	// cache); see readCache.
+	BroadcastTTL time.Duration
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -81,6 +84,8 @@ type Service struct {
 	statsMu sync.Mutex // also makes concurrent callers share one query
 	statsAt time.Time
 	stats   repository.Stats
+
+	reads readCache
 }
 
 // New builds a Service.
@@ -104,7 +109,8 @@ func New(store *repository.Store, engine *fanout.Engine, log *slog.Logger, opt O
 		store: store, engine: engine, log: log.With("instance", opt.Owner), opt: opt,
 		claiming: claiming, stopClaiming: stopClaiming,
 		running: running, stopRunning: stopRunning,
-		wake: make(chan struct{}, 1),
+		wake:  make(chan struct{}, 1),
+		reads: readCache{ttl: opt.BroadcastTTL},
 	}
 }
 
@@ -341,6 +347,7 @@ func (s *Service) Cancel(ctx context.Context, id uint64) (*repository.Broadcast,
 	case err != nil:
 		return nil, err
 	}
+	s.reads.forget(id)
 	s.poke() // unclaimed chunks are closed by whoever claims them next
 	if _, err := s.Wait(ctx, id); err != nil {
 		return nil, err

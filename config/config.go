@@ -95,6 +95,9 @@ type HTTP struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// StatsCache is how long GET /push/stats may serve cached totals.
 	StatsCache time.Duration `yaml:"stats_cache"`
+	// BroadcastCache is how long GET /push/broadcasts/{id} may serve a
+	// cached row (rows change only at checkpoints, every FlushInterval).
+	BroadcastCache time.Duration `yaml:"broadcast_cache"`
 	// ScheduleHorizon is how far ahead send_at may be.
 	ScheduleHorizon time.Duration `yaml:"schedule_horizon"`
 	// SubmitPerMinute limits POST /push/broadcast per admin token.
@@ -151,6 +154,7 @@ func Defaults() Config {
 			SubmitPerMinute:   30,
 			ScheduleHorizon:   30 * 24 * time.Hour,
 			StatsCache:        time.Second,
+			BroadcastCache:    250 * time.Millisecond,
 		},
 		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},

@@ -114,6 +114,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_SUBMIT_PER_MINUTE", float(&c.HTTP.SubmitPerMinute)},
 		{"PUSHFAN_SCHEDULE_HORIZON", duration(&c.HTTP.ScheduleHorizon)},
 		{"PUSHFAN_STATS_CACHE", duration(&c.HTTP.StatsCache)},
+		{"PUSHFAN_BROADCAST_CACHE", duration(&c.HTTP.BroadcastCache)},
 		{"PUSHFAN_DB_MAX_OPEN", integer(&c.DB.MaxOpen)},
 		{"PUSHFAN_DB_TIMEOUT", duration(&c.DB.Timeout)},
 		{"PUSHFAN_LOG_LEVEL", str(&c.Log.Level)},

@@ -55,6 +55,9 @@ func (c *Config) Validate() error {
 	if _, err := ParseAdminTokens(c.AdminTokens); err != nil {
 		bad("PUSHFAN_ADMIN_TOKENS", "%v", err)
 	}
+	if c.HTTP.BroadcastCache < 0 {
+		bad("PUSHFAN_BROADCAST_CACHE", "must not be negative, got %v", c.HTTP.BroadcastCache)
+	}
 	if c.HTTP.StatsCache < 0 {
 		bad("PUSHFAN_STATS_CACHE", "must not be negative, got %v", c.HTTP.StatsCache)
 	}

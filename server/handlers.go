@@ -132,7 +132,7 @@ func (s *Server) getBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.svc.Get(c.Request().Context(), id)
+	b, err := s.svc.Peek(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,7 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		Metrics:       m,
 		Audiences:     byName,
 		StatsTTL:      cfg.HTTP.StatsCache,
+		BroadcastTTL:  cfg.HTTP.BroadcastCache,
 	})
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),

@@ -1,0 +1,61 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"pushfan/config"
+	"pushfan/internal/teststack"
+)
+
+// GET /push/broadcasts/{id} serves a row at most PUSHFAN_BROADCAST_CACHE
+// old, and an instance that cancels a broadcast shows the cancel at once.
+func TestBroadcastReadsAreCachedBriefly(t *testing.T) {
+	const ttl = 400 * time.Millisecond
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.HTTP.BroadcastCache = ttl }})
+	s.SeedTokens(1, tokens("ok-", 20))
+
+	var done teststack.Broadcast
+	s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &done)
+	if done.Status != "completed" || done.Succeeded != 20 {
+		t.Fatalf("broadcast %+v", done)
+	}
+	path := fmt.Sprintf("/push/broadcasts/%d", done.ID)
+	var got teststack.Broadcast
+	s.Do("GET", path, nil, &got) // fills the cache
+	// Another instance's checkpoint, as far as this one can tell.
+	s.MustExec("UPDATE broadcasts SET succeeded = succeeded + 1000 WHERE id = ?", done.ID)
+	s.Do("GET", path, nil, &got)
+	if got.Succeeded != 20 {
+		t.Fatalf("succeeded %d within the cache time, want the cached 20", got.Succeeded)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got.Succeeded != 1020 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cached row was still served %v after the change", 5*time.Second)
+		}
+		time.Sleep(ttl / 4)
+		s.Do("GET", path, nil, &got)
+	}
+
+	// A cancel on this instance is visible to the next read.
+	var later teststack.Broadcast
+	resp := s.Do("POST", "/push/broadcast", map[string]any{"title": "later", "send_at": time.Now().Add(time.Hour).Format(time.RFC3339), "audience": map[string]any{"all": true}}, &later)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("schedule: %d %+v", resp.StatusCode, later)
+	}
+	lpath := fmt.Sprintf("/push/broadcasts/%d", later.ID)
+	s.Do("GET", lpath, nil, &got)
+	if got.Status != "scheduled" {
+		t.Fatalf("status %s", got.Status)
+	}
+	if resp := s.Do("POST", lpath+"/cancel", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel: %d", resp.StatusCode)
+	}
+	s.Do("GET", lpath, nil, &got)
+	if got.Status != "canceled" {
+		t.Fatalf("status %s right after the cancel, want canceled", got.Status)
+	}
+}
