@@ -10,6 +10,11 @@
 //	    │ outstanding       └── retry ◀────┘ transient failures wait in a delay
 //	    │ semaphore             queue         queue, never in a worker
 //
+// The work channel and the N workers belong to the Engine and are shared by
+// every Run in progress (each item carries its run): one broadcast can use
+// every worker, and concurrent Runs never exceed N sends in flight. The pool
+// starts with the first Run and stops when the last one returns.
+//
 // Memory is bounded by PageSize + Concurrency + the outstanding cap, never by
 // the audience size. Every token ends in exactly one of succeeded, failed or
 // canceled, and Progress counts it there once.
