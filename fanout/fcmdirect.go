@@ -49,7 +49,10 @@ const maxErrorBody = 64 << 10
 type directClient struct {
 	client *http.Client
 	url    string
-	header http.Header // read-only, shared by every request
+	// header is shared by every request: an http.RoundTripper must not
+	// modify the request (Google's auth transports clone it before adding
+	// Authorization).
+	header http.Header
 }
 
 func newDirectClient(client *http.Client, endpoint, projectID string) *directClient {
