@@ -167,6 +167,9 @@ func retryAfterHeader(h http.Header) time.Duration {
 	return parseRetryAfter(v, time.Now())
 }
 
+// maxRetryAfterSeconds bounds a Retry-After: a day, far beyond any retry window.
+const maxRetryAfterSeconds = 24 * 60 * 60
+
 // parseRetryAfter understands both forms RFC 9110 allows.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
@@ -177,11 +180,12 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		if secs < 0 {
 			return 0
 		}
-		return time.Duration(secs) * time.Second
+		// Capped so the multiplication cannot overflow into a negative wait.
+		return time.Duration(min(secs, maxRetryAfterSeconds)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfterSeconds*time.Second)
 		}
 	}
 	return 0

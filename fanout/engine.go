@@ -345,7 +345,10 @@ func (r *run) retry(it item, out SendError) {
 	now := time.Now()
 	if out.Code == CodeQuota {
 		// The quota is the project's: every worker pauses, not just this one.
-		pause := out.RetryAfter
+		// A Retry-After beyond RetryMaxDelay (a proxy's or a bug's) would
+		// stall every broadcast for that long; the tokens that cannot wait
+		// that long fail below instead, and the pause is capped.
+		pause := min(out.RetryAfter, r.e.cfg.RetryMaxDelay)
 		if pause <= 0 {
 			pause = time.Second
 		}

@@ -369,6 +369,9 @@ func TestParseRetryAfter(t *testing.T) {
 		"soon":                          0,
 		"Sun, 29 Nov 2026 12:00:30 GMT": 30 * time.Second,
 		"Sun, 29 Nov 2026 11:00:00 GMT": 0,
+		"99999999999999999":             24 * time.Hour, // would overflow time.Duration
+		"86400":                         24 * time.Hour,
+		"Fri, 31 Dec 9999 23:59:59 GMT": 24 * time.Hour,
 	}
 	for in, want := range cases {
 		if got := parseRetryAfter(in, now); got != want {
@@ -456,4 +459,30 @@ func TestResumableCommitThenResumeCoversEveryTarget(t *testing.T) {
 		t.Fatalf("%d duplicates, more than in-flight + one page", dups)
 	}
 	t.Logf("resume after cursor %d: %d duplicate sends", c.Cursor, dups)
+}
+
+// A quota 429 with an absurd Retry-After pauses the engine for at most
+// RetryMaxDelay, and the token, which cannot wait that long, fails.
+func TestQuotaPauseIsCappedByRetryMaxDelay(t *testing.T) {
+	s := &hourQuotaSender{}
+	e := testEngine(t, Config{Concurrency: 2, RetryMaxDelay: 300 * time.Millisecond}, s)
+	p := &Progress{}
+	start := time.Now()
+	ts := makeTargets(1, func(int) string { return "ok-0" })
+	if err := e.Run(context.Background(), Job{Message: &Message{}, Source: &sliceSource{ts}, Progress: p}); err != nil {
+		t.Fatal(err)
+	}
+	if snap := p.Snapshot(); snap.Failed != 1 || snap.Errors[CodeQuota] != 1 {
+		t.Fatalf("counts %+v", snap)
+	}
+	until := e.throttle.PausedUntil()
+	if until.Sub(start) > time.Second {
+		t.Fatalf("paused until %v after the start, want at most RetryMaxDelay", until.Sub(start))
+	}
+}
+
+type hourQuotaSender struct{}
+
+func (hourQuotaSender) Send(context.Context, *Message, string) error {
+	return &SendError{Class: Transient, Code: CodeQuota, RetryAfter: time.Hour}
 }
