@@ -29,6 +29,9 @@ type sendScope struct {
 	st      *attemptState
 	timer   *time.Timer
 
+	// mu is this worker's own: only the worker and its timer take it, so
+	// it is never contended the way a lock shared by workers would be. It
+	// makes "is this the send the timer was armed for" exact.
 	mu       sync.Mutex
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
