@@ -46,6 +46,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		"PUSHFAN_SEND_TIMEOUT":           with(map[string]string{"PUSHFAN_SEND_TIMEOUT": "soon"}),
 		"PUSHFAN_RATE_LIMIT":             with(map[string]string{"PUSHFAN_RATE_LIMIT": "0"}),
 		"PUSHFAN_FCM_CLIENT":             with(map[string]string{"PUSHFAN_FCM_CLIENT": "grpc"}),
+		"PUSHFAN_BROADCAST_CACHE":        with(map[string]string{"PUSHFAN_BROADCAST_CACHE": "-1s"}),
 		"PUSHFAN_ADMIN_TOKENS":           with(map[string]string{"PUSHFAN_ADMIN_TOKENS": "short"}),
 		"PUSHFAN_LEASE":                  with(map[string]string{"PUSHFAN_LEASE": "1s", "PUSHFAN_FLUSH_INTERVAL": "500ms"}),
 		"PUSHFAN_WAIT_TIMEOUT":           with(map[string]string{"PUSHFAN_WAIT_TIMEOUT": "2m"}),
