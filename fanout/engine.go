@@ -98,8 +98,8 @@ type item struct {
 }
 
 // Run sends job.Message to every target of job.Source and returns when each
-// one has ended succeeded, failed or canceled, and every goroutine it started
-// has exited.
+// one has ended succeeded, failed or canceled, and its own goroutines have
+// exited. The shared workers exit when the last concurrent Run returns.
 //
 // Cancelling ctx stops taking new work: queued and waiting targets are
 // counted canceled, while sends already in flight finish (bounded by

@@ -43,7 +43,7 @@ const tokenPlaceholder = "\x01pushfan-token\x01"
 // encodedPlaceholder is tokenPlaceholder as encoding/json writes it.
 var encodedPlaceholder = []byte(`"\u0001pushfan-token\u0001"`)
 
-// maxErrorBody caps how much of an error response is read.
+// maxErrorBody caps how much of a response body is read.
 const maxErrorBody = 64 << 10
 
 type directClient struct {
@@ -138,7 +138,9 @@ func (d *directClient) send(ctx context.Context, msg *Message, token string) err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		_, _ = io.Copy(io.Discard, resp.Body) // keeps the connection reusable
+		// Read to the end so the connection is reused (FCM answers with a
+		// short {"name": ...}); an endless body only costs its connection.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 		return nil
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
