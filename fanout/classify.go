@@ -2,15 +2,16 @@ package fanout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"firebase.google.com/go/v4/errorutils"
-	"firebase.google.com/go/v4/messaging"
 )
 
 // Class is what the engine does with an outcome.
@@ -105,56 +106,118 @@ func Classify(err error) SendError {
 		// The transport refused to let the SDK retry a network error past
 		// the token's budget; the original error is wrapped.
 		return SendError{Class: Transient, Code: CodeNetwork, Detail: detail, Err: err}
-	case messaging.IsUnregistered(err):
-		return SendError{Class: Dead, Code: CodeUnregistered, Detail: detail, Err: err}
-	case messaging.IsSenderIDMismatch(err):
-		return SendError{Class: Dead, Code: CodeMismatch, Detail: detail, Err: err}
-	case messaging.IsInvalidArgument(err):
-		// FCM says "The registration token is not a valid FCM registration
-		// token" when the token is at fault; anything else is the message,
-		// which would fail for every token.
-		if isTokenCause(detail) {
-			return SendError{Class: Dead, Code: CodeInvalidArg, Detail: detail, Err: err}
-		}
-		return SendError{Class: Fatal, Code: CodeInvalidArg, Detail: detail, Err: err}
-	case messaging.IsQuotaExceeded(err), errorutils.IsResourceExhausted(err):
-		// Both 429 shapes: the FcmError QUOTA_EXCEEDED and the project-quota
-		// ErrorInfo (RATE_LIMIT_EXCEEDED), for which IsQuotaExceeded is false.
-		return SendError{Class: Transient, Code: CodeQuota, RetryAfter: retryAfter(err), Detail: detail, Err: err}
-	case messaging.IsUnavailable(err):
-		return SendError{Class: Transient, Code: CodeUnavailable, RetryAfter: retryAfter(err), Detail: detail, Err: err}
-	case messaging.IsInternal(err):
-		return SendError{Class: Transient, Code: CodeInternal, RetryAfter: retryAfter(err), Detail: detail, Err: err}
-	case messaging.IsThirdPartyAuthError(err):
-		return SendError{Class: Fatal, Code: CodeThirdParty, Detail: detail, Err: err}
-	case errorutils.IsUnauthenticated(err):
-		return SendError{Class: Fatal, Code: CodeUnauthorized, Detail: detail, Err: err}
-	case errorutils.IsPermissionDenied(err):
-		return SendError{Class: Fatal, Code: CodeForbidden, Detail: detail, Err: err}
-	case errorutils.IsNotFound(err):
-		// A 404 without FcmError: the project itself does not exist.
-		return SendError{Class: Fatal, Code: CodeNotFound, Detail: detail, Err: err}
-	case errorutils.IsUnknown(err) && errorutils.HTTPResponse(err) == nil:
-		// The SDK wraps transport errors as UNKNOWN with no HTTP response.
+	}
+	if resp := errorutils.HTTPResponse(err); resp != nil {
+		// An FCM answer: the SDK keeps the response, body included, so both
+		// clients are classified by the one reading of the body below.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		se := classifyResponse(resp.StatusCode, resp.Header, body)
+		se.Detail, se.Err = detail, err
+		return se
+	}
+	if errorutils.IsUnknown(err) || errorutils.IsUnavailable(err) || errorutils.IsDeadlineExceeded(err) {
+		// With no HTTP response, these are the SDK's wrappings of a
+		// transport error (refused, reset, timed out).
 		return SendError{Class: Transient, Code: CodeNetwork, Detail: detail, Err: err}
 	}
 	return SendError{Class: Transient, Code: CodeUnknown, Detail: detail, Err: err}
 }
 
+// classifyResponse reads an FCM error response (google.rpc.Status JSON, see
+// DESIGN.md §3) as the SDK's messaging.Is* predicates do: by the FcmError
+// detail's errorCode first, then by the status (or, without one, the HTTP
+// status). Both clients' errors end here.
+func classifyResponse(status int, h http.Header, body []byte) SendError {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Status  string `json:"status"`
+			Details []struct {
+				Type      string `json:"@type"`
+				ErrorCode string `json:"errorCode"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e) // a body that is not Status JSON classifies by HTTP status
+	fcmCode := ""
+	for _, d := range e.Error.Details {
+		if d.Type == "type.googleapis.com/google.firebase.fcm.v1.FcmError" {
+			fcmCode = d.ErrorCode
+			break
+		}
+	}
+	platform := e.Error.Status
+	if platform == "" {
+		platform = statusFromHTTP(status)
+	}
+	detail := e.Error.Message
+	if detail == "" {
+		detail = "unexpected http response with status: " + strconv.Itoa(status) + "\n" + string(body)
+	}
+	retry := retryAfterHeader(h)
+	out := func(c Class, code string) SendError {
+		se := SendError{Class: c, Code: code, Detail: detail, Err: &HTTPError{Status: status, Body: string(body)}}
+		switch code {
+		case CodeQuota, CodeUnavailable, CodeInternal: // the ones Classify reads it for
+			se.RetryAfter = retry
+		}
+		return se
+	}
+	switch {
+	case fcmCode == CodeUnregistered:
+		return out(Dead, CodeUnregistered)
+	case fcmCode == CodeMismatch:
+		return out(Dead, CodeMismatch)
+	case fcmCode == CodeInvalidArg:
+		if isTokenCause(detail) {
+			return out(Dead, CodeInvalidArg)
+		}
+		return out(Fatal, CodeInvalidArg)
+	case fcmCode == CodeQuota, platform == "RESOURCE_EXHAUSTED":
+		return out(Transient, CodeQuota)
+	case fcmCode == CodeUnavailable:
+		return out(Transient, CodeUnavailable)
+	case fcmCode == CodeInternal:
+		return out(Transient, CodeInternal)
+	case fcmCode == CodeThirdParty, fcmCode == "APNS_AUTH_ERROR":
+		return out(Fatal, CodeThirdParty)
+	case platform == CodeUnauthorized:
+		return out(Fatal, CodeUnauthorized)
+	case platform == CodeForbidden:
+		return out(Fatal, CodeForbidden)
+	case platform == CodeNotFound:
+		return out(Fatal, CodeNotFound)
+	}
+	return out(Transient, CodeUnknown)
+}
+
+// statusFromHTTP is the google.rpc code the SDK assumes for an HTTP status
+// when the body names none.
+func statusFromHTTP(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		return CodeUnauthorized
+	case http.StatusForbidden:
+		return CodeForbidden
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusConflict:
+		return "CONFLICT"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusInternalServerError:
+		return CodeInternal
+	case http.StatusServiceUnavailable:
+		return CodeUnavailable
+	}
+	return "UNKNOWN"
+}
+
 func isTokenCause(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.Contains(m, "registration token") || strings.Contains(m, "message.token")
-}
-
-// retryAfter reads Retry-After (delta-seconds or an HTTP date) from the
-// response the SDK kept. The budget transport moves the original header to
-// originalRetryAfter when it had to stop the SDK's own retries.
-func retryAfter(err error) time.Duration {
-	resp := errorutils.HTTPResponse(err)
-	if resp == nil {
-		return 0
-	}
-	return retryAfterHeader(resp.Header)
 }
 
 // retryAfterHeader reads the server's Retry-After, which the budget

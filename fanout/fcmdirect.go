@@ -32,9 +32,9 @@ import (
 //     answers INVALID_ARGUMENT, which stops the broadcast (Fatal);
 //   - retrying 503 and network errors: the engine retries them, with
 //     backoff and the per-token attempt budget;
-//   - turning error responses into errors: parseFCMError reads the same
-//     google.rpc.Status body, and a test sends every error the emulator can
-//     produce through both clients and checks they classify the same.
+//   - turning error responses into errors: Classify reads the SDK's error
+//     by the same classifyResponse, and a test sends every answer the
+//     emulator can give through both clients and checks they agree.
 
 // tokenPlaceholder stands for the token in an encoded message template; it
 // cannot be a real token (FCM tokens have no '\x01').
@@ -58,7 +58,7 @@ type directClient struct {
 func newDirectClient(client *http.Client, endpoint, projectID string) *directClient {
 	return &directClient{
 		client: client,
-		url:    strings.TrimRight(endpoint, "/") + "/projects/" + projectID + "/messages:send",
+		url:    endpoint + "/projects/" + projectID + "/messages:send", // endpoint has no trailing slash
 		header: http.Header{
 			"Content-Type":              {"application/json"},
 			"X-Goog-Api-Format-Version": {"2"},
@@ -147,99 +147,8 @@ func (d *directClient) send(ctx context.Context, msg *Message, token string) err
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
-	se := parseFCMError(resp.StatusCode, resp.Header, raw)
+	se := classifyResponse(resp.StatusCode, resp.Header, raw)
 	return &se
-}
-
-// parseFCMError classifies an error response exactly as Classify does the
-// SDK's error for it: by the FcmError detail's errorCode first, then by the
-// google.rpc status (or, without a body, the HTTP status).
-func parseFCMError(status int, h http.Header, body []byte) SendError {
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-			Status  string `json:"status"`
-			Details []struct {
-				Type      string `json:"@type"`
-				ErrorCode string `json:"errorCode"`
-			} `json:"details"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(body, &e) // a body that is not Status JSON classifies by HTTP status
-	fcmCode := ""
-	for _, d := range e.Error.Details {
-		if d.Type == "type.googleapis.com/google.firebase.fcm.v1.FcmError" {
-			fcmCode = d.ErrorCode
-			break
-		}
-	}
-	platform := e.Error.Status
-	if platform == "" {
-		platform = statusFromHTTP(status)
-	}
-	detail := e.Error.Message
-	if detail == "" {
-		detail = "unexpected http response with status: " + strconv.Itoa(status) + "\n" + string(body)
-	}
-	retry := retryAfterHeader(h)
-	out := func(c Class, code string) SendError {
-		se := SendError{Class: c, Code: code, Detail: detail, Err: &HTTPError{Status: status, Body: string(body)}}
-		switch code {
-		case CodeQuota, CodeUnavailable, CodeInternal: // the ones Classify reads it for
-			se.RetryAfter = retry
-		}
-		return se
-	}
-	switch {
-	case fcmCode == CodeUnregistered:
-		return out(Dead, CodeUnregistered)
-	case fcmCode == CodeMismatch:
-		return out(Dead, CodeMismatch)
-	case fcmCode == CodeInvalidArg:
-		if isTokenCause(detail) {
-			return out(Dead, CodeInvalidArg)
-		}
-		return out(Fatal, CodeInvalidArg)
-	case fcmCode == CodeQuota, platform == "RESOURCE_EXHAUSTED":
-		return out(Transient, CodeQuota)
-	case fcmCode == CodeUnavailable:
-		return out(Transient, CodeUnavailable)
-	case fcmCode == CodeInternal:
-		return out(Transient, CodeInternal)
-	case fcmCode == CodeThirdParty, fcmCode == "APNS_AUTH_ERROR":
-		return out(Fatal, CodeThirdParty)
-	case platform == CodeUnauthorized:
-		return out(Fatal, CodeUnauthorized)
-	case platform == CodeForbidden:
-		return out(Fatal, CodeForbidden)
-	case platform == CodeNotFound:
-		return out(Fatal, CodeNotFound)
-	}
-	return out(Transient, CodeUnknown)
-}
-
-// statusFromHTTP is the google.rpc code the SDK assumes for an HTTP status
-// when the body names none.
-func statusFromHTTP(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "INVALID_ARGUMENT"
-	case http.StatusUnauthorized:
-		return CodeUnauthorized
-	case http.StatusForbidden:
-		return CodeForbidden
-	case http.StatusNotFound:
-		return CodeNotFound
-	case http.StatusConflict:
-		return "CONFLICT"
-	case http.StatusTooManyRequests:
-		return "RESOURCE_EXHAUSTED"
-	case http.StatusInternalServerError:
-		return CodeInternal
-	case http.StatusServiceUnavailable:
-		return CodeUnavailable
-	}
-	return "UNKNOWN"
 }
 
 // HTTPError is the response behind a SendError from the direct client.

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"firebase.google.com/go/v4/errorutils"
+	"firebase.google.com/go/v4/messaging"
+
 	"pushfan/fcmemu"
 )
 
@@ -112,6 +115,12 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 				}
 				sc.close()
 				got[c] = Classify(err)
+				if c == ClientSDK {
+					// The one classifier must agree with the SDK's own predicates.
+					if sdkCode := sdkPredicateCode(err); sdkCode != tc.code {
+						t.Fatalf("the SDK's predicates say %q, the case expects %q (%v)", sdkCode, tc.code, err)
+					}
+				}
 				b, h := rb.take(tc.token)
 				bodies, headers = append(bodies, b), append(headers, h)
 			}
@@ -181,4 +190,27 @@ func TestNewFCMSenderRejectsAnUnknownClient(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"grpc"`) {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// sdkPredicateCode names err's code by the firebase SDK's predicates alone.
+func sdkPredicateCode(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case messaging.IsUnregistered(err):
+		return CodeUnregistered
+	case messaging.IsSenderIDMismatch(err):
+		return CodeMismatch
+	case messaging.IsInvalidArgument(err):
+		return CodeInvalidArg
+	case messaging.IsQuotaExceeded(err), errorutils.IsResourceExhausted(err):
+		return CodeQuota
+	case messaging.IsUnavailable(err):
+		return CodeUnavailable
+	case messaging.IsInternal(err):
+		return CodeInternal
+	case messaging.IsThirdPartyAuthError(err):
+		return CodeThirdParty
+	}
+	return "?"
 }

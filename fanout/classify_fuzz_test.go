@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// FuzzParseFCMError feeds arbitrary error responses to the direct client's
-// parser: it must never panic, always name a code, and only ever give a
+// FuzzClassifyResponse feeds arbitrary error responses to the classifier both
+// FCM clients share: it must never panic, always name a code, and only give a
 // server-requested wait to the retryable codes.
-func FuzzParseFCMError(f *testing.F) {
+func FuzzClassifyResponse(f *testing.F) {
 	f.Add(404, "", []byte(`{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}`))
 	f.Add(429, "30", []byte(`{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED"}]}}`))
 	f.Add(400, "", []byte(`{"error":{"code":400,"message":"The registration token is not a valid FCM registration token","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"}]}}`))
@@ -20,7 +20,7 @@ func FuzzParseFCMError(f *testing.F) {
 	f.Fuzz(func(t *testing.T, status int, retryAfter string, body []byte) {
 		h := http.Header{}
 		h.Set("Retry-After", retryAfter)
-		se := parseFCMError(status, h, body)
+		se := classifyResponse(status, h, body)
 		if se.Code == "" {
 			t.Fatalf("no code for %d %q", status, body)
 		}
