@@ -33,6 +33,9 @@
 //     it with AS to a name like plan or renews_on), rendered as a string:
 //     NULL is "", DATE is YYYY-MM-DD, DATETIME/TIMESTAMP are
 //     "YYYY-MM-DD hh:mm:ss[.ffffff]", DECIMAL keeps its scale ("19.90").
+//   - It may use :upto ("AND <cursor> <= :upto"): pushfan then splits the
+//     audience into cursor ranges, chunks that instances send in parallel
+//     (see ParamUpto). Without it the audience is sent as one chunk.
 //   - Every other :name is a parameter declared under params with a type:
 //     int, string, bool or date (YYYY-MM-DD, bound as that string).
 //
@@ -54,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -70,10 +74,16 @@ const (
 	TypeDate   = "date"   // a JSON string YYYY-MM-DD naming a real date, bound as that string
 )
 
-// The placeholders every audience query must use for keyset paging.
+// The placeholders every audience query must use for keyset paging, and
+// the optional upper bound that lets pushfan split it into chunks.
 const (
 	ParamAfter = "after"
 	ParamLimit = "limit"
+	// ParamUpto, when the query uses it ("AND <cursor> <= :upto"), bounds a
+	// page by its chunk's upper cursor: the audience is then split into
+	// cursor ranges sent in parallel, like the built-in ones. Without it
+	// the audience is one chunk.
+	ParamUpto = "upto"
 )
 
 // The columns every audience query must return.
@@ -114,6 +124,7 @@ type Audience struct {
 	query       string            // rewritten with positional ?
 	argNames    []string          // argNames[i] is the parameter of the i-th ?
 	params      map[string]string // declared name -> type
+	splittable  bool              // the query bounds pages with :upto
 
 	mu      sync.RWMutex
 	checked bool
@@ -182,7 +193,7 @@ func compileOne(i int, d Definition) (*Audience, error) {
 	for _, p := range slices.Sorted(maps.Keys(d.Params)) {
 		typ := d.Params[p]
 		switch {
-		case p == ParamAfter || p == ParamLimit:
+		case p == ParamAfter || p == ParamLimit || p == ParamUpto:
 			fail("param %q is reserved for keyset paging: do not declare it", p)
 			continue
 		case !isIdent(p):
@@ -214,7 +225,7 @@ func compileOne(i int, d Definition) (*Audience, error) {
 			continue
 		}
 		used[n] = true
-		if n == ParamAfter || n == ParamLimit {
+		if n == ParamAfter || n == ParamLimit || n == ParamUpto {
 			continue
 		}
 		if _, ok := d.Params[n]; !ok {
@@ -230,7 +241,7 @@ func compileOne(i int, d Definition) (*Audience, error) {
 		fail("sql uses :%s, which is not declared under params", n)
 	}
 	for _, p := range slices.Sorted(maps.Keys(d.Params)) {
-		if p != ParamAfter && p != ParamLimit && !used[p] {
+		if p != ParamAfter && p != ParamLimit && p != ParamUpto && !used[p] {
 			fail("param %q is declared but the sql never uses :%s", p, p)
 		}
 	}
@@ -244,6 +255,7 @@ func compileOne(i int, d Definition) (*Audience, error) {
 		query:       sc.query,
 		argNames:    sc.names,
 		params:      maps.Clone(d.Params),
+		splittable:  used[ParamUpto],
 	}, nil
 }
 
@@ -270,6 +282,10 @@ func (a *Audience) Name() string { return a.name }
 
 // Description returns the audience's description (may be empty).
 func (a *Audience) Description() string { return a.description }
+
+// Splittable reports whether the query uses :upto, so that its audience
+// can be split into cursor ranges.
+func (a *Audience) Splittable() bool { return a.splittable }
 
 // SQL returns the query as configured (with named placeholders).
 func (a *Audience) SQL() string { return a.sql }
@@ -327,7 +343,7 @@ func (a *Audience) Check(ctx context.Context, db *sqlx.DB) error {
 	for p, typ := range a.params {
 		zero[p] = zeroValue(typ)
 	}
-	rows, err := stmt.QueryContext(ctx, a.args(zero, 0, 0)...)
+	rows, err := stmt.QueryContext(ctx, a.args(zero, 0, math.MaxUint64, 0)...)
 	if err != nil {
 		return fmt.Errorf("audience %q: sql fails when run with zero params and :limit 0: %w", a.name, err)
 	}
@@ -373,12 +389,14 @@ func zeroValue(typ string) any {
 }
 
 // args returns the statement arguments in placeholder order.
-func (a *Audience) args(values map[string]any, after uint64, limit int) []any {
+func (a *Audience) args(values map[string]any, after, upto uint64, limit int) []any {
 	out := make([]any, len(a.argNames))
 	for i, n := range a.argNames {
 		switch n {
 		case ParamAfter:
 			out[i] = after
+		case ParamUpto:
+			out[i] = upto
 		case ParamLimit:
 			out[i] = int64(limit)
 		default:

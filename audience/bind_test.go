@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestBind(t *testing.T) {
 	if b.Audience() != a {
 		t.Error("Audience() is not the bound audience")
 	}
-	if got := a.args(b.values, 7, 100); !slices.Equal(got, []any{uint64(7), int64(3), "x' OR '1'='1", "x' OR '1'='1", true, true, "2024-02-29", "2024-02-29", int64(100)}) {
+	if got := a.args(b.values, 7, math.MaxUint64, 100); !slices.Equal(got, []any{uint64(7), int64(3), "x' OR '1'='1", "x' OR '1'='1", true, true, "2024-02-29", "2024-02-29", int64(100)}) {
 		t.Errorf("args = %#v", got)
 	}
 

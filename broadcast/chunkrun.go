@@ -2,6 +2,7 @@ package broadcast
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,27 +11,28 @@ import (
 
 	"pushfan/fanout"
 	"pushfan/internal/logging"
+	"pushfan/lease"
 	"pushfan/repository"
 )
 
 // chunkRun is one claimed chunk being sent by this instance.
 type chunkRun struct {
 	s    *Service
-	c    *repository.Chunk
+	c    *lease.Claim
 	b    *repository.Broadcast
 	p    *fanout.Progress
-	sink *sink
+	src  fanout.Source // nil until built
 	log  *slog.Logger
 	stop context.CancelCauseFunc
-	// pending is what has been committed by the engine but not yet stored.
-	pending repository.Checkpoint
-	// count counts the chunk's targets after a cursor (never attempted).
-	count func(ctx context.Context, after uint64) (int64, error)
+	// pending is a checkpoint prepared but not confirmed stored: its commit
+	// failed or its outcome is unknown. It is retried exactly as it is
+	// before anything newer is prepared (see lease.Store.Checkpoint).
+	pending *lease.Checkpoint
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
 // broadcast is canceled, the instance stops, or the lease is lost.
-func (s *Service) runChunk(c *repository.Chunk) {
+func (s *Service) runChunk(c *lease.Claim) {
 	bg := context.WithoutCancel(s.running)
 	var b *repository.Broadcast
 	if err := s.retryDB(bg, "loading broadcast", func(ctx context.Context) (err error) {
@@ -44,36 +46,32 @@ func (s *Service) runChunk(c *repository.Chunk) {
 	defer stop(nil)
 	r := &chunkRun{
 		s: s, c: c, b: b, p: &fanout.Progress{}, stop: stop,
-		sink: newSink(b.ID, !b.DryRun || b.InvalidateOnDryRun),
-		log:  s.log.With("broadcast_id", b.ID, "chunk", c.Seq),
+		log: s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}
 	if c.Takeover {
-		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor)
+		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
-	if b.CancelRequested || b.Status.Final() {
-		// Canceled (or failed) before this chunk ran: nothing is attempted.
-		r.finish(bg, errCanceled)
-		return
-	}
-
 	msg := &fanout.Message{
 		Title: b.Message.Title, Body: b.Message.Body, Image: b.Message.Image, Data: b.Message.Data,
 		CollapseKey: "pushfan-" + strconv.FormatUint(b.ID, 10),
 		DryRun:      b.DryRun,
 	}
-	src, count, err := s.source(b, c.HiID)
+	src, err := s.source(b, c.Hi)
 	var personalize fanout.Personalizer
 	if err == nil {
 		personalize, err = personalizer(b, msg)
 	}
-	if err != nil {
-		// The broadcast cannot be sent by anyone with this configuration.
-		r.log.ErrorContext(ctx, "broadcast cannot run", "err", err)
-		r.finish(bg, &fanout.ErrFatal{Outcome: fanout.SendError{Code: "CONFIG_ERROR", Detail: err.Error()}})
+	r.src = src
+	switch {
+	case b.CancelRequested || b.Status.Final():
+		// Canceled (or failed) before this chunk ran: nothing is attempted.
+		r.finish(bg, errCanceled)
+		return
+	case err != nil:
+		// This instance cannot run it (a rolling deploy: another may).
+		r.handBack(bg, err)
 		return
 	}
-	r.count = count
-
 	checkpointsDone := make(chan struct{})
 	go func() {
 		defer close(checkpointsDone)
@@ -84,7 +82,7 @@ func (s *Service) runChunk(c *repository.Chunk) {
 		Message:     msg,
 		Source:      src,
 		After:       c.Cursor,
-		Observer:    r.sink,
+		Skip:        toEngine(c.Done),
 		Progress:    r.p,
 		Personalize: personalize,
 	})
@@ -106,15 +104,16 @@ func (r *chunkRun) checkpointLoop(ctx context.Context) {
 		}
 		// Resumable: a target canceled by a stop that is not yet visible
 		// here must stay unfinished work, not become a "canceled" outcome.
-		res, err := r.checkpoint(context.WithoutCancel(ctx), true, repository.KeepLease)
+		res, err := r.checkpoint(context.WithoutCancel(ctx), true, lease.KeepLease, 0)
 		switch {
-		case errors.Is(err, repository.ErrLeaseLost):
-			r.log.WarnContext(ctx, "lease lost: another instance took this chunk over; stopping")
+		case errors.Is(err, lease.ErrLost):
+			r.log.WarnContext(ctx, "lease lost: another instance took this chunk over, or a cancel closed it; stopping", "err", err)
 			r.stop(errLeaseLost)
 			return
 		case err != nil:
-			// The data stays for the next checkpoint; the lease has slack.
-			r.log.WarnContext(ctx, "checkpoint failed, will retry", "err", err)
+			// Kept for the next tick; the lease has slack (and a lease that
+			// expired while nobody claimed the chunk is still ours).
+			r.log.WarnContext(ctx, "checkpoint failed, will retry it unchanged", "err", err)
 		case res.CancelRequested:
 			r.stop(errCanceled)
 			return
@@ -122,137 +121,182 @@ func (r *chunkRun) checkpointLoop(ctx context.Context) {
 	}
 }
 
-// checkpoint stores the outcomes committed since the last successful
-// checkpoint (a failed one's outcomes are kept and sent again).
-func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end repository.ChunkEnd) (repository.CheckpointResult, error) {
-	cp := r.next(resumable, end)
+// checkpoint stores the outcomes committed since the last confirmed
+// checkpoint, first retrying an unconfirmed one unchanged. For a Done end,
+// canceled never-attempted targets are added.
+func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end lease.End, canceled int64) (lease.Result, error) {
+	if r.pending != nil {
+		was := r.pending.End
+		res, err := r.attempt(ctx)
+		if err != nil || was == end {
+			return res, err
+		}
+	}
+	cp := r.prepare(resumable, end, canceled)
+	r.pending = &cp
+	return r.attempt(ctx)
+}
+
+// attempt stores r.pending once.
+func (r *chunkRun) attempt(ctx context.Context) (lease.Result, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.s.opt.DBTimeout)
 	defer cancel()
-	res, err := r.s.store.Checkpoint(dbctx, r.c, r.s.opt.Owner, cp)
-	if err == nil {
-		r.stored(cp, res)
-	} else if !errors.Is(err, repository.ErrLeaseLost) {
+	cp := r.pending
+	res, err := r.s.leases.Checkpoint(dbctx, r.c, *cp)
+	switch {
+	case err == nil:
+		r.pending = nil
+		if res.Replayed {
+			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
+		}
+		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled, cp.Errors, res.Invalidated)
+	case errors.Is(err, lease.ErrLost):
+		r.pending = nil
+	default:
 		r.s.opt.Metrics.CheckpointFailed()
 	}
 	return res, err
 }
 
-// stored clears what a successful checkpoint wrote and reports it.
-func (r *chunkRun) stored(cp repository.Checkpoint, res repository.CheckpointResult) {
-	r.pending = repository.Checkpoint{}
-	r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled, cp.Errors, res.Invalidated)
+// prepare folds the engine's new outcomes into a checkpoint.
+func (r *chunkRun) prepare(resumable bool, end lease.End, canceled int64) lease.Checkpoint {
+	c := r.p.Commit(resumable)
+	cp := lease.Checkpoint{
+		Cursor:    max(c.Cursor, r.c.Cursor),
+		Done:      toLease(c.Done),
+		Succeeded: c.Succeeded, Failed: c.Failed, Canceled: c.Canceled,
+		Errors: c.Errors,
+		End:    end,
+		Lease:  r.s.opt.Lease,
+	}
+	if end == lease.Done {
+		cp.Cursor, cp.Done = r.c.Hi, nil
+		cp.Canceled += canceled
+	}
+	if len(c.Failures) > 0 {
+		fs, dead := r.failures(c.Failures)
+		cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
+			return repository.WriteOutcomes(ctx, tx, fs, dead)
+		}
+	}
+	return cp
 }
 
-// next folds the newly committed outcomes into the pending checkpoint.
-func (r *chunkRun) next(resumable bool, end repository.ChunkEnd) repository.Checkpoint {
-	c := r.p.Commit(resumable)
-	fs, dead := r.sink.upTo(c.Cursor)
-	p := &r.pending
-	if p.Errors == nil {
-		p.Errors = map[string]int64{}
+// failures turns the engine's failed targets into failure rows and, unless
+// it is a dry run (without invalidate_on_dry_run), dead-token invalidations.
+func (r *chunkRun) failures(in []fanout.Failure) ([]repository.Failure, []repository.Invalidation) {
+	invalidate := !r.b.DryRun || r.b.InvalidateOnDryRun
+	fs := make([]repository.Failure, len(in))
+	var dead []repository.Invalidation
+	for i, f := range in {
+		fs[i] = repository.Failure{
+			BroadcastID: r.b.ID, TokenID: f.Target.TokenID, UserID: f.Target.UserID,
+			Code: f.Code, Message: f.Message, Attempts: f.Attempts,
+		}
+		if f.Dead && invalidate {
+			dead = append(dead, repository.Invalidation{TokenID: f.Target.TokenID, Token: f.Target.Token, Reason: f.Code})
+		}
 	}
-	p.From = r.c.Cursor
-	p.Cursor = max(c.Cursor, r.c.Cursor)
-	p.Succeeded += c.Succeeded
-	p.Failed += c.Failed
-	p.Canceled += c.Canceled
-	for k, v := range c.Errors {
-		p.Errors[k] += v
-	}
-	p.Failures = append(p.Failures, fs...)
-	p.Dead = append(p.Dead, dead...)
-	p.End = end
-	p.Lease = r.s.opt.Lease
-	return *p
+	return fs, dead
 }
 
 // finish ends the chunk according to why the run stopped.
 func (r *chunkRun) finish(ctx context.Context, runErr error) {
-	cause := runErr
 	var fatal *fanout.ErrFatal
 	switch {
-	case errors.Is(cause, errLeaseLost):
+	case errors.Is(runErr, errLeaseLost):
 		return // someone else owns the chunk now; store nothing
-	case errors.As(cause, &fatal):
+	case errors.As(runErr, &fatal):
 		if err := r.s.retryDB(ctx, "failing broadcast", func(c context.Context) error {
-			return r.s.store.FailBroadcast(c, r.b.ID, fatal.Error())
+			_, err := r.s.leases.Stop(c, r.b.ID, fatal.Error())
+			if errors.Is(err, lease.ErrFinished) {
+				return nil
+			}
+			return err
 		}); err != nil {
 			r.log.ErrorContext(ctx, "could not store the fatal error", "err", err)
 		}
-	case cause == nil, errors.Is(cause, errCanceled):
+	case runErr == nil, errors.Is(runErr, errCanceled):
 	default:
 		// Shutdown, or the audience could not be read (database down):
-		// store what is certain and hand the rest back.
-		r.end(ctx, true, repository.ReleaseChunk, 0)
-		r.log.InfoContext(ctx, "chunk released", "reason", cause.Error(), "resume_after", r.c.Cursor)
+		// store every outcome there is and hand the rest back.
+		r.end(ctx, true, lease.Release, 0)
+		r.log.InfoContext(ctx, "chunk released", "reason", runErr.Error(), "resume_after", r.c.Cursor, "done_ranges", len(r.c.Done))
 		return
 	}
 	// Completed, canceled or failed: every target gets an outcome; those
-	// never read from MySQL are canceled.
+	// never read from the audience are canceled.
 	var remaining int64
-	if cause != nil {
-		after := max(r.p.Cursor.Load(), r.c.Cursor)
-		count := r.count
-		if count == nil { // stopped before its source was built
-			_, count, _ = r.s.source(r.b, r.c.HiID)
+	if runErr != nil {
+		after := max(r.p.Frontier.Load(), r.c.Cursor)
+		var rest []fanout.Range
+		for _, d := range toEngine(r.c.Done) {
+			if d.Hi > after {
+				rest = append(rest, d)
+			}
 		}
-		if count == nil {
+		if r.src == nil {
 			// The audience cannot be read with this configuration; nothing
 			// was attempted and nothing can be counted.
-			count = func(context.Context, uint64) (int64, error) { return 0, nil }
 			r.log.WarnContext(ctx, "closing a chunk whose audience cannot be read here; its targets are not counted")
-		}
-		if err := r.s.retryDB(ctx, "counting unattempted targets", func(c context.Context) (err error) {
-			remaining, err = count(c, after)
+		} else if err := r.s.retryDB(ctx, "counting unattempted targets", func(c context.Context) (err error) {
+			remaining, err = countRemaining(c, r.src, after, rest)
 			return err
 		}); err != nil {
 			r.log.ErrorContext(ctx, "counting unattempted targets failed; releasing the chunk instead", "err", err)
-			r.end(ctx, true, repository.ReleaseChunk, 0)
+			r.end(ctx, true, lease.Release, 0)
 			return
 		}
 	}
-	// Even if this instance could not close the chunk (a lost answer to a
-	// commit that happened, a lease lost at the end), whoever did may have
-	// been the last: finishing is idempotent and a no-op while chunks are open.
-	r.end(ctx, false, repository.DoneChunk, remaining)
-	var finished bool
-	if err := r.s.retryDB(ctx, "finishing broadcast", func(c context.Context) (err error) {
-		finished, err = r.s.store.FinishIfDone(c, r.b.ID)
+	r.end(ctx, false, lease.Done, remaining)
+	// Even if this instance could not close the chunk (its lease lost at
+	// the end), whoever did may have been the last: finishing is
+	// idempotent and a no-op while chunks are open.
+	r.s.finishBroadcast(ctx, r.b.ID)
+}
+
+// handBack returns the chunk to the queue for an instance that can run it;
+// past HandBackTimeout of nobody being able to, the broadcast fails.
+func (r *chunkRun) handBack(ctx context.Context, why error) {
+	r.s.refuse(r.b.ID)
+	var since time.Time
+	if err := r.s.retryDB(ctx, "handing a chunk back", func(c context.Context) (err error) {
+		since, err = r.s.leases.HandBack(c, r.c, why.Error())
 		return err
 	}); err != nil {
-		r.log.ErrorContext(ctx, "finishing the broadcast failed; the next chunk to end will retry", "err", err)
-	}
-	if finished {
-		r.s.reads.forget(r.b.ID)
-		b, err := r.s.Get(ctx, r.b.ID)
-		if err == nil {
-			var took time.Duration
-			if b.StartedAt != nil && b.FinishedAt != nil {
-				took = b.FinishedAt.Sub(*b.StartedAt)
-			}
-			r.s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
-			r.log.InfoContext(ctx, "broadcast finished", "status", b.Status, "targeted", b.Targeted,
-				"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
+		if !errors.Is(err, lease.ErrLost) {
+			r.log.ErrorContext(ctx, "handing a chunk back failed; its lease will expire", "err", err)
 		}
+		return
 	}
+	waited := r.s.now().Sub(since)
+	if waited < r.s.opt.HandBackTimeout {
+		r.log.WarnContext(ctx, "this instance cannot run the chunk; handed back for another", "reason", why.Error(), "unrunnable_for", waited.Round(time.Second))
+		return
+	}
+	msg := fmt.Sprintf("no instance could run this broadcast for %v: %v", r.s.opt.HandBackTimeout, why)
+	r.log.ErrorContext(ctx, "failing the broadcast: no instance can run it", "reason", why.Error())
+	if err := r.s.retryDB(ctx, "failing broadcast", func(c context.Context) error {
+		_, err := r.s.leases.Stop(c, r.b.ID, msg)
+		if errors.Is(err, lease.ErrFinished) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		r.log.ErrorContext(ctx, "could not fail the broadcast", "err", err)
+		return
+	}
+	r.s.finishBroadcast(ctx, r.b.ID)
 }
 
 // end stores the final checkpoint, retrying through a database blip.
-func (r *chunkRun) end(ctx context.Context, resumable bool, how repository.ChunkEnd, remaining int64) {
-	cp := r.next(resumable, how)
-	if how == repository.DoneChunk {
-		cp.Cursor = r.c.HiID
-		cp.Canceled += remaining
-	}
+func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, remaining int64) {
 	lost := false
 	err := r.s.retryDB(ctx, "final checkpoint", func(c context.Context) error {
-		res, err := r.s.store.Checkpoint(c, r.c, r.s.opt.Owner, cp)
-		switch {
-		case errors.Is(err, repository.ErrLeaseLost):
+		_, err := r.checkpoint(c, resumable, how, remaining)
+		if errors.Is(err, lease.ErrLost) {
 			lost = true
 			return nil
-		case err == nil:
-			r.stored(cp, res)
 		}
 		return err
 	})
@@ -274,7 +318,7 @@ func (s *Service) retryDB(ctx context.Context, what string, fn func(context.Cont
 		c, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 		err = fn(c)
 		cancel()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || isAnswer(err) {
 			break
 		}
 		s.log.WarnContext(ctx, "database call failed, retrying", "what", what, "err", err, "in", delay)
@@ -290,32 +334,25 @@ func (s *Service) retryDB(ctx context.Context, what string, fn func(context.Cont
 	return nil
 }
 
-// audienceSource pages the stored audience for the engine, within a chunk.
-type audienceSource struct {
-	store    *repository.Store
-	audience repository.Audience
-	upto     uint64
-	timeout  time.Duration
-	buf      []repository.Target // reused: only the engine's producer calls Page
+// isAnswer reports errors that are the database's answer, not a failure
+// to reach it: retrying cannot change them.
+func isAnswer(err error) bool {
+	return errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrFinished) ||
+		errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrDuplicateKey)
 }
 
-func (a *audienceSource) Page(ctx context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
-	dst = dst[:0]
-	if after >= a.upto {
-		return dst, nil
+func toEngine(rs []lease.Range) []fanout.Range {
+	out := make([]fanout.Range, len(rs))
+	for i, r := range rs {
+		out[i] = fanout.Range(r)
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	var err error
-	a.buf, err = a.store.AudiencePage(ctx, a.audience, after, limit, a.buf)
-	if err != nil {
-		return dst, err
+	return out
+}
+
+func toLease(rs []fanout.Range) []lease.Range {
+	out := make([]lease.Range, len(rs))
+	for i, r := range rs {
+		out[i] = lease.Range(r)
 	}
-	for _, t := range a.buf {
-		if t.TokenID > a.upto {
-			break
-		}
-		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token})
-	}
-	return dst, nil
+	return out
 }

@@ -11,9 +11,8 @@ import (
 // readCache keeps recently read broadcasts for GET /push/broadcasts/{id}.
 // Admin consoles poll a running broadcast several times a second, often
 // from many tabs; each poll was a MySQL query on the machine that is also
-// sending. A row changes only at checkpoints (every FlushInterval), so a
-// cache shorter than that hides nothing an admin could have seen, and the
-// sends keep their CPU.
+// sending. A quarter second old is as good to a person watching a progress
+// bar, and the sends keep their CPU.
 type readCache struct {
 	ttl time.Duration
 	mu  sync.Mutex

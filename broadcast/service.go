@@ -15,6 +15,7 @@ import (
 	"pushfan/audience"
 	"pushfan/fanout"
 	"pushfan/internal/logging"
+	"pushfan/lease"
 	"pushfan/repository"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	// BroadcastTTL caches GET /push/broadcasts/{id} rows this long (0: no
 	// cache); see readCache.
 	BroadcastTTL time.Duration
+	// HandBackTimeout is how long a chunk may go on being handed back by
+	// every instance that claims it (none can run it: a named audience no
+	// configuration has) before its broadcast fails.
+	HandBackTimeout time.Duration
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -64,9 +69,11 @@ func (noMetrics) CheckpointFailed()                               {}
 // Service runs broadcasts. Start it once, Stop it once (Stop is safe twice).
 type Service struct {
 	store  *repository.Store
+	leases *lease.Store
 	engine *fanout.Engine
 	log    *slog.Logger
 	opt    Options
+	now    func() time.Time
 
 	// claiming ends when Stop begins: no new chunk is claimed.
 	claiming     context.Context
@@ -85,11 +92,13 @@ type Service struct {
 	statsAt time.Time
 	stats   repository.Stats
 
-	reads readCache
+	reads   readCache
+	runs    runSet   // chunks running here
+	refused refusals // broadcasts this instance handed back
 }
 
 // New builds a Service.
-func New(store *repository.Store, engine *fanout.Engine, log *slog.Logger, opt Options) *Service {
+func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, log *slog.Logger, opt Options) *Service {
 	if opt.Owner == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -103,10 +112,13 @@ func New(store *repository.Store, engine *fanout.Engine, log *slog.Logger, opt O
 	if opt.Metrics == nil {
 		opt.Metrics = noMetrics{}
 	}
+	if opt.HandBackTimeout <= 0 {
+		opt.HandBackTimeout = 10 * time.Minute
+	}
 	claiming, stopClaiming := context.WithCancel(context.Background())
 	running, stopRunning := context.WithCancelCause(context.Background())
 	return &Service{
-		store: store, engine: engine, log: log.With("instance", opt.Owner), opt: opt,
+		store: store, leases: leases, engine: engine, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
 		claiming: claiming, stopClaiming: stopClaiming,
 		running: running, stopRunning: stopRunning,
 		wake:  make(chan struct{}, 1),
@@ -128,7 +140,9 @@ func (s *Service) Start() {
 }
 
 // promote turns due scheduled broadcasts into queued ones (on exactly one
-// instance each, see Store.PromoteDue) and wakes the dispatcher.
+// instance each, see Store.PromoteDue) and wakes the dispatcher. It also
+// settles broadcasts whose canceling instance died before counting the
+// chunks it closed.
 func (s *Service) promote() {
 	t := time.NewTicker(min(s.opt.PollInterval, 500*time.Millisecond))
 	defer t.Stop()
@@ -139,7 +153,11 @@ func (s *Service) promote() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(s.claiming, s.opt.DBTimeout)
-		ids, err := s.store.PromoteDue(ctx, s.opt.ChunkWidth, s.opt.MaxChunks)
+		ids, err := s.store.PromoteDue(ctx, s.plan)
+		var unsettled []uint64
+		if err == nil {
+			unsettled, err = s.leases.Unsettled(ctx, 10)
+		}
 		cancel()
 		if err != nil {
 			if s.claiming.Err() == nil {
@@ -150,8 +168,11 @@ func (s *Service) promote() {
 		for _, id := range ids {
 			s.log.Info("scheduled broadcast is due: queued", "broadcast_id", id)
 			if b, err := s.Get(s.claiming, id); err == nil {
-				s.wg.Go(func() { s.estimateTargeted(s.claiming, b) })
+				s.queued(s.claiming, b)
 			}
+		}
+		for _, id := range unsettled {
+			s.finishBroadcast(s.claiming, id)
 		}
 		if len(ids) > 0 {
 			s.poke()
@@ -231,16 +252,29 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadc
 			b.Trigger = "schedule"
 		}
 	}
-	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	err = s.store.SubmitBroadcast(dbctx, b, s.opt.ChunkWidth, s.opt.MaxChunks)
+	// The token makes the submit safe to retry: a commit whose answer was
+	// lost is found by it, and its unique key stops a second row.
+	b.SubmitToken = lease.NewToken()
+	err = s.retryDB(ctx, "submitting broadcast", func(c context.Context) error {
+		err := s.store.SubmitBroadcast(c, b, s.plan)
+		if err == nil || errors.Is(err, repository.ErrDuplicateKey) {
+			return err
+		}
+		found, ferr := s.store.FindBySubmitToken(c, b.SubmitToken)
+		if ferr != nil {
+			return err // not stored (or unknown yet): try again
+		}
+		s.log.WarnContext(ctx, "a submit whose commit answer was lost had been stored", "broadcast_id", found.ID, "err", err)
+		*b = *found
+		return nil
+	})
 	if errors.Is(err, repository.ErrDuplicateKey) {
 		// A concurrent request with the same key won the insert.
 		b, err := s.existing(ctx, req)
 		return b, b != nil, err
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("submitting broadcast: %w", err)
+		return nil, false, err
 	}
 	log := s.log.With("broadcast_id", b.ID)
 	if b.Status == repository.StatusScheduled {
@@ -248,14 +282,85 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadc
 		return b, false, nil
 	}
 	log.InfoContext(ctx, "broadcast queued", "max_token_id", b.MaxTokenID, "dry_run", b.DryRun, "trigger", b.Trigger)
-	// Count the audience in the background: on a million tokens it takes
-	// seconds, and the admin should not wait for an estimate.
-	s.wg.Go(func() { s.estimateTargeted(logging.WithRequestID(s.claiming, req.RequestID), b) })
-	if _, err := s.store.FinishIfDone(dbctx, b.ID); err != nil { // no tokens at all: done already
-		log.WarnContext(ctx, "checking an empty broadcast", "err", err)
-	}
+	s.queued(logging.WithRequestID(s.claiming, req.RequestID), b)
 	s.poke()
 	return b, false, nil
+}
+
+// queued follows up on a broadcast that just got its chunks: one with
+// none (nobody in the audience) finishes at once, and the audience is
+// counted in the background (on a million tokens that takes seconds, and
+// the admin should not wait for an estimate).
+func (s *Service) queued(ctx context.Context, b *repository.Broadcast) {
+	s.finishBroadcast(ctx, b.ID)
+	s.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := s.estimate(ctx, b); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "estimating targeted", "broadcast_id", b.ID, "err", err)
+		}
+	})
+}
+
+// finishBroadcast counts the targets of chunks a cancel closed, then ends
+// the broadcast if no chunk is left open. Any instance may call it any
+// number of times; one call finishes the broadcast.
+func (s *Service) finishBroadcast(ctx context.Context, id uint64) {
+	if err := s.retryDB(ctx, "settling canceled chunks", func(c context.Context) error { return s.settle(c, id) }); err != nil {
+		s.log.ErrorContext(ctx, "counting a canceled broadcast's closed chunks failed; the next instance to look retries", "broadcast_id", id, "err", err)
+		return
+	}
+	var finished bool
+	if err := s.retryDB(ctx, "finishing broadcast", func(c context.Context) (err error) {
+		finished, err = s.leases.Finish(c, id)
+		return err
+	}); err != nil {
+		s.log.ErrorContext(ctx, "finishing the broadcast failed; the next chunk to end retries", "broadcast_id", id, "err", err)
+		return
+	}
+	if !finished {
+		return
+	}
+	s.reads.forget(id)
+	b, err := s.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	var took time.Duration
+	if b.StartedAt != nil && b.FinishedAt != nil {
+		took = b.FinishedAt.Sub(*b.StartedAt)
+	}
+	s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
+	s.log.InfoContext(ctx, "broadcast finished", "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
+		"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
+}
+
+// settle counts, as canceled, the targets of the chunks a cancel closed
+// before they ran out: a chunk that never ran by its planned count, one
+// that ran partly by reading what it did not reach.
+func (s *Service) settle(ctx context.Context, id uint64) error {
+	closed, err := s.leases.ClosedChunks(ctx, id)
+	if err != nil || len(closed) == 0 {
+		return err
+	}
+	b, err := s.store.GetBroadcast(ctx, id)
+	if err != nil {
+		return err
+	}
+	var ss []lease.Settlement
+	for _, c := range closed {
+		if c.Counted() {
+			continue // Settle counts it by its planned targets
+		}
+		st := lease.Settlement{Closed: c}
+		if src, err := s.source(b, c.Hi); err != nil {
+			s.log.WarnContext(ctx, "a closed chunk's audience cannot be read here; its targets are not counted", "broadcast_id", id, "chunk", c.Seq, "err", err)
+		} else if st.Canceled, err = countRemaining(ctx, src, c.Cursor, toEngine(c.Done)); err != nil {
+			return err
+		}
+		ss = append(ss, st)
+	}
+	return s.leases.Settle(ctx, id, ss)
 }
 
 func (s *Service) existing(ctx context.Context, req Request) (*repository.Broadcast, error) {
@@ -272,18 +377,6 @@ func (s *Service) existing(ctx context.Context, req Request) (*repository.Broadc
 		return nil, fmt.Errorf("key %q belongs to broadcast %d: %w", req.IdempotencyKey, b.ID, ErrIdempotencyConflict)
 	}
 	return b, nil
-}
-
-func (s *Service) estimateTargeted(ctx context.Context, b *repository.Broadcast) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	n, err := s.estimate(ctx, b)
-	if err == nil {
-		err = s.store.SetLiveTargeted(ctx, b.ID, n)
-	}
-	if err != nil && ctx.Err() == nil {
-		s.log.WarnContext(ctx, "estimating targeted", "broadcast_id", b.ID, "err", err)
-	}
 }
 
 // poke wakes the dispatcher (new work was submitted here).
@@ -332,23 +425,27 @@ func (s *Service) Get(ctx context.Context, id uint64) (*repository.Broadcast, er
 	return b, err
 }
 
-// Cancel flags the broadcast canceled; every instance running one of its
-// chunks stops at its next checkpoint and counts the targets it did not
-// attempt as canceled. Cancel waits (up to ctx) until the row is final.
+// Cancel stops the broadcast on every instance: the chunks nobody runs are
+// closed at once and their targets counted canceled, and every instance
+// running one of its chunks stops at its next checkpoint and counts the
+// targets it did not attempt as canceled. Cancel waits (up to ctx) until
+// the row is final. Canceling an already canceled broadcast answers it.
 func (s *Service) Cancel(ctx context.Context, id uint64) (*repository.Broadcast, error) {
-	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	err := s.store.RequestCancel(dbctx, id)
-	cancel()
+	err := s.retryDB(ctx, "canceling broadcast", func(c context.Context) error {
+		_, err := s.leases.Stop(c, id, "")
+		return err
+	})
 	switch {
-	case errors.Is(err, repository.ErrNotFound):
+	case errors.Is(err, lease.ErrNotFound):
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-	case errors.Is(err, repository.ErrFinished):
+	case errors.Is(err, lease.ErrFinished):
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrFinished)
 	case err != nil:
 		return nil, err
 	}
 	s.reads.forget(id)
-	s.poke() // unclaimed chunks are closed by whoever claims them next
+	s.finishBroadcast(ctx, id)
+	s.poke()
 	if _, err := s.Wait(ctx, id); err != nil {
 		return nil, err
 	}

@@ -79,6 +79,13 @@ type Engine struct {
 	InstanceID string `yaml:"instance_id"`
 	// MaxUserIDs caps the user_ids audience list.
 	MaxUserIDs int `yaml:"max_user_ids"`
+	// HandBackTimeout is how long the chunks of a broadcast may go on being
+	// handed back by every instance that claims them (none can run it: a
+	// named audience missing from every configuration) before it fails.
+	HandBackTimeout time.Duration `yaml:"handback_timeout"`
+	// Retention is how long finished broadcasts, their failures and old
+	// skipped cron fires are kept.
+	Retention time.Duration `yaml:"retention"`
 }
 
 // HTTP configures the API server.
@@ -135,13 +142,17 @@ func Defaults() Config {
 			RetryMaxDelay:  2 * time.Minute,
 			RateLimit:      9900, // just under FCM's default 600,000/min (10,000/s)
 			RampUp:         10 * time.Second,
-			FlushInterval:  500 * time.Millisecond,
-			Lease:          10 * time.Second,
-			ChunkWidth:     10000,
-			MaxChunks:      10000,
-			ChunkParallel:  4,
-			PollInterval:   500 * time.Millisecond,
-			MaxUserIDs:     10000,
+			// 50 ms: a kill -9 repeats at most the sends in flight plus
+			// the ~50 ms of sends since the last checkpoint.
+			FlushInterval:   50 * time.Millisecond,
+			Lease:           10 * time.Second,
+			ChunkWidth:      10000,
+			MaxChunks:       10000,
+			ChunkParallel:   4,
+			PollInterval:    500 * time.Millisecond,
+			MaxUserIDs:      10000,
+			HandBackTimeout: 10 * time.Minute,
+			Retention:       90 * 24 * time.Hour,
 		},
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,

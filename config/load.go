@@ -104,6 +104,8 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_POLL_INTERVAL", duration(&c.Engine.PollInterval)},
 		{"PUSHFAN_INSTANCE_ID", str(&c.Engine.InstanceID)},
 		{"PUSHFAN_MAX_USER_IDS", integer(&c.Engine.MaxUserIDs)},
+		{"PUSHFAN_HANDBACK_TIMEOUT", duration(&c.Engine.HandBackTimeout)},
+		{"PUSHFAN_RETENTION", duration(&c.Engine.Retention)},
 		{"PUSHFAN_HTTP_READ_TIMEOUT", duration(&c.HTTP.ReadTimeout)},
 		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", duration(&c.HTTP.ReadHeaderTimeout)},
 		{"PUSHFAN_HTTP_WRITE_TIMEOUT", duration(&c.HTTP.WriteTimeout)},

@@ -119,11 +119,16 @@ func (c *Config) Validate() error {
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout},
 		{"PUSHFAN_SCHEDULE_HORIZON", c.HTTP.ScheduleHorizon},
 		{"PUSHFAN_DB_TIMEOUT", c.DB.Timeout},
+		{"PUSHFAN_HANDBACK_TIMEOUT", e.HandBackTimeout},
 	}
 	for _, d := range durations {
 		if d.v <= 0 {
 			bad(d.name, "must be a positive duration, got %v", d.v)
 		}
+	}
+	// Idempotency keys live with their broadcast, promised for 24 h.
+	if e.Retention < 24*time.Hour {
+		bad("PUSHFAN_RETENTION", "must be at least 24h (idempotency keys are kept with their broadcast for a day), got %v", e.Retention)
 	}
 	if c.HTTP.BodyLimit < 1024 {
 		bad("PUSHFAN_HTTP_BODY_LIMIT", "must be at least 1024 bytes, got %d", c.HTTP.BodyLimit)

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"pushfan/internal/clock"
 )
 
 // Config tunes one Engine.
@@ -77,9 +79,12 @@ type Job struct {
 	Message     *Message
 	Source      Source
 	// After is the resume cursor: only targets with Cursor > After are sent.
-	After    uint64
-	Observer Observer  // optional
-	Progress *Progress // required; the caller reads it while Run works
+	After uint64
+	// Skip are ranges above After (sorted, disjoint) whose targets a
+	// previous run already has outcomes for: they are not sent again, and
+	// they stay in Progress's done ranges until the cursor passes them.
+	Skip     []Range
+	Progress *Progress // required; the caller commits from it while Run works
 	// Personalize, if set, builds each target's message instead of Message.
 	Personalize Personalizer
 }
@@ -111,20 +116,19 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	job.Progress.Cursor.Store(job.After)
+	job.Progress.reset(job.After)
 	p := e.acquirePool()
 	defer e.releasePool(p)
 	r := &run{
-		e:        e,
-		job:      job,
-		p:        job.Progress,
-		ctx:      runCtx,
-		stop:     stop,
-		sendBase: context.WithoutCancel(ctx), // keeps values (request id), drops cancel
-		work:     p.work,
-		slots:    make(chan struct{}, 2*e.cfg.PageSize+e.cfg.Concurrency),
-		queue:    newDelayQueue(),
-		log:      e.log.With("broadcast_id", job.BroadcastID),
+		e:     e,
+		job:   job,
+		p:     job.Progress,
+		ctx:   runCtx,
+		stop:  stop,
+		work:  p.work,
+		slots: make(chan struct{}, 2*e.cfg.PageSize+e.cfg.Concurrency),
+		queue: newDelayQueue(),
+		log:   e.log.With("broadcast_id", job.BroadcastID),
 	}
 	r.start()
 	// nil after a full run; the parent's cause after a cancel; *ErrFatal or
@@ -133,17 +137,16 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 }
 
 type run struct {
-	e        *Engine
-	job      Job
-	p        *Progress
-	ctx      context.Context
-	stop     context.CancelCauseFunc
-	sendBase context.Context // for the Observer: the run's values, never canceled
-	work     chan<- item     // the engine's shared pool
-	slots    chan struct{}   // outstanding targets: bounds memory during retry storms
-	queue    *delayQueue
-	pending  sync.WaitGroup // targets read and not yet finished
-	log      *slog.Logger
+	e       *Engine
+	job     Job
+	p       *Progress
+	ctx     context.Context
+	stop    context.CancelCauseFunc
+	work    chan<- item   // the engine's shared pool
+	slots   chan struct{} // outstanding targets: bounds memory during retry storms
+	queue   *delayQueue
+	pending sync.WaitGroup // targets read and not yet finished
+	log     *slog.Logger
 }
 
 // acquirePool returns the running pool, starting it for the first Run.
@@ -188,11 +191,24 @@ func (r *run) start() {
 	helpers.Wait()
 }
 
-// produce pages the Source into the work channel.
+// produce pages the Source into the work channel, stepping over the
+// Job's Skip ranges without reading them.
 func (r *run) produce() {
 	after := r.job.After
+	skip := r.job.Skip
+	for len(skip) > 0 && skip[0].Hi <= after {
+		skip = skip[1:]
+	}
 	var buf []Target
 	for r.ctx.Err() == nil {
+		if len(skip) > 0 && skip[0].Lo <= after+1 {
+			// The next targets were sent by an earlier run: record the
+			// range as done and page on after it.
+			r.p.addDone(skip[0])
+			after = skip[0].Hi
+			skip = skip[1:]
+			continue
+		}
 		var err error
 		buf, err = r.page(after, buf)
 		if err != nil {
@@ -202,30 +218,58 @@ func (r *run) produce() {
 		if len(buf) == 0 {
 			return
 		}
-		pg := newPage(buf)
-		lastID := buf[len(buf)-1].Cursor
-		r.p.addPage(pg)
-		r.p.Attempted.Add(int64(len(buf)))
-		r.p.Cursor.Store(lastID)
-		r.pending.Add(len(buf))
-		for i, t := range buf {
-			it := item{r: r, t: t, pg: pg, idx: int32(i)}
-			select {
-			case r.slots <- struct{}{}:
-			case <-r.ctx.Done():
-				r.cancelRest(pg, i)
-				return
-			}
-			select {
-			case r.work <- it:
-			case <-r.ctx.Done():
-				<-r.slots
-				r.cancelRest(pg, i)
-				return
+		full := len(buf) == r.e.cfg.PageSize
+		// Cut the page where a skip range begins: the page shows that no
+		// target lies between the last one kept and the range.
+		cut := false
+		if len(skip) > 0 {
+			for i, t := range buf {
+				if t.Cursor >= skip[0].Lo {
+					buf, cut = buf[:i], true
+					break
+				}
 			}
 		}
-		after = lastID
+		if len(buf) > 0 {
+			if !r.enqueue(buf) {
+				return
+			}
+			after = buf[len(buf)-1].Cursor
+		}
+		switch {
+		case cut:
+			r.p.addDone(skip[0])
+			after = max(after, skip[0].Hi)
+			skip = skip[1:]
+		case !full:
+			return // a short page is the last one (skip ranges beyond it hold no targets now)
+		}
 	}
+}
+
+// enqueue hands one page's targets to the workers; false when the run
+// stopped meanwhile (the targets not handed over are canceled).
+func (r *run) enqueue(buf []Target) bool {
+	pg := newPage(buf)
+	r.p.addPage(pg)
+	r.pending.Add(len(buf))
+	for i, t := range buf {
+		it := item{r: r, t: t, pg: pg, idx: int32(i)}
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.ctx.Done():
+			r.cancelRest(pg, i)
+			return false
+		}
+		select {
+		case r.work <- it:
+		case <-r.ctx.Done():
+			<-r.slots
+			r.cancelRest(pg, i)
+			return false
+		}
+	}
+	return true
 }
 
 // page reads one page, retrying briefly so a database blip does not fail
@@ -239,7 +283,7 @@ func (r *run) page(after uint64, buf []Target) ([]Target, error) {
 			break
 		}
 		r.log.WarnContext(r.ctx, "reading audience page failed, retrying", "after", after, "try", try, "err", err)
-		if sleep(r.ctx, backoff(200*time.Millisecond, 5*time.Second, try)+100*time.Millisecond) != nil {
+		if clock.Sleep(r.ctx, backoff(200*time.Millisecond, 5*time.Second, try)+100*time.Millisecond) != nil {
 			break
 		}
 	}
@@ -256,8 +300,7 @@ func (r *run) page(after uint64, buf []Target) ([]Target, error) {
 // that were never enqueued.
 func (r *run) cancelRest(pg *page, from int) {
 	for i := from; i < len(pg.ids); i++ {
-		r.p.Canceled.Add(1)
-		r.p.finish(pg, int32(i), outCanceled, "")
+		pg.finish(int32(i), outCanceled, nil)
 		r.pending.Done()
 	}
 }
@@ -302,15 +345,13 @@ func (r *run) attempt(it item, sc *sendScope) {
 	if used == it.attempts {
 		used++ // a Sender that does not go through the budget transport
 	}
-	r.p.HTTPSends.Add(int64(used - it.attempts))
 	it.attempts = used
 
 	out := Classify(err)
 	r.e.metrics.SendDone(took, out)
 	switch out.Class {
 	case Success:
-		r.p.Succeeded.Add(1)
-		r.done(it, outSucceeded, "")
+		r.done(it, outSucceeded, nil)
 	case Dead:
 		r.fail(it, out, true)
 	case Rejected:
@@ -377,34 +418,22 @@ func (r *run) retry(it item, out SendError) {
 		return
 	}
 	it.due = now.Add(delay)
-	r.p.Retries.Add(1)
 	r.e.metrics.Retried()
 	r.log.DebugContext(r.ctx, "send will be retried", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "in", delay)
 	r.queue.push(it)
 }
 
 func (r *run) fail(it item, out SendError, dead bool) {
-	r.p.Failed.Add(1)
-	r.p.countError(out.Code)
-	o := outFailed
-	if dead {
-		r.p.Dead.Add(1)
-		o = outDead
-	}
-	if r.job.Observer != nil {
-		r.job.Observer.Failed(r.sendBase, Failure{Target: it.t, Code: out.Code, Message: out.Detail, Attempts: int(it.attempts), Dead: dead})
-	}
 	r.log.DebugContext(r.ctx, "send failed", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "dead", dead)
-	r.done(it, o, out.Code)
+	r.done(it, outFailed, &Failure{Target: it.t, Code: out.Code, Message: out.Detail, Attempts: int(it.attempts), Dead: dead})
 }
 
 func (r *run) cancelItem(it item) {
-	r.p.Canceled.Add(1)
-	r.done(it, outCanceled, "")
+	r.done(it, outCanceled, nil)
 }
 
-func (r *run) done(it item, outcome uint8, code string) {
-	r.p.finish(it.pg, it.idx, outcome, code)
+func (r *run) done(it item, outcome uint32, f *Failure) {
+	it.pg.finish(it.idx, outcome, f)
 	<-r.slots
 	r.pending.Done()
 }

@@ -59,8 +59,8 @@ func TestOneRunUsesTheWholePool(t *testing.T) {
 	default:
 		t.Fatalf("one run never had 16 sends in flight (peak %d)", g.peak.Load())
 	}
-	if p.Succeeded.Load() != 200 || g.total.Load() != 200 {
-		t.Fatalf("succeeded %d, sends %d, want 200", p.Succeeded.Load(), g.total.Load())
+	if c := p.Commit(false); c.Succeeded != 200 || g.total.Load() != 200 {
+		t.Fatalf("succeeded %d, sends %d, want 200", c.Succeeded, g.total.Load())
 	}
 }
 
@@ -88,8 +88,8 @@ func TestConcurrentRunsShareThePool(t *testing.T) {
 		t.Fatalf("peak in flight %d > concurrency 12", peak)
 	}
 	for i, p := range progress {
-		if p.Succeeded.Load() != 300 {
-			t.Fatalf("run %d: succeeded %d, want 300", i, p.Succeeded.Load())
+		if c := p.Commit(false); c.Succeeded != 300 {
+			t.Fatalf("run %d: succeeded %d, want 300", i, c.Succeeded)
 		}
 	}
 	if g.total.Load() != 1500 {

@@ -5,228 +5,234 @@ import (
 	"sync/atomic"
 )
 
-// knownCodes get a lock-free counter each; anything else lands in a map
-// behind a mutex (rare by definition).
-var knownCodes = [...]string{
-	CodeUnregistered, CodeInvalidArg, CodeMismatch, CodeQuota, CodeUnavailable,
-	CodeInternal, CodeThirdParty, CodeUnauthorized, CodeForbidden, CodeNotFound,
-	CodeTimeout, CodeNetwork, CodeUnknown, CodePanic, CodeTemplate,
-}
+// Range is the inclusive span [Lo, Hi] of target cursors. In a Job's Skip
+// and a Committed's Done it means: every target read with a cursor in the
+// span has its outcome stored already.
+type Range struct{ Lo, Hi uint64 }
 
-// Progress counts a Run's outcomes with atomics so workers never share a
-// lock on the hot path. Every target ends in exactly one of Succeeded,
-// Failed or Canceled; Attempted counts targets taken from the Source.
-type Progress struct {
-	Attempted atomic.Int64 // targets read from the Source
-	Succeeded atomic.Int64
-	Failed    atomic.Int64
-	Canceled  atomic.Int64
-	Dead      atomic.Int64 // failed targets whose token is dead
-	Retries   atomic.Int64 // engine-level re-attempts
-	HTTPSends atomic.Int64 // attempts made (HTTP requests where the Sender counts them)
-	// Cursor is the Cursor of the last target read from the Source: when a
-	// run stops early, the targets after it were never read (not attempted).
-	Cursor      atomic.Uint64
-	known       [len(knownCodes)]atomic.Int64
-	mu          sync.Mutex
-	otherCodes  map[string]int64
-	watermarkMu sync.Mutex
-	watermark   uint64 // every target with Cursor <= watermark is committed
-	pages       []*page
-	headIdx     int // targets of pages[0] already committed
-}
-
-// countError adds one failure with this code.
-func (p *Progress) countError(code string) {
-	for i := range knownCodes {
-		if knownCodes[i] == code {
-			p.known[i].Add(1)
-			return
-		}
-	}
-	p.mu.Lock()
-	if p.otherCodes == nil {
-		p.otherCodes = make(map[string]int64)
-	}
-	p.otherCodes[code]++
-	p.mu.Unlock()
-}
-
-// Snapshot is a consistent-enough copy for reporting. Counters are read one
-// by one, so during a run they may be a few sends apart; after Run returns
-// they are exact.
-type Snapshot struct {
-	Attempted, Succeeded, Failed, Canceled, Dead, Retries, HTTPSends int64
-	Errors                                                           map[string]int64
-}
-
-// Snapshot copies the counters.
-func (p *Progress) Snapshot() Snapshot {
-	s := Snapshot{
-		Attempted: p.Attempted.Load(),
-		Succeeded: p.Succeeded.Load(),
-		Failed:    p.Failed.Load(),
-		Canceled:  p.Canceled.Load(),
-		Dead:      p.Dead.Load(),
-		Retries:   p.Retries.Load(),
-		HTTPSends: p.HTTPSends.Load(),
-		Errors:    make(map[string]int64),
-	}
-	for i := range knownCodes {
-		if n := p.known[i].Load(); n > 0 {
-			s.Errors[knownCodes[i]] = n
-		}
-	}
-	p.mu.Lock()
-	for k, v := range p.otherCodes {
-		s.Errors[k] += v
-	}
-	p.mu.Unlock()
-	return s
-}
-
-// Sub returns s - prev, for flushing deltas.
-func (s Snapshot) Sub(prev Snapshot) Snapshot {
-	d := Snapshot{
-		Attempted: s.Attempted - prev.Attempted,
-		Succeeded: s.Succeeded - prev.Succeeded,
-		Failed:    s.Failed - prev.Failed,
-		Canceled:  s.Canceled - prev.Canceled,
-		Dead:      s.Dead - prev.Dead,
-		Retries:   s.Retries - prev.Retries,
-		HTTPSends: s.HTTPSends - prev.HTTPSends,
-		Errors:    make(map[string]int64),
-	}
-	for k, v := range s.Errors {
-		if n := v - prev.Errors[k]; n != 0 {
-			d.Errors[k] = n
-		}
-	}
-	return d
-}
-
-// IsZero reports whether nothing changed.
-func (s Snapshot) IsZero() bool {
-	return s.Attempted == 0 && s.Succeeded == 0 && s.Failed == 0 && s.Canceled == 0 &&
-		s.Dead == 0 && s.Retries == 0 && s.HTTPSends == 0 && len(s.Errors) == 0
-}
-
-// Per-target outcomes recorded in a page.
+// Per-target states recorded in a page. The committed bit is set by Commit
+// once a checkpoint has taken the outcome.
 const (
-	outPending uint8 = iota
+	outPending uint32 = iota
 	outSucceeded
 	outFailed
-	outDead // failed, token dead
 	outCanceled
+	outMask   uint32 = 0x0f
+	committed uint32 = 0x10
 )
 
-// page remembers each target's outcome until the page is committed, so a
-// checkpoint can store exactly the outcomes of the targets at or below its
-// cursor: a resumed run re-sends what is above it and must not find it
-// counted already.
+// Progress follows a Run's targets from the moment they are read until a
+// checkpoint takes their outcomes with Commit. Workers record each outcome
+// without a lock (one atomic store per target); only Commit, a few times a
+// second, takes the mutex.
+//
+// It is what makes a checkpoint exact: Commit returns every outcome not
+// returned before, the cursor below which every target has one, and the
+// ranges above the cursor whose targets have one too. A run resumed from
+// that cursor, skipping those ranges, neither repeats nor double-counts a
+// target whose outcome was stored.
+type Progress struct {
+	// Frontier is the cursor of the last target read from the Source (or
+	// the end of the last skipped range): when a run stops early, the
+	// targets after it were never read.
+	Frontier atomic.Uint64
+
+	mu        sync.Mutex
+	watermark uint64    // every target at or below it is committed
+	segs      []segment // what was read above the watermark, in read order
+}
+
+// segment is a page still holding targets to commit, or (pg == nil) a
+// range whose targets are all committed.
+type segment struct {
+	pg   *page
+	done Range
+}
+
+// page remembers each target's outcome until Commit has taken it. A page
+// whose every target is committed becomes a range segment, so memory is
+// held only by pages with a target still in flight or waiting to retry.
 type page struct {
-	ids       []uint64 // target ids in order
-	outcome   []uint8  // written once per index by the goroutine finishing it
-	codes     []string // failure code per index ("" otherwise)
-	remaining atomic.Int64
+	ids   []uint64        // target cursors in order
+	state []atomic.Uint32 // out* | committed
+	fails []*Failure      // set before state for failed targets
+	head  int             // targets [0, head) are committed (guarded by Progress.mu)
 }
 
 func newPage(ts []Target) *page {
-	pg := &page{ids: make([]uint64, len(ts)), outcome: make([]uint8, len(ts)), codes: make([]string, len(ts))}
+	pg := &page{ids: make([]uint64, len(ts)), state: make([]atomic.Uint32, len(ts)), fails: make([]*Failure, len(ts))}
 	for i, t := range ts {
 		pg.ids[i] = t.Cursor
 	}
-	pg.remaining.Store(int64(len(ts)))
 	return pg
 }
 
+// reset prepares p for a Run resuming after `after`.
+func (p *Progress) reset(after uint64) {
+	p.mu.Lock()
+	p.watermark, p.segs = after, nil
+	p.mu.Unlock()
+	p.Frontier.Store(after)
+}
+
 func (p *Progress) addPage(pg *page) {
-	p.watermarkMu.Lock()
-	p.pages = append(p.pages, pg)
-	p.watermarkMu.Unlock()
+	p.mu.Lock()
+	p.segs = append(p.segs, segment{pg: pg})
+	p.mu.Unlock()
+	p.Frontier.Store(pg.ids[len(pg.ids)-1])
 }
 
-// finish records one target's outcome. It takes no lock: the atomic
-// decrement publishes the write to whoever sees remaining reach zero.
-func (p *Progress) finish(pg *page, idx int32, outcome uint8, code string) {
-	pg.outcome[idx] = outcome
-	pg.codes[idx] = code
-	pg.remaining.Add(-1)
+// addDone records a range whose outcomes a previous run stored (a Job's
+// Skip): it is committed already and counts nothing.
+func (p *Progress) addDone(r Range) {
+	p.mu.Lock()
+	p.segs = append(p.segs, segment{done: r})
+	p.mu.Unlock()
+	p.Frontier.Store(r.Hi)
 }
 
-// Committed is what a checkpoint may store: the outcomes of every target
-// with Cursor <= Cursor that earlier Commit calls did not return yet.
+// finish records one target's outcome. The store publishes fail (written
+// before it) to Commit, which loads the state first.
+func (pg *page) finish(idx int32, outcome uint32, fail *Failure) {
+	if fail != nil {
+		pg.fails[idx] = fail
+	}
+	pg.state[idx].Store(outcome)
+}
+
+// Committed is what a checkpoint stores: the outcomes no earlier Commit
+// returned, and where the run stands.
 type Committed struct {
-	Cursor                            uint64
-	Succeeded, Failed, Canceled, Dead int64
-	Errors                            map[string]int64
+	// Cursor: every target at or below it has an outcome (stored before,
+	// or in this delta).
+	Cursor uint64
+	// Done are the ranges above Cursor whose targets all have an outcome,
+	// sorted; the full set, not a delta.
+	Done                        []Range
+	Succeeded, Failed, Canceled int64
+	Errors                      map[string]int64
+	Failures                    []Failure // the failed targets of this delta
 }
 
 // IsZero reports whether the delta holds no outcome.
 func (c Committed) IsZero() bool {
-	return c.Succeeded == 0 && c.Failed == 0 && c.Canceled == 0 && len(c.Errors) == 0
+	return c.Succeeded == 0 && c.Failed == 0 && c.Canceled == 0
 }
 
-// Commit returns the outcomes of the finished targets at the head of the
-// run, in Source order, that earlier calls did not return, and the cursor
-// after them: a checkpoint stores exactly these, so a run resumed from the
-// cursor neither skips nor double-counts a target.
+// Commit returns the outcomes recorded since the previous Commit, and the
+// cursor and done ranges after them.
 //
 // With resumable set, a canceled target is not an outcome but unfinished
-// work (the run is stopping for a shutdown and another will resume it): the
-// walk stops just before the first one. A later Commit(false) may still
-// count it canceled (an admin cancel).
+// work (the run is stopping for a shutdown and another will resume it):
+// it stays uncommitted, outside the cursor and the ranges. A later
+// Commit(false) may still count it canceled (an admin cancel).
 func (p *Progress) Commit(resumable bool) Committed {
-	p.watermarkMu.Lock()
-	defer p.watermarkMu.Unlock()
-	c := Committed{Cursor: p.watermark, Errors: map[string]int64{}}
-	for len(p.pages) > 0 {
-		pg := p.pages[0]
-		if pg.remaining.Load() != 0 {
-			break
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := Committed{Errors: map[string]int64{}}
+	for i := range p.segs {
+		pg := p.segs[i].pg
+		if pg == nil {
+			continue
 		}
-		for ; p.headIdx < len(pg.outcome); p.headIdx++ {
-			o := pg.outcome[p.headIdx]
-			if resumable && o == outCanceled {
-				return c
+		all := true
+		for j := pg.head; j < len(pg.ids); j++ {
+			s := pg.state[j].Load()
+			if s&committed != 0 {
+				continue
+			}
+			o := s & outMask
+			if o == outPending || (resumable && o == outCanceled) {
+				all = false
+				continue
 			}
 			switch o {
 			case outSucceeded:
 				c.Succeeded++
-			case outFailed, outDead:
+			case outFailed:
 				c.Failed++
-				c.Errors[pg.codes[p.headIdx]]++
-				if o == outDead {
-					c.Dead++
-				}
+				f := pg.fails[j]
+				c.Errors[f.Code]++
+				c.Failures = append(c.Failures, *f)
+				pg.fails[j] = nil
 			case outCanceled:
 				c.Canceled++
 			}
-			c.Cursor = pg.ids[p.headIdx]
-			p.watermark = c.Cursor
+			pg.state[j].Store(s | committed)
 		}
-		p.pages = p.pages[1:]
-		p.headIdx = 0
+		for pg.head < len(pg.ids) && pg.state[pg.head].Load()&committed != 0 {
+			pg.head++
+		}
+		if all {
+			p.segs[i] = segment{done: Range{pg.ids[0], pg.ids[len(pg.ids)-1]}}
+		}
 	}
+	p.compact()
+	c.Cursor = p.watermark
+	c.Done = p.doneRanges()
 	return c
 }
 
-// Watermark is the cursor of the last Commit.
-func (p *Progress) Watermark() uint64 {
-	p.watermarkMu.Lock()
-	defer p.watermarkMu.Unlock()
-	return p.watermark
+// compact merges adjacent range segments and moves the watermark over the
+// leading committed ones (called with p.mu held).
+func (p *Progress) compact() {
+	out := p.segs[:0]
+	for _, s := range p.segs {
+		if n := len(out); n > 0 && s.pg == nil && out[n-1].pg == nil {
+			out[n-1].done.Hi = s.done.Hi
+			continue
+		}
+		out = append(out, s)
+	}
+	clear(p.segs[len(out):]) // drop references to compacted pages
+	p.segs = out
+	for len(p.segs) > 0 {
+		s := p.segs[0]
+		if s.pg == nil {
+			p.watermark = s.done.Hi
+			p.segs[0] = segment{}
+			p.segs = p.segs[1:]
+			continue
+		}
+		if s.pg.head > 0 {
+			p.watermark = s.pg.ids[s.pg.head-1]
+		}
+		break
+	}
 }
 
-// KnownCodes lists every error code pushfan reports.
-func KnownCodes() []string { return append([]string(nil), knownCodes[:]...) }
-
-// IsKnownCode reports whether code is one pushfan reports.
-func IsKnownCode(code string) bool {
-	for _, k := range knownCodes {
-		if k == code {
-			return true
+// doneRanges lists the runs of committed targets above the watermark in
+// read order (called with p.mu held). Targets adjacent in read order are
+// adjacent in the audience, so a run spans from its first cursor to its
+// last.
+func (p *Progress) doneRanges() []Range {
+	var out []Range
+	open := false
+	add := func(lo, hi uint64) {
+		if open {
+			out[len(out)-1].Hi = hi
+		} else {
+			out = append(out, Range{lo, hi})
+			open = true
 		}
 	}
-	return false
+	for _, s := range p.segs {
+		if s.pg == nil {
+			add(s.done.Lo, s.done.Hi)
+			continue
+		}
+		// Only the first segment can hold targets at or below the
+		// watermark (its committed prefix); skip those by cursor.
+		for j := range s.pg.ids {
+			if s.pg.ids[j] <= p.watermark {
+				continue
+			}
+			if s.pg.state[j].Load()&committed != 0 {
+				add(s.pg.ids[j], s.pg.ids[j])
+			} else {
+				open = false
+			}
+		}
+	}
+	return out
 }

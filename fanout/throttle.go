@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pushfan/internal/clock"
+
 	"golang.org/x/time/rate"
 )
 
@@ -58,7 +60,7 @@ func (t *Throttle) Wait(ctx context.Context) error {
 	for {
 		now := t.now()
 		if until := t.pausedUntil.Load(); now.UnixNano() < until {
-			if err := sleep(ctx, time.Duration(until-now.UnixNano())); err != nil {
+			if err := clock.Sleep(ctx, time.Duration(until-now.UnixNano())); err != nil {
 				return err
 			}
 			continue
@@ -117,19 +119,4 @@ func (t *Throttle) PausedUntil() time.Time {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
 }

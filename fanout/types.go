@@ -66,12 +66,6 @@ type Failure struct {
 // Vars). An error fails the target with CodeTemplate; it is not retried.
 type Personalizer func(t Target) (*Message, error)
 
-// Observer hears about failed tokens as they happen, from worker goroutines
-// (so it must be safe for concurrent use and should not block for long).
-type Observer interface {
-	Failed(ctx context.Context, f Failure)
-}
-
 // Metrics hears about every send attempt (from worker goroutines, so it
 // must be cheap and safe for concurrent use).
 type Metrics interface {

@@ -35,7 +35,7 @@ var errAmbiguousAudience = errors.New("audience sets both all and user_ids")
 // users u) for a, with their arguments. empty is true when a selects nobody,
 // so callers can skip the query.
 //
-// The audience rule (DESIGN §1): one target per valid token
+// The audience rule (the contract in shared/DESIGN.md): one target per valid token
 // (invalidated_at IS NULL) of each user with push_enabled = 1 in the audience.
 // Tokens whose user row is missing are not targeted (the inner join).
 func audienceFilter(a Audience) (cond string, args []any, empty bool, err error) {
@@ -62,15 +62,16 @@ func audienceFilter(a Audience) (cond string, args []any, empty bool, err error)
 }
 
 // AudiencePage appends to dst[:0] up to limit targets of a whose token id is
-// greater than after, in token id order, and returns the slice. Call it again
+// in (after, upto], in token id order, and returns the slice. Call it again
 // with the last TokenID as after until it returns fewer than limit targets.
+// The upper bound is a chunk's: no page reads past it.
 //
 // Keyset paging (not OFFSET) keeps every page an index range scan, however
 // deep into the audience it is, and never skips or repeats a token while
 // other rows are inserted or invalidated concurrently. Rows are scanned
 // straight into dst's existing backing array (no per-row struct through
 // reflection), so a worker paging millions of tokens reuses one buffer.
-func (s *Store) AudiencePage(ctx context.Context, a Audience, after uint64, limit int, dst []Target) ([]Target, error) {
+func (s *Store) AudiencePage(ctx context.Context, a Audience, after, upto uint64, limit int, dst []Target) ([]Target, error) {
 	dst = dst[:0]
 	if limit <= 0 {
 		return dst, fmt.Errorf("audience page: limit %d must be positive", limit)
@@ -79,7 +80,7 @@ func (s *Store) AudiencePage(ctx context.Context, a Audience, after uint64, limi
 	if err != nil {
 		return dst, fmt.Errorf("audience page: %w", err)
 	}
-	if empty {
+	if empty || upto <= after {
 		return dst, nil
 	}
 	// STRAIGHT_JOIN pins device_tokens as the driving table for "all", so
@@ -90,10 +91,10 @@ func (s *Store) AudiencePage(ctx context.Context, a Audience, after uint64, limi
 	if a.All {
 		hint = "STRAIGHT_JOIN "
 	}
-	q := s.db.Rebind("SELECT " + hint + "t.id, t.user_id, t.token FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND " +
+	q := s.db.Rebind("SELECT " + hint + "t.id, t.user_id, t.token FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND " +
 		cond + " ORDER BY t.id LIMIT ?")
-	full := make([]any, 0, len(args)+2)
-	full = append(full, after)
+	full := make([]any, 0, len(args)+3)
+	full = append(full, after, upto)
 	full = append(full, args...)
 	full = append(full, limit)
 

@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -106,13 +107,13 @@ func TestAudienceRule(t *testing.T) {
 func TestAudienceRejectsAmbiguousAndBadLimit(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	if _, err := s.AudiencePage(ctx(t), repository.Audience{All: true, UserIDs: []uint64{1}}, 0, 10, nil); err == nil {
+	if _, err := s.AudiencePage(ctx(t), repository.Audience{All: true, UserIDs: []uint64{1}}, 0, math.MaxUint64, 10, nil); err == nil {
 		t.Fatal("all + user_ids: want error")
 	}
 	if _, err := s.CountAudience(ctx(t), repository.Audience{All: true, UserIDs: []uint64{1}}); err == nil {
 		t.Fatal("count all + user_ids: want error")
 	}
-	if _, err := s.AudiencePage(ctx(t), repository.Audience{All: true}, 0, 0, nil); err == nil {
+	if _, err := s.AudiencePage(ctx(t), repository.Audience{All: true}, 0, math.MaxUint64, 0, nil); err == nil {
 		t.Fatal("limit 0: want error")
 	}
 }
@@ -126,7 +127,7 @@ func TestAudiencePageSkipsTokensInvalidatedMidway(t *testing.T) {
 		ids = append(ids, insertToken(t, s, uint64(1+i%2), fmt.Sprintf("mid-%d", i)))
 	}
 	a := repository.Audience{All: true}
-	first, err := s.AudiencePage(ctx(t), a, 0, 4, nil)
+	first, err := s.AudiencePage(ctx(t), a, 0, math.MaxUint64, 4, nil)
 	if err != nil || len(first) != 4 {
 		t.Fatalf("first page: %v, %d targets", err, len(first))
 	}

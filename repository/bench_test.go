@@ -1,6 +1,7 @@
 package repository_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func BenchmarkAudiencePage(b *testing.B) {
 	for b.Loop() {
 		var after uint64
 		for {
-			page, err := s.AudiencePage(b.Context(), a, after, 1000, buf)
+			page, err := s.AudiencePage(b.Context(), a, after, math.MaxUint64, 1000, buf)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
+
+	"pushfan/internal/sqldb"
+	"pushfan/lease"
 )
 
 // Status is a broadcast's lifecycle state.
@@ -79,11 +80,16 @@ type Broadcast struct {
 	StartedAt  *time.Time
 	FinishedAt *time.Time
 
-	// Durable-run fields (see chunks.go).
+	// Durable-run fields (see submit.go and package lease).
 	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later
 	CancelRequested bool
 	IdempotencyKey  string
 	RequestHash     string
+	// SubmitToken names the submit attempt, to find it again after a lost
+	// commit answer.
+	SubmitToken string
+	// Chunks summarises the chunk rows, kept when the broadcast finished.
+	Chunks *lease.Summary
 
 	// Scheduling (see schedule.go).
 	SendAt   *time.Time // a one-off broadcast waits for it in status scheduled
@@ -106,19 +112,15 @@ func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
 	if b.Audience.All && len(b.Audience.UserIDs) > 0 {
 		return fmt.Errorf("create broadcast: %w", errAmbiguousAudience) // fail now, not when sending
 	}
-	msg, err := json.Marshal(b.Message)
+	msg, aud, err := encodeContent(b)
 	if err != nil {
-		return fmt.Errorf("create broadcast: encode message: %w", err)
-	}
-	aud, err := json.Marshal(b.Audience)
-	if err != nil {
-		return fmt.Errorf("create broadcast: encode audience: %w", err)
+		return fmt.Errorf("create broadcast: %w", err)
 	}
 	var (
 		id        uint64
 		createdAt time.Time
 	)
-	err = s.inTx(ctx, "create broadcast", func(tx *sql.Tx) error {
+	err = sqldb.InTx(ctx, s.db.DB, s.log, "create broadcast", func(tx *sql.Tx) error {
 		id, createdAt, err = insertBroadcast(ctx, tx, b, string(msg), string(aud))
 		return err
 	})
@@ -130,6 +132,17 @@ func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
 	return nil
 }
 
+// encodeContent returns b's message and audience as the JSON stored.
+func encodeContent(b *Broadcast) (msg, aud []byte, err error) {
+	if msg, err = json.Marshal(b.Message); err != nil {
+		return nil, nil, fmt.Errorf("encode message: %w", err)
+	}
+	if aud, err = json.Marshal(b.Audience); err != nil {
+		return nil, nil, fmt.Errorf("encode audience: %w", err)
+	}
+	return msg, aud, nil
+}
+
 // insertBroadcast inserts b inside tx and returns its id and creation time.
 func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud string) (uint64, time.Time, error) {
 	var createdAt time.Time
@@ -137,14 +150,14 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud str
 	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
-		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
 		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
 		nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
-		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime))
+		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken))
 	if err != nil {
 		return 0, createdAt, fmt.Errorf("insert: %w", err)
 	}
@@ -153,7 +166,7 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud str
 		return 0, createdAt, fmt.Errorf("insert id: %w", err)
 	}
 	id := uint64(last)
-	if err := addErrorCounts(ctx, tx, id, b.Errors); err != nil {
+	if err := lease.AddErrorCounts(ctx, tx, id, b.Errors); err != nil {
 		return 0, createdAt, err
 	}
 	if err := tx.QueryRowContext(ctx, "SELECT created_at FROM broadcasts WHERE id = ?", id).Scan(&createdAt); err != nil {
@@ -183,7 +196,7 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 		error, created_at, started_at, finished_at,
 		(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
 		max_token_id, cancel_requested, idempotency_key, request_hash,
-		send_at, trigger_kind, job_name, fire_time
+		send_at, trigger_kind, job_name, fire_time, chunk_summary
 	FROM broadcasts b`
 
 func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
@@ -192,6 +205,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 		status, msg, aud               string
 		createdBy, errText, errorsJSON sql.NullString
 		idemKey, reqHash, jobName      sql.NullString
+		summary                        sql.NullString
 		startedAt, finishedAt          sql.NullTime
 		sendAt, fireTime               sql.NullTime
 	)
@@ -200,7 +214,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
-		&sendAt, &b.Trigger, &jobName, &fireTime); err != nil {
+		&sendAt, &b.Trigger, &jobName, &fireTime, &summary); err != nil {
 		return nil, err
 	}
 	b.Status = Status(status)
@@ -220,6 +234,12 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 	if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
 		return nil, fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
 	}
+	if summary.Valid {
+		b.Chunks = &lease.Summary{}
+		if err := json.Unmarshal([]byte(summary.String), b.Chunks); err != nil {
+			return nil, fmt.Errorf("broadcast %d: decode chunk summary: %w", b.ID, err)
+		}
+	}
 	b.Errors = map[string]int64{} // never nil: the API renders {} rather than null
 	if errorsJSON.Valid {
 		if err := json.Unmarshal([]byte(errorsJSON.String), &b.Errors); err != nil {
@@ -227,29 +247,4 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 		}
 	}
 	return &b, nil
-}
-
-// addErrorCounts upserts per-code counts in one statement. Codes are sorted
-// so concurrent transactions lock the (broadcast_id, code) keys in the same
-// order.
-func addErrorCounts(ctx context.Context, tx *sql.Tx, id uint64, errs map[string]int64) error {
-	codes := make([]string, 0, len(errs))
-	for _, code := range slices.Sorted(maps.Keys(errs)) {
-		if errs[code] != 0 {
-			codes = append(codes, code)
-		}
-	}
-	if len(codes) == 0 {
-		return nil
-	}
-	args := make([]any, 0, 3*len(codes))
-	for _, code := range codes {
-		args = append(args, id, clampText(code, maxCodeRunes), errs[code])
-	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO broadcast_errors (broadcast_id, code, count) VALUES "+
-		placeholders(len(codes), 3)+" ON DUPLICATE KEY UPDATE count = count + VALUES(count)", args...)
-	if err != nil {
-		return fmt.Errorf("upsert error counts: %w", err)
-	}
-	return nil
 }

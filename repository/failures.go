@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"pushfan/internal/sqldb"
 )
 
 // Failure is one token whose send finally failed in a broadcast.
@@ -36,7 +38,7 @@ func (s *Store) RecordFailures(ctx context.Context, fs []Failure) error {
 	if len(fs) == 0 {
 		return nil
 	}
-	return s.inTx(ctx, "record failures", func(tx *sql.Tx) error {
+	return sqldb.InTx(ctx, s.db.DB, s.log, "record failures", func(tx *sql.Tx) error {
 		return insertFailures(ctx, tx, fs)
 	})
 }
@@ -56,7 +58,7 @@ func insertFailures(ctx context.Context, tx *sql.Tx, fs []Failure) error {
 				max(f.Attempts, 0), created)
 		}
 		q := "INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code, message, attempts, created_at) VALUES " +
-			repeatRows(len(batch), "(?, ?, ?, ?, ?, ?, IFNULL(?, UTC_TIMESTAMP(6)))")
+			sqldb.RepeatRows(len(batch), "(?, ?, ?, ?, ?, ?, IFNULL(?, UTC_TIMESTAMP(6)))")
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("insert %d failures: %w", len(batch), err)
 		}
@@ -93,4 +95,17 @@ func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, code strin
 		out[i].CreatedAt = out[i].CreatedAt.UTC()
 	}
 	return out, nil
+}
+
+// WriteOutcomes stores a checkpoint's failure rows and invalidates its dead
+// tokens inside tx, the checkpoint's own transaction (package lease runs
+// it as the checkpoint's Effects), and returns how many tokens it
+// invalidated.
+func WriteOutcomes(ctx context.Context, tx *sql.Tx, fs []Failure, dead []Invalidation) (int64, error) {
+	if len(fs) > 0 {
+		if err := insertFailures(ctx, tx, fs); err != nil {
+			return 0, err
+		}
+	}
+	return invalidateTokens(ctx, tx, dead, time.Now())
 }

@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func pageAll(t testing.TB, s *repository.Store, a repository.Audience, limit int
 		pages int
 	)
 	for {
-		page, err := s.AudiencePage(ctx(t), a, after, limit, buf)
+		page, err := s.AudiencePage(ctx(t), a, after, math.MaxUint64, limit, buf)
 		if err != nil {
 			t.Fatalf("AudiencePage(after=%d): %v", after, err)
 		}

@@ -3,60 +3,13 @@ package repository
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-)
 
-// PromoteDue turns scheduled broadcasts whose send_at has come into queued
-// ones, snapshotting their audience and creating their chunks, and returns
-// their ids. Row locks with SKIP LOCKED make each promotion happen on
-// exactly one instance however many poll at once.
-func (s *Store) PromoteDue(ctx context.Context, chunkWidth uint64, maxChunks int) ([]uint64, error) {
-	var ids []uint64
-	err := s.inTx(ctx, "promote scheduled broadcasts", func(tx *sql.Tx) error {
-		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id, audience FROM broadcasts WHERE status = 'scheduled' AND send_at <= UTC_TIMESTAMP(6)
-			ORDER BY send_at, id LIMIT 20 FOR UPDATE SKIP LOCKED`)
-		if err != nil {
-			return fmt.Errorf("select due: %w", err)
-		}
-		var due []*Broadcast
-		for rows.Next() {
-			b := &Broadcast{}
-			var aud string
-			if err := rows.Scan(&b.ID, &aud); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan: %w", err)
-			}
-			if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
-				rows.Close()
-				return fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
-			}
-			due = append(due, b)
-			ids = append(ids, b.ID)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("select due: %w", err)
-		}
-		for _, b := range due {
-			if err := snapshotAudience(ctx, tx, b); err != nil {
-				return err
-			}
-			if err := insertChunks(ctx, tx, b, chunkWidth, maxChunks); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ? WHERE id = ?", b.MaxTokenID, b.ID); err != nil {
-				return fmt.Errorf("queue %d: %w", b.ID, err)
-			}
-		}
-		return nil
-	})
-	return ids, err
-}
+	"pushfan/internal/sqldb"
+)
 
 // ListFilter selects broadcasts for the list endpoint.
 type ListFilter struct {
@@ -147,7 +100,7 @@ func (s *Store) LastJobFire(ctx context.Context, job string) (LastFire, error) {
 func (s *Store) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
 	for len(fires) > 0 {
 		n := min(len(fires), 500)
-		q := "INSERT IGNORE INTO cron_skipped_fires (job_name, fire_time, reason) VALUES " + repeatRows(n, "(?, ?, ?)")
+		q := "INSERT IGNORE INTO cron_skipped_fires (job_name, fire_time, reason) VALUES " + sqldb.RepeatRows(n, "(?, ?, ?)")
 		args := make([]any, 0, 3*n)
 		for _, f := range fires[:n] {
 			args = append(args, job, dbTime(f), clampText(reason, 255))

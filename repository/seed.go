@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pushfan/internal/sqldb"
+
 	"github.com/jmoiron/sqlx"
 )
 
@@ -123,7 +125,7 @@ feed:
 // their tokens in one transaction.
 func (s *Store) seedBlock(ctx context.Context, sd *seeder, first, last int) (users, tokens int64, err error) {
 	o := sd.opts
-	err = s.inTx(ctx, "seed", func(tx *sql.Tx) error {
+	err = sqldb.InTx(ctx, s.db.DB, s.log, "seed", func(tx *sql.Tx) error {
 		users, tokens = 0, 0 // a retried transaction starts over
 		sd.reset()
 		ord := tokensBefore(first, o.TokensPerUserMax)
@@ -223,7 +225,7 @@ func (sd *seeder) flushUsers(ctx context.Context, tx *sql.Tx) (int64, error) {
 		return 0, nil
 	}
 	// Duplicate users are cheap for INSERT IGNORE: the primary key catches them.
-	q := "INSERT IGNORE INTO users (id, push_enabled) VALUES " + placeholders(len(sd.users)/2, 2)
+	q := "INSERT IGNORE INTO users (id, push_enabled) VALUES " + sqldb.Placeholders(len(sd.users)/2, 2)
 	n, err := execCount(ctx, tx, q, sd.users)
 	if err != nil {
 		return 0, fmt.Errorf("seed users: %w", err)
@@ -277,7 +279,7 @@ func (sd *seeder) flushTokens(ctx context.Context, tx *sql.Tx) (int64, error) {
 	}
 	// Still IGNORE: a concurrent seeder may have inserted some since.
 	q := "INSERT IGNORE INTO device_tokens (user_id, token, platform, invalidated_at, invalid_reason) VALUES " +
-		placeholders(len(sd.args)/5, 5)
+		sqldb.Placeholders(len(sd.args)/5, 5)
 	n, err := execCount(ctx, tx, q, sd.args)
 	if err != nil {
 		return 0, fmt.Errorf("seed tokens: %w", err)

@@ -62,10 +62,3 @@ func TestTokensBefore(t *testing.T) {
 		}
 	}
 }
-
-func TestPlaceholders(t *testing.T) {
-	t.Parallel()
-	if got := placeholders(2, 3); got != "(?,?,?),(?,?,?)" {
-		t.Fatalf("placeholders(2,3) = %q", got)
-	}
-}

@@ -13,7 +13,8 @@ type Stats struct {
 	Errors                                                                        map[string]int64
 }
 
-// Stats sums counters over all non-dry-run broadcasts, running ones included.
+// Stats sums counters over all non-dry-run broadcasts, running ones
+// included, and those deleted by retention (kept in the stats archive).
 // Both queries run in one read-only REPEATABLE READ transaction, so Errors
 // agrees with Failed even while broadcasts are progressing.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
@@ -40,10 +41,25 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("stats: totals: %w", err)
 	}
 
-	rows, err := tx.QueryContext(ctx, `SELECT e.code, SUM(e.count)
-		FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id
-		WHERE b.dry_run = 0
-		GROUP BY e.code`)
+	// Broadcasts removed by retention left their totals in the archive.
+	var a Stats
+	err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(broadcasts), 0), COALESCE(SUM(dry_runs), 0), COALESCE(SUM(targeted), 0),
+			COALESCE(SUM(succeeded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(canceled), 0), COALESCE(SUM(invalidated_tokens), 0)
+		FROM stats_archive`).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: archive: %w", err)
+	}
+	st.Broadcasts += a.Broadcasts
+	st.DryRuns += a.DryRuns
+	st.Targeted += a.Targeted
+	st.Succeeded += a.Succeeded
+	st.Failed += a.Failed
+	st.Canceled += a.Canceled
+	st.InvalidatedTokens += a.InvalidatedTokens
+	rows, err := tx.QueryContext(ctx, `SELECT code, SUM(n) FROM (
+			SELECT e.code, e.count AS n FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id WHERE b.dry_run = 0
+			UNION ALL SELECT code, count FROM stats_archive_errors
+		) x GROUP BY code`)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: errors: %w", err)
 	}

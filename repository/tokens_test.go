@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestInvalidateTokensByTokenString(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("invalidated %d, %v", n, err)
 	}
-	page, err := s.AudiencePage(ctx(t), repository.Audience{All: true}, 0, 10, nil)
+	page, err := s.AudiencePage(ctx(t), repository.Audience{All: true}, 0, math.MaxUint64, 10, nil)
 	if err != nil || len(page) != 1 || page[0].TokenID == id {
 		t.Fatalf("after invalidation the audience is %+v (%v)", page, err)
 	}

@@ -189,12 +189,20 @@ func TestCancelMidBroadcast(t *testing.T) {
 	if later := s.Emu.Stats().Accepted; later != accepted {
 		t.Fatalf("sends continued after cancel: %d -> %d", accepted, later)
 	}
-	var e teststack.ErrorBody
-	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, &e); resp.StatusCode != 409 || e.Error.Code != "already_finished" {
-		t.Fatalf("second cancel: %d %+v", resp.StatusCode, e)
+	// A second cancel (a client retrying after a lost answer) answers the
+	// canceled broadcast, unchanged.
+	var again teststack.Broadcast
+	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, &again); resp.StatusCode != 200 || again.Status != "canceled" || again.Canceled != c.Canceled {
+		t.Fatalf("second cancel: %d %+v", resp.StatusCode, again)
 	}
+	var e teststack.ErrorBody
 	if resp := s.Do("POST", "/push/broadcasts/999999/cancel", nil, &e); resp.StatusCode != 404 {
 		t.Fatalf("cancel unknown: %d", resp.StatusCode)
+	}
+	var done teststack.Broadcast
+	s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"user_ids": []uint64{1}}}, &done)
+	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", done.ID), nil, &e); done.Status != "completed" || resp.StatusCode != 409 || e.Error.Code != "already_finished" {
+		t.Fatalf("cancel of a completed broadcast (%s): %d %+v", done.Status, resp.StatusCode, e)
 	}
 }
 

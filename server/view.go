@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"pushfan/lease"
 	"pushfan/repository"
 )
 
@@ -30,6 +31,9 @@ type broadcastView struct {
 	StartedAt         *time.Time          `json:"started_at"`
 	FinishedAt        *time.Time          `json:"finished_at"`
 	DurationMS        *int64              `json:"duration_ms"`
+	// Chunks is how the work was shared (chunks, claims, takeovers, chunks
+	// done per instance), kept when the broadcast finishes.
+	Chunks *lease.Summary `json:"chunks,omitempty"`
 }
 
 func viewOf(b *repository.Broadcast, now time.Time) broadcastView {
@@ -40,6 +44,7 @@ func viewOf(b *repository.Broadcast, now time.Time) broadcastView {
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime,
 		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
+		Chunks: b.Chunks,
 	}
 	if v.Errors == nil {
 		v.Errors = map[string]int64{}

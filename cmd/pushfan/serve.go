@@ -47,6 +47,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	svc := inst.Service
 	svc.Start()
 	inst.Scheduler.Start()
+	inst.Retention.Start(ctx)
+	defer inst.Retention.Stop(context.Background()) //nolint:errcheck // its context is the process's: it has stopped by then
 	srv := inst.API.HTTPServer()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

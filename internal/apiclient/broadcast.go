@@ -21,6 +21,15 @@ type Broadcast struct {
 	StartedAt         *time.Time       `json:"started_at"`
 	FinishedAt        *time.Time       `json:"finished_at"`
 	DurationMS        *int64           `json:"duration_ms"`
+	Chunks            *Chunks          `json:"chunks"`
+}
+
+// Chunks is how a finished broadcast's work was shared.
+type Chunks struct {
+	Chunks    int            `json:"chunks"`
+	Claims    int            `json:"claims"`
+	Takeovers int            `json:"takeovers"`
+	DoneBy    map[string]int `json:"done_by"`
 }
 
 // Final reports whether the broadcast has ended.

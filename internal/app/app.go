@@ -17,8 +17,10 @@ import (
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/fanout"
+	"pushfan/lease"
 	"pushfan/metrics"
 	"pushfan/repository"
+	"pushfan/retention"
 	"pushfan/server"
 )
 
@@ -31,6 +33,8 @@ type Instance struct {
 	Service   *broadcast.Service
 	API       *server.Server
 	Registry  *prometheus.Registry // this instance's metrics, served at /metrics
+	// Retention deletes old finished broadcasts (one instance at a time).
+	Retention *retention.Runner
 }
 
 // New builds an instance on an open, migrated store. Named audiences are
@@ -85,19 +89,20 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, store.DB())
 	engine.SetMetrics(m)
-	svc := broadcast.New(store, engine, log, broadcast.Options{
-		FlushInterval: cfg.Engine.FlushInterval,
-		DBTimeout:     cfg.DB.Timeout,
-		Lease:         cfg.Engine.Lease,
-		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
-		MaxChunks:     cfg.Engine.MaxChunks,
-		ChunkParallel: cfg.Engine.ChunkParallel,
-		PollInterval:  cfg.Engine.PollInterval,
-		Owner:         cfg.Engine.InstanceID,
-		Metrics:       m,
-		Audiences:     byName,
-		StatsTTL:      cfg.HTTP.StatsCache,
-		BroadcastTTL:  cfg.HTTP.BroadcastCache,
+	svc := broadcast.New(store, lease.New(store.DB().DB, log), engine, log, broadcast.Options{
+		FlushInterval:   cfg.Engine.FlushInterval,
+		DBTimeout:       cfg.DB.Timeout,
+		Lease:           cfg.Engine.Lease,
+		ChunkWidth:      uint64(cfg.Engine.ChunkWidth),
+		MaxChunks:       cfg.Engine.MaxChunks,
+		ChunkParallel:   cfg.Engine.ChunkParallel,
+		PollInterval:    cfg.Engine.PollInterval,
+		Owner:           cfg.Engine.InstanceID,
+		Metrics:         m,
+		Audiences:       byName,
+		StatsTTL:        cfg.HTTP.StatsCache,
+		BroadcastTTL:    cfg.HTTP.BroadcastCache,
+		HandBackTimeout: cfg.Engine.HandBackTimeout,
 	})
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
@@ -106,7 +111,8 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: api.Scheduler()}, nil
+	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: api.Scheduler(), Retention: ret}, nil
 }
 
 // Close releases the sender's connections (after Service.Stop).

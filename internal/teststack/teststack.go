@@ -22,6 +22,7 @@ import (
 	"pushfan/internal/app"
 	"pushfan/internal/logging"
 	"pushfan/internal/testdb"
+	"pushfan/lease"
 	"pushfan/repository"
 )
 
@@ -33,6 +34,7 @@ const AdminToken = "test-admin-token-0123456789"
 type Stack struct {
 	T       testing.TB
 	Store   *repository.Store
+	Leases  *lease.Store // the chunk rows, for tests that look at them mid-run
 	DSN     string
 	Emu     *fcmemu.Emulator
 	EmuURL  string
@@ -103,7 +105,7 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
-	s := &Stack{T: t, Store: store, DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}}}
+	s := &Stack{T: t, Store: store, Leases: lease.New(store.DB().DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}}}
 	if o.DBProxy {
 		s.Proxy = NewProxy(t, "127.0.0.1:3306")
 		cfg.MySQLDSN = s.Proxy.DSN(dsn)
@@ -134,10 +136,20 @@ func New(t testing.TB, o Options) *Stack {
 // AddInstance starts another pushfan instance on the same database and
 // emulator, as a second replica would run.
 func (s *Stack) AddInstance() *Instance {
+	s.T.Helper()
+	return s.AddInstanceWith(nil)
+}
+
+// AddInstanceWith is AddInstance with configure changing this instance's
+// copy of the configuration (another version in a rolling deploy).
+func (s *Stack) AddInstanceWith(configure func(*config.Config)) *Instance {
 	t := s.T
 	t.Helper()
 	ctx := context.Background()
 	cfg := s.Config
+	if configure != nil {
+		configure(&cfg)
+	}
 	store, err := repository.Open(ctx, cfg.MySQLDSN, cfg.DB.MaxOpen, s.log)
 	if err != nil {
 		t.Fatal(err)

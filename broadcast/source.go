@@ -1,0 +1,213 @@
+package broadcast
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"time"
+
+	"pushfan/audience"
+	"pushfan/fanout"
+	"pushfan/lease"
+	"pushfan/repository"
+)
+
+// source returns the engine's Source for the chunk (lo, hi] of b.
+func (s *Service) source(b *repository.Broadcast, hi uint64) (fanout.Source, error) {
+	if b.Audience.Name == "" {
+		return &builtinSource{store: s.store, audience: b.Audience, upto: hi, timeout: s.opt.DBTimeout}, nil
+	}
+	bound, err := s.bind(b.Audience)
+	if err != nil {
+		return nil, err
+	}
+	return &namedSource{s: s, bound: bound, upto: hi}, nil
+}
+
+// bind looks a named audience up and binds its stored parameters.
+func (s *Service) bind(a repository.Audience) (audience.Bound, error) {
+	named, ok := s.opt.Audiences[a.Name]
+	if !ok {
+		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
+	}
+	return named.BindJSON(a.Params)
+}
+
+// builtinSource pages the bundled tables' audience within one chunk.
+type builtinSource struct {
+	store    *repository.Store
+	audience repository.Audience
+	upto     uint64
+	timeout  time.Duration
+	buf      []repository.Target // reused: only the engine's producer calls Page
+}
+
+func (a *builtinSource) Page(ctx context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
+	dst = dst[:0]
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	var err error
+	if a.buf, err = a.store.AudiencePage(ctx, a.audience, after, a.upto, limit, a.buf); err != nil {
+		return dst, err
+	}
+	for _, t := range a.buf {
+		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token})
+	}
+	return dst, nil
+}
+
+// namedSource pages a named SQL audience by its cursor column within one
+// chunk.
+type namedSource struct {
+	s     *Service
+	bound audience.Bound
+	upto  uint64
+	rows  []audience.Row
+}
+
+func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
+	dst = dst[:0]
+	ctx, cancel := context.WithTimeout(ctx, n.s.opt.DBTimeout)
+	defer cancel()
+	var err error
+	if n.rows, err = n.bound.PageRange(ctx, n.s.store.DB(), after, n.upto, limit, n.rows); err != nil {
+		return dst, err
+	}
+	for _, r := range n.rows {
+		dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars})
+	}
+	return dst, nil
+}
+
+// countRemaining counts the targets of src after `after` that lie in none
+// of the done ranges: those a stopped chunk never attempted.
+func countRemaining(ctx context.Context, src fanout.Source, after uint64, done []fanout.Range) (int64, error) {
+	const page = 1000
+	var n int64
+	var buf []fanout.Target
+	for {
+		var err error
+		if buf, err = src.Page(ctx, after, page, buf); err != nil {
+			return n, err
+		}
+		for _, t := range buf {
+			for len(done) > 0 && done[0].Hi < t.Cursor {
+				done = done[1:]
+			}
+			if len(done) == 0 || t.Cursor < done[0].Lo {
+				n++
+			}
+		}
+		if len(buf) < page {
+			return n, nil
+		}
+		after = buf[len(buf)-1].Cursor
+	}
+}
+
+// plan splits a broadcast's audience into chunks (repository.Planner): the
+// built-in audiences by the tokens they really have, a named audience by
+// cursor ranges when its query takes :upto, else as one chunk. A named
+// audience this instance lacks is one chunk too, which an instance that
+// has it will run (see HandBack).
+func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *repository.Broadcast) ([]lease.Plan, uint64, error) {
+	if b.Audience.Name == "" {
+		return repository.PlanBuiltin(ctx, tx, b.Audience, s.opt.ChunkWidth, s.opt.MaxChunks)
+	}
+	whole := []lease.Plan{{Lo: 0, Hi: math.MaxUint64, Targets: -1}}
+	named, ok := s.opt.Audiences[b.Audience.Name]
+	if !ok || !named.Splittable() {
+		return whole, 0, nil
+	}
+	bound, err := named.BindJSON(b.Audience.Params)
+	if err != nil {
+		return whole, 0, nil // the run reports it, naming the audience
+	}
+	lo, hi, ok, err := bound.CursorBounds(ctx, s.store.DB())
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("plan named audience %q: %w", b.Audience.Name, err)
+	case !ok:
+		return nil, 0, nil // nobody: the broadcast completes empty
+	}
+	return repository.SplitRange(lo-1, hi, s.opt.ChunkWidth, s.opt.MaxChunks), 0, nil
+}
+
+// personalizer renders templated messages per target; nil when the
+// message has no template action (one message serves everyone).
+func personalizer(b *repository.Broadcast, base *fanout.Message) (fanout.Personalizer, error) {
+	m := b.Message
+	tmpl, err := audience.ParseTemplate(m.Title, m.Body, m.Data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("message template: %w", err)
+	}
+	if tmpl.IsStatic() {
+		return nil, nil
+	}
+	return func(t fanout.Target) (*fanout.Message, error) {
+		title, body, data, err := tmpl.Render(t.Vars)
+		if err != nil {
+			return nil, err
+		}
+		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, DryRun: base.DryRun}, nil
+	}, nil
+}
+
+// estimate counts a queued broadcast's audience for its live targeted:
+// per chunk for "all" (so a cancel can count never-run chunks at once),
+// as one figure for a named audience. user_ids chunks were counted when
+// they were planned.
+func (s *Service) estimate(ctx context.Context, b *repository.Broadcast) error {
+	switch {
+	case b.Audience.All:
+		rows, err := s.leases.Chunks(ctx, b.ID)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		bounds := make([]uint64, 0, len(rows)+1)
+		bounds = append(bounds, rows[0].Lo)
+		for _, r := range rows {
+			bounds = append(bounds, r.Hi)
+		}
+		counts, err := s.store.CountChunks(ctx, b.Audience, bounds)
+		if err != nil {
+			return err
+		}
+		var total int64
+		for _, n := range counts {
+			total += n
+		}
+		return s.leases.SetTargets(ctx, b.ID, counts, total)
+	case b.Audience.Name != "":
+		bound, err := s.bind(b.Audience)
+		if err != nil {
+			return err
+		}
+		n, _, err := bound.Preview(ctx, s.store.DB(), 0)
+		if err != nil {
+			return err
+		}
+		return s.leases.SetTargets(ctx, b.ID, nil, n)
+	}
+	return nil
+}
+
+// Preview counts a bound named audience and samples up to n user ids.
+func (s *Service) Preview(ctx context.Context, b audience.Bound, n int) (int64, []uint64, error) {
+	return b.Preview(ctx, s.store.DB(), n)
+}
+
+// LastJobFire returns a job's latest fire (fired or skipped).
+func (s *Service) LastJobFire(ctx context.Context, job string) (repository.LastFire, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	return s.store.LastJobFire(ctx, job)
+}
+
+// RecordSkippedFires notes fires that will not run.
+func (s *Service) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	return s.store.RecordSkippedFires(ctx, job, fires, reason)
+}

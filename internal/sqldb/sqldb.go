@@ -1,0 +1,130 @@
+// Package sqldb holds the few MySQL helpers every storage package shares:
+// one transaction runner (with deadlock retries), the classification of
+// driver errors, and placeholder builders for multi-row statements.
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MySQL error numbers with a meaning for the callers.
+const (
+	errLockDeadlock    = 1213 // ER_LOCK_DEADLOCK: InnoDB rolled the transaction back
+	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
+	errDupEntry        = 1062 // ER_DUP_ENTRY: a UNIQUE key clash
+)
+
+// maxTxAttempts bounds retries of a transaction that InnoDB chose as a
+// deadlock victim; the retry is safe because the whole transaction was
+// rolled back.
+const maxTxAttempts = 5
+
+// Execer is what a statement needs: the pool or a transaction.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Querier reads: the pool or a transaction.
+type Querier interface {
+	Execer
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// IsRetryable reports a deadlock or lock wait timeout, after which InnoDB
+// has rolled the statement or transaction back: running it again is safe.
+func IsRetryable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == errLockDeadlock || me.Number == errLockWaitTimeout
+	}
+	return false
+}
+
+// IsDuplicateEntry reports MySQL's ER_DUP_ENTRY (a UNIQUE key clash).
+func IsDuplicateEntry(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDupEntry
+}
+
+// InTx runs fn in a transaction on db, committing when it returns nil. A
+// deadlock victim is retried (up to 5 attempts, with a short growing pause)
+// because InnoDB may pick either of two concurrent transactions as its
+// victim. Errors are wrapped with name.
+//
+// An error from InTx does not always mean nothing happened: when the
+// connection drops after the server applied COMMIT but before its answer
+// arrived, the transaction committed and the caller sees an error. Callers
+// whose transaction decides something (a claim, a checkpoint, a submit)
+// make it recognisable on retry; see package lease.
+func InTx(ctx context.Context, db *sql.DB, log *slog.Logger, name string, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
+		err = tryTx(ctx, db, fn)
+		if err == nil || !IsRetryable(err) || attempt == maxTxAttempts {
+			break
+		}
+		log.Debug("retrying transaction after lock conflict", "tx", name, "attempt", attempt, "err", err)
+		t := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w", name, ctx.Err())
+		case <-t.C:
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func tryTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Placeholders returns "(?,?,...),(?,?,...)": rows groups of cols
+// placeholders, for multi-row INSERTs.
+func Placeholders(rows, cols int) string {
+	return RepeatRows(rows, "("+strings.TrimSuffix(strings.Repeat("?,", cols), ",")+")")
+}
+
+// RepeatRows joins rows copies of one VALUES tuple with commas.
+func RepeatRows(rows int, tuple string) string {
+	var b strings.Builder
+	b.Grow(rows * (len(tuple) + 1))
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(tuple)
+	}
+	return b.String()
+}
+
+// OrDiscard returns log, or a logger that drops everything when log is nil.
+func OrDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}

@@ -1,0 +1,82 @@
+package lease_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"pushfan/internal/testdb"
+	"pushfan/lease"
+	"pushfan/repository"
+)
+
+// BenchmarkCheckpoint measures one chunk checkpoint (what a running chunk
+// stores every PUSHFAN_FLUSH_INTERVAL): one transaction that locks and
+// fences the chunk row, moves its cursor and done ranges, renews its
+// lease, adds the counters to the broadcast and reads the cancel flag.
+// "counters" is the common case; "failures=N" also stores N failure rows
+// and invalidates N dead tokens. Reported per call and as checkpoints/s.
+func BenchmarkCheckpoint(b *testing.B) {
+	for _, failures := range []int{0, 50} {
+		name := "counters"
+		if failures > 0 {
+			name = fmt.Sprintf("failures=%d", failures)
+		}
+		b.Run(name, func(b *testing.B) { benchCheckpoint(b, failures) })
+	}
+}
+
+func benchCheckpoint(b *testing.B, failures int) {
+	store, _ := testdb.New(b)
+	ctx := b.Context()
+	const users = 20_000
+	if _, _, err := store.SeedDemo(ctx, repository.SeedOptions{Users: users, TokensPerUserMax: 1}); err != nil {
+		b.Fatal(err)
+	}
+	db := store.DB().DB
+	s := lease.New(db, nil)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts (message, audience) VALUES ('{}', '{"all":true}')`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	id, _ := res.LastInsertId()
+	if err := lease.InsertChunks(ctx, tx, uint64(id), []lease.Plan{{Lo: 0, Hi: 1 << 40, Targets: -1}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	c, err := s.Claim(ctx, lease.ClaimOptions{Owner: "bench", Lease: time.Minute})
+	if err != nil || c == nil {
+		b.Fatalf("claim: %v %v", c, err)
+	}
+	next := uint64(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{c.Cursor + 510, c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute}
+		if failures > 0 {
+			fs := make([]repository.Failure, failures)
+			dead := make([]repository.Invalidation, failures)
+			for j := range fs {
+				tok := (next-1)%users + 1
+				next++
+				fs[j] = repository.Failure{BroadcastID: uint64(id), TokenID: tok, UserID: tok, Code: "UNREGISTERED", Message: "Requested entity was not found.", Attempts: 1}
+				dead[j] = repository.Invalidation{TokenID: tok, Reason: "UNREGISTERED"}
+			}
+			cp.Failed, cp.Errors = int64(failures), map[string]int64{"UNREGISTERED": int64(failures)}
+			cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
+				return repository.WriteOutcomes(ctx, tx, fs, dead)
+			}
+		}
+		if _, err := s.Checkpoint(ctx, c, cp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checkpoints/s")
+}

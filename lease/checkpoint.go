@@ -1,0 +1,243 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"pushfan/internal/sqldb"
+)
+
+// End says what a checkpoint does with the lease.
+type End int
+
+const (
+	// KeepLease renews the lease: the run goes on.
+	KeepLease End = iota
+	// Done closes the chunk: every target has an outcome (Cursor is Hi).
+	Done
+	// Release hands the chunk back (shutdown, or a database too long
+	// unreachable): another instance resumes it from Cursor at once
+	// instead of waiting for the lease to expire.
+	Release
+)
+
+// Checkpoint is one stored step of a claimed chunk: the outcomes that
+// became known since the previous one, and where the chunk stands.
+type Checkpoint struct {
+	Cursor uint64  // every target at or below it has an outcome
+	Done   []Range // targets above Cursor with an outcome
+	// The outcomes' counters, added to the broadcast's.
+	Succeeded, Failed, Canceled int64
+	Errors                      map[string]int64
+	End                         End
+	Lease                       time.Duration // renewal, for KeepLease
+	// Effects writes what the outcomes carry beyond counters (failure rows,
+	// dead tokens) inside the checkpoint's transaction and returns how many
+	// tokens it invalidated. It runs only when the checkpoint is applied,
+	// never for a replay; nil writes nothing.
+	Effects func(ctx context.Context, tx *sql.Tx) (invalidated int64, err error)
+}
+
+// Result is what a checkpoint learned.
+type Result struct {
+	// CancelRequested: the broadcast was canceled or failed; stop.
+	CancelRequested bool
+	// Invalidated counts the tokens this checkpoint invalidated.
+	Invalidated int64
+	// Replayed: an earlier attempt of this checkpoint, whose answer was
+	// lost, had committed; nothing was added again.
+	Replayed bool
+}
+
+// Checkpoint stores cp for c in one transaction, conditional on c's epoch,
+// and on success moves c to the stored state (Cursor, Done, CkptSeq).
+//
+// The checkpoint's sequence number is c.CkptSeq+1, so a retry of the same
+// checkpoint after an unknown outcome (any error but ErrLost) names the
+// same number. If the row already holds it, the first attempt committed:
+// the retry adds nothing and reports Replayed. The caller must therefore
+// retry exactly the same cp before checkpointing anything newer.
+//
+// ErrLost means the chunk is not c's any more: another claim took it (the
+// epoch moved), or a cancel closed it. Nothing was stored; the caller stops.
+func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result, error) {
+	if cp.End == Done && (cp.Cursor != c.Hi || len(cp.Done) > 0) {
+		return Result{}, fmt.Errorf("checkpoint chunk %d/%d: a done chunk ends at its upper bound %d with no ranges, got cursor %d and %d ranges",
+			c.BroadcastID, c.Seq, c.Hi, cp.Cursor, len(cp.Done))
+	}
+	if cp.Cursor < c.Cursor {
+		return Result{}, fmt.Errorf("checkpoint chunk %d/%d: cursor %d is behind the stored %d", c.BroadcastID, c.Seq, cp.Cursor, c.Cursor)
+	}
+	done, err := encodeRanges(cp.Cursor, cp.Done)
+	if err != nil {
+		return Result{}, fmt.Errorf("checkpoint chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	seq := c.CkptSeq + 1
+	var res Result
+	err = sqldb.InTx(ctx, s.db, s.log, "checkpoint chunk", func(tx *sql.Tx) error {
+		res = Result{}
+		var epoch, stored uint64
+		var status string
+		var invalidated int64
+		err := tx.QueryRowContext(ctx, "SELECT epoch, ckpt_seq, status, ckpt_invalidated FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ? FOR UPDATE",
+			c.BroadcastID, c.Seq).Scan(&epoch, &stored, &status, &invalidated)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("chunk row gone (the broadcast finished): %w", ErrLost)
+		case err != nil:
+			return fmt.Errorf("lock chunk: %w", err)
+		case epoch != c.Epoch:
+			return fmt.Errorf("claimed at epoch %d, the chunk is at %d: %w", c.Epoch, epoch, ErrLost)
+		case stored == seq:
+			// The previous attempt committed and its answer was lost.
+			res.Replayed, res.Invalidated = true, invalidated
+			return readCancel(ctx, tx, c.BroadcastID, &res)
+		case stored != c.CkptSeq:
+			return fmt.Errorf("checkpoint %d, but the chunk stored %d at the same epoch: %w", seq, stored, ErrLost)
+		case status != StatusLeased:
+			return fmt.Errorf("chunk is %s: %w", status, ErrLost)
+		}
+		if cp.Effects != nil {
+			if res.Invalidated, err = cp.Effects(ctx, tx); err != nil {
+				return err
+			}
+		}
+		committed := cp.Succeeded + cp.Failed + cp.Canceled
+		// The first checkpoint of a chunk an instance could run clears a
+		// hand-back mark (see HandBack).
+		set := "cursor_id = ?, done_ranges = ?, ckpt_seq = ?, ckpt_invalidated = ?, committed = committed + ?, refused_at = NULL, refusal = NULL, "
+		args := []any{cp.Cursor, done, seq, res.Invalidated, committed}
+		switch cp.End {
+		case KeepLease:
+			set += "lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
+			args = append(args, cp.Lease.Microseconds())
+		case Done:
+			set += "status = 'done', done_by = lease_owner, lease_owner = NULL, lease_until = NULL, claim_token = NULL"
+		case Release:
+			set += "status = 'pending', lease_owner = NULL, lease_until = NULL, claim_token = NULL"
+		}
+		args = append(args, c.BroadcastID, c.Seq)
+		if _, err := tx.ExecContext(ctx, "UPDATE broadcast_chunks SET "+set+" WHERE broadcast_id = ? AND seq = ?", args...); err != nil {
+			return fmt.Errorf("update chunk: %w", err)
+		}
+		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, cp.Canceled, res.Invalidated, cp.Errors); err != nil {
+			return err
+		}
+		return readCancel(ctx, tx, c.BroadcastID, &res)
+	})
+	if err != nil {
+		if errors.Is(err, ErrLost) {
+			return Result{}, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+		}
+		return Result{}, err
+	}
+	c.Cursor, c.Done, c.CkptSeq = cp.Cursor, cp.Done, seq
+	return res, nil
+}
+
+func readCancel(ctx context.Context, tx *sql.Tx, id uint64, res *Result) error {
+	if err := tx.QueryRowContext(ctx, "SELECT cancel_requested FROM broadcasts WHERE id = ?", id).Scan(&res.CancelRequested); err != nil {
+		return fmt.Errorf("read cancel flag: %w", err)
+	}
+	return nil
+}
+
+// addCounts adds outcome counters to a broadcast. It is the only writer of
+// the counters besides Settle, and runs in the same transaction as the
+// chunk row that records them, so they are never added twice.
+func addCounts(ctx context.Context, tx *sql.Tx, id uint64, succeeded, failed, canceled, invalidated int64, errs map[string]int64) error {
+	if succeeded != 0 || failed != 0 || canceled != 0 || invalidated != 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET succeeded = succeeded + ?, failed = failed + ?,
+			canceled = canceled + ?, invalidated_tokens = invalidated_tokens + ? WHERE id = ?`,
+			succeeded, failed, canceled, invalidated, id); err != nil {
+			return fmt.Errorf("add counters: %w", err)
+		}
+	}
+	return AddErrorCounts(ctx, tx, id, errs)
+}
+
+// AddErrorCounts upserts per-code failure counts of broadcast id in one
+// statement. Codes are sorted so concurrent transactions lock the
+// (broadcast_id, code) keys in the same order. Codes longer than 64
+// characters are cut.
+func AddErrorCounts(ctx context.Context, tx sqldb.Execer, id uint64, errs map[string]int64) error {
+	codes := make([]string, 0, len(errs))
+	for _, code := range slices.Sorted(maps.Keys(errs)) {
+		if errs[code] != 0 {
+			codes = append(codes, code)
+		}
+	}
+	if len(codes) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 3*len(codes))
+	for _, code := range codes {
+		args = append(args, id, clampCode(code), errs[code])
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO broadcast_errors (broadcast_id, code, count) VALUES "+
+		sqldb.Placeholders(len(codes), 3)+" ON DUPLICATE KEY UPDATE count = count + VALUES(count)", args...)
+	if err != nil {
+		return fmt.Errorf("upsert error counts: %w", err)
+	}
+	return nil
+}
+
+// clampCode keeps a code within broadcast_errors.code (64 characters).
+func clampCode(code string) string {
+	n := 0
+	for i := range code {
+		if n == 64 {
+			return code[:i]
+		}
+		n++
+	}
+	return code
+}
+
+// HandBack returns a chunk that this instance cannot run (its
+// configuration lacks the broadcast's named audience, say, in the middle of
+// a rolling deploy) to the pending queue for another instance, and reports
+// since when no instance has been able to run it. A checkpoint by an
+// instance that can run it clears that time.
+func (s *Store) HandBack(ctx context.Context, c *Claim, reason string) (since time.Time, err error) {
+	err = sqldb.InTx(ctx, s.db, s.log, "hand chunk back", func(tx *sql.Tx) error {
+		var epoch uint64
+		var status string
+		err := tx.QueryRowContext(ctx, "SELECT epoch, status FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ? FOR UPDATE",
+			c.BroadcastID, c.Seq).Scan(&epoch, &status)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("chunk row gone: %w", ErrLost)
+		case err != nil:
+			return fmt.Errorf("lock chunk: %w", err)
+		case epoch != c.Epoch || status != StatusLeased:
+			return ErrLost
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET status = 'pending', lease_owner = NULL, lease_until = NULL, claim_token = NULL,
+				refused_at = COALESCE(refused_at, UTC_TIMESTAMP(6)), refusal = ? WHERE broadcast_id = ? AND seq = ?`,
+			clampReason(reason), c.BroadcastID, c.Seq); err != nil {
+			return fmt.Errorf("hand back: %w", err)
+		}
+		return tx.QueryRowContext(ctx, "SELECT refused_at FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ?", c.BroadcastID, c.Seq).Scan(&since)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	return since.UTC(), nil
+}
+
+func clampReason(s string) string {
+	if len(s) <= 255 {
+		return s
+	}
+	cut := 255
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut]
+}

@@ -1,0 +1,234 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"pushfan/internal/sqldb"
+)
+
+// Chunk statuses.
+const (
+	StatusPending  = "pending"
+	StatusLeased   = "leased"
+	StatusDone     = "done"
+	StatusCanceled = "canceled" // closed by Stop; its targets are not counted yet (Settle)
+)
+
+// Errors callers act on.
+var (
+	// ErrLost: the chunk is no longer this claim's (another claim fenced it
+	// off, or a cancel closed it). The caller stops and stores nothing more.
+	ErrLost = errors.New("chunk lease lost")
+	// ErrNotFound: no broadcast with that id.
+	ErrNotFound = errors.New("broadcast not found")
+	// ErrFinished: the broadcast already ended.
+	ErrFinished = errors.New("broadcast already finished")
+)
+
+// Store runs the protocol on one MySQL database. It is safe for concurrent
+// use.
+type Store struct {
+	db  *sql.DB
+	log *slog.Logger
+}
+
+// New returns a Store on db (the same database the broadcasts live in).
+func New(db *sql.DB, log *slog.Logger) *Store {
+	return &Store{db: db, log: sqldb.OrDiscard(log)}
+}
+
+// Key names one chunk.
+type Key struct {
+	BroadcastID uint64
+	Seq         int
+}
+
+// Plan is one chunk to create: the cursor range (Lo, Hi], and its number
+// of targets when known at planning time (-1 when not; SetTargets may fill
+// it in later).
+type Plan struct {
+	Lo, Hi  uint64
+	Targets int64
+}
+
+// InsertChunks stores a broadcast's chunks inside tx, the transaction that
+// stores (or promotes) the broadcast, so no broadcast exists without the
+// work that completes it.
+func InsertChunks(ctx context.Context, tx *sql.Tx, id uint64, plans []Plan) error {
+	const cols = 6
+	for start := 0; start < len(plans); start += 1000 {
+		batch := plans[start:min(start+1000, len(plans))]
+		args := make([]any, 0, cols*len(batch))
+		for i, p := range batch {
+			if p.Hi <= p.Lo {
+				return fmt.Errorf("insert chunks: chunk %d is empty: (%d, %d]", start+i, p.Lo, p.Hi)
+			}
+			var targets any
+			if p.Targets >= 0 {
+				targets = p.Targets
+			}
+			args = append(args, id, start+i, p.Lo, p.Hi, p.Lo, targets)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id, targets) VALUES "+
+			sqldb.Placeholders(len(batch), cols), args...); err != nil {
+			return fmt.Errorf("insert chunks: %w", err)
+		}
+	}
+	return nil
+}
+
+// Claim is a chunk leased to this instance, as stored when it was claimed
+// and after each of its checkpoints.
+type Claim struct {
+	Key
+	Epoch   uint64 // fencing token of this claim
+	Lo, Hi  uint64
+	Cursor  uint64  // every target at or below it has a stored outcome
+	Done    []Range // targets above Cursor with a stored outcome
+	CkptSeq uint64  // the last checkpoint applied
+	// Takeover: the chunk was claimed from an expired lease (its holder
+	// died or stalled), not from the pending queue.
+	Takeover bool
+}
+
+// ClaimOptions says who claims and what to leave alone.
+type ClaimOptions struct {
+	Owner string
+	Lease time.Duration
+	// Running are the chunks this instance is running now: an expired
+	// lease of one of them (a database stall longer than the lease) is not
+	// claimed again by the instance already running it.
+	Running []Key
+	// Skip are broadcasts this instance cannot run now (see HandBack).
+	Skip []uint64
+}
+
+// Claim leases one chunk to o.Owner: a chunk whose lease expired first (a
+// started broadcast whose holder died), else the oldest pending one. It
+// returns nil when there is nothing to claim. SKIP LOCKED lets instances
+// claim concurrently without waiting on each other; lease times use the
+// database clock, so instances' clocks need not agree.
+//
+// An expired lease of o.Owner itself is taken too, unless the chunk is in
+// o.Running: an instance restarted under a pinned id resumes its own
+// chunks once their leases expire.
+//
+// If the claim's commit outcome is unknown (the connection dropped), Claim
+// looks the claim up by its token before reporting the error, so a claim
+// that did commit is not stranded until its lease expires.
+func (s *Store) Claim(ctx context.Context, o ClaimOptions) (*Claim, error) {
+	token := NewToken()
+	var c *Claim
+	err := sqldb.InTx(ctx, s.db, s.log, "claim chunk", func(tx *sql.Tx) error {
+		var err error
+		c, err = claimIn(ctx, tx, o, token)
+		return err
+	})
+	if err == nil || ctx.Err() != nil {
+		return c, err
+	}
+	found, lookErr := s.findClaim(ctx, token)
+	if lookErr == nil && found != nil {
+		s.log.Info("a claim whose commit answer was lost did commit; keeping it", "broadcast_id", found.BroadcastID, "chunk", found.Seq)
+		return found, nil
+	}
+	return nil, err
+}
+
+func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Claim, error) {
+	var skip, running string
+	var skipArgs, runArgs []any
+	if len(o.Skip) > 0 {
+		skip = " AND broadcast_id NOT IN (" + strings.TrimSuffix(strings.Repeat("?,", len(o.Skip)), ",") + ")"
+		for _, id := range o.Skip {
+			skipArgs = append(skipArgs, id)
+		}
+	}
+	if len(o.Running) > 0 {
+		running = " AND (broadcast_id, seq) NOT IN (" + sqldb.Placeholders(len(o.Running), 2) + ")"
+		for _, k := range o.Running {
+			runArgs = append(runArgs, k.BroadcastID, k.Seq)
+		}
+	}
+	// Expired leases first: they are started broadcasts whose holder died.
+	// Two statements rather than one OR, so each is a range scan of its own
+	// index, however many chunk rows other broadcasts have.
+	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_lease)
+		WHERE status = 'leased' AND lease_until < UTC_TIMESTAMP(6)`+skip+running+`
+		ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`, append(skipArgs, runArgs...)...))
+	if errors.Is(err, sql.ErrNoRows) {
+		c, err = scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
+			WHERE status = 'pending'`+skip+`
+			ORDER BY broadcast_id, seq LIMIT 1 FOR UPDATE SKIP LOCKED`, skipArgs...))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("select: %w", err)
+	}
+	// takeovers is assigned before status: MySQL evaluates SET left to right.
+	if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET epoch = epoch + 1,
+			takeovers = takeovers + IF(status = 'leased', 1, 0), claims = claims + 1,
+			status = 'leased', lease_owner = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claim_token = ?
+		WHERE broadcast_id = ? AND seq = ?`, o.Owner, o.Lease.Microseconds(), token, c.BroadcastID, c.Seq); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	c.Epoch++
+	if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'running', started_at = COALESCE(started_at, UTC_TIMESTAMP(6))
+		WHERE id = ? AND status = 'queued'`, c.BroadcastID); err != nil {
+		return nil, fmt.Errorf("start broadcast: %w", err)
+	}
+	return c, nil
+}
+
+// findClaim returns the chunk leased under token, if that claim committed.
+// The locking read waits for a commit still in progress on the server.
+func (s *Store) findClaim(ctx context.Context, token string) (*Claim, error) {
+	var c *Claim
+	err := sqldb.InTx(ctx, s.db, s.log, "find claim", func(tx *sql.Tx) error {
+		var err error
+		c, err = scanClaim(tx.QueryRowContext(ctx, "SELECT "+claimCols+" FROM broadcast_chunks WHERE claim_token = ? AND status = 'leased' FOR UPDATE", token))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			c, err = nil, nil
+		case err == nil:
+			c.Takeover = false // unknown here; it only feeds a metric
+		}
+		return err
+	})
+	return c, err
+}
+
+const claimCols = "broadcast_id, seq, lo_id, hi_id, cursor_id, done_ranges, epoch, ckpt_seq, status"
+
+func scanClaim(row *sql.Row) (*Claim, error) {
+	var c Claim
+	var done []byte
+	var status string
+	if err := row.Scan(&c.BroadcastID, &c.Seq, &c.Lo, &c.Hi, &c.Cursor, &done, &c.Epoch, &c.CkptSeq, &status); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.Done, err = decodeRanges(c.Cursor, done); err != nil {
+		return nil, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	c.Takeover = status == StatusLeased
+	return &c, nil
+}
+
+// NewToken returns 32 random hex characters naming one claim or finish
+// attempt.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

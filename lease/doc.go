@@ -1,0 +1,43 @@
+// Package lease is pushfan's chunk protocol: how the instances of a
+// cluster share a broadcast's work through MySQL without losing a target or
+// counting one twice, whatever the network or a deploy does.
+//
+// A broadcast's audience is split into chunks, keyset ranges (Lo, Hi] of
+// its cursor (the token id for the built-in audiences). A chunk row moves
+//
+//	pending ──Claim──▶ leased ──Checkpoint(End: Done)──▶ done
+//	   ▲                 │ │
+//	   └──Release/HandBack┘ └──Stop (cancel, fail)──▶ canceled ──Settle──▶ done
+//
+// and the last chunk to reach done lets Finish end the broadcast, which
+// also compacts its chunk rows into a summary on the broadcast row.
+//
+// Three rules make it exact:
+//
+//   - Fencing. Every claim adds one to the chunk's epoch, and so does a
+//     Stop that closes a chunk someone may still hold. Every checkpoint,
+//     release, hand-back and finish of the chunk names the epoch it was
+//     claimed with and changes nothing when the row has moved on (ErrLost).
+//     So a holder that stalled past its lease, or a second process wrongly
+//     started under the same instance id, cannot store anything once
+//     another claim happened. An expired lease that nobody took is still
+//     its holder's: its next checkpoint renews it.
+//   - Idempotent commits. When the connection drops after the server
+//     applied a COMMIT but before its answer arrived, the caller sees an
+//     error although the transaction happened. Each checkpoint carries a
+//     sequence number; the row stores the last one applied, so retrying
+//     the same checkpoint (the caller must retry exactly the same content
+//     before folding in anything new) is recognised and adds nothing twice.
+//     Claim and Finish carry a random token for the same purpose, and a
+//     Stop applied twice is the same as once.
+//   - A checkpoint stores every outcome the run has, not just a contiguous
+//     prefix: the cursor (every target at or below it has an outcome) plus
+//     the Ranges above it whose targets have one too. A takeover resumes at
+//     the cursor and skips the ranges, so after a crash only the sends in
+//     flight and those since the last checkpoint are repeated.
+//
+// The package writes the chunk rows and a broadcast's run state (status,
+// counters, per-code error counts, cancel flag). What a checkpoint carries
+// beyond counters (failure rows, dead tokens) is written by the caller's
+// Effects inside the same transaction.
+package lease

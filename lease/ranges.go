@@ -1,0 +1,76 @@
+package lease
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Range is the inclusive span [Lo, Hi] of target cursors. In a checkpoint
+// it says: every target the chunk read with a cursor in the span has its
+// outcome stored. Ranges are built from runs of consecutive targets in read
+// order, so a cursor inside a range that is not a target (a gap in the ids)
+// simply never was one.
+type Range struct{ Lo, Hi uint64 }
+
+// maxRanges bounds a decoded set. A run writes at most one range per target
+// it holds without an outcome (plus one), and the engine caps those, so a
+// stored set far beyond this is corrupt rather than large.
+const maxRanges = 1 << 20
+
+// encodeRanges writes rs (sorted, disjoint, all above cursor) relative to
+// cursor as uvarints: the count, then per range the gap from the previous
+// end (the cursor first) and its length. Dense token ids make both small:
+// a few bytes per range.
+func encodeRanges(cursor uint64, rs []Range) ([]byte, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	buf := make([]byte, 0, 1+len(rs)*6)
+	buf = binary.AppendUvarint(buf, uint64(len(rs)))
+	prev := cursor
+	for _, r := range rs {
+		if r.Lo <= prev || r.Hi < r.Lo {
+			return nil, fmt.Errorf("range [%d, %d] does not follow %d: ranges must be sorted, disjoint and above the cursor", r.Lo, r.Hi, prev)
+		}
+		buf = binary.AppendUvarint(buf, r.Lo-prev)
+		buf = binary.AppendUvarint(buf, r.Hi-r.Lo)
+		prev = r.Hi
+	}
+	return buf, nil
+}
+
+// decodeRanges is the inverse of encodeRanges.
+func decodeRanges(cursor uint64, b []byte) ([]Range, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxRanges {
+		return nil, errors.New("done ranges: bad count")
+	}
+	b = b[k:]
+	out := make([]Range, 0, n)
+	prev := cursor
+	for range n {
+		gap, k1 := binary.Uvarint(b)
+		if k1 <= 0 {
+			return nil, errors.New("done ranges: truncated")
+		}
+		length, k2 := binary.Uvarint(b[k1:])
+		if k2 <= 0 {
+			return nil, errors.New("done ranges: truncated")
+		}
+		b = b[k1+k2:]
+		lo := prev + gap
+		if gap == 0 || lo < prev || lo+length < lo {
+			return nil, errors.New("done ranges: out of order or overflowing")
+		}
+		out = append(out, Range{Lo: lo, Hi: lo + length})
+		prev = lo + length
+	}
+	if len(b) != 0 {
+		return nil, errors.New("done ranges: trailing bytes")
+	}
+	return out, nil
+}

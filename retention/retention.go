@@ -1,0 +1,159 @@
+// Package retention deletes what pushfan no longer keeps: broadcasts that
+// finished longer ago than PUSHFAN_RETENTION, with their failure rows and
+// error counts, and old skipped cron fires. Their totals move into the
+// stats archive in the same transaction as each delete, so /push/stats
+// does not change.
+//
+// Every instance runs a Runner; a MySQL named lock makes one pass run on
+// one instance at a time. A pass works in small batches with a pause
+// between them, so the deletes never hold locks that running broadcasts'
+// checkpoints wait on for long.
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"pushfan/internal/clock"
+)
+
+// Store is what a pass needs from storage.
+type Store interface {
+	TryLock(ctx context.Context, name string) (release func(), ok bool, err error)
+	PurgeFinished(ctx context.Context, cutoff time.Time, pause time.Duration) (int, error)
+	PurgeSkippedFires(ctx context.Context, cutoff time.Time) (int64, error)
+}
+
+// Options tune a Runner.
+type Options struct {
+	Keep  time.Duration // how long finished broadcasts are kept
+	Every time.Duration // time between passes (jittered by up to a tenth)
+	Pause time.Duration // between batches of one pass
+	Now   func() time.Time
+}
+
+// Runner runs retention passes until stopped.
+type Runner struct {
+	store Store
+	log   *slog.Logger
+	opt   Options
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+}
+
+// New returns a Runner; Start begins its passes.
+func New(store Store, log *slog.Logger, opt Options) *Runner {
+	if opt.Every <= 0 {
+		opt.Every = 15 * time.Minute
+	}
+	if opt.Pause <= 0 {
+		opt.Pause = 50 * time.Millisecond
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Runner{store: store, log: log, opt: opt}
+}
+
+// Start runs a pass soon and then every Options.Every, until Stop or ctx
+// ends. Starting twice does nothing.
+func (r *Runner) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return
+	}
+	r.started = true
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		r.loop(ctx)
+	}()
+}
+
+// Stop ends the Runner, aborting a pass in progress, and waits for it (up
+// to ctx). Safe twice, and before Start.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Runner) loop(ctx context.Context) {
+	// The first pass a little after start-up, spread across instances.
+	wait := time.Duration(rand.Int64N(int64(time.Minute)))
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("retention pass failed; the next one retries", "err", err)
+		}
+		wait = r.opt.Every + time.Duration(rand.Int64N(int64(r.opt.Every/10)+1))
+	}
+}
+
+// Result is what one pass deleted.
+type Result struct {
+	Ran          bool // false when another instance holds the lock
+	Broadcasts   int
+	SkippedFires int64
+}
+
+// RunOnce runs one pass now, unless another instance is running one.
+func (r *Runner) RunOnce(ctx context.Context) (Result, error) {
+	release, ok, err := r.store.TryLock(ctx, "pushfan_retention")
+	if err != nil || !ok {
+		return Result{}, err
+	}
+	defer release()
+	res := Result{Ran: true}
+	cutoff := r.opt.Now().Add(-r.opt.Keep)
+	for {
+		n, err := r.store.PurgeFinished(ctx, cutoff, r.opt.Pause)
+		res.Broadcasts += n
+		if err != nil {
+			return res, err
+		}
+		if n == 0 {
+			break
+		}
+		if err := clock.Sleep(ctx, r.opt.Pause); err != nil {
+			return res, err
+		}
+	}
+	for {
+		n, err := r.store.PurgeSkippedFires(ctx, cutoff)
+		res.SkippedFires += n
+		if err != nil || n == 0 {
+			if res.Broadcasts > 0 || res.SkippedFires > 0 {
+				r.log.Info("retention pass", "broadcasts_deleted", res.Broadcasts, "skipped_fires_deleted", res.SkippedFires, "older_than", cutoff)
+			}
+			return res, err
+		}
+		if err := clock.Sleep(ctx, r.opt.Pause); err != nil {
+			return res, err
+		}
+	}
+}
