@@ -79,4 +79,4 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; e.g. make fuzz FU
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME) ./fcmemu/
 	$(GO) test -run '^$$' -fuzz '^FuzzSendHandler$$' -fuzztime $(FUZZTIME) ./fcmemu/
 	$(GO) test -run '^$$' -fuzz '^FuzzBindJSON$$' -fuzztime $(FUZZTIME) ./audience/
-	$(GO) test -run '^$$' -fuzz '^FuzzClassifyResponse$$' -fuzztime $(FUZZTIME) ./fanout/
+	$(GO) test -run '^$$' -fuzz '^FuzzClassifyResponse$$' -fuzztime $(FUZZTIME) ./fcm/

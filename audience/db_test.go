@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"pushfan/internal/testdb"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -25,8 +26,9 @@ const subscriptionsDDL = `CREATE TABLE subscriptions (
 // newDB returns a fresh migrated database with the subscriptions table.
 func newDB(t *testing.T) (*repository.Store, *sqlx.DB, string) {
 	t.Helper()
-	store, dsn := testdb.New(t)
-	db := store.DB()
+	tdb := testdb.New(t)
+	store, dsn := tdb.Store, tdb.DSN
+	db := tdb.SQL
 	mustExec(t, db, subscriptionsDDL)
 	return store, db, dsn
 }
@@ -396,7 +398,7 @@ func TestPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The built-in "all" audience selects the same tokens.
-	builtin, err := store.CountAudience(ctx, repository.Audience{All: true})
+	builtin, err := store.CountAudience(ctx, model.Audience{All: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"pushfan/fanout"
 	"pushfan/internal/logging"
 	"pushfan/lease"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -19,7 +20,7 @@ import (
 type chunkRun struct {
 	s    *Service
 	c    *lease.Claim
-	b    *repository.Broadcast
+	b    *model.Broadcast
 	p    *fanout.Progress
 	src  fanout.Source // nil until built
 	log  *slog.Logger
@@ -34,7 +35,7 @@ type chunkRun struct {
 // broadcast is canceled, the instance stops, or the lease is lost.
 func (s *Service) runChunk(c *lease.Claim) {
 	bg := context.WithoutCancel(s.running)
-	var b *repository.Broadcast
+	var b *model.Broadcast
 	if err := s.retryDB(bg, "loading broadcast", func(ctx context.Context) (err error) {
 		b, err = s.store.GetBroadcast(ctx, c.BroadcastID)
 		return err
@@ -48,6 +49,9 @@ func (s *Service) runChunk(c *lease.Claim) {
 		s: s, c: c, b: b, p: &fanout.Progress{}, stop: stop,
 		log: s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}
+	// Even a run that stops before the engine starts checkpoints the claim's
+	// cursor and done ranges, never fewer.
+	r.p.Reset(c.Cursor, toEngine(c.Done))
 	if c.Takeover {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
@@ -63,13 +67,14 @@ func (s *Service) runChunk(c *lease.Claim) {
 	}
 	r.src = src
 	switch {
+	case err != nil:
+		// This instance cannot run it, nor count what is left of it if it
+		// was canceled (a rolling deploy: another instance may).
+		r.handBack(bg, err)
+		return
 	case b.CancelRequested || b.Status.Final():
 		// Canceled (or failed) before this chunk ran: nothing is attempted.
 		r.finish(bg, errCanceled)
-		return
-	case err != nil:
-		// This instance cannot run it (a rolling deploy: another may).
-		r.handBack(bg, err)
 		return
 	}
 	checkpointsDone := make(chan struct{})
@@ -184,12 +189,12 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, canceled int64) lease.
 
 // failures turns the engine's failed targets into failure rows and, unless
 // it is a dry run (without invalidate_on_dry_run), dead-token invalidations.
-func (r *chunkRun) failures(in []fanout.Failure) ([]repository.Failure, []repository.Invalidation) {
+func (r *chunkRun) failures(in []fanout.Failure) ([]model.Failure, []repository.Invalidation) {
 	invalidate := !r.b.DryRun || r.b.InvalidateOnDryRun
-	fs := make([]repository.Failure, len(in))
+	fs := make([]model.Failure, len(in))
 	var dead []repository.Invalidation
 	for i, f := range in {
-		fs[i] = repository.Failure{
+		fs[i] = model.Failure{
 			BroadcastID: r.b.ID, TokenID: f.Target.TokenID, UserID: f.Target.UserID,
 			Code: f.Code, Message: f.Message, Attempts: f.Attempts,
 		}
@@ -259,9 +264,9 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 // past HandBackTimeout of nobody being able to, the broadcast fails.
 func (r *chunkRun) handBack(ctx context.Context, why error) {
 	r.s.refuse(r.b.ID)
-	var since time.Time
+	var waited time.Duration
 	if err := r.s.retryDB(ctx, "handing a chunk back", func(c context.Context) (err error) {
-		since, err = r.s.leases.HandBack(c, r.c, why.Error())
+		waited, err = r.s.leases.HandBack(c, r.c, why.Error())
 		return err
 	}); err != nil {
 		if !errors.Is(err, lease.ErrLost) {
@@ -269,9 +274,21 @@ func (r *chunkRun) handBack(ctx context.Context, why error) {
 		}
 		return
 	}
-	waited := r.s.now().Sub(since)
 	if waited < r.s.opt.HandBackTimeout {
 		r.log.WarnContext(ctx, "this instance cannot run the chunk; handed back for another", "reason", why.Error(), "unrunnable_for", waited.Round(time.Second))
+		return
+	}
+	if r.b.CancelRequested {
+		// Canceled, and no instance can read what is left: close it (with
+		// the targets it did reach; settle logs the rest as uncounted).
+		if err := r.s.retryDB(ctx, "closing a canceled chunk", func(c context.Context) error {
+			_, err := r.s.leases.Stop(c, r.b.ID, "")
+			return err
+		}); err != nil && !errors.Is(err, lease.ErrFinished) {
+			r.log.ErrorContext(ctx, "could not close the canceled chunk", "err", err)
+			return
+		}
+		r.s.finishBroadcast(ctx, r.b.ID)
 		return
 	}
 	msg := fmt.Sprintf("no instance could run this broadcast for %v: %v", r.s.opt.HandBackTimeout, why)

@@ -15,7 +15,7 @@ const refuseFor = 5 * time.Second
 
 // dispatch claims chunks while fewer than ChunkParallel run here, and runs
 // each in its own goroutine. It returns when claiming stops; the runs it
-// started are waited for by Stop through s.wg.
+// started are waited for by Stop through s.group.
 func (s *Service) dispatch() {
 	slots := make(chan struct{}, s.opt.ChunkParallel)
 	idle := time.NewTimer(0)
@@ -43,14 +43,18 @@ func (s *Service) dispatch() {
 		}
 		s.opt.Metrics.ChunkClaimed(c.Takeover)
 		s.runs.add(c.Key)
-		s.wg.Go(func() {
+		if !s.group.Go(func() {
 			defer func() {
 				s.runs.remove(c.Key)
 				<-slots
 				s.poke() // a slot is free: look for more work at once
 			}()
 			s.runChunk(c)
-		})
+		}) {
+			// Stopping: the claim's lease expires and any instance resumes it.
+			s.runs.remove(c.Key)
+			return
+		}
 	}
 }
 

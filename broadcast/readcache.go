@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"pushfan/repository"
+	"pushfan/model"
 )
 
 // readCache keeps recently read broadcasts for GET /push/broadcasts/{id}.
@@ -20,14 +20,14 @@ type readCache struct {
 }
 
 type cachedBroadcast struct {
-	b  *repository.Broadcast // shared, read-only
+	b  *model.Broadcast // shared, read-only
 	at time.Time
 }
 
 // maxCached bounds the cache; past it, expired entries are dropped.
 const maxCached = 1024
 
-func (c *readCache) get(id uint64, now time.Time) (*repository.Broadcast, bool) {
+func (c *readCache) get(id uint64, now time.Time) (*model.Broadcast, bool) {
 	if c.ttl <= 0 {
 		return nil, false
 	}
@@ -40,7 +40,7 @@ func (c *readCache) get(id uint64, now time.Time) (*repository.Broadcast, bool) 
 	return e.b, true
 }
 
-func (c *readCache) put(b *repository.Broadcast, at time.Time) {
+func (c *readCache) put(b *model.Broadcast, at time.Time) {
 	if c.ttl <= 0 {
 		return
 	}
@@ -72,7 +72,7 @@ func (c *readCache) forget(id uint64) {
 // Peek returns the broadcast as GET /push/broadcasts/{id} shows it: read at
 // most BroadcastTTL ago (Get always reads MySQL). Callers must not modify
 // the result.
-func (s *Service) Peek(ctx context.Context, id uint64) (*repository.Broadcast, error) {
+func (s *Service) Peek(ctx context.Context, id uint64) (*model.Broadcast, error) {
 	now := time.Now()
 	if b, ok := s.reads.get(id, now); ok {
 		return b, nil

@@ -14,8 +14,10 @@ import (
 
 	"pushfan/audience"
 	"pushfan/fanout"
+	"pushfan/internal/lifecycle"
 	"pushfan/internal/logging"
 	"pushfan/lease"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -36,8 +38,10 @@ type Options struct {
 	Owner string
 	// Metrics hears about claims, checkpoints and finished broadcasts.
 	Metrics Metrics
-	// Audiences are the named SQL audiences, checked against the database.
-	Audiences map[string]*audience.Audience
+	// Rules are the request rules (and the named audiences, checked
+	// against the database); Named runs named audiences' SQL.
+	Rules Rules
+	Named *audience.Runner
 	// StatsTTL caches GET /push/stats totals this long (0: no cache): the
 	// query scans every broadcast, and a dashboard polling it must not slow
 	// the sends down.
@@ -66,7 +70,8 @@ func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
 func (noMetrics) ChunkClaimed(bool)                               {}
 func (noMetrics) CheckpointFailed()                               {}
 
-// Service runs broadcasts. Start it once, Stop it once (Stop is safe twice).
+// Service runs broadcasts: it takes submits, and its dispatcher claims and
+// runs chunks. Start starts the dispatcher; Stop stops it (safe twice).
 type Service struct {
 	store  *repository.Store
 	leases *lease.Store
@@ -75,22 +80,22 @@ type Service struct {
 	opt    Options
 	now    func() time.Time
 
-	// claiming ends when Stop begins: no new chunk is claimed.
+	// Stopping is two steps with a context each, as in river: claiming
+	// ends first (no chunk claimed, no broadcast promoted, no submit
+	// taken), then running, the parent of every chunk run, is canceled with
+	// errShutdown so runs checkpoint and release their chunks.
 	claiming     context.Context
 	stopClaiming context.CancelFunc
-	// running is the parent of every chunk run; Stop cancels it with
-	// errShutdown, so runs checkpoint and release their chunks.
-	running     context.Context
-	stopRunning context.CancelCauseFunc
-	stopping    atomic.Bool
-	stopOnce    sync.Once
-	wg          sync.WaitGroup
-	wake        chan struct{}
-	started     atomic.Bool
+	running      context.Context
+	stopRunning  context.CancelCauseFunc
+	stopping     atomic.Bool
+	started      atomic.Bool
+	group        lifecycle.Group // every goroutine of the service
+	wake         chan struct{}
 
 	statsMu sync.Mutex // also makes concurrent callers share one query
 	statsAt time.Time
-	stats   repository.Stats
+	stats   model.Stats
 
 	reads   readCache
 	runs    runSet   // chunks running here
@@ -130,19 +135,23 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 func (s *Service) Owner() string { return s.opt.Owner }
 
 // Start launches the dispatcher, which also resumes chunks that a crashed
-// instance left behind once their leases expire.
-func (s *Service) Start() {
+// instance left behind once their leases expire, and the promoter of
+// scheduled broadcasts. When ctx ends, the service stops as by Stop (the
+// engine must be started first). Starting twice does nothing.
+func (s *Service) Start(ctx context.Context) {
 	if s.started.Swap(true) {
 		return
 	}
-	s.wg.Go(s.dispatch)
-	s.wg.Go(s.promote)
+	context.AfterFunc(ctx, s.halt)
+	s.group.Go(s.dispatch)
+	s.group.Go(s.promote)
 }
 
 // promote turns due scheduled broadcasts into queued ones (on exactly one
 // instance each, see Store.PromoteDue) and wakes the dispatcher. It also
-// settles broadcasts whose canceling instance died before counting the
-// chunks it closed.
+// ends broadcasts an instance left behind: canceled ones whose closed
+// chunks nobody counted, and ones whose every chunk is done but that
+// nobody finished (the instance died between the two commits).
 func (s *Service) promote() {
 	t := time.NewTicker(min(s.opt.PollInterval, 500*time.Millisecond))
 	defer t.Stop()
@@ -154,9 +163,13 @@ func (s *Service) promote() {
 		}
 		ctx, cancel := context.WithTimeout(s.claiming, s.opt.DBTimeout)
 		ids, err := s.store.PromoteDue(ctx, s.plan)
-		var unsettled []uint64
+		var stranded, more []uint64
 		if err == nil {
-			unsettled, err = s.leases.Unsettled(ctx, 10)
+			stranded, err = s.leases.Unsettled(ctx, 10)
+		}
+		if err == nil {
+			more, err = s.leases.Unfinished(ctx, 10)
+			stranded = append(stranded, more...)
 		}
 		cancel()
 		if err != nil {
@@ -171,7 +184,7 @@ func (s *Service) promote() {
 				s.queued(s.claiming, b)
 			}
 		}
-		for _, id := range unsettled {
+		for _, id := range stranded {
 			s.finishBroadcast(s.claiming, id)
 		}
 		if len(ids) > 0 {
@@ -181,29 +194,38 @@ func (s *Service) promote() {
 }
 
 // List returns broadcasts newest first.
-func (s *Service) List(ctx context.Context, f repository.ListFilter) ([]*repository.Broadcast, error) {
+func (s *Service) List(ctx context.Context, f model.ListFilter) ([]*model.Broadcast, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	return s.store.ListBroadcasts(ctx, f)
 }
 
-// Stop stops claiming chunks, stops the running ones (sends in flight
-// finish, bounded by the send timeout), checkpoints them and releases their
-// leases so another instance continues at once, and returns when every
-// goroutine has exited. Safe to call twice.
-func (s *Service) Stop() {
-	s.stopOnce.Do(func() {
-		s.stopping.Store(true)
-		s.stopClaiming()
-		s.stopRunning(errShutdown)
-	})
-	s.wg.Wait()
+// Stop stops taking work (no chunk claimed, no submit accepted), then
+// stops the running chunks: sends in flight finish (bounded by the send
+// timeout), each chunk checkpoints every outcome it has and releases its
+// lease, so another instance continues at once. It returns when every
+// goroutine of the service has exited, or at ctx's deadline with its
+// error. Safe twice, and before Start.
+func (s *Service) Stop(ctx context.Context) error {
+	s.halt()
+	return s.group.Wait(ctx)
 }
+
+// halt is Stop's two steps, without the wait.
+func (s *Service) halt() {
+	s.stopping.Store(true)
+	s.stopClaiming()           // stop taking work
+	s.stopRunning(errShutdown) // abort the work in flight: checkpoint and release
+}
+
+// Validate checks spec by the request rules, with the service's clock for
+// send_at: a *FieldError names a broken rule.
+func (s *Service) Validate(spec Spec) (Request, error) { return s.opt.Rules.Validate(spec, s.now()) }
 
 // Request is a validated broadcast submission.
 type Request struct {
-	Message            repository.Message
-	Audience           repository.Audience
+	Message            model.Message
+	Audience           model.Audience
 	DryRun             bool
 	InvalidateOnDryRun bool
 	RequestID          string
@@ -223,7 +245,10 @@ type Request struct {
 // Submit stores the broadcast and its chunks; the dispatchers (of any
 // instance) send it. A repeat of an idempotent request returns the
 // original broadcast and existing=true.
-func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadcast, existing bool, err error) {
+func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, existing bool, err error) {
+	if req.IdempotencyKey != "" && req.RequestHash == "" {
+		req.RequestHash = requestHash(req)
+	}
 	if s.stopping.Load() {
 		return nil, false, ErrShuttingDown
 	}
@@ -232,7 +257,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadc
 			return b, b != nil, err
 		}
 	}
-	b = &repository.Broadcast{
+	b = &model.Broadcast{
 		DryRun:             req.DryRun,
 		InvalidateOnDryRun: req.InvalidateOnDryRun,
 		Message:            req.Message,
@@ -269,15 +294,18 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadc
 		return nil
 	})
 	if errors.Is(err, repository.ErrDuplicateKey) {
-		// A concurrent request with the same key won the insert.
-		b, err := s.existing(ctx, req)
-		return b, b != nil, err
-	}
-	if err != nil {
+		// A concurrent request with the same key won the insert, or our own
+		// first attempt did and its answer was lost.
+		found, err := s.existing(ctx, req)
+		if err != nil || found == nil || found.SubmitToken != b.SubmitToken {
+			return found, found != nil, err
+		}
+		b = found
+	} else if err != nil {
 		return nil, false, err
 	}
 	log := s.log.With("broadcast_id", b.ID)
-	if b.Status == repository.StatusScheduled {
+	if b.Status == model.StatusScheduled {
 		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "trigger", b.Trigger)
 		return b, false, nil
 	}
@@ -291,9 +319,9 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *repository.Broadc
 // none (nobody in the audience) finishes at once, and the audience is
 // counted in the background (on a million tokens that takes seconds, and
 // the admin should not wait for an estimate).
-func (s *Service) queued(ctx context.Context, b *repository.Broadcast) {
+func (s *Service) queued(ctx context.Context, b *model.Broadcast) {
 	s.finishBroadcast(ctx, b.ID)
-	s.wg.Go(func() {
+	s.group.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		if err := s.estimate(ctx, b); err != nil && ctx.Err() == nil {
@@ -306,7 +334,7 @@ func (s *Service) queued(ctx context.Context, b *repository.Broadcast) {
 // the broadcast if no chunk is left open. Any instance may call it any
 // number of times; one call finishes the broadcast.
 func (s *Service) finishBroadcast(ctx context.Context, id uint64) {
-	if err := s.retryDB(ctx, "settling canceled chunks", func(c context.Context) error { return s.settle(c, id) }); err != nil {
+	if err := s.settle(ctx, id); err != nil {
 		s.log.ErrorContext(ctx, "counting a canceled broadcast's closed chunks failed; the next instance to look retries", "broadcast_id", id, "err", err)
 		return
 	}
@@ -336,34 +364,66 @@ func (s *Service) finishBroadcast(ctx context.Context, id uint64) {
 }
 
 // settle counts, as canceled, the targets of the chunks a cancel closed
-// before they ran out: a chunk that never ran by its planned count, one
-// that ran partly by reading what it did not reach.
+// before they ran out: a chunk that never ran by its planned count (lease
+// does those in one statement), one that ran partly by reading what it did
+// not reach. Each count and each batch of 100 gets its own deadline, so a
+// broadcast with thousands of closed chunks settles in steps. A chunk whose
+// audience this instance cannot read is left to one that can, until
+// HandBackTimeout has passed without any: then it closes uncounted.
 func (s *Service) settle(ctx context.Context, id uint64) error {
-	closed, err := s.leases.ClosedChunks(ctx, id)
-	if err != nil || len(closed) == 0 {
+	var closed []lease.Closed
+	if err := s.retryDB(ctx, "listing closed chunks", func(c context.Context) (err error) {
+		closed, err = s.leases.ClosedChunks(c, id)
+		return err
+	}); err != nil || len(closed) == 0 {
 		return err
 	}
-	b, err := s.store.GetBroadcast(ctx, id)
-	if err != nil {
+	var b *model.Broadcast
+	if err := s.retryDB(ctx, "loading broadcast", func(c context.Context) (err error) {
+		b, err = s.store.GetBroadcast(c, id)
+		return err
+	}); err != nil {
 		return err
 	}
-	var ss []lease.Settlement
+	flush := func(ss []lease.Settlement) error {
+		return s.retryDB(ctx, "settling closed chunks", func(c context.Context) error { return s.leases.Settle(c, id, ss) })
+	}
+	var batch []lease.Settlement
 	for _, c := range closed {
 		if c.Counted() {
 			continue // Settle counts it by its planned targets
 		}
 		st := lease.Settlement{Closed: c}
-		if src, err := s.source(b, c.Hi); err != nil {
-			s.log.WarnContext(ctx, "a closed chunk's audience cannot be read here; its targets are not counted", "broadcast_id", id, "chunk", c.Seq, "err", err)
-		} else if st.Canceled, err = countRemaining(ctx, src, c.Cursor, toEngine(c.Done)); err != nil {
+		src, srcErr := s.source(b, c.Hi)
+		if srcErr != nil {
+			var waited time.Duration
+			if err := s.retryDB(ctx, "recording an uncountable chunk", func(cx context.Context) (err error) {
+				waited, err = s.leases.CannotCount(cx, c, srcErr.Error())
+				return err
+			}); err != nil {
+				return err
+			}
+			if waited < s.opt.HandBackTimeout {
+				continue // another instance may be able to count it
+			}
+			s.log.WarnContext(ctx, "no instance could count a closed chunk's targets; closing it uncounted", "broadcast_id", id, "chunk", c.Seq, "err", srcErr)
+		} else if err := s.retryDB(ctx, "counting a closed chunk", func(cx context.Context) (err error) {
+			st.Canceled, err = countRemaining(cx, src, c.Cursor, toEngine(c.Done))
+			return err
+		}); err != nil {
 			return err
 		}
-		ss = append(ss, st)
+		if batch = append(batch, st); len(batch) == 100 {
+			if err := flush(batch); err != nil {
+				return err
+			}
+			batch = nil
+		}
 	}
-	return s.leases.Settle(ctx, id, ss)
+	return flush(batch)
 }
 
-func (s *Service) existing(ctx context.Context, req Request) (*repository.Broadcast, error) {
+func (s *Service) existing(ctx context.Context, req Request) (*model.Broadcast, error) {
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	b, err := s.store.FindByIdempotencyKey(dbctx, req.IdempotencyKey)
@@ -415,7 +475,7 @@ func (s *Service) Wait(ctx context.Context, id uint64) (bool, error) {
 }
 
 // Get returns the stored broadcast (counters as of the last checkpoints).
-func (s *Service) Get(ctx context.Context, id uint64) (*repository.Broadcast, error) {
+func (s *Service) Get(ctx context.Context, id uint64) (*model.Broadcast, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	b, err := s.store.GetBroadcast(ctx, id)
@@ -430,7 +490,7 @@ func (s *Service) Get(ctx context.Context, id uint64) (*repository.Broadcast, er
 // running one of its chunks stops at its next checkpoint and counts the
 // targets it did not attempt as canceled. Cancel waits (up to ctx) until
 // the row is final. Canceling an already canceled broadcast answers it.
-func (s *Service) Cancel(ctx context.Context, id uint64) (*repository.Broadcast, error) {
+func (s *Service) Cancel(ctx context.Context, id uint64) (*model.Broadcast, error) {
 	err := s.retryDB(ctx, "canceling broadcast", func(c context.Context) error {
 		_, err := s.leases.Stop(c, id, "")
 		return err
@@ -453,7 +513,7 @@ func (s *Service) Cancel(ctx context.Context, id uint64) (*repository.Broadcast,
 }
 
 // Stats returns totals across broadcasts, at most StatsTTL old.
-func (s *Service) Stats(ctx context.Context) (repository.Stats, error) {
+func (s *Service) Stats(ctx context.Context) (model.Stats, error) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	if s.opt.StatsTTL > 0 && time.Since(s.statsAt) < s.opt.StatsTTL {
@@ -470,7 +530,7 @@ func (s *Service) Stats(ctx context.Context) (repository.Stats, error) {
 }
 
 // Failures lists failed tokens of a broadcast by keyset.
-func (s *Service) Failures(ctx context.Context, id uint64, code string, after uint64, limit int) ([]repository.Failure, error) {
+func (s *Service) Failures(ctx context.Context, id uint64, code string, after uint64, limit int) ([]model.Failure, error) {
 	if _, err := s.Get(ctx, id); err != nil {
 		return nil, err
 	}

@@ -10,11 +10,12 @@ import (
 	"pushfan/audience"
 	"pushfan/fanout"
 	"pushfan/lease"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
 // source returns the engine's Source for the chunk (lo, hi] of b.
-func (s *Service) source(b *repository.Broadcast, hi uint64) (fanout.Source, error) {
+func (s *Service) source(b *model.Broadcast, hi uint64) (fanout.Source, error) {
 	if b.Audience.Name == "" {
 		return &builtinSource{store: s.store, audience: b.Audience, upto: hi, timeout: s.opt.DBTimeout}, nil
 	}
@@ -26,8 +27,8 @@ func (s *Service) source(b *repository.Broadcast, hi uint64) (fanout.Source, err
 }
 
 // bind looks a named audience up and binds its stored parameters.
-func (s *Service) bind(a repository.Audience) (audience.Bound, error) {
-	named, ok := s.opt.Audiences[a.Name]
+func (s *Service) bind(a model.Audience) (audience.Bound, error) {
+	named, ok := s.opt.Rules.Audiences[a.Name]
 	if !ok {
 		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
 	}
@@ -37,7 +38,7 @@ func (s *Service) bind(a repository.Audience) (audience.Bound, error) {
 // builtinSource pages the bundled tables' audience within one chunk.
 type builtinSource struct {
 	store    *repository.Store
-	audience repository.Audience
+	audience model.Audience
 	upto     uint64
 	timeout  time.Duration
 	buf      []repository.Target // reused: only the engine's producer calls Page
@@ -71,7 +72,7 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 	ctx, cancel := context.WithTimeout(ctx, n.s.opt.DBTimeout)
 	defer cancel()
 	var err error
-	if n.rows, err = n.bound.PageRange(ctx, n.s.store.DB(), after, n.upto, limit, n.rows); err != nil {
+	if n.rows, err = n.s.opt.Named.Page(ctx, n.bound, after, n.upto, limit, n.rows); err != nil {
 		return dst, err
 	}
 	for _, r := range n.rows {
@@ -111,12 +112,12 @@ func countRemaining(ctx context.Context, src fanout.Source, after uint64, done [
 // cursor ranges when its query takes :upto, else as one chunk. A named
 // audience this instance lacks is one chunk too, which an instance that
 // has it will run (see HandBack).
-func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *repository.Broadcast) ([]lease.Plan, uint64, error) {
+func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *model.Broadcast) ([]lease.Plan, uint64, error) {
 	if b.Audience.Name == "" {
 		return repository.PlanBuiltin(ctx, tx, b.Audience, s.opt.ChunkWidth, s.opt.MaxChunks)
 	}
 	whole := []lease.Plan{{Lo: 0, Hi: math.MaxUint64, Targets: -1}}
-	named, ok := s.opt.Audiences[b.Audience.Name]
+	named, ok := s.opt.Rules.Audiences[b.Audience.Name]
 	if !ok || !named.Splittable() {
 		return whole, 0, nil
 	}
@@ -124,7 +125,7 @@ func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *repository.Broadcast)
 	if err != nil {
 		return whole, 0, nil // the run reports it, naming the audience
 	}
-	lo, hi, ok, err := bound.CursorBounds(ctx, s.store.DB())
+	lo, hi, ok, err := s.opt.Named.Bounds(ctx, bound)
 	switch {
 	case err != nil:
 		return nil, 0, fmt.Errorf("plan named audience %q: %w", b.Audience.Name, err)
@@ -136,7 +137,7 @@ func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *repository.Broadcast)
 
 // personalizer renders templated messages per target; nil when the
 // message has no template action (one message serves everyone).
-func personalizer(b *repository.Broadcast, base *fanout.Message) (fanout.Personalizer, error) {
+func personalizer(b *model.Broadcast, base *fanout.Message) (fanout.Personalizer, error) {
 	m := b.Message
 	tmpl, err := audience.ParseTemplate(m.Title, m.Body, m.Data, nil)
 	if err != nil {
@@ -158,7 +159,7 @@ func personalizer(b *repository.Broadcast, base *fanout.Message) (fanout.Persona
 // per chunk for "all" (so a cancel can count never-run chunks at once),
 // as one figure for a named audience. user_ids chunks were counted when
 // they were planned.
-func (s *Service) estimate(ctx context.Context, b *repository.Broadcast) error {
+func (s *Service) estimate(ctx context.Context, b *model.Broadcast) error {
 	switch {
 	case b.Audience.All:
 		rows, err := s.leases.Chunks(ctx, b.ID)
@@ -184,7 +185,7 @@ func (s *Service) estimate(ctx context.Context, b *repository.Broadcast) error {
 		if err != nil {
 			return err
 		}
-		n, _, err := bound.Preview(ctx, s.store.DB(), 0)
+		n, _, err := s.opt.Named.Preview(ctx, bound, 0)
 		if err != nil {
 			return err
 		}
@@ -195,11 +196,11 @@ func (s *Service) estimate(ctx context.Context, b *repository.Broadcast) error {
 
 // Preview counts a bound named audience and samples up to n user ids.
 func (s *Service) Preview(ctx context.Context, b audience.Bound, n int) (int64, []uint64, error) {
-	return b.Preview(ctx, s.store.DB(), n)
+	return s.opt.Named.Preview(ctx, b, n)
 }
 
 // LastJobFire returns a job's latest fire (fired or skipped).
-func (s *Service) LastJobFire(ctx context.Context, job string) (repository.LastFire, error) {
+func (s *Service) LastJobFire(ctx context.Context, job string) (model.LastFire, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	return s.store.LastJobFire(ctx, job)

@@ -2,9 +2,10 @@
 // file named by PUSHFAN_CONFIG, their validation, and the computation of their fire times,
 // including what happens across daylight-saving changes and after an outage.
 //
-// It is pure logic: no database, no goroutines, no clock; a Compiled job is read-only and safe
-// for concurrent use. The scheduler that creates one broadcast per fire (unique on job and
-// fire time in MySQL) is built on top of it.
+// The schedules are pure logic: no database, no goroutines, no clock; a Compiled job is
+// read-only and safe for concurrent use. The Scheduler runs them: it fires each job on time
+// through a Submitter (the broadcast service, which keeps one broadcast per job and fire time
+// in MySQL), and catches up on a fire missed while every instance was down.
 //
 // # Fire times and daylight saving
 //

@@ -1,13 +1,9 @@
 package fanout_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"sync"
 	"testing"
@@ -46,7 +42,11 @@ func (s *genSource) Page(_ context.Context, after uint64, limit int, dst []fanou
 // noopSender accepts every send at once: what is left is the engine.
 type noopSender struct{}
 
-func (noopSender) Send(context.Context, *fanout.Message, string) error { return nil }
+func (noopSender) Prepare(*fanout.Message) (fanout.Prepared, error) { return noopSender{}, nil }
+
+func (noopSender) Send(context.Context, string, fanout.Budget) fanout.Outcome {
+	return fanout.Outcome{}
+}
 
 // BenchmarkEngine runs one Job of b.N targets through the engine with a
 // no-op Sender and reports the engine's own cost per message (ns/msg,
@@ -82,6 +82,8 @@ func benchEngine(b *testing.B, workers int, withMetrics bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	eng.Start(context.Background())
+	defer eng.Stop(context.Background()) //nolint:errcheck // a benchmark's engine; nothing is left running
 	if withMetrics {
 		eng.SetMetrics(metrics.New(prometheus.NewRegistry(), nil))
 	}
@@ -149,78 +151,6 @@ func BenchmarkThrottleWait(b *testing.B) {
 			for pb.Next() {
 				if err := t.Wait(ctx); err != nil {
 					b.Error(err)
-					return
-				}
-			}
-		})
-	})
-}
-
-// BenchmarkSend compares one FCM send through FCMSender, with the firebase
-// SDK's Send (sdk) and with the body encoded once per message (direct, the
-// default), with the same request made by a bare net/http client
-// with a pre-encoded body, against a trivial in-process endpoint that
-// answers success at once. All pay the same server and loopback cost, so
-// the difference per op is the client-side overhead (message to JSON
-// by reflection, request building, response decoding) and its allocations.
-func BenchmarkSend(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		_, _ = io.WriteString(w, `{"name":"projects/bench/messages/1"}`)
-	}))
-	defer srv.Close()
-	const conc = 64
-	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
-	token := "bench-token-000001-abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"
-
-	for _, client := range []string{fanout.ClientSDK, fanout.ClientDirect} {
-		b.Run(client, func(b *testing.B) {
-			s, err := fanout.NewFCMSender(context.Background(), fanout.FCMOptions{Endpoint: srv.URL + "/v1", ProjectID: "bench", Concurrency: conc, Client: client})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			b.ReportAllocs()
-			b.SetParallelism(conc / runtime.GOMAXPROCS(0))
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					if err := s.Send(ctx, msg, token); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
-	}
-	b.Run("raw", func(b *testing.B) {
-		tr := &http.Transport{MaxIdleConns: conc + 16, MaxIdleConnsPerHost: conc + 16, IdleConnTimeout: 90 * time.Second}
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Transport: tr}
-		body := []byte(`{"message":{"token":"` + token + `","notification":{"title":"pushfan bench","body":"one message per token, measured"},` +
-			`"android":{"collapse_key":"pushfan-1"},"apns":{"headers":{"apns-collapse-id":"pushfan-1"}}}}`)
-		url := srv.URL + "/v1/projects/bench/messages:send"
-		b.ReportAllocs()
-		b.SetParallelism(conc / runtime.GOMAXPROCS(0))
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			for pb.Next() {
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
 					return
 				}
 			}

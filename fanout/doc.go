@@ -12,8 +12,12 @@
 //
 // The work channel and the N workers belong to the Engine and are shared by
 // every Run in progress (each item carries its run): one broadcast can use
-// every worker, and concurrent Runs never exceed N sends in flight. The pool
-// starts with the first Run and stops when the last one returns.
+// every worker, and concurrent Runs never exceed N sends in flight. The
+// engine owns the pool: Start starts it, Stop waits for the Runs in
+// progress and then for the workers.
+//
+// The engine knows nothing about HTTP or FCM: a Sender (package fcm)
+// prepares each message once and returns a classified Outcome per send.
 //
 // Memory is bounded by PageSize + Concurrency + the outstanding cap, never by
 // the audience size. Every token ends in exactly one of succeeded, failed or

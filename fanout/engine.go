@@ -26,6 +26,9 @@ type Config struct {
 // its Sender, its Throttle and one pool of Concurrency workers, so a single
 // broadcast can use every worker and several broadcasts (or chunks of one)
 // together never exceed Concurrency sends in flight.
+//
+// The engine owns its pool: Start starts the workers, Stop waits for the
+// Runs in progress and then for the workers, so none outlives it.
 type Engine struct {
 	cfg      Config
 	sender   Sender
@@ -33,17 +36,54 @@ type Engine struct {
 	log      *slog.Logger
 	metrics  Metrics
 
-	mu     sync.Mutex
-	pool   *pool // nil while no Run is active
-	active int   // Runs using pool
+	mu      sync.Mutex
+	work    chan item // nil until Start
+	stopped bool
+	runs    sync.WaitGroup // Runs in progress (Added under mu, before stopped)
+	workers sync.WaitGroup
 }
 
-// pool is the workers shared by the active Runs. It starts with the first
-// Run and stops when the last one returns, so no worker outlives the Runs
-// that use it and an idle engine holds no goroutines.
-type pool struct {
-	work    chan item
-	workers sync.WaitGroup
+// ErrNotRunning: Run was called on an engine not started, or stopped.
+var ErrNotRunning = errors.New("fanout: the engine is not running (Start it; a stopped engine takes no Run)")
+
+// Start starts the worker pool. Starting twice, or after Stop, does
+// nothing.
+func (e *Engine) Start(context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.work != nil || e.stopped {
+		return
+	}
+	e.work = make(chan item, e.cfg.PageSize)
+	for range e.cfg.Concurrency {
+		e.workers.Go(func() { e.worker(e.work) })
+	}
+}
+
+// Stop refuses new Runs, waits for those in progress to return (their
+// owners stop them: see broadcast.Service.Stop), then stops the workers.
+// It waits up to ctx's deadline; safe twice, and before Start.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	first := !e.stopped
+	e.stopped = true
+	work := e.work
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		e.runs.Wait()
+		if first && work != nil {
+			close(work) // every Run has waited for all its targets: it is empty
+		}
+		e.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // New builds an Engine. throttle may be shared with other Engines.
@@ -96,7 +136,7 @@ type item struct {
 	t         Target
 	pg        *page
 	idx       int32 // index in pg
-	attempts  int32 // HTTP requests so far (SDK retries included)
+	attempts  int32 // requests so far (a Sender's own retries included)
 	retries   int32 // engine-level re-queues so far
 	firstFail time.Time
 	due       time.Time
@@ -104,7 +144,7 @@ type item struct {
 
 // Run sends job.Message to every target of job.Source and returns when each
 // one has ended succeeded, failed or canceled, and its own goroutines have
-// exited. The shared workers exit when the last concurrent Run returns.
+// exited. The engine must be started (ErrNotRunning otherwise).
 //
 // Cancelling ctx stops taking new work: queued and waiting targets are
 // counted canceled, while sends already in flight finish (bounded by
@@ -116,16 +156,28 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	job.Progress.reset(job.After)
-	p := e.acquirePool()
-	defer e.releasePool(p)
+	job.Progress.Reset(job.After, job.Skip)
+	prepared, err := e.sender.Prepare(job.Message)
+	if err != nil {
+		return &ErrFatal{Outcome: Outcome{Class: Fatal, Code: CodeMessage, Detail: err.Error()}}
+	}
+	e.mu.Lock()
+	if e.work == nil || e.stopped {
+		e.mu.Unlock()
+		return ErrNotRunning
+	}
+	e.runs.Add(1)
+	work := e.work
+	e.mu.Unlock()
+	defer e.runs.Done()
 	r := &run{
 		e:     e,
 		job:   job,
 		p:     job.Progress,
 		ctx:   runCtx,
 		stop:  stop,
-		work:  p.work,
+		msg:   prepared,
+		work:  work,
 		slots: make(chan struct{}, 2*e.cfg.PageSize+e.cfg.Concurrency),
 		queue: newDelayQueue(),
 		log:   e.log.With("broadcast_id", job.BroadcastID),
@@ -142,42 +194,12 @@ type run struct {
 	p       *Progress
 	ctx     context.Context
 	stop    context.CancelCauseFunc
+	msg     Prepared      // the job's message, prepared once
 	work    chan<- item   // the engine's shared pool
 	slots   chan struct{} // outstanding targets: bounds memory during retry storms
 	queue   *delayQueue
 	pending sync.WaitGroup // targets read and not yet finished
 	log     *slog.Logger
-}
-
-// acquirePool returns the running pool, starting it for the first Run.
-func (e *Engine) acquirePool() *pool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pool == nil {
-		p := &pool{work: make(chan item, e.cfg.PageSize)}
-		for range e.cfg.Concurrency {
-			p.workers.Go(func() { e.worker(p.work) })
-		}
-		e.pool = p
-	}
-	e.active++
-	return e.pool
-}
-
-// releasePool stops the pool after its last Run. Every Run has waited for
-// all of its targets by then, so the work channel is empty.
-func (e *Engine) releasePool(p *pool) {
-	e.mu.Lock()
-	e.active--
-	last := e.active == 0
-	if last {
-		e.pool = nil
-	}
-	e.mu.Unlock()
-	if last {
-		close(p.work)
-		p.workers.Wait()
-	}
 }
 
 func (r *run) start() {
@@ -305,9 +327,9 @@ func (r *run) cancelRest(pg *page, from int) {
 	}
 }
 
-// worker sends targets of any active Run until the pool stops.
+// worker sends targets of any Run until the engine stops.
 func (e *Engine) worker(work <-chan item) {
-	sc := newSendScope(e.cfg.SendTimeout, e.cfg.MaxAttempts) // reused for every send
+	sc := newSendScope(e.cfg.SendTimeout) // reused for every send
 	defer sc.close()
 	for it := range work {
 		r := it.r
@@ -326,28 +348,20 @@ func (e *Engine) worker(work <-chan item) {
 	}
 }
 
-// attempt makes one engine attempt (which may hide several SDK retries,
-// capped by the token's budget) and routes the outcome.
+// attempt makes one engine attempt (which may hide several requests of a
+// Sender that retries by itself, capped by the token's budget) and routes
+// the outcome.
 func (r *run) attempt(it item, sc *sendScope) {
-	ctx := sc.begin(it.attempts)
+	ctx := sc.begin()
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
-	err := r.send(ctx, it.t)
+	out := r.send(ctx, it.t, int(it.attempts))
 	took := time.Since(sendStart)
-	if cause := sc.end(); cause != nil && err != nil &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// The timeout or the budget transport stopped the send; the
-		// cause says which.
-		err = cause
+	if cause := sc.end(); errors.Is(cause, errSendTimeout) && out.Class == Transient {
+		out.Code = CodeTimeout
 	}
+	it.attempts += int32(max(out.Requests, 1))
 
-	used := sc.st.used.Load()
-	if used == it.attempts {
-		used++ // a Sender that does not go through the budget transport
-	}
-	it.attempts = used
-
-	out := Classify(err)
 	r.e.metrics.SendDone(took, out)
 	switch out.Class {
 	case Success:
@@ -365,24 +379,28 @@ func (r *run) attempt(it item, sc *sendScope) {
 	}
 }
 
-func (r *run) send(ctx context.Context, t Target) (err error) {
+// send makes one attempt at t: the run's prepared message, or t's own
+// personalized one. A panic in the Sender is a transient failure.
+func (r *run) send(ctx context.Context, t Target, used int) (out Outcome) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &SendError{Class: Transient, Code: CodePanic, Detail: fmt.Sprintf("sender panicked: %v\n%s", v, debug.Stack())}
+			out = Outcome{Class: Transient, Code: CodePanic, Detail: fmt.Sprintf("sender panicked: %v\n%s", v, debug.Stack())}
 		}
 	}()
-	msg := r.job.Message
+	p := r.msg
 	if r.job.Personalize != nil {
 		m, err := r.job.Personalize(t)
 		if err != nil {
-			return &SendError{Class: Rejected, Code: CodeTemplate, Detail: err.Error(), Err: err}
+			return Outcome{Class: Rejected, Code: CodeTemplate, Detail: err.Error()}
 		}
-		msg = m
+		if p, err = r.e.sender.Prepare(m); err != nil {
+			return Outcome{Class: Rejected, Code: CodeMessage, Detail: err.Error()}
+		}
 	}
-	return r.e.sender.Send(ctx, msg, t.Token)
+	return p.Send(ctx, t.Token, Budget{Used: used, Max: r.e.cfg.MaxAttempts})
 }
 
-func (r *run) retry(it item, out SendError) {
+func (r *run) retry(it item, out Outcome) {
 	now := time.Now()
 	if out.Code == CodeQuota {
 		// The quota is the project's: every worker pauses, not just this one.
@@ -423,7 +441,7 @@ func (r *run) retry(it item, out SendError) {
 	r.queue.push(it)
 }
 
-func (r *run) fail(it item, out SendError, dead bool) {
+func (r *run) fail(it item, out Outcome, dead bool) {
 	r.log.DebugContext(r.ctx, "send failed", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "dead", dead)
 	r.done(it, outFailed, &Failure{Target: it.t, Code: out.Code, Message: out.Detail, Attempts: int(it.attempts), Dead: dead})
 }

@@ -60,7 +60,31 @@ func (f *fakeSender) count(token string) int64 {
 	return v.(*atomic.Int64).Load()
 }
 
-func (f *fakeSender) Send(ctx context.Context, _ *Message, token string) error {
+// senderFunc adapts a function to Sender; Prepare binds the message.
+type senderFunc func(ctx context.Context, m *Message, token string) Outcome
+
+func (f senderFunc) Prepare(m *Message) (Prepared, error) { return preparedFunc{f, m}, nil }
+
+type preparedFunc struct {
+	f senderFunc
+	m *Message
+}
+
+func (p preparedFunc) Send(ctx context.Context, token string, _ Budget) Outcome {
+	return p.f(ctx, p.m, token)
+}
+
+// Codes of FCM's that the fake answers with (the engine has no list of them).
+const (
+	codeUnregistered = "UNREGISTERED"
+	codeInternal     = "INTERNAL"
+	codeUnavailable  = "UNAVAILABLE"
+	codeThirdParty   = "THIRD_PARTY_AUTH_ERROR"
+)
+
+func (f *fakeSender) Prepare(m *Message) (Prepared, error) { return senderFunc(f.send).Prepare(m) }
+
+func (f *fakeSender) send(ctx context.Context, _ *Message, token string) Outcome {
 	v, _ := f.calls.LoadOrStore(token, new(atomic.Int64))
 	n := v.(*atomic.Int64).Add(1)
 	f.total.Add(1)
@@ -73,32 +97,32 @@ func (f *fakeSender) Send(ctx context.Context, _ *Message, token string) error {
 		select {
 		case <-time.After(f.delay):
 		case <-ctx.Done():
-			return ctx.Err()
+			return Outcome{Class: Transient, Code: "CANCELED"}
 		}
 	}
 	switch {
 	case strings.HasPrefix(token, "dead-"):
-		return &SendError{Class: Dead, Code: CodeUnregistered}
+		return Outcome{Class: Dead, Code: codeUnregistered}
 	case strings.HasPrefix(token, "flaky-") && n <= 2:
-		return &SendError{Class: Transient, Code: CodeInternal}
+		return Outcome{Class: Transient, Code: codeInternal}
 	case strings.HasPrefix(token, "down-"):
-		return &SendError{Class: Transient, Code: CodeUnavailable}
+		return Outcome{Class: Transient, Code: codeUnavailable}
 	case strings.HasPrefix(token, "fatal-"):
-		return &SendError{Class: Fatal, Code: CodeThirdParty, Detail: "auth refused"}
+		return Outcome{Class: Fatal, Code: codeThirdParty, Detail: "auth refused"}
 	case strings.HasPrefix(token, "panic-"):
 		panic("boom")
 	case strings.HasPrefix(token, "hang-"):
 		<-ctx.Done()
-		return ctx.Err()
+		return Outcome{Class: Transient, Code: "CANCELED"} // the engine names it TIMEOUT
 	}
 	if f.quotaWindow > 0 && f.quotaCount.Add(1) > 100 && f.quotaCount.Load() < 200 {
 		now := time.Now().UnixNano()
 		f.quotaFirst.CompareAndSwap(0, now)
 		if now < f.quotaFirst.Load()+int64(f.quotaWindow) {
-			return &SendError{Class: Transient, Code: CodeQuota, RetryAfter: f.quotaWindow}
+			return Outcome{Class: Transient, Code: CodeQuota, RetryAfter: f.quotaWindow}
 		}
 	}
-	return nil
+	return Outcome{}
 }
 
 // run runs job to its end on e and returns what a final checkpoint would
@@ -139,6 +163,14 @@ func testEngine(t *testing.T, cfg Config, s Sender) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Start(context.Background())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.Stop(ctx); err != nil {
+			t.Errorf("stopping the engine: %v", err)
+		}
+	})
 	return e
 }
 
@@ -164,7 +196,7 @@ func TestRunCountsEveryOutcomeExactly(t *testing.T) {
 	if c.Cursor != n || len(c.Done) != 0 || c.Succeeded != n-dead || c.Failed != dead || c.Canceled != 0 {
 		t.Fatalf("commit: cursor %d, %d ranges, %d/%d/%d", c.Cursor, len(c.Done), c.Succeeded, c.Failed, c.Canceled)
 	}
-	if c.Errors[CodeUnregistered] != dead || len(c.Errors) != 1 {
+	if c.Errors[codeUnregistered] != dead || len(c.Errors) != 1 {
 		t.Fatalf("errors: %v", c.Errors)
 	}
 	if len(c.Failures) != int(dead) {
@@ -237,7 +269,7 @@ func TestRunSkipsDoneRanges(t *testing.T) {
 // page boundaries and skip ranges.
 func TestCommitDoneRanges(t *testing.T) {
 	p := &Progress{}
-	p.reset(10)
+	p.Reset(10, nil)
 	ids := func(xs ...uint64) []Target {
 		ts := make([]Target, len(xs))
 		for i, x := range xs {
@@ -256,13 +288,13 @@ func TestCommitDoneRanges(t *testing.T) {
 		t.Fatalf("nothing finished: %+v", got)
 	}
 	a.finish(1, outSucceeded, nil)
-	a.finish(2, outFailed, &Failure{Target: Target{Cursor: 15}, Code: CodeUnavailable})
+	a.finish(2, outFailed, &Failure{Target: Target{Cursor: 15}, Code: codeUnavailable})
 	a.finish(3, outCanceled, nil)
 	b.finish(0, outSucceeded, nil)
 	b.finish(2, outSucceeded, nil)
 	c.finish(0, outSucceeded, nil)
 	got := p.Commit(true) // resumable: the canceled 16 stays unfinished
-	if got.Cursor != 10 || got.Succeeded != 4 || got.Failed != 1 || got.Canceled != 0 || len(got.Failures) != 1 || got.Errors[CodeUnavailable] != 1 {
+	if got.Cursor != 10 || got.Succeeded != 4 || got.Failed != 1 || got.Canceled != 0 || len(got.Failures) != 1 || got.Errors[codeUnavailable] != 1 {
 		t.Fatalf("resumable commit %+v", got)
 	}
 	if want := []Range{{12, 15}, {20, 20}, {22, 41}}; !slices.Equal(got.Done, want) {
@@ -287,11 +319,11 @@ func TestRetriesStopAtMaxAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Failed != 50 || c.Errors[CodeUnavailable] != 50 || len(c.Failures) != 50 {
+	if c.Failed != 50 || c.Errors[codeUnavailable] != 50 || len(c.Failures) != 50 {
 		t.Fatalf("counts: %+v", c)
 	}
 	for _, f := range c.Failures {
-		if f.Attempts != 3 || f.Code != CodeUnavailable || f.Dead {
+		if f.Attempts != 3 || f.Code != codeUnavailable || f.Dead {
 			t.Fatalf("failure %+v, want 3 attempts", f)
 		}
 	}
@@ -321,7 +353,7 @@ func TestFatalStopsEarly(t *testing.T) {
 	p := &Progress{}
 	c, err := runJob(context.Background(), t, testEngine(t, Config{Concurrency: 16}, s), Job{Source: &sliceSource{ts}, Progress: p})
 	var fatal *ErrFatal
-	if !errors.As(err, &fatal) || fatal.Outcome.Code != CodeThirdParty {
+	if !errors.As(err, &fatal) || fatal.Outcome.Code != codeThirdParty {
 		t.Fatalf("err = %v, want ErrFatal THIRD_PARTY_AUTH_ERROR", err)
 	}
 	if s.total.Load() > 1000 {
@@ -436,26 +468,6 @@ func TestBackoffFullJitterBounds(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	cases := map[string]time.Duration{
-		"":                              0,
-		"7":                             7 * time.Second,
-		"-3":                            0,
-		"soon":                          0,
-		"Sun, 29 Nov 2026 12:00:30 GMT": 30 * time.Second,
-		"Sun, 29 Nov 2026 11:00:00 GMT": 0,
-		"99999999999999999":             24 * time.Hour, // would overflow time.Duration
-		"86400":                         24 * time.Hour,
-		"Fri, 31 Dec 9999 23:59:59 GMT": 24 * time.Hour,
-	}
-	for in, want := range cases {
-		if got := parseRetryAfter(in, now); got != want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", in, got, want)
-		}
-	}
-}
-
 func TestThrottlePauseBlocksUntilDeadline(t *testing.T) {
 	th := NewThrottle(1000, 0)
 	until := time.Now().Add(150 * time.Millisecond)
@@ -471,19 +483,6 @@ func TestThrottlePauseBlocksUntilDeadline(t *testing.T) {
 	cancel()
 	if err := th.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait during pause with canceled ctx = %v", err)
-	}
-}
-
-func TestClassifyPassesSendErrorThrough(t *testing.T) {
-	se := &SendError{Class: Dead, Code: CodeUnregistered}
-	if got := Classify(fmt.Errorf("wrapped: %w", se)); got.Class != Dead || got.Code != CodeUnregistered {
-		t.Fatalf("got %+v", got)
-	}
-	if got := Classify(nil); got.Class != Success {
-		t.Fatalf("nil → %v", got.Class)
-	}
-	if got := Classify(context.DeadlineExceeded); got.Class != Transient || got.Code != CodeTimeout {
-		t.Fatalf("deadline → %+v", got)
 	}
 }
 
@@ -576,6 +575,8 @@ func TestQuotaPauseIsCappedByRetryMaxDelay(t *testing.T) {
 
 type hourQuotaSender struct{}
 
-func (hourQuotaSender) Send(context.Context, *Message, string) error {
-	return &SendError{Class: Transient, Code: CodeQuota, RetryAfter: time.Hour}
+func (hourQuotaSender) Prepare(*Message) (Prepared, error) { return hourQuotaSender{}, nil }
+
+func (hourQuotaSender) Send(context.Context, string, Budget) Outcome {
+	return Outcome{Class: Transient, Code: CodeQuota, RetryAfter: time.Hour}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,9 @@ type gateSender struct {
 	once     sync.Once
 }
 
-func (g *gateSender) Send(ctx context.Context, _ *Message, _ string) error {
+func (g *gateSender) Prepare(m *Message) (Prepared, error) { return senderFunc(g.send).Prepare(m) }
+
+func (g *gateSender) send(ctx context.Context, _ *Message, _ string) Outcome {
 	n := g.inflight.Add(1)
 	defer g.inflight.Add(-1)
 	g.total.Add(1)
@@ -39,9 +42,9 @@ func (g *gateSender) Send(ctx context.Context, _ *Message, _ string) error {
 	case <-g.reached:
 	case <-time.After(time.Second):
 	case <-ctx.Done():
-		return ctx.Err()
+		return Outcome{Class: Transient, Code: "CANCELED"}
 	}
-	return nil
+	return Outcome{}
 }
 
 // One broadcast alone can use every worker of the engine: the pool is not
@@ -66,7 +69,7 @@ func TestOneRunUsesTheWholePool(t *testing.T) {
 
 // Concurrent runs share the pool: together they never exceed Concurrency
 // sends in flight, each gets all its targets sent once, and the pool's
-// goroutines are gone when the last run returns.
+// goroutines are gone once the engine is stopped.
 func TestConcurrentRunsShareThePool(t *testing.T) {
 	before := runtime.NumGoroutine()
 	g := &gateSender{want: 1, reached: make(chan struct{})} // the gate opens at the first send
@@ -95,6 +98,11 @@ func TestConcurrentRunsShareThePool(t *testing.T) {
 	if g.total.Load() != 1500 {
 		t.Fatalf("sends %d, want 1500", g.total.Load())
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 	waitGoroutines(t, before)
 }
 
@@ -104,9 +112,15 @@ type slowPeak struct {
 	delay time.Duration
 }
 
-func (s *slowPeak) Send(ctx context.Context, m *Message, token string) error {
-	time.Sleep(s.delay)
-	return s.inner.Send(ctx, m, token)
+func (s *slowPeak) Prepare(m *Message) (Prepared, error) {
+	p, err := s.inner.Prepare(m)
+	if err != nil {
+		return nil, err
+	}
+	return senderFunc(func(ctx context.Context, _ *Message, token string) Outcome {
+		time.Sleep(s.delay)
+		return p.Send(ctx, token, Budget{})
+	}).Prepare(m)
 }
 
 func waitGoroutines(t *testing.T, want int) {
@@ -124,10 +138,10 @@ func waitGoroutines(t *testing.T, want int) {
 // next send gets a live context), and a late timer never cancels the send
 // that follows the one it was armed for.
 func TestSendScopeTimeoutAndReuse(t *testing.T) {
-	sc := newSendScope(30*time.Millisecond, 3)
+	sc := newSendScope(30 * time.Millisecond)
 	defer sc.close()
 
-	ctx := sc.begin(0)
+	ctx := sc.begin()
 	select {
 	case <-ctx.Done():
 	case <-time.After(2 * time.Second):
@@ -137,24 +151,21 @@ func TestSendScopeTimeoutAndReuse(t *testing.T) {
 		t.Fatalf("cause after timeout = %v", err)
 	}
 
-	ctx2 := sc.begin(1)
+	ctx2 := sc.begin()
 	if ctx2.Err() != nil {
 		t.Fatal("the next send got a canceled context")
-	}
-	if st, _ := ctx2.Value(attemptKey{}).(*attemptState); st == nil || st.used.Load() != 1 {
-		t.Fatal("the send context does not carry the budget")
 	}
 	if err := sc.end(); err != nil {
 		t.Fatalf("cause of an undisturbed send = %v", err)
 	}
-	ctx3 := sc.begin(0)
+	ctx3 := sc.begin()
 	if ctx3 != ctx2 {
 		t.Fatal("a live context was not reused")
 	}
 	// Many quick sends: none may see a cancel armed for an earlier one.
 	sc.end()
 	for range 200 {
-		c := sc.begin(0)
+		c := sc.begin()
 		time.Sleep(200 * time.Microsecond)
 		if c.Err() != nil {
 			t.Fatal("a quick send was canceled by an earlier send's timer")
@@ -163,14 +174,46 @@ func TestSendScopeTimeoutAndReuse(t *testing.T) {
 			t.Fatalf("cause = %v", err)
 		}
 	}
+}
 
-	// The budget transport's stop cancels with its own cause.
-	c := sc.begin(2)
-	sc.st.stop(errBudgetSpent)
-	if c.Err() == nil {
-		t.Fatal("stop did not cancel the send")
+// Run refuses an engine that is not started or was stopped, and Stop waits
+// for the Runs in progress.
+func TestEngineLifecycle(t *testing.T) {
+	e, err := New(Config{Concurrency: 2, PageSize: 10, SendTimeout: time.Second, MaxAttempts: 1}, &fakeSender{delay: 5 * time.Millisecond},
+		NewThrottle(1e6, 0), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := sc.end(); !errors.Is(err, errBudgetSpent) {
-		t.Fatalf("cause = %v", err)
+	ts := makeTargets(50, func(i int) string { return fmt.Sprintf("ok-%d", i) })
+	if err := e.Run(context.Background(), Job{Message: &Message{}, Source: &sliceSource{ts}, Progress: &Progress{}}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Run before Start: %v", err)
+	}
+	e.Start(context.Background())
+	e.Start(context.Background()) // twice: nothing more
+	p := &Progress{}
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(context.Background(), Job{Message: &Message{}, Source: &sliceSource{ts}, Progress: p})
+	}()
+	waitFor(t, "the run to start sending", func() bool { return p.Frontier.Load() > 0 })
+	if err := e.Stop(context.Background()); err != nil { // waits for the Run in progress
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the run in progress: %v", err)
+		}
+	default:
+		t.Fatal("Stop returned before the Run in progress")
+	}
+	if c := p.Commit(false); c.Succeeded != 50 {
+		t.Fatalf("the run in progress sent %d of 50", c.Succeeded)
+	}
+	if err := e.Run(context.Background(), Job{Message: &Message{}, Source: &sliceSource{ts}, Progress: &Progress{}}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Run after Stop: %v", err)
+	}
+	if err := e.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
 	}
 }

@@ -40,6 +40,10 @@ type Progress struct {
 	mu        sync.Mutex
 	watermark uint64    // every target at or below it is committed
 	segs      []segment // what was read above the watermark, in read order
+	// ahead are the run's Skip ranges the producer has not reached yet:
+	// their outcomes are stored already, so every Commit reports them
+	// until the producer steps over them (addDone).
+	ahead []Range
 }
 
 // segment is a page still holding targets to commit, or (pg == nil) a
@@ -67,10 +71,19 @@ func newPage(ts []Target) *page {
 	return pg
 }
 
-// reset prepares p for a Run resuming after `after`.
-func (p *Progress) reset(after uint64) {
+// Reset prepares p for a run resuming after `after` with the done ranges
+// skip (sorted, above after): what a chunk's claim stored. Run does it
+// too; a caller that may commit before Run starts (a run that stops
+// before it begins) resets first, so its checkpoint keeps the ranges.
+func (p *Progress) Reset(after uint64, skip []Range) {
 	p.mu.Lock()
 	p.watermark, p.segs = after, nil
+	p.ahead = p.ahead[:0]
+	for _, r := range skip {
+		if r.Hi > after {
+			p.ahead = append(p.ahead, r)
+		}
+	}
 	p.mu.Unlock()
 	p.Frontier.Store(after)
 }
@@ -87,6 +100,9 @@ func (p *Progress) addPage(pg *page) {
 func (p *Progress) addDone(r Range) {
 	p.mu.Lock()
 	p.segs = append(p.segs, segment{done: r})
+	for len(p.ahead) > 0 && p.ahead[0].Lo <= r.Hi {
+		p.ahead = p.ahead[1:]
+	}
 	p.mu.Unlock()
 	p.Frontier.Store(r.Hi)
 }
@@ -107,7 +123,8 @@ type Committed struct {
 	// or in this delta).
 	Cursor uint64
 	// Done are the ranges above Cursor whose targets all have an outcome,
-	// sorted; the full set, not a delta.
+	// sorted: the full set, not a delta, the run's unreached Skip ranges
+	// included.
 	Done                        []Range
 	Succeeded, Failed, Canceled int64
 	Errors                      map[string]int64
@@ -234,5 +251,7 @@ func (p *Progress) doneRanges() []Range {
 			}
 		}
 	}
-	return out
+	// Unread targets may lie between what was read and a range ahead: never
+	// merged with the last run.
+	return append(out, p.ahead...)
 }

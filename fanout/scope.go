@@ -8,25 +8,23 @@ import (
 )
 
 // errSendTimeout is the cause of a send stopped by the per-send timeout. It
-// wraps context.DeadlineExceeded so Classify reports it as a TIMEOUT.
+// wraps context.DeadlineExceeded, so a Sender that looks at the cause sees
+// a deadline.
 var errSendTimeout = fmt.Errorf("send timeout: %w", context.DeadlineExceeded)
 
 // sendScope is one worker's context for its sends, reused from one send to
 // the next so that sending allocates nothing for bookkeeping: a
 // context.WithTimeout per send costs four allocations and a runtime timer.
 //
-// The context is a cancel context under a value holding the worker's
-// attempt budget; a reusable timer cancels it when a send overruns the
-// timeout. A canceled context is replaced at the next begin, which only
-// happens after a timeout or a spent budget (both rare).
+// The context is a cancel context; a reusable timer cancels it when a send
+// overruns the timeout. A canceled context is replaced at the next begin,
+// which only happens after a timeout (rare).
 //
 // The send context carries no values of the broadcast's context (request
 // id): nothing under the Sender reads them, and a per-run context would
 // have to be rebuilt whenever the worker switches broadcast.
 type sendScope struct {
 	timeout time.Duration
-	base    context.Context // carries st
-	st      *attemptState
 	timer   *time.Timer
 
 	// mu is this worker's own: only the worker and its timer take it, so
@@ -39,23 +37,19 @@ type sendScope struct {
 	deadline time.Time
 }
 
-func newSendScope(timeout time.Duration, maxAttempts int) *sendScope {
-	s := &sendScope{timeout: timeout, st: &attemptState{max: int32(maxAttempts)}}
-	s.base = withAttempts(context.Background(), s.st)
-	s.ctx, s.cancel = context.WithCancelCause(s.base)
-	s.st.stop = s.stopWith
+func newSendScope(timeout time.Duration) *sendScope {
+	s := &sendScope{timeout: timeout}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.timer = time.AfterFunc(time.Hour, s.expire)
 	s.timer.Stop()
 	return s
 }
 
-// begin arms the scope for one send of a token that has already used
-// `used` HTTP requests, and returns the context to send with.
-func (s *sendScope) begin(used int32) context.Context {
-	s.st.used.Store(used)
+// begin arms the scope for one send and returns the context to send with.
+func (s *sendScope) begin() context.Context {
 	s.mu.Lock()
 	if s.ctx.Err() != nil {
-		s.ctx, s.cancel = context.WithCancelCause(s.base)
+		s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	}
 	s.armed = true
 	s.deadline = time.Now().Add(s.timeout)
@@ -66,7 +60,7 @@ func (s *sendScope) begin(used int32) context.Context {
 }
 
 // end disarms the scope and returns why its context was canceled during
-// the send (errSendTimeout, a spent budget), or nil.
+// the send (errSendTimeout), or nil.
 func (s *sendScope) end() error {
 	s.timer.Stop()
 	s.mu.Lock()
@@ -86,15 +80,6 @@ func (s *sendScope) expire() {
 	defer s.mu.Unlock()
 	if s.armed && !time.Now().Before(s.deadline) {
 		s.cancel(errSendTimeout)
-	}
-}
-
-// stopWith cancels the current send (the budget transport calls it).
-func (s *sendScope) stopWith(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.armed {
-		s.cancel(err)
 	}
 }
 

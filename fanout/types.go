@@ -2,10 +2,7 @@ package fanout
 
 import (
 	"context"
-	"sync"
 	"time"
-
-	"firebase.google.com/go/v4/messaging"
 )
 
 // Target is one device token of one user.
@@ -32,12 +29,6 @@ type Message struct {
 	CollapseKey string
 	// DryRun asks FCM to validate only (validate_only): nothing is delivered.
 	DryRun bool
-
-	once sync.Once
-	tmpl messaging.Message // the SDK message, built once (fcmTemplate)
-
-	encOnce sync.Once
-	enc     encodedBody // the request body around the token (body)
 }
 
 // Source pages the audience in ascending Cursor order.
@@ -45,12 +36,6 @@ type Source interface {
 	// Page appends up to limit targets with Cursor > after to dst[:0].
 	// An empty result means the audience is exhausted.
 	Page(ctx context.Context, after uint64, limit int, dst []Target) ([]Target, error)
-}
-
-// Sender delivers one message to one token. A returned error is classified
-// by Classify; a Sender that already knows the outcome returns a *SendError.
-type Sender interface {
-	Send(ctx context.Context, msg *Message, token string) error
 }
 
 // Failure describes one token that ended failed.
@@ -70,14 +55,14 @@ type Personalizer func(t Target) (*Message, error)
 // must be cheap and safe for concurrent use).
 type Metrics interface {
 	SendStarted()
-	SendDone(d time.Duration, out SendError)
+	SendDone(d time.Duration, out Outcome)
 	Retried()
 	RateWaited(d time.Duration)
 }
 
 type noMetrics struct{}
 
-func (noMetrics) SendStarted()                      {}
-func (noMetrics) SendDone(time.Duration, SendError) {}
-func (noMetrics) Retried()                          {}
-func (noMetrics) RateWaited(time.Duration)          {}
+func (noMetrics) SendStarted()                    {}
+func (noMetrics) SendDone(time.Duration, Outcome) {}
+func (noMetrics) Retried()                        {}
+func (noMetrics) RateWaited(time.Duration)        {}

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/internal/demo"
 	"pushfan/internal/testdb"
 	"pushfan/lease"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -29,13 +31,13 @@ func BenchmarkCheckpoint(b *testing.B) {
 }
 
 func benchCheckpoint(b *testing.B, failures int) {
-	store, _ := testdb.New(b)
+	tdb := testdb.New(b)
 	ctx := b.Context()
 	const users = 20_000
-	if _, _, err := store.SeedDemo(ctx, repository.SeedOptions{Users: users, TokensPerUserMax: 1}); err != nil {
+	if _, _, err := demo.New(tdb.SQL, nil).SeedDemo(ctx, demo.SeedOptions{Users: users, TokensPerUserMax: 1}); err != nil {
 		b.Fatal(err)
 	}
-	db := store.DB().DB
+	db := tdb.SQL.DB
 	s := lease.New(db, nil)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -61,12 +63,12 @@ func benchCheckpoint(b *testing.B, failures int) {
 	for b.Loop() {
 		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{c.Cursor + 510, c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute}
 		if failures > 0 {
-			fs := make([]repository.Failure, failures)
+			fs := make([]model.Failure, failures)
 			dead := make([]repository.Invalidation, failures)
 			for j := range fs {
 				tok := (next-1)%users + 1
 				next++
-				fs[j] = repository.Failure{BroadcastID: uint64(id), TokenID: tok, UserID: tok, Code: "UNREGISTERED", Message: "Requested entity was not found.", Attempts: 1}
+				fs[j] = model.Failure{BroadcastID: uint64(id), TokenID: tok, UserID: tok, Code: "UNREGISTERED", Message: "Requested entity was not found.", Attempts: 1}
 				dead[j] = repository.Invalidation{TokenID: tok, Reason: "UNREGISTERED"}
 			}
 			cp.Failed, cp.Errors = int64(failures), map[string]int64{"UNREGISTERED": int64(failures)}

@@ -202,9 +202,10 @@ func clampCode(code string) string {
 // HandBack returns a chunk that this instance cannot run (its
 // configuration lacks the broadcast's named audience, say, in the middle of
 // a rolling deploy) to the pending queue for another instance, and reports
-// since when no instance has been able to run it. A checkpoint by an
-// instance that can run it clears that time.
-func (s *Store) HandBack(ctx context.Context, c *Claim, reason string) (since time.Time, err error) {
+// for how long no instance has been able to run it (by the database's
+// clock: instances' clocks need not agree). A checkpoint by an instance
+// that can run it clears that time.
+func (s *Store) HandBack(ctx context.Context, c *Claim, reason string) (unrunnable time.Duration, err error) {
 	err = sqldb.InTx(ctx, s.db, s.log, "hand chunk back", func(tx *sql.Tx) error {
 		var epoch uint64
 		var status string
@@ -223,12 +224,16 @@ func (s *Store) HandBack(ctx context.Context, c *Claim, reason string) (since ti
 			clampReason(reason), c.BroadcastID, c.Seq); err != nil {
 			return fmt.Errorf("hand back: %w", err)
 		}
-		return tx.QueryRowContext(ctx, "SELECT refused_at FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ?", c.BroadcastID, c.Seq).Scan(&since)
+		var us int64
+		err = tx.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(MICROSECOND, refused_at, UTC_TIMESTAMP(6)) FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ?",
+			c.BroadcastID, c.Seq).Scan(&us)
+		unrunnable = time.Duration(us) * time.Microsecond
+		return err
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+		return 0, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}
-	return since.UTC(), nil
+	return unrunnable, nil
 }
 
 func clampReason(s string) string {

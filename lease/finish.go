@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"pushfan/internal/sqldb"
 )
@@ -178,6 +179,51 @@ func (s *Store) Unsettled(ctx context.Context, limit int) ([]uint64, error) {
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// Unfinished returns up to limit broadcasts that are queued or running with
+// no chunk left open: their last chunk ended but Finish did not commit (an
+// instance died in between, or the database was away too long). Any
+// instance finishes them.
+func (s *Store) Unfinished(ctx context.Context, limit int) ([]uint64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT b.id FROM broadcasts b WHERE b.status IN ('queued', 'running')
+		AND NOT EXISTS (SELECT 1 FROM broadcast_chunks c WHERE c.broadcast_id = b.id AND c.status <> 'done') ORDER BY b.id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished broadcasts: %w", err)
+	}
+	defer rows.Close()
+	var ids []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("unfinished broadcasts: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// CannotCount records that this instance cannot count a closed chunk's
+// remaining targets (its configuration lacks the audience) and reports for
+// how long no instance could (by the database's clock), so that one that
+// can gets the chance first.
+func (s *Store) CannotCount(ctx context.Context, c Closed, reason string) (time.Duration, error) {
+	var us sql.NullInt64
+	err := sqldb.InTx(ctx, s.db, s.log, "record an uncountable chunk", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET refused_at = COALESCE(refused_at, UTC_TIMESTAMP(6)), refusal = ?
+			WHERE broadcast_id = ? AND seq = ? AND status = 'canceled' AND epoch = ?`, clampReason(reason), c.BroadcastID, c.Seq, c.Epoch); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(MICROSECOND, refused_at, UTC_TIMESTAMP(6)) FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ?",
+			c.BroadcastID, c.Seq).Scan(&us)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // settled meanwhile
+	}
+	if err != nil {
+		return 0, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	return time.Duration(us.Int64) * time.Microsecond, nil
 }
 
 // Summary is what is kept of a finished broadcast's chunk rows.

@@ -4,9 +4,9 @@
 package metrics
 
 import (
+	"database/sql"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -31,7 +31,7 @@ type Metrics struct {
 
 // New registers pushfan's collectors, the Go runtime and process collectors,
 // and (if db is non-nil) the database pool's stats on reg.
-func New(reg prometheus.Registerer, db *sqlx.DB) *Metrics {
+func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 	m := &Metrics{
 		sendAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_fcm_send_attempts_total",
@@ -86,7 +86,7 @@ func New(reg prometheus.Registerer, db *sqlx.DB) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
-		reg.MustRegister(collectors.NewDBStatsCollector(db.DB, "pushfan"))
+		reg.MustRegister(collectors.NewDBStatsCollector(db, "pushfan"))
 	}
 	return m
 }
@@ -95,7 +95,7 @@ func New(reg prometheus.Registerer, db *sqlx.DB) *Metrics {
 func (m *Metrics) SendStarted() { m.inFlight.Inc() }
 
 // SendDone implements fanout.Metrics.
-func (m *Metrics) SendDone(d time.Duration, out fanout.SendError) {
+func (m *Metrics) SendDone(d time.Duration, out fanout.Outcome) {
 	m.inFlight.Dec()
 	m.sendDuration.Observe(d.Seconds())
 	if out.Class == fanout.Success {

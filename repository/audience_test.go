@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -57,7 +58,7 @@ func seedAudienceFixture(t *testing.T, s *repository.Store) audienceFixture {
 }
 
 // want applies the audience rule in Go.
-func (f audienceFixture) want(a repository.Audience) []repository.Target {
+func (f audienceFixture) want(a model.Audience) []repository.Target {
 	in := func(u uint64) bool { return a.All || slices.Contains(a.UserIDs, u) }
 	var out []repository.Target
 	for _, tg := range f.tokens {
@@ -73,7 +74,7 @@ func TestAudienceRule(t *testing.T) {
 	s := newStore(t)
 	f := seedAudienceFixture(t, s)
 
-	audiences := map[string]repository.Audience{
+	audiences := map[string]model.Audience{
 		"all": {All: true},
 		// 4 and 8 are disabled, 5/10/15 have no tokens (u%5==0), 1000 has
 		// tokens but no user row, 5000 is unknown altogether; 3 is listed twice.
@@ -107,13 +108,13 @@ func TestAudienceRule(t *testing.T) {
 func TestAudienceRejectsAmbiguousAndBadLimit(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	if _, err := s.AudiencePage(ctx(t), repository.Audience{All: true, UserIDs: []uint64{1}}, 0, math.MaxUint64, 10, nil); err == nil {
+	if _, err := s.AudiencePage(ctx(t), model.Audience{All: true, UserIDs: []uint64{1}}, 0, math.MaxUint64, 10, nil); err == nil {
 		t.Fatal("all + user_ids: want error")
 	}
-	if _, err := s.CountAudience(ctx(t), repository.Audience{All: true, UserIDs: []uint64{1}}); err == nil {
+	if _, err := s.CountAudience(ctx(t), model.Audience{All: true, UserIDs: []uint64{1}}); err == nil {
 		t.Fatal("count all + user_ids: want error")
 	}
-	if _, err := s.AudiencePage(ctx(t), repository.Audience{All: true}, 0, math.MaxUint64, 0, nil); err == nil {
+	if _, err := s.AudiencePage(ctx(t), model.Audience{All: true}, 0, math.MaxUint64, 0, nil); err == nil {
 		t.Fatal("limit 0: want error")
 	}
 }
@@ -126,7 +127,7 @@ func TestAudiencePageSkipsTokensInvalidatedMidway(t *testing.T) {
 	for i := range 10 {
 		ids = append(ids, insertToken(t, s, uint64(1+i%2), fmt.Sprintf("mid-%d", i)))
 	}
-	a := repository.Audience{All: true}
+	a := model.Audience{All: true}
 	first, err := s.AudiencePage(ctx(t), a, 0, math.MaxUint64, 4, nil)
 	if err != nil || len(first) != 4 {
 		t.Fatalf("first page: %v, %d targets", err, len(first))

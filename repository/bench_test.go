@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/internal/demo"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -12,11 +14,11 @@ import (
 // pages of 1000, the way the engine does, and reports tokens/s.
 func BenchmarkAudiencePage(b *testing.B) {
 	s := newStore(b)
-	_, seeded, err := s.SeedDemo(ctx(b), repository.SeedOptions{Users: 100_000, TokensPerUserMax: 1})
+	_, seeded, err := demo.New(s.DB(), nil).SeedDemo(ctx(b), demo.SeedOptions{Users: 100_000, TokensPerUserMax: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	a := repository.Audience{All: true}
+	a := model.Audience{All: true}
 	buf := make([]repository.Target, 0, 1000)
 	var total int64
 	b.ReportAllocs()
@@ -53,7 +55,7 @@ func BenchmarkSeedDemo(b *testing.B) {
 	b.ResetTimer()
 	t0 := time.Now()
 	for b.Loop() {
-		_, n, err := s.SeedDemo(ctx(b), repository.SeedOptions{Users: 100_000, TokensPerUserMax: 3, StartUserID: start})
+		_, n, err := demo.New(s.DB(), nil).SeedDemo(ctx(b), demo.SeedOptions{Users: 100_000, TokensPerUserMax: 3, StartUserID: start})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,39 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"pushfan/internal/clock"
 	"pushfan/internal/sqldb"
 	"pushfan/lease"
+	"pushfan/model"
 )
-
-// Status is a broadcast's lifecycle state.
-type Status string
-
-// Broadcast states. queued → running → one of the three final states; a
-// queued broadcast may also go straight to a final state (canceled, failed).
-const (
-	StatusScheduled Status = "scheduled" // waiting for send_at
-	StatusQueued    Status = "queued"
-	StatusRunning   Status = "running"
-	StatusCompleted Status = "completed"
-	StatusCanceled  Status = "canceled"
-	StatusFailed    Status = "failed"
-)
-
-// Valid reports whether s is one of the five known states.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusScheduled, StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
-		return true
-	}
-	return false
-}
-
-// Final reports whether s is a state a broadcast never leaves.
-func (s Status) Final() bool {
-	return s == StatusCompleted || s == StatusCanceled || s == StatusFailed
-}
 
 // Column limits, enforced in Go so strict SQL mode never rejects a row over
 // an over-long informational string.
@@ -49,62 +24,13 @@ const (
 	maxErrorBytes     = 65535 // TEXT
 )
 
-// Message is the notification content, stored as JSON.
-type Message struct {
-	Title string            `json:"title,omitempty"`
-	Body  string            `json:"body,omitempty"`
-	Image string            `json:"image,omitempty"`
-	Data  map[string]string `json:"data,omitempty"`
-}
-
-// Counts are a broadcast's outcome counters; Errors maps an error code to
-// how many targets ended with it. Chunk checkpoints add to them.
-type Counts struct {
-	Targeted, Succeeded, Failed, Canceled, Invalidated int64
-	Errors                                             map[string]int64
-}
-
-// Broadcast is one request to notify an audience, and its running result.
-type Broadcast struct {
-	ID                 uint64
-	Status             Status
-	DryRun             bool
-	InvalidateOnDryRun bool
-	Message            Message
-	Audience           Audience
-	RequestID          string
-	CreatedBy          string
-	Counts
-	Error      string // "" when none
-	CreatedAt  time.Time
-	StartedAt  *time.Time
-	FinishedAt *time.Time
-
-	// Durable-run fields (see submit.go and package lease).
-	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later
-	CancelRequested bool
-	IdempotencyKey  string
-	RequestHash     string
-	// SubmitToken names the submit attempt, to find it again after a lost
-	// commit answer.
-	SubmitToken string
-	// Chunks summarises the chunk rows, kept when the broadcast finished.
-	Chunks *lease.Summary
-
-	// Scheduling (see schedule.go).
-	SendAt   *time.Time // a one-off broadcast waits for it in status scheduled
-	Trigger  string     // api, schedule or cron
-	JobName  string     // cron jobs only
-	FireTime *time.Time // cron jobs only
-}
-
 // CreateBroadcast inserts b with status queued (or b.Status if set) and sets
 // b.ID and b.CreatedAt (taken from the database clock, so all created_at
 // values share one clock). Counters, error and times already set on b are
 // stored too, which lets tools import finished broadcasts.
-func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
+func (s *Store) CreateBroadcast(ctx context.Context, b *model.Broadcast) error {
 	if b.Status == "" {
-		b.Status = StatusQueued
+		b.Status = model.StatusQueued
 	}
 	if !b.Status.Valid() {
 		return fmt.Errorf("create broadcast: invalid status %q", b.Status)
@@ -133,7 +59,7 @@ func (s *Store) CreateBroadcast(ctx context.Context, b *Broadcast) error {
 }
 
 // encodeContent returns b's message and audience as the JSON stored.
-func encodeContent(b *Broadcast) (msg, aud []byte, err error) {
+func encodeContent(b *model.Broadcast) (msg, aud []byte, err error) {
 	if msg, err = json.Marshal(b.Message); err != nil {
 		return nil, nil, fmt.Errorf("encode message: %w", err)
 	}
@@ -144,7 +70,7 @@ func encodeContent(b *Broadcast) (msg, aud []byte, err error) {
 }
 
 // insertBroadcast inserts b inside tx and returns its id and creation time.
-func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud string) (uint64, time.Time, error) {
+func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, aud string) (uint64, time.Time, error) {
 	var createdAt time.Time
 	b.Trigger = triggerOrAPI(b.Trigger)
 	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
@@ -178,7 +104,7 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *Broadcast, msg, aud str
 // GetBroadcast returns the broadcast with its per-code error counts. It reads
 // the row and the counts in one statement, hence from one snapshot: while a
 // broadcast runs, Errors always sums to what Failed says.
-func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*Broadcast, error) {
+func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*model.Broadcast, error) {
 	b, err := scanBroadcast(s.db.QueryRowContext(ctx, selectBroadcast+" WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
@@ -196,16 +122,16 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 		error, created_at, started_at, finished_at,
 		(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
 		max_token_id, cancel_requested, idempotency_key, request_hash,
-		send_at, trigger_kind, job_name, fire_time, chunk_summary
+		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token
 	FROM broadcasts b`
 
-func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
+func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error) {
 	var (
-		b                              Broadcast
+		b                              model.Broadcast
 		status, msg, aud               string
 		createdBy, errText, errorsJSON sql.NullString
 		idemKey, reqHash, jobName      sql.NullString
-		summary                        sql.NullString
+		summary, submitToken           sql.NullString
 		startedAt, finishedAt          sql.NullTime
 		sendAt, fireTime               sql.NullTime
 	)
@@ -214,14 +140,15 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
-		&sendAt, &b.Trigger, &jobName, &fireTime, &summary); err != nil {
+		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken); err != nil {
 		return nil, err
 	}
-	b.Status = Status(status)
+	b.Status = model.Status(status)
 	b.CreatedBy = createdBy.String
 	b.Error = errText.String
 	b.IdempotencyKey = idemKey.String
 	b.RequestHash = reqHash.String
+	b.SubmitToken = submitToken.String
 	b.JobName = jobName.String
 	b.SendAt = nullTime(sendAt)
 	b.FireTime = nullTime(fireTime)
@@ -235,7 +162,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 		return nil, fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
 	}
 	if summary.Valid {
-		b.Chunks = &lease.Summary{}
+		b.Chunks = &model.ChunkSummary{}
 		if err := json.Unmarshal([]byte(summary.String), b.Chunks); err != nil {
 			return nil, fmt.Errorf("broadcast %d: decode chunk summary: %w", b.ID, err)
 		}
@@ -247,4 +174,289 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*Broadcast, error) {
 		}
 	}
 	return &b, nil
+}
+
+// ListBroadcasts returns broadcasts newest first by keyset on id.
+func (s *Store) ListBroadcasts(ctx context.Context, f model.ListFilter) ([]*model.Broadcast, error) {
+	if f.Limit <= 0 {
+		return nil, fmt.Errorf("list broadcasts: limit %d must be positive", f.Limit)
+	}
+	var where []string
+	var args []any
+	if f.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(f.Status))
+	}
+	if f.Trigger != "" {
+		where = append(where, "trigger_kind = ?")
+		args = append(args, f.Trigger)
+	}
+	if f.Before > 0 {
+		where = append(where, "id < ?")
+		args = append(args, f.Before)
+	}
+	q := selectBroadcast
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, f.Limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list broadcasts: %w", err)
+	}
+	defer rows.Close()
+	var out []*model.Broadcast
+	for rows.Next() {
+		b, err := scanBroadcast(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list broadcasts: %w", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list broadcasts: %w", err)
+	}
+	return out, nil
+}
+
+// ErrDuplicateKey: a broadcast with this idempotency key exists.
+var ErrDuplicateKey = errors.New("idempotency key already used")
+
+// Planner splits a broadcast's audience into chunks. It runs inside the
+// transaction that stores the chunks (tx reads the bundled tables; a named
+// audience reads the deployment's own through its own connection) and
+// returns the chunks and the audience snapshot (the highest token id now:
+// tokens registered later are not part of the broadcast).
+type Planner func(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (plans []lease.Plan, maxTokenID uint64, err error)
+
+// SubmitBroadcast stores b together with its chunks, in one transaction,
+// so no broadcast exists without the work that completes it: status queued
+// with the chunks plan makes, or scheduled (b.SendAt set; PromoteDue plans
+// it when it is due). b.SubmitToken, when set, makes the submit
+// recognisable after a lost commit answer (FindBySubmitToken). With
+// b.IdempotencyKey set and already used, it returns ErrDuplicateKey.
+func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Planner) error {
+	if b.Audience.All && len(b.Audience.UserIDs) > 0 {
+		return fmt.Errorf("submit broadcast: %w", errAmbiguousAudience)
+	}
+	msg, aud, err := encodeContent(b)
+	if err != nil {
+		return fmt.Errorf("submit broadcast: %w", err)
+	}
+	b.Status = model.StatusQueued
+	if b.SendAt != nil {
+		b.Status = model.StatusScheduled
+	}
+	err = sqldb.InTx(ctx, s.db.DB, s.log, "submit broadcast", func(tx *sql.Tx) error {
+		var plans []lease.Plan
+		if b.Status == model.StatusQueued {
+			var err error
+			if plans, b.MaxTokenID, err = plan(ctx, tx, b); err != nil {
+				return err
+			}
+			b.Targeted = plannedTargets(plans)
+		}
+		id, createdAt, err := insertBroadcast(ctx, tx, b, string(msg), string(aud))
+		if err != nil {
+			if sqldb.IsDuplicateEntry(err) && strings.Contains(err.Error(), "uq_broadcasts_idempotency") {
+				return ErrDuplicateKey
+			}
+			return err
+		}
+		b.ID, b.CreatedAt = id, createdAt.UTC()
+		return lease.InsertChunks(ctx, tx, b.ID, plans)
+	})
+	if errors.Is(err, ErrDuplicateKey) {
+		return fmt.Errorf("submit broadcast: %w", ErrDuplicateKey)
+	}
+	return err
+}
+
+// plannedTargets is the audience size when every chunk's count is known
+// at planning time (user_ids), else 0 until the estimate arrives.
+func plannedTargets(plans []lease.Plan) int64 {
+	var n int64
+	for _, p := range plans {
+		if p.Targets < 0 {
+			return 0
+		}
+		n += p.Targets
+	}
+	return n
+}
+
+// FindByIdempotencyKey returns the broadcast submitted with key.
+func (s *Store) FindByIdempotencyKey(ctx context.Context, key string) (*model.Broadcast, error) {
+	return s.findBy(ctx, "idempotency_key", key)
+}
+
+// FindBySubmitToken returns the broadcast stored with token, if that
+// submit committed. The locking read waits for a commit still in progress
+// on the server, so "not found" means it did not happen.
+func (s *Store) FindBySubmitToken(ctx context.Context, token string) (*model.Broadcast, error) {
+	var id uint64
+	err := sqldb.InTx(ctx, s.db.DB, s.log, "find submit", func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, "SELECT id FROM broadcasts WHERE submit_token = ? FOR UPDATE", token).Scan(&id)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("submit token: %w", ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find submit token: %w", err)
+	}
+	return s.GetBroadcast(ctx, id)
+}
+
+func (s *Store) findBy(ctx context.Context, column, value string) (*model.Broadcast, error) {
+	var id uint64
+	err := s.db.QueryRowContext(ctx, "SELECT id FROM broadcasts WHERE "+column+" = ?", value).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w", column, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find by %s: %w", column, err)
+	}
+	return s.GetBroadcast(ctx, id)
+}
+
+// PromoteDue turns scheduled broadcasts whose send_at has come into queued
+// ones with their chunks (planned now: the audience is snapshotted when the
+// broadcast becomes due), and returns their ids. Row locks with SKIP LOCKED
+// make each promotion happen on exactly one instance however many poll at
+// once; a promotion repeated after a lost commit answer finds nothing due.
+func (s *Store) PromoteDue(ctx context.Context, plan Planner) ([]uint64, error) {
+	var ids []uint64
+	err := sqldb.InTx(ctx, s.db.DB, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT id, audience FROM broadcasts WHERE status = 'scheduled' AND send_at <= UTC_TIMESTAMP(6)
+			ORDER BY send_at, id LIMIT 20 FOR UPDATE SKIP LOCKED`)
+		if err != nil {
+			return fmt.Errorf("select due: %w", err)
+		}
+		var due []*model.Broadcast
+		for rows.Next() {
+			b := &model.Broadcast{}
+			var aud string
+			if err := rows.Scan(&b.ID, &aud); err != nil {
+				rows.Close()
+				return fmt.Errorf("scan: %w", err)
+			}
+			if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
+				rows.Close()
+				return fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
+			}
+			due = append(due, b)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("select due: %w", err)
+		}
+		for _, b := range due {
+			plans, maxID, err := plan(ctx, tx, b)
+			if err != nil {
+				return fmt.Errorf("plan broadcast %d: %w", b.ID, err)
+			}
+			if err := lease.InsertChunks(ctx, tx, b.ID, plans); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ? WHERE id = ?",
+				maxID, plannedTargets(plans), b.ID); err != nil {
+				return fmt.Errorf("queue %d: %w", b.ID, err)
+			}
+			ids = append(ids, b.ID)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// Retention batch sizes: small enough that no statement holds locks for
+// long next to the checkpoints of running broadcasts.
+const (
+	purgeBroadcastBatch = 100
+	purgeRowBatch       = 1000
+)
+
+// PurgeFinished deletes up to purgeBroadcastBatch broadcasts that finished
+// before cutoff, with their failures, error counts and any chunk rows, and
+// returns how many it deleted. Their counters move into the stats archive
+// in the same transaction as the delete, so /push/stats totals never
+// change. model.Failure rows go first, in batches of 1000 with pause between
+// them, since one broadcast may have many.
+func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.Duration) (int, error) {
+	var ids []uint64
+	if err := s.db.SelectContext(ctx, &ids, "SELECT id FROM broadcasts WHERE finished_at < ? ORDER BY finished_at LIMIT ?",
+		dbTime(cutoff), purgeBroadcastBatch); err != nil {
+		return 0, fmt.Errorf("purge: select: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	for _, id := range ids {
+		for {
+			res, err := s.db.ExecContext(ctx, "DELETE FROM broadcast_failures WHERE broadcast_id = ? LIMIT ?", id, purgeRowBatch)
+			if err != nil {
+				return 0, fmt.Errorf("purge failures of %d: %w", id, err)
+			}
+			if n, _ := res.RowsAffected(); n < purgeRowBatch {
+				break
+			}
+			if err := clock.Sleep(ctx, pause); err != nil {
+				return 0, err
+			}
+		}
+	}
+	in := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+	args := make([]any, 0, len(ids)+1)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	var deleted int
+	err := sqldb.InTx(ctx, s.db.DB, s.log, "purge broadcasts", func(tx *sql.Tx) error {
+		// Lock the rows first: the sums below then read them as they are
+		// deleted (the transaction's snapshot starts at its first plain read).
+		lrows, err := tx.QueryContext(ctx, "SELECT id FROM broadcasts WHERE id IN ("+in+") AND finished_at < ? FOR UPDATE", append(args, dbTime(cutoff))...)
+		if err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		lrows.Close()
+		var st model.Stats
+		err = tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(dry_run = 0), 0), COALESCE(SUM(dry_run <> 0), 0),
+				COALESCE(SUM(IF(dry_run = 0, targeted, 0)), 0), COALESCE(SUM(IF(dry_run = 0, succeeded, 0)), 0),
+				COALESCE(SUM(IF(dry_run = 0, failed, 0)), 0), COALESCE(SUM(IF(dry_run = 0, canceled, 0)), 0),
+				COALESCE(SUM(IF(dry_run = 0, invalidated_tokens, 0)), 0)
+			FROM broadcasts WHERE id IN (`+in+`) AND finished_at < ?`, append(args, dbTime(cutoff))...).
+			Scan(&deleted, &st.Broadcasts, &st.DryRuns, &st.Targeted, &st.Succeeded, &st.Failed, &st.Canceled, &st.InvalidatedTokens)
+		if err != nil {
+			return fmt.Errorf("sum: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stats_archive (id, broadcasts, dry_runs, targeted, succeeded, failed, canceled, invalidated_tokens)
+			VALUES (1, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE broadcasts = broadcasts + VALUES(broadcasts), dry_runs = dry_runs + VALUES(dry_runs),
+			targeted = targeted + VALUES(targeted), succeeded = succeeded + VALUES(succeeded), failed = failed + VALUES(failed),
+			canceled = canceled + VALUES(canceled), invalidated_tokens = invalidated_tokens + VALUES(invalidated_tokens)`,
+			st.Broadcasts, st.DryRuns, st.Targeted, st.Succeeded, st.Failed, st.Canceled, st.InvalidatedTokens); err != nil {
+			return fmt.Errorf("archive totals: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stats_archive_errors (code, count)
+			SELECT e.code, SUM(e.count) FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id
+			WHERE b.id IN (`+in+`) AND b.finished_at < ? AND b.dry_run = 0 GROUP BY e.code
+			ON DUPLICATE KEY UPDATE count = stats_archive_errors.count + VALUES(count)`, append(args, dbTime(cutoff))...); err != nil {
+			return fmt.Errorf("archive error counts: %w", err)
+		}
+		for _, q := range []string{
+			"DELETE FROM broadcast_errors WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM broadcast_chunks WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?",
+		} {
+			if _, err := tx.ExecContext(ctx, q, append(args, dbTime(cutoff))...); err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return deleted, nil
 }

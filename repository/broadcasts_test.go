@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -13,21 +14,21 @@ func TestBroadcastRoundTrip(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	before := time.Now().UTC().Add(-time.Second)
-	b := &repository.Broadcast{
+	b := &model.Broadcast{
 		DryRun:             true,
 		InvalidateOnDryRun: true,
-		Message: repository.Message{
+		Message: model.Message{
 			Title: "Ciao 👋", Body: "Grüße", Image: "https://example.com/a.png",
 			Data: map[string]string{"deep_link": "app://x", "n": "1"},
 		},
-		Audience:  repository.Audience{UserIDs: []uint64{1, 2, 18446744073709551615}},
+		Audience:  model.Audience{UserIDs: []uint64{1, 2, 18446744073709551615}},
 		RequestID: "req-1",
 		CreatedBy: "admin@example.com",
 	}
 	if err := s.CreateBroadcast(ctx(t), b); err != nil {
 		t.Fatal(err)
 	}
-	if b.ID == 0 || b.Status != repository.StatusQueued {
+	if b.ID == 0 || b.Status != model.StatusQueued {
 		t.Fatalf("after create: id %d status %q", b.ID, b.Status)
 	}
 	if b.CreatedAt.Location() != time.UTC || b.CreatedAt.Before(before) || b.CreatedAt.After(time.Now().Add(time.Second)) {
@@ -47,7 +48,7 @@ func TestBroadcastRoundTrip(t *testing.T) {
 	}
 
 	// A second one with defaults: all audience, no optional fields.
-	b2 := &repository.Broadcast{Message: repository.Message{Title: "t"}, Audience: repository.Audience{All: true}}
+	b2 := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}
 	if err := s.CreateBroadcast(ctx(t), b2); err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +64,9 @@ func TestBroadcastRoundTrip(t *testing.T) {
 func TestCreateBroadcastValidates(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	for _, b := range []*repository.Broadcast{
-		{Status: "bogus", Audience: repository.Audience{All: true}},
-		{Audience: repository.Audience{All: true, UserIDs: []uint64{1}}},
+	for _, b := range []*model.Broadcast{
+		{Status: "bogus", Audience: model.Audience{All: true}},
+		{Audience: model.Audience{All: true, UserIDs: []uint64{1}}},
 	} {
 		if err := s.CreateBroadcast(ctx(t), b); err == nil || b.ID != 0 {
 			t.Errorf("CreateBroadcast(%+v): want error, got id %d err %v", b, b.ID, err)

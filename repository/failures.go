@@ -8,19 +8,8 @@ import (
 	"time"
 
 	"pushfan/internal/sqldb"
+	"pushfan/model"
 )
-
-// Failure is one token whose send finally failed in a broadcast.
-type Failure struct {
-	ID          uint64    `db:"id"`
-	BroadcastID uint64    `db:"broadcast_id"`
-	TokenID     uint64    `db:"token_id"`
-	UserID      uint64    `db:"user_id"`
-	Code        string    `db:"code"`
-	Message     string    `db:"message"`
-	Attempts    int       `db:"attempts"`
-	CreatedAt   time.Time `db:"created_at"`
-}
 
 const (
 	// failureBatch rows per INSERT: with 1 KiB messages a statement stays
@@ -34,7 +23,7 @@ const (
 // Messages are cut to 1024 characters on a rune boundary; a zero CreatedAt
 // means "now" on the database clock. IDs are assigned by the database and not
 // written back into fs.
-func (s *Store) RecordFailures(ctx context.Context, fs []Failure) error {
+func (s *Store) RecordFailures(ctx context.Context, fs []model.Failure) error {
 	if len(fs) == 0 {
 		return nil
 	}
@@ -44,7 +33,7 @@ func (s *Store) RecordFailures(ctx context.Context, fs []Failure) error {
 }
 
 // insertFailures writes fs inside tx (RecordFailures, chunk checkpoints).
-func insertFailures(ctx context.Context, tx *sql.Tx, fs []Failure) error {
+func insertFailures(ctx context.Context, tx *sql.Tx, fs []model.Failure) error {
 	args := make([]any, 0, 7*min(len(fs), failureBatch))
 	for batch := range slices.Chunk(fs, failureBatch) {
 		args = args[:0]
@@ -69,7 +58,7 @@ func insertFailures(ctx context.Context, tx *sql.Tx, fs []Failure) error {
 // ListFailures returns up to limit failures of a broadcast with id > after,
 // in id order, optionally only those with the given code ("" = all). Pass the
 // last ID back as after for the next page. Never returns a nil slice.
-func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, code string, after uint64, limit int) ([]Failure, error) {
+func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, code string, after uint64, limit int) ([]model.Failure, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("list failures: limit %d must be positive", limit)
 	}
@@ -87,7 +76,7 @@ func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, code strin
 		q = cols + "WHERE broadcast_id = ? AND code = ? AND id > ? ORDER BY id LIMIT ?"
 		args = []any{broadcastID, code, after, limit}
 	}
-	out := make([]Failure, 0, min(limit, 1000))
+	out := make([]model.Failure, 0, min(limit, 1000))
 	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
 		return nil, fmt.Errorf("list failures of broadcast %d: %w", broadcastID, err)
 	}
@@ -101,7 +90,7 @@ func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, code strin
 // tokens inside tx, the checkpoint's own transaction (package lease runs
 // it as the checkpoint's Effects), and returns how many tokens it
 // invalidated.
-func WriteOutcomes(ctx context.Context, tx *sql.Tx, fs []Failure, dead []Invalidation) (int64, error) {
+func WriteOutcomes(ctx context.Context, tx *sql.Tx, fs []model.Failure, dead []Invalidation) (int64, error) {
 	if len(fs) > 0 {
 		if err := insertFailures(ctx, tx, fs); err != nil {
 			return 0, err

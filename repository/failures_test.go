@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"pushfan/repository"
+	"pushfan/model"
 )
 
 func TestRecordAndListFailures(t *testing.T) {
@@ -15,14 +15,14 @@ func TestRecordAndListFailures(t *testing.T) {
 	s := newStore(t)
 	codes := []string{"UNREGISTERED", "INTERNAL", "QUOTA_EXCEEDED"}
 	at := time.Date(2025, 3, 4, 5, 6, 7, 890123456, time.FixedZone("X", -5*3600))
-	var fs []repository.Failure
+	var fs []model.Failure
 	for i := range 1234 { // three INSERT batches
-		fs = append(fs, repository.Failure{
+		fs = append(fs, model.Failure{
 			BroadcastID: 7, TokenID: uint64(1000 + i), UserID: uint64(i), Code: codes[i%3],
 			Message: fmt.Sprintf("failure %d", i), Attempts: 1 + i%4, CreatedAt: at,
 		})
 	}
-	fs = append(fs, repository.Failure{BroadcastID: 8, TokenID: 1, UserID: 1, Code: "INTERNAL"}) // other broadcast, zero time
+	fs = append(fs, model.Failure{BroadcastID: 8, TokenID: 1, UserID: 1, Code: "INTERNAL"}) // other broadcast, zero time
 	if err := s.RecordFailures(ctx(t), fs); err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +30,9 @@ func TestRecordAndListFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	list := func(code string, limit int) []repository.Failure {
+	list := func(code string, limit int) []model.Failure {
 		t.Helper()
-		var all []repository.Failure
+		var all []model.Failure
 		var after uint64
 		for {
 			page, err := s.ListFailures(ctx(t), 7, code, after, limit)
@@ -88,7 +88,7 @@ func TestRecordFailuresClampsMessage(t *testing.T) {
 	long := strings.Repeat("é", 1500)    // 2 bytes per rune: cutting by bytes would split one
 	bad := "bad \xff\xfe bytes"          // invalid UTF-8 is rejected by strict mode unless cleaned
 	longCode := strings.Repeat("C", 100) // column is 64 characters
-	err := s.RecordFailures(ctx(t), []repository.Failure{
+	err := s.RecordFailures(ctx(t), []model.Failure{
 		{BroadcastID: 1, Code: "A", Message: long},
 		{BroadcastID: 1, Code: "B", Message: bad},
 		{BroadcastID: 1, Code: longCode, Attempts: -1},

@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"pushfan/internal/testdb"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
 // newStore gives the test its own migrated database.
 func newStore(t testing.TB) *repository.Store {
 	t.Helper()
-	s, _ := testdb.New(t)
+	tdb := testdb.New(t)
+	s, _ := tdb.Store, tdb.DSN
 	return s
 }
 
@@ -49,7 +51,7 @@ func insertToken(t testing.TB, s *repository.Store, userID uint64, token string)
 
 // pageAll walks the whole audience with AudiencePage, reusing one buffer, and
 // checks that ids strictly increase across pages (no duplicate, no reorder).
-func pageAll(t testing.TB, s *repository.Store, a repository.Audience, limit int) []repository.Target {
+func pageAll(t testing.TB, s *repository.Store, a model.Audience, limit int) []repository.Target {
 	t.Helper()
 	var (
 		all   []repository.Target

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"time"
 
+	"pushfan/internal/sqldb"
+
 	"github.com/pressly/goose/v3"
 )
 
@@ -29,7 +31,7 @@ const migrateLockWait = 5 * time.Minute
 // very connection goose migrates through, so a pool of one connection works.
 // Goose's provider API is used so no goose package-level state is touched.
 func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
-	log = orDiscard(log)
+	log = sqldb.OrDiscard(log)
 	sub, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
 		return fmt.Errorf("migrations fs: %w", err)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"pushfan/internal/sqldb"
 	"pushfan/internal/testdb"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -47,7 +49,7 @@ func TestContractColumnsInsert(t *testing.T) {
 	if locale != "en" || time.Since(created).Abs() > time.Minute {
 		t.Fatalf("defaults: locale %q, created_at %v (should be now, in UTC)", locale, created)
 	}
-	got := pageAll(t, s, repository.Audience{All: true}, 10)
+	got := pageAll(t, s, model.Audience{All: true}, 10)
 	if len(got) != 2 || got[0].Token != "a" || got[1].Token != "d" {
 		t.Fatalf("audience %+v", got)
 	}
@@ -66,7 +68,7 @@ func TestEnsureDatabaseValidatesName(t *testing.T) {
 		"root@tcp(127.0.0.1:3306)/bad-name",
 		"root@tcp(127.0.0.1:3306)/x`; DROP DATABASE mysql; --",
 	} {
-		if err := repository.EnsureDatabase(ctx(t), dsn); err == nil {
+		if err := sqldb.EnsureDatabase(ctx(t), dsn); err == nil {
 			t.Errorf("EnsureDatabase(%q): want error", dsn)
 		}
 	}
@@ -76,7 +78,7 @@ func TestOpenUnreachable(t *testing.T) {
 	t.Parallel()
 	c, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	if _, err := repository.Open(c, "root@tcp(127.0.0.1:1)/x", 2, nil); err == nil {
+	if _, err := sqldb.Open(c, "root@tcp(127.0.0.1:1)/x", 2, nil); err == nil {
 		t.Fatal("want error")
 	}
 }
@@ -94,49 +96,49 @@ func TestPing(t *testing.T) {
 // be applied once.
 func TestMigrateConcurrentInstances(t *testing.T) {
 	t.Parallel()
-	_, dsn := testdb.New(t)
+	dsn := testdb.New(t).DSN
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.DBName += "_m" // a sibling database, not migrated yet
 	fresh := cfg.FormatDSN()
-	if err := repository.EnsureDatabase(ctx(t), fresh); err != nil {
+	if err := sqldb.EnsureDatabase(ctx(t), fresh); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		s, err := repository.Open(context.Background(), fresh, 1, nil)
+		s, err := sqldb.Open(context.Background(), fresh, 1, nil)
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		defer s.Close()
-		if _, err := s.DB().ExecContext(context.Background(), "DROP DATABASE `"+cfg.DBName+"`"); err != nil {
+		if _, err := s.ExecContext(context.Background(), "DROP DATABASE `"+cfg.DBName+"`"); err != nil {
 			t.Error(err)
 		}
 	})
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
-			s, err := repository.Open(ctx(t), fresh, i+1, nil)
+			s, err := sqldb.Open(ctx(t), fresh, i+1, nil)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			defer s.Close()
-			if err := repository.Migrate(ctx(t), s.DB().DB, nil); err != nil {
+			if err := repository.Migrate(ctx(t), s.DB, nil); err != nil {
 				t.Errorf("instance %d: %v", i, err)
 			}
 		})
 	}
 	wg.Wait()
-	s, err := repository.Open(ctx(t), fresh, 1, nil)
+	s, err := sqldb.Open(ctx(t), fresh, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	var rows, versions int
-	if err := s.DB().QueryRowContext(ctx(t), "SELECT COUNT(*), COUNT(DISTINCT version_id) FROM goose_db_version").Scan(&rows, &versions); err != nil {
+	if err := s.QueryRowContext(ctx(t), "SELECT COUNT(*), COUNT(DISTINCT version_id) FROM goose_db_version").Scan(&rows, &versions); err != nil {
 		t.Fatal(err)
 	}
 	if rows != versions {

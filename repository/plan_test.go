@@ -5,13 +5,15 @@ import (
 	"slices"
 	"testing"
 
+	"pushfan/internal/demo"
 	"pushfan/lease"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
 func TestPlanBuiltinFollowsTheAudience(t *testing.T) {
 	s := newStore(t)
-	if _, _, err := s.SeedDemo(ctx(t), repository.SeedOptions{Users: 5000, TokensPerUserMax: 1}); err != nil {
+	if _, _, err := demo.New(s.DB(), nil).SeedDemo(ctx(t), demo.SeedOptions{Users: 5000, TokensPerUserMax: 1}); err != nil {
 		t.Fatal(err)
 	}
 	db := s.DB()
@@ -21,7 +23,7 @@ func TestPlanBuiltinFollowsTheAudience(t *testing.T) {
 		ids = append(ids, uid)
 	}
 	exec(t, s, "UPDATE users SET push_enabled = 0 WHERE id = 1") // the first id is not a target
-	plans, maxID, err := repository.PlanBuiltin(ctx(t), db, repository.Audience{UserIDs: ids}, 1000, 100)
+	plans, maxID, err := repository.PlanBuiltin(ctx(t), db, model.Audience{UserIDs: ids}, 1000, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,21 +32,21 @@ func TestPlanBuiltinFollowsTheAudience(t *testing.T) {
 		t.Fatalf("user_ids plan %+v (max %d), want %+v", plans, maxID, want)
 	}
 	// Three users: one chunk around their tokens only.
-	plans, _, err = repository.PlanBuiltin(ctx(t), db, repository.Audience{UserIDs: []uint64{10, 2500, 4000}}, 1000, 100)
+	plans, _, err = repository.PlanBuiltin(ctx(t), db, model.Audience{UserIDs: []uint64{10, 2500, 4000}}, 1000, 100)
 	if err != nil || !slices.Equal(plans, []lease.Plan{{Lo: 9, Hi: 4000, Targets: 3}}) {
 		t.Fatalf("3-user plan %+v %v", plans, err)
 	}
-	if plans, _, err = repository.PlanBuiltin(ctx(t), db, repository.Audience{UserIDs: []uint64{999999}}, 1000, 100); err != nil || len(plans) != 0 {
+	if plans, _, err = repository.PlanBuiltin(ctx(t), db, model.Audience{UserIDs: []uint64{999999}}, 1000, 100); err != nil || len(plans) != 0 {
 		t.Fatalf("nobody: %+v %v", plans, err)
 	}
 	// all: from the lowest live token, 1000 ids a chunk, at most 3 chunks.
 	exec(t, s, "UPDATE device_tokens SET invalidated_at = NOW(6) WHERE id <= 1200")
-	plans, _, err = repository.PlanBuiltin(ctx(t), db, repository.Audience{All: true}, 1000, 3)
+	plans, _, err = repository.PlanBuiltin(ctx(t), db, model.Audience{All: true}, 1000, 3)
 	if err != nil || !slices.Equal(plans, []lease.Plan{{Lo: 1200, Hi: 2467, Targets: -1}, {Lo: 2467, Hi: 3734, Targets: -1}, {Lo: 3734, Hi: 5000, Targets: -1}}) {
 		t.Fatalf("all plan %+v %v", plans, err)
 	}
 	bounds := []uint64{plans[0].Lo, plans[0].Hi, plans[1].Hi, plans[2].Hi}
-	counts, err := s.CountChunks(ctx(t), repository.Audience{All: true}, bounds)
+	counts, err := s.CountChunks(ctx(t), model.Audience{All: true}, bounds)
 	if err != nil || !slices.Equal(counts, []int64{1267, 1267, 1266}) {
 		t.Fatalf("counts %v %v", counts, err)
 	}

@@ -37,28 +37,3 @@ func TestClampBytes(t *testing.T) {
 		t.Fatal("short string changed")
 	}
 }
-
-func TestValidateDatabaseName(t *testing.T) {
-	t.Parallel()
-	for name, ok := range map[string]bool{
-		"pushfan": true, "pushfan_t_0a1b": true, "A9_": true,
-		"": false, "bad-name": false, "x`y": false, "x y": false, "é": false, strings.Repeat("a", 65): false,
-	} {
-		if err := validateDatabaseName(name); (err == nil) != ok {
-			t.Errorf("validateDatabaseName(%q) = %v, want ok=%v", name, err, ok)
-		}
-	}
-}
-
-func TestTokensBefore(t *testing.T) {
-	t.Parallel()
-	for _, m := range []int{1, 2, 3, 5} {
-		var sum uint64
-		for i := range 50 {
-			if got := tokensBefore(i, m); got != sum {
-				t.Fatalf("tokensBefore(%d, %d) = %d, want %d", i, m, got, sum)
-			}
-			sum += uint64(1 + i%m)
-		}
-	}
-}

@@ -4,24 +4,19 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"pushfan/model"
 )
 
-// Stats are totals across broadcasts. Dry runs send nothing real, so they are
-// left out of every total and only counted, in DryRuns.
-type Stats struct {
-	Broadcasts, DryRuns, Targeted, Succeeded, Failed, Canceled, InvalidatedTokens int64
-	Errors                                                                        map[string]int64
-}
-
-// Stats sums counters over all non-dry-run broadcasts, running ones
+// model.Stats sums counters over all non-dry-run broadcasts, running ones
 // included, and those deleted by retention (kept in the stats archive).
 // Both queries run in one read-only REPEATABLE READ transaction, so Errors
 // agrees with Failed even while broadcasts are progressing.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{Errors: map[string]int64{}}
+func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
+	st := model.Stats{Errors: map[string]int64{}}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return Stats{}, fmt.Errorf("stats: begin: %w", err)
+		return model.Stats{}, fmt.Errorf("stats: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
 
@@ -38,16 +33,16 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		FROM broadcasts`).Scan(
 		&st.Broadcasts, &st.DryRuns, &st.Targeted, &st.Succeeded, &st.Failed, &st.Canceled, &st.InvalidatedTokens)
 	if err != nil {
-		return Stats{}, fmt.Errorf("stats: totals: %w", err)
+		return model.Stats{}, fmt.Errorf("stats: totals: %w", err)
 	}
 
 	// Broadcasts removed by retention left their totals in the archive.
-	var a Stats
+	var a model.Stats
 	err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(broadcasts), 0), COALESCE(SUM(dry_runs), 0), COALESCE(SUM(targeted), 0),
 			COALESCE(SUM(succeeded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(canceled), 0), COALESCE(SUM(invalidated_tokens), 0)
 		FROM stats_archive`).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens)
 	if err != nil {
-		return Stats{}, fmt.Errorf("stats: archive: %w", err)
+		return model.Stats{}, fmt.Errorf("stats: archive: %w", err)
 	}
 	st.Broadcasts += a.Broadcasts
 	st.DryRuns += a.DryRuns
@@ -61,7 +56,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			UNION ALL SELECT code, count FROM stats_archive_errors
 		) x GROUP BY code`)
 	if err != nil {
-		return Stats{}, fmt.Errorf("stats: errors: %w", err)
+		return model.Stats{}, fmt.Errorf("stats: errors: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -70,12 +65,12 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			n    int64
 		)
 		if err := rows.Scan(&code, &n); err != nil {
-			return Stats{}, fmt.Errorf("stats: errors: scan: %w", err)
+			return model.Stats{}, fmt.Errorf("stats: errors: scan: %w", err)
 		}
 		st.Errors[code] = n
 	}
 	if err := rows.Err(); err != nil {
-		return Stats{}, fmt.Errorf("stats: errors: %w", err)
+		return model.Stats{}, fmt.Errorf("stats: errors: %w", err)
 	}
 	return st, nil
 }

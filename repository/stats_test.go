@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"pushfan/repository"
+	"pushfan/model"
 )
 
 func TestStatsExcludesDryRuns(t *testing.T) {
@@ -14,27 +14,27 @@ func TestStatsExcludesDryRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(empty, repository.Stats{Errors: map[string]int64{}}) {
+	if !reflect.DeepEqual(empty, model.Stats{Errors: map[string]int64{}}) {
 		t.Fatalf("empty stats: %+v", empty)
 	}
 
-	add := func(dry bool, d repository.Counts) {
+	add := func(dry bool, d model.Counts) {
 		t.Helper()
-		b := &repository.Broadcast{DryRun: dry, Audience: repository.Audience{All: true}, Counts: d}
+		b := &model.Broadcast{DryRun: dry, Audience: model.Audience{All: true}, Counts: d}
 		if err := s.CreateBroadcast(ctx(t), b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	add(false, repository.Counts{Targeted: 10, Succeeded: 7, Failed: 3, Invalidated: 2, Errors: map[string]int64{"UNREGISTERED": 2, "INTERNAL": 1}})
-	add(false, repository.Counts{Targeted: 5, Succeeded: 1, Failed: 1, Canceled: 3, Errors: map[string]int64{"UNREGISTERED": 1}})
-	add(true, repository.Counts{Targeted: 100, Succeeded: 50, Failed: 50, Invalidated: 9, Errors: map[string]int64{"UNREGISTERED": 40, "DRY_ONLY": 10}})
-	add(true, repository.Counts{})
+	add(false, model.Counts{Targeted: 10, Succeeded: 7, Failed: 3, Invalidated: 2, Errors: map[string]int64{"UNREGISTERED": 2, "INTERNAL": 1}})
+	add(false, model.Counts{Targeted: 5, Succeeded: 1, Failed: 1, Canceled: 3, Errors: map[string]int64{"UNREGISTERED": 1}})
+	add(true, model.Counts{Targeted: 100, Succeeded: 50, Failed: 50, Invalidated: 9, Errors: map[string]int64{"UNREGISTERED": 40, "DRY_ONLY": 10}})
+	add(true, model.Counts{})
 
 	got, err := s.Stats(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := repository.Stats{
+	want := model.Stats{
 		Broadcasts: 2, DryRuns: 2, Targeted: 15, Succeeded: 8, Failed: 4, Canceled: 3, InvalidatedTokens: 2,
 		Errors: map[string]int64{"UNREGISTERED": 3, "INTERNAL": 1},
 	}

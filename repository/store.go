@@ -1,5 +1,16 @@
-// Package repository is pushfan's MySQL layer: schema migrations, audience
-// paging, broadcast bookkeeping, failure records and token invalidation.
+// Package repository is pushfan's MySQL storage, one file per entity:
+//
+//   - broadcasts.go: the broadcast rows (submit with their chunks, promote
+//     when due, read, list, delete after retention);
+//   - tokens.go: the bundled users and device tokens (audience paging,
+//     counting, chunk planning, dead-token invalidation);
+//   - failures.go: the failed targets of a broadcast;
+//   - cronfires.go: jobs' fires and skipped fires;
+//   - stats.go: totals across broadcasts, and the archive of deleted ones;
+//   - migrate.go: the embedded goose migrations.
+//
+// Chunks and leases are package lease's. The Store runs on a pool opened
+// by sqldb.Open; the types it reads and writes are package model's.
 //
 // It targets MariaDB 10.6+ and MySQL 8.0+ through go-sql-driver/mysql and
 // sqlx. Every query takes a context; every time is stored and returned in UTC
@@ -12,27 +23,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"pushfan/internal/sqldb"
+
 	"github.com/jmoiron/sqlx"
 )
 
 // ErrNotFound is returned (wrapped) when a row asked for by id does not exist.
 var ErrNotFound = errors.New("not found")
-
-// ErrFinished is returned (wrapped) when an operation needs a broadcast that
-// has not finished yet, but it already has (e.g. canceling a completed one).
-var ErrFinished = errors.New("broadcast already finished")
-
-const (
-	// defaultMaxOpen is used when Open is given a non-positive pool size.
-	defaultMaxOpen = 16
-	// connMaxLifetime recycles connections so that a failover or a proxy's
-	// idle cut never leaves us holding only dead connections.
-	connMaxLifetime = 5 * time.Minute
-)
 
 // Store is the MySQL-backed repository. It is safe for concurrent use.
 type Store struct {
@@ -40,111 +38,10 @@ type Store struct {
 	log *slog.Logger
 }
 
-// Open connects to MySQL/MariaDB, applying the settings this package relies
-// on whatever the DSN says:
-//
-//   - parseTime=true and loc=UTC, so DATETIME columns scan into time.Time;
-//   - time_zone='+00:00' on every session, so CURRENT_TIMESTAMP defaults and
-//     NOW() agree with the UTC times we write;
-//   - interpolateParams=true (unless the DSN picks its own collation/charset,
-//     where interpolation may be unsafe): one round trip per query instead of
-//     prepare/execute/close, and no 65,535-placeholder cap on big IN lists;
-//   - time values truncated to microseconds, matching DATETIME(6).
-//
-// The pool gets maxOpen connections (16 if maxOpen <= 0), as many idle ones
-// (so bursts don't churn connections) and a 5 minute lifetime. Open pings the
-// server within ctx before returning.
-func Open(ctx context.Context, dsn string, maxOpen int, log *slog.Logger) (*Store, error) {
-	log = orDiscard(log)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse mysql dsn: %w", err)
-	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["time_zone"] = "'+00:00'"
-	if cfg.Collation == "" && !strings.Contains(dsn, "charset=") {
-		cfg.InterpolateParams = true
-	}
-	cfg.Logger = driverLogger{log: log}
-	if err := cfg.Apply(mysql.TimeTruncate(time.Microsecond)); err != nil {
-		return nil, fmt.Errorf("configure mysql driver: %w", err)
-	}
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("mysql connector: %w", err)
-	}
-	if maxOpen <= 0 {
-		maxOpen = defaultMaxOpen
-	}
-	db := sqlx.NewDb(sql.OpenDB(connector), "mysql")
-	db.SetMaxOpenConns(maxOpen)
-	db.SetMaxIdleConns(maxOpen)
-	db.SetConnMaxLifetime(connMaxLifetime)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("ping mysql at %s/%s: %w", cfg.Addr, cfg.DBName, err)
-	}
-	log.Debug("mysql connected", "addr", cfg.Addr, "db", cfg.DBName, "max_open", maxOpen)
-	return &Store{db: db, log: log}, nil
-}
-
-// EnsureDatabase creates the database named in dsn if it does not exist yet,
-// with utf8mb4 as its default character set. It connects to the server without
-// selecting a database, since the one we want may not exist.
-func EnsureDatabase(ctx context.Context, dsn string) error {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return fmt.Errorf("parse mysql dsn: %w", err)
-	}
-	name := cfg.DBName
-	// The name ends up inside backquotes in DDL, which cannot take
-	// placeholders: allow only a conservative alphabet instead of escaping.
-	if err := validateDatabaseName(name); err != nil {
-		return err
-	}
-	cfg.DBName = ""
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return fmt.Errorf("mysql connector: %w", err)
-	}
-	db := sql.OpenDB(connector)
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"` CHARACTER SET utf8mb4"); err != nil {
-		return fmt.Errorf("create database %s at %s: %w", name, cfg.Addr, err)
-	}
-	return nil
-}
-
-func validateDatabaseName(name string) error {
-	if name == "" {
-		return errors.New("mysql dsn names no database")
-	}
-	if len(name) > 64 {
-		return fmt.Errorf("database name %q is longer than 64 characters", name)
-	}
-	for _, r := range name {
-		ok := r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
-		if !ok {
-			return fmt.Errorf("database name %q: only letters, digits and _ are allowed", name)
-		}
-	}
-	return nil
-}
-
-// DB exposes the pool for callers that need a query this package lacks (and
-// for Migrate: store.DB().DB).
-func (s *Store) DB() *sqlx.DB { return s.db }
-
-// Close closes the pool, waiting for queries in flight to finish.
-func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("close mysql: %w", err)
-	}
-	return nil
+// New returns a Store on db, a pool opened by sqldb.Open (and migrated by
+// Migrate). The pool is the caller's: it closes it.
+func New(db *sqlx.DB, log *slog.Logger) *Store {
+	return &Store{db: db, log: sqldb.OrDiscard(log)}
 }
 
 // Ping checks that the database answers; it is meant for readiness probes.
@@ -155,17 +52,26 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// driverLogger routes go-sql-driver's own messages (e.g. "unexpected EOF" on
-// a connection the server closed) to our logger instead of the stdlib one.
-type driverLogger struct{ log *slog.Logger }
-
-func (l driverLogger) Print(v ...any) {
-	l.log.Warn("mysql driver", "msg", strings.TrimSpace(fmt.Sprint(v...)))
-}
-
-func orDiscard(log *slog.Logger) *slog.Logger {
-	if log == nil {
-		return slog.New(slog.DiscardHandler)
+// TryLock takes the MySQL named lock name (scoped to this database) on a
+// connection of its own, without waiting, and returns a release function;
+// ok is false when another session holds it. The lock is the server's, so
+// it serialises every instance, and it goes away if the connection dies.
+func (s *Store) TryLock(ctx context.Context, name string) (release func(), ok bool, err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock %s: %w", name, err)
 	}
-	return log
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(DATABASE(), '.', ?), 0)", name).Scan(&got); err != nil {
+		conn.Close()
+		return nil, false, fmt.Errorf("lock %s: %w", name, err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, false, nil
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))", name)
+		conn.Close()
+	}, true, nil
 }

@@ -4,10 +4,17 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strings"
 	"time"
+
+	"pushfan/internal/sqldb"
+	"pushfan/lease"
+	"pushfan/model"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -93,4 +100,264 @@ func invalidateWhere[K cmp.Ordered](ctx context.Context, db execer, column strin
 		}
 	}
 	return total, nil
+}
+
+// Target is one device token to send to.
+type Target struct {
+	TokenID uint64 `db:"id"`
+	UserID  uint64 `db:"user_id"`
+	Token   string `db:"token"`
+}
+
+// errAmbiguousAudience guards against the costly mistake of treating
+// {"all":true,"user_ids":[...]} as "all".
+var errAmbiguousAudience = errors.New("audience sets both all and user_ids")
+
+// audienceFilter returns the WHERE conditions (on device_tokens t joined to
+// users u) for a, with their arguments. empty is true when a selects nobody,
+// so callers can skip the query.
+//
+// The audience rule (the contract in shared/DESIGN.md): one target per valid token
+// (invalidated_at IS NULL) of each user with push_enabled = 1 in the audience.
+// Tokens whose user row is missing are not targeted (the inner join).
+func audienceFilter(a model.Audience) (cond string, args []any, empty bool, err error) {
+	const base = "t.invalidated_at IS NULL AND u.push_enabled = 1"
+	switch {
+	case a.Name != "":
+		return "", nil, false, fmt.Errorf("named audience %q is paged by package audience, not by SQL here", a.Name)
+	case a.All && len(a.UserIDs) > 0:
+		return "", nil, false, errAmbiguousAudience
+	case a.All:
+		return base, nil, false, nil
+	case len(a.UserIDs) == 0:
+		return "", nil, true, nil
+	}
+	// sqlx.In expands the slice into one placeholder per id. With Open's
+	// interpolateParams there is no placeholder cap, but the list is resent
+	// with every page: user_ids audiences are meant for thousands of users,
+	// not millions (use All or an operator table for those).
+	cond, args, err = sqlx.In(base+" AND t.user_id IN (?)", a.UserIDs)
+	if err != nil {
+		return "", nil, false, fmt.Errorf("expand user_ids: %w", err)
+	}
+	return cond, args, false, nil
+}
+
+// AudiencePage appends to dst[:0] up to limit targets of a whose token id is
+// in (after, upto], in token id order, and returns the slice. Call it again
+// with the last TokenID as after until it returns fewer than limit targets.
+// The upper bound is a chunk's: no page reads past it.
+//
+// Keyset paging (not OFFSET) keeps every page an index range scan, however
+// deep into the audience it is, and never skips or repeats a token while
+// other rows are inserted or invalidated concurrently. Rows are scanned
+// straight into dst's existing backing array (no per-row struct through
+// reflection), so a worker paging millions of tokens reuses one buffer.
+func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto uint64, limit int, dst []Target) ([]Target, error) {
+	dst = dst[:0]
+	if limit <= 0 {
+		return dst, fmt.Errorf("audience page: limit %d must be positive", limit)
+	}
+	cond, args, empty, err := audienceFilter(a)
+	if err != nil {
+		return dst, fmt.Errorf("audience page: %w", err)
+	}
+	if empty || upto <= after {
+		return dst, nil
+	}
+	// STRAIGHT_JOIN pins device_tokens as the driving table for "all", so
+	// the plan is a primary-key range walk that stops after limit rows
+	// instead of a join over all users followed by a sort. For user_ids the
+	// optimizer is left free: there, driving from the user_id index is better.
+	hint := ""
+	if a.All {
+		hint = "STRAIGHT_JOIN "
+	}
+	q := s.db.Rebind("SELECT " + hint + "t.id, t.user_id, t.token FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND " +
+		cond + " ORDER BY t.id LIMIT ?")
+	full := make([]any, 0, len(args)+3)
+	full = append(full, after, upto)
+	full = append(full, args...)
+	full = append(full, limit)
+
+	rows, err := s.db.QueryContext(ctx, q, full...)
+	if err != nil {
+		return dst, fmt.Errorf("audience page after %d: %w", after, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		dst = append(dst, Target{})
+		t := &dst[len(dst)-1]
+		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token); err != nil {
+			return dst[:0], fmt.Errorf("audience page: scan: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return dst[:0], fmt.Errorf("audience page after %d: %w", after, err)
+	}
+	return dst, nil
+}
+
+// CountAudience returns how many targets AudiencePage would yield in total
+// right now (the broadcast's "targeted" before sending starts).
+func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, error) {
+	cond, args, empty, err := audienceFilter(a)
+	if err != nil {
+		return 0, fmt.Errorf("count audience: %w", err)
+	}
+	if empty {
+		return 0, nil
+	}
+	var n int64
+	q := s.db.Rebind("SELECT COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE " + cond)
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count audience: %w", err)
+	}
+	return n, nil
+}
+
+// PlanBuiltin splits a built-in audience into chunks that follow its own
+// tokens, and returns them with the snapshot (the highest token id now).
+//
+//   - user_ids: the audience's token ids are read (the list is capped, so
+//     this is a bounded index lookup) and cut every width targets: a small
+//     audience is one chunk, whatever the size of the table, and every
+//     chunk's target count is known exactly.
+//   - all: (lowest live token id - 1, highest id] cut every width ids, at
+//     most maxChunks chunks (wider beyond); counts come later (CountChunks).
+//
+// An audience with no target gets no chunk: the broadcast completes empty.
+func PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audience, width uint64, maxChunks int) ([]lease.Plan, uint64, error) {
+	if width == 0 || maxChunks <= 0 {
+		return nil, 0, fmt.Errorf("plan: chunk width %d and max chunks %d must be positive", width, maxChunks)
+	}
+	var hi sql.NullInt64
+	if err := q.QueryRowContext(ctx, "SELECT MAX(id) FROM device_tokens").Scan(&hi); err != nil {
+		return nil, 0, fmt.Errorf("plan: audience bounds: %w", err)
+	}
+	maxID := uint64(hi.Int64)
+	if maxID == 0 {
+		return nil, 0, nil
+	}
+	cond, args, empty, err := audienceFilter(a)
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("plan: %w", err)
+	case empty:
+		return nil, maxID, nil
+	case a.All:
+		var lo sql.NullInt64
+		if err := q.QueryRowContext(ctx, "SELECT MIN(id) FROM device_tokens WHERE invalidated_at IS NULL").Scan(&lo); err != nil {
+			return nil, 0, fmt.Errorf("plan: audience bounds: %w", err)
+		}
+		if !lo.Valid {
+			return nil, maxID, nil
+		}
+		return SplitRange(uint64(lo.Int64)-1, maxID, width, maxChunks), maxID, nil
+	}
+	query, qargs, err := sqlx.In("SELECT t.id FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id <= ? AND "+cond+" ORDER BY t.id",
+		append([]any{maxID}, args...)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("plan: %w", err)
+	}
+	rows, err := q.QueryContext(ctx, query, qargs...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("plan: audience ids: %w", err)
+	}
+	defer rows.Close()
+	var plans []lease.Plan
+	var prev, n uint64
+	first := true
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, 0, fmt.Errorf("plan: audience ids: %w", err)
+		}
+		if first {
+			plans = append(plans, lease.Plan{Lo: id - 1})
+			first = false
+		} else if n == width {
+			plans[len(plans)-1].Hi, plans[len(plans)-1].Targets = prev, int64(n)
+			plans = append(plans, lease.Plan{Lo: prev})
+			n = 0
+		}
+		prev, n = id, n+1
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("plan: audience ids: %w", err)
+	}
+	if len(plans) > 0 {
+		plans[len(plans)-1].Hi, plans[len(plans)-1].Targets = prev, int64(n)
+	}
+	return plans, maxID, nil
+}
+
+// SplitRange cuts (lo, hi] into chunks of width cursor values, widened so
+// there are at most maxChunks; their target counts are unknown (-1).
+func SplitRange(lo, hi, width uint64, maxChunks int) []lease.Plan {
+	if hi <= lo {
+		return nil
+	}
+	span := hi - lo
+	w := max(width, span/uint64(maxChunks)+min(span%uint64(maxChunks), 1))
+	var plans []lease.Plan
+	for from := lo; from < hi; {
+		to := hi
+		if hi-from > w {
+			to = from + w
+		}
+		plans = append(plans, lease.Plan{Lo: from, Hi: to, Targets: -1})
+		if to == math.MaxUint64 {
+			break
+		}
+		from = to
+	}
+	return plans
+}
+
+// CountChunks counts a built-in audience's targets in each of the chunks
+// (bounds[i], bounds[i+1]] in one index scan: INTERVAL() finds each token's
+// chunk by binary search over the bounds.
+func (s *Store) CountChunks(ctx context.Context, a model.Audience, bounds []uint64) ([]int64, error) {
+	if len(bounds) < 2 {
+		return nil, nil
+	}
+	counts := make([]int64, len(bounds)-1)
+	cond, args, empty, err := audienceFilter(a)
+	if err != nil {
+		return nil, fmt.Errorf("count chunks: %w", err)
+	}
+	if empty {
+		return counts, nil
+	}
+	// INTERVAL(t.id - 1, b0, b1, ...) is the number of bounds <= t.id-1,
+	// i.e. 1 + the chunk index for b_k < t.id <= b_k+1.
+	in := strings.TrimSuffix(strings.Repeat("?,", len(bounds)-1), ",")
+	full := make([]any, 0, len(bounds)+len(args)+2)
+	for _, b := range bounds[:len(bounds)-1] {
+		full = append(full, b)
+	}
+	full = append(full, bounds[0], bounds[len(bounds)-1])
+	full = append(full, args...)
+	q := s.db.Rebind("SELECT INTERVAL(t.id - 1, " + in + ") AS k, COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id" +
+		" WHERE t.id > ? AND t.id <= ? AND " + cond + " GROUP BY k")
+	rows, err := s.db.QueryContext(ctx, q, full...)
+	if err != nil {
+		return nil, fmt.Errorf("count chunks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k int
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, fmt.Errorf("count chunks: %w", err)
+		}
+		if k >= 1 && k <= len(counts) {
+			counts[k-1] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count chunks: %w", err)
+	}
+	return counts, nil
 }

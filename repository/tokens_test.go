@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -60,7 +61,7 @@ func TestInvalidateTokens(t *testing.T) {
 		t.Fatalf("reason of ids[3]: %q, %v", reason, err)
 	}
 
-	targets := pageAll(t, s, repository.Audience{All: true}, 100)
+	targets := pageAll(t, s, model.Audience{All: true}, 100)
 	if len(targets) != 400 || targets[0].TokenID != ids[2100] {
 		t.Fatalf("after invalidation the audience has %d targets starting at %d, want 400 from %d",
 			len(targets), targets[0].TokenID, ids[2100])
@@ -84,7 +85,7 @@ func TestInvalidateTokensByTokenString(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("invalidated %d, %v", n, err)
 	}
-	page, err := s.AudiencePage(ctx(t), repository.Audience{All: true}, 0, math.MaxUint64, 10, nil)
+	page, err := s.AudiencePage(ctx(t), model.Audience{All: true}, 0, math.MaxUint64, 10, nil)
 	if err != nil || len(page) != 1 || page[0].TokenID == id {
 		t.Fatalf("after invalidation the audience is %+v (%v)", page, err)
 	}

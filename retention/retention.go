@@ -14,10 +14,10 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"pushfan/internal/clock"
+	"pushfan/internal/lifecycle"
 )
 
 // Store is what a pass needs from storage.
@@ -41,10 +41,7 @@ type Runner struct {
 	log   *slog.Logger
 	opt   Options
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
+	loop lifecycle.Loop
 }
 
 // New returns a Runner; Start begins its passes.
@@ -63,40 +60,13 @@ func New(store Store, log *slog.Logger, opt Options) *Runner {
 
 // Start runs a pass soon and then every Options.Every, until Stop or ctx
 // ends. Starting twice does nothing.
-func (r *Runner) Start(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return
-	}
-	r.started = true
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go func() {
-		defer close(r.done)
-		r.loop(ctx)
-	}()
-}
+func (r *Runner) Start(ctx context.Context) { r.loop.Start(ctx, r.run) }
 
 // Stop ends the Runner, aborting a pass in progress, and waits for it (up
 // to ctx). Safe twice, and before Start.
-func (r *Runner) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (r *Runner) Stop(ctx context.Context) error { return r.loop.Stop(ctx) }
 
-func (r *Runner) loop(ctx context.Context) {
+func (r *Runner) run(ctx context.Context) {
 	// The first pass a little after start-up, spread across instances.
 	wait := time.Duration(rand.Int64N(int64(time.Minute)))
 	for {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"pushfan/internal/testdb"
-	"pushfan/repository"
+	"pushfan/model"
 	"pushfan/retention"
 )
 
@@ -16,26 +16,27 @@ import (
 // skipped fires go; recent and unfinished ones stay; /push/stats totals do
 // not move; and only one instance runs a pass at a time.
 func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
-	store, _ := testdb.New(t)
+	tdb := testdb.New(t)
+	store, _ := tdb.Store, tdb.DSN
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	now := time.Now().UTC()
 	old, recent := now.Add(-100*24*time.Hour), now.Add(-time.Hour)
 	mk := func(finished *time.Time, dry bool, n int64, code string) uint64 {
-		b := &repository.Broadcast{
-			Status: repository.StatusCompleted, DryRun: dry, Message: repository.Message{Title: "x"}, Audience: repository.Audience{All: true},
-			Counts:    repository.Counts{Targeted: n, Succeeded: n - 2, Failed: 2, Errors: map[string]int64{code: 2}},
+		b := &model.Broadcast{
+			Status: model.StatusCompleted, DryRun: dry, Message: model.Message{Title: "x"}, Audience: model.Audience{All: true},
+			Counts:    model.Counts{Targeted: n, Succeeded: n - 2, Failed: 2, Errors: map[string]int64{code: 2}},
 			StartedAt: finished, FinishedAt: finished,
 		}
 		if finished == nil {
-			b.Status = repository.StatusRunning
+			b.Status = model.StatusRunning
 		}
 		if err := store.CreateBroadcast(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		fs := make([]repository.Failure, 2500) // more than one delete batch
+		fs := make([]model.Failure, 2500) // more than one delete batch
 		for i := range fs {
-			fs[i] = repository.Failure{BroadcastID: b.ID, TokenID: uint64(i + 1), UserID: 1, Code: code}
+			fs[i] = model.Failure{BroadcastID: b.ID, TokenID: uint64(i + 1), UserID: 1, Code: code}
 		}
 		if err := store.RecordFailures(ctx, fs); err != nil {
 			t.Fatal(err)
@@ -110,7 +111,8 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 
 // Start and Stop are safe twice, and Stop aborts a pass in progress.
 func TestRunnerLifecycle(t *testing.T) {
-	store, _ := testdb.New(t)
+	tdb := testdb.New(t)
+	store, _ := tdb.Store, tdb.DSN
 	r := retention.New(store, slog.New(slog.DiscardHandler), retention.Options{Keep: time.Hour, Every: time.Hour})
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)

@@ -12,9 +12,10 @@ import (
 	"pushfan/audience"
 	"pushfan/config"
 	"pushfan/fcmemu"
+	"pushfan/internal/demo"
 	"pushfan/internal/teststack"
 	"pushfan/lease"
-	"pushfan/repository"
+	"pushfan/model"
 )
 
 // A broadcast to 3 users is one chunk, whatever the size of the tokens
@@ -29,7 +30,7 @@ func TestSmallUserIDsBroadcastIsOneChunkOnABigTable(t *testing.T) {
 		}})
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
-		if _, _, err := s.Store.SeedDemo(ctx, repository.SeedOptions{Users: users, TokensPerUserMax: 1}); err != nil {
+		if _, _, err := s.Seeder().SeedDemo(ctx, demo.SeedOptions{Users: users, TokensPerUserMax: 1}); err != nil {
 			t.Fatal(err)
 		}
 		ids := []uint64{7, uint64(users / 2), uint64(users - 3)}
@@ -47,7 +48,7 @@ func TestSmallUserIDsBroadcastIsOneChunkOnABigTable(t *testing.T) {
 			}
 		}
 		for _, uid := range ids {
-			if c := s.Emu.Counts(repository.SeedTokenName(uid, 1, false)); c.Accepted != 3 {
+			if c := s.Emu.Counts(demo.SeedTokenName(uid, 1, false)); c.Accepted != 3 {
 				t.Fatalf("user %d's token accepted %d times over 3 broadcasts", uid, c.Accepted)
 			}
 		}
@@ -74,7 +75,7 @@ func TestChunksFollowTheAudience(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if _, _, err := s.Store.SeedDemo(ctx, repository.SeedOptions{Users: 20000, TokensPerUserMax: 1}); err != nil {
+	if _, _, err := s.Seeder().SeedDemo(ctx, demo.SeedOptions{Users: 20000, TokensPerUserMax: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// Every 4th user: 2,500 targets spread over 10,000 token ids.
@@ -183,8 +184,8 @@ func TestChunksAnInstanceCannotRunAreHandedBack(t *testing.T) {
 
 	// No instance has it: a broadcast stored by a newer version that is
 	// gone again.
-	ghost := &repository.Broadcast{Message: repository.Message{Title: "x"}, Audience: repository.Audience{Name: "ghost_segment"}}
-	if err := s.Store.SubmitBroadcast(t.Context(), ghost, func(context.Context, *sql.Tx, *repository.Broadcast) ([]lease.Plan, uint64, error) {
+	ghost := &model.Broadcast{Message: model.Message{Title: "x"}, Audience: model.Audience{Name: "ghost_segment"}}
+	if err := s.Store.SubmitBroadcast(t.Context(), ghost, func(context.Context, *sql.Tx, *model.Broadcast) ([]lease.Plan, uint64, error) {
 		return []lease.Plan{{Lo: 0, Hi: math.MaxUint64, Targets: -1}}, 0, nil
 	}); err != nil {
 		t.Fatal(err)

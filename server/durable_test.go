@@ -163,7 +163,9 @@ func TestStoppedInstanceReleasesChunksAndAnotherFinishes(t *testing.T) {
 	for s.Emu.Stats().Accepted < n*4/10 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	s.Service.Stop() // what SIGTERM does
+	if err := s.Service.Stop(t.Context()); err != nil { // what SIGTERM does
+		t.Fatal(err)
+	}
 	chunks, err := s.Leases.Chunks(t.Context(), b.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func TestBroadcastAllEndToEnd(t *testing.T) {
 
 			// Dead tokens are invalidated in MySQL.
 			var invalidated int64
-			if err := s.Store.DB().Get(&invalidated, "SELECT COUNT(*) FROM device_tokens WHERE invalid_reason IN ('UNREGISTERED','INVALID_ARGUMENT')"); err != nil {
+			if err := s.SQL.Get(&invalidated, "SELECT COUNT(*) FROM device_tokens WHERE invalid_reason IN ('UNREGISTERED','INVALID_ARGUMENT')"); err != nil {
 				t.Fatal(err)
 			}
 			if invalidated != dead {
@@ -194,7 +194,7 @@ func TestBroadcastRejectsBadInput(t *testing.T) {
 	}
 	// Nothing was stored or sent by any of them.
 	var n int
-	if err := s.Store.DB().Get(&n, "SELECT COUNT(*) FROM broadcasts"); err != nil || n != 0 {
+	if err := s.SQL.Get(&n, "SELECT COUNT(*) FROM broadcasts"); err != nil || n != 0 {
 		t.Fatalf("%d broadcasts stored by bad requests (err %v)", n, err)
 	}
 }

@@ -60,6 +60,10 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 	if errors.As(err, &apiErr) {
 		return apiErr
 	}
+	var fe *broadcast.FieldError
+	if errors.As(err, &fe) {
+		return &APIError{Status: http.StatusBadRequest, Code: fe.Code, Field: fe.Field, Message: fe.Message}
+	}
 	switch {
 	case errors.Is(err, broadcast.ErrNotFound):
 		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no broadcast with id " + c.Param("id")}

@@ -3,9 +3,13 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"pushfan/broadcast"
 )
 
 // fuzzMaxUserIDs is the PUSHFAN_MAX_USER_IDS the fuzz target validates with.
@@ -61,17 +65,21 @@ func FuzzBroadcastRequest(f *testing.F) {
 			checkAPIError(t, "decodeStrict", err)
 			return
 		}
-		out, err := req.validate(fuzzMaxUserIDs)
+		out, err := broadcast.Rules{MaxUserIDs: fuzzMaxUserIDs}.Validate(req.Spec, time.Time{})
 		if err != nil {
-			checkAPIError(t, "validate", err)
+			var fe *broadcast.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("the rules returned %T (%v), want *broadcast.FieldError", err, err)
+			}
+			checkAPIError(t, "validate", (&Server{}).toAPIError(err, nil))
 			return
 		}
 		m := out.Message
 		if m.Title == "" && m.Body == "" && len(m.Data) == 0 {
 			t.Fatalf("validated an empty message from %q", raw)
 		}
-		if n := fuzzPayloadSize(t, m.Title, m.Body, m.Image, m.Data); n > MaxPayloadBytes {
-			t.Fatalf("validated a %d-byte payload (limit %d) from %q", n, MaxPayloadBytes, raw)
+		if n := fuzzPayloadSize(t, m.Title, m.Body, m.Image, m.Data); n > broadcast.MaxPayloadBytes {
+			t.Fatalf("validated a %d-byte payload (limit %d) from %q", n, broadcast.MaxPayloadBytes, raw)
 		}
 		for k := range m.Data {
 			lk := strings.ToLower(k)

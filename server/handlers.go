@@ -3,9 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -13,10 +11,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"pushfan/broadcast"
-	"pushfan/fanout"
+	"pushfan/fcm"
 	"pushfan/internal/logging"
-	"pushfan/repository"
+	"pushfan/model"
 )
 
 func newRequestID() string {
@@ -47,7 +44,7 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
-	in, err := req.validateAt(s.cfg.Engine.MaxUserIDs, s.now(), s.cfg.HTTP.ScheduleHorizon, s.audiences)
+	in, err := s.svc.Validate(req.Spec)
 	if err != nil {
 		return err
 	}
@@ -74,7 +71,6 @@ func (s *Server) createBroadcast(c echo.Context) error {
 			return badRequest("invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1-255 printable ASCII characters")
 		}
 		in.IdempotencyKey = key
-		in.RequestHash = requestHash(in)
 	}
 	b, existing, err := s.svc.Submit(ctx, in)
 	if err != nil {
@@ -84,7 +80,7 @@ func (s *Server) createBroadcast(c echo.Context) error {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
 	finished := b.Status.Final()
-	if wait && !finished && b.Status != repository.StatusScheduled {
+	if wait && !finished && b.Status != model.StatusScheduled {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
 		finished, err = s.svc.Wait(wctx, b.ID)
 		cancel()
@@ -104,20 +100,6 @@ func (s *Server) createBroadcast(c echo.Context) error {
 }
 
 var validIdempotencyKey = regexp.MustCompile(`^[\x21-\x7e]+$`)
-
-// requestHash digests what the request asks for, so a reused
-// Idempotency-Key with a different request is told apart from a retry.
-func requestHash(in broadcast.Request) string {
-	raw, _ := json.Marshal(struct {
-		M  repository.Message
-		A  repository.Audience
-		D  bool
-		ID bool
-		S  *time.Time
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt})
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
-}
 
 func parseID(c echo.Context) (uint64, error) {
 	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
@@ -190,8 +172,8 @@ func (s *Server) listFailures(c echo.Context) error {
 		after = n
 	}
 	code := c.QueryParam("code")
-	if code != "" && !fanout.IsKnownCode(code) {
-		return badRequest("unknown_code", "code", "code %q is not an error code pushfan reports; known codes: %v", code, fanout.KnownCodes())
+	if code != "" && !fcm.IsKnownCode(code) {
+		return badRequest("unknown_code", "code", "code %q is not an error code pushfan reports; known codes: %v", code, fcm.KnownCodes())
 	}
 	fs, err := s.svc.Failures(c.Request().Context(), id, code, after, limit+1)
 	if err != nil {
@@ -212,12 +194,12 @@ func (s *Server) listFailures(c echo.Context) error {
 // listBroadcasts pages broadcasts newest first:
 // ?status=scheduled&trigger=cron&limit=50&cursor=<opaque>.
 func (s *Server) listBroadcasts(c echo.Context) error {
-	f := repository.ListFilter{Limit: 50}
+	f := model.ListFilter{Limit: 50}
 	if q := c.QueryParam("status"); q != "" {
-		if !repository.Status(q).Valid() {
+		if !model.Status(q).Valid() {
 			return badRequest("invalid_value", "status", "status must be one of scheduled, queued, running, completed, canceled, failed")
 		}
-		f.Status = repository.Status(q)
+		f.Status = model.Status(q)
 	}
 	if q := c.QueryParam("trigger"); q != "" {
 		if q != "api" && q != "schedule" && q != "cron" {

@@ -29,7 +29,7 @@ func TestCronFiresOnceAcrossTwoInstances(t *testing.T) {
 		FireTime time.Time `db:"fire_time"`
 		N        int       `db:"n"`
 	}
-	if err := s.Store.DB().Select(&rows, "SELECT fire_time, COUNT(*) AS n FROM broadcasts WHERE job_name = 'tick' GROUP BY fire_time ORDER BY fire_time"); err != nil {
+	if err := s.SQL.Select(&rows, "SELECT fire_time, COUNT(*) AS n FROM broadcasts WHERE job_name = 'tick' GROUP BY fire_time ORDER BY fire_time"); err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) < 2 {
@@ -69,7 +69,7 @@ func TestCronMisfiresWithinAndBeyondCatchup(t *testing.T) {
 	var fired []time.Time
 	for time.Now().Before(deadline) {
 		fired = nil
-		if err := s.Store.DB().Select(&fired, "SELECT fire_time FROM broadcasts WHERE job_name = 'within'"); err != nil {
+		if err := s.SQL.Select(&fired, "SELECT fire_time FROM broadcasts WHERE job_name = 'within'"); err != nil {
 			t.Fatal(err)
 		}
 		if len(fired) > 0 {
@@ -81,9 +81,9 @@ func TestCronMisfiresWithinAndBeyondCatchup(t *testing.T) {
 		t.Fatalf("within the window: fired %v, want only %v", fired, newest)
 	}
 	var skippedWithin, skippedBeyond, firedBeyond int
-	s.Store.DB().Get(&skippedWithin, "SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'within' AND fire_time > ?", last)
-	s.Store.DB().Get(&skippedBeyond, "SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'beyond' AND fire_time > ?", last)
-	s.Store.DB().Get(&firedBeyond, "SELECT COUNT(*) FROM broadcasts WHERE job_name = 'beyond'")
+	s.SQL.Get(&skippedWithin, "SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'within' AND fire_time > ?", last)
+	s.SQL.Get(&skippedBeyond, "SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'beyond' AND fire_time > ?", last)
+	s.SQL.Get(&firedBeyond, "SELECT COUNT(*) FROM broadcasts WHERE job_name = 'beyond'")
 	if skippedWithin != 9 || skippedBeyond != 10 || firedBeyond != 0 {
 		t.Fatalf("skipped within %d (want 9), beyond %d (want 10), fired beyond %d", skippedWithin, skippedBeyond, firedBeyond)
 	}
@@ -239,7 +239,7 @@ func TestNamedAudienceParamsAndInjection(t *testing.T) {
 	s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"name": "renewal_due",
 		"params": map[string]any{"days_before": 3, "locale": "en' OR '1'='1"}}}, &b)
 	var users int
-	s.Store.DB().Get(&users, "SELECT COUNT(*) FROM users")
+	s.SQL.Get(&users, "SELECT COUNT(*) FROM users")
 	if b.Status != "completed" || b.Targeted != 0 || s.Emu.Stats().Requests != 0 || users != 60 {
 		t.Fatalf("injection attempt: %+v, %d requests, %d users", b, s.Emu.Stats().Requests, users)
 	}

@@ -361,7 +361,7 @@ func TestServerTimeoutsApply(t *testing.T) {
 func TestDatabaseDeadlineApplies(t *testing.T) {
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.DB.Timeout = 300 * time.Millisecond }})
 	// Another session holds a write lock on broadcasts: reads of it block.
-	conn, err := s.Store.DB().Conn(t.Context())
+	conn, err := s.SQL.Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,40 +3,39 @@ package server
 import (
 	"time"
 
-	"pushfan/lease"
-	"pushfan/repository"
+	"pushfan/model"
 )
 
 // broadcastView is the broadcast object of the API contract.
 type broadcastView struct {
-	ID                uint64              `json:"id"`
-	Status            repository.Status   `json:"status"`
-	DryRun            bool                `json:"dry_run"`
-	Targeted          int64               `json:"targeted"`
-	Succeeded         int64               `json:"succeeded"`
-	Failed            int64               `json:"failed"`
-	Canceled          int64               `json:"canceled"`
-	Errors            map[string]int64    `json:"errors"`
-	InvalidatedTokens int64               `json:"invalidated_tokens"`
-	Error             *string             `json:"error"`
-	Message           repository.Message  `json:"message"`
-	Audience          repository.Audience `json:"audience"`
-	RequestID         string              `json:"request_id,omitempty"`
-	CreatedBy         string              `json:"created_by,omitempty"`
-	Trigger           string              `json:"trigger"`
-	SendAt            *time.Time          `json:"send_at,omitempty"`
-	JobName           string              `json:"job_name,omitempty"`
-	FireTime          *time.Time          `json:"fire_time,omitempty"`
-	CreatedAt         time.Time           `json:"created_at"`
-	StartedAt         *time.Time          `json:"started_at"`
-	FinishedAt        *time.Time          `json:"finished_at"`
-	DurationMS        *int64              `json:"duration_ms"`
+	ID                uint64           `json:"id"`
+	Status            model.Status     `json:"status"`
+	DryRun            bool             `json:"dry_run"`
+	Targeted          int64            `json:"targeted"`
+	Succeeded         int64            `json:"succeeded"`
+	Failed            int64            `json:"failed"`
+	Canceled          int64            `json:"canceled"`
+	Errors            map[string]int64 `json:"errors"`
+	InvalidatedTokens int64            `json:"invalidated_tokens"`
+	Error             *string          `json:"error"`
+	Message           model.Message    `json:"message"`
+	Audience          model.Audience   `json:"audience"`
+	RequestID         string           `json:"request_id,omitempty"`
+	CreatedBy         string           `json:"created_by,omitempty"`
+	Trigger           string           `json:"trigger"`
+	SendAt            *time.Time       `json:"send_at,omitempty"`
+	JobName           string           `json:"job_name,omitempty"`
+	FireTime          *time.Time       `json:"fire_time,omitempty"`
+	CreatedAt         time.Time        `json:"created_at"`
+	StartedAt         *time.Time       `json:"started_at"`
+	FinishedAt        *time.Time       `json:"finished_at"`
+	DurationMS        *int64           `json:"duration_ms"`
 	// Chunks is how the work was shared (chunks, claims, takeovers, chunks
 	// done per instance), kept when the broadcast finishes.
-	Chunks *lease.Summary `json:"chunks,omitempty"`
+	Chunks *model.ChunkSummary `json:"chunks,omitempty"`
 }
 
-func viewOf(b *repository.Broadcast, now time.Time) broadcastView {
+func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
 		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,

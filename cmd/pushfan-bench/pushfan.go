@@ -8,9 +8,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"pushfan/internal/apiclient"
 	"strings"
 	"time"
+
+	"pushfan/internal/apiclient"
 )
 
 const (

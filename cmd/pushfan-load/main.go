@@ -22,7 +22,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"pushfan/internal/apiclient"
 	"runtime"
 	"slices"
 	"strings"
@@ -31,6 +30,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"pushfan/internal/apiclient"
 )
 
 type options struct {

@@ -75,11 +75,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return serve(ctx, cfg, log)
 	case "migrate":
-		store, err := openStore(ctx, cfg, log)
+		pool, err := openDB(ctx, cfg, log)
 		if err != nil {
 			return err
 		}
-		return store.Close()
+		return pool.Close()
 	case "seed":
 		return seed(ctx, cfg, log, rest, stdout)
 	}

@@ -16,17 +16,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"pushfan/config"
-	"pushfan/internal/apiclient"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"pushfan/config"
+	"pushfan/internal/apiclient"
+	"pushfan/internal/demo"
+
+	"github.com/jmoiron/sqlx"
+
 	"pushfan/fcmemu"
 	"pushfan/internal/testdb"
 	"pushfan/lease"
-	"pushfan/repository"
 )
 
 const procToken = "process-test-admin-token-0123"
@@ -56,26 +59,27 @@ func TestMain(m *testing.M) {
 // page size, chunk width and parallelism, checkpoint interval, lease, rate
 // limit): only the addresses, the admin token and the instance id are set.
 type procEnv struct {
-	t     *testing.T
-	store *repository.Store
-	emu   *fcmemu.Emulator
-	env   []string
-	n     int
-	cfg   config.Config // the defaults the processes run with
+	t    *testing.T
+	pool *sqlx.DB
+	emu  *fcmemu.Emulator
+	env  []string
+	n    int
+	cfg  config.Config // the defaults the processes run with
 }
 
 func newProcEnv(t *testing.T, n int, emuCfg fcmemu.Config) *procEnv {
-	store, dsn := testdb.New(t)
+	tdb := testdb.New(t)
+	dsn := tdb.DSN
 	if emuCfg.Latency == 0 {
 		emuCfg.Latency, emuCfg.Jitter = 30*time.Millisecond, 5*time.Millisecond
 	}
 	emu := fcmemu.New(emuCfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv := httptest.NewServer(emu.Handler())
 	t.Cleanup(srv.Close)
-	if _, _, err := store.SeedDemo(t.Context(), repository.SeedOptions{Users: n, TokensPerUserMax: 1}); err != nil {
+	if _, _, err := demo.New(tdb.SQL, nil).SeedDemo(t.Context(), demo.SeedOptions{Users: n, TokensPerUserMax: 1}); err != nil {
 		t.Fatal(err)
 	}
-	e := &procEnv{t: t, store: store, emu: emu, n: n, cfg: config.Defaults()}
+	e := &procEnv{t: t, pool: tdb.SQL, emu: emu, n: n, cfg: config.Defaults()}
 	e.env = append(os.Environ(),
 		"PUSHFAN_MYSQL_DSN="+dsn,
 		"PUSHFAN_FCM_ENDPOINT="+srv.URL+"/v1",
@@ -226,7 +230,7 @@ func (e *procEnv) verify(b broadcastView) (dups int64) {
 	}
 	var missing, delivered int64
 	for uid := 1; uid <= e.n; uid++ {
-		c := e.emu.Counts(repository.SeedTokenName(uint64(uid), 1, false))
+		c := e.emu.Counts(demo.SeedTokenName(uint64(uid), 1, false))
 		switch {
 		case c.Accepted == 0:
 			missing++
@@ -254,7 +258,7 @@ func (e *procEnv) bound(throughput float64) int64 {
 // first claimed from an expired lease.
 func (e *procEnv) waitTakeover(id uint64, since time.Time) time.Duration {
 	e.t.Helper()
-	leases := lease.New(e.store.DB().DB, nil)
+	leases := lease.New(e.pool.DB, nil)
 	for time.Since(since) < time.Minute {
 		chunks, err := leases.Chunks(context.Background(), id)
 		if err != nil {
@@ -341,7 +345,7 @@ func TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes(t *testing.T) {
 		t.Fatal("did not exit within the shutdown deadline")
 	}
 	took := time.Since(stopAt)
-	chunks, err := lease.New(e.store.DB().DB, nil).Chunks(t.Context(), b.ID)
+	chunks, err := lease.New(e.pool.DB, nil).Chunks(t.Context(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

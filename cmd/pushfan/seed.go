@@ -8,13 +8,15 @@ import (
 	"log/slog"
 
 	"pushfan/config"
+	"pushfan/internal/demo"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
 func seed(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	var o repository.SeedOptions
+	var o demo.SeedOptions
 	var start uint64
 	fs.IntVar(&o.Users, "users", 1000, "how many users to insert")
 	fs.IntVar(&o.TokensPerUserMax, "tokens-per-user", 3, "users cycle through 1..N device tokens")
@@ -26,20 +28,21 @@ func seed(ctx context.Context, cfg config.Config, log *slog.Logger, args []strin
 		return err
 	}
 	o.StartUserID = start
-	store, err := openStore(ctx, cfg, log)
+	pool, err := openDB(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	users, tokens, err := store.SeedDemo(ctx, o)
+	defer pool.Close()
+	seeder := demo.New(pool, log)
+	users, tokens, err := seeder.SeedDemo(ctx, o)
 	if err != nil {
 		return err
 	}
-	subs, err := store.SeedDemoSubscriptions(ctx, o.Users)
+	subs, err := seeder.SeedDemoSubscriptions(ctx, o.Users)
 	if err != nil {
 		return err
 	}
-	eligible, err := store.CountAudience(ctx, repository.Audience{All: true})
+	eligible, err := repository.New(pool, log).CountAudience(ctx, model.Audience{All: true})
 	if err != nil {
 		return err
 	}

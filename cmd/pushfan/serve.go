@@ -11,50 +11,34 @@ import (
 
 	"pushfan/config"
 	"pushfan/internal/app"
-	"pushfan/repository"
 )
 
-// openStore makes sure the database exists, connects and migrates.
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*repository.Store, error) {
-	dbctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
-	defer cancel()
-	if err := repository.EnsureDatabase(dbctx, cfg.MySQLDSN); err != nil {
-		return nil, fmt.Errorf("ensuring database: %w", err)
-	}
-	store, err := repository.Open(dbctx, cfg.MySQLDSN, cfg.DB.MaxOpen, log)
-	if err != nil {
-		return nil, fmt.Errorf("opening database: %w", err)
-	}
-	if err := repository.Migrate(ctx, store.DB().DB, log); err != nil {
-		store.Close()
-		return nil, fmt.Errorf("migrating: %w", err)
-	}
-	return store, nil
-}
-
+// serve runs one instance until ctx ends (SIGTERM, SIGINT), then shuts it
+// down in dependency order within PUSHFAN_SHUTDOWN_TIMEOUT: the listener
+// closes at once; the scheduler and retention stop; the service stops
+// taking work, which also lets requests waiting on a broadcast answer, and
+// its chunk runs checkpoint and release their leases; the HTTP server
+// drains; the engine's workers end; the sender and the pool close.
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	store, err := openStore(ctx, cfg, log)
+	pool, err := openDB(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer pool.Close()
 
-	inst, err := app.New(ctx, cfg, store, log)
+	inst, err := app.New(ctx, cfg, pool, log)
 	if err != nil {
 		return err
 	}
-	defer inst.Close()
-	svc := inst.Service
-	svc.Start()
-	inst.Scheduler.Start()
-	inst.Retention.Start(ctx)
-	defer inst.Retention.Stop(context.Background()) //nolint:errcheck // its context is the process's: it has stopped by then
-	srv := inst.API.HTTPServer()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		svc.Stop()
+		inst.Sender.Close()
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
 	}
+	// The parts run on a context of their own: shutdown stops them one by
+	// one, in order, rather than all at once when ctx ends.
+	inst.Start(context.WithoutCancel(ctx))
+	srv := inst.API.HTTPServer()
 	fcm := cfg.FCMEndpoint
 	if fcm == "" {
 		fcm = "Google FCM"
@@ -63,38 +47,31 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-
+	var failed error
 	select {
 	case err := <-serveErr:
-		inst.Scheduler.Stop()
-		svc.Stop()
-		return fmt.Errorf("http server: %w", err)
+		failed = fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: no new requests; stopping broadcasts", "deadline", cfg.HTTP.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
+	// Shutdown closes the listener at once and waits for handlers; it runs
+	// beside the parts' stop, which releases handlers waiting on a broadcast.
 	shutdownDone := make(chan error, 1)
-	// Shutdown stops accepting at once and waits for handlers; stopping the
-	// service releases handlers that wait on a broadcast.
 	go func() { shutdownDone <- srv.Shutdown(sctx) }()
-	stopped := make(chan struct{})
-	go func() {
-		inst.Scheduler.Stop()
-		svc.Stop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-sctx.Done():
-		log.Error("broadcasts did not stop within the shutdown deadline")
-	}
+	stopErr := inst.Stop(sctx)
 	if err := <-shutdownDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http shutdown: %w", err)
+		stopErr = errors.Join(stopErr, fmt.Errorf("http shutdown: %w", err))
 	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http server: %w", err)
+	if failed == nil {
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			failed = fmt.Errorf("http server: %w", err)
+		}
+	}
+	if stopErr != nil {
+		log.Error("the instance did not stop cleanly within the shutdown deadline", "err", stopErr)
 	}
 	log.Info("pushfan stopped", "at", time.Now().UTC())
-	return nil
+	return errors.Join(failed, stopErr)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -17,6 +18,7 @@ import (
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/fanout"
+	"pushfan/fcm"
 	"pushfan/lease"
 	"pushfan/metrics"
 	"pushfan/repository"
@@ -27,8 +29,8 @@ import (
 // Instance is one wired pushfan; Service is not started yet.
 type Instance struct {
 	// Scheduler fires the recurring jobs; start it after Service.
-	Scheduler *server.Scheduler
-	Sender    *fanout.FCMSender
+	Scheduler *cron.Scheduler
+	Sender    *fcm.Client
 	Engine    *fanout.Engine
 	Service   *broadcast.Service
 	API       *server.Server
@@ -37,10 +39,13 @@ type Instance struct {
 	Retention *retention.Runner
 }
 
-// New builds an instance on an open, migrated store. Named audiences are
-// checked against the database and jobs validated here: a bad one stops
-// start-up with an error naming it.
-func New(ctx context.Context, cfg config.Config, store *repository.Store, log *slog.Logger) (*Instance, error) {
+// New builds an instance on an open, migrated pool (sqldb.Open, then
+// repository.Migrate); the pool stays the caller's to close. Named
+// audiences are checked against the database and jobs validated here: a
+// bad one stops start-up with an error naming it.
+func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger) (*Instance, error) {
+	store := repository.New(pool, log)
+	named := audience.NewRunner(pool)
 	audiences, err := audience.Compile(cfg.Audiences)
 	if err != nil {
 		return nil, fmt.Errorf("audiences: %w", err)
@@ -49,7 +54,7 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 	byName := map[string]*audience.Audience{}
 	for _, a := range audiences {
 		cctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
-		if err := a.Check(cctx, store.DB()); err != nil {
+		if err := named.Check(cctx, a); err != nil {
 			checkErrs = append(checkErrs, err)
 		}
 		cancel()
@@ -62,7 +67,7 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	sender, err := fanout.NewFCMSender(ctx, fanout.FCMOptions{
+	sender, err := fcm.New(ctx, fcm.Options{
 		Endpoint:        cfg.FCMEndpoint,
 		ProjectID:       cfg.FCMProjectID,
 		CredentialsFile: cfg.CredentialsFile,
@@ -87,19 +92,24 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, store.DB())
+	m := metrics.New(reg, pool.DB)
 	engine.SetMetrics(m)
-	svc := broadcast.New(store, lease.New(store.DB().DB, log), engine, log, broadcast.Options{
-		FlushInterval:   cfg.Engine.FlushInterval,
-		DBTimeout:       cfg.DB.Timeout,
-		Lease:           cfg.Engine.Lease,
-		ChunkWidth:      uint64(cfg.Engine.ChunkWidth),
-		MaxChunks:       cfg.Engine.MaxChunks,
-		ChunkParallel:   cfg.Engine.ChunkParallel,
-		PollInterval:    cfg.Engine.PollInterval,
-		Owner:           cfg.Engine.InstanceID,
-		Metrics:         m,
-		Audiences:       byName,
+	svc := broadcast.New(store, lease.New(pool.DB, log), engine, log, broadcast.Options{
+		Named:         named,
+		FlushInterval: cfg.Engine.FlushInterval,
+		DBTimeout:     cfg.DB.Timeout,
+		Lease:         cfg.Engine.Lease,
+		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
+		MaxChunks:     cfg.Engine.MaxChunks,
+		ChunkParallel: cfg.Engine.ChunkParallel,
+		PollInterval:  cfg.Engine.PollInterval,
+		Owner:         cfg.Engine.InstanceID,
+		Metrics:       m,
+		Rules: broadcast.Rules{
+			MaxUserIDs: cfg.Engine.MaxUserIDs,
+			Horizon:    cfg.HTTP.ScheduleHorizon,
+			Audiences:  byName,
+		},
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,
 		HandBackTimeout: cfg.Engine.HandBackTimeout,
@@ -107,13 +117,32 @@ func New(ctx context.Context, cfg config.Config, store *repository.Store, log *s
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithAudiences(audiences), server.WithJobs(jobs))
-	if err := api.CheckJobs(); err != nil {
+	if err := svc.CheckJobs(jobs); err != nil {
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: api.Scheduler(), Retention: ret}, nil
+	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret}, nil
 }
 
-// Close releases the sender's connections (after Service.Stop).
-func (i *Instance) Close() { i.Sender.Close() }
+// Start starts the parts in dependency order: the engine's workers, the
+// broadcast service (dispatcher, promoter), the job scheduler, retention.
+// The HTTP API (API) is the caller's to serve.
+func (i *Instance) Start(ctx context.Context) {
+	i.Engine.Start(ctx)
+	i.Service.Start(ctx)
+	i.Scheduler.Start(ctx)
+	i.Retention.Start(ctx)
+}
+
+// Stop stops the parts in the reverse order, within ctx's one deadline:
+// no new fires or retention passes; the service stops taking work and then
+// its chunk runs checkpoint and release their leases; then the engine's
+// workers end, and the sender's connections close. It returns the first
+// part's error (a missed deadline), having tried every part.
+func (i *Instance) Stop(ctx context.Context) error {
+	err := errors.Join(i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Engine.Stop(ctx))
+	i.Sender.Close()
+	return err
+}

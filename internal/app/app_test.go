@@ -23,7 +23,8 @@ func baseConfig(dsn string) config.Config {
 }
 
 func TestStartupRefusesBadAudiencesAndJobs(t *testing.T) {
-	store, dsn := testdb.New(t)
+	tdb := testdb.New(t)
+	pool, dsn := tdb.SQL, tdb.DSN
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cases := map[string]func(*config.Config){
 		"no_such_table": func(c *config.Config) {
@@ -42,9 +43,9 @@ func TestStartupRefusesBadAudiencesAndJobs(t *testing.T) {
 	for name, configure := range cases {
 		cfg := baseConfig(dsn)
 		configure(&cfg)
-		inst, err := app.New(context.Background(), cfg, store, log)
+		inst, err := app.New(context.Background(), cfg, pool, log)
 		if err == nil {
-			inst.Close()
+			inst.Sender.Close()
 			t.Errorf("%s: started", name)
 			continue
 		}

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 
+	"pushfan/internal/sqldb"
 	"pushfan/repository"
 )
 
@@ -34,12 +36,20 @@ const dbPrefix = "pushfan_t_"
 // setupTimeout bounds connecting, creating and migrating.
 const setupTimeout = 30 * time.Second
 
+// DB is a test's own database: a Store on it, the pool under the Store (for
+// fixtures the Store has no method for), and its DSN (for starting
+// processes against it).
+type DB struct {
+	Store *repository.Store
+	SQL   *sqlx.DB
+	DSN   string
+}
+
 // New creates a database named pushfan_t_<random hex> on the server given by
-// PUSHFAN_TEST_MYSQL_DSN, migrates it, and returns a Store on it plus the DSN
-// of that database (for starting processes against it). The Store is closed
-// and the database dropped when the test ends. An unreachable server fails the
+// PUSHFAN_TEST_MYSQL_DSN and migrates it. The pool is closed and the
+// database dropped when the test ends. An unreachable server fails the
 // test, never skips it: CI must not go green without a database.
-func New(t testing.TB) (*repository.Store, string) {
+func New(t testing.TB) *DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -64,7 +74,7 @@ func New(t testing.TB) (*repository.Store, string) {
 	name := dbPrefix + randomHex(t, 8)
 	cfg.DBName = name
 	dsn := cfg.FormatDSN()
-	if err := repository.EnsureDatabase(ctx, dsn); err != nil {
+	if err := sqldb.EnsureDatabase(ctx, dsn); err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
 	// Registered before anything else can fail, so the database is dropped
@@ -73,19 +83,19 @@ func New(t testing.TB) (*repository.Store, string) {
 	t.Cleanup(func() { drop(t, server, name) })
 
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	store, err := repository.Open(ctx, dsn, 8, log)
+	pool, err := sqldb.Open(ctx, dsn, 8, log)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := store.Close(); err != nil {
+		if err := pool.Close(); err != nil {
 			t.Errorf("testdb: %v", err)
 		}
 	})
-	if err := repository.Migrate(ctx, store.DB().DB, log); err != nil {
+	if err := repository.Migrate(ctx, pool.DB, log); err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	return store, dsn
+	return &DB{Store: repository.New(pool, log), SQL: pool, DSN: dsn}
 }
 
 func ping(ctx context.Context, dsn string) error {

@@ -8,15 +8,15 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"pushfan/internal/sqldb"
 	"pushfan/internal/testdb"
-	"pushfan/repository"
 )
 
 func TestNewGivesMigratedPrivateDatabaseAndDropsIt(t *testing.T) {
 	var dbName string
 	t.Run("use", func(t *testing.T) {
-		s1, dsn := testdb.New(t)
-		s2, dsn2 := testdb.New(t)
+		d1, d2 := testdb.New(t), testdb.New(t)
+		dsn, dsn2 := d1.DSN, d2.DSN
 		if dsn == dsn2 {
 			t.Fatal("two calls returned the same database")
 		}
@@ -29,20 +29,20 @@ func TestNewGivesMigratedPrivateDatabaseAndDropsIt(t *testing.T) {
 			t.Fatalf("dsn %q: want a pushfan_t_ database with parseTime", dsn)
 		}
 		// Migrated: the schema is there, and the databases are separate.
-		if _, err := s1.DB().ExecContext(t.Context(), "INSERT INTO users (id) VALUES (1)"); err != nil {
+		if _, err := d1.SQL.ExecContext(t.Context(), "INSERT INTO users (id) VALUES (1)"); err != nil {
 			t.Fatal(err)
 		}
 		var n int
-		if err := s2.DB().QueryRowContext(t.Context(), "SELECT COUNT(*) FROM users").Scan(&n); err != nil || n != 0 {
+		if err := d2.SQL.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM users").Scan(&n); err != nil || n != 0 {
 			t.Fatalf("second database sees %d users (%v)", n, err)
 		}
 		// The DSN works for another process (here: another pool).
-		other, err := repository.Open(t.Context(), dsn, 1, nil)
+		other, err := sqldb.Open(t.Context(), dsn, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer other.Close()
-		if err := other.DB().QueryRowContext(t.Context(), "SELECT COUNT(*) FROM users").Scan(&n); err != nil || n != 1 {
+		if err := other.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM users").Scan(&n); err != nil || n != 1 {
 			t.Fatalf("via returned DSN: %d users (%v)", n, err)
 		}
 	})

@@ -12,9 +12,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"pushfan/internal/apiclient"
 	"testing"
 	"time"
+
+	"pushfan/internal/apiclient"
+	"pushfan/internal/demo"
+	"pushfan/internal/sqldb"
+
+	"github.com/jmoiron/sqlx"
 
 	"pushfan/broadcast"
 	"pushfan/config"
@@ -34,6 +39,7 @@ const AdminToken = "test-admin-token-0123456789"
 type Stack struct {
 	T       testing.TB
 	Store   *repository.Store
+	SQL     *sqlx.DB     // the pool under Store, for fixtures
 	Leases  *lease.Store // the chunk rows, for tests that look at them mid-run
 	DSN     string
 	Emu     *fcmemu.Emulator
@@ -73,14 +79,14 @@ type Options struct {
 type Instance struct {
 	Service *broadcast.Service
 	API     *httptest.Server
-	Store   *repository.Store
 	App     *app.Instance
 }
 
 // New starts a stack and stops it when the test ends.
 func New(t testing.TB, o Options) *Stack {
 	t.Helper()
-	store, dsn := testdb.New(t)
+	tdb := testdb.New(t)
+	store, dsn := tdb.Store, tdb.DSN
 	emu := fcmemu.New(o.Emulator, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	emuSrv := httptest.NewServer(emu.Handler())
 	t.Cleanup(emuSrv.Close)
@@ -105,7 +111,7 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
-	s := &Stack{T: t, Store: store, Leases: lease.New(store.DB().DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}}}
+	s := &Stack{T: t, Store: store, SQL: tdb.SQL, Leases: lease.New(tdb.SQL.DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}}}
 	if o.DBProxy {
 		s.Proxy = NewProxy(t, "127.0.0.1:3306")
 		cfg.MySQLDSN = s.Proxy.DSN(dsn)
@@ -150,29 +156,30 @@ func (s *Stack) AddInstanceWith(configure func(*config.Config)) *Instance {
 	if configure != nil {
 		configure(&cfg)
 	}
-	store, err := repository.Open(ctx, cfg.MySQLDSN, cfg.DB.MaxOpen, s.log)
+	pool, err := sqldb.Open(ctx, cfg.MySQLDSN, cfg.DB.MaxOpen, s.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := app.New(ctx, cfg, store, s.log)
+	inst, err := app.New(ctx, cfg, pool, s.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc, api := inst.Service, inst.API
-	svc.Start()
-	inst.Scheduler.Start()
+	inst.Start(context.Background())
 	apiSrv := httptest.NewUnstartedServer(api.Handler())
 	apiSrv.Config = api.HTTPServer()
 	apiSrv.Config.Addr = ""
 	apiSrv.Start()
 	t.Cleanup(func() {
 		apiSrv.Close()
-		inst.Scheduler.Stop()
-		svc.Stop()
-		inst.Close()
-		store.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := inst.Stop(ctx); err != nil {
+			t.Errorf("stopping an instance: %v", err)
+		}
+		pool.Close()
 	})
-	return &Instance{Service: svc, API: apiSrv, Store: store, App: inst}
+	return &Instance{Service: svc, API: apiSrv, App: inst}
 }
 
 // Do sends a request with the admin token and decodes a JSON answer into out
@@ -271,10 +278,13 @@ func itoa(n uint64) string {
 	return string(b)
 }
 
+// Seeder seeds demo data into the stack's database.
+func (s *Stack) Seeder() *demo.Seeder { return demo.New(s.SQL, s.log) }
+
 // MustExec runs SQL against the stack's database.
 func (s *Stack) MustExec(query string, args ...any) {
 	s.T.Helper()
-	if _, err := s.Store.DB().Exec(query, args...); err != nil {
+	if _, err := s.SQL.Exec(query, args...); err != nil {
 		s.T.Fatalf("%s: %v", query, err)
 	}
 }

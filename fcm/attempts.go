@@ -1,4 +1,4 @@
-package fanout
+package fcm
 
 import (
 	"context"
@@ -30,15 +30,12 @@ var errBudgetSpent = errors.New("attempt budget spent")
 
 type attemptKey struct{}
 
-// attemptState is the budget of the token a worker is sending, carried in
-// the send context. Each worker owns one and reuses it for every send (the
-// SDK calls the transport synchronously, inside Send), so budgeting
-// allocates nothing per message.
+// attemptState is the budget of the token being sent, carried in the send
+// context (the SDK calls the transport synchronously, inside Send).
 type attemptState struct {
 	used atomic.Int32 // HTTP requests made for this token so far
 	max  int32
-	// stop cancels the current send with a cause the engine reads
-	// afterwards (see sendScope).
+	// stop cancels the current send with a cause classify reads.
 	stop func(error)
 }
 
@@ -48,10 +45,10 @@ func withAttempts(ctx context.Context, st *attemptState) context.Context {
 
 type attemptTransport struct{ base http.RoundTripper }
 
-// WrapTransport returns an http.RoundTripper that enforces the engine's
+// budgetTransport returns an http.RoundTripper that enforces the engine's
 // per-token attempt budget on the SDK's internal retries. Requests without a
-// budget in their context pass through unchanged.
-func WrapTransport(base http.RoundTripper) http.RoundTripper {
+// budget in their context (the direct client's) pass through unchanged.
+func budgetTransport(base http.RoundTripper) http.RoundTripper {
 	return &attemptTransport{base: base}
 }
 
@@ -77,9 +74,8 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable {
-		if v := resp.Header.Get("Retry-After"); v != "" {
-			resp.Header.Set(originalRetryAfter, v)
-		}
+		// Keep the server's value (none is kept as empty) for classify.
+		resp.Header.Set(originalRetryAfter, resp.Header.Get("Retry-After"))
 		resp.Header.Set("Retry-After", "86400") // > the SDK's 2 min MaxDelay: no retry
 	}
 	return resp, nil

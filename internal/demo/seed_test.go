@@ -1,16 +1,21 @@
-package repository_test
+package demo_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
-	"pushfan/repository"
+	"pushfan/internal/demo"
+	"pushfan/internal/testdb"
+	"pushfan/model"
 )
 
 func TestSeedDemo(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	o := repository.SeedOptions{
+	tdb := testdb.New(t)
+	s, store, db := demo.New(tdb.SQL, nil), tdb.Store, tdb.SQL
+	o := demo.SeedOptions{
 		Users: 12345, TokensPerUserMax: 3, DisabledEvery: 10, InvalidatedEvery: 7, DeadEvery: 5, StartUserID: 100,
 	}
 	users, tokens, err := s.SeedDemo(ctx(t), o)
@@ -37,21 +42,21 @@ func TestSeedDemo(t *testing.T) {
 	if users != int64(o.Users) || tokens != wantTokens {
 		t.Fatalf("seeded %d users, %d tokens; want %d, %d", users, tokens, o.Users, wantTokens)
 	}
-	n, err := s.CountAudience(ctx(t), repository.Audience{All: true})
+	n, err := store.CountAudience(ctx(t), model.Audience{All: true})
 	if err != nil || n != wantValid {
 		t.Fatalf("audience %d (%v), want %d", n, err, wantValid)
 	}
 	var dead, minUser int64
-	if err := s.DB().QueryRowContext(ctx(t),
-		"SELECT COUNT(*) FROM device_tokens WHERE token LIKE ?", repository.DeadTokenPrefix+"%").Scan(&dead); err != nil || dead != wantDead {
+	if err := db.QueryRowContext(ctx(t),
+		"SELECT COUNT(*) FROM device_tokens WHERE token LIKE ?", demo.DeadTokenPrefix+"%").Scan(&dead); err != nil || dead != wantDead {
 		t.Fatalf("dead tokens %d (%v), want %d", dead, err, wantDead)
 	}
-	if err := s.DB().QueryRowContext(ctx(t), "SELECT MIN(id) FROM users").Scan(&minUser); err != nil || minUser != 100 {
+	if err := db.QueryRowContext(ctx(t), "SELECT MIN(id) FROM users").Scan(&minUser); err != nil || minUser != 100 {
 		t.Fatalf("first user %d (%v)", minUser, err)
 	}
 	var tok string
-	if err := s.DB().QueryRowContext(ctx(t), "SELECT token FROM device_tokens WHERE user_id = 101 ORDER BY id LIMIT 1 OFFSET 1").Scan(&tok); err != nil ||
-		strings.TrimPrefix(tok, repository.DeadTokenPrefix) != "tok-101-2" || tok != repository.SeedTokenName(101, 2, strings.HasPrefix(tok, repository.DeadTokenPrefix)) {
+	if err := db.QueryRowContext(ctx(t), "SELECT token FROM device_tokens WHERE user_id = 101 ORDER BY id LIMIT 1 OFFSET 1").Scan(&tok); err != nil ||
+		strings.TrimPrefix(tok, demo.DeadTokenPrefix) != "tok-101-2" || tok != demo.SeedTokenName(101, 2, strings.HasPrefix(tok, demo.DeadTokenPrefix)) {
 		t.Fatalf("token name %q (%v)", tok, err)
 	}
 
@@ -70,8 +75,14 @@ func TestSeedDemo(t *testing.T) {
 
 func TestSeedDemoRejectsNegative(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	if _, _, err := s.SeedDemo(ctx(t), repository.SeedOptions{Users: -1}); err == nil {
+	s := demo.New(testdb.New(t).SQL, nil)
+	if _, _, err := s.SeedDemo(ctx(t), demo.SeedOptions{Users: -1}); err == nil {
 		t.Fatal("want error")
 	}
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return c
 }

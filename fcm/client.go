@@ -1,4 +1,10 @@
-package fanout
+// Package fcm is pushfan's FCM HTTP v1 client: the firebase Admin SDK path
+// (messaging.Client.Send), the direct client that encodes each message once
+// and splices tokens in (byte-identical requests, checked by a test), the
+// transport that holds the SDK's own retries to the engine's per-token
+// budget, and the one classifier of FCM's answers. It implements
+// fanout.Sender; the engine sees only classified outcomes.
+package fcm
 
 import (
 	"context"
@@ -13,14 +19,16 @@ import (
 	"strings"
 	"time"
 
+	"pushfan/fanout"
+
 	firebase "firebase.google.com/go/v4"
 	"firebase.google.com/go/v4/messaging"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 )
 
-// FCMOptions says where and how to reach FCM.
-type FCMOptions struct {
+// Options says where and how to reach FCM.
+type Options struct {
 	// Endpoint is the FCM base URL; empty means Google's. A non-empty
 	// endpoint is an emulator: no credentials are used.
 	Endpoint        string
@@ -40,7 +48,7 @@ type FCMOptions struct {
 // defaultFCMEndpoint is Google's FCM HTTP v1 base URL (the SDK's default).
 const defaultFCMEndpoint = "https://fcm.googleapis.com/v1"
 
-// The two ways FCMSender can send.
+// The two ways Client can send.
 const (
 	// ClientDirect posts a body encoded once per message (fcmdirect.go).
 	ClientDirect = "direct"
@@ -48,17 +56,17 @@ const (
 	ClientSDK = "sdk"
 )
 
-// FCMSender sends one HTTP v1 request per token, through the firebase
-// Admin SDK's messaging.Client.Send or the direct client (fcmdirect.go).
-type FCMSender struct {
+// Client sends one HTTP v1 request per token, through the firebase Admin
+// SDK's messaging.Client.Send or the direct client (direct.go).
+type Client struct {
 	client    *messaging.Client
 	direct    *directClient // nil: use client
 	transport *http.Transport
 }
 
-// NewFCMSender builds the messaging client on a transport sized for
-// o.Concurrency, wrapped by the attempt-budget transport (see attempts.go).
-func NewFCMSender(ctx context.Context, o FCMOptions) (*FCMSender, error) {
+// New builds the client on a transport sized for o.Concurrency, wrapped by
+// the attempt-budget transport (see attempts.go).
+func New(ctx context.Context, o Options) (*Client, error) {
 	switch o.Client {
 	case "", ClientDirect, ClientSDK:
 	default:
@@ -68,7 +76,7 @@ func NewFCMSender(ctx context.Context, o FCMOptions) (*FCMSender, error) {
 	if err != nil {
 		return nil, err
 	}
-	budget := WrapTransport(base)
+	budget := budgetTransport(base)
 	projectID := o.ProjectID
 	endpoint := strings.TrimRight(o.Endpoint, "/")
 	var hc *http.Client
@@ -98,7 +106,7 @@ func NewFCMSender(ctx context.Context, o FCMOptions) (*FCMSender, error) {
 		return nil, errors.New("fcm: a project id is required")
 	}
 	if o.Client != ClientSDK {
-		return &FCMSender{direct: newDirectClient(hc, endpoint, projectID), transport: base}, nil
+		return &Client{direct: newDirectClient(hc, endpoint, projectID), transport: base}, nil
 	}
 	opts := []option.ClientOption{option.WithHTTPClient(hc)}
 	if o.Endpoint != "" {
@@ -112,10 +120,10 @@ func NewFCMSender(ctx context.Context, o FCMOptions) (*FCMSender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fcm: creating messaging client: %w", err)
 	}
-	return &FCMSender{client: client, transport: base}, nil
+	return &Client{client: client, transport: base}, nil
 }
 
-func baseTransport(o FCMOptions) (*http.Transport, error) {
+func baseTransport(o Options) (*http.Transport, error) {
 	conc := o.Concurrency
 	if conc < 1 {
 		conc = 1
@@ -169,39 +177,58 @@ func projectFromCredentials(path string) (string, error) {
 	return sa.ProjectID, nil
 }
 
-// Send sends msg to one token.
-func (s *FCMSender) Send(ctx context.Context, msg *Message, token string) error {
-	if s.direct != nil {
-		return s.direct.send(ctx, msg, token)
+// Prepare readies msg for sending to any number of tokens (fanout.Sender):
+// the SDK's message is built once, and for the direct client the request
+// body is encoded once with a place for the token.
+func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
+	tmpl := sdkMessage(msg)
+	if c.direct != nil {
+		return c.direct.prepare(tmpl, msg.DryRun)
 	}
-	m := msg.fcmTemplate() // a copy: shares the read-only parts, owns Token
-	m.Token = token
-	var err error
-	if msg.DryRun {
-		_, err = s.client.SendDryRun(ctx, &m)
-	} else {
-		_, err = s.client.Send(ctx, &m)
-	}
-	return err
+	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun}, nil
 }
 
 // Close releases idle connections.
-func (s *FCMSender) Close() { s.transport.CloseIdleConnections() }
+func (c *Client) Close() { c.transport.CloseIdleConnections() }
 
-// fcmTemplate builds the SDK message once per broadcast; each send copies
-// the struct and sets Token, so the notification, data and platform configs
-// are shared rather than rebuilt per token.
-func (m *Message) fcmTemplate() messaging.Message {
-	m.once.Do(func() {
-		t := messaging.Message{Data: m.Data}
-		if m.Title != "" || m.Body != "" || m.Image != "" {
-			t.Notification = &messaging.Notification{Title: m.Title, Body: m.Body, ImageURL: m.Image}
-		}
-		if m.CollapseKey != "" {
-			t.Android = &messaging.AndroidConfig{CollapseKey: m.CollapseKey}
-			t.APNS = &messaging.APNSConfig{Headers: map[string]string{"apns-collapse-id": m.CollapseKey}}
-		}
-		m.tmpl = t
-	})
-	return m.tmpl
+// sdkMessage is the SDK's message for msg, without a token.
+func sdkMessage(m *fanout.Message) messaging.Message {
+	t := messaging.Message{Data: m.Data}
+	if m.Title != "" || m.Body != "" || m.Image != "" {
+		t.Notification = &messaging.Notification{Title: m.Title, Body: m.Body, ImageURL: m.Image}
+	}
+	if m.CollapseKey != "" {
+		t.Android = &messaging.AndroidConfig{CollapseKey: m.CollapseKey}
+		t.APNS = &messaging.APNSConfig{Headers: map[string]string{"apns-collapse-id": m.CollapseKey}}
+	}
+	return t
+}
+
+// sdkPrepared sends through messaging.Client.Send.
+type sdkPrepared struct {
+	client *messaging.Client
+	tmpl   messaging.Message // shared read-only; each send copies it and sets Token
+	dryRun bool
+}
+
+// Send makes one engine attempt, which may hide the SDK's own retries of
+// 503s and network errors: the budget transport counts each request
+// against b and stops the SDK when it is spent.
+func (p *sdkPrepared) Send(ctx context.Context, token string, b fanout.Budget) fanout.Outcome {
+	st := &attemptState{max: int32(b.Max)}
+	st.used.Store(int32(b.Used))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	st.stop = cancel
+	m := p.tmpl
+	m.Token = token
+	var err error
+	if p.dryRun {
+		_, err = p.client.SendDryRun(withAttempts(ctx, st), &m)
+	} else {
+		_, err = p.client.Send(withAttempts(ctx, st), &m)
+	}
+	out := classify(ctx, err)
+	out.Requests = int(st.used.Load()) - b.Used
+	return out
 }

@@ -1,9 +1,11 @@
-package fanout
+package fcm
 
 import (
 	"net/http"
 	"testing"
 	"time"
+
+	"pushfan/fanout"
 )
 
 // FuzzClassifyResponse feeds arbitrary error responses to the classifier both
@@ -24,11 +26,11 @@ func FuzzClassifyResponse(f *testing.F) {
 		if se.Code == "" {
 			t.Fatalf("no code for %d %q", status, body)
 		}
-		if se.Class == Success {
+		if se.Class == fanout.Success {
 			t.Fatalf("an error response classified as success: %d %q", status, body)
 		}
 		switch se.Code {
-		case CodeQuota, CodeUnavailable, CodeInternal:
+		case fanout.CodeQuota, CodeUnavailable, CodeInternal:
 		default:
 			if se.RetryAfter != 0 {
 				t.Fatalf("%s carries a Retry-After of %v", se.Code, se.RetryAfter)
@@ -38,4 +40,24 @@ func FuzzClassifyResponse(f *testing.F) {
 			t.Fatalf("retry after %v", se.RetryAfter)
 		}
 	})
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	cases := map[string]time.Duration{
+		"":                              0,
+		"7":                             7 * time.Second,
+		"-3":                            0,
+		"soon":                          0,
+		"Sun, 29 Nov 2026 12:00:30 GMT": 30 * time.Second,
+		"Sun, 29 Nov 2026 11:00:00 GMT": 0,
+		"99999999999999999":             24 * time.Hour, // would overflow time.Duration
+		"86400":                         24 * time.Hour,
+		"Fri, 31 Dec 9999 23:59:59 GMT": 24 * time.Hour,
+	}
+	for in, want := range cases {
+		if got := parseRetryAfter(in, now); got != want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", in, got, want)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package fanout
+package fcm
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"firebase.google.com/go/v4/errorutils"
 	"firebase.google.com/go/v4/messaging"
 
+	"pushfan/fanout"
 	"pushfan/fcmemu"
 )
 
@@ -62,9 +63,9 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 	srv := httptest.NewServer(rb)
 	defer srv.Close()
 
-	senders := map[string]*FCMSender{}
+	senders := map[string]*Client{}
 	for _, c := range []string{ClientSDK, ClientDirect} {
-		s, err := NewFCMSender(context.Background(), FCMOptions{Endpoint: srv.URL + "/v1", ProjectID: "equiv", Concurrency: 4, Client: c})
+		s, err := New(context.Background(), Options{Endpoint: srv.URL + "/v1", ProjectID: "equiv", Concurrency: 4, Client: c})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,55 +76,50 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 		t.Fatal("Client did not pick the implementation")
 	}
 
-	plain := &Message{Title: "Hi \"you\" <b>&</b>", Body: "ünïcødé ✓", Image: "https://example.com/i.png",
+	plain := &fanout.Message{Title: "Hi \"you\" <b>&</b>", Body: "ünïcødé ✓", Image: "https://example.com/i.png",
 		Data: map[string]string{"k": "v", "deep_link": "app://x?a=1&b=2"}, CollapseKey: "pushfan-7"}
-	dry := &Message{Body: "dry", DryRun: true}
-	reserved := &Message{Body: "x", Data: map[string]string{"from": "nope"}}
+	dry := &fanout.Message{Body: "dry", DryRun: true}
+	reserved := &fanout.Message{Body: "x", Data: map[string]string{"from": "nope"}}
 
 	cases := []struct {
 		name  string
-		msg   *Message
+		msg   *fanout.Message
 		token string
-		want  Class // what both must agree on, as a sanity check of the case
+		want  fanout.Class // what both must agree on, as a sanity check of the case
 		code  string
 	}{
-		{"success", plain, "ok-token-1", Success, ""},
-		{"dry run", dry, "ok-token-2", Success, ""},
-		{"unregistered", plain, "unregistered-1", Dead, CodeUnregistered},
-		{"sender id mismatch", plain, "mismatch-1", Dead, CodeMismatch},
-		{"invalid token", plain, "invalid-1", Dead, CodeInvalidArg},
-		{"reserved data key (the message is bad)", reserved, "ok-token-3", Fatal, CodeInvalidArg},
-		{"per-token quota", plain, "quota-1", Transient, CodeQuota},
-		{"unavailable", plain, "unavailable-1", Transient, CodeUnavailable},
-		{"internal", plain, "internal-1", Transient, CodeInternal},
-		{"third-party auth", plain, "auth-1", Fatal, CodeThirdParty},
-		{"token needing JSON escapes", plain, "ok-\"quoted\"-<tag>&", Dead, CodeInvalidArg},
+		{"success", plain, "ok-token-1", fanout.Success, ""},
+		{"dry run", dry, "ok-token-2", fanout.Success, ""},
+		{"unregistered", plain, "unregistered-1", fanout.Dead, CodeUnregistered},
+		{"sender id mismatch", plain, "mismatch-1", fanout.Dead, CodeMismatch},
+		{"invalid token", plain, "invalid-1", fanout.Dead, CodeInvalidArg},
+		{"reserved data key (the message is bad)", reserved, "ok-token-3", fanout.Fatal, CodeInvalidArg},
+		{"per-token quota", plain, "quota-1", fanout.Transient, fanout.CodeQuota},
+		{"unavailable", plain, "unavailable-1", fanout.Transient, CodeUnavailable},
+		{"internal", plain, "internal-1", fanout.Transient, CodeInternal},
+		{"third-party auth", plain, "auth-1", fanout.Fatal, CodeThirdParty},
+		{"token needing JSON escapes", plain, "ok-\"quoted\"-<tag>&", fanout.Dead, CodeInvalidArg},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := map[string]SendError{}
+			got := map[string]fanout.Outcome{}
 			var bodies [][]byte
 			var headers []http.Header
 			for _, c := range []string{ClientSDK, ClientDirect} {
 				// One attempt: the budget transport stops the SDK's own 503
 				// retries as it does in the engine.
-				sc := newSendScope(5*time.Second, 1)
-				ctx := sc.begin(0)
-				err := senders[c].Send(ctx, tc.msg, tc.token)
-				if cause := sc.end(); cause != nil && err != nil {
-					err = cause
-				}
-				sc.close()
-				got[c] = Classify(err)
-				if c == ClientSDK {
-					// The one classifier must agree with the SDK's own predicates.
-					if sdkCode := sdkPredicateCode(err); sdkCode != tc.code {
-						t.Fatalf("the SDK's predicates say %q, the case expects %q (%v)", sdkCode, tc.code, err)
-					}
+				got[c] = send(t, senders[c], tc.msg, tc.token, fanout.Budget{Max: 1})
+				if got[c].Requests != 1 {
+					t.Fatalf("%s made %d requests with a budget of one", c, got[c].Requests)
 				}
 				b, h := rb.take(tc.token)
 				bodies, headers = append(bodies, b), append(headers, h)
 			}
+			// The one classifier must agree with the SDK's own predicates.
+			if sdkCode := sdkPredicateCode(rawSDKError(senders[ClientSDK], tc.msg, tc.token)); sdkCode != tc.code {
+				t.Fatalf("the SDK's predicates say %q, the case expects %q", sdkCode, tc.code)
+			}
+			rb.take(tc.token)
 			sdk, direct := got[ClientSDK], got[ClientDirect]
 			if sdk.Class != tc.want || sdk.Code != tc.code {
 				t.Fatalf("the SDK's outcome is %v/%s, the case expects %v/%s (%s)", sdk.Class, sdk.Code, tc.want, tc.code, sdk.Detail)
@@ -148,10 +144,10 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 		if err := emu.SetConfig(fcmemu.Config{QuotaLimit: 1, QuotaWindow: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		_ = senders[ClientSDK].Send(context.Background(), plain, "ok-fill") // spends the window
-		sdk := Classify(senders[ClientSDK].Send(context.Background(), plain, "ok-q1"))
-		direct := Classify(senders[ClientDirect].Send(context.Background(), plain, "ok-q2"))
-		if sdk.Code != CodeQuota || sdk.RetryAfter < 59*time.Minute {
+		_ = send(t, senders[ClientSDK], plain, "ok-fill", fanout.Budget{Max: 1}) // spends the window
+		sdk := send(t, senders[ClientSDK], plain, "ok-q1", fanout.Budget{Max: 1})
+		direct := send(t, senders[ClientDirect], plain, "ok-q2", fanout.Budget{Max: 1})
+		if sdk.Code != fanout.CodeQuota || sdk.RetryAfter < 59*time.Minute {
 			t.Fatalf("the SDK's outcome is %s, retry after %v", sdk.Code, sdk.RetryAfter)
 		}
 		if direct.Class != sdk.Class || direct.Code != sdk.Code || direct.RetryAfter.Round(time.Minute) != sdk.RetryAfter.Round(time.Minute) {
@@ -167,13 +163,13 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 				w.WriteHeader(status)
 				_, _ = io.WriteString(w, "<html>nope</html>")
 			}))
-			got := map[string]SendError{}
+			got := map[string]fanout.Outcome{}
 			for _, c := range []string{ClientSDK, ClientDirect} {
-				s, err := NewFCMSender(context.Background(), FCMOptions{Endpoint: bare.URL + "/v1", ProjectID: "p", Concurrency: 1, Client: c})
+				s, err := New(context.Background(), Options{Endpoint: bare.URL + "/v1", ProjectID: "p", Concurrency: 1, Client: c})
 				if err != nil {
 					t.Fatal(err)
 				}
-				got[c] = Classify(s.Send(context.Background(), plain, "ok-1"))
+				got[c] = send(t, s, plain, "ok-1", fanout.Budget{Max: 1})
 				s.Close()
 			}
 			bare.Close()
@@ -185,8 +181,55 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 	})
 }
 
-func TestNewFCMSenderRejectsAnUnknownClient(t *testing.T) {
-	_, err := NewFCMSender(context.Background(), FCMOptions{Endpoint: "http://127.0.0.1:1/v1", ProjectID: "p", Client: "grpc"})
+// The SDK's own retries of a 503 stop at the token's budget: each engine
+// attempt may hide several requests, never more than the budget left.
+func TestSDKRetriesStopAtTheBudget(t *testing.T) {
+	emu := fcmemu.New(fcmemu.Config{}, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(emu.Handler())
+	defer srv.Close()
+	c, err := New(context.Background(), Options{Endpoint: srv.URL + "/v1", ProjectID: "budget", Concurrency: 1, Client: ClientSDK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out := send(t, c, &fanout.Message{Body: "x"}, "unavailable-budget", fanout.Budget{Used: 1, Max: 3})
+	if out.Class != fanout.Transient || out.Code != CodeUnavailable || out.Requests != 2 {
+		t.Fatalf("outcome %+v, want UNAVAILABLE after the 2 requests left", out)
+	}
+	if n := emu.Counts("unavailable-budget").Attempts; n != 2 {
+		t.Fatalf("the emulator saw %d requests, want 2", n)
+	}
+}
+
+// send prepares msg and makes one attempt at token.
+func send(t *testing.T, c *Client, msg *fanout.Message, token string, b fanout.Budget) fanout.Outcome {
+	t.Helper()
+	p, err := c.Prepare(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return p.Send(ctx, token, b)
+}
+
+// rawSDKError is the SDK's own error for msg to token, to ask the SDK's
+// predicates about.
+func rawSDKError(c *Client, msg *fanout.Message, token string) error {
+	m := sdkMessage(msg)
+	m.Token = token
+	ctx := withAttempts(context.Background(), &attemptState{max: 1, stop: func(error) {}})
+	var err error
+	if msg.DryRun {
+		_, err = c.client.SendDryRun(ctx, &m)
+	} else {
+		_, err = c.client.Send(ctx, &m)
+	}
+	return err
+}
+
+func TestNewRejectsAnUnknownClient(t *testing.T) {
+	_, err := New(context.Background(), Options{Endpoint: "http://127.0.0.1:1/v1", ProjectID: "p", Client: "grpc"})
 	if err == nil || !strings.Contains(err.Error(), `"grpc"`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -204,7 +247,7 @@ func sdkPredicateCode(err error) string {
 	case messaging.IsInvalidArgument(err):
 		return CodeInvalidArg
 	case messaging.IsQuotaExceeded(err), errorutils.IsResourceExhausted(err):
-		return CodeQuota
+		return fanout.CodeQuota
 	case messaging.IsUnavailable(err):
 		return CodeUnavailable
 	case messaging.IsInternal(err):

@@ -1,4 +1,4 @@
-package fanout
+package fcm
 
 import (
 	"bytes"
@@ -9,8 +9,9 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"strconv"
 	"strings"
+
+	"pushfan/fanout"
 
 	firebase "firebase.google.com/go/v4"
 	"firebase.google.com/go/v4/messaging"
@@ -32,7 +33,7 @@ import (
 //     answers INVALID_ARGUMENT, which stops the broadcast (Fatal);
 //   - retrying 503 and network errors: the engine retries them, with
 //     backoff and the per-token attempt budget;
-//   - turning error responses into errors: Classify reads the SDK's error
+//   - turning error responses into errors: classify reads the SDK's error
 //     by the same classifyResponse, and a test sends every answer the
 //     emulator can give through both clients and checks they agree.
 
@@ -68,40 +69,36 @@ func newDirectClient(client *http.Client, endpoint, projectID string) *directCli
 	}
 }
 
-// encodedBody is a message's request body cut at the token.
-type encodedBody struct {
+// directPrepared is a message's request body cut at the token.
+type directPrepared struct {
+	d              *directClient
 	prefix, suffix []byte
-	err            error
 }
 
-// body returns the request body of msg for token.
-func (m *Message) body(token string) ([]byte, error) {
-	m.encOnce.Do(func() { m.enc = encodeTemplate(m) })
-	if m.enc.err != nil {
-		return nil, m.enc.err
-	}
-	b := make([]byte, 0, len(m.enc.prefix)+len(token)+2+len(m.enc.suffix))
-	b = append(b, m.enc.prefix...)
-	b = appendJSONToken(b, token)
-	return append(b, m.enc.suffix...), nil
-}
-
-func encodeTemplate(m *Message) encodedBody {
-	tmpl := m.fcmTemplate()
+// prepare encodes the request for tmpl once, with a placeholder token.
+func (d *directClient) prepare(tmpl messaging.Message, dryRun bool) (*directPrepared, error) {
 	tmpl.Token = tokenPlaceholder
 	req := struct {
 		ValidateOnly bool               `json:"validate_only,omitempty"`
 		Message      *messaging.Message `json:"message,omitempty"`
-	}{ValidateOnly: m.DryRun, Message: &tmpl}
+	}{ValidateOnly: dryRun, Message: &tmpl}
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return encodedBody{err: fmt.Errorf("fcm: encoding the message: %w", err)}
+		return nil, fmt.Errorf("fcm: encoding the message: %w", err)
 	}
 	i := bytes.Index(raw, encodedPlaceholder)
 	if i < 0 || bytes.Count(raw, encodedPlaceholder) != 1 {
-		return encodedBody{err: errors.New("fcm: the encoded message does not hold the token exactly once")}
+		return nil, errors.New("fcm: the encoded message does not hold the token exactly once")
 	}
-	return encodedBody{prefix: raw[:i], suffix: raw[i+len(encodedPlaceholder):]}
+	return &directPrepared{d: d, prefix: raw[:i], suffix: raw[i+len(encodedPlaceholder):]}, nil
+}
+
+// body returns the request body for token.
+func (p *directPrepared) body(token string) []byte {
+	b := make([]byte, 0, len(p.prefix)+len(token)+2+len(p.suffix))
+	b = append(b, p.prefix...)
+	b = appendJSONToken(b, token)
+	return append(b, p.suffix...)
 }
 
 // appendJSONToken appends token as a JSON string. Real tokens are plain
@@ -119,44 +116,33 @@ func appendJSONToken(b []byte, token string) []byte {
 	return append(b, '"')
 }
 
-func (d *directClient) send(ctx context.Context, msg *Message, token string) error {
-	body, err := msg.body(token)
+// Send makes one attempt: exactly one HTTP request (the engine retries).
+func (p *directPrepared) Send(ctx context.Context, token string, _ fanout.Budget) fanout.Outcome {
+	d := p.d
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token)))
 	if err != nil {
-		return &SendError{Class: Fatal, Code: CodeInvalidArg, Detail: err.Error(), Err: err}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
-	if err != nil {
-		return &SendError{Class: Fatal, Code: CodeUnknown, Detail: err.Error(), Err: err}
+		return fanout.Outcome{Class: fanout.Fatal, Code: CodeUnknown, Detail: err.Error(), Requests: 1}
 	}
 	req.Header = d.header
 	resp, err := d.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err() // the engine reads the cause (timeout, budget)
+			return fanout.Outcome{Class: fanout.Transient, Code: fanout.CodeTimeout, Detail: err.Error(), Requests: 1}
 		}
-		return &SendError{Class: Transient, Code: CodeNetwork, Detail: err.Error(), Err: err}
+		return fanout.Outcome{Class: fanout.Transient, Code: CodeNetwork, Detail: err.Error(), Requests: 1}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		// Read to the end so the connection is reused (FCM answers with a
 		// short {"name": ...}); an endless body only costs its connection.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		return nil
+		return fanout.Outcome{Class: fanout.Success, Requests: 1}
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
+		return fanout.Outcome{Class: fanout.Transient, Code: fanout.CodeTimeout, Detail: err.Error(), Requests: 1}
 	}
-	se := classifyResponse(resp.StatusCode, resp.Header, raw)
-	return &se
-}
-
-// HTTPError is the response behind a SendError from the direct client.
-type HTTPError struct {
-	Status int
-	Body   string
-}
-
-func (e *HTTPError) Error() string {
-	return "fcm: HTTP " + strconv.Itoa(e.Status) + ": " + e.Body
+	out := classifyResponse(resp.StatusCode, resp.Header, raw)
+	out.Requests = 1
+	return out
 }

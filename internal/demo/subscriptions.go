@@ -1,4 +1,4 @@
-package repository
+package demo
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 // each of users 1..users a subscription renewing 0-6 days from today, with
 // reminders on for three users in four. It stands for a deployment's own
 // table: pushfan itself never reads it except through a named audience.
-func (s *Store) SeedDemoSubscriptions(ctx context.Context, users int) (int64, error) {
+func (s *Seeder) SeedDemoSubscriptions(ctx context.Context, users int) (int64, error) {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS subscriptions (
 		user_id   BIGINT UNSIGNED NOT NULL PRIMARY KEY,
 		plan      VARCHAR(32)     NOT NULL,

@@ -1,9 +1,15 @@
-package repository
+// Package demo seeds deterministic demo and benchmark data: users, their
+// device tokens (some disabled, invalidated, or named so the emulator
+// answers UNREGISTERED) and the example configuration's subscriptions
+// table. It is for `pushfan seed`, tests and benchmarks, never for the
+// production store.
+package demo
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,6 +57,15 @@ func SeedTokenName(userID uint64, n int, dead bool) string {
 	return string(b)
 }
 
+// Seeder writes demo data through one pool.
+type Seeder struct {
+	db  *sqlx.DB
+	log *slog.Logger
+}
+
+// New returns a Seeder on db.
+func New(db *sqlx.DB, log *slog.Logger) *Seeder { return &Seeder{db: db, log: sqldb.OrDiscard(log)} }
+
 // SeedDemo inserts deterministic users and device tokens (see SeedOptions)
 // and returns how many of each it inserted. It is idempotent: rows that exist
 // already (same user id, same token string) are skipped by INSERT IGNORE, so
@@ -61,7 +76,7 @@ func SeedTokenName(userID uint64, n int, dead bool) string {
 // transactions running in parallel: a single connection leaves the server
 // mostly idle between statements. The rows are deterministic; the ids the
 // database assigns to tokens of different blocks may interleave.
-func (s *Store) SeedDemo(ctx context.Context, o SeedOptions) (users, tokens int64, err error) {
+func (s *Seeder) SeedDemo(ctx context.Context, o SeedOptions) (users, tokens int64, err error) {
 	if o.Users < 0 || o.TokensPerUserMax < 0 || o.DisabledEvery < 0 || o.InvalidatedEvery < 0 || o.DeadEvery < 0 {
 		return 0, 0, fmt.Errorf("seed: negative option in %+v", o)
 	}
@@ -70,7 +85,7 @@ func (s *Store) SeedDemo(ctx context.Context, o SeedOptions) (users, tokens int6
 		o.StartUserID = 1
 	}
 	began := time.Now()
-	now := dbTime(began)
+	now := began.UTC().Truncate(time.Microsecond) // what a DATETIME(6) holds
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -123,7 +138,7 @@ feed:
 
 // seedBlock inserts users [first, last) (as indexes from StartUserID) and
 // their tokens in one transaction.
-func (s *Store) seedBlock(ctx context.Context, sd *seeder, first, last int) (users, tokens int64, err error) {
+func (s *Seeder) seedBlock(ctx context.Context, sd *seeder, first, last int) (users, tokens int64, err error) {
 	o := sd.opts
 	err = sqldb.InTx(ctx, s.db.DB, s.log, "seed", func(tx *sql.Tx) error {
 		users, tokens = 0, 0 // a retried transaction starts over

@@ -1,0 +1,100 @@
+package broadcast
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"pushfan/cron"
+	"pushfan/model"
+)
+
+// jobRequest turns one fire of a job into a validated request, by the same
+// rules as an API request. The idempotency key "cron:<job>:<fire time>" is
+// what makes each fire one broadcast however many instances (or external
+// triggers) fire it.
+func (s *Service) jobRequest(j *cron.Compiled, fire time.Time) (Request, error) {
+	aud, err := jobAudience(j.Audience)
+	if err != nil {
+		return Request{}, fmt.Errorf("job %s: %w", j.Name, err)
+	}
+	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud}
+	in, err := s.opt.Rules.Validate(spec, time.Time{})
+	if err != nil {
+		return in, fmt.Errorf("job %s: %w", j.Name, err)
+	}
+	ft := fire.UTC()
+	in.Trigger, in.JobName, in.FireTime, in.CreatedBy = "cron", j.Name, &ft, "cron"
+	in.IdempotencyKey = "cron:" + j.Name + ":" + ft.Format(time.RFC3339Nano)
+	return in, nil
+}
+
+// jobAudience reads a job's audience (YAML decoded into a map) strictly,
+// as the API reads a request's.
+func jobAudience(raw map[string]any) (*AudienceSpec, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	buf, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fieldError("invalid_value", "audience", "the audience is not an object of plain values: %v", err)
+	}
+	var a AudienceSpec
+	dec := json.NewDecoder(bytes.NewReader(buf))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return nil, fieldError("invalid_value", "audience", "%v", err)
+	}
+	return &a, nil
+}
+
+// CheckJobs validates every job's message and audience as a request would
+// be, so a bad job stops start-up instead of failing at its first fire.
+func (s *Service) CheckJobs(jobs []*cron.Compiled) error {
+	var errs []error
+	for _, j := range jobs {
+		if _, err := s.jobRequest(j, time.Now()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FireJob submits the fire at of job j (the internal trigger, the
+// scheduler). existing reports a fire that had been started already.
+func (s *Service) FireJob(ctx context.Context, j *cron.Compiled, at time.Time) (*model.Broadcast, bool, error) {
+	in, err := s.jobRequest(j, at)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.Submit(ctx, in)
+}
+
+// Jobs returns the service as the scheduler's Submitter.
+func (s *Service) Jobs() cron.Submitter { return jobSubmitter{s} }
+
+// jobSubmitter adapts the Service to cron.Submitter.
+type jobSubmitter struct{ s *Service }
+
+func (j jobSubmitter) FireJob(ctx context.Context, job *cron.Compiled, at time.Time) (uint64, bool, error) {
+	b, existing, err := j.s.FireJob(ctx, job, at)
+	if errors.Is(err, ErrIdempotencyConflict) {
+		return 0, false, fmt.Errorf("%w: %w", cron.ErrFireConflict, err)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return b.ID, existing, nil
+}
+
+func (j jobSubmitter) LastFireTime(ctx context.Context, job string) (time.Time, error) {
+	lf, err := j.s.LastJobFire(ctx, job)
+	return lf.FireTime, err
+}
+
+func (j jobSubmitter) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
+	return j.s.RecordSkippedFires(ctx, job, fires, reason)
+}

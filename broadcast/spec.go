@@ -1,0 +1,267 @@
+package broadcast
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"pushfan/audience"
+	"pushfan/model"
+)
+
+// MaxPayloadBytes is FCM's limit on a message's payload, measured as the
+// compact JSON {"data":...,"notification":...} (null when absent), exactly
+// as the bundled emulator measures it.
+const MaxPayloadBytes = 4096
+
+// Spec is a broadcast as a request body or a cron job describes it, before
+// the request rules have checked it. Its JSON is the API's.
+type Spec struct {
+	Title              string            `json:"title"`
+	Body               string            `json:"body"`
+	Image              string            `json:"image"`
+	Data               map[string]string `json:"data"`
+	Audience           *AudienceSpec     `json:"audience"`
+	DryRun             bool              `json:"dry_run"`
+	SendAt             string            `json:"send_at"`
+	InvalidateOnDryRun bool              `json:"invalidate_on_dry_run"`
+}
+
+// AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
+// named audience with its parameters.
+type AudienceSpec struct {
+	All     bool           `json:"all"`
+	UserIDs []uint64       `json:"user_ids"`
+	Name    string         `json:"name"`
+	Params  map[string]any `json:"params"`
+}
+
+// FieldError is a request rule that a Spec breaks: a stable snake_case
+// code, the field at fault ("" when it is the request as a whole), and a
+// human sentence. The HTTP layer answers it with a 400.
+type FieldError struct {
+	Code, Field, Message string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Code + ": " + e.Message
+	}
+	return e.Code + " (" + e.Field + "): " + e.Message
+}
+
+func fieldError(code, field, format string, args ...any) *FieldError {
+	return &FieldError{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Rules are the request rules a Spec must keep before anything is stored
+// or sent. Every entry point (the API, cron jobs) goes through them.
+type Rules struct {
+	MaxUserIDs int           // cap on audience.user_ids
+	Horizon    time.Duration // how far ahead send_at may be
+	// Audiences are the named audiences, checked against the database.
+	Audiences map[string]*audience.Audience
+}
+
+// Validate turns spec into a Request, or a *FieldError naming the broken
+// rule. now is the clock for send_at; a zero now refuses send_at (a cron
+// fire is never scheduled further).
+func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
+	var out Request
+	if spec.Title == "" && spec.Body == "" && len(spec.Data) == 0 {
+		return out, fieldError("empty_message", "", "the message is empty: set at least one of title, body or data")
+	}
+	for _, f := range []struct{ name, v string }{{"title", spec.Title}, {"body", spec.Body}, {"image", spec.Image}} {
+		if !utf8.ValidString(f.v) {
+			return out, fieldError("invalid_value", f.name, "%s is not valid UTF-8", f.name)
+		}
+	}
+	if spec.Image != "" {
+		u, err := url.Parse(spec.Image)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return out, fieldError("invalid_value", "image", "image must be an http(s) URL")
+		}
+	}
+	for k := range spec.Data {
+		if err := checkDataKey(k); err != nil {
+			return out, err
+		}
+	}
+	if n := payloadSize(spec.Title, spec.Body, spec.Image, spec.Data); n > MaxPayloadBytes {
+		return out, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image and data together)", n, MaxPayloadBytes)
+	}
+	a, vars, err := r.audience(spec.Audience)
+	if err != nil {
+		return out, err
+	}
+	if _, err := audience.ParseTemplate(spec.Title, spec.Body, spec.Data, vars); err != nil {
+		var te *audience.TemplateError
+		if errors.As(err, &te) {
+			return out, fieldError("template_error", te.Field, "%v", err)
+		}
+		return out, fieldError("template_error", "", "%v", err)
+	}
+	if spec.InvalidateOnDryRun && !spec.DryRun {
+		return out, fieldError("invalid_value", "invalidate_on_dry_run", "invalidate_on_dry_run only applies with dry_run: true (a real send always invalidates dead tokens)")
+	}
+	sendAt, err := r.sendAt(spec.SendAt, now)
+	if err != nil {
+		return out, err
+	}
+	return Request{
+		SendAt:             sendAt,
+		Message:            model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data},
+		Audience:           a,
+		DryRun:             spec.DryRun,
+		InvalidateOnDryRun: spec.InvalidateOnDryRun,
+	}, nil
+}
+
+func (r Rules) sendAt(raw string, now time.Time) (*time.Time, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, raw)
+	if err != nil {
+		return nil, fieldError("invalid_value", "send_at", "send_at must be an RFC 3339 time with an offset, e.g. 2026-12-01T18:00:00+09:00")
+	}
+	switch {
+	case now.IsZero():
+		return nil, fieldError("invalid_value", "send_at", "send_at is not accepted here")
+	case !t.After(now):
+		return nil, fieldError("send_at_in_past", "send_at", "send_at %s is not in the future (now is %s)", t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	case t.Sub(now) > r.Horizon:
+		return nil, fieldError("send_at_too_far", "send_at", "send_at is more than %v ahead; the limit is PUSHFAN_SCHEDULE_HORIZON", r.Horizon)
+	}
+	u := t.UTC()
+	return &u, nil
+}
+
+// checkDataKey refuses the keys FCM reserves.
+func checkDataKey(k string) error {
+	lk := strings.ToLower(k)
+	switch {
+	case k == "":
+		return fieldError("reserved_data_key", "data", "data keys must not be empty")
+	case lk == "from" || lk == "message_type" || lk == "notification":
+		return fieldError("reserved_data_key", "data."+k, "data key %q is reserved by FCM", k)
+	case strings.HasPrefix(lk, "google.") || strings.HasPrefix(lk, "gcm."):
+		return fieldError("reserved_data_key", "data."+k, "data key %q is reserved by FCM (keys starting with google. or gcm.)", k)
+	}
+	return nil
+}
+
+// audience validates the audience and returns the template variables its
+// rows carry (none for the built-in audiences).
+func (r Rules) audience(a *AudienceSpec) (model.Audience, []string, error) {
+	none := []string{}
+	set := 0
+	if a != nil {
+		for _, b := range []bool{a.All, len(a.UserIDs) > 0, a.Name != ""} {
+			if b {
+				set++
+			}
+		}
+	}
+	switch {
+	case a == nil:
+		return model.Audience{}, nil, fieldError("missing_field", "audience", `audience is required: {"all": true}, {"user_ids": [...]} or {"name": "...", "params": {...}}`)
+	case set > 1:
+		return model.Audience{}, nil, fieldError("invalid_value", "audience", "audience must set exactly one of all, user_ids or name")
+	case a.Params != nil && a.Name == "":
+		return model.Audience{}, nil, fieldError("invalid_value", "audience.params", "params only apply to a named audience")
+	case a.Name != "":
+		return r.named(a)
+	case a.All:
+		return model.Audience{All: true}, none, nil
+	case len(a.UserIDs) == 0:
+		return model.Audience{}, nil, fieldError("empty_audience", "audience", `the audience is empty: set {"all": true} or a non-empty user_ids list`)
+	case len(a.UserIDs) > r.MaxUserIDs:
+		return model.Audience{}, nil, fieldError("too_many_user_ids", "audience.user_ids", "audience.user_ids has %d ids; at most %d are allowed per broadcast", len(a.UserIDs), r.MaxUserIDs)
+	}
+	seen := make(map[uint64]struct{}, len(a.UserIDs))
+	ids := make([]uint64, 0, len(a.UserIDs))
+	for _, id := range a.UserIDs {
+		if id == 0 {
+			return model.Audience{}, nil, fieldError("invalid_value", "audience.user_ids", "user ids must be positive integers; got 0")
+		}
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			ids = append(ids, id)
+		}
+	}
+	return model.Audience{UserIDs: ids}, none, nil
+}
+
+// named binds a named audience's parameters (typed, never interpolated
+// into SQL).
+func (r Rules) named(a *AudienceSpec) (model.Audience, []string, error) {
+	na, ok := r.Audiences[a.Name]
+	if !ok {
+		return model.Audience{}, nil, fieldError("unknown_audience", "audience.name", "no audience named %q is configured (GET /push/audiences lists them)", a.Name)
+	}
+	bound, err := na.Bind(a.Params)
+	if err != nil {
+		var pe *audience.ParamError
+		if errors.As(err, &pe) {
+			field := "audience.params"
+			if ps := pe.Params(); len(ps) == 1 {
+				field += "." + ps[0]
+			}
+			return model.Audience{}, nil, fieldError("invalid_params", field, "%v", err)
+		}
+		return model.Audience{}, nil, fieldError("invalid_params", "audience.params", "%v", err)
+	}
+	raw, err := bound.ParamsJSON()
+	if err != nil {
+		return model.Audience{}, nil, fieldError("invalid_params", "audience.params", "%v", err)
+	}
+	vars := na.Vars()
+	if vars == nil {
+		vars = []string{}
+	}
+	return model.Audience{Name: a.Name, Params: raw}, vars, nil
+}
+
+// payloadSize measures the payload as FCM does for its 4096-byte limit:
+// the notification and data objects, as compact JSON.
+func payloadSize(title, body, image string, data map[string]string) int {
+	type notification struct {
+		Title string `json:"title,omitempty"`
+		Body  string `json:"body,omitempty"`
+		Image string `json:"image,omitempty"`
+	}
+	p := struct {
+		Data         map[string]string `json:"data"`
+		Notification *notification     `json:"notification"`
+	}{Data: data}
+	if title != "" || body != "" || image != "" {
+		p.Notification = &notification{title, body, image}
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return math.MaxInt // unreachable for strings; refuse rather than guess
+	}
+	return len(raw)
+}
+
+// requestHash digests what a request asks for, so a reused Idempotency-Key
+// with a different request is told apart from a retry.
+func requestHash(in Request) string {
+	raw, _ := json.Marshal(struct {
+		M  model.Message
+		A  model.Audience
+		D  bool
+		ID bool
+		S  *time.Time
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,91 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Class is what the engine does with an outcome.
+type Class uint8
+
+const (
+	// Success: the message was accepted.
+	Success Class = iota
+	// Dead: the token will never work again. Never retried; invalidated.
+	Dead
+	// Transient: worth another attempt later (quota, unavailability, a
+	// network error, the per-send timeout).
+	Transient
+	// Fatal: every other token would fail the same way (bad credentials, a
+	// malformed message). The run stops early.
+	Fatal
+	// Rejected: this target cannot be sent (its personalized message does
+	// not render); the token is fine, nothing is retried.
+	Rejected
+)
+
+func (c Class) String() string {
+	switch c {
+	case Success:
+		return "success"
+	case Dead:
+		return "dead"
+	case Transient:
+		return "transient"
+	case Fatal:
+		return "fatal"
+	case Rejected:
+		return "rejected"
+	}
+	return "class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Codes the engine itself gives or acts on. A Sender adds its own (FCM's
+// UNREGISTERED, ...).
+const (
+	// CodeQuota is the project's quota: a Transient outcome with it pauses
+	// every worker until its RetryAfter, not just the one that got it.
+	CodeQuota    = "QUOTA_EXCEEDED"
+	CodeTimeout  = "TIMEOUT"        // the per-send timeout expired
+	CodePanic    = "SENDER_PANIC"   // the Sender panicked
+	CodeTemplate = "TEMPLATE_ERROR" // the personalized message did not render
+	CodeMessage  = "MESSAGE_ERROR"  // the Sender could not prepare the message
+)
+
+// Outcome is one attempt's result, classified by the Sender.
+type Outcome struct {
+	Class      Class
+	Code       string        // "" on success
+	RetryAfter time.Duration // the server's requested wait, 0 if none
+	Detail     string        // a human-readable reason
+	// Requests is how many requests the attempt made (a Sender that
+	// retries by itself may make several); 0 counts as one.
+	Requests int
+}
+
+// Budget is how many requests a token may still cost: Used so far, Max in
+// all. A Sender that retries by itself must not go past Max.
+type Budget struct{ Used, Max int }
+
+// Sender delivers messages. Prepare is called once per message (once per
+// run, or once per target for personalized messages), so that whatever is
+// the same for every token is done once.
+type Sender interface {
+	Prepare(msg *Message) (Prepared, error)
+}
+
+// Prepared sends one prepared message to tokens, from many goroutines.
+type Prepared interface {
+	// Send makes one attempt at token and classifies its result. ctx ends
+	// when the per-send timeout does; Send then returns promptly.
+	Send(ctx context.Context, token string, b Budget) Outcome
+}
+
+// ErrFatal wraps the outcome that stopped a run early.
+type ErrFatal struct{ Outcome Outcome }
+
+func (e *ErrFatal) Error() string {
+	return fmt.Sprintf("broadcast stopped: FCM answered %s, which every token would get: %s", e.Outcome.Code, e.Outcome.Detail)
+}

@@ -1,0 +1,103 @@
+// Package lifecycle gives pushfan's long-running parts river-style
+// lifecycles: Start(ctx) and Stop(ctx), where Stop blocks until the part
+// has really stopped (or ctx's deadline passes), is safe twice, and is safe
+// before Start.
+package lifecycle
+
+import (
+	"context"
+	"sync"
+)
+
+// Loop runs one function in its own goroutine between Start and Stop.
+// The zero value is ready to use.
+type Loop struct {
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// Start runs fn(ctx') in a goroutine, where ctx' ends when ctx does or at
+// Stop. Starting twice, or after Stop, does nothing; it reports whether it
+// started fn.
+func (l *Loop) Start(ctx context.Context, fn func(ctx context.Context)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started {
+		return false
+	}
+	l.started = true
+	ctx, l.cancel = context.WithCancel(ctx)
+	l.done = make(chan struct{})
+	go func() {
+		defer close(l.done)
+		fn(ctx)
+	}()
+	return true
+}
+
+// Stop cancels fn's context and waits for fn to return, up to ctx's
+// deadline (then it returns ctx's error; fn still ends on its own). Safe
+// twice, and before Start (which then never starts).
+func (l *Loop) Stop(ctx context.Context) error {
+	l.mu.Lock()
+	l.started = true
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Group is a set of goroutines that one owner waits for. Once Close has
+// been called, Go starts nothing more, so a Wait that follows never races a
+// late Go (a plain sync.WaitGroup must not be Added to while it is
+// waited on). The zero value is ready to use.
+type Group struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Go runs fn in a goroutine of the group, unless the group is closed; it
+// reports whether fn runs.
+func (g *Group) Go(fn func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Go(fn)
+	return true
+}
+
+// Close stops the group from taking more goroutines.
+func (g *Group) Close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// Wait closes the group and waits for its goroutines, up to ctx's deadline.
+func (g *Group) Wait(ctx context.Context) error {
+	g.Close()
+	done := make(chan struct{})
+	go func() {
+		g.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

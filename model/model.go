@@ -1,0 +1,141 @@
+// Package model holds pushfan's plain domain types: a broadcast and its
+// content, audience, counters and status, a failure, the stats totals.
+// The API, the domain services and the storage all name them; none of
+// them carries behaviour beyond a status's own rules.
+package model
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is a broadcast's lifecycle state.
+type Status string
+
+// Broadcast states. queued → running → one of the three final states; a
+// queued broadcast may also go straight to a final state (canceled, failed).
+const (
+	StatusScheduled Status = "scheduled" // waiting for send_at
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusCanceled  Status = "canceled"
+	StatusFailed    Status = "failed"
+)
+
+// Valid reports whether s is one of the five known states.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusScheduled, StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// Final reports whether s is a state a broadcast never leaves.
+func (s Status) Final() bool {
+	return s == StatusCompleted || s == StatusCanceled || s == StatusFailed
+}
+
+// Message is the notification content, stored as JSON.
+type Message struct {
+	Title string            `json:"title,omitempty"`
+	Body  string            `json:"body,omitempty"`
+	Image string            `json:"image,omitempty"`
+	Data  map[string]string `json:"data,omitempty"`
+}
+
+// Counts are a broadcast's outcome counters; Errors maps an error code to
+// how many targets ended with it. Chunk checkpoints add to them.
+type Counts struct {
+	Targeted, Succeeded, Failed, Canceled, Invalidated int64
+	Errors                                             map[string]int64
+}
+
+// Broadcast is one request to notify an audience, and its running result.
+type Broadcast struct {
+	ID                 uint64
+	Status             Status
+	DryRun             bool
+	InvalidateOnDryRun bool
+	Message            Message
+	Audience           Audience
+	RequestID          string
+	CreatedBy          string
+	Counts
+	Error      string // "" when none
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+
+	// Durable-run fields (see package lease).
+	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later
+	CancelRequested bool
+	IdempotencyKey  string
+	RequestHash     string
+	// SubmitToken names the submit attempt, to find it again after a lost
+	// commit answer.
+	SubmitToken string
+	// Chunks summarises the chunk rows, kept when the broadcast finished.
+	Chunks *ChunkSummary
+
+	// Scheduling.
+	SendAt   *time.Time // a one-off broadcast waits for it in status scheduled
+	Trigger  string     // api, schedule or cron
+	JobName  string     // cron jobs only
+	FireTime *time.Time // cron jobs only
+}
+
+// Audience says who a broadcast is for: everyone, or the listed users. The
+// zero value is the empty audience.
+type Audience struct {
+	All     bool     `json:"all,omitempty"`
+	UserIDs []uint64 `json:"user_ids,omitempty"`
+	// Name selects a named SQL audience from the configuration (package
+	// audience pages it, not this file), with its bound Params as JSON.
+	Name   string          `json:"name,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// ChunkSummary is how a finished broadcast's work was shared between
+// instances (package lease keeps it when it deletes the chunk rows).
+type ChunkSummary struct {
+	Chunks    int            `json:"chunks"`
+	Claims    int            `json:"claims"`
+	Takeovers int            `json:"takeovers"`
+	DoneBy    map[string]int `json:"done_by"` // chunks per instance; "canceled" for closed ones
+}
+
+// Failure is one token whose send finally failed in a broadcast.
+type Failure struct {
+	ID          uint64    `db:"id"`
+	BroadcastID uint64    `db:"broadcast_id"`
+	TokenID     uint64    `db:"token_id"`
+	UserID      uint64    `db:"user_id"`
+	Code        string    `db:"code"`
+	Message     string    `db:"message"`
+	Attempts    int       `db:"attempts"`
+	CreatedAt   time.Time `db:"created_at"`
+}
+
+// Stats are totals across broadcasts. Dry runs send nothing real, so they are
+// left out of every total and only counted, in DryRuns.
+type Stats struct {
+	Broadcasts, DryRuns, Targeted, Succeeded, Failed, Canceled, InvalidatedTokens int64
+	Errors                                                                        map[string]int64
+}
+
+// ListFilter selects broadcasts for the list endpoint.
+type ListFilter struct {
+	Status  Status // "" = any
+	Trigger string // "" = any
+	Before  uint64 // keyset: ids below it (0 = from the newest)
+	Limit   int
+}
+
+// LastFire is a job's most recent fire: its time and broadcast (zero and
+// nil when it never fired), or a skipped fire's time.
+type LastFire struct {
+	FireTime  time.Time
+	Broadcast *Broadcast // nil for a skipped fire
+}
