@@ -1,6 +1,7 @@
 // Package audience compiles the named SQL audiences of the YAML config
 // (PUSHFAN_CONFIG), binds typed request parameters to them, pages their rows
-// by keyset, and renders personalized messages from their extra columns.
+// by keyset (a Runner runs their SQL on the pool it is given), and renders
+// personalized messages from their extra columns.
 //
 // An audience is one SELECT over the deployment's own tables:
 //

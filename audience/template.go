@@ -233,9 +233,6 @@ func walkBranch(b *parse.BranchNode, visit func(parse.Node)) {
 // same message, and Render need not be called per recipient.
 func (t *Template) IsStatic() bool { return t.static }
 
-// Variables returns the variables the templates refer to, sorted.
-func (t *Template) Variables() []string { return slices.Clone(t.variables) }
-
 // Render renders the message for one recipient's variables (a Row's Vars).
 // An error (a missing key, an execution error) is a *TemplateError naming
 // the first field that failed. data is a new map on every call (nil when the

@@ -1,18 +1,23 @@
-// Package broadcast owns a broadcast's lifecycle, with MySQL as the
-// coordinator so that no work lives only in memory:
+// Package broadcast is pushfan's domain: what every entry point (the HTTP
+// API, cron jobs) calls, with MySQL as the coordinator so that no work
+// lives only in memory.
 //
-//   - Submit stores the broadcast and its chunks (keyset ranges of device
-//     token ids) in one transaction and returns; the row is "queued".
-//   - Every instance runs a dispatcher that claims chunks under a lease
-//     (SELECT ... FOR UPDATE SKIP LOCKED), including chunks whose lease
-//     expired because their holder died, and runs the fanout engine over
-//     each from its checkpointed cursor.
-//   - Every FlushInterval a chunk checkpoints: the cursor below which every
-//     target has an outcome, and exactly those outcomes' counters, failures
-//     and dead tokens, in one transaction that also renews the lease.
-//   - The last chunk to finish finishes the broadcast.
+//   - Rules (spec.go) are the request rules: message size, reserved data
+//     keys, templates, audience binding, send_at. A broken one is a
+//     *FieldError naming the field.
+//   - Submit stores the broadcast and its chunks (planned from the
+//     audience's own tokens) in one transaction; the row is "queued", or
+//     "scheduled" until send_at (promote). A job fire is a submit keyed on
+//     job and fire time (jobs.go).
+//   - Every instance runs a dispatcher that claims chunks (package lease:
+//     fenced by an epoch, taking over expired leases) and runs the fanout
+//     engine over each from its stored cursor, skipping its done ranges.
+//   - Every FlushInterval a chunk checkpoints every outcome it has, in one
+//     transaction that also renews the lease; an unconfirmed checkpoint is
+//     retried unchanged.
+//   - The last chunk to end finishes the broadcast; a cancel closes the
+//     chunks nobody runs and counts their targets canceled.
 //
-// A crash loses at most the sends since the last checkpoint plus those in
-// flight: they are sent again by whoever resumes the chunk (at-least-once),
-// and counted once.
+// A kill -9 repeats at most the sends in flight and those since the last
+// checkpoint (at-least-once), and counts each target once.
 package broadcast

@@ -13,7 +13,7 @@ import (
 // Config is every setting pushfan reads. The environment wins over the YAML
 // file where both set a value.
 type Config struct {
-	// Contract variables (DESIGN.md §1).
+	// The contract variables (README, "Configuration").
 	MySQLDSN        string   `yaml:"mysql_dsn"`
 	HTTPAddr        string   `yaml:"http_addr"`
 	FCMEndpoint     string   `yaml:"fcm_endpoint"`

@@ -15,9 +15,14 @@ import (
 type Getenv func(key string) (string, bool)
 
 // Load builds the configuration: defaults, then the YAML file named by
-// PUSHFAN_CONFIG (if any), then the environment. It returns every problem
-// found, joined, each naming the variable at fault.
-func Load(getenv Getenv) (Config, error) {
+// PUSHFAN_CONFIG (if any), then the environment, and validates all of it.
+// It returns every problem found, joined, each naming the variable at
+// fault.
+func Load(getenv Getenv) (Config, error) { return LoadParts(getenv, PartsAll) }
+
+// LoadParts is Load validating only the given parts (a value that does not
+// parse is an error whatever the parts).
+func LoadParts(getenv Getenv, parts Part) (Config, error) {
 	cfg := Defaults()
 	if path, ok := getenv("PUSHFAN_CONFIG"); ok && path != "" {
 		if err := loadYAML(path, &cfg); err != nil {
@@ -37,11 +42,12 @@ func Load(getenv Getenv) (Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return cfg, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, cfg.ValidateParts(parts)
 }
 
-// FromOS loads the configuration from the process environment.
-func FromOS() (Config, error) { return Load(os.LookupEnv) }
+// FromOS loads the configuration from the process environment, validating
+// the given parts.
+func FromOS(parts Part) (Config, error) { return LoadParts(os.LookupEnv, parts) }
 
 func loadYAML(path string, cfg *Config) error {
 	f, err := os.Open(path)

@@ -15,18 +15,70 @@ import (
 	"pushfan/cron"
 )
 
+// Part is a group of settings one subcommand uses.
+type Part uint8
+
+const (
+	// PartDatabase: the DSN and the pool (migrate and seed use only this
+	// and the log).
+	PartDatabase Part = 1 << iota
+	// PartLog: the log level and format.
+	PartLog
+	// PartServe: everything else serve needs (FCM, HTTP, the engine, the
+	// audiences and jobs of the YAML file).
+	PartServe
+
+	// PartsAll is what serve (and config check) validates.
+	PartsAll = PartDatabase | PartLog | PartServe
+)
+
 // Validate checks every setting and returns all problems at once, each
 // naming the environment variable that sets it.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.ValidateParts(PartsAll) }
+
+// ValidateParts checks the settings of the given parts only: `pushfan
+// migrate` needs a database, not FCM credentials.
+func (c *Config) ValidateParts(parts Part) error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
+	if parts&PartDatabase != 0 {
+		if dsn, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+			bad("PUSHFAN_MYSQL_DSN", "does not parse as a go-sql-driver DSN: %v", err)
+		} else if dsn.DBName == "" {
+			bad("PUSHFAN_MYSQL_DSN", "names no database (expected .../pushfan?parseTime=true)")
+		}
+		if c.DB.MaxOpen <= 0 || c.DB.MaxOpen > 1000 {
+			bad("PUSHFAN_DB_MAX_OPEN", "must be between 1 and %d, got %d", 1000, c.DB.MaxOpen)
+		}
+		if c.DB.Timeout <= 0 {
+			bad("PUSHFAN_DB_TIMEOUT", "must be a positive duration, got %v", c.DB.Timeout)
+		}
+	}
+	if parts&PartLog != 0 {
+		switch strings.ToLower(c.Log.Level) {
+		case "debug", "info", "warn", "error":
+		default:
+			bad("PUSHFAN_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.Log.Level)
+		}
+		switch c.Log.Format {
+		case "json", "text":
+		default:
+			bad("PUSHFAN_LOG_FORMAT", "must be json or text, got %q", c.Log.Format)
+		}
+	}
+	if parts&PartServe != 0 {
+		errs = append(errs, c.validateServe()...)
+	}
+	return errors.Join(errs...)
+}
 
-	if dsn, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
-		bad("PUSHFAN_MYSQL_DSN", "does not parse as a go-sql-driver DSN: %v", err)
-	} else if dsn.DBName == "" {
-		bad("PUSHFAN_MYSQL_DSN", "names no database (expected .../pushfan?parseTime=true)")
+// validateServe checks what only serve uses.
+func (c *Config) validateServe() []error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("PUSHFAN_HTTP_ADDR", "%q is not host:port: %v", c.HTTPAddr, err)
@@ -96,7 +148,6 @@ func (c *Config) Validate() error {
 		bad("PUSHFAN_FCM_H2C", "needs an http:// PUSHFAN_FCM_ENDPOINT (an emulator); real FCM negotiates HTTP/2 over TLS by itself")
 	}
 	positive("PUSHFAN_MAX_USER_IDS", e.MaxUserIDs, 1000000)
-	positive("PUSHFAN_DB_MAX_OPEN", c.DB.MaxOpen, 1000)
 	if e.RateLimit <= 0 {
 		bad("PUSHFAN_RATE_LIMIT", "must be a positive number of messages per second, got %v", e.RateLimit)
 	}
@@ -118,7 +169,6 @@ func (c *Config) Validate() error {
 		{"PUSHFAN_WAIT_TIMEOUT", c.HTTP.WaitTimeout},
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout},
 		{"PUSHFAN_SCHEDULE_HORIZON", c.HTTP.ScheduleHorizon},
-		{"PUSHFAN_DB_TIMEOUT", c.DB.Timeout},
 		{"PUSHFAN_HANDBACK_TIMEOUT", e.HandBackTimeout},
 	}
 	for _, d := range durations {
@@ -145,15 +195,5 @@ func (c *Config) Validate() error {
 	if _, err := cron.Compile(c.Jobs); err != nil {
 		bad("PUSHFAN_CONFIG", "jobs: %v", err)
 	}
-	switch strings.ToLower(c.Log.Level) {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("PUSHFAN_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.Log.Level)
-	}
-	switch c.Log.Format {
-	case "json", "text":
-	default:
-		bad("PUSHFAN_LOG_FORMAT", "must be json or text, got %q", c.Log.Format)
-	}
-	return errors.Join(errs...)
+	return errs
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pushfan/internal/clock"
+	"pushfan/internal/lifecycle"
 )
 
 // Config tunes one Engine.
@@ -37,9 +38,8 @@ type Engine struct {
 	metrics  Metrics
 
 	mu      sync.Mutex
-	work    chan item // nil until Start
-	stopped bool
-	runs    sync.WaitGroup // Runs in progress (Added under mu, before stopped)
+	work    chan item       // nil until Start
+	runs    lifecycle.Group // Runs in progress; closed by Stop
 	workers sync.WaitGroup
 }
 
@@ -51,12 +51,14 @@ var ErrNotRunning = errors.New("fanout: the engine is not running (Start it; a s
 func (e *Engine) Start(context.Context) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.work != nil || e.stopped {
+	if e.work != nil || !e.runs.Add() { // started already, or stopped
 		return
 	}
-	e.work = make(chan item, e.cfg.PageSize)
+	defer e.runs.Done()
+	work := make(chan item, e.cfg.PageSize)
+	e.work = work
 	for range e.cfg.Concurrency {
-		e.workers.Go(func() { e.worker(e.work) })
+		e.workers.Go(func() { e.worker(work) })
 	}
 }
 
@@ -64,26 +66,16 @@ func (e *Engine) Start(context.Context) {
 // owners stop them: see broadcast.Service.Stop), then stops the workers.
 // It waits up to ctx's deadline; safe twice, and before Start.
 func (e *Engine) Stop(ctx context.Context) error {
-	e.mu.Lock()
-	first := !e.stopped
-	e.stopped = true
-	work := e.work
-	e.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		e.runs.Wait()
-		if first && work != nil {
-			close(work) // every Run has waited for all its targets: it is empty
-		}
-		e.workers.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := e.runs.Wait(ctx); err != nil {
+		return err
 	}
+	e.mu.Lock()
+	if e.work != nil {
+		close(e.work) // every Run has waited for all its targets: it is empty
+		e.work = nil
+	}
+	e.mu.Unlock()
+	return lifecycle.WaitFor(ctx, e.workers.Wait)
 }
 
 // New builds an Engine. throttle may be shared with other Engines.
@@ -161,15 +153,16 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	if err != nil {
 		return &ErrFatal{Outcome: Outcome{Class: Fatal, Code: CodeMessage, Detail: err.Error()}}
 	}
-	e.mu.Lock()
-	if e.work == nil || e.stopped {
-		e.mu.Unlock()
-		return ErrNotRunning
+	if !e.runs.Add() {
+		return ErrNotRunning // stopped
 	}
-	e.runs.Add(1)
+	defer e.runs.Done()
+	e.mu.Lock()
 	work := e.work
 	e.mu.Unlock()
-	defer e.runs.Done()
+	if work == nil {
+		return ErrNotRunning // never started
+	}
 	r := &run{
 		e:     e,
 		job:   job,

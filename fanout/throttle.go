@@ -112,11 +112,3 @@ func (t *Throttle) Pause(until time.Time) {
 	t.lim.SetBurstAt(until, 1)
 	t.lim.SetLimitAt(until, t.full*0.1)
 }
-
-// PausedUntil reports the current pause end (zero if never paused).
-func (t *Throttle) PausedUntil() time.Time {
-	if ns := t.pausedUntil.Load(); ns != 0 {
-		return time.Unix(0, ns)
-	}
-	return time.Time{}
-}

@@ -60,7 +60,7 @@ func runMain(t *testing.T, args ...string) (string, func() error) {
 		if !stopped {
 			stopped = true
 			cancel()
-			result = <-done
+			result = receive(t, "Main to return after its context ended", done)
 		}
 		return result
 	}

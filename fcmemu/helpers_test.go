@@ -174,3 +174,20 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// receive waits for a value (or the close) of ch, failing the test after a generous deadline with
+// what it was waiting for: a Serve or Main that does not return, a client that does not give up.
+func receive[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	const within = 30 * time.Second
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %v waiting for %s", within, what)
+		var zero T
+		return zero
+	}
+}

@@ -76,7 +76,7 @@ func TestQuotaWindow(t *testing.T) {
 	if s := stats(t, ts.URL); s.RequestsDuringProjectBackoff != 1 || s.RequestsDuringBackoff != 1 {
 		t.Fatalf("backoff counters %+v, want 1", s)
 	}
-	// Honouring Retry-After lands in a fresh window.
+	// Honouring Retry-After lands in a fresh window (the sleep is the subject).
 	time.Sleep(time.Duration(ra) * time.Second)
 	if _, err := send(t, c, "q-over"); err != nil {
 		t.Fatalf("after Retry-After: %v", err)
@@ -116,7 +116,7 @@ func TestStormStartedByPutConfig(t *testing.T) {
 	if s.StormStartedAt == nil || s.StormEndsAt == nil || s.StormEndsAt.Sub(*s.StormStartedAt) != 1500*time.Millisecond {
 		t.Fatalf("storm times %v %v", s.StormStartedAt, s.StormEndsAt)
 	}
-	time.Sleep(time.Duration(ra) * time.Second)
+	time.Sleep(time.Duration(ra) * time.Second) // honouring Retry-After, the subject: the storm is over by then
 	if _, err := send(t, c, "storm-1"); err != nil {
 		t.Fatalf("after the storm: %v", err)
 	}

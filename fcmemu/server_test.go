@@ -39,7 +39,7 @@ func serve(t *testing.T, e *fcmemu.Emulator, opts fcmemu.ServerOptions) (string,
 		if !once {
 			once = true
 			cancel()
-			result = <-done
+			result = receive(t, "Serve to return after its context ended", done)
 		}
 		return result
 	}
@@ -226,7 +226,7 @@ func giveUpWhileInFlight(t *testing.T, c *messaging.Client, baseURL, token strin
 		return stats(t, baseURL).InFlight == 1 && tokenAttempts(t, baseURL, token) == 1
 	})
 	cancel()
-	return <-errc
+	return receive(t, "Send to return after its context was canceled", errc)
 }
 
 func tokenAttempts(t *testing.T, baseURL, token string) int64 {
@@ -290,7 +290,7 @@ func TestServeShutdownReleasesHangs(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
-	if got := <-status; got != 503 {
+	if got := receive(t, "the hanging request's answer after shutdown", status); got != 503 {
 		t.Fatalf("hanging request got %d, want 503", got)
 	}
 }

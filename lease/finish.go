@@ -164,21 +164,29 @@ func (s *Store) Settle(ctx context.Context, id uint64, ss []Settlement) error {
 // yet: a canceling instance that died before Settle leaves them for any
 // other to finish.
 func (s *Store) Unsettled(ctx context.Context, limit int) ([]uint64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT broadcast_id FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
+	return s.ids(ctx, "unsettled broadcasts", `SELECT DISTINCT broadcast_id FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
 		WHERE status = 'canceled' ORDER BY broadcast_id LIMIT ?`, limit)
+}
+
+// ids runs a query of broadcast ids.
+func (s *Store) ids(ctx context.Context, what, q string, args ...any) ([]uint64, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("unsettled broadcasts: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	var ids []uint64
 	for rows.Next() {
 		var id uint64
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("unsettled broadcasts: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		ids = append(ids, id)
 	}
-	return ids, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return ids, nil
 }
 
 // Unfinished returns up to limit broadcasts that are queued or running with
@@ -186,21 +194,8 @@ func (s *Store) Unsettled(ctx context.Context, limit int) ([]uint64, error) {
 // instance died in between, or the database was away too long). Any
 // instance finishes them.
 func (s *Store) Unfinished(ctx context.Context, limit int) ([]uint64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT b.id FROM broadcasts b WHERE b.status IN ('queued', 'running')
+	return s.ids(ctx, "unfinished broadcasts", `SELECT b.id FROM broadcasts b WHERE b.status IN ('queued', 'running')
 		AND NOT EXISTS (SELECT 1 FROM broadcast_chunks c WHERE c.broadcast_id = b.id AND c.status <> 'done') ORDER BY b.id LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("unfinished broadcasts: %w", err)
-	}
-	defer rows.Close()
-	var ids []uint64
-	for rows.Next() {
-		var id uint64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("unfinished broadcasts: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // CannotCount records that this instance cannot count a closed chunk's

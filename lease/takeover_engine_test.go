@@ -26,12 +26,17 @@ func (s revSource) Page(_ context.Context, after uint64, limit int, dst []fanout
 type revSender struct {
 	delay time.Duration
 	sends atomic.Int64
+	// reached is closed at the stopAt-th send (revRun sets both).
+	stopAt  int64
+	reached chan struct{}
 }
 
 func (s *revSender) Prepare(*fanout.Message) (fanout.Prepared, error) { return s, nil }
 
 func (s *revSender) Send(ctx context.Context, _ string, _ fanout.Budget) fanout.Outcome {
-	s.sends.Add(1)
+	if n := s.sends.Add(1); s.reached != nil && n == s.stopAt {
+		close(s.reached)
+	}
 	select {
 	case <-time.After(s.delay):
 	case <-ctx.Done():
@@ -71,10 +76,12 @@ func (f *fixture) revRun(c *lease.Claim, sender *revSender, stopAfter int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if stopAfter > 0 {
+		sender.stopAt, sender.reached = stopAfter, make(chan struct{})
 		go func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for sender.sends.Load() < stopAfter && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
+			select {
+			case <-sender.reached:
+			case <-time.After(10 * time.Second):
+				f.t.Errorf("timed out after 10s waiting for send %d of the run to stop (%d sent)", stopAfter, sender.sends.Load())
 			}
 			cancel() // SIGTERM
 		}()

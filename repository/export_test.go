@@ -1,7 +1,29 @@
 package repository
 
-import "github.com/jmoiron/sqlx"
+import (
+	"context"
+	"database/sql"
+
+	"github.com/jmoiron/sqlx"
+
+	"pushfan/internal/sqldb"
+	"pushfan/model"
+)
 
 // DB gives this package's tests the pool under s, for fixtures the Store
 // has no method for. It exists only in test builds.
 func (s *Store) DB() *sqlx.DB { return s.db }
+
+// RecordFailures stores failures with one multi-row INSERT per 500 rows, all
+// in one transaction (so a retried call never leaves half a batch behind).
+// Messages are cut to 1024 characters on a rune boundary; a zero CreatedAt
+// means "now" on the database clock. IDs are assigned by the database and not
+// written back into fs.
+func (s *Store) RecordFailures(ctx context.Context, fs []model.Failure) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	return sqldb.InTx(ctx, s.db.DB, s.log, "record failures", func(tx *sql.Tx) error {
+		return insertFailures(ctx, tx, fs)
+	})
+}

@@ -18,21 +18,7 @@ const (
 	maxFailureMsgRunes = 1024 // broadcast_failures.message is VARCHAR(1024)
 )
 
-// RecordFailures stores failures with one multi-row INSERT per 500 rows, all
-// in one transaction (so a retried call never leaves half a batch behind).
-// Messages are cut to 1024 characters on a rune boundary; a zero CreatedAt
-// means "now" on the database clock. IDs are assigned by the database and not
-// written back into fs.
-func (s *Store) RecordFailures(ctx context.Context, fs []model.Failure) error {
-	if len(fs) == 0 {
-		return nil
-	}
-	return sqldb.InTx(ctx, s.db.DB, s.log, "record failures", func(tx *sql.Tx) error {
-		return insertFailures(ctx, tx, fs)
-	})
-}
-
-// insertFailures writes fs inside tx (RecordFailures, chunk checkpoints).
+// insertFailures writes fs inside tx (a chunk checkpoint's).
 func insertFailures(ctx context.Context, tx *sql.Tx, fs []model.Failure) error {
 	args := make([]any, 0, 7*min(len(fs), failureBatch))
 	for batch := range slices.Chunk(fs, failureBatch) {

@@ -31,7 +31,7 @@ func TestMigrateIdempotent(t *testing.T) {
 	}
 }
 
-// The contract (DESIGN §1): inserts naming only the contract columns work,
+// The schema contract: inserts naming only the contract columns work,
 // because every extra column has a default.
 func TestContractColumnsInsert(t *testing.T) {
 	t.Parallel()

@@ -2,13 +2,16 @@ package retention_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"pushfan/internal/sqldb"
 	"pushfan/internal/testdb"
 	"pushfan/model"
+	"pushfan/repository"
 	"pushfan/retention"
 )
 
@@ -38,7 +41,10 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 		for i := range fs {
 			fs[i] = model.Failure{BroadcastID: b.ID, TokenID: uint64(i + 1), UserID: 1, Code: code}
 		}
-		if err := store.RecordFailures(ctx, fs); err != nil {
+		if err := sqldb.InTx(ctx, tdb.SQL.DB, nil, "failures", func(tx *sql.Tx) error {
+			_, err := repository.WriteOutcomes(ctx, tx, fs, nil)
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		return b.ID

@@ -203,15 +203,9 @@ func TestChunksAnInstanceCannotRunAreHandedBack(t *testing.T) {
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
-// waitUntil polls cond until it holds, failing the test with what it was
-// waiting for after within.
+// waitUntil polls cond every 20 ms until it holds, failing the test with
+// what it was waiting for after within (the package's one polling wait).
 func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	teststack.WaitEvery(t, what, within, 20*time.Millisecond, cond)
 }

@@ -79,10 +79,9 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	if existing {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
-	finished := b.Status.Final()
-	if wait && !finished && b.Status != model.StatusScheduled {
+	if wait && !b.Status.Final() && b.Status != model.StatusScheduled {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
-		finished, err = s.svc.Wait(wctx, b.ID)
+		_, err = s.svc.Wait(wctx, b.ID) // the row read below says whether it finished
 		cancel()
 		if err != nil {
 			return err

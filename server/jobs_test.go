@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,19 +23,27 @@ func TestCronFiresOnceAcrossTwoInstances(t *testing.T) {
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Jobs = []cron.Job{everySecondJob("tick")}
 	}})
-	s.AddInstance()
+	second := s.AddInstance()
 	s.SeedTokens(1, tokens("ok-", 5))
-	time.Sleep(3500 * time.Millisecond)
 	var rows []struct {
 		FireTime time.Time `db:"fire_time"`
 		N        int       `db:"n"`
 	}
-	if err := s.SQL.Select(&rows, "SELECT fire_time, COUNT(*) AS n FROM broadcasts WHERE job_name = 'tick' GROUP BY fire_time ORDER BY fire_time"); err != nil {
-		t.Fatal(err)
+	fires := func() {
+		t.Helper()
+		rows = rows[:0]
+		if err := s.SQL.Select(&rows, "SELECT fire_time, COUNT(*) AS n FROM broadcasts WHERE job_name = 'tick' GROUP BY fire_time ORDER BY fire_time"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if len(rows) < 2 {
-		t.Fatalf("%d fires in 3.5 s of an every-second job", len(rows))
-	}
+	// Three fires: the first two are a second old or more, so both
+	// instances' schedulers have had their turn at them.
+	waitUntil(t, "three fires of an every-second job", 20*time.Second, func() bool { fires(); return len(rows) >= 3 })
+	// With both schedulers stopped no fire is in progress: the counts below
+	// are final, not a snapshot a late duplicate could still join.
+	stopScheduler(t, s.First)
+	stopScheduler(t, second)
+	fires()
 	for i, r := range rows {
 		if r.N != 1 {
 			t.Fatalf("fire %v made %d broadcasts with two instances", r.FireTime, r.N)
@@ -47,6 +56,17 @@ func TestCronFiresOnceAcrossTwoInstances(t *testing.T) {
 	s.Do("GET", "/push/broadcasts?trigger=cron", nil, &page)
 	if len(page.Broadcasts) < len(rows) || page.Broadcasts[0].Trigger != "cron" {
 		t.Fatalf("cron broadcasts listed: %+v", page)
+	}
+}
+
+// stopScheduler stops inst's scheduler, waiting for a fire in progress;
+// the instance goes on serving and running broadcasts.
+func stopScheduler(t *testing.T, inst *teststack.Instance) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := inst.App.Scheduler.Stop(ctx); err != nil {
+		t.Fatalf("stopping the scheduler: %v", err)
 	}
 }
 
@@ -65,25 +85,32 @@ func TestCronMisfiresWithinAndBeyondCatchup(t *testing.T) {
 		},
 	})
 	newest := time.Now().UTC().Truncate(time.Hour)
-	deadline := time.Now().Add(10 * time.Second)
-	var fired []time.Time
-	for time.Now().Before(deadline) {
-		fired = nil
-		if err := s.SQL.Select(&fired, "SELECT fire_time FROM broadcasts WHERE job_name = 'within'"); err != nil {
+	count := func(query string, args ...any) (n int) {
+		t.Helper()
+		if err := s.SQL.Get(&n, query, args...); err != nil {
 			t.Fatal(err)
 		}
-		if len(fired) > 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		return n
+	}
+	// The scheduler catches up on its jobs in order at start: "within"
+	// fires, then "beyond" records its missed fires skipped.
+	waitUntil(t, `the catch-up: a fire of "within" and the skipped fires of "beyond" recorded`, 10*time.Second, func() bool {
+		return count("SELECT COUNT(*) FROM broadcasts WHERE job_name = 'within'") > 0 &&
+			count("SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'beyond' AND fire_time > ?", last) > 0
+	})
+	// Stopped, the scheduler cannot fire anything more: the counts below
+	// are final (the next fire of either job is up to an hour away anyway).
+	stopScheduler(t, s.First)
+	var fired []time.Time
+	if err := s.SQL.Select(&fired, "SELECT fire_time FROM broadcasts WHERE job_name = 'within'"); err != nil {
+		t.Fatal(err)
 	}
 	if len(fired) != 1 || !fired[0].Equal(newest) {
 		t.Fatalf("within the window: fired %v, want only %v", fired, newest)
 	}
-	var skippedWithin, skippedBeyond, firedBeyond int
-	s.SQL.Get(&skippedWithin, "SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'within' AND fire_time > ?", last)
-	s.SQL.Get(&skippedBeyond, "SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'beyond' AND fire_time > ?", last)
-	s.SQL.Get(&firedBeyond, "SELECT COUNT(*) FROM broadcasts WHERE job_name = 'beyond'")
+	skippedWithin := count("SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'within' AND fire_time > ?", last)
+	skippedBeyond := count("SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = 'beyond' AND fire_time > ?", last)
+	firedBeyond := count("SELECT COUNT(*) FROM broadcasts WHERE job_name = 'beyond'")
 	if skippedWithin != 9 || skippedBeyond != 10 || firedBeyond != 0 {
 		t.Fatalf("skipped within %d (want 9), beyond %d (want 10), fired beyond %d", skippedWithin, skippedBeyond, firedBeyond)
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -159,17 +160,17 @@ func TestCancelMidBroadcast(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") != fmt.Sprintf("/push/broadcasts/%d", b.ID) {
 		t.Fatalf("submit: %d %v", resp.StatusCode, resp.Header)
 	}
-	for {
+	waitUntil(t, "200 sends checkpointed before the cancel", time.Minute, func() bool {
 		var cur teststack.Broadcast
 		s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &cur)
 		if cur.Succeeded >= 200 {
-			break
+			return true
 		}
 		if cur.Status != "running" && cur.Status != "queued" {
 			t.Fatalf("broadcast ended before cancel: %+v", cur)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	var c teststack.Broadcast
 	start := time.Now()
 	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, &c); resp.StatusCode != 200 {
@@ -185,24 +186,40 @@ func TestCancelMidBroadcast(t *testing.T) {
 	if c.Succeeded != accepted {
 		t.Fatalf("succeeded %d, emulator accepted %d", c.Succeeded, accepted)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Nothing is sent after the cancel answered: stop the only instance
+	// that ran the broadcast. Stop returns once its chunk runs and their
+	// sends have ended, so the emulator's total now is final for this
+	// instance, however late a stray send would have come.
+	stopCtx, stopCancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer stopCancel()
+	if err := s.Service.Stop(stopCtx); err != nil {
+		t.Fatalf("stopping the instance that ran the canceled broadcast: %v", err)
+	}
 	if later := s.Emu.Stats().Accepted; later != accepted {
 		t.Fatalf("sends continued after cancel: %d -> %d", accepted, later)
 	}
+	// The rest goes through a second instance (the first no longer runs
+	// broadcasts); its sends are counted at the end too.
+	other := s.AddInstance().API.URL
 	// A second cancel (a client retrying after a lost answer) answers the
 	// canceled broadcast, unchanged.
 	var again teststack.Broadcast
-	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, &again); resp.StatusCode != 200 || again.Status != "canceled" || again.Canceled != c.Canceled {
+	if resp := s.DoURL(other, "POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, &again); resp.StatusCode != 200 || again.Status != "canceled" || again.Canceled != c.Canceled {
 		t.Fatalf("second cancel: %d %+v", resp.StatusCode, again)
 	}
 	var e teststack.ErrorBody
-	if resp := s.Do("POST", "/push/broadcasts/999999/cancel", nil, &e); resp.StatusCode != 404 {
+	if resp := s.DoURL(other, "POST", "/push/broadcasts/999999/cancel", nil, &e); resp.StatusCode != 404 {
 		t.Fatalf("cancel unknown: %d", resp.StatusCode)
 	}
 	var done teststack.Broadcast
-	s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"user_ids": []uint64{1}}}, &done)
-	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", done.ID), nil, &e); done.Status != "completed" || resp.StatusCode != 409 || e.Error.Code != "already_finished" {
+	s.DoURL(other, "POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"user_ids": []uint64{1}}}, &done)
+	if resp := s.DoURL(other, "POST", fmt.Sprintf("/push/broadcasts/%d/cancel", done.ID), nil, &e); done.Status != "completed" || resp.StatusCode != 409 || e.Error.Code != "already_finished" {
 		t.Fatalf("cancel of a completed broadcast (%s): %d %+v", done.Status, resp.StatusCode, e)
+	}
+	// The second instance sent the new broadcast's one target and nothing
+	// of the canceled one (both broadcasts are final now).
+	if got := s.Emu.Stats().Accepted; got != accepted+done.Succeeded || done.Succeeded != 1 {
+		t.Fatalf("emulator accepted %d, want %d at the cancel + %d of the later broadcast", got, accepted, done.Succeeded)
 	}
 }
 
@@ -226,6 +243,9 @@ func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
 		pages := 0
 		cursor := ""
 		for {
+			if pages > 100 { // 8 expected: a cursor that does not advance would loop forever
+				t.Fatalf("still paging after %d pages", pages)
+			}
 			var p page
 			path := fmt.Sprintf("/push/broadcasts/%d/failures?limit=7%s", b.ID, query)
 			if cursor != "" {

@@ -100,7 +100,10 @@ func TestListBroadcastsPaginationAndFilters(t *testing.T) {
 	seen := map[uint64]bool{}
 	var last uint64
 	cursor := ""
-	for {
+	for pages := 0; ; pages++ {
+		if pages > 100 { // 3 expected: a cursor that does not advance would loop forever
+			t.Fatalf("still paging after %d pages", pages)
+		}
 		var p listPage
 		path := "/push/broadcasts?limit=2&trigger=api"
 		if cursor != "" {

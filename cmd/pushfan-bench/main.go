@@ -174,9 +174,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	switch {
 	case o.n < 1:
-		return o, errors.New("N must be at least 1")
+		return o, errors.New("the variable N must be at least 1")
 	case o.c < 1:
-		return o, errors.New("C must be at least 1")
+		return o, errors.New("the variable C must be at least 1")
 	case o.repeat < 1:
 		return o, errors.New("REPEAT must be at least 1")
 	case o.mode != "http1" && o.mode != "h2c" && o.mode != "tls":

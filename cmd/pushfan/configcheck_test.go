@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"pushfan/config"
+	"pushfan/internal/testdb"
 )
 
 const (
@@ -200,5 +202,36 @@ func TestConfigCheckExitStatus(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "  PUSHFAN_PAGE_SIZE:") || !strings.Contains(errOut, "  PUSHFAN_LEASE:") {
 		t.Errorf("stderr does not list both problems:\n%s", errOut)
+	}
+}
+
+// Each subcommand checks only what it uses: migrate and seed need the
+// database, not FCM credentials or admin tokens; the emulator needs
+// neither (a DSN that does not even parse is no matter to it).
+func TestSubcommandsCheckWhatTheyUse(t *testing.T) {
+	dsn := testdb.New(t).DSN
+	setEnv(t, map[string]string{"PUSHFAN_MYSQL_DSN": dsn, "PUSHFAN_LOG_FORMAT": "text"})
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"migrate"}, &out, &errOut); err != nil {
+		t.Fatalf("migrate with only a DSN: %v\n%s", err, errOut.String())
+	}
+	if err := run(context.Background(), []string{"seed", "-users", "3"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "seeded 3 users") {
+		t.Fatalf("seed with only a DSN: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	err := run(context.Background(), []string{"serve"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS") {
+		t.Fatalf("serve without FCM settings: %v, want the credentials named", err)
+	}
+	setEnv(t, map[string]string{"PUSHFAN_MYSQL_DSN": "not a dsn"})
+	out.Reset()
+	// The emulator gets as far as its own flags (-h stops it there).
+	if err := run(context.Background(), []string{"emulator", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("emulator -h with a broken DSN: %v, want its own help", err)
+	}
+	if err := run(context.Background(), []string{"migrate"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "PUSHFAN_MYSQL_DSN") {
+		t.Fatalf("migrate with a broken DSN: %v, want the DSN named", err)
+	}
+	if err := run(context.Background(), []string{"frobnicate"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
+		t.Fatalf("an unknown command: %v", err)
 	}
 }

@@ -61,9 +61,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fcmemu.Main(ctx, rest, stdout, log)
 	case "config":
 		return configCommand(rest, os.LookupEnv, stdout, stderr)
+	case "serve", "migrate", "seed":
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
 	}
 
-	cfg, err := config.FromOS()
+	// Each command checks what it uses: migrate and seed need a database,
+	// not FCM credentials.
+	parts := config.PartsAll
+	if cmd == "migrate" || cmd == "seed" {
+		parts = config.PartDatabase | config.PartLog
+	}
+	cfg, err := config.FromOS(parts)
 	if err != nil {
 		return fmt.Errorf("configuration is invalid:\n%w", err)
 	}
@@ -80,11 +90,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return pool.Close()
-	case "seed":
+	default: // seed
 		return seed(ctx, cfg, log, rest, stdout)
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
 }
 
 func envOr(key, def string) string {

@@ -91,6 +91,7 @@ func newProcEnv(t *testing.T, n int, emuCfg fcmemu.Config) *procEnv {
 }
 
 type proc struct {
+	name    string
 	cmd     *exec.Cmd
 	url     string
 	done    chan struct{} // closed when the process has exited
@@ -125,7 +126,7 @@ func (e *procEnv) startAs(name, id string) *proc {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, url: "http://" + addr, done: make(chan struct{}), log: logPath}
+	p := &proc{name: name, cmd: cmd, url: "http://" + addr, done: make(chan struct{}), log: logPath}
 	go func() {
 		p.exitErr = cmd.Wait()
 		logFile.Close()
@@ -133,7 +134,11 @@ func (e *procEnv) startAs(name, id string) *proc {
 	}()
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-p.done
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			e.t.Errorf("%s (pid %d) did not exit within 30s of kill -9", name, cmd.Process.Pid)
+		}
 		if e.t.Failed() {
 			raw, _ := os.ReadFile(logPath)
 			e.t.Logf("log of %s:\n%s", name, tail(string(raw), 40))
@@ -192,15 +197,30 @@ func (e *procEnv) submit(p *proc) broadcastView {
 	return e.call(p.url, "POST", "/push/broadcast?wait=0", `{"title":"crash test","audience":{"all":true}}`)
 }
 
-// waitAccepted blocks until the emulator accepted at least frac of n.
+// waitAccepted blocks until the emulator accepted at least frac of n
+// (polling every 5 ms: the kill drills kill at that moment).
 func (e *procEnv) waitAccepted(frac float64) {
 	e.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for e.emu.Stats().Accepted < int64(frac*float64(e.n)) {
+	const within = 2 * time.Minute
+	want := int64(frac * float64(e.n))
+	deadline := time.Now().Add(within)
+	for e.emu.Stats().Accepted < want {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("only %d accepted", e.emu.Stats().Accepted)
+			e.t.Fatalf("timed out after %v waiting for %d of %d targets accepted by the emulator: only %d", within, want, e.n, e.emu.Stats().Accepted)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitExit waits until p has exited after a kill (-9 or SIGTERM past its
+// shutdown deadline cannot take this long).
+func (p *proc) waitExit(t *testing.T, why string) {
+	t.Helper()
+	const within = 30 * time.Second
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("timed out after %v waiting for %s (pid %d) to exit after %s", within, p.name, p.cmd.Process.Pid, why)
 	}
 }
 
@@ -213,7 +233,7 @@ func (e *procEnv) waitFinished(p *proc, id uint64) broadcastView {
 			return b
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("broadcast %d still %s", id, b.Status)
+			e.t.Fatalf("timed out after 3m waiting for broadcast %d to end: still %s (%d of %d succeeded)", id, b.Status, b.Succeeded, b.Targeted)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -274,7 +294,7 @@ func (e *procEnv) waitTakeover(id uint64, since time.Time) time.Duration {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	e.t.Fatal("no takeover within a minute")
+	e.t.Fatalf("timed out after 1m waiting for a chunk of broadcast %d to be taken over from an expired lease", id)
 	return 0
 }
 
@@ -285,7 +305,8 @@ func killDrill(t *testing.T, e *procEnv, frac float64) {
 	a := e.startAs("crashing", pod)
 	b := e.submit(a)
 	e.waitAccepted(frac)
-	// The rate at the kill, over the last quarter second.
+	// The rate at the kill, over the last quarter second: the sleep is the
+	// measuring window, not a wait for anything.
 	s0, t0 := e.emu.Stats().Accepted, time.Now()
 	time.Sleep(250 * time.Millisecond)
 	sent := e.emu.Stats().Accepted
@@ -293,7 +314,7 @@ func killDrill(t *testing.T, e *procEnv, frac float64) {
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-a.done
+	a.waitExit(t, "kill -9")
 	killed := time.Now()
 	restart := time.Now()
 	r := e.startAs("restarted", pod)
@@ -375,7 +396,7 @@ func TestTwoProcessesShareABroadcastAndSurviveAKill(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-a.done
+	a.waitExit(t, "kill -9")
 	final := e.waitFinished(bp, b.ID)
 	dups := e.verify(final)
 	doneBy := final.Chunks.DoneBy
@@ -397,7 +418,7 @@ func TestTwoProcessesWithOneInstanceID(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-a.done
+	a.waitExit(t, "kill -9")
 	final := e.waitFinished(bp, b.ID)
 	dups := e.verify(final)
 	if final.Chunks.Takeovers == 0 {

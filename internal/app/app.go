@@ -1,6 +1,8 @@
-// Package app wires one pushfan instance from a Config: the FCM sender, the
-// engine, the broadcast service and the HTTP API. `pushfan serve` and the
-// in-process test stacks build instances the same way through it.
+// Package app wires one pushfan instance from a Config and an open pool:
+// the FCM client, the engine, the broadcast service, the job scheduler,
+// retention and the HTTP API, and starts and stops them in dependency
+// order. `pushfan serve` and the in-process test stacks build instances
+// the same way through it.
 package app
 
 import (

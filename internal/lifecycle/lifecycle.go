@@ -79,6 +79,21 @@ func (g *Group) Go(fn func()) bool {
 	return true
 }
 
+// Add registers one unit of work done in the caller's own goroutine (end
+// it with Done), unless the group is closed; it reports whether it did.
+func (g *Group) Add() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// Done ends a unit of work registered by Add.
+func (g *Group) Done() { g.wg.Done() }
+
 // Close stops the group from taking more goroutines.
 func (g *Group) Close() {
 	g.mu.Lock()
@@ -89,9 +104,16 @@ func (g *Group) Close() {
 // Wait closes the group and waits for its goroutines, up to ctx's deadline.
 func (g *Group) Wait(ctx context.Context) error {
 	g.Close()
+	return WaitFor(ctx, g.wg.Wait)
+}
+
+// WaitFor runs wait (a blocking wait, such as a WaitGroup's) and returns
+// when it does, or at ctx's deadline with ctx's error (wait goes on by
+// itself then).
+func WaitFor(ctx context.Context, wait func()) error {
 	done := make(chan struct{})
 	go func() {
-		g.wg.Wait()
+		wait()
 		close(done)
 	}()
 	select {

@@ -1,7 +1,7 @@
 // Package logging builds pushfan's slog logger. Its handler copies the
-// request id and broadcast id carried by a context onto every record, so
-// lines written by worker goroutines can be traced to the request that
-// started them.
+// request id carried by a context onto every record, so lines written by
+// worker goroutines can be traced to the request that started them (lines
+// about a broadcast carry its broadcast_id as an attribute of their own).
 package logging
 
 import (
@@ -14,10 +14,7 @@ import (
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	broadcastIDKey
-)
+const requestIDKey ctxKey = 0
 
 // WithRequestID returns ctx carrying the request id.
 func WithRequestID(ctx context.Context, id string) context.Context {
@@ -28,11 +25,6 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 func RequestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey).(string)
 	return id
-}
-
-// WithBroadcastID returns ctx carrying the broadcast id.
-func WithBroadcastID(ctx context.Context, id uint64) context.Context {
-	return context.WithValue(ctx, broadcastIDKey, id)
 }
 
 // New returns a logger writing format ("json" or "text") at level.
@@ -54,16 +46,13 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 	return slog.New(ContextHandler{h}), nil
 }
 
-// ContextHandler adds request_id and broadcast_id from the context.
+// ContextHandler adds request_id from the context.
 type ContextHandler struct{ slog.Handler }
 
 // Handle implements slog.Handler.
 func (h ContextHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
-	}
-	if id, ok := ctx.Value(broadcastIDKey).(uint64); ok {
-		r.AddAttrs(slog.Uint64("broadcast_id", id))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -66,6 +66,7 @@ func IsDuplicateEntry(err error) bool {
 // whose transaction decides something (a claim, a checkpoint, a submit)
 // make it recognisable on retry; see package lease.
 func InTx(ctx context.Context, db *sql.DB, log *slog.Logger, name string, fn func(tx *sql.Tx) error) error {
+	log = OrDiscard(log)
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
 		err = tryTx(ctx, db, fn)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -80,7 +81,11 @@ func TestNewFailsLoudlyWhenServerIsDown(t *testing.T) {
 		testdb.New(f)
 		t.Error("New returned without failing")
 	}()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // New's ping gives up after 5 s
+		t.Fatal("timed out after 30s waiting for New to fail against a server that is down")
+	}
 	if !strings.Contains(f.msg, "scripts/ensure-mysql.sh") {
 		t.Fatalf("failure message %q does not say how to start MariaDB", f.msg)
 	}

@@ -1,6 +1,9 @@
 // Package teststack starts a whole pushfan in-process for tests: a fresh
-// MariaDB database, the FCM emulator on loopback HTTP, the real firebase SDK
-// sender, the engine, the broadcast service and the HTTP API.
+// MariaDB database, the FCM emulator on loopback HTTP, and one or more
+// instances wired by package app (the real firebase SDK or direct client,
+// the engine, the broadcast service, the scheduler, the HTTP API). It also
+// has a TCP proxy that can cut the database connection or fault COMMITs,
+// and waits with deadlines (WaitEvery, Receive).
 package teststack
 
 import (
