@@ -12,7 +12,7 @@ GOFMT ?= $(shell $(GO) env GOROOT 2>/dev/null)/bin/gofmt
 BIN := bin/pushfan
 
 .DEFAULT_GOAL := help
-.PHONY: help build run stop test lint bench-go bench bench-sweep bench-quota tidy clean
+.PHONY: help build run stop test lint bench-go bench bench-sweep bench-quota bench-latency tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -30,12 +30,15 @@ stop: ## stop what `make run` started (pids in .run/)
 # The real-process drills (kill -9, SIGTERM, replicas) measure duplicates
 # against a bound in milliseconds of sending: they run on their own, after
 # the rest, so that no other package's tests share the two cores with them.
-DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes|TestTwoProcesses
+DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes|TestTwoProcesses|TestThreeProcessesShareOneQuota|TestKillOneOfThreeRebalancesTheBudget|TestUrgentSendsGoFirstOnOneProcess
 
-test: ## ensure MariaDB is up, then run every test with the race detector (the process drills last, alone)
+# The process drills measure timing at the default configuration against an
+# in-process emulator that the race detector would slow several times over:
+# they are left out of race builds (//go:build !race) and run alone, last.
+test: ## ensure MariaDB is up, then run every test with the race detector, then the process drills alone
 	bash scripts/ensure-mysql.sh
 	$(GO) test -race -count=1 -timeout 20m -skip '$(DRILLS)' ./...
-	$(GO) test -race -count=1 -timeout 20m -run '$(DRILLS)' ./cmd/pushfan/
+	$(GO) test -count=1 -timeout 30m -run '$(DRILLS)' ./cmd/pushfan/
 
 # Linters, pinned: `go run pkg@version` fetches them from the module proxy
 # on a fresh machine, so nothing needs installing by hand.
@@ -68,9 +71,14 @@ BENCH := bin/pushfan-bench
 
 # The drivers read N, C, LATENCY, JITTER, MODE (http1|h2c|tls), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=http1 REPEAT=3)
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=http1 REPEAT=3), then the latency sweep
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
+	GO=$(GO) $(BENCH) latency --build=false
+
+bench-latency: ## pushfan at its defaults vs emulator LATENCIES=10ms,30ms,100ms,300ms over LATENCY_MODES=http1,tls
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) latency
 
 bench-sweep: ## pushfan at concurrencies SWEEP=16,64,256,512,1024: throughput, CPU/send, RSS
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench

@@ -29,6 +29,10 @@ type chunkRun struct {
 	// failed or its outcome is unknown. It is retried exactly as it is
 	// before anything newer is prepared (see lease.Store.Checkpoint).
 	pending *lease.Checkpoint
+	// pendingAt is when pending's outcomes were taken from the engine.
+	pendingAt time.Time
+	// gate holds the engine's producer while outcomes go unstored.
+	gate *storeGate
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -47,7 +51,8 @@ func (s *Service) runChunk(c *lease.Claim) {
 	defer stop(nil)
 	r := &chunkRun{
 		s: s, c: c, b: b, p: &fanout.Progress{}, stop: stop,
-		log: s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
+		gate: newStoreGate(s.opt.FlushInterval, time.Now()),
+		log:  s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}
 	// Even a run that stops before the engine starts checkpoints the claim's
 	// cursor and done ranges, never fewer.
@@ -77,6 +82,8 @@ func (s *Service) runChunk(c *lease.Claim) {
 		r.finish(bg, errCanceled)
 		return
 	}
+	pace, unpace := s.pacer.join(ctx, b)
+	defer unpace()
 	checkpointsDone := make(chan struct{})
 	go func() {
 		defer close(checkpointsDone)
@@ -90,6 +97,9 @@ func (s *Service) runChunk(c *lease.Claim) {
 		Skip:        toEngine(c.Done),
 		Progress:    r.p,
 		Personalize: personalize,
+		Urgent:      c.Class == lease.Transactional,
+		Pace:        pace,
+		Gate:        r.gate,
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
@@ -137,6 +147,7 @@ func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end lease.End
 			return res, err
 		}
 	}
+	r.pendingAt = time.Now()
 	cp := r.prepare(resumable, end, canceled)
 	r.pending = &cp
 	return r.attempt(ctx)
@@ -151,6 +162,7 @@ func (r *chunkRun) attempt(ctx context.Context) (lease.Result, error) {
 	switch {
 	case err == nil:
 		r.pending = nil
+		r.gate.confirmed(r.pendingAt)
 		if res.Replayed {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}

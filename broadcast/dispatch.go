@@ -13,22 +13,25 @@ import (
 // enough to notice soon when no instance can run it either.
 const refuseFor = 5 * time.Second
 
-// dispatch claims chunks while fewer than ChunkParallel run here, and runs
-// each in its own goroutine. It returns when claiming stops; the runs it
-// started are waited for by Stop through s.group.
+// dispatch claims chunks while this instance has a free slot for them,
+// and runs each in its own goroutine. It returns when claiming stops; the
+// runs it started are waited for by Stop through s.group.
+//
+// Each class has ChunkParallel slots of its own (see lanes), so a
+// transactional chunk is claimed at once however many bulk chunks run
+// here, and paced chunks, which run slowly for a long time, never hold
+// the bulk slots.
 func (s *Service) dispatch() {
-	slots := make(chan struct{}, s.opt.ChunkParallel)
 	idle := time.NewTimer(0)
 	defer idle.Stop()
 	for {
-		select {
-		case slots <- struct{}{}:
-		case <-s.claiming.Done():
-			return
+		classes := s.lanes.free()
+		var c *lease.Claim
+		var err error
+		if len(classes) > 0 {
+			c, err = s.claim(classes)
 		}
-		c, err := s.claim()
 		if err != nil || c == nil {
-			<-slots
 			if err != nil && s.claiming.Err() == nil {
 				s.log.Warn("claiming a chunk failed", "err", err)
 			}
@@ -41,12 +44,13 @@ func (s *Service) dispatch() {
 			}
 			continue
 		}
+		lane := s.lanes.take(c.Class)
 		s.opt.Metrics.ChunkClaimed(c.Takeover)
 		s.runs.add(c.Key)
 		if !s.group.Go(func() {
 			defer func() {
 				s.runs.remove(c.Key)
-				<-slots
+				s.lanes.release(lane)
 				s.poke() // a slot is free: look for more work at once
 			}()
 			s.runChunk(c)
@@ -58,15 +62,73 @@ func (s *Service) dispatch() {
 	}
 }
 
-func (s *Service) claim() (*lease.Claim, error) {
+func (s *Service) claim(classes []lease.Class) (*lease.Claim, error) {
 	ctx, cancel := context.WithTimeout(s.claiming, s.opt.DBTimeout)
 	defer cancel()
 	return s.leases.Claim(ctx, lease.ClaimOptions{
 		Owner:   s.opt.Owner,
 		Lease:   s.opt.Lease,
 		Running: s.runs.keys(),
-		Skip:    s.refused.current(s.now()),
+		Skip:    append(s.refused.current(s.now()), s.pacer.running()...),
+		Classes: classes,
 	})
+}
+
+// lanes are an instance's chunk slots: per lane, how many chunks run and
+// may run. A transactional chunk takes a bulk slot when one is free (it
+// goes first there too) and its own lane's otherwise.
+type lanes struct {
+	mu      sync.Mutex
+	running [laneCount]int
+	size    int
+}
+
+const (
+	laneBulk = iota
+	laneUrgent
+	lanePaced
+	laneCount
+)
+
+func newLanes(size int) *lanes { return &lanes{size: size} }
+
+// free lists the classes a slot is free for. Only the dispatcher takes
+// slots, so what it lists stays free until it takes one.
+func (l *lanes) free() []lease.Class {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []lease.Class{}
+	switch {
+	case l.running[laneBulk] < l.size:
+		out = append(out, lease.Transactional, lease.Bulk)
+	case l.running[laneUrgent] < l.size:
+		out = append(out, lease.Transactional)
+	}
+	if l.running[lanePaced] < l.size {
+		out = append(out, lease.Paced)
+	}
+	return out
+}
+
+// take occupies a slot for a chunk of class (one free() listed).
+func (l *lanes) take(class lease.Class) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lane := laneBulk
+	switch {
+	case class == lease.Paced:
+		lane = lanePaced
+	case class == lease.Transactional && l.running[laneBulk] >= l.size:
+		lane = laneUrgent
+	}
+	l.running[lane]++
+	return lane
+}
+
+func (l *lanes) release(lane int) {
+	l.mu.Lock()
+	l.running[lane]--
+	l.mu.Unlock()
 }
 
 // refuse leaves broadcast id's chunks to other instances for a while.

@@ -21,7 +21,13 @@ func (s *Service) jobRequest(j *cron.Compiled, fire time.Time) (Request, error) 
 	if err != nil {
 		return Request{}, fmt.Errorf("job %s: %w", j.Name, err)
 	}
-	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud}
+	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud, Class: j.Class}
+	if j.MaxRate != 0 {
+		spec.MaxRate = &j.MaxRate
+	}
+	if j.DeliverOver != 0 {
+		spec.DeliverOver = j.DeliverOver.String()
+	}
 	in, err := s.opt.Rules.Validate(spec, time.Time{})
 	if err != nil {
 		return in, fmt.Errorf("job %s: %w", j.Name, err)

@@ -98,6 +98,8 @@ type Service struct {
 	stats   model.Stats
 
 	reads   readCache
+	lanes   *lanes   // chunk slots by class
+	pacer   *pacer   // paced broadcasts' rates
 	runs    runSet   // chunks running here
 	refused refusals // broadcasts this instance handed back
 }
@@ -122,13 +124,20 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 	}
 	claiming, stopClaiming := context.WithCancel(context.Background())
 	running, stopRunning := context.WithCancelCause(context.Background())
-	return &Service{
+	s := &Service{
 		store: store, leases: leases, engine: engine, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
 		claiming: claiming, stopClaiming: stopClaiming,
 		running: running, stopRunning: stopRunning,
 		wake:  make(chan struct{}, 1),
 		reads: readCache{ttl: opt.BroadcastTTL},
+		lanes: newLanes(opt.ChunkParallel),
 	}
+	s.pacer = newPacer(leases, opt.Owner, opt.Rules.RateLimit, s.log, func(ctx context.Context, b *model.Broadcast) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return s.estimate(ctx, b)
+	})
+	return s
 }
 
 // Owner is this instance's lease name.
@@ -145,6 +154,13 @@ func (s *Service) Start(ctx context.Context) {
 	context.AfterFunc(ctx, s.halt)
 	s.group.Go(s.dispatch)
 	s.group.Go(s.promote)
+	s.group.Go(func() { s.pacer.run(s.running) })
+}
+
+// ExpectedFinish is when running broadcast b should end (see the function
+// of that name), by this service's budget and clock.
+func (s *Service) ExpectedFinish(b *model.Broadcast) *time.Time {
+	return ExpectedFinish(b, s.opt.Rules.RateLimit, s.now())
 }
 
 // promote turns due scheduled broadcasts into queued ones (on exactly one
@@ -240,6 +256,10 @@ type Request struct {
 	Trigger  string
 	JobName  string
 	FireTime *time.Time
+	// Class and pacing (see model.Broadcast).
+	Class       string
+	MaxRate     float64
+	DeliverOver time.Duration
 }
 
 // Submit stores the broadcast and its chunks; the dispatchers (of any
@@ -270,6 +290,9 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		Trigger:            req.Trigger,
 		JobName:            req.JobName,
 		FireTime:           req.FireTime,
+		Class:              req.Class,
+		MaxRate:            req.MaxRate,
+		DeliverOver:        req.DeliverOver,
 	}
 	if b.Trigger == "" {
 		b.Trigger = "api"

@@ -32,6 +32,13 @@ type Spec struct {
 	DryRun             bool              `json:"dry_run"`
 	SendAt             string            `json:"send_at"`
 	InvalidateOnDryRun bool              `json:"invalidate_on_dry_run"`
+	// Class is the scheduling class, "transactional" or "bulk" (see
+	// model.ClassTransactional); empty picks by the audience.
+	Class string `json:"class"`
+	// MaxRate caps the broadcast at this many messages a second.
+	MaxRate *float64 `json:"max_rate"`
+	// DeliverOver spreads the sends evenly over this Go duration ("30m").
+	DeliverOver string `json:"deliver_over"`
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -68,7 +75,17 @@ type Rules struct {
 	Horizon    time.Duration // how far ahead send_at may be
 	// Audiences are the named audiences, checked against the database.
 	Audiences map[string]*audience.Audience
+	// RateLimit is the project's budget (messages a second), which a
+	// broadcast's pacing must fit in.
+	RateLimit float64
+	// TransactionalUsers: a user_ids audience this small is transactional
+	// unless the request names a class.
+	TransactionalUsers int
 }
+
+// MaxDeliverOver bounds deliver_over: a broadcast spread wider than a week
+// is a schedule, not a pace.
+const MaxDeliverOver = 7 * 24 * time.Hour
 
 // Validate turns spec into a Request, or a *FieldError naming the broken
 // rule. now is the clock for send_at; a zero now refuses send_at (a cron
@@ -115,7 +132,14 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err != nil {
 		return out, err
 	}
+	p, err := r.pacing(spec, a)
+	if err != nil {
+		return out, err
+	}
 	return Request{
+		Class:              p.class,
+		MaxRate:            p.maxRate,
+		DeliverOver:        p.deliverOver,
 		SendAt:             sendAt,
 		Message:            model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data},
 		Audience:           a,
@@ -142,6 +166,66 @@ func (r Rules) sendAt(raw string, now time.Time) (*time.Time, error) {
 	}
 	u := t.UTC()
 	return &u, nil
+}
+
+type pacing struct {
+	class       string
+	maxRate     float64
+	deliverOver time.Duration
+}
+
+// pacing checks the class and the pace against the budget. A user_ids
+// audience is counted already, so a pace it cannot keep is refused here;
+// for the others the broadcast goes as fast as the budget allows and its
+// expected finish says when.
+func (r Rules) pacing(spec Spec, a model.Audience) (pacing, error) {
+	var p pacing
+	if spec.MaxRate != nil {
+		switch v := *spec.MaxRate; {
+		case math.IsNaN(v) || v <= 0:
+			return p, fieldError("invalid_value", "max_rate", "max_rate must be a positive number of messages a second, got %v", v)
+		case v > r.RateLimit:
+			return p, fieldError("max_rate_over_budget", "max_rate", "max_rate %v is over the project's budget of %v messages a second (PUSHFAN_RATE_LIMIT, shared by every instance)", v, r.RateLimit)
+		}
+		p.maxRate = *spec.MaxRate
+	}
+	if spec.DeliverOver != "" {
+		d, err := time.ParseDuration(spec.DeliverOver)
+		switch {
+		case err != nil:
+			return p, fieldError("invalid_value", "deliver_over", "deliver_over must be a duration such as \"30m\" or \"2h\", got %q", spec.DeliverOver)
+		case d < time.Second || d > MaxDeliverOver:
+			return p, fieldError("invalid_value", "deliver_over", "deliver_over must be between 1s and %v, got %v", MaxDeliverOver, d)
+		}
+		p.deliverOver = d
+	}
+	if n := len(a.UserIDs); n > 0 {
+		// At least one token a user: a lower bound on the sends.
+		if p.deliverOver > 0 && float64(n)/p.deliverOver.Seconds() > r.RateLimit {
+			return p, fieldError("deliver_over_too_short", "deliver_over", "%d users cannot be reached in %v within the budget of %v messages a second", n, p.deliverOver, r.RateLimit)
+		}
+		if p.deliverOver > 0 && p.maxRate > 0 && float64(n) > p.maxRate*p.deliverOver.Seconds() {
+			return p, fieldError("deliver_over_too_short", "deliver_over", "%d users cannot be reached in %v at max_rate %v", n, p.deliverOver, p.maxRate)
+		}
+	}
+	paced := p.maxRate > 0 || p.deliverOver > 0
+	switch spec.Class {
+	case "":
+		p.class = model.ClassBulk
+		if n := len(a.UserIDs); n > 0 && n <= r.TransactionalUsers && !paced {
+			p.class = model.ClassTransactional
+		}
+	case model.ClassTransactional:
+		if paced {
+			return p, fieldError("invalid_value", "class", "a transactional broadcast goes first and as fast as it can: it cannot be paced (drop max_rate and deliver_over, or use class bulk)")
+		}
+		p.class = spec.Class
+	case model.ClassBulk:
+		p.class = spec.Class
+	default:
+		return p, fieldError("invalid_value", "class", "class must be %q or %q, got %q (the scheduling class, not FCM's message priority)", model.ClassTransactional, model.ClassBulk, spec.Class)
+	}
+	return p, nil
 }
 
 // checkDataKey refuses the keys FCM reserves.
@@ -261,7 +345,10 @@ func requestHash(in Request) string {
 		D  bool
 		ID bool
 		S  *time.Time
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt})
+		C  string
+		R  float64
+		O  time.Duration
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }

@@ -35,7 +35,7 @@ func TestBroadcastsLeftUnfinishedAreFinishedByAnyInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := res.LastInsertId()
-	if err := lease.InsertChunks(ctx, tx, uint64(id), []lease.Plan{{Lo: 0, Hi: 10, Targets: 0}}); err != nil {
+	if err := lease.InsertChunks(ctx, tx, uint64(id), lease.Bulk, []lease.Plan{{Lo: 0, Hi: 10, Targets: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	// A second, empty broadcast whose submitter died right after the commit.
@@ -57,7 +57,7 @@ func TestBroadcastsLeftUnfinishedAreFinishedByAnyInstance(t *testing.T) {
 	}
 
 	e, err := fanout.New(fanout.Config{Concurrency: 4, PageSize: 100, SendTimeout: time.Second, MaxAttempts: 1,
-		RetryBaseDelay: time.Millisecond, RetryMaxDelay: time.Second}, okSender{}, fanout.NewThrottle(1e6, 0), log)
+		RetryBaseDelay: time.Millisecond, RetryMaxDelay: time.Second}, okSender{}, fanout.NewThrottle(1e6, 0, 0), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,9 @@ type Config struct {
 
 // Engine tunes the fan-out.
 type Engine struct {
-	// Concurrency is the number of sending goroutines per instance.
+	// Concurrency is the most sending goroutines an instance runs: a
+	// ceiling. Below it the pool follows what the rate needs at the latency
+	// the sends see (rate × latency, with headroom).
 	Concurrency int `yaml:"concurrency"`
 	// PageSize is how many tokens one keyset page loads from MySQL.
 	PageSize int `yaml:"page_size"`
@@ -57,8 +59,15 @@ type Engine struct {
 	RetryBaseDelay time.Duration `yaml:"retry_base_delay"`
 	// RetryMaxDelay caps the total time a token may spend waiting to retry.
 	RetryMaxDelay time.Duration `yaml:"retry_max_delay"`
-	// RateLimit is messages per second for the whole process.
+	// RateLimit is messages per second for the FCM project, shared by every
+	// instance sending to it (package quota).
 	RateLimit float64 `yaml:"rate_limit"`
+	// RateWindow is the span FCM counts its quota over (a minute): the
+	// throttle keeps its burst within the window's quota.
+	RateWindow time.Duration `yaml:"rate_window"`
+	// TransactionalUsers: a user_ids broadcast of at most this many users
+	// is transactional (urgent) unless it says otherwise.
+	TransactionalUsers int `yaml:"transactional_users"`
 	// RampUp is how long the rate takes to climb back to RateLimit after a 429 pause.
 	RampUp time.Duration `yaml:"ramp_up"`
 	// FlushInterval is how often a running chunk checkpoints: its cursor,
@@ -134,14 +143,16 @@ func Defaults() Config {
 		HTTPAddr:  ":8080",
 		FCMClient: "direct",
 		Engine: Engine{
-			Concurrency:    512,
-			PageSize:       1000,
-			SendTimeout:    10 * time.Second,
-			MaxAttempts:    5,
-			RetryBaseDelay: 500 * time.Millisecond,
-			RetryMaxDelay:  2 * time.Minute,
-			RateLimit:      9900, // just under FCM's default 600,000/min (10,000/s)
-			RampUp:         10 * time.Second,
+			Concurrency:        4096,
+			PageSize:           1000,
+			SendTimeout:        10 * time.Second,
+			MaxAttempts:        5,
+			RetryBaseDelay:     500 * time.Millisecond,
+			RetryMaxDelay:      2 * time.Minute,
+			RateLimit:          9900, // just under FCM's default 600,000/min (10,000/s)
+			RateWindow:         time.Minute,
+			TransactionalUsers: 100,
+			RampUp:             10 * time.Second,
 			// 50 ms: a kill -9 repeats at most the sends in flight plus
 			// the ~50 ms of sends since the last checkpoint.
 			FlushInterval:   50 * time.Millisecond,

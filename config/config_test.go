@@ -33,7 +33,7 @@ func TestDefaultsWithEmulatorAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Engine.Concurrency != 512 || cfg.HTTPAddr != ":8080" || cfg.HTTP.WaitTimeout != 25*time.Second {
+	if cfg.Engine.Concurrency != 4096 || cfg.HTTPAddr != ":8080" || cfg.HTTP.WaitTimeout != 25*time.Second {
 		t.Fatalf("defaults %+v", cfg)
 	}
 }

@@ -126,14 +126,14 @@ func (c *Config) validateServe() []error {
 			bad(name, "must be between 1 and %d, got %d", max, v)
 		}
 	}
-	positive("PUSHFAN_CONCURRENCY", e.Concurrency, 10000)
+	positive("PUSHFAN_CONCURRENCY", e.Concurrency, 20000)
 	positive("PUSHFAN_PAGE_SIZE", e.PageSize, 100000)
 	positive("PUSHFAN_MAX_ATTEMPTS", e.MaxAttempts, 100)
 	positive("PUSHFAN_CHUNK_WIDTH", e.ChunkWidth, 100000000)
 	positive("PUSHFAN_MAX_CHUNKS", e.MaxChunks, 100000)
 	positive("PUSHFAN_CHUNK_PARALLEL", e.ChunkParallel, 64)
 	if e.ChunkParallel > e.Concurrency {
-		bad("PUSHFAN_CHUNK_PARALLEL", "(%d) must not exceed PUSHFAN_CONCURRENCY (%d): workers are split between chunks", e.ChunkParallel, e.Concurrency)
+		bad("PUSHFAN_CHUNK_PARALLEL", "(%d) must not exceed PUSHFAN_CONCURRENCY (%d): each running chunk needs a worker", e.ChunkParallel, e.Concurrency)
 	}
 	if len(e.InstanceID) > 64 {
 		bad("PUSHFAN_INSTANCE_ID", "must be at most 64 characters")
@@ -148,6 +148,9 @@ func (c *Config) validateServe() []error {
 		bad("PUSHFAN_FCM_H2C", "needs an http:// PUSHFAN_FCM_ENDPOINT (an emulator); real FCM negotiates HTTP/2 over TLS by itself")
 	}
 	positive("PUSHFAN_MAX_USER_IDS", e.MaxUserIDs, 1000000)
+	if e.TransactionalUsers < 0 || e.TransactionalUsers > e.MaxUserIDs {
+		bad("PUSHFAN_TRANSACTIONAL_USERS", "must be between 0 and PUSHFAN_MAX_USER_IDS (%d), got %d", e.MaxUserIDs, e.TransactionalUsers)
+	}
 	if e.RateLimit <= 0 {
 		bad("PUSHFAN_RATE_LIMIT", "must be a positive number of messages per second, got %v", e.RateLimit)
 	}
@@ -159,6 +162,7 @@ func (c *Config) validateServe() []error {
 		{"PUSHFAN_RETRY_BASE_DELAY", e.RetryBaseDelay},
 		{"PUSHFAN_RETRY_MAX_DELAY", e.RetryMaxDelay},
 		{"PUSHFAN_RAMP_UP", e.RampUp},
+		{"PUSHFAN_RATE_WINDOW", e.RateWindow},
 		{"PUSHFAN_FLUSH_INTERVAL", e.FlushInterval},
 		{"PUSHFAN_LEASE", e.Lease},
 		{"PUSHFAN_POLL_INTERVAL", e.PollInterval},

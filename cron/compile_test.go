@@ -123,6 +123,9 @@ jobs:
     enabled: true
     catchup: 1h
     audience: {all: true}
+    class: bulk
+    max_rate: 500
+    deliver_over: 30m
     message: {title: "Your week", body: "Hi {{.name}}", image: "https://example.com/a.png", data: {kind: digest, n: 3}}
   - name: renewal_due_3d
     schedule: "0 0 10 * * *"
@@ -153,6 +156,9 @@ func TestYAML(t *testing.T) {
 	if j[0].Catchup != time.Hour || j[1].Catchup != 0 || j[2].Catchup != 0 {
 		t.Errorf("catchup: %v %v %v", j[0].Catchup, j[1].Catchup, j[2].Catchup)
 	}
+	if j[0].Class != "bulk" || j[0].MaxRate != 500 || j[0].DeliverOver != 30*time.Minute || j[1].Class != "" || j[1].MaxRate != 0 || j[1].DeliverOver != 0 {
+		t.Errorf("class and pace: %q %v %v; %q %v %v", j[0].Class, j[0].MaxRate, j[0].DeliverOver, j[1].Class, j[1].MaxRate, j[1].DeliverOver)
+	}
 	if j[0].Message.Data["n"] != "3" || j[0].Message.Body != "Hi {{.name}}" || j[0].Message.Image == "" {
 		t.Errorf("message: %+v", j[0].Message)
 	}
@@ -174,6 +180,8 @@ func TestYAML(t *testing.T) {
 		{"name: x\ncatchup: 3600\n", `"3600" is not a duration`},
 		{"name: x\ncatchup: soon\n", `"soon" is not a duration`},
 		{"name: x\ncatchup: [1h]\n", "want a duration"},
+		{"name: x\ndeliver_over: 1800\n", `deliver_over: line 2: "1800" is not a duration`},
+		{"name: x\nmax_rate: fast\n", "cannot unmarshal"},
 		{"name: x\nshedule: '* * * * *'\n", `unknown key "shedule" in cron job`},
 		{"name: x\nmessage: {title: t, bdy: b}\n", `unknown key "bdy" in cron job message`},
 		{"name: x\nmessage: hello\n", "cron job message must be a mapping"},

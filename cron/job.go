@@ -18,9 +18,13 @@ import (
 //	    catchup: 1h               # a fire missed while every instance was down runs at start-up if within this window; default 0
 //	    audience: {all: true}     # or {user_ids: [...]} or {name: renewal_due, params: {days_before: 3}}
 //	    message: {title: "...", body: "...", image: "...", data: {k: v}}   # strings may be text/template templates
+//	    class: bulk               # transactional or bulk; default by the audience, as for an API request
+//	    max_rate: 500             # messages a second at most; default none
+//	    deliver_over: 30m         # spread the sends over this long; default none
 //
 // Decoding from YAML is strict: an unknown key in a job or its message is an error, as
-// elsewhere in pushfan's config. catchup takes a Go duration string ("90s", "1h30m") or 0.
+// elsewhere in pushfan's config. catchup and deliver_over take a Go duration string ("90s",
+// "1h30m") or 0.
 type Job struct {
 	Name     string         `yaml:"name"`
 	Schedule string         `yaml:"schedule"`
@@ -29,6 +33,10 @@ type Job struct {
 	Catchup  time.Duration  `yaml:"catchup"`
 	Audience map[string]any `yaml:"audience"` // passed through as JSON to the API layer, which validates it
 	Message  JobMessage     `yaml:"message"`
+	// Class and pacing, validated as an API request's are.
+	Class       string        `yaml:"class"`
+	MaxRate     float64       `yaml:"max_rate"`
+	DeliverOver time.Duration `yaml:"deliver_over"`
 }
 
 // JobMessage is the notification a job sends. Title, body and data values may be text/template
@@ -41,7 +49,7 @@ type JobMessage struct {
 }
 
 var (
-	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message"}
+	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over"}
 	messageKeys = []string{"title", "body", "image", "data"}
 )
 
@@ -59,6 +67,9 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Catchup  yaml.Node      `yaml:"catchup"`
 		Audience map[string]any `yaml:"audience"`
 		Message  JobMessage     `yaml:"message"`
+		Class    string         `yaml:"class"`
+		MaxRate  float64        `yaml:"max_rate"`
+		Over     yaml.Node      `yaml:"deliver_over"`
 	}
 	if err := node.Decode(&raw); err != nil {
 		return err
@@ -66,6 +77,10 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 	catchup, err := decodeDuration(&raw.Catchup)
 	if err != nil {
 		return fmt.Errorf("cron job %q: catchup: %w", raw.Name, err)
+	}
+	over, err := decodeDuration(&raw.Over)
+	if err != nil {
+		return fmt.Errorf("cron job %q: deliver_over: %w", raw.Name, err)
 	}
 	*j = Job{
 		Name:     raw.Name,
@@ -75,6 +90,10 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Catchup:  catchup,
 		Audience: raw.Audience,
 		Message:  raw.Message,
+
+		Class:       raw.Class,
+		MaxRate:     raw.MaxRate,
+		DeliverOver: over,
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ func benchEngine(b *testing.B, workers int, withMetrics bool) {
 		MaxAttempts:    5,
 		RetryBaseDelay: 500 * time.Millisecond,
 		RetryMaxDelay:  2 * time.Minute,
-	}, noopSender{}, fanout.NewThrottle(1e9, 0), slog.New(slog.DiscardHandler))
+	}, noopSender{}, fanout.NewThrottle(1e9, 0, 0), slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func benchEngine(b *testing.B, workers int, withMetrics bool) {
 func BenchmarkThrottleWait(b *testing.B) {
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {
-		t := fanout.NewThrottle(1e9, 0)
+		t := fanout.NewThrottle(1e9, 0, 0)
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := t.Wait(ctx); err != nil {
@@ -145,7 +145,7 @@ func BenchmarkThrottleWait(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		t := fanout.NewThrottle(1e9, 0)
+		t := fanout.NewThrottle(1e9, 0, 0)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {

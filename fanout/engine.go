@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -15,7 +16,7 @@ import (
 
 // Config tunes one Engine.
 type Config struct {
-	Concurrency    int           // sending goroutines
+	Concurrency    int           // sending goroutines at most (the pool follows the need below it)
 	PageSize       int           // targets per Source page
 	SendTimeout    time.Duration // bound on one attempt, SDK retry waits included
 	MaxAttempts    int           // HTTP requests per token, SDK retries included
@@ -24,9 +25,10 @@ type Config struct {
 }
 
 // Engine sends broadcasts. One Engine serves many concurrent Runs; they share
-// its Sender, its Throttle and one pool of Concurrency workers, so a single
-// broadcast can use every worker and several broadcasts (or chunks of one)
-// together never exceed Concurrency sends in flight.
+// its Sender, its Throttle and one pool of workers (at most Concurrency,
+// sized to the rate and latency: see pool), so a single broadcast can use
+// every worker and several broadcasts (or chunks of one) together never
+// exceed Concurrency sends in flight.
 //
 // The engine owns its pool: Start starts the workers, Stop waits for the
 // Runs in progress and then for the workers, so none outlives it.
@@ -37,10 +39,14 @@ type Engine struct {
 	log      *slog.Logger
 	metrics  Metrics
 
-	mu      sync.Mutex
-	work    chan item       // nil until Start
-	runs    lifecycle.Group // Runs in progress; closed by Stop
-	workers sync.WaitGroup
+	mu   sync.Mutex
+	pool *pool           // nil until Start
+	runs lifecycle.Group // Runs in progress; closed by Stop
+	ctrl sync.WaitGroup  // the pool's controller
+	// The Runs in progress, for Demand: how many bulk ones take every
+	// permit they get, how many are urgent, and the pacers of the others.
+	unpaced, urgent int
+	pacers          map[Pacer]int
 }
 
 // ErrNotRunning: Run was called on an engine not started, or stopped.
@@ -51,15 +57,15 @@ var ErrNotRunning = errors.New("fanout: the engine is not running (Start it; a s
 func (e *Engine) Start(context.Context) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.work != nil || !e.runs.Add() { // started already, or stopped
+	if e.pool != nil || !e.runs.Add() { // started already, or stopped
 		return
 	}
 	defer e.runs.Done()
-	work := make(chan item, e.cfg.PageSize)
-	e.work = work
-	for range e.cfg.Concurrency {
-		e.workers.Go(func() { e.worker(work) })
-	}
+	p := newPool(e.cfg.PageSize)
+	e.pool = p
+	p.target.Store(int64(want(e.throttle.Limit(), p.latency, e.cfg.Concurrency)))
+	e.grow(p)
+	e.ctrl.Go(func() { e.control(p) })
 }
 
 // Stop refuses new Runs, waits for those in progress to return (their
@@ -70,12 +76,22 @@ func (e *Engine) Stop(ctx context.Context) error {
 		return err
 	}
 	e.mu.Lock()
-	if e.work != nil {
-		close(e.work) // every Run has waited for all its targets: it is empty
-		e.work = nil
+	p := e.pool
+	if p != nil {
+		select {
+		case <-p.quit:
+		default:
+			close(p.quit) // every Run has waited for all its targets: the queues are empty
+		}
 	}
 	e.mu.Unlock()
-	return lifecycle.WaitFor(ctx, e.workers.Wait)
+	if p == nil {
+		return nil
+	}
+	return lifecycle.WaitFor(ctx, func() {
+		e.ctrl.Wait()
+		p.workers.Wait()
+	})
 }
 
 // New builds an Engine. throttle may be shared with other Engines.
@@ -93,6 +109,63 @@ func New(cfg Config, sender Sender, throttle *Throttle, log *slog.Logger) (*Engi
 		return nil, errors.New("fanout: sender, throttle and logger are required")
 	}
 	return &Engine{cfg: cfg, sender: sender, throttle: throttle, log: log, metrics: noMetrics{}}, nil
+}
+
+// UrgentDemand is what urgent (transactional) Runs ask of the rate
+// budget: a few hundred sends, gone in a fraction of a second at it,
+// without taking an equal part from every bulk sender for a heartbeat.
+const UrgentDemand = 1000
+
+// Demand is the rate the Runs in progress can use, for package quota: 0
+// when none runs, +Inf when a bulk one takes every permit it gets, else the
+// sum of their pacers' rates and UrgentDemand for urgent ones.
+func (e *Engine) Demand() float64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.unpaced > 0 {
+		return math.Inf(1)
+	}
+	var sum float64
+	for p := range e.pacers {
+		sum += p.Rate()
+	}
+	if e.urgent > 0 {
+		sum += UrgentDemand
+	}
+	return sum
+}
+
+// track counts job's Run in or (by the returned func) out, for Demand.
+func (e *Engine) track(job Job) func() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case job.Urgent:
+		e.urgent++
+		return func() {
+			e.mu.Lock()
+			e.urgent--
+			e.mu.Unlock()
+		}
+	case job.Pace == nil:
+		e.unpaced++
+		return func() {
+			e.mu.Lock()
+			e.unpaced--
+			e.mu.Unlock()
+		}
+	}
+	if e.pacers == nil {
+		e.pacers = map[Pacer]int{}
+	}
+	e.pacers[job.Pace]++
+	return func() {
+		e.mu.Lock()
+		if e.pacers[job.Pace]--; e.pacers[job.Pace] == 0 {
+			delete(e.pacers, job.Pace)
+		}
+		e.mu.Unlock()
+	}
 }
 
 // SetMetrics installs m; call it before the first Run.
@@ -119,6 +192,15 @@ type Job struct {
 	Progress *Progress // required; the caller commits from it while Run works
 	// Personalize, if set, builds each target's message instead of Message.
 	Personalize Personalizer
+	// Urgent (a transactional broadcast) goes ahead of bulk runs: its
+	// targets take the urgent queue and its sends the first permits.
+	Urgent bool
+	// Pace, if set, spreads the run's targets: each waits for it before it
+	// is handed to the workers (never a worker waiting on it).
+	Pace Pacer
+	// Gate, if set, is waited on before each new target is handed to the
+	// workers (retries of failed sends do not wait: they cannot repeat).
+	Gate Gate
 }
 
 // item is one target on its way through the engine. It travels by value so
@@ -157,11 +239,16 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 		return ErrNotRunning // stopped
 	}
 	defer e.runs.Done()
+	defer e.track(job)()
 	e.mu.Lock()
-	work := e.work
+	p := e.pool
 	e.mu.Unlock()
-	if work == nil {
+	if p == nil {
 		return ErrNotRunning // never started
+	}
+	work := p.bulk
+	if job.Urgent {
+		work = p.urgent
 	}
 	r := &run{
 		e:     e,
@@ -188,7 +275,7 @@ type run struct {
 	ctx     context.Context
 	stop    context.CancelCauseFunc
 	msg     Prepared      // the job's message, prepared once
-	work    chan<- item   // the engine's shared pool
+	work    chan<- item   // the pool's queue for this run's class
 	slots   chan struct{} // outstanding targets: bounds memory during retry storms
 	queue   *delayQueue
 	pending sync.WaitGroup // targets read and not yet finished
@@ -198,7 +285,7 @@ type run struct {
 func (r *run) start() {
 	var helpers sync.WaitGroup
 	stopQueue := make(chan struct{})
-	helpers.Go(func() { r.queue.run(r.ctx, stopQueue, r.work, r.cancelItem) })
+	helpers.Go(func() { r.queue.run(r.ctx, stopQueue, r.work, r.cancelItem, r.job.Pace) })
 
 	r.produce() // in this goroutine: returns when the Source is exhausted or the run stops
 	r.pending.Wait()
@@ -270,6 +357,18 @@ func (r *run) enqueue(buf []Target) bool {
 	r.pending.Add(len(buf))
 	for i, t := range buf {
 		it := item{r: r, t: t, pg: pg, idx: int32(i)}
+		if r.job.Gate != nil {
+			if err := r.job.Gate.Wait(r.ctx); err != nil {
+				r.cancelRest(pg, i)
+				return false
+			}
+		}
+		if r.job.Pace != nil {
+			if err := r.job.Pace.Wait(r.ctx); err != nil {
+				r.cancelRest(pg, i)
+				return false
+			}
+		}
 		select {
 		case r.slots <- struct{}{}:
 		case <-r.ctx.Done():
@@ -320,36 +419,73 @@ func (r *run) cancelRest(pg *page, from int) {
 	}
 }
 
-// worker sends targets of any Run until the engine stops.
-func (e *Engine) worker(work <-chan item) {
+// worker sends targets of any Run until the pool quits or has more
+// workers than it wants.
+func (e *Engine) worker(p *pool) {
 	sc := newSendScope(e.cfg.SendTimeout) // reused for every send
 	defer sc.close()
-	for it := range work {
+	for {
+		it, ok, trimmed := p.next()
+		if trimmed {
+			if p.shrink() {
+				return
+			}
+			continue
+		}
+		if !ok {
+			p.live.Add(-1)
+			return
+		}
 		r := it.r
 		if r.ctx.Err() != nil {
 			r.cancelItem(it)
-			continue
+		} else {
+			if err := e.permit(r); err != nil {
+				r.cancelItem(it)
+			} else {
+				p.busy.Add(1)
+				r.attempt(it, sc, p)
+				p.busy.Add(-1)
+			}
 		}
+		if p.shrink() {
+			return
+		}
+	}
+}
+
+// permit waits for a rate permit for one of r's sends, and for r's gate
+// to be open when the permit comes (else the permit is let go: the send
+// waits for the gate, then for a fresh permit).
+func (e *Engine) permit(r *run) error {
+	for {
 		waitStart := time.Now()
-		err := e.throttle.Wait(r.ctx)
-		e.metrics.RateWaited(time.Since(waitStart))
-		if err != nil {
-			r.cancelItem(it)
-			continue
+		var err error
+		if r.job.Urgent {
+			err = e.throttle.WaitUrgent(r.ctx)
+		} else {
+			err = e.throttle.Wait(r.ctx)
 		}
-		r.attempt(it, sc)
+		e.metrics.RateWaited(time.Since(waitStart))
+		if err != nil || r.job.Gate == nil || r.job.Gate.Open() {
+			return err
+		}
+		if err := r.job.Gate.Wait(r.ctx); err != nil {
+			return err
+		}
 	}
 }
 
 // attempt makes one engine attempt (which may hide several requests of a
 // Sender that retries by itself, capped by the token's budget) and routes
 // the outcome.
-func (r *run) attempt(it item, sc *sendScope) {
+func (r *run) attempt(it item, sc *sendScope, p *pool) {
 	ctx := sc.begin()
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
 	out := r.send(ctx, it.t, int(it.attempts))
 	took := time.Since(sendStart)
+	p.timed(took)
 	if cause := sc.end(); errors.Is(cause, errSendTimeout) && out.Class == Transient {
 		out.Code = CodeTimeout
 	}

@@ -141,6 +141,12 @@ func runJob(ctx context.Context, t *testing.T, e *Engine, job Job) (Committed, e
 
 func testEngine(t *testing.T, cfg Config, s Sender) *Engine {
 	t.Helper()
+	return testEngineWith(t, cfg, s, NewThrottle(1e6, 0, 0))
+}
+
+// testEngineWith is testEngine with the given throttle.
+func testEngineWith(t *testing.T, cfg Config, s Sender, th *Throttle) *Engine {
+	t.Helper()
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 64
 	}
@@ -159,7 +165,7 @@ func testEngine(t *testing.T, cfg Config, s Sender) *Engine {
 	if cfg.RetryMaxDelay == 0 {
 		cfg.RetryMaxDelay = 10 * time.Second
 	}
-	e, err := New(cfg, s, NewThrottle(1e6, 0), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := New(cfg, s, th, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +475,7 @@ func TestBackoffFullJitterBounds(t *testing.T) {
 }
 
 func TestThrottlePauseBlocksUntilDeadline(t *testing.T) {
-	th := NewThrottle(1000, 0)
+	th := NewThrottle(1000, 0, 0)
 	until := time.Now().Add(150 * time.Millisecond)
 	th.Pause(until)
 	if err := th.Wait(context.Background()); err != nil {
@@ -579,4 +585,83 @@ func (hourQuotaSender) Prepare(*Message) (Prepared, error) { return hourQuotaSen
 
 func (hourQuotaSender) Send(context.Context, string, Budget) Outcome {
 	return Outcome{Class: Transient, Code: CodeQuota, RetryAfter: time.Hour}
+}
+
+// switchGate is a Gate a test opens and closes.
+type switchGate struct {
+	mu     sync.Mutex
+	closed bool
+	opened chan struct{}
+}
+
+func (g *switchGate) set(closed bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.opened == nil {
+		g.opened = make(chan struct{})
+	}
+	if g.closed && !closed {
+		close(g.opened)
+		g.opened = make(chan struct{})
+	}
+	g.closed = closed
+}
+
+func (g *switchGate) Open() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.closed
+}
+
+func (g *switchGate) Wait(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		closed, ch := g.closed, g.opened
+		g.mu.Unlock()
+		if !closed {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// A closed gate stops the run's sends at once, queued targets and those a
+// worker holds included: only sends already started finish. Reopened, the
+// run sends every target exactly once.
+func TestClosedGateStopsSendsAtOnce(t *testing.T) {
+	const n, conc = 5000, 16
+	s := &fakeSender{delay: time.Millisecond}
+	e := testEngine(t, Config{Concurrency: conc, PageSize: 100}, s)
+	g := &switchGate{}
+	g.set(false)
+	done := make(chan Committed, 1)
+	go func() {
+		c, err := runJob(context.Background(), t, e, Job{Message: &Message{Title: "t"}, Source: &sliceSource{makeTargets(n, func(i int) string { return fmt.Sprintf("ok-%d", i) })}, Gate: g})
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		done <- c
+	}()
+	waitFor(t, "500 sends", func() bool { return s.total.Load() >= 500 })
+	g.set(true)
+	atClose := s.total.Load()
+	// The window in which nothing new may start: long enough for a queued
+	// target to be sent many times over at 1 ms a send.
+	time.Sleep(200 * time.Millisecond)
+	if sent := s.total.Load() - atClose; sent > conc {
+		t.Fatalf("%d sends started after the gate closed, want at most the %d in flight", sent, conc)
+	}
+	g.set(false)
+	select {
+	case c := <-done:
+		if c.Succeeded != n || s.total.Load() != n {
+			t.Fatalf("succeeded %d, sends %d, want %d each", c.Succeeded, s.total.Load(), n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out after 30s waiting for the run to finish once the gate reopened")
+	}
 }

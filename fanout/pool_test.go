@@ -180,7 +180,7 @@ func TestSendScopeTimeoutAndReuse(t *testing.T) {
 // for the Runs in progress.
 func TestEngineLifecycle(t *testing.T) {
 	e, err := New(Config{Concurrency: 2, PageSize: 10, SendTimeout: time.Second, MaxAttempts: 1}, &fakeSender{delay: 5 * time.Millisecond},
-		NewThrottle(1e6, 0), slog.New(slog.DiscardHandler))
+		NewThrottle(1e6, 0, 0), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func (q *delayQueue) push(it item) {
 
 // run moves due items to out until stop is closed. Once ctx is done it
 // hands every queued item to drop instead (the broadcast is stopping).
-func (q *delayQueue) run(ctx context.Context, stop <-chan struct{}, out chan<- item, drop func(item)) {
+func (q *delayQueue) run(ctx context.Context, stop <-chan struct{}, out chan<- item, drop func(item), pace Pacer) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -77,6 +77,11 @@ func (q *delayQueue) run(ctx context.Context, stop <-chan struct{}, out chan<- i
 			if wait <= 0 {
 				it := heap.Pop(&q.h).(item)
 				q.mu.Unlock()
+				// A retry is a send like any other: it keeps the pace.
+				if pace != nil && pace.Wait(ctx) != nil {
+					drop(it)
+					continue
+				}
 				select {
 				case out <- it:
 				case <-ctx.Done():

@@ -6,57 +6,161 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pushfan/internal/clock"
-
 	"golang.org/x/time/rate"
+
+	"pushfan/internal/clock"
 )
 
-// Throttle is the one rate limit of the process, shared by every broadcast
-// (FCM's quota is per project, not per broadcast). On a 429 it pauses every
-// worker until the server's Retry-After has passed, then ramps the rate back
-// up from a tenth over RampUp so the whole pool does not hit FCM at the same
-// instant the quota window refills.
+// Throttle is the process's rate limit, shared by every broadcast (FCM's
+// quota is per project, not per broadcast). Package quota sets it to this
+// instance's share of the project's budget (SetLimit) and spreads pauses
+// between instances (OnPause, Hold).
+//
+// On a 429 it pauses every worker until the server's Retry-After has
+// passed, then ramps the rate back up from a tenth over RampUp, so the
+// whole pool does not hit FCM at the same instant the quota window refills.
+//
+// Urgent sends (a transactional broadcast's, WaitUrgent) go first: while
+// one waits for a permit, bulk waiters hold back.
 type Throttle struct {
 	lim    *rate.Limiter
-	full   rate.Limit
-	burst  int
 	rampUp time.Duration
+	window time.Duration
 	now    func() time.Time
 
 	// pausedUntil (unix ns) and ramping are read lock-free on every Wait;
-	// mu serialises the rare writers (Pause, ramp steps).
+	// mu serialises the rare writers (Pause, SetLimit, ramp steps).
 	pausedUntil atomic.Int64
 	ramping     atomic.Bool
 	mu          sync.Mutex
+	share       float64    // as SetLimit set it
+	full        rate.Limit // the share, corrected for the burst (see effective)
+	burst       int
+	onPause     func(until time.Time)
+
+	changed chan struct{} // signalled by SetLimit: the pool resizes at once
+
+	urgent   atomic.Int64 // urgent waiters
+	urgentMu sync.Mutex
+	gate     chan struct{} // closed when the last urgent waiter leaves
 }
 
-// NewThrottle allows perSecond messages per second with a burst of 100 ms
-// worth.
+// NewThrottle allows perSecond messages per second, with a burst of 100 ms
+// worth, such that no span of window (FCM's quota is counted per minute)
+// admits more than perSecond × window.
 //
 // The burst is what a stall gives back: while every worker is busy (a GC
 // pause, a slow page, CPU taken by a neighbour) unused permits pile up to
 // the burst and are spent when workers return; past it they are lost for
 // good. With 10 ms worth, a 1M-token run against the quota sustained 94.7%
-// of it; see docs/PERFORMANCE.md. It cannot break FCM's per-minute quota:
-// a full bucket plus a minute at the rate is 100.17% of the rate's minute
-// (at the default 9,900/s, 594,990 of 600,000), and the worker count caps
-// how many sends a burst can put in flight at once.
-func NewThrottle(perSecond float64, rampUp time.Duration) *Throttle {
-	burst := int(perSecond / 10)
-	if burst < 1 {
-		burst = 1
+// of it; see docs/PERFORMANCE.md. A full bucket plus a window at the rate
+// could exceed the window's quota by the burst, and sends arriving late by
+// up to arrivalLag squeeze a little more than a window's permits into one,
+// so the rate is lowered by (burst + arrivalLag's worth)/window (0.25% for
+// a minute, 1.5% for a 10 s window): the quota holds.
+func NewThrottle(perSecond float64, rampUp, window time.Duration) *Throttle {
+	if window <= 0 {
+		window = time.Minute
 	}
-	return &Throttle{
-		lim:    rate.NewLimiter(rate.Limit(perSecond), burst),
-		full:   rate.Limit(perSecond),
-		burst:  burst,
-		rampUp: rampUp,
-		now:    time.Now,
+	t := &Throttle{lim: rate.NewLimiter(0, 1), rampUp: rampUp, window: window, now: time.Now, changed: make(chan struct{}, 1)}
+	t.SetLimit(perSecond)
+	return t
+}
+
+// arrivalLag is how much later than its permit a send may reach FCM (a
+// worker descheduled, a write queued behind others on the connection):
+// permits spread over window + arrivalLag can all arrive inside one window.
+const arrivalLag = 50 * time.Millisecond
+
+// effective is the rate and burst for perSecond (see NewThrottle).
+func (t *Throttle) effective(perSecond float64) (rate.Limit, int) {
+	burst := max(int(perSecond/10), 1)
+	eff := perSecond - (float64(burst)+perSecond*arrivalLag.Seconds())/t.window.Seconds()
+	if eff < perSecond/2 {
+		eff = perSecond / 2 // a tiny rate: the burst of one dominates
+	}
+	return rate.Limit(eff), burst
+}
+
+// SetLimit changes the rate (this instance's share of the budget). A ramp
+// in progress goes on towards the new rate.
+func (t *Throttle) SetLimit(perSecond float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if perSecond != t.share {
+		select {
+		case t.changed <- struct{}{}:
+		default:
+		}
+	}
+	t.share = perSecond
+	full, burst := t.effective(perSecond)
+	if full == t.full && burst == t.burst {
+		return
+	}
+	t.full, t.burst = full, burst
+	if !t.ramping.Load() {
+		now := t.now()
+		t.lim.SetLimitAt(now, full)
+		t.lim.SetBurstAt(now, burst)
 	}
 }
 
-// Wait blocks until one message may be sent, or ctx ends.
+// Limit is the rate SetLimit last set: the rate the throttle allows once
+// any ramp after a pause is over.
+func (t *Throttle) Limit() float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.share
+}
+
+// OnPause installs fn, called (from a worker) when a 429 pauses this
+// throttle: package quota publishes the pause to the other instances.
+func (t *Throttle) OnPause(fn func(until time.Time)) {
+	t.mu.Lock()
+	t.onPause = fn
+	t.mu.Unlock()
+}
+
+// Wait blocks until one bulk message may be sent, or ctx ends. It lets
+// urgent waiters go first.
 func (t *Throttle) Wait(ctx context.Context) error {
+	for t.urgent.Load() > 0 {
+		t.urgentMu.Lock()
+		gate := t.gate
+		t.urgentMu.Unlock()
+		if gate == nil {
+			break
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return t.wait(ctx)
+}
+
+// WaitUrgent is Wait for a transactional broadcast's send: bulk waiters
+// hold back while it waits.
+func (t *Throttle) WaitUrgent(ctx context.Context) error {
+	t.urgentMu.Lock()
+	if t.urgent.Add(1) == 1 {
+		t.gate = make(chan struct{})
+	}
+	t.urgentMu.Unlock()
+	defer func() {
+		t.urgentMu.Lock()
+		if t.urgent.Add(-1) == 0 {
+			close(t.gate)
+			t.gate = nil
+		}
+		t.urgentMu.Unlock()
+	}()
+	return t.wait(ctx)
+}
+
+func (t *Throttle) wait(ctx context.Context) error {
 	for {
 		now := t.now()
 		if until := t.pausedUntil.Load(); now.UnixNano() < until {
@@ -97,13 +201,29 @@ func (t *Throttle) adjustRamp(now time.Time) {
 	}
 }
 
-// Pause stops every Wait until at least until (Retry-After), then ramps up.
+// Pause stops every Wait until at least until (a 429's Retry-After), then
+// ramps up, and tells the OnPause hook so the other instances pause too.
 // Pauses only extend, never shorten.
 func (t *Throttle) Pause(until time.Time) {
+	if t.hold(until) {
+		t.mu.Lock()
+		fn := t.onPause
+		t.mu.Unlock()
+		if fn != nil {
+			fn(until)
+		}
+	}
+}
+
+// Hold is Pause for a pause another instance published: the hook is not
+// told again.
+func (t *Throttle) Hold(until time.Time) { t.hold(until) }
+
+func (t *Throttle) hold(until time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if until.UnixNano() <= t.pausedUntil.Load() {
-		return
+		return false
 	}
 	t.pausedUntil.Store(until.UnixNano())
 	t.ramping.Store(true)
@@ -111,4 +231,5 @@ func (t *Throttle) Pause(until time.Time) {
 	// release a herd at the boundary, and start the ramp at 10%.
 	t.lim.SetBurstAt(until, 1)
 	t.lim.SetLimitAt(until, t.full*0.1)
+	return true
 }

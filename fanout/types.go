@@ -51,6 +51,28 @@ type Failure struct {
 // Vars). An error fails the target with CodeTemplate; it is not retried.
 type Personalizer func(t Target) (*Message, error)
 
+// Pacer spreads one broadcast's targets (its max_rate or deliver_over):
+// Wait blocks until the next target may go to the workers, and Rate is the
+// messages a second it allows now. Runs of one broadcast on an instance
+// share one.
+type Pacer interface {
+	Wait(ctx context.Context) error
+	Rate() float64
+}
+
+// Gate holds a run's producer: Wait blocks until the next target may be
+// handed to the workers. A chunk run closes it while its outcomes go
+// unstored for too long (a stalled checkpoint), so that a crash repeats a
+// bounded number of sends however long the database stalls.
+//
+// Open is checked by a worker right before it sends, once it holds its rate
+// permit: a target taken from the queue while the gate was open is not sent
+// after it closed (the worker waits on it, then takes a fresh permit).
+type Gate interface {
+	Wait(ctx context.Context) error
+	Open() bool
+}
+
 // Metrics hears about every send attempt (from worker goroutines, so it
 // must be cheap and safe for concurrent use).
 type Metrics interface {
@@ -58,6 +80,7 @@ type Metrics interface {
 	SendDone(d time.Duration, out Outcome)
 	Retried()
 	RateWaited(d time.Duration)
+	Workers(n int) // the pool's size, as the controller set it
 }
 
 type noMetrics struct{}
@@ -66,3 +89,4 @@ func (noMetrics) SendStarted()                    {}
 func (noMetrics) SendDone(time.Duration, Outcome) {}
 func (noMetrics) Retried()                        {}
 func (noMetrics) RateWaited(time.Duration)        {}
+func (noMetrics) Workers(int)                     {}

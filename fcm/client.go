@@ -61,8 +61,13 @@ const (
 type Client struct {
 	client    *messaging.Client
 	direct    *directClient // nil: use client
-	transport *http.Transport
+	transport roundTripCloser
+	projectID string
 }
+
+// ProjectID is the Firebase project the client sends to (the rate budget
+// is this project's).
+func (c *Client) ProjectID() string { return c.projectID }
 
 // New builds the client on a transport sized for o.Concurrency, wrapped by
 // the attempt-budget transport (see attempts.go).
@@ -72,10 +77,14 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("fcm: client must be %q or %q, got %q", ClientDirect, ClientSDK, o.Client)
 	}
-	base, err := baseTransport(o)
+	plain, err := baseTransport(o)
 	if err != nil {
 		return nil, err
 	}
+	// HTTP/2 (as FCM speaks it) over TLS or h2c; HTTP/1.1 to a plain
+	// http:// emulator.
+	h2 := o.H2C || o.Endpoint == "" || strings.HasPrefix(o.Endpoint, "https://")
+	base := newConnPool(plain, max(o.Concurrency, 1), h2)
 	budget := budgetTransport(base)
 	projectID := o.ProjectID
 	endpoint := strings.TrimRight(o.Endpoint, "/")
@@ -106,7 +115,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		return nil, errors.New("fcm: a project id is required")
 	}
 	if o.Client != ClientSDK {
-		return &Client{direct: newDirectClient(hc, endpoint, projectID), transport: base}, nil
+		return &Client{direct: newDirectClient(hc, endpoint, projectID), transport: base, projectID: projectID}, nil
 	}
 	opts := []option.ClientOption{option.WithHTTPClient(hc)}
 	if o.Endpoint != "" {
@@ -120,7 +129,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fcm: creating messaging client: %w", err)
 	}
-	return &Client{client: client, transport: base}, nil
+	return &Client{client: client, transport: base, projectID: projectID}, nil
 }
 
 func baseTransport(o Options) (*http.Transport, error) {
@@ -129,11 +138,14 @@ func baseTransport(o Options) (*http.Transport, error) {
 		conc = 1
 	}
 	t := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          conc + 16,
-		MaxIdleConnsPerHost:   conc + 16, // every worker keeps its connection between sends
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        conc + 16,
+		MaxIdleConnsPerHost: conc + 16, // every worker keeps its connection between sends
+		// Over HTTP/1.1 a send is a connection: no more than the workers,
+		// however a burst of sends races the dials (see connPool for HTTP/2).
+		MaxConnsPerHost:       conc + 16,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,

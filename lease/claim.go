@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,11 +60,33 @@ type Plan struct {
 	Targets int64
 }
 
+// Class ranks chunk claims: transactional chunks are claimed first. An
+// instance runs each class in slots of its own (see broadcast's dispatch):
+// paced chunks run long and slowly, and must not hold the slots that bulk
+// broadcasts run in.
+type Class uint8
+
+const (
+	Transactional Class = 0 // urgent sends
+	Bulk          Class = 1
+	Paced         Class = 2 // bulk with a pace (max_rate, deliver_over)
+)
+
 // InsertChunks stores a broadcast's chunks inside tx, the transaction that
 // stores (or promotes) the broadcast, so no broadcast exists without the
-// work that completes it.
-func InsertChunks(ctx context.Context, tx *sql.Tx, id uint64, plans []Plan) error {
-	const cols = 6
+// work that completes it. In its class, the chunks queue from the place the
+// class's queue has reached (see the claim order), so broadcasts take
+// turns.
+func InsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, plans []Plan) error {
+	if len(plans) == 0 {
+		return nil
+	}
+	var vstart uint64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MIN(vseq), 0) FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
+		WHERE status = 'pending' AND class_rank = ?`, class).Scan(&vstart); err != nil {
+		return fmt.Errorf("insert chunks: queue position: %w", err)
+	}
+	const cols = 8
 	for start := 0; start < len(plans); start += 1000 {
 		batch := plans[start:min(start+1000, len(plans))]
 		args := make([]any, 0, cols*len(batch))
@@ -75,9 +98,9 @@ func InsertChunks(ctx context.Context, tx *sql.Tx, id uint64, plans []Plan) erro
 			if p.Targets >= 0 {
 				targets = p.Targets
 			}
-			args = append(args, id, start+i, p.Lo, p.Hi, p.Lo, targets)
+			args = append(args, id, start+i, p.Lo, p.Hi, p.Lo, targets, class, vstart+uint64(start+i))
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id, targets) VALUES "+
+		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id, targets, class_rank, vseq) VALUES "+
 			sqldb.Placeholders(len(batch), cols), args...); err != nil {
 			return fmt.Errorf("insert chunks: %w", err)
 		}
@@ -97,6 +120,7 @@ type Claim struct {
 	// Takeover: the chunk was claimed from an expired lease (its holder
 	// died or stalled), not from the pending queue.
 	Takeover bool
+	Class    Class
 }
 
 // ClaimOptions says who claims and what to leave alone.
@@ -109,11 +133,15 @@ type ClaimOptions struct {
 	Running []Key
 	// Skip are broadcasts this instance cannot run now (see HandBack).
 	Skip []uint64
+	// Classes are the classes the instance has a free slot for (nil: any).
+	Classes []Class
 }
 
 // Claim leases one chunk to o.Owner: a chunk whose lease expired first (a
-// started broadcast whose holder died), else the oldest pending one. It
-// returns nil when there is nothing to claim. SKIP LOCKED lets instances
+// started broadcast whose holder died), else a pending one: transactional
+// before bulk, and within a class by queue position (vseq), so that
+// broadcasts of a class take turns. It returns nil when there is nothing to
+// claim. SKIP LOCKED lets instances
 // claim concurrently without waiting on each other; lease times use the
 // database clock, so instances' clocks need not agree.
 //
@@ -144,8 +172,18 @@ func (s *Store) Claim(ctx context.Context, o ClaimOptions) (*Claim, error) {
 }
 
 func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Claim, error) {
-	var skip, running string
+	var skip, running, class string
 	var skipArgs, runArgs []any
+	if o.Classes != nil {
+		if len(o.Classes) == 0 {
+			return nil, nil
+		}
+		ranks := make([]string, len(o.Classes))
+		for i, c := range o.Classes {
+			ranks[i] = strconv.Itoa(int(c))
+		}
+		class = " AND class_rank IN (" + strings.Join(ranks, ",") + ")"
+	}
 	if len(o.Skip) > 0 {
 		skip = " AND broadcast_id NOT IN (" + strings.TrimSuffix(strings.Repeat("?,", len(o.Skip)), ",") + ")"
 		for _, id := range o.Skip {
@@ -162,12 +200,12 @@ func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Cl
 	// Two statements rather than one OR, so each is a range scan of its own
 	// index, however many chunk rows other broadcasts have.
 	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_lease)
-		WHERE status = 'leased' AND lease_until < UTC_TIMESTAMP(6)`+skip+running+`
+		WHERE status = 'leased' AND lease_until < UTC_TIMESTAMP(6)`+class+skip+running+`
 		ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`, append(skipArgs, runArgs...)...))
 	if errors.Is(err, sql.ErrNoRows) {
 		c, err = scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-			WHERE status = 'pending'`+skip+`
-			ORDER BY broadcast_id, seq LIMIT 1 FOR UPDATE SKIP LOCKED`, skipArgs...))
+			WHERE status = 'pending'`+class+skip+`
+			ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`, skipArgs...))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -208,13 +246,13 @@ func (s *Store) findClaim(ctx context.Context, token string) (*Claim, error) {
 	return c, err
 }
 
-const claimCols = "broadcast_id, seq, lo_id, hi_id, cursor_id, done_ranges, epoch, ckpt_seq, status"
+const claimCols = "broadcast_id, seq, lo_id, hi_id, cursor_id, done_ranges, epoch, ckpt_seq, status, class_rank"
 
 func scanClaim(row *sql.Row) (*Claim, error) {
 	var c Claim
 	var done []byte
 	var status string
-	if err := row.Scan(&c.BroadcastID, &c.Seq, &c.Lo, &c.Hi, &c.Cursor, &done, &c.Epoch, &c.CkptSeq, &status); err != nil {
+	if err := row.Scan(&c.BroadcastID, &c.Seq, &c.Lo, &c.Hi, &c.Cursor, &done, &c.Epoch, &c.CkptSeq, &status, &c.Class); err != nil {
 		return nil, err
 	}
 	var err error

@@ -41,7 +41,9 @@ func TestClaimIsAnIndexRangeScanWithAMillionChunkRows(t *testing.T) {
 
 	for name, q := range map[string]string{
 		"pending": `EXPLAIN SELECT broadcast_id, seq FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-			WHERE status = 'pending' AND broadcast_id NOT IN (7) ORDER BY broadcast_id, seq LIMIT 1 FOR UPDATE SKIP LOCKED`,
+			WHERE status = 'pending' AND broadcast_id NOT IN (7) ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		"pending, two classes": `EXPLAIN SELECT broadcast_id, seq FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
+			WHERE status = 'pending' AND class_rank IN (0,2) AND broadcast_id NOT IN (7) ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 		"expired": `EXPLAIN SELECT broadcast_id, seq FROM broadcast_chunks FORCE INDEX (idx_chunks_lease)
 			WHERE status = 'leased' AND lease_until < UTC_TIMESTAMP(6) AND (broadcast_id, seq) NOT IN ((7, 1))
 			ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`,

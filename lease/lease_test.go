@@ -33,8 +33,14 @@ func (f *fixture) ctx() context.Context {
 	return c
 }
 
-// broadcast inserts a queued broadcast with the given chunks.
+// broadcast inserts a queued bulk broadcast with the given chunks.
 func (f *fixture) broadcast(plans ...lease.Plan) uint64 {
+	f.t.Helper()
+	return f.broadcastOf(lease.Bulk, plans...)
+}
+
+// broadcastOf inserts a queued broadcast of class with the given chunks.
+func (f *fixture) broadcastOf(class lease.Class, plans ...lease.Plan) uint64 {
 	f.t.Helper()
 	ctx := f.ctx()
 	tx, err := f.db.BeginTx(ctx, nil)
@@ -46,7 +52,7 @@ func (f *fixture) broadcast(plans ...lease.Plan) uint64 {
 		f.t.Fatal(err)
 	}
 	id, _ := res.LastInsertId()
-	if err := lease.InsertChunks(ctx, tx, uint64(id), plans); err != nil {
+	if err := lease.InsertChunks(ctx, tx, uint64(id), class, plans); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -63,7 +63,7 @@ func toLease(rs []fanout.Range) (out []lease.Range) {
 func (f *fixture) revRun(c *lease.Claim, sender *revSender, stopAfter int64) {
 	f.t.Helper()
 	e, err := fanout.New(fanout.Config{Concurrency: 1, PageSize: 10, SendTimeout: time.Second, MaxAttempts: 1,
-		RetryBaseDelay: time.Millisecond, RetryMaxDelay: time.Second}, sender, fanout.NewThrottle(1e6, 0), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		RetryBaseDelay: time.Millisecond, RetryMaxDelay: time.Second}, sender, fanout.NewThrottle(1e6, 0, 0), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -27,6 +27,9 @@ type Metrics struct {
 	chunkClaims     *prometheus.CounterVec
 	invalidations   prometheus.Counter
 	checkpointFails prometheus.Counter
+	workers         prometheus.Gauge
+	rateShare       prometheus.Gauge
+	rateMembers     prometheus.Gauge
 }
 
 // New registers pushfan's collectors, the Go runtime and process collectors,
@@ -79,16 +82,37 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_checkpoint_failures_total",
 			Help: "Chunk checkpoints that could not be stored (retried at the next one).",
 		}),
+		workers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pushfan_fcm_workers",
+			Help: "Sending goroutines now: the pool follows the rate times the send latency, within PUSHFAN_CONCURRENCY.",
+		}),
+		rateShare: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pushfan_rate_share",
+			Help: "This instance's share of the FCM project's rate budget, in messages per second.",
+		}),
+		rateMembers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pushfan_rate_members",
+			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
+		}),
 	}
 	m.sendOK = m.sendAttempts.WithLabelValues("success", "OK")
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
-		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails,
+		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.workers, m.rateShare, m.rateMembers,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
 		reg.MustRegister(collectors.NewDBStatsCollector(db, "pushfan"))
 	}
 	return m
+}
+
+// Workers implements fanout.Metrics.
+func (m *Metrics) Workers(n int) { m.workers.Set(float64(n)) }
+
+// Share reports this instance's share of the rate budget (package quota).
+func (m *Metrics) Share(perSecond float64, members int) {
+	m.rateShare.Set(perSecond)
+	m.rateMembers.Set(float64(members))
 }
 
 // SendStarted implements fanout.Metrics.

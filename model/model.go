@@ -84,7 +84,26 @@ type Broadcast struct {
 	Trigger  string     // api, schedule or cron
 	JobName  string     // cron jobs only
 	FireTime *time.Time // cron jobs only
+
+	// Class is ClassTransactional (urgent: chunk slots, workers and rate
+	// permits go to it first) or ClassBulk.
+	Class string
+	// Pacing: at most MaxRate messages a second (0: no cap), and/or spread
+	// over DeliverOver from the start (0: as fast as the budget allows).
+	MaxRate     float64
+	DeliverOver time.Duration
 }
+
+// Paced reports whether the broadcast keeps a pace of its own.
+func (b *Broadcast) Paced() bool { return b.MaxRate > 0 || b.DeliverOver > 0 }
+
+// Scheduling classes. They are not FCM's message priority (android.priority,
+// apns-priority), which is about the device; a class is about pushfan's own
+// queue.
+const (
+	ClassTransactional = "transactional"
+	ClassBulk          = "bulk"
+)
 
 // Audience says who a broadcast is for: everyone, or the listed users. The
 // zero value is the empty audience.

@@ -76,14 +76,16 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
-		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
+		 class, max_rate, deliver_over_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
 		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
 		nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
-		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken))
+		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
+		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()))
 	if err != nil {
 		return 0, createdAt, fmt.Errorf("insert: %w", err)
 	}
@@ -122,7 +124,8 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 		error, created_at, started_at, finished_at,
 		(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
 		max_token_id, cancel_requested, idempotency_key, request_hash,
-		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token
+		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
+		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0)
 	FROM broadcasts b`
 
 func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error) {
@@ -132,6 +135,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		createdBy, errText, errorsJSON sql.NullString
 		idemKey, reqHash, jobName      sql.NullString
 		summary, submitToken           sql.NullString
+		deliverMS                      int64
 		startedAt, finishedAt          sql.NullTime
 		sendAt, fireTime               sql.NullTime
 	)
@@ -140,7 +144,8 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
-		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken); err != nil {
+		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
+		&b.Class, &b.MaxRate, &deliverMS); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -149,6 +154,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 	b.IdempotencyKey = idemKey.String
 	b.RequestHash = reqHash.String
 	b.SubmitToken = submitToken.String
+	b.DeliverOver = time.Duration(deliverMS) * time.Millisecond
 	b.JobName = jobName.String
 	b.SendAt = nullTime(sendAt)
 	b.FireTime = nullTime(fireTime)
@@ -265,7 +271,7 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Pl
 			return err
 		}
 		b.ID, b.CreatedAt = id, createdAt.UTC()
-		return lease.InsertChunks(ctx, tx, b.ID, plans)
+		return lease.InsertChunks(ctx, tx, b.ID, chunkClass(b), plans)
 	})
 	if errors.Is(err, ErrDuplicateKey) {
 		return fmt.Errorf("submit broadcast: %w", ErrDuplicateKey)
@@ -329,7 +335,7 @@ func (s *Store) PromoteDue(ctx context.Context, plan Planner) ([]uint64, error) 
 	var ids []uint64
 	err := sqldb.InTx(ctx, s.db.DB, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
 		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id, audience FROM broadcasts WHERE status = 'scheduled' AND send_at <= UTC_TIMESTAMP(6)
+		rows, err := tx.QueryContext(ctx, `SELECT id, audience, class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0) FROM broadcasts WHERE status = 'scheduled' AND send_at <= UTC_TIMESTAMP(6)
 			ORDER BY send_at, id LIMIT 20 FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return fmt.Errorf("select due: %w", err)
@@ -338,10 +344,12 @@ func (s *Store) PromoteDue(ctx context.Context, plan Planner) ([]uint64, error) 
 		for rows.Next() {
 			b := &model.Broadcast{}
 			var aud string
-			if err := rows.Scan(&b.ID, &aud); err != nil {
+			var overMS int64
+			if err := rows.Scan(&b.ID, &aud, &b.Class, &b.MaxRate, &overMS); err != nil {
 				rows.Close()
 				return fmt.Errorf("scan: %w", err)
 			}
+			b.DeliverOver = time.Duration(overMS) * time.Millisecond
 			if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
 				rows.Close()
 				return fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
@@ -357,7 +365,7 @@ func (s *Store) PromoteDue(ctx context.Context, plan Planner) ([]uint64, error) 
 			if err != nil {
 				return fmt.Errorf("plan broadcast %d: %w", b.ID, err)
 			}
-			if err := lease.InsertChunks(ctx, tx, b.ID, plans); err != nil {
+			if err := lease.InsertChunks(ctx, tx, b.ID, chunkClass(b), plans); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ? WHERE id = ?",
@@ -459,4 +467,22 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 		return 0, err
 	}
 	return deleted, nil
+}
+
+// chunkClass ranks a broadcast's chunks for claims.
+func chunkClass(b *model.Broadcast) lease.Class {
+	switch {
+	case b.Class == model.ClassTransactional:
+		return lease.Transactional
+	case b.Paced():
+		return lease.Paced
+	}
+	return lease.Bulk
+}
+
+func classOrBulk(class string) string {
+	if class == "" {
+		return model.ClassBulk
+	}
+	return class
 }

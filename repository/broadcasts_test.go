@@ -21,9 +21,12 @@ func TestBroadcastRoundTrip(t *testing.T) {
 			Title: "Ciao 👋", Body: "Grüße", Image: "https://example.com/a.png",
 			Data: map[string]string{"deep_link": "app://x", "n": "1"},
 		},
-		Audience:  model.Audience{UserIDs: []uint64{1, 2, 18446744073709551615}},
-		RequestID: "req-1",
-		CreatedBy: "admin@example.com",
+		Audience:    model.Audience{UserIDs: []uint64{1, 2, 18446744073709551615}},
+		RequestID:   "req-1",
+		CreatedBy:   "admin@example.com",
+		Class:       model.ClassBulk,
+		MaxRate:     250.5,
+		DeliverOver: 90*time.Second + 250*time.Millisecond,
 	}
 	if err := s.CreateBroadcast(ctx(t), b); err != nil {
 		t.Fatal(err)
@@ -56,7 +59,8 @@ func TestBroadcastRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got2.ID <= b.ID || !got2.Audience.All || got2.Audience.UserIDs != nil || got2.Message.Data != nil || got2.CreatedBy != "" || got2.DryRun {
+	if got2.ID <= b.ID || !got2.Audience.All || got2.Audience.UserIDs != nil || got2.Message.Data != nil || got2.CreatedBy != "" || got2.DryRun ||
+		got2.Class != model.ClassBulk || got2.MaxRate != 0 || got2.DeliverOver != 0 {
 		t.Fatalf("defaults round trip: %+v", got2)
 	}
 }

@@ -30,6 +30,14 @@ func timeArg(t *time.Time) any {
 	return dbTime(*t)
 }
 
+// nullIfZero maps a zero number to SQL NULL for optional columns.
+func nullIfZero[N int64 | float64](n N) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
 // nullIfEmpty maps "" to SQL NULL for optional text columns.
 func nullIfEmpty(s string) any {
 	if s == "" {

@@ -98,7 +98,7 @@ func TestChunksFollowTheAudience(t *testing.T) {
 	}
 }
 
-// Canceling a broadcast with thousands of chunks queued behind another
+// Canceling a broadcast with thousands of chunks queued beside another
 // broadcast closes them in one statement and counts their planned targets
 // as canceled: it is final at once, with exact counts.
 func TestCancelOfThousandsOfQueuedChunksIsFinalAtOnce(t *testing.T) {
@@ -125,8 +125,12 @@ func TestCancelOfThousandsOfQueuedChunksIsFinalAtOnce(t *testing.T) {
 		t.Fatalf("cancel: %d", resp.StatusCode)
 	}
 	took := time.Since(start)
-	if c.Status != "canceled" || c.Canceled != 30000 || c.Targeted != 30000 || c.Succeeded != 0 || c.Chunks.Chunks != 3000 {
-		t.Fatalf("after cancel: %+v (%+v), want 30000 canceled over 3000 chunks", c, c.Chunks)
+	// The two take turns chunk by chunk (one slot, 50 ms sends): the few of
+	// its chunks that ran before the cancel are counted as sent, the rest
+	// canceled, every target once.
+	if c.Status != "canceled" || c.Canceled+c.Succeeded != 30000 || c.Targeted != 30000 || c.Failed != 0 ||
+		c.Succeeded > 100 || c.Chunks.Chunks != 3000 || c.Chunks.DoneBy["canceled"] < 2990 {
+		t.Fatalf("after cancel: %+v (%+v), want 30000 targets over 3000 chunks, all but a few chunks' canceled", c, c.Chunks)
 	}
 	s.Do("POST", "/push/broadcasts/"+itoa(busy.ID)+"/cancel", nil, &c)
 	t.Logf("cancel of a broadcast with 3000 chunks queued behind another: final in %v", took.Round(time.Millisecond))

@@ -49,7 +49,7 @@ func (s *Server) triggerJob(c echo.Context) error {
 	if existing {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
-	return c.JSON(http.StatusOK, viewOf(b, s.now()))
+	return c.JSON(http.StatusOK, s.view(b))
 }
 
 type jobView struct {

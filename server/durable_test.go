@@ -210,11 +210,28 @@ func TestDatabaseOutageMidBroadcast(t *testing.T) {
 	var b teststack.Broadcast
 	s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b)
 	waitUntil(t, "30% of the audience accepted by the emulator", time.Minute, func() bool { return s.Emu.Stats().Accepted >= n*3/10 })
+	// The rate before the outage, over a quarter second (the sleep is the
+	// measuring window).
+	a0, t0 := s.Emu.Stats().Accepted, time.Now()
+	time.Sleep(250 * time.Millisecond)
+	a1 := s.Emu.Stats().Accepted
+	rate := float64(a1-a0) / time.Since(t0).Seconds()
 	s.Proxy.Cut()
 	// The outage itself, the subject of the test: three DB timeouts long,
 	// so checkpoints and claims time out and are retried while it lasts.
 	time.Sleep(3 * s.Config.DB.Timeout)
+	during := s.Emu.Stats().Accepted - a1
 	s.Proxy.Restore()
+	// Outcomes nobody can store are what a crash would repeat: the run
+	// stops handing out targets a checkpoint interval (and 50 ms) after
+	// its last stored one. What the workers held, the pool's queue (a page)
+	// and one more interval of sends before the cut may still go.
+	cfg := s.Config.Engine
+	bound := int64(cfg.Concurrency+cfg.PageSize) + int64(rate*(2*cfg.FlushInterval+100*time.Millisecond).Seconds())
+	if during > bound {
+		t.Fatalf("%d sends while no checkpoint could be stored (%.0f/s before), want at most %d", during, rate, bound)
+	}
+	t.Logf("%.0f sends/s before the outage; %d sent during its %v (bound %d)", rate, during, 3*s.Config.DB.Timeout, bound)
 	final := s.WaitFinished(b.ID, 2*time.Minute)
 	if final.Status != "completed" || final.Succeeded != n || final.Targeted != n || final.Failed != 0 {
 		t.Fatalf("final %+v", final)
@@ -224,4 +241,45 @@ func TestDatabaseOutageMidBroadcast(t *testing.T) {
 			t.Fatalf("%s never delivered", tk)
 		}
 	}
+}
+
+// A database that is slow to commit (reads still answer) must not let a
+// chunk run send on and on unrecorded: what a crash would repeat stays
+// bounded by the chunk's store gate.
+func TestStalledCommitsHoldTheSends(t *testing.T) {
+	// The default chunk width: a chunk run has its audience to send on
+	// with, and no new claim (which commits) is needed during the stall.
+	s := teststack.New(t, teststack.Options{DBProxy: true, Configure: func(c *config.Config) { c.Engine.ChunkWidth = config.Defaults().Engine.ChunkWidth }})
+	const n = 40000
+	toks := tokens("ok-", n)
+	s.SeedTokens(1, toks)
+	var b teststack.Broadcast
+	s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b)
+	waitUntil(t, "20% of the audience accepted by the emulator", time.Minute, func() bool { return s.Emu.Stats().Accepted >= n/5 })
+	a0, t0 := s.Emu.Stats().Accepted, time.Now()
+	time.Sleep(250 * time.Millisecond) // the measuring window for the rate
+	a1 := s.Emu.Stats().Accepted
+	rate := float64(a1-a0) / time.Since(t0).Seconds()
+	const stall = 2 * time.Second
+	s.Proxy.StallCommits(stall)
+	time.Sleep(stall - 100*time.Millisecond) // the stall is the subject
+	during := s.Emu.Stats().Accepted - a1
+	final := s.WaitFinished(b.ID, 2*time.Minute)
+	if final.Status != "completed" || final.Succeeded != n || final.Targeted != n {
+		t.Fatalf("final %+v", final)
+	}
+	for _, tk := range toks {
+		if s.Emu.Counts(tk).Accepted != 1 {
+			t.Fatalf("%s accepted %d times, want exactly 1", tk, s.Emu.Counts(tk).Accepted)
+		}
+	}
+	// Sent while nothing could be stored: the checkpoint interval and 50 ms
+	// after the last stored checkpoint (taken up to an interval before the
+	// stall), plus what was in flight.
+	cfg := s.Config.Engine
+	bound := s.Emu.Stats().MaxInFlight + int64(rate*(2*cfg.FlushInterval+50*time.Millisecond).Seconds())
+	if during > bound {
+		t.Fatalf("%d sends during a %v commit stall (%.0f/s before it), want at most %d", during, stall, rate, bound)
+	}
+	t.Logf("%.0f sends/s before a %v commit stall; %d sent during it (bound %d; without the gate, the rate times the stall)", rate, stall, during, bound)
 }

@@ -92,10 +92,10 @@ func (s *Server) createBroadcast(c echo.Context) error {
 		return err
 	}
 	if cur.Status.Final() {
-		return c.JSON(http.StatusOK, viewOf(cur, s.now()))
+		return c.JSON(http.StatusOK, s.view(cur))
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/push/broadcasts/"+strconv.FormatUint(b.ID, 10))
-	return c.JSON(http.StatusAccepted, viewOf(cur, s.now()))
+	return c.JSON(http.StatusAccepted, s.view(cur))
 }
 
 var validIdempotencyKey = regexp.MustCompile(`^[\x21-\x7e]+$`)
@@ -117,7 +117,7 @@ func (s *Server) getBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, viewOf(b, s.now()))
+	return c.JSON(http.StatusOK, s.view(b))
 }
 
 func (s *Server) cancelBroadcast(c echo.Context) error {
@@ -131,7 +131,7 @@ func (s *Server) cancelBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, viewOf(b, s.now()))
+	return c.JSON(http.StatusOK, s.view(b))
 }
 
 func (s *Server) stats(c echo.Context) error {
@@ -230,14 +230,13 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 		Broadcasts []broadcastView `json:"broadcasts"`
 		NextCursor *string         `json:"next_cursor"`
 	}{Broadcasts: make([]broadcastView, 0, min(len(bs), want))}
-	now := s.now()
 	for i, b := range bs {
 		if i == want {
 			next := strconv.FormatUint(bs[want-1].ID, 10)
 			page.NextCursor = &next
 			break
 		}
-		page.Broadcasts = append(page.Broadcasts, viewOf(b, now))
+		page.Broadcasts = append(page.Broadcasts, s.view(b))
 	}
 	return c.JSON(http.StatusOK, page)
 }

@@ -77,6 +77,8 @@ func typeName(goType string) string {
 		return "a positive integer"
 	case goType == "string":
 		return "a string"
+	case goType == "float64", goType == "*float64":
+		return "a number"
 	case goType == "bool", goType == "*bool":
 		return "true or false"
 	case strings.HasPrefix(goType, "*server.") || strings.HasPrefix(goType, "server."),

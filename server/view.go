@@ -30,9 +30,26 @@ type broadcastView struct {
 	StartedAt         *time.Time       `json:"started_at"`
 	FinishedAt        *time.Time       `json:"finished_at"`
 	DurationMS        *int64           `json:"duration_ms"`
+	// Class is the scheduling class; MaxRate and DeliverOver the pace.
+	Class       string   `json:"class"`
+	MaxRate     *float64 `json:"max_rate"`
+	DeliverOver *string  `json:"deliver_over"`
+	// ExpectedFinishAt is while it runs: when it should end at its pace,
+	// or at the rate it has kept.
+	ExpectedFinishAt *time.Time `json:"expected_finish_at,omitempty"`
 	// Chunks is how the work was shared (chunks, claims, takeovers, chunks
 	// done per instance), kept when the broadcast finishes.
 	Chunks *model.ChunkSummary `json:"chunks,omitempty"`
+}
+
+// view is b's broadcast object now, with its expected finish.
+func (s *Server) view(b *model.Broadcast) broadcastView {
+	v := viewOf(b, s.now())
+	if t := s.svc.ExpectedFinish(b); t != nil {
+		u := t.UTC()
+		v.ExpectedFinishAt = &u
+	}
+	return v
 }
 
 func viewOf(b *model.Broadcast, now time.Time) broadcastView {
@@ -44,6 +61,15 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime,
 		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 		Chunks: b.Chunks,
+		Class:  b.Class,
+	}
+	if b.MaxRate > 0 {
+		r := b.MaxRate
+		v.MaxRate = &r
+	}
+	if b.DeliverOver > 0 {
+		d := b.DeliverOver.String()
+		v.DeliverOver = &d
 	}
 	if v.Errors == nil {
 		v.Errors = map[string]int64{}

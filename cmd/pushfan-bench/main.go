@@ -9,6 +9,10 @@
 //	pushfan-bench sweep     the broadcast alone at several concurrencies
 //	pushfan-bench quota     N=1M against an emulator enforcing FCM's 600k/min quota, at
 //	                        pushfan's default rate limit: sustained rate, 429s, lost tokens
+//	pushfan-bench latency   the broadcast at pushfan's default configuration (concurrency,
+//	                        rate limit) against emulator latencies LATENCIES=10ms,30ms,100ms,300ms,
+//	                        over each of LATENCY_MODES=http1,tls: throughput, sends in flight,
+//	                        connections, RSS
 //
 // It ensures MariaDB (scripts/ensure-mysql.sh), builds bin/pushfan, seeds its
 // own database pushfan_bench_<N> (reused while it still holds N valid
@@ -17,7 +21,7 @@
 // figure in OUT (JSON). Settings come from flags or, as defaults, from the
 // environment: N, C, LATENCY, JITTER, MODE (http1|h2c|tls), OUT, REPEAT,
 // SMALL_N, PROBE_N, MULTICAST_N, SEQ_N, RATE_LIMIT, SWEEP, SWEEP_PER_WORKER,
-// QUOTA, QUOTA_WINDOW, BASELINES, DROP_DB, SERVE_ENV. Run it from the repository root
+// QUOTA, QUOTA_WINDOW, LATENCIES, LATENCY_MODES, BASELINES, DROP_DB, SERVE_ENV. Run it from the repository root
 // (make bench does).
 package main
 
@@ -65,6 +69,8 @@ type options struct {
 	rateLimit      string
 	sweep          []int
 	sweepPerWorker int
+	latencies      []time.Duration
+	latencyModes   []string
 	quota          int
 	quotaWindow    time.Duration
 	baselines      bool
@@ -115,9 +121,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.kind, args = args[0], args[1:]
 	}
 	switch o.kind {
-	case "bench", "sweep", "quota":
+	case "bench", "sweep", "quota", "latency":
 	default:
-		return o, fmt.Errorf("unknown command %q (want bench, sweep or quota)", o.kind)
+		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota or latency)", o.kind)
 	}
 	defN, defRepeat, defRate := 100_000, 3, "1000000"
 	switch o.kind {
@@ -125,6 +131,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		defRepeat = 1
 	case "quota":
 		defN, defRepeat, defRate = 1_000_000, 1, ""
+	case "latency":
+		defRepeat, defRate = 1, "" // pushfan's defaults: that is the point
 	}
 	fs := flag.NewFlagSet("pushfan-bench "+o.kind, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -144,6 +152,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sweepPerWorker, "sweep-per-worker", envInt("SWEEP_PER_WORKER", 400), "sweep: audience is min(N, max(40000, this × concurrency)), 0 = always N (env SWEEP_PER_WORKER)")
 	fs.IntVar(&o.quota, "quota", envInt("QUOTA", 600_000), "quota: emulator --quota (env QUOTA)")
 	fs.DurationVar(&o.quotaWindow, "quota-window", envDuration("QUOTA_WINDOW", time.Minute), "quota: emulator --quota-window (env QUOTA_WINDOW)")
+	latencies := fs.String("latencies", envString("LATENCIES", "10ms,30ms,100ms,300ms"), "latency: emulator latencies (env LATENCIES)")
+	latencyModes := fs.String("latency-modes", envString("LATENCY_MODES", "http1,tls"), "latency: wire protocols, each swept (env LATENCY_MODES)")
 	fs.BoolVar(&o.baselines, "baselines", envBool("BASELINES", true), "bench: run the baselines (env BASELINES)")
 	fs.BoolVar(&o.dropDB, "drop-db", envBool("DROP_DB", false), "drop the bench databases at the end (env DROP_DB)")
 	fs.StringVar(&o.dbPrefix, "db-prefix", envString("BENCH_DB_PREFIX", "pushfan_bench"), "database name prefix; the database is <prefix>_<N>")
@@ -171,6 +181,25 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("SWEEP: %q is not a positive integer", f)
 		}
 		o.sweep = append(o.sweep, n)
+	}
+	for f := range strings.SplitSeq(*latencies, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("LATENCIES: %q is not a positive duration", f)
+		}
+		o.latencies = append(o.latencies, d)
+	}
+	for f := range strings.SplitSeq(*latencyModes, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if f != "http1" && f != "h2c" && f != "tls" {
+			return o, fmt.Errorf("LATENCY_MODES: %q: want http1, h2c or tls", f)
+		}
+		o.latencyModes = append(o.latencyModes, f)
 	}
 	switch {
 	case o.n < 1:
@@ -251,6 +280,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		err = b.runSweep(ctx, rep)
 	case "quota":
 		err = b.runQuota(ctx, rep)
+	case "latency":
+		err = b.runLatency(ctx, rep)
 	}
 	rep.FinishedAt = time.Now().UTC()
 	rep.Machine.LoadAvgEnd = loadAvg()
@@ -502,6 +533,45 @@ func (b *bench) runQuota(ctx context.Context, rep *report) error {
 		rep.Quota = r
 	}
 	return err
+}
+
+// runLatency runs the broadcast at pushfan's default configuration against
+// each emulator latency, over each wire protocol: one configuration should
+// reach the rate limit at all of them, with few connections over HTTP/2.
+func (b *bench) runLatency(ctx context.Context, rep *report) error {
+	db, err := b.seeded(ctx, b.o.n)
+	if err != nil {
+		return err
+	}
+	for _, mode := range b.o.latencyModes {
+		for _, lat := range b.o.latencies {
+			emu, err := startEmulator(ctx, b.o.bin, b.dir, emulatorSpec{latency: lat, jitter: b.o.jitter, mode: mode})
+			if err != nil {
+				return err
+			}
+			b.procs = append(b.procs, emu.p)
+			label := fmt.Sprintf("%s-%s", mode, lat)
+			svc, err := startService(ctx, b.o.bin, b.dir, "serve-"+label, emu, serviceSpec{db: db, extraEnv: b.o.serveEnv})
+			if err != nil {
+				return err
+			}
+			b.procs = append(b.procs, svc.p)
+			b.logf("pushfan at the defaults, emulator latency %s + jitter %s over %s: %d tokens", lat, b.o.jitter, mode, db.n)
+			r, err := runBroadcast(ctx, svc, emu, broadcastSpec{label: label, n: db.n, logf: b.logf, sampleRate: true})
+			svc.stop()
+			emu.p.stop(5 * time.Second)
+			if r != nil {
+				r.EmuLatency = lat.String()
+				rep.Latency = append(rep.Latency, r)
+				b.logf("  %.0f sends/s (sustained %.0f), %d in flight at most, %d connections, peak RSS %.1f MB",
+					r.SendsPerS, r.SustainedPerS, r.EmuMaxInFlight, r.EmuConnections, r.PeakRSSMB)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (r *report) write(path string) error {

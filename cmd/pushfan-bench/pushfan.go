@@ -29,7 +29,7 @@ type service struct {
 
 type serviceSpec struct {
 	db          benchDB
-	concurrency int
+	concurrency int    // 0 keeps pushfan's default
 	rateLimit   string // "" keeps pushfan's default
 	extraEnv    []string
 }
@@ -45,9 +45,11 @@ func startService(ctx context.Context, bin, dir, name string, emu *emulator, spe
 		"PUSHFAN_FCM_ENDPOINT="+emu.endpoint,
 		"PUSHFAN_FCM_PROJECT_ID="+benchProject,
 		"PUSHFAN_ADMIN_TOKENS="+adminToken,
-		fmt.Sprintf("PUSHFAN_CONCURRENCY=%d", spec.concurrency),
 		"PUSHFAN_LOG_LEVEL=warn",
 	)
+	if spec.concurrency > 0 {
+		env = append(env, fmt.Sprintf("PUSHFAN_CONCURRENCY=%d", spec.concurrency))
+	}
 	if spec.rateLimit != "" {
 		env = append(env, "PUSHFAN_RATE_LIMIT="+spec.rateLimit)
 	}
@@ -144,11 +146,13 @@ func (s *service) scrapeLatency(ctx context.Context) (histogram, bool) {
 
 // pushfanRun is one broadcast through the API, measured.
 type pushfanRun struct {
-	Label       string  `json:"label,omitempty"`
-	N           int     `json:"n"`
-	Concurrency int     `json:"concurrency"`
-	Mode        string  `json:"mode"`
-	RateLimit   string  `json:"rate_limit"`
+	Label       string `json:"label,omitempty"`
+	N           int    `json:"n"`
+	Concurrency int    `json:"concurrency"`
+	Mode        string `json:"mode"`
+	RateLimit   string `json:"rate_limit"`
+	// EmuLatency is the emulator's latency per send (the latency sweep).
+	EmuLatency  string  `json:"emulator_latency,omitempty"`
 	BroadcastID uint64  `json:"broadcast_id"`
 	Status      string  `json:"status"`
 	WallSeconds float64 `json:"wall_seconds"` // POST sent → finished_at

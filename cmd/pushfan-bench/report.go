@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"pushfan/config"
 )
 
 type settings struct {
@@ -26,6 +28,8 @@ type settings struct {
 	Quota          int      `json:"quota,omitempty"`
 	QuotaWindow    string   `json:"quota_window,omitempty"`
 	ServeEnv       []string `json:"serve_env,omitempty"`
+	Latencies      []string `json:"latencies,omitempty"`
+	LatencyModes   []string `json:"latency_modes,omitempty"`
 }
 
 func settingsOf(o options) settings {
@@ -44,6 +48,12 @@ func settingsOf(o options) settings {
 		s.Sweep, s.SweepPerWorker = o.sweep, o.sweepPerWorker
 	case "quota":
 		s.Quota, s.QuotaWindow = o.quota, o.quotaWindow.String()
+	case "latency":
+		s.Concurrency = config.Defaults().Engine.Concurrency
+		for _, l := range o.latencies {
+			s.Latencies = append(s.Latencies, l.String())
+		}
+		s.LatencyModes = o.latencyModes
 	}
 	return s
 }
@@ -63,6 +73,7 @@ type report struct {
 	Sequential *baselineRun   `json:"sdk_sequential,omitempty"`
 	Sweep      []*pushfanRun  `json:"sweep,omitempty"`
 	Quota      *pushfanRun    `json:"quota,omitempty"`
+	Latency    []*pushfanRun  `json:"latency_sweep,omitempty"`
 	Summary    *summary       `json:"summary,omitempty"`
 	Targets    []target       `json:"targets,omitempty"`
 }
@@ -97,7 +108,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -198,8 +209,19 @@ func (r *report) summarize() {
 	add("tokens lost (every run)", "0", fmt.Sprint(lost), lost == 0)
 }
 
-// targetsOther fills the targets of a sweep or quota run.
+// targetsOther fills the targets of a sweep, quota or latency run.
 func (r *report) targetsOther() {
+	limit := config.Defaults().Engine.RateLimit // the latency sweep runs at the defaults
+	for _, x := range r.Latency {
+		rate := x.SustainedPerS
+		if rate == 0 {
+			rate = x.SendsPerS
+		}
+		r.Targets = append(r.Targets, target{Name: fmt.Sprintf("rate at %s over %s", x.EmuLatency, x.Mode),
+			Want: fmt.Sprintf("≥ 95%% of %.0f/s", limit),
+			Got:  fmt.Sprintf("%.0f/s = %.1f%% (%d in flight, %d connections)", rate, 100*rate/limit, x.EmuMaxInFlight, x.EmuConnections),
+			Met:  rate >= 0.95*limit && x.Missing == 0})
+	}
 	if q := r.Quota; q != nil {
 		limit := float64(r.Settings.Quota) / parseDur(r.Settings.QuotaWindow).Seconds()
 		rate := q.SustainedPerS
@@ -299,6 +321,16 @@ func (r *report) print(w io.Writer) {
 			fmt.Fprintf(w, "per-token counts: %d tokens seen, %d delivered, %d duplicates, at most %d requests for one token\n",
 				q.Tally.Tokens, q.Tally.Delivered, q.Tally.Duplicates, q.Tally.MaxAttempt)
 		}
+	}
+	if len(r.Latency) > 0 {
+		fmt.Fprintln(w, "\nlatency sweep (pushfan's default configuration; one fresh serve and emulator per point):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode	latency	N	sends/s	sustained/s	emu max in flight	conns	peak RSS MB	CPU µs/send	p99 ms	missing	")
+		for _, x := range r.Latency {
+			fmt.Fprintf(tw, "%s	%s	%d	%.0f	%s	%d	%d	%.1f	%.1f	%s	%d	\n", x.Mode, x.EmuLatency, x.N, x.SendsPerS, blankZero(x.SustainedPerS, "%.0f"),
+				x.EmuMaxInFlight, x.EmuConnections, x.PeakRSSMB, x.CPUMicrosPerMsg, msOrNA(x.LatencyP99MS), x.Missing)
+		}
+		tw.Flush()
 	}
 	if len(r.Sweep) > 0 {
 		fmt.Fprintln(w, "\nsweep (one fresh serve per point; audience min(N, max(40000, SWEEP_PER_WORKER × C))):")

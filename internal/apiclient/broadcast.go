@@ -22,6 +22,10 @@ type Broadcast struct {
 	FinishedAt        *time.Time       `json:"finished_at"`
 	DurationMS        *int64           `json:"duration_ms"`
 	Chunks            *Chunks          `json:"chunks"`
+	Class             string           `json:"class"`
+	MaxRate           *float64         `json:"max_rate"`
+	DeliverOver       *string          `json:"deliver_over"`
+	ExpectedFinishAt  *time.Time       `json:"expected_finish_at"`
 }
 
 // Chunks is how a finished broadcast's work was shared.

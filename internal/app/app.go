@@ -23,6 +23,7 @@ import (
 	"pushfan/fcm"
 	"pushfan/lease"
 	"pushfan/metrics"
+	"pushfan/quota"
 	"pushfan/repository"
 	"pushfan/retention"
 	"pushfan/server"
@@ -39,6 +40,9 @@ type Instance struct {
 	Registry  *prometheus.Registry // this instance's metrics, served at /metrics
 	// Retention deletes old finished broadcasts (one instance at a time).
 	Retention *retention.Runner
+	// Quota keeps the engine's throttle at this instance's share of the
+	// FCM project's budget.
+	Quota *quota.Coordinator
 }
 
 // New builds an instance on an open, migrated pool (sqldb.Open, then
@@ -81,6 +85,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
+	throttle := fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp, cfg.Engine.RateWindow)
 	engine, err := fanout.New(fanout.Config{
 		Concurrency:    cfg.Engine.Concurrency,
 		PageSize:       cfg.Engine.PageSize,
@@ -88,7 +93,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		MaxAttempts:    cfg.Engine.MaxAttempts,
 		RetryBaseDelay: cfg.Engine.RetryBaseDelay,
 		RetryMaxDelay:  cfg.Engine.RetryMaxDelay,
-	}, sender, fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp), log)
+	}, sender, throttle, log)
 	if err != nil {
 		sender.Close()
 		return nil, err
@@ -111,6 +116,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			MaxUserIDs: cfg.Engine.MaxUserIDs,
 			Horizon:    cfg.HTTP.ScheduleHorizon,
 			Audiences:  byName,
+			RateLimit:  cfg.Engine.RateLimit,
+
+			TransactionalUsers: cfg.Engine.TransactionalUsers,
 		},
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,
@@ -125,14 +133,20 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	}
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret}, nil
+	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
+		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
+	})
+	budget.OnShare(m.Share)
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the
-// broadcast service (dispatcher, promoter), the job scheduler, retention.
-// The HTTP API (API) is the caller's to serve.
+// rate budget's heartbeats, the broadcast service (dispatcher, promoter),
+// the job scheduler, retention. The HTTP API (API) is the caller's to
+// serve.
 func (i *Instance) Start(ctx context.Context) {
 	i.Engine.Start(ctx)
+	i.Quota.Start(ctx)
 	i.Service.Start(ctx)
 	i.Scheduler.Start(ctx)
 	i.Retention.Start(ctx)
@@ -140,11 +154,12 @@ func (i *Instance) Start(ctx context.Context) {
 
 // Stop stops the parts in the reverse order, within ctx's one deadline:
 // no new fires or retention passes; the service stops taking work and then
-// its chunk runs checkpoint and release their leases; then the engine's
-// workers end, and the sender's connections close. It returns the first
-// part's error (a missed deadline), having tried every part.
+// its chunk runs checkpoint and release their leases; then this instance
+// leaves the rate budget (the others take its share), the engine's workers
+// end, and the sender's connections close. It returns the parts' errors (a
+// missed deadline), having tried every part.
 func (i *Instance) Stop(ctx context.Context) error {
-	err := errors.Join(i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Engine.Stop(ctx))
+	err := errors.Join(i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
 	i.Sender.Close()
 	return err
 }

@@ -36,6 +36,12 @@ func TestStartupRefusesBadAudiencesAndJobs(t *testing.T) {
 		"bad_job_audience": func(c *config.Config) {
 			c.Jobs = []cron.Job{{Name: "bad_job_audience", Schedule: "0 9 * * *", Audience: map[string]any{"name": "unknown"}, Message: cron.JobMessage{Title: "x"}}}
 		},
+		"bad_job_pace": func(c *config.Config) {
+			c.Jobs = []cron.Job{{Name: "bad_job_pace", Schedule: "0 9 * * *", Audience: map[string]any{"all": true}, Message: cron.JobMessage{Title: "x"}, MaxRate: 1e9}}
+		},
+		"bad_job_class": func(c *config.Config) {
+			c.Jobs = []cron.Job{{Name: "bad_job_class", Schedule: "0 9 * * *", Audience: map[string]any{"all": true}, Message: cron.JobMessage{Title: "x"}, Class: "urgent"}}
+		},
 		"bad_job_template": func(c *config.Config) {
 			c.Jobs = []cron.Job{{Name: "bad_job_template", Schedule: "0 9 * * *", Audience: map[string]any{"all": true}, Message: cron.JobMessage{Title: "{{.x"}}}
 		},

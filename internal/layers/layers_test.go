@@ -39,15 +39,16 @@ var allowed = map[string][]string{
 	"repository": {"model", "lease", "internal/sqldb", "internal/clock"},
 	"retention":  {"internal/clock", "internal/lifecycle"},
 	"metrics":    {"fanout"},
+	"quota":      {"fanout", "internal/lifecycle", "internal/sqldb"}, // the cluster's rate budget, over MySQL
 	// The domain: request rules, submit, dispatch, chunk runs, finish.
-	"broadcast": {"audience", "cron", "fanout", "lease", "model", "repository", "internal/lifecycle", "internal/logging"},
+	"broadcast": {"audience", "cron", "fanout", "lease", "model", "repository", "internal/clock", "internal/lifecycle", "internal/logging"},
 	"config":    {"audience", "cron"},
 	// The HTTP API: decode, call the domain, render.
 	"server": {"audience", "broadcast", "config", "cron", "fcm", "model", "internal/logging"},
 	// Wiring and the binaries.
-	"internal/app":      {"audience", "broadcast", "config", "cron", "fanout", "fcm", "lease", "metrics", "repository", "retention", "server"},
+	"internal/app":      {"audience", "broadcast", "config", "cron", "fanout", "fcm", "lease", "metrics", "quota", "repository", "retention", "server"},
 	"cmd/pushfan":       {"config", "fcmemu", "internal/app", "internal/demo", "internal/logging", "internal/sqldb", "model", "repository"},
-	"cmd/pushfan-bench": {"internal/apiclient"},
+	"cmd/pushfan-bench": {"config", "internal/apiclient"}, // config: the defaults a latency sweep runs at
 	"cmd/pushfan-load":  {"internal/apiclient"},
 	// Demo data and test support.
 	"internal/demo":      {"internal/sqldb"},

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -28,6 +29,7 @@ type Proxy struct {
 	wg    sync.WaitGroup
 
 	faultEvery atomic.Int64 // fault every n-th COMMIT; 0: none
+	stallUntil atomic.Int64 // COMMITs are held until this time (unix ns)
 	commits    atomic.Int64
 	// AppliedLost counts COMMITs forwarded whose OK was dropped;
 	// NotForwarded those dropped before the server saw them.
@@ -64,6 +66,11 @@ func (p *Proxy) DSN(dsn string) string {
 // the two faults: odd ones are forwarded and their answer lost, even ones
 // never reach the server.
 func (p *Proxy) FaultCommits(n int) { p.faultEvery.Store(int64(n)) }
+
+// StallCommits holds every COMMIT for d from now before forwarding it: a
+// database that answers reads but is slow to make anything durable (a
+// saturated disk). Statements before the COMMIT go through.
+func (p *Proxy) StallCommits(d time.Duration) { p.stallUntil.Store(time.Now().Add(d).UnixNano()) }
 
 func (p *Proxy) accept() {
 	for {
@@ -120,6 +127,9 @@ func (l *link) clientToServer() {
 			return
 		}
 		if isCommit(pkt) {
+			if d := time.Until(time.Unix(0, l.p.stallUntil.Load())); d > 0 {
+				time.Sleep(d)
+			}
 			if every := l.p.faultEvery.Load(); every > 0 {
 				if n := l.p.commits.Add(1); n%every == 0 {
 					if (n/every)%2 == 1 {

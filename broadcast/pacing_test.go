@@ -1,0 +1,166 @@
+package broadcast
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"pushfan/lease"
+	"pushfan/model"
+)
+
+var rules = Rules{MaxUserIDs: 10000, Horizon: time.Hour, RateLimit: 9900, TransactionalUsers: 100}
+
+func users(n int) *AudienceSpec {
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = uint64(i + 1)
+	}
+	return &AudienceSpec{UserIDs: ids}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestClassAndPaceRules(t *testing.T) {
+	all := &AudienceSpec{All: true}
+	for _, tc := range []struct {
+		name  string
+		spec  Spec
+		class string
+		rate  float64
+		over  time.Duration
+	}{
+		{"a few users are transactional", Spec{Audience: users(3)}, model.ClassTransactional, 0, 0},
+		{"up to PUSHFAN_TRANSACTIONAL_USERS", Spec{Audience: users(100)}, model.ClassTransactional, 0, 0},
+		{"more users are bulk", Spec{Audience: users(101)}, model.ClassBulk, 0, 0},
+		{"everyone is bulk", Spec{Audience: all}, model.ClassBulk, 0, 0},
+		{"a class named wins", Spec{Audience: users(3), Class: "bulk"}, model.ClassBulk, 0, 0},
+		{"a big transactional send is allowed", Spec{Audience: all, Class: "transactional"}, model.ClassTransactional, 0, 0},
+		{"a paced small send is bulk", Spec{Audience: users(3), MaxRate: ptr(5.0)}, model.ClassBulk, 5, 0},
+		{"max_rate up to the budget", Spec{Audience: all, MaxRate: ptr(9900.0)}, model.ClassBulk, 9900, 0},
+		{"deliver_over", Spec{Audience: all, DeliverOver: "30m"}, model.ClassBulk, 0, 30 * time.Minute},
+		{"both", Spec{Audience: users(500), DeliverOver: "10s", MaxRate: ptr(50.0)}, model.ClassBulk, 50, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spec.Title = "t"
+			req, err := rules.Validate(tc.spec, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if req.Class != tc.class || req.MaxRate != tc.rate || req.DeliverOver != tc.over {
+				t.Fatalf("class %q max_rate %v deliver_over %v, want %q %v %v", req.Class, req.MaxRate, req.DeliverOver, tc.class, tc.rate, tc.over)
+			}
+		})
+	}
+}
+
+func TestBadClassOrPaceNamesTheField(t *testing.T) {
+	all := &AudienceSpec{All: true}
+	for _, tc := range []struct {
+		spec        Spec
+		code, field string
+	}{
+		{Spec{Audience: all, Class: "high"}, "invalid_value", "class"},
+		{Spec{Audience: all, Class: "TRANSACTIONAL"}, "invalid_value", "class"},
+		{Spec{Audience: all, MaxRate: ptr(0.0)}, "invalid_value", "max_rate"},
+		{Spec{Audience: all, MaxRate: ptr(-5.0)}, "invalid_value", "max_rate"},
+		{Spec{Audience: all, MaxRate: ptr(9901.0)}, "max_rate_over_budget", "max_rate"},
+		{Spec{Audience: all, DeliverOver: "soon"}, "invalid_value", "deliver_over"},
+		{Spec{Audience: all, DeliverOver: "1800"}, "invalid_value", "deliver_over"},
+		{Spec{Audience: all, DeliverOver: "500ms"}, "invalid_value", "deliver_over"},
+		{Spec{Audience: all, DeliverOver: "-1m"}, "invalid_value", "deliver_over"},
+		{Spec{Audience: all, DeliverOver: "169h"}, "invalid_value", "deliver_over"},
+		{Spec{Audience: users(10000), DeliverOver: "1s"}, "deliver_over_too_short", "deliver_over"},
+		{Spec{Audience: users(1000), DeliverOver: "10s", MaxRate: ptr(10.0)}, "deliver_over_too_short", "deliver_over"},
+		{Spec{Audience: users(3), Class: "transactional", MaxRate: ptr(10.0)}, "invalid_value", "class"},
+		{Spec{Audience: users(3), Class: "transactional", DeliverOver: "1m"}, "invalid_value", "class"},
+	} {
+		t.Run(fmt.Sprintf("%s=%s", tc.field, tc.spec.Class+tc.spec.DeliverOver), func(t *testing.T) {
+			tc.spec.Title = "t"
+			_, err := rules.Validate(tc.spec, time.Now())
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Code != tc.code || fe.Field != tc.field || fe.Message == "" {
+				t.Fatalf("Validate = %v, want %s on %s", err, tc.code, tc.field)
+			}
+		})
+	}
+}
+
+func TestPaceRate(t *testing.T) {
+	over := &model.Broadcast{DeliverOver: 100 * time.Second}
+	for _, tc := range []struct {
+		name string
+		b    *model.Broadcast
+		st   lease.PaceState
+		want float64
+	}{
+		{"max_rate alone is the cap", &model.Broadcast{MaxRate: 500}, lease.PaceState{}, 9900},
+		{"what is left over the time left", over, lease.PaceState{Targeted: 10000, Attempted: 2000, Elapsed: 20 * time.Second}, 100},
+		{"behind: it catches up", over, lease.PaceState{Targeted: 10000, Attempted: 0, Elapsed: 50 * time.Second}, 200},
+		{"never over the cap", over, lease.PaceState{Targeted: 10_000_000, Elapsed: 0}, 9900},
+		{"overdue: as fast as allowed", over, lease.PaceState{Targeted: 10000, Attempted: 9000, Elapsed: 101 * time.Second}, 9900},
+		{"not counted yet", over, lease.PaceState{Targeted: 0}, 0},
+	} {
+		if got := paceRate(tc.b, tc.st, 9900); got != tc.want {
+			t.Errorf("%s: paceRate = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestExpectedFinish(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	started := now.Add(-10 * time.Second)
+	running := func(b model.Broadcast) *model.Broadcast {
+		b.Status, b.StartedAt = model.StatusRunning, &started
+		return &b
+	}
+	for _, tc := range []struct {
+		name string
+		b    *model.Broadcast
+		want time.Time // zero: nil
+	}{
+		{"queued", &model.Broadcast{Status: model.StatusQueued, Counts: model.Counts{Targeted: 10}}, time.Time{}},
+		{"not counted yet", running(model.Broadcast{}), time.Time{}},
+		{"at the rate kept so far", running(model.Broadcast{Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), now.Add(20 * time.Second)},
+		{"max_rate caps the estimate", running(model.Broadcast{MaxRate: 100, Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), now.Add(200 * time.Second)},
+		{"deliver_over: its deadline", running(model.Broadcast{DeliverOver: time.Minute, Counts: model.Counts{Targeted: 60000, Succeeded: 10000}}), started.Add(time.Minute)},
+		{"deliver_over too short for the budget", running(model.Broadcast{DeliverOver: 20 * time.Second, Counts: model.Counts{Targeted: 1_000_000}}), now.Add(time.Duration(1_000_000 * int64(time.Second) / 9900))},
+	} {
+		got := ExpectedFinish(tc.b, 9900, now)
+		switch {
+		case tc.want.IsZero() && got != nil:
+			t.Errorf("%s: %v, want none", tc.name, got)
+		case !tc.want.IsZero() && (got == nil || got.Sub(tc.want).Abs() > time.Millisecond):
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Each class has its own slots: with the bulk slots taken, transactional
+// and paced chunks are still claimed; a transactional chunk takes a bulk
+// slot first.
+func TestLanes(t *testing.T) {
+	l := newLanes(2)
+	if got := fmt.Sprint(l.free()); got != "[0 1 2]" {
+		t.Fatalf("free %s, want every class", got)
+	}
+	if lane := l.take(lease.Transactional); lane != laneBulk {
+		t.Fatalf("a transactional chunk with bulk slots free went to lane %d", lane)
+	}
+	l.take(lease.Bulk)
+	if got := fmt.Sprint(l.free()); got != "[0 2]" {
+		t.Fatalf("bulk slots full: free %s, want transactional and paced", got)
+	}
+	u := l.take(lease.Transactional)
+	l.take(lease.Transactional)
+	l.take(lease.Paced)
+	l.take(lease.Paced)
+	if got := fmt.Sprint(l.free()); got != "[]" {
+		t.Fatalf("all full: free %s", got)
+	}
+	l.release(u)
+	if got := fmt.Sprint(l.free()); got != "[0]" {
+		t.Fatalf("an urgent slot back: free %s, want transactional", got)
+	}
+}

@@ -1,0 +1,41 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// PaceState is what pacing a broadcast needs to know, in one read: its
+// progress, how long ago it started by the database's clock, and how many
+// of its chunks run now here and on every instance (a pace is split
+// between the instances by their share of its running chunks).
+type PaceState struct {
+	Targeted, Attempted int64 // attempted: succeeded + failed + canceled
+	Elapsed             time.Duration
+	Mine, All           int
+}
+
+// Pace reads broadcast id's PaceState for owner. ErrNotFound when the
+// broadcast is gone.
+func (s *Store) Pace(ctx context.Context, id uint64, owner string) (PaceState, error) {
+	var p PaceState
+	var elapsedUS sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT b.targeted, b.succeeded + b.failed + b.canceled,
+			TIMESTAMPDIFF(MICROSECOND, b.started_at, UTC_TIMESTAMP(6)),
+			(SELECT COUNT(*) FROM broadcast_chunks c WHERE c.broadcast_id = b.id AND c.status = 'leased'
+				AND c.lease_until > UTC_TIMESTAMP(6) AND c.lease_owner = ?),
+			(SELECT COUNT(*) FROM broadcast_chunks c WHERE c.broadcast_id = b.id AND c.status = 'leased'
+				AND c.lease_until > UTC_TIMESTAMP(6))
+		FROM broadcasts b WHERE b.id = ?`, owner, id).Scan(&p.Targeted, &p.Attempted, &elapsedUS, &p.Mine, &p.All)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, fmt.Errorf("pace of broadcast %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return p, fmt.Errorf("pace of broadcast %d: %w", id, err)
+	}
+	p.Elapsed = time.Duration(elapsedUS.Int64) * time.Microsecond
+	return p, nil
+}
