@@ -60,11 +60,7 @@ func (s *Service) runChunk(c *lease.Claim) {
 	if c.Takeover {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
-	msg := &fanout.Message{
-		Title: b.Message.Title, Body: b.Message.Body, Image: b.Message.Image, Data: b.Message.Data,
-		CollapseKey: "pushfan-" + strconv.FormatUint(b.ID, 10),
-		DryRun:      b.DryRun,
-	}
+	msg := engineMessage(b.Message, "pushfan-"+strconv.FormatUint(b.ID, 10), b.DryRun)
 	src, err := s.source(b, c.Hi)
 	var personalize fanout.Personalizer
 	if err == nil {

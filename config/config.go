@@ -118,6 +118,9 @@ type HTTP struct {
 	ScheduleHorizon time.Duration `yaml:"schedule_horizon"`
 	// SubmitPerMinute limits POST /push/broadcast per admin token.
 	SubmitPerMinute float64 `yaml:"submit_per_minute"`
+	// TestSendsPerMinute limits POST /push/test per admin token: each one
+	// sends real pushes (up to 20) while the caller waits.
+	TestSendsPerMinute float64 `yaml:"test_sends_per_minute"`
 }
 
 // DB configures the MySQL pool.
@@ -177,6 +180,8 @@ func Defaults() Config {
 			ScheduleHorizon:   30 * 24 * time.Hour,
 			StatsCache:        time.Second,
 			BroadcastCache:    250 * time.Millisecond,
+
+			TestSendsPerMinute: 10,
 		},
 		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},

@@ -122,6 +122,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_WAIT_TIMEOUT", duration(&c.HTTP.WaitTimeout)},
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", duration(&c.HTTP.ShutdownTimeout)},
 		{"PUSHFAN_SUBMIT_PER_MINUTE", float(&c.HTTP.SubmitPerMinute)},
+		{"PUSHFAN_TEST_SENDS_PER_MINUTE", float(&c.HTTP.TestSendsPerMinute)},
 		{"PUSHFAN_SCHEDULE_HORIZON", duration(&c.HTTP.ScheduleHorizon)},
 		{"PUSHFAN_STATS_CACHE", duration(&c.HTTP.StatsCache)},
 		{"PUSHFAN_BROADCAST_CACHE", duration(&c.HTTP.BroadcastCache)},

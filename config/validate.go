@@ -116,6 +116,9 @@ func (c *Config) validateServe() []error {
 	if c.HTTP.SubmitPerMinute <= 0 {
 		bad("PUSHFAN_SUBMIT_PER_MINUTE", "must be a positive number of broadcasts per minute per token, got %v", c.HTTP.SubmitPerMinute)
 	}
+	if c.HTTP.TestSendsPerMinute <= 0 {
+		bad("PUSHFAN_TEST_SENDS_PER_MINUTE", "must be a positive number of test sends per minute per token, got %v", c.HTTP.TestSendsPerMinute)
+	}
 	if c.InternalToken != "" && len(c.InternalToken) < 16 {
 		bad("PUSHFAN_INTERNAL_TOKEN", "is shorter than 16 characters")
 	}

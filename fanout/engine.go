@@ -532,15 +532,7 @@ func (r *run) send(ctx context.Context, t Target, used int) (out Outcome) {
 func (r *run) retry(it item, out Outcome) {
 	now := time.Now()
 	if out.Code == CodeQuota {
-		// The quota is the project's: every worker pauses, not just this one.
-		// A Retry-After beyond RetryMaxDelay (a proxy's or a bug's) would
-		// stall every broadcast for that long; the tokens that cannot wait
-		// that long fail below instead, and the pause is capped.
-		pause := min(out.RetryAfter, r.e.cfg.RetryMaxDelay)
-		if pause <= 0 {
-			pause = time.Second
-		}
-		r.e.throttle.Pause(now.Add(pause))
+		r.e.quotaPause(now, out.RetryAfter)
 	}
 	if int(it.attempts) >= r.e.cfg.MaxAttempts {
 		r.fail(it, out, false)
@@ -568,6 +560,19 @@ func (r *run) retry(it item, out Outcome) {
 	r.e.metrics.Retried()
 	r.log.DebugContext(r.ctx, "send will be retried", "token", TokenHint(it.t.Token), "code", out.Code, "attempts", it.attempts, "in", delay)
 	r.queue.push(it)
+}
+
+// quotaPause pauses the throttle after a quota answer. The quota is the
+// project's: every worker pauses, not just the one that got it. A
+// Retry-After beyond RetryMaxDelay (a proxy's or a bug's) would stall every
+// broadcast for that long; the tokens that cannot wait that long fail
+// instead, and the pause is capped.
+func (e *Engine) quotaPause(now time.Time, retryAfter time.Duration) {
+	pause := min(retryAfter, e.cfg.RetryMaxDelay)
+	if pause <= 0 {
+		pause = time.Second
+	}
+	e.throttle.Pause(now.Add(pause))
 }
 
 func (r *run) fail(it item, out Outcome, dead bool) {

@@ -63,6 +63,10 @@ type Outcome struct {
 	// Requests is how many requests the attempt made (a Sender that
 	// retries by itself may make several); 0 counts as one.
 	Requests int
+	// MessageID is FCM's name for an accepted message
+	// ("projects/P/messages/ID"), on success; what an operator quotes to
+	// Firebase support about one delivery.
+	MessageID string
 }
 
 // Budget is how many requests a token may still cost: Used so far, Max in

@@ -234,13 +234,17 @@ func (p *sdkPrepared) Send(ctx context.Context, token string, b fanout.Budget) f
 	st.stop = cancel
 	m := p.tmpl
 	m.Token = token
+	var name string
 	var err error
 	if p.dryRun {
-		_, err = p.client.SendDryRun(withAttempts(ctx, st), &m)
+		name, err = p.client.SendDryRun(withAttempts(ctx, st), &m)
 	} else {
-		_, err = p.client.Send(withAttempts(ctx, st), &m)
+		name, err = p.client.Send(withAttempts(ctx, st), &m)
 	}
 	out := classify(ctx, err)
 	out.Requests = int(st.used.Load()) - b.Used
+	if out.Class == fanout.Success {
+		out.MessageID = name // the SDK returns the response's "name"
+	}
 	return out
 }

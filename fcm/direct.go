@@ -47,6 +47,10 @@ var encodedPlaceholder = []byte(`"\u0001pushfan-token\u0001"`)
 // maxErrorBody caps how much of a response body is read.
 const maxErrorBody = 64 << 10
 
+// maxSuccessBody caps how much of a success body is kept for its name
+// (FCM's is under 100 bytes).
+const maxSuccessBody = 4 << 10
+
 type directClient struct {
 	client *http.Client
 	url    string
@@ -133,10 +137,12 @@ func (p *directPrepared) Send(ctx context.Context, token string, _ fanout.Budget
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		// Read to the end so the connection is reused (FCM answers with a
-		// short {"name": ...}); an endless body only costs its connection.
+		// FCM answers with a short {"name": ...}, the message id, as the
+		// SDK's Send returns it. Read to the end so the connection is
+		// reused; an endless body only costs its connection.
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody))
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		return fanout.Outcome{Class: fanout.Success, Requests: 1}
+		return fanout.Outcome{Class: fanout.Success, Requests: 1, MessageID: messageName(raw)}
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	if err != nil && ctx.Err() != nil {
@@ -145,4 +151,34 @@ func (p *directPrepared) Send(ctx context.Context, token string, _ fanout.Budget
 	out := classifyResponse(resp.StatusCode, resp.Header, raw)
 	out.Requests = 1
 	return out
+}
+
+// messageName returns the "name" of a success body, as the SDK reads it
+// (json.Unmarshal into {"name": string}); "" when the body has none. FCM's
+// body is that one member with a plain string, read here without
+// reflection (this runs for every accepted send); anything else goes
+// through encoding/json.
+func messageName(raw []byte) string {
+	rest := raw
+	eat := func(token string) bool {
+		var ok bool
+		rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(token))
+		return ok
+	}
+	if eat("{") && eat(`"name"`) && eat(":") && eat(`"`) {
+		if end := bytes.IndexByte(rest, '"'); end >= 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
+			name := rest[:end]
+			rest = rest[end+1:]
+			if eat("}") && len(bytes.TrimLeft(rest, " \t\r\n")) == 0 {
+				return string(name)
+			}
+		}
+	}
+	var r struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return ""
+	}
+	return r.Name
 }

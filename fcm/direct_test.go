@@ -128,6 +128,16 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 				t.Fatalf("direct %v/%s/%v, SDK %v/%s/%v\n direct: %s\n sdk: %s", direct.Class, direct.Code, direct.RetryAfter,
 					sdk.Class, sdk.Code, sdk.RetryAfter, direct.Detail, sdk.Detail)
 			}
+			// Both report FCM's message id on success (each send has its
+			// own), and none on failure.
+			for c, out := range got {
+				if ok := strings.HasPrefix(out.MessageID, "projects/equiv/messages/") && len(out.MessageID) > len("projects/equiv/messages/"); ok != (out.Class == fanout.Success) {
+					t.Fatalf("%s: class %v with message id %q", c, out.Class, out.MessageID)
+				}
+			}
+			if sdk.Class == fanout.Success && sdk.MessageID == direct.MessageID {
+				t.Fatalf("two sends got the same message id %q", sdk.MessageID)
+			}
 			if len(bodies[0]) == 0 || !bytes.Equal(bodies[0], bodies[1]) {
 				t.Fatalf("request bodies differ:\n sdk:    %s\n direct: %s", bodies[0], bodies[1])
 			}
@@ -152,6 +162,28 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 		}
 		if direct.Class != sdk.Class || direct.Code != sdk.Code || direct.RetryAfter.Round(time.Minute) != sdk.RetryAfter.Round(time.Minute) {
 			t.Fatalf("direct %v/%s/%v, SDK %v/%s/%v", direct.Class, direct.Code, direct.RetryAfter, sdk.Class, sdk.Code, sdk.RetryAfter)
+		}
+	})
+
+	// The message id is FCM's "name", read the same by both clients from
+	// a body laid out as Google's (indented, trailing newline).
+	t.Run("message id", func(t *testing.T) {
+		const name = "projects/p/messages/0:1700000000000000%31bd1c9631bd1c96"
+		named := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+			_, _ = io.WriteString(w, "{\n  \"name\": \""+name+"\"\n}\n")
+		}))
+		defer named.Close()
+		for _, c := range []string{ClientSDK, ClientDirect} {
+			s, err := New(context.Background(), Options{Endpoint: named.URL + "/v1", ProjectID: "p", Concurrency: 1, Client: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := send(t, s, plain, "ok-1", fanout.Budget{Max: 1})
+			s.Close()
+			if out.Class != fanout.Success || out.MessageID != name {
+				t.Fatalf("%s: %v with message id %q, want %q", c, out.Class, out.MessageID, name)
+			}
 		}
 	})
 
@@ -256,4 +288,33 @@ func sdkPredicateCode(err error) string {
 		return CodeThirdParty
 	}
 	return "?"
+}
+
+// messageName's fast path reads what encoding/json reads, and leaves every
+// other body to it.
+func TestMessageNameAgreesWithEncodingJSON(t *testing.T) {
+	for _, body := range []string{
+		`{"name":"projects/p/messages/1"}`,
+		"{\n  \"name\": \"projects/p/messages/0:17%ab\"\n}\n",
+		`{"name":"projects/p/messages/\u0031"}`,
+		`{"name":"a\"b"}`,
+		`{"name":"x","other":1}`,
+		`{"other":1,"name":"y"}`,
+		`{"name":"x"} trailing`,
+		`{"name":3}`,
+		`{}`,
+		``,
+		`not json`,
+	} {
+		var r struct {
+			Name string `json:"name"`
+		}
+		want := r.Name
+		if json.Unmarshal([]byte(body), &r) == nil {
+			want = r.Name
+		}
+		if got := messageName([]byte(body)); got != want {
+			t.Errorf("messageName(%q) = %q, encoding/json reads %q", body, got, want)
+		}
+	}
 }

@@ -10,17 +10,18 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// submitLimiter limits POST /push/broadcast per admin token, so one
-// misbehaving client (a retry loop, a stuck button) cannot flood FCM or
-// the database with broadcasts.
+// submitLimiter limits POST /push/broadcast (and POST /push/test) per
+// admin token, so one misbehaving client (a retry loop, a stuck button)
+// cannot flood FCM or the database with broadcasts or test sends.
 type submitLimiter struct {
 	perMinute float64
+	what      string // what the route makes, for the 429's message
 	mu        sync.Mutex
 	byToken   map[string]*rate.Limiter
 }
 
-func newSubmitLimiter(perMinute float64) *submitLimiter {
-	return &submitLimiter{perMinute: perMinute, byToken: map[string]*rate.Limiter{}}
+func newSubmitLimiter(perMinute float64, what string) *submitLimiter {
+	return &submitLimiter{perMinute: perMinute, what: what, byToken: map[string]*rate.Limiter{}}
 }
 
 func (l *submitLimiter) limiter(name string) *rate.Limiter {
@@ -49,7 +50,7 @@ func (l *submitLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			secs := int(math.Ceil(d.Seconds()))
 			c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 			return &APIError{Status: http.StatusTooManyRequests, Code: "rate_limited",
-				Message: "token " + t.Name + " submitted too many broadcasts; retry in " + strconv.Itoa(secs) + " s"}
+				Message: "token " + t.Name + " submitted too many " + l.what + "; retry in " + strconv.Itoa(secs) + " s"}
 		}
 		return next(c)
 	}

@@ -101,7 +101,8 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	}
 
 	push := e.Group("/push", requireBearer(s.admin, "admin"))
-	push.POST("/broadcast", s.createBroadcast, newSubmitLimiter(cfg.HTTP.SubmitPerMinute).middleware)
+	push.POST("/broadcast", s.createBroadcast, newSubmitLimiter(cfg.HTTP.SubmitPerMinute, "broadcasts").middleware)
+	push.POST("/test", s.testSend, newSubmitLimiter(cfg.HTTP.TestSendsPerMinute, "test sends").middleware)
 	push.GET("/broadcasts", s.listBroadcasts)
 	push.GET("/broadcasts/:id", s.getBroadcast)
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)

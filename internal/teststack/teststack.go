@@ -109,6 +109,7 @@ func New(t testing.TB, o Options) *Stack {
 	cfg.Engine.PollInterval = 50 * time.Millisecond
 	cfg.Engine.ChunkWidth = 1000 // several chunks even for small test audiences
 	cfg.HTTP.SubmitPerMinute = 100000
+	cfg.HTTP.TestSendsPerMinute = 100000
 	cfg.HTTP.StatsCache = 0     // tests read totals right after a broadcast
 	cfg.HTTP.BroadcastCache = 0 // and broadcasts right after they change
 	if o.Configure != nil {

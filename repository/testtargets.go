@@ -1,0 +1,107 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// A test send (POST /push/test) names a few users or raw tokens; these
+// reads resolve them. They are bounded by the caller (at most a few dozen
+// keys), so each is one indexed IN lookup.
+
+// TestUser is one user of a test send and its valid tokens.
+type TestUser struct {
+	UserID      uint64
+	Exists      bool // a users row exists
+	PushEnabled bool
+	Tokens      []Target // valid tokens (invalidated_at IS NULL), by id
+}
+
+// TestUsers returns, for each id (in the order given), the user and its
+// valid tokens, as the audience rule reads them (README, "POST
+// /push/broadcast"): the caller decides what a disabled user gets.
+func (s *Store) TestUsers(ctx context.Context, ids []uint64) ([]TestUser, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	q, args, err := sqlx.In(`SELECT u.id, u.push_enabled, t.id, t.token FROM users u
+		LEFT JOIN device_tokens t ON t.user_id = u.id AND t.invalidated_at IS NULL
+		WHERE u.id IN (?) ORDER BY u.id, t.id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("test users: expand ids: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("test users: %w", err)
+	}
+	defer rows.Close()
+	byID := make(map[uint64]*TestUser, len(ids))
+	for rows.Next() {
+		var uid uint64
+		var enabled bool
+		var tid *uint64
+		var tok *string
+		if err := rows.Scan(&uid, &enabled, &tid, &tok); err != nil {
+			return nil, fmt.Errorf("test users: scan: %w", err)
+		}
+		u := byID[uid]
+		if u == nil {
+			u = &TestUser{UserID: uid, Exists: true, PushEnabled: enabled}
+			byID[uid] = u
+		}
+		if tid != nil && tok != nil {
+			u.Tokens = append(u.Tokens, Target{TokenID: *tid, UserID: uid, Token: *tok})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("test users: %w", err)
+	}
+	out := make([]TestUser, len(ids))
+	for i, id := range ids {
+		if u := byID[id]; u != nil {
+			out[i] = *u
+		} else {
+			out[i] = TestUser{UserID: id}
+		}
+	}
+	return out, nil
+}
+
+// KnownToken is a device_tokens row found by its token.
+type KnownToken struct {
+	TokenID     uint64
+	UserID      uint64
+	Invalidated bool
+}
+
+// LookupTokens returns the device_tokens rows of the given tokens, keyed
+// by token; a token absent from the map is unknown to pushfan.
+func (s *Store) LookupTokens(ctx context.Context, tokens []string) (map[string]KnownToken, error) {
+	out := make(map[string]KnownToken, len(tokens))
+	if len(tokens) == 0 {
+		return out, nil
+	}
+	q, args, err := sqlx.In(`SELECT id, user_id, token, invalidated_at IS NOT NULL FROM device_tokens WHERE token IN (?)`, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("lookup tokens: expand: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("lookup tokens: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k KnownToken
+		var tok string
+		if err := rows.Scan(&k.TokenID, &k.UserID, &tok, &k.Invalidated); err != nil {
+			return nil, fmt.Errorf("lookup tokens: scan: %w", err)
+		}
+		out[tok] = k
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lookup tokens: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"pushfan/broadcast"
+)
+
+// testSend handles POST /push/test: the message goes now to the named
+// users' valid tokens or to raw tokens, and the answer is per token. The
+// sends get PUSHFAN_WAIT_TIMEOUT in all (below the write timeout, so the
+// answer can always be written).
+func (s *Server) testSend(c echo.Context) error {
+	var spec broadcast.TestSpec
+	if err := decodeStrict(c.Request().Body, &spec); err != nil {
+		return err
+	}
+	by := ""
+	if t := caller(c); t != nil {
+		by = t.Name
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.HTTP.WaitTimeout)
+	defer cancel()
+	rep, err := s.svc.TestSend(ctx, spec, by)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, testSendViewOf(rep))
+}
+
+// testSendView is POST /push/test's answer.
+type testSendView struct {
+	Results            []testResultView  `json:"results"`
+	UsersWithoutTokens []skippedUserView `json:"users_without_tokens"`
+	Succeeded          int               `json:"succeeded"`
+	Failed             int               `json:"failed"`
+}
+
+// testResultView is one token's outcome. The token is shortened: a device
+// token is a credential to a user's device and never appears whole.
+type testResultView struct {
+	Token       string  `json:"token"`
+	TokenID     *uint64 `json:"token_id"`
+	UserID      *uint64 `json:"user_id"`
+	TokenStatus string  `json:"token_status"`
+	Outcome     string  `json:"outcome"`
+	Code        *string `json:"code"`
+	Message     *string `json:"message"`
+	MessageID   *string `json:"message_id"`
+	Attempts    int     `json:"attempts"`
+	Invalidated bool    `json:"invalidated"`
+}
+
+type skippedUserView struct {
+	UserID uint64 `json:"user_id"`
+	Reason string `json:"reason"`
+}
+
+func testSendViewOf(rep *broadcast.TestReport) testSendView {
+	v := testSendView{Results: make([]testResultView, 0, len(rep.Results)), UsersWithoutTokens: make([]skippedUserView, 0, len(rep.UsersWithoutTokens))}
+	for _, r := range rep.Results {
+		rv := testResultView{Token: tokenPrefix(r.Token), TokenStatus: r.State, Outcome: "failed", Attempts: r.Attempts, Invalidated: r.Invalidated}
+		if r.TokenID != 0 {
+			rv.TokenID = &r.TokenID
+		}
+		if r.UserID != 0 {
+			rv.UserID = &r.UserID
+		}
+		if r.Succeeded {
+			rv.Outcome = "succeeded"
+			v.Succeeded++
+			if r.MessageID != "" {
+				rv.MessageID = &r.MessageID
+			}
+		} else {
+			v.Failed++
+			rv.Code, rv.Message = &r.Code, &r.Message
+		}
+		v.Results = append(v.Results, rv)
+	}
+	for _, u := range rep.UsersWithoutTokens {
+		v.UsersWithoutTokens = append(v.UsersWithoutTokens, skippedUserView{UserID: u.UserID, Reason: u.Reason})
+	}
+	return v
+}
+
+// tokenPrefix shows enough of a token to tell a list of them apart (12
+// characters of an FCM token's 150 or so) and never the whole of one,
+// however short.
+func tokenPrefix(token string) string {
+	return token[:min(12, len(token)/2)] + "…"
+}
