@@ -63,8 +63,9 @@ func (s *Service) runChunk(c *lease.Claim) {
 	msg := engineMessage(b.Message, "pushfan-"+strconv.FormatUint(b.ID, 10), b.DryRun)
 	src, err := s.source(b, c.Hi)
 	var personalize fanout.Personalizer
+	var variants *fanout.Variants
 	if err == nil {
-		personalize, err = personalizer(b, msg)
+		personalize, variants, err = personalizer(b, msg)
 	}
 	r.src = src
 	switch {
@@ -93,6 +94,7 @@ func (s *Service) runChunk(c *lease.Claim) {
 		Skip:        toEngine(c.Done),
 		Progress:    r.p,
 		Personalize: personalize,
+		Variants:    variants,
 		Urgent:      c.Class == lease.Transactional,
 		Pace:        pace,
 		Gate:        r.gate,
@@ -181,6 +183,8 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, canceled int64) lease.
 		Errors: c.Errors,
 		End:    end,
 		Lease:  r.s.opt.Lease,
+
+		Variants: c.Variants,
 	}
 	if end == lease.Done {
 		cp.Cursor, cp.Done = r.c.Hi, nil

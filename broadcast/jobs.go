@@ -22,6 +22,12 @@ func (s *Service) jobRequest(j *cron.Compiled, fire time.Time) (Request, error) 
 		return Request{}, fmt.Errorf("job %s: %w", j.Name, err)
 	}
 	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud, Class: j.Class}
+	for tag, l := range j.Message.Localized {
+		if spec.Localized == nil {
+			spec.Localized = make(map[string]model.Localized, len(j.Message.Localized))
+		}
+		spec.Localized[tag] = model.Localized{Title: l.Title, Body: l.Body}
+	}
 	if j.MaxRate != 0 {
 		spec.MaxRate = &j.MaxRate
 	}

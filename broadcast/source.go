@@ -53,7 +53,7 @@ func (a *builtinSource) Page(ctx context.Context, after uint64, limit int, dst [
 		return dst, err
 	}
 	for _, t := range a.buf {
-		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token})
+		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale})
 	}
 	return dst, nil
 }
@@ -76,7 +76,9 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 		return dst, err
 	}
 	for _, r := range n.rows {
-		dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars})
+		// A named audience gives a localized message its users' languages
+		// by a column named locale.
+		dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars, Locale: r.Vars["locale"]})
 	}
 	return dst, nil
 }
@@ -136,23 +138,56 @@ func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *model.Broadcast) ([]l
 }
 
 // personalizer renders templated messages per target; nil when the
-// message has no template action (one message serves everyone).
-func personalizer(b *model.Broadcast, base *fanout.Message) (fanout.Personalizer, error) {
+// message has no template action (one message serves everyone, or one per
+// language: the Variants, prepared once each). A localized message's
+// Variants pick and count each target's language either way.
+func personalizer(b *model.Broadcast, base *fanout.Message) (fanout.Personalizer, *fanout.Variants, error) {
 	m := b.Message
 	tmpl, err := audience.ParseTemplate(m.Title, m.Body, m.Data, nil)
 	if err != nil {
-		return nil, fmt.Errorf("message template: %w", err)
+		return nil, nil, fmt.Errorf("message template: %w", err)
 	}
-	if tmpl.IsStatic() {
-		return nil, nil
+	loc := newLocaleMatcher(m.Localized)
+	if loc == nil {
+		if tmpl.IsStatic() {
+			return nil, nil, nil
+		}
+		return render(tmpl, base, nil, nil), nil, nil
 	}
+	// One template per variant, the default last (as in loc.names).
+	static := tmpl.IsStatic()
+	tmpls := make([]*audience.Template, 0, len(loc.names))
+	for _, name := range loc.names[:len(loc.names)-1] {
+		l := m.Localized[name]
+		t, err := audience.ParseTemplate(l.Title, l.Body, m.Data, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("message template (localized %s): %w", name, err)
+		}
+		static = static && t.IsStatic()
+		tmpls = append(tmpls, t)
+	}
+	tmpls = append(tmpls, tmpl)
+	variants := loc.variants(b, base)
+	if static {
+		return nil, variants, nil
+	}
+	return render(nil, base, loc, tmpls), variants, nil
+}
+
+// render is the Personalizer of a templated message: tmpl, or with a
+// matcher the template of the target's language among tmpls.
+func render(tmpl *audience.Template, base *fanout.Message, loc *localeMatcher, tmpls []*audience.Template) fanout.Personalizer {
 	return func(t fanout.Target) (*fanout.Message, error) {
+		tmpl := tmpl
+		if loc != nil {
+			tmpl = tmpls[loc.pick(t.Locale)]
+		}
 		title, body, data, err := tmpl.Render(t.Vars)
 		if err != nil {
 			return nil, err
 		}
 		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, DryRun: base.DryRun}, nil
-	}, nil
+	}
 }
 
 // estimate counts a queued broadcast's audience for its live targeted:

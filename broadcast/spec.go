@@ -39,6 +39,9 @@ type Spec struct {
 	MaxRate *float64 `json:"max_rate"`
 	// DeliverOver spreads the sends evenly over this Go duration ("30m").
 	DeliverOver string `json:"deliver_over"`
+	// Localized are per-language title and body by language tag; each
+	// target gets its user's (see localeMatcher), else Title and Body.
+	Localized map[string]model.Localized `json:"localized"`
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -125,6 +128,9 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		}
 		return out, fieldError("template_error", "", "%v", err)
 	}
+	if err := validateLocalized(spec, vars); err != nil {
+		return out, err
+	}
 	if spec.InvalidateOnDryRun && !spec.DryRun {
 		return out, fieldError("invalid_value", "invalidate_on_dry_run", "invalidate_on_dry_run only applies with dry_run: true (a real send always invalidates dead tokens)")
 	}
@@ -141,7 +147,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		MaxRate:            p.maxRate,
 		DeliverOver:        p.deliverOver,
 		SendAt:             sendAt,
-		Message:            model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data},
+		Message:            model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized},
 		Audience:           a,
 		DryRun:             spec.DryRun,
 		InvalidateOnDryRun: spec.InvalidateOnDryRun,

@@ -185,6 +185,8 @@ func TestYAML(t *testing.T) {
 		{"name: x\nshedule: '* * * * *'\n", `unknown key "shedule" in cron job`},
 		{"name: x\nmessage: {title: t, bdy: b}\n", `unknown key "bdy" in cron job message`},
 		{"name: x\nmessage: hello\n", "cron job message must be a mapping"},
+		{"name: x\nmessage: {title: t, localized: {ko: {title: a, image: b}}}\n", `unknown key "image" in cron job message localized variant`},
+		{"name: x\nmessage: {title: t, localized: {ko: hello}}\n", "cron job message localized variant must be a mapping"},
 		{"- x\n", "cron job must be a mapping"},
 		{"name: x\nname: y\n", `mapping key "name" already defined`},
 	} {
@@ -197,5 +199,9 @@ func TestYAML(t *testing.T) {
 	var job Job
 	if err := yaml.Unmarshal([]byte("name: x\ncatchup: 90s\nmessage:\n"), &job); err != nil || job.Catchup != 90*time.Second {
 		t.Errorf("catchup 90s: %v %v", job.Catchup, err)
+	}
+	if err := yaml.Unmarshal([]byte("name: x\nmessage: {title: t, localized: {ko: {title: 안녕, body: b}, pt-BR: {body: c}}}\n"), &job); err != nil ||
+		job.Message.Localized["ko"] != (JobLocalized{Title: "안녕", Body: "b"}) || job.Message.Localized["pt-BR"] != (JobLocalized{Body: "c"}) {
+		t.Errorf("localized: %+v %v", job.Message.Localized, err)
 	}
 }

@@ -46,11 +46,34 @@ type JobMessage struct {
 	Body  string            `yaml:"body"`
 	Image string            `yaml:"image"`
 	Data  map[string]string `yaml:"data"`
+	// Localized are per-language title and body by language tag, as in
+	// the API's "localized".
+	Localized map[string]JobLocalized `yaml:"localized"`
+}
+
+// JobLocalized is one language's title and body.
+type JobLocalized struct {
+	Title string `yaml:"title"`
+	Body  string `yaml:"body"`
+}
+
+// UnmarshalYAML decodes a variant strictly: an unknown key is an error.
+func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
+	if err := checkKeys(node, "cron job message localized variant", []string{"title", "body"}); err != nil {
+		return err
+	}
+	type plain JobLocalized
+	var p plain
+	if err := node.Decode(&p); err != nil {
+		return err
+	}
+	*l = JobLocalized(p)
+	return nil
 }
 
 var (
 	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over"}
-	messageKeys = []string{"title", "body", "image", "data"}
+	messageKeys = []string{"title", "body", "image", "data", "localized"}
 )
 
 // UnmarshalYAML decodes a job strictly (unknown keys are errors, since a custom unmarshaler

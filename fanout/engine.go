@@ -192,6 +192,9 @@ type Job struct {
 	Progress *Progress // required; the caller commits from it while Run works
 	// Personalize, if set, builds each target's message instead of Message.
 	Personalize Personalizer
+	// Variants, if set, picks each target's message among a few prepared
+	// ones (instead of Message) and counts targets per variant.
+	Variants *Variants
 	// Urgent (a transactional broadcast) goes ahead of bulk runs: its
 	// targets take the urgent queue and its sends the first permits.
 	Urgent bool
@@ -235,6 +238,10 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	if err != nil {
 		return &ErrFatal{Outcome: Outcome{Class: Fatal, Code: CodeMessage, Detail: err.Error()}}
 	}
+	variants, err := e.prepareVariants(job)
+	if err != nil {
+		return err
+	}
 	if !e.runs.Add() {
 		return ErrNotRunning // stopped
 	}
@@ -257,6 +264,7 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 		ctx:   runCtx,
 		stop:  stop,
 		msg:   prepared,
+		vmsgs: variants,
 		work:  work,
 		slots: make(chan struct{}, 2*e.cfg.PageSize+e.cfg.Concurrency),
 		queue: newDelayQueue(),
@@ -275,6 +283,7 @@ type run struct {
 	ctx     context.Context
 	stop    context.CancelCauseFunc
 	msg     Prepared      // the job's message, prepared once
+	vmsgs   []Prepared    // Job.Variants' messages, prepared once (nil without, or with a Personalize)
 	work    chan<- item   // the pool's queue for this run's class
 	slots   chan struct{} // outstanding targets: bounds memory during retry storms
 	queue   *delayQueue
@@ -353,6 +362,9 @@ func (r *run) produce() {
 // stopped meanwhile (the targets not handed over are canceled).
 func (r *run) enqueue(buf []Target) bool {
 	pg := newPage(buf)
+	if r.job.Variants != nil {
+		r.job.Variants.pickAll(pg, buf)
+	}
 	r.p.addPage(pg)
 	r.pending.Add(len(buf))
 	for i, t := range buf {
@@ -483,7 +495,7 @@ func (r *run) attempt(it item, sc *sendScope, p *pool) {
 	ctx := sc.begin()
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
-	out := r.send(ctx, it.t, int(it.attempts))
+	out := r.send(ctx, it.t, it.variant(), int(it.attempts))
 	took := time.Since(sendStart)
 	p.timed(took)
 	if cause := sc.end(); errors.Is(cause, errSendTimeout) && out.Class == Transient {
@@ -508,15 +520,22 @@ func (r *run) attempt(it item, sc *sendScope, p *pool) {
 	}
 }
 
-// send makes one attempt at t: the run's prepared message, or t's own
-// personalized one. A panic in the Sender is a transient failure.
-func (r *run) send(ctx context.Context, t Target, used int) (out Outcome) {
+// send makes one attempt at t: the run's prepared message, its variant's
+// (variant >= 0), or t's own personalized one. A panic in the Sender is a
+// transient failure.
+func (r *run) send(ctx context.Context, t Target, variant, used int) (out Outcome) {
 	defer func() {
 		if v := recover(); v != nil {
 			out = Outcome{Class: Transient, Code: CodePanic, Detail: fmt.Sprintf("sender panicked: %v\n%s", v, debug.Stack())}
 		}
 	}()
 	p := r.msg
+	if variant == noVariant {
+		return Outcome{Class: Rejected, Code: CodeMessage, Detail: "no message variant for this target"}
+	}
+	if variant >= 0 && r.vmsgs != nil {
+		p = r.vmsgs[variant]
+	}
 	if r.job.Personalize != nil {
 		m, err := r.job.Personalize(t)
 		if err != nil {

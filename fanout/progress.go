@@ -61,6 +61,10 @@ type page struct {
 	state []atomic.Uint32 // out* | committed
 	fails []*Failure      // set before state for failed targets
 	head  int             // targets [0, head) are committed (guarded by Progress.mu)
+
+	// variant[i] is target i's index in names (Job.Variants); nil without.
+	variant []uint16
+	names   []string
 }
 
 func newPage(ts []Target) *page {
@@ -129,6 +133,9 @@ type Committed struct {
 	Succeeded, Failed, Canceled int64
 	Errors                      map[string]int64
 	Failures                    []Failure // the failed targets of this delta
+	// Variants counts the delta's sent targets (succeeded or failed) per
+	// Job.Variants name; nil when the run has no variants.
+	Variants map[string]int64
 }
 
 // IsZero reports whether the delta holds no outcome.
@@ -163,6 +170,9 @@ func (p *Progress) Commit(resumable bool) Committed {
 				all = false
 				continue
 			}
+			if pg.variant != nil && o != outCanceled {
+				c.countVariant(pg, j)
+			}
 			switch o {
 			case outSucceeded:
 				c.Succeeded++
@@ -188,6 +198,18 @@ func (p *Progress) Commit(resumable bool) Committed {
 	c.Cursor = p.watermark
 	c.Done = p.doneRanges()
 	return c
+}
+
+// countVariant counts target j of pg under its variant.
+func (c *Committed) countVariant(pg *page, j int) {
+	v := pg.variant[j]
+	if v == noVariant {
+		return
+	}
+	if c.Variants == nil {
+		c.Variants = make(map[string]int64, len(pg.names))
+	}
+	c.Variants[pg.names[v]]++
 }
 
 // compact merges adjacent range segments and moves the watermark over the

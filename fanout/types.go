@@ -15,6 +15,9 @@ type Target struct {
 	Token   string
 	// Vars are the audience's extra columns, for personalized messages.
 	Vars map[string]string
+	// Locale is the user's language tag as the audience stores it ("" when
+	// unknown), for localized messages (Job.Variants).
+	Locale string
 }
 
 // Message is what a broadcast sends to every target. It is built once per

@@ -37,6 +37,7 @@ type Emulator struct {
 	quotaBodyCache atomic.Pointer[quotaBody]
 	bufPool        sync.Pool // *bytes.Buffer for request bodies
 	handler        http.Handler
+	received       recorder // the last message per token, when RecordMessages is on
 }
 
 // New returns an Emulator with cfg (defaults applied; see Config) logging to log (nil discards).
@@ -122,6 +123,7 @@ func (e *Emulator) Reset() {
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
 	e.tokens.reset()
+	e.received.reset()
 	e.stats.reset(time.Now())
 	e.quota.reset()
 	e.backoff.w.Store(nil)

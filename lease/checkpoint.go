@@ -41,6 +41,9 @@ type Checkpoint struct {
 	// tokens it invalidated. It runs only when the checkpoint is applied,
 	// never for a replay; nil writes nothing.
 	Effects func(ctx context.Context, tx *sql.Tx) (invalidated int64, err error)
+	// Variants are the targets sent per message variant (a localized
+	// message's languages), added to the broadcast's; nil for none.
+	Variants map[string]int64
 }
 
 // Result is what a checkpoint learned.
@@ -126,6 +129,9 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 			return fmt.Errorf("update chunk: %w", err)
 		}
 		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, cp.Canceled, res.Invalidated, cp.Errors); err != nil {
+			return err
+		}
+		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
 			return err
 		}
 		return readCancel(ctx, tx, c.BroadcastID, &res)

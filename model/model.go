@@ -43,13 +43,31 @@ type Message struct {
 	Body  string            `json:"body,omitempty"`
 	Image string            `json:"image,omitempty"`
 	Data  map[string]string `json:"data,omitempty"`
+	// Localized holds per-language title and body, keyed by a language
+	// tag ("ko", "pt-BR"); a target whose locale matches none gets Title
+	// and Body (see broadcast.localeMatcher).
+	Localized map[string]Localized `json:"localized,omitempty"`
 }
+
+// Localized is one language's title and body. It replaces both: an empty
+// one stays empty rather than falling back to another language.
+type Localized struct {
+	Title string `json:"title,omitempty"`
+	Body  string `json:"body,omitempty"`
+}
+
+// VariantDefault names, in Counts.Variants, the targets of a localized
+// message that got the top-level title and body. It is no language tag.
+const VariantDefault = "default"
 
 // Counts are a broadcast's outcome counters; Errors maps an error code to
 // how many targets ended with it. Chunk checkpoints add to them.
 type Counts struct {
 	Targeted, Succeeded, Failed, Canceled, Invalidated int64
 	Errors                                             map[string]int64
+	// Variants counts the targets sent (succeeded or failed) per language
+	// of a localized message, VariantDefault included; nil otherwise.
+	Variants map[string]int64
 }
 
 // Broadcast is one request to notify an audience, and its running result.

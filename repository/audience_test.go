@@ -32,8 +32,10 @@ func seedAudienceFixture(t *testing.T, s *repository.Store) audienceFixture {
 	for u := uint64(1); u <= 40; u++ {
 		on := u%4 != 0 // every 4th user disabled
 		f.enabled[u] = on
-		if on {
-			exec(t, s, "INSERT INTO users (id) VALUES (?)", u) // push_enabled defaults to 1
+		if on && u%3 == 0 {
+			exec(t, s, "INSERT INTO users (id, locale) VALUES (?, ?)", u, localeOf(u))
+		} else if on {
+			exec(t, s, "INSERT INTO users (id) VALUES (?)", u) // push_enabled defaults to 1, locale to en
 		} else {
 			exec(t, s, "INSERT INTO users (id, push_enabled) VALUES (?, 0)", u)
 		}
@@ -48,13 +50,22 @@ func seedAudienceFixture(t *testing.T, s *repository.Store) audienceFixture {
 	for i, p := range toInsert {
 		tok := fmt.Sprintf("fixture-%d-%d", p.user, p.n)
 		id := insertToken(t, s, p.user, tok)
-		f.tokens = append(f.tokens, repository.Target{TokenID: id, UserID: p.user, Token: tok})
+		f.tokens = append(f.tokens, repository.Target{TokenID: id, UserID: p.user, Token: tok, Locale: localeOf(p.user)})
 		if i%6 == 0 {
 			f.invalid[id] = true
 			exec(t, s, "UPDATE device_tokens SET invalidated_at = UTC_TIMESTAMP(6), invalid_reason = 'test' WHERE id = ?", id)
 		}
 	}
 	return f
+}
+
+// localeOf is the fixture's users.locale: every third user's own, else the
+// column's default. The page returns it with each target.
+func localeOf(u uint64) string {
+	if u%3 == 0 {
+		return []string{"ko", "pt-BR", "ja_JP"}[u/3%3]
+	}
+	return "en"
 }
 
 // want applies the audience rule in Go.

@@ -123,6 +123,7 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
 		error, created_at, started_at, finished_at,
 		(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
+		(SELECT JSON_OBJECTAGG(v.variant, v.targets) FROM broadcast_variants v WHERE v.broadcast_id = b.id),
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0)
@@ -133,6 +134,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		b                              model.Broadcast
 		status, msg, aud               string
 		createdBy, errText, errorsJSON sql.NullString
+		variantsJSON                   sql.NullString
 		idemKey, reqHash, jobName      sql.NullString
 		summary, submitToken           sql.NullString
 		deliverMS                      int64
@@ -142,7 +144,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 	if err := row.Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
-		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON,
+		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON, &variantsJSON,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
 		&b.Class, &b.MaxRate, &deliverMS); err != nil {
@@ -178,6 +180,9 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		if err := json.Unmarshal([]byte(errorsJSON.String), &b.Errors); err != nil {
 			return nil, fmt.Errorf("broadcast %d: decode error counts: %w", b.ID, err)
 		}
+	}
+	if err := decodeVariants(&b, variantsJSON); err != nil {
+		return nil, err
 	}
 	return &b, nil
 }
@@ -454,6 +459,7 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 		}
 		for _, q := range []string{
 			"DELETE FROM broadcast_errors WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM broadcast_variants WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcast_chunks WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?",
 		} {

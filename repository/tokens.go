@@ -107,6 +107,7 @@ type Target struct {
 	TokenID uint64 `db:"id"`
 	UserID  uint64 `db:"user_id"`
 	Token   string `db:"token"`
+	Locale  string `db:"locale"` // users.locale, for localized messages
 }
 
 // errAmbiguousAudience guards against the costly mistake of treating
@@ -173,7 +174,9 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 	if a.All {
 		hint = "STRAIGHT_JOIN "
 	}
-	q := s.db.Rebind("SELECT " + hint + "t.id, t.user_id, t.token FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND " +
+	// u.locale costs the plan nothing: the users row is read by its
+	// primary key for push_enabled already.
+	q := s.db.Rebind("SELECT " + hint + "t.id, t.user_id, t.token, u.locale FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND " +
 		cond + " ORDER BY t.id LIMIT ?")
 	full := make([]any, 0, len(args)+3)
 	full = append(full, after, upto)
@@ -185,12 +188,15 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 		return dst, fmt.Errorf("audience page after %d: %w", after, err)
 	}
 	defer rows.Close()
+	var locale sql.RawBytes
+	var locales localeInterner
 	for rows.Next() {
 		dst = append(dst, Target{})
 		t := &dst[len(dst)-1]
-		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token); err != nil {
+		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale); err != nil {
 			return dst[:0], fmt.Errorf("audience page: scan: %w", err)
 		}
+		t.Locale = locales.intern(locale)
 	}
 	if err := rows.Err(); err != nil {
 		return dst[:0], fmt.Errorf("audience page after %d: %w", after, err)

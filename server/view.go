@@ -40,6 +40,9 @@ type broadcastView struct {
 	// Chunks is how the work was shared (chunks, claims, takeovers, chunks
 	// done per instance), kept when the broadcast finishes.
 	Chunks *model.ChunkSummary `json:"chunks,omitempty"`
+	// Variants counts a localized broadcast's targets sent per language
+	// ("default": the top-level title and body); absent otherwise.
+	Variants map[string]int64 `json:"variants,omitzero"`
 }
 
 // view is b's broadcast object now, with its expected finish.
@@ -62,6 +65,8 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 		Chunks: b.Chunks,
 		Class:  b.Class,
+
+		Variants: b.Variants,
 	}
 	if b.MaxRate > 0 {
 		r := b.MaxRate

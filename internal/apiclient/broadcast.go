@@ -26,6 +26,8 @@ type Broadcast struct {
 	MaxRate           *float64         `json:"max_rate"`
 	DeliverOver       *string          `json:"deliver_over"`
 	ExpectedFinishAt  *time.Time       `json:"expected_finish_at"`
+	// Variants: targets sent per language of a localized broadcast.
+	Variants map[string]int64 `json:"variants"`
 }
 
 // Chunks is how a finished broadcast's work was shared.
