@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"pushfan/fanout"
@@ -62,7 +61,8 @@ func (s *Service) runChunk(c *lease.Claim) {
 	}
 	msg := &fanout.Message{
 		Title: b.Message.Title, Body: b.Message.Body, Image: b.Message.Image, Data: b.Message.Data,
-		CollapseKey: "pushfan-" + strconv.FormatUint(b.ID, 10),
+		CollapseKey: collapseKey(b.ID),
+		Platform:    messagePlatform(b.Message),
 		DryRun:      b.DryRun,
 	}
 	src, err := s.source(b, c.Hi)

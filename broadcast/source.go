@@ -143,7 +143,11 @@ func personalizer(b *model.Broadcast, base *fanout.Message) (fanout.Personalizer
 	if err != nil {
 		return nil, fmt.Errorf("message template: %w", err)
 	}
-	if tmpl.IsStatic() {
+	plat, err := newPlatformTemplate(m)
+	if err != nil {
+		return nil, err
+	}
+	if tmpl.IsStatic() && plat == nil {
 		return nil, nil
 	}
 	return func(t fanout.Target) (*fanout.Message, error) {
@@ -151,7 +155,13 @@ func personalizer(b *model.Broadcast, base *fanout.Message) (fanout.Personalizer
 		if err != nil {
 			return nil, err
 		}
-		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, DryRun: base.DryRun}, nil
+		p := base.Platform
+		if plat != nil {
+			if p, err = plat.render(t.Vars, base.Platform); err != nil {
+				return nil, err
+			}
+		}
+		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, Platform: p, DryRun: base.DryRun}, nil
 	}, nil
 }
 

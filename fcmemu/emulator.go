@@ -28,6 +28,7 @@ type Emulator struct {
 	backoff projectBackoff
 	tokens  *tokenTable
 	stats   statsCounters
+	rec     recorder
 
 	msgSeq   atomic.Uint64 // message ids
 	reqSeq   atomic.Uint64 // randomness for token-less sends
@@ -122,6 +123,7 @@ func (e *Emulator) Reset() {
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
 	e.tokens.reset()
+	e.rec.reset()
 	e.stats.reset(time.Now())
 	e.quota.reset()
 	e.backoff.w.Store(nil)

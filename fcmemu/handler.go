@@ -119,7 +119,11 @@ func (e *Emulator) readSend(w http.ResponseWriter, r *http.Request) (parsedSend,
 		return parsedSend{}, false
 	}
 	// parseSend copies what it keeps (strings), so buf can go back to the pool.
-	return parseSend(buf.Bytes()), true
+	p := parseSend(buf.Bytes())
+	if p.hasToken {
+		e.rec.record(p.token, buf.Bytes())
+	}
+	return p, true
 }
 
 // latency is this request's wait: Latency plus a deterministic share of Jitter.

@@ -43,6 +43,13 @@ type Message struct {
 	Body  string            `json:"body,omitempty"`
 	Image string            `json:"image,omitempty"`
 	Data  map[string]string `json:"data,omitempty"`
+	// FCM's platform overrides, in the REST API's JSON shape, as the
+	// request rules normalized them (broadcast/overrides.go): what FCM
+	// receives, before pushfan's collapse-key defaults.
+	Android    json.RawMessage `json:"android,omitempty"`
+	APNS       json.RawMessage `json:"apns,omitempty"`
+	Webpush    json.RawMessage `json:"webpush,omitempty"`
+	FCMOptions json.RawMessage `json:"fcm_options,omitempty"`
 }
 
 // Counts are a broadcast's outcome counters; Errors maps an error code to
