@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"pushfan/fanout"
@@ -60,7 +59,7 @@ func (s *Service) runChunk(c *lease.Claim) {
 	if c.Takeover {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
-	msg := engineMessage(b.Message, "pushfan-"+strconv.FormatUint(b.ID, 10), b.DryRun)
+	msg := engineMessage(b.Message, collapseKey(b.ID), b.DryRun)
 	src, err := s.source(b, c.Hi)
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants

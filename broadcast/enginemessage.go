@@ -12,6 +12,7 @@ func engineMessage(m model.Message, collapseKey string, dryRun bool) *fanout.Mes
 	return &fanout.Message{
 		Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data,
 		CollapseKey: collapseKey,
+		Platform:    messagePlatform(m),
 		DryRun:      dryRun,
 	}
 }

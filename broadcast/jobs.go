@@ -28,6 +28,9 @@ func (s *Service) jobRequest(j *cron.Compiled, fire time.Time) (Request, error) 
 		}
 		spec.Localized[tag] = model.Localized{Title: l.Title, Body: l.Body}
 	}
+	if err := jobPlatform(&spec, j.Message); err != nil {
+		return Request{}, fmt.Errorf("job %s: %w", j.Name, err)
+	}
 	if j.MaxRate != 0 {
 		spec.MaxRate = &j.MaxRate
 	}
@@ -61,6 +64,26 @@ func jobAudience(raw map[string]any) (*AudienceSpec, error) {
 		return nil, fieldError("invalid_value", "audience", "%v", err)
 	}
 	return &a, nil
+}
+
+// jobPlatform passes a job's platform overrides (YAML decoded into maps)
+// on as the JSON an API request would carry.
+func jobPlatform(spec *Spec, m cron.JobMessage) error {
+	for _, o := range []struct {
+		name string
+		v    map[string]any
+		dst  *json.RawMessage
+	}{{"android", m.Android, &spec.Android}, {"apns", m.APNS, &spec.APNS}, {"webpush", m.Webpush, &spec.Webpush}, {"fcm_options", m.FCMOptions, &spec.FCMOptions}} {
+		if o.v == nil {
+			continue
+		}
+		raw, err := json.Marshal(o.v)
+		if err != nil {
+			return fieldError("invalid_value", o.name, "%s is not an object of plain values (are all its keys strings?): %v", o.name, err)
+		}
+		*o.dst = raw
+	}
+	return nil
 }
 
 // CheckJobs validates every job's message and audience as a request would

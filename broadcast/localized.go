@@ -30,7 +30,7 @@ const maxLocaleLen = 35
 // distinct tags, a title or body each, valid UTF-8, templates over the
 // audience's vars, and FCM's payload limit for each variant (the largest
 // one decides). Fields are named localized.<key>[.title|.body].
-func validateLocalized(spec Spec, vars []string) error {
+func validateLocalized(spec Spec, vars []string, platformBytes int) error {
 	if len(spec.Localized) == 0 {
 		return nil
 	}
@@ -65,12 +65,12 @@ func validateLocalized(spec Spec, vars []string) error {
 			}
 			return fieldError("template_error", field, "%v", err)
 		}
-		if n := payloadSize(v.Title, v.Body, spec.Image, spec.Data); n > largest {
+		if n := payloadSize(v.Title, v.Body, spec.Image, spec.Data) + platformBytes; n > largest {
 			largest, largestKey = n, key
 		}
 	}
 	if largest > MaxPayloadBytes {
-		return fieldError("payload_too_large", "localized."+largestKey, "the %s variant's payload is %d bytes; FCM allows at most %d (its title and body with the image and data)", largestKey, largest, MaxPayloadBytes)
+		return fieldError("payload_too_large", "localized."+largestKey, "the %s variant's payload is %d bytes; FCM allows at most %d (its title and body with the image, data and platform objects)", largestKey, largest, MaxPayloadBytes)
 	}
 	return nil
 }

@@ -147,15 +147,19 @@ func personalizer(b *model.Broadcast, base *fanout.Message) (fanout.Personalizer
 	if err != nil {
 		return nil, nil, fmt.Errorf("message template: %w", err)
 	}
+	plat, err := newPlatformTemplate(m)
+	if err != nil {
+		return nil, nil, err
+	}
 	loc := newLocaleMatcher(m.Localized)
 	if loc == nil {
-		if tmpl.IsStatic() {
+		if tmpl.IsStatic() && plat == nil {
 			return nil, nil, nil
 		}
-		return render(tmpl, base, nil, nil), nil, nil
+		return render(tmpl, base, nil, nil, plat), nil, nil
 	}
 	// One template per variant, the default last (as in loc.names).
-	static := tmpl.IsStatic()
+	static := tmpl.IsStatic() && plat == nil
 	tmpls := make([]*audience.Template, 0, len(loc.names))
 	for _, name := range loc.names[:len(loc.names)-1] {
 		l := m.Localized[name]
@@ -171,12 +175,12 @@ func personalizer(b *model.Broadcast, base *fanout.Message) (fanout.Personalizer
 	if static {
 		return nil, variants, nil
 	}
-	return render(nil, base, loc, tmpls), variants, nil
+	return render(nil, base, loc, tmpls, plat), variants, nil
 }
 
 // render is the Personalizer of a templated message: tmpl, or with a
 // matcher the template of the target's language among tmpls.
-func render(tmpl *audience.Template, base *fanout.Message, loc *localeMatcher, tmpls []*audience.Template) fanout.Personalizer {
+func render(tmpl *audience.Template, base *fanout.Message, loc *localeMatcher, tmpls []*audience.Template, plat *platformTemplate) fanout.Personalizer {
 	return func(t fanout.Target) (*fanout.Message, error) {
 		tmpl := tmpl
 		if loc != nil {
@@ -186,7 +190,13 @@ func render(tmpl *audience.Template, base *fanout.Message, loc *localeMatcher, t
 		if err != nil {
 			return nil, err
 		}
-		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, DryRun: base.DryRun}, nil
+		p := base.Platform
+		if plat != nil {
+			if p, err = plat.render(t.Vars, base.Platform); err != nil {
+				return nil, err
+			}
+		}
+		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, Platform: p, DryRun: base.DryRun}, nil
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 )
 
 // MaxPayloadBytes is FCM's limit on a message's payload, measured as the
-// compact JSON {"data":...,"notification":...} (null when absent), exactly
-// as the bundled emulator measures it.
+// compact JSON {"data":...,"notification":...} (null when absent) followed
+// by ,"android":...,"apns":...,"webpush":...,"fcm_options":... for those
+// present, exactly as the bundled emulator measures it.
 const MaxPayloadBytes = 4096
 
 // Spec is a broadcast as a request body or a cron job describes it, before
@@ -42,6 +43,11 @@ type Spec struct {
 	// Localized are per-language title and body by language tag; each
 	// target gets its user's (see localeMatcher), else Title and Body.
 	Localized map[string]model.Localized `json:"localized"`
+	// FCM's platform overrides, in the REST API's JSON shape (overrides.go).
+	Android    json.RawMessage `json:"android"`
+	APNS       json.RawMessage `json:"apns"`
+	Webpush    json.RawMessage `json:"webpush"`
+	FCMOptions json.RawMessage `json:"fcm_options"`
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -114,8 +120,12 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 			return out, err
 		}
 	}
-	if n := payloadSize(spec.Title, spec.Body, spec.Image, spec.Data); n > MaxPayloadBytes {
-		return out, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image and data together)", n, MaxPayloadBytes)
+	plat, err := parsePlatform([4]json.RawMessage{spec.Android, spec.APNS, spec.Webpush, spec.FCMOptions})
+	if err != nil {
+		return out, err
+	}
+	if n := payloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + platformSize(plat); n > MaxPayloadBytes {
+		return out, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image, data and the android, apns, webpush and fcm_options objects with pushfan's collapse keys, together)", n, MaxPayloadBytes)
 	}
 	a, vars, err := r.audience(spec.Audience)
 	if err != nil {
@@ -128,7 +138,14 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		}
 		return out, fieldError("template_error", "", "%v", err)
 	}
-	if err := validateLocalized(spec, vars); err != nil {
+	if err := validateLocalized(spec, vars, platformSize(plat)); err != nil {
+		return out, err
+	}
+	if err := checkPlatformTemplates(plat, vars); err != nil {
+		return out, err
+	}
+	msg, err := platformMessage(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized}, plat)
+	if err != nil {
 		return out, err
 	}
 	if spec.InvalidateOnDryRun && !spec.DryRun {
@@ -147,7 +164,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		MaxRate:            p.maxRate,
 		DeliverOver:        p.deliverOver,
 		SendAt:             sendAt,
-		Message:            model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized},
+		Message:            msg,
 		Audience:           a,
 		DryRun:             spec.DryRun,
 		InvalidateOnDryRun: spec.InvalidateOnDryRun,

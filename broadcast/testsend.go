@@ -37,6 +37,10 @@ type TestSpec struct {
 	Spec
 	UserIDs []uint64 `json:"user_ids"`
 	Tokens  []string `json:"tokens"`
+	// Locale picks which of a localized message's variants every token
+	// gets, as a user of that locale would (the top-level title and body
+	// when it is empty or matches none): a rehearsal of one language.
+	Locale string `json:"locale"`
 }
 
 // Token states in a TestResult.
@@ -188,9 +192,15 @@ func (s *Service) validateTest(spec TestSpec) (msg *fanout.Message, userIDs []ui
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	msg = engineMessage(req.Message, "pushfan-test-"+hex.EncodeToString(b[:]), false)
-	personalize, err := personalizer(&model.Broadcast{Message: req.Message}, msg)
+	personalize, variants, err := personalizer(&model.Broadcast{Message: req.Message}, msg)
 	if err != nil {
 		return nil, nil, nil, fieldError("template_error", "", "%v", err)
+	}
+	if len(spec.Locale) > 35 {
+		return nil, nil, nil, fieldError("invalid_locale", "locale", "locale %q is not a language tag", spec.Locale)
+	}
+	if variants != nil && personalize == nil {
+		msg = variants.Messages[variants.Pick(fanout.Target{Locale: spec.Locale})]
 	}
 	if personalize != nil {
 		// Templates without variables (validated above): one rendering.

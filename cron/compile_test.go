@@ -205,3 +205,30 @@ func TestYAML(t *testing.T) {
 		t.Errorf("localized: %+v %v", job.Message.Localized, err)
 	}
 }
+
+// A job message carries FCM's platform overrides as plain YAML maps, which
+// the API layer validates as it does a request's.
+func TestYAMLPlatformOverrides(t *testing.T) {
+	doc := `name: promo
+message:
+  title: t
+  android: {priority: HIGH, ttl: 600s, notification: {channel_id: promo}}
+  apns: {headers: {apns-priority: "5"}, payload: {aps: {badge: 3}}}
+  webpush: {fcm_options: {link: "https://example.com/sale"}}
+  fcm_options: {analytics_label: x}
+`
+	var job Job
+	if err := yaml.Unmarshal([]byte(doc), &job); err != nil {
+		t.Fatal(err)
+	}
+	m := job.Message
+	n, _ := m.Android["notification"].(map[string]any)
+	aps, _ := m.APNS["payload"].(map[string]any)["aps"].(map[string]any)
+	if m.Android["priority"] != "HIGH" || m.Android["ttl"] != "600s" || n["channel_id"] != "promo" || aps["badge"] != 3 ||
+		m.Webpush["fcm_options"].(map[string]any)["link"] != "https://example.com/sale" || m.FCMOptions["analytics_label"] != "x" {
+		t.Fatalf("message: %#v", m)
+	}
+	if err := yaml.Unmarshal([]byte("name: x\nmessage: {title: t, andriod: {priority: HIGH}}\n"), &job); err == nil || !strings.Contains(err.Error(), `unknown key "andriod"`) {
+		t.Fatalf("a misspelled override: %v", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 //	    catchup: 1h               # a fire missed while every instance was down runs at start-up if within this window; default 0
 //	    audience: {all: true}     # or {user_ids: [...]} or {name: renewal_due, params: {days_before: 3}}
 //	    message: {title: "...", body: "...", image: "...", data: {k: v}}   # strings may be text/template templates
+//	                              # also android, apns, webpush, fcm_options: FCM's objects, as in the API
 //	    class: bulk               # transactional or bulk; default by the audience, as for an API request
 //	    max_rate: 500             # messages a second at most; default none
 //	    deliver_over: 30m         # spread the sends over this long; default none
@@ -49,6 +50,12 @@ type JobMessage struct {
 	// Localized are per-language title and body by language tag, as in
 	// the API's "localized".
 	Localized map[string]JobLocalized `yaml:"localized"`
+	// FCM's platform overrides, as in the API (the REST API's JSON shape,
+	// snake_case keys); the API layer validates them.
+	Android    map[string]any `yaml:"android"`
+	APNS       map[string]any `yaml:"apns"`
+	Webpush    map[string]any `yaml:"webpush"`
+	FCMOptions map[string]any `yaml:"fcm_options"`
 }
 
 // JobLocalized is one language's title and body.
@@ -73,7 +80,7 @@ func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
 
 var (
 	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over"}
-	messageKeys = []string{"title", "body", "image", "data", "localized"}
+	messageKeys = []string{"title", "body", "image", "data", "localized", "android", "apns", "webpush", "fcm_options"}
 )
 
 // UnmarshalYAML decodes a job strictly (unknown keys are errors, since a custom unmarshaler

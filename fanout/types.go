@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -30,6 +31,9 @@ type Message struct {
 	// CollapseKey makes a rare duplicate collapse on the device (Android
 	// collapse_key, APNs apns-collapse-id).
 	CollapseKey string
+	// Platform holds FCM's android, apns, webpush and fcm_options objects
+	// as normalized JSON; the engine passes them on without reading them.
+	Platform Platform
 	// DryRun asks FCM to validate only (validate_only): nothing is delivered.
 	DryRun bool
 }
@@ -93,3 +97,10 @@ func (noMetrics) SendDone(time.Duration, Outcome) {}
 func (noMetrics) Retried()                        {}
 func (noMetrics) RateWaited(time.Duration)        {}
 func (noMetrics) Workers(int)                     {}
+
+// Platform is a message's FCM platform overrides, each nil when absent,
+// each the REST API's JSON object (package fcm turns them into the SDK's
+// types).
+type Platform struct {
+	Android, APNS, Webpush, FCMOptions json.RawMessage
+}

@@ -193,7 +193,10 @@ func projectFromCredentials(path string) (string, error) {
 // the SDK's message is built once, and for the direct client the request
 // body is encoded once with a place for the token.
 func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
-	tmpl := sdkMessage(msg)
+	tmpl, err := sdkMessage(msg)
+	if err != nil {
+		return nil, err
+	}
 	if c.direct != nil {
 		return c.direct.prepare(tmpl, msg.DryRun)
 	}
@@ -203,17 +206,19 @@ func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
 // Close releases idle connections.
 func (c *Client) Close() { c.transport.CloseIdleConnections() }
 
-// sdkMessage is the SDK's message for msg, without a token.
-func sdkMessage(m *fanout.Message) messaging.Message {
+// sdkMessage is the SDK's message for msg, without a token: its platform
+// overrides (platform.go), then pushfan's collapse keys where they set
+// none.
+func sdkMessage(m *fanout.Message) (messaging.Message, error) {
 	t := messaging.Message{Data: m.Data}
 	if m.Title != "" || m.Body != "" || m.Image != "" {
 		t.Notification = &messaging.Notification{Title: m.Title, Body: m.Body, ImageURL: m.Image}
 	}
-	if m.CollapseKey != "" {
-		t.Android = &messaging.AndroidConfig{CollapseKey: m.CollapseKey}
-		t.APNS = &messaging.APNSConfig{Headers: map[string]string{"apns-collapse-id": m.CollapseKey}}
+	if err := setPlatform(&t, m.Platform); err != nil {
+		return t, err
 	}
-	return t
+	setCollapseDefaults(&t, m.CollapseKey)
+	return t, nil
 }
 
 // sdkPrepared sends through messaging.Client.Send.

@@ -80,6 +80,9 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 		Data: map[string]string{"k": "v", "deep_link": "app://x?a=1&b=2"}, CollapseKey: "pushfan-7"}
 	dry := &fanout.Message{Body: "dry", DryRun: true}
 	reserved := &fanout.Message{Body: "x", Data: map[string]string{"from": "nope"}}
+	// All four platform override objects, every field the rules accept.
+	overrides := &fanout.Message{Title: "o", Body: "p", Data: map[string]string{"k": "v"}, CollapseKey: "pushfan-8", Platform: samplePlatform()}
+	overridesDry := &fanout.Message{Body: "dry", CollapseKey: "pushfan-8", Platform: samplePlatform(), DryRun: true}
 
 	cases := []struct {
 		name  string
@@ -90,6 +93,9 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 	}{
 		{"success", plain, "ok-token-1", fanout.Success, ""},
 		{"dry run", dry, "ok-token-2", fanout.Success, ""},
+		{"platform overrides", overrides, "ok-token-4", fanout.Success, ""},
+		{"platform overrides, dry run", overridesDry, "ok-token-5", fanout.Success, ""},
+		{"platform overrides, unregistered", overrides, "unregistered-2", fanout.Dead, CodeUnregistered},
 		{"unregistered", plain, "unregistered-1", fanout.Dead, CodeUnregistered},
 		{"sender id mismatch", plain, "mismatch-1", fanout.Dead, CodeMismatch},
 		{"invalid token", plain, "invalid-1", fanout.Dead, CodeInvalidArg},
@@ -248,10 +254,12 @@ func send(t *testing.T, c *Client, msg *fanout.Message, token string, b fanout.B
 // rawSDKError is the SDK's own error for msg to token, to ask the SDK's
 // predicates about.
 func rawSDKError(c *Client, msg *fanout.Message, token string) error {
-	m := sdkMessage(msg)
+	m, err := sdkMessage(msg)
+	if err != nil {
+		return err
+	}
 	m.Token = token
 	ctx := withAttempts(context.Background(), &attemptState{max: 1, stop: func(error) {}})
-	var err error
 	if msg.DryRun {
 		_, err = c.client.SendDryRun(ctx, &m)
 	} else {

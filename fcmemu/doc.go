@@ -60,8 +60,9 @@
 // (empty, a character outside [A-Za-z0-9_:.-], or the invalid- prefix).
 //
 // The payload size is the number of bytes of {"data":...,"notification":...} built from the
-// message's data and notification objects as compact JSON (null when absent): FCM's limit is
-// on the payload, so the token, topic and platform blocks (collapse keys) do not count.
+// message's data and notification objects as compact JSON (null when absent), followed by
+// ,"android":...,"apns":...,"webpush":...,"fcm_options":... for those present (compact, collapse
+// keys included): the whole message counts, but its token, topic or condition.
 //
 // A client tells the causes apart the way it would with FCM: for a token cause the error
 // message is "The registration token is not a valid FCM registration token" (it mentions

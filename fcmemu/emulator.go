@@ -28,6 +28,7 @@ type Emulator struct {
 	backoff projectBackoff
 	tokens  *tokenTable
 	stats   statsCounters
+	rec     recorder
 
 	msgSeq   atomic.Uint64 // message ids
 	reqSeq   atomic.Uint64 // randomness for token-less sends
@@ -37,7 +38,6 @@ type Emulator struct {
 	quotaBodyCache atomic.Pointer[quotaBody]
 	bufPool        sync.Pool // *bytes.Buffer for request bodies
 	handler        http.Handler
-	received       recorder // the last message per token, when RecordMessages is on
 }
 
 // New returns an Emulator with cfg (defaults applied; see Config) logging to log (nil discards).
@@ -123,7 +123,7 @@ func (e *Emulator) Reset() {
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
 	e.tokens.reset()
-	e.received.reset()
+	e.rec.reset()
 	e.stats.reset(time.Now())
 	e.quota.reset()
 	e.backoff.w.Store(nil)

@@ -120,7 +120,9 @@ func (e *Emulator) readSend(w http.ResponseWriter, r *http.Request) (parsedSend,
 	}
 	// parseSend copies what it keeps (strings), so buf can go back to the pool.
 	p := parseSend(buf.Bytes())
-	e.received.note(&p, buf.Bytes())
+	if p.hasToken {
+		e.rec.record(p.token, buf.Bytes())
+	}
 	return p, true
 }
 

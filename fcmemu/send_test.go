@@ -401,3 +401,25 @@ func TestErrorBodyShapes(t *testing.T) {
 		}
 	}
 }
+
+// The platform objects count towards the payload limit, as pushfan's
+// request rules count them.
+func TestPayloadCountsPlatformObjects(t *testing.T) {
+	_, ts := startEmu(t, fcmemu.Config{})
+	c := sdkClient(t, ts.URL)
+	fits := &messaging.Message{Token: "size-plat", Data: map[string]string{"big": ""}}
+	fits.Data["big"] = strings.Repeat("x", fcmemu.MaxPayloadBytes-messageSize(t, fits)-100)
+	if _, err := c.Send(context.Background(), fits); err != nil {
+		t.Fatalf("4000-byte message: %v", err)
+	}
+	// ,"android":{"collapse_key":"..."} is 30 bytes plus the key.
+	over := *fits
+	over.Android = &messaging.AndroidConfig{CollapseKey: strings.Repeat("k", 71)}
+	if _, err := c.Send(context.Background(), &over); !messaging.IsInvalidArgument(err) {
+		t.Fatalf("4097-byte message with android: err = %v, want INVALID_ARGUMENT", err)
+	}
+	over.Android.CollapseKey = strings.Repeat("k", 70)
+	if _, err := c.Send(context.Background(), &over); err != nil {
+		t.Fatalf("4096-byte message with android: %v", err)
+	}
+}

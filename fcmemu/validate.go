@@ -124,9 +124,11 @@ func validateMessage(m *wireMessage, body []byte) *rejection {
 	return nil
 }
 
-// payloadSize is what FCM's 4096-byte limit applies to: the notification
-// and data objects of the message, as compact JSON (routing and platform
-// options such as the token or collapse keys do not count). A body at or
+// payloadSize is what FCM's 4096-byte limit applies to: the whole message
+// but its target, as compact JSON {"data":...,"notification":...} (null
+// when absent) followed by ,"android":...,"apns":...,"webpush":...,
+// "fcm_options":... for those present. The platform objects count, collapse
+// keys included: they travel with the message to the device. A body at or
 // under the limit cannot hold an oversized payload, so it is not re-read.
 func payloadSize(body []byte) int {
 	if len(body) <= MaxPayloadBytes {
@@ -136,19 +138,36 @@ func payloadSize(body []byte) int {
 		Message struct {
 			Data         json.RawMessage `json:"data,omitempty"`
 			Notification json.RawMessage `json:"notification,omitempty"`
+			Android      json.RawMessage `json:"android,omitempty"`
+			APNS         json.RawMessage `json:"apns,omitempty"`
+			Webpush      json.RawMessage `json:"webpush,omitempty"`
+			FCMOptions   json.RawMessage `json:"fcm_options,omitempty"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
 		return len(body) // unreachable: body was just decoded
 	}
+	m := env.Message
 	var compact bytes.Buffer
 	compact.WriteString(`{"data":`)
-	if err := json.Compact(&compact, orNull(env.Message.Data)); err != nil {
+	if err := json.Compact(&compact, orNull(m.Data)); err != nil {
 		return len(body)
 	}
 	compact.WriteString(`,"notification":`)
-	if err := json.Compact(&compact, orNull(env.Message.Notification)); err != nil {
+	if err := json.Compact(&compact, orNull(m.Notification)); err != nil {
 		return len(body)
+	}
+	for _, o := range [...]struct {
+		name string
+		raw  json.RawMessage
+	}{{"android", m.Android}, {"apns", m.APNS}, {"webpush", m.Webpush}, {"fcm_options", m.FCMOptions}} {
+		if len(o.raw) == 0 || string(o.raw) == "null" {
+			continue
+		}
+		compact.WriteString(`,"` + o.name + `":`)
+		if err := json.Compact(&compact, o.raw); err != nil {
+			return len(body)
+		}
 	}
 	compact.WriteByte('}')
 	return compact.Len()

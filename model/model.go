@@ -47,6 +47,13 @@ type Message struct {
 	// tag ("ko", "pt-BR"); a target whose locale matches none gets Title
 	// and Body (see broadcast.localeMatcher).
 	Localized map[string]Localized `json:"localized,omitempty"`
+	// FCM's platform overrides, in the REST API's JSON shape, as the
+	// request rules normalized them (broadcast/overrides.go): what FCM
+	// receives, before pushfan's collapse-key defaults.
+	Android    json.RawMessage `json:"android,omitempty"`
+	APNS       json.RawMessage `json:"apns,omitempty"`
+	Webpush    json.RawMessage `json:"webpush,omitempty"`
+	FCMOptions json.RawMessage `json:"fcm_options,omitempty"`
 }
 
 // Localized is one language's title and body. It replaces both: an empty

@@ -50,7 +50,7 @@ func seedLocales(s *teststack.Stack, firstUID int, prefix string, locales []stri
 // wantMessage asserts the emulator's last message for token.
 func wantMessage(t *testing.T, s *teststack.Stack, token, title, body string) {
 	t.Helper()
-	got, ok, err := s.Emu.LastMessage(token)
+	got, ok, err := s.Emu.LastNotification(token)
 	switch {
 	case err != nil:
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestLocalizedBroadcastSendsEachUserItsLanguage(t *testing.T) {
 	for i, tk := range toks {
 		tb := text[variantOf[i]]
 		wantMessage(t, s, tk, tb[0], tb[1])
-		if got, _, _ := s.Emu.LastMessage(tk); got.Data["campaign"] != "sale" {
+		if got, _, _ := s.Emu.LastNotification(tk); got.Data["campaign"] != "sale" {
 			t.Fatalf("%s lost the shared data: %v", tk, got.Data)
 		}
 		if c := s.Emu.Counts(tk); c.Accepted != 1 {
@@ -161,7 +161,7 @@ func TestLocalizedVariantCountsExactAcrossChunksAndLostCommits(t *testing.T) {
 	}
 	title := map[string]string{"ko": "안녕하세요", "ja": "こんにちは", "pt-BR": "Olá", "default": "Hello"}
 	for i, tk := range toks {
-		if got, ok, err := s.Emu.LastMessage(tk); err != nil || !ok || got.Title != title[names[i%4]] {
+		if got, ok, err := s.Emu.LastNotification(tk); err != nil || !ok || got.Title != title[names[i%4]] {
 			t.Fatalf("%s (%s) received %+v %v %v", tk, locales[i], got, ok, err)
 		}
 	}
