@@ -39,6 +39,9 @@ type Spec struct {
 	MaxRate *float64 `json:"max_rate"`
 	// DeliverOver spreads the sends evenly over this Go duration ("30m").
 	DeliverOver string `json:"deliver_over"`
+	// Hold stores the broadcast held: nothing is sent until it is
+	// released (POST /push/broadcasts/{id}/release).
+	Hold bool `json:"hold"`
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -145,6 +148,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		Audience:           a,
 		DryRun:             spec.DryRun,
 		InvalidateOnDryRun: spec.InvalidateOnDryRun,
+		Hold:               spec.Hold,
 	}, nil
 }
 
@@ -348,7 +352,8 @@ func requestHash(in Request) string {
 		C  string
 		R  float64
 		O  time.Duration
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver})
+		H  bool `json:",omitempty"` // omitted when false: older keys keep their hash
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }

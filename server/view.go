@@ -40,6 +40,11 @@ type broadcastView struct {
 	// Chunks is how the work was shared (chunks, claims, takeovers, chunks
 	// done per instance), kept when the broadcast finishes.
 	Chunks *model.ChunkSummary `json:"chunks,omitempty"`
+	// Holding (see held.go) and resending: the original of a resend.
+	HoldExpiresAt *time.Time `json:"hold_expires_at,omitempty"`
+	ReleasedBy    string     `json:"released_by,omitempty"`
+	ReleasedAt    *time.Time `json:"released_at,omitempty"`
+	ParentID      uint64     `json:"parent_id,omitempty"`
 }
 
 // view is b's broadcast object now, with its expected finish.
@@ -62,6 +67,8 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 		Chunks: b.Chunks,
 		Class:  b.Class,
+
+		HoldExpiresAt: b.HoldExpiresAt, ReleasedBy: b.ReleasedBy, ReleasedAt: b.ReleasedAt, ParentID: b.ParentID,
 	}
 	if b.MaxRate > 0 {
 		r := b.MaxRate

@@ -26,6 +26,13 @@ type Broadcast struct {
 	MaxRate           *float64         `json:"max_rate"`
 	DeliverOver       *string          `json:"deliver_over"`
 	ExpectedFinishAt  *time.Time       `json:"expected_finish_at"`
+	// Holding and resending.
+	Trigger       string     `json:"trigger"`
+	CreatedBy     string     `json:"created_by"`
+	ParentID      uint64     `json:"parent_id"`
+	HoldExpiresAt *time.Time `json:"hold_expires_at"`
+	ReleasedBy    string     `json:"released_by"`
+	ReleasedAt    *time.Time `json:"released_at"`
 }
 
 // Chunks is how a finished broadcast's work was shared.
