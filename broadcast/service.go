@@ -53,6 +53,11 @@ type Options struct {
 	// every instance that claims it (none can run it: a named audience no
 	// configuration has) before its broadcast fails.
 	HandBackTimeout time.Duration
+	// HoldExpiry is how long a held broadcast waits for its release
+	// (0: DefaultHoldExpiry); FourEyes requires the releasing token to
+	// differ from the creating one.
+	HoldExpiry time.Duration
+	FourEyes   bool
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -181,6 +186,9 @@ func (s *Service) promote() {
 		ids, err := s.store.PromoteDue(ctx, s.plan)
 		var stranded, more []uint64
 		if err == nil {
+			err = s.expireHolds(ctx)
+		}
+		if err == nil {
 			stranded, err = s.leases.Unsettled(ctx, 10)
 		}
 		if err == nil {
@@ -252,7 +260,8 @@ type Request struct {
 	RequestHash    string
 	// SendAt schedules the broadcast (status scheduled until then).
 	SendAt *time.Time
-	// Trigger is api, schedule or cron; JobName and FireTime name a cron fire.
+	// Trigger is api, schedule, cron or resend; JobName and FireTime name a
+	// cron fire.
 	Trigger  string
 	JobName  string
 	FireTime *time.Time
@@ -260,6 +269,10 @@ type Request struct {
 	Class       string
 	MaxRate     float64
 	DeliverOver time.Duration
+	// Hold stores the broadcast held until Release; ParentID names the
+	// broadcast a resend goes over.
+	Hold     bool
+	ParentID uint64
 }
 
 // Submit stores the broadcast and its chunks; the dispatchers (of any
@@ -293,6 +306,11 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		Class:              req.Class,
 		MaxRate:            req.MaxRate,
 		DeliverOver:        req.DeliverOver,
+		ParentID:           req.ParentID,
+	}
+	if req.Hold {
+		at := s.now().Add(s.holdExpiry()).UTC()
+		b.HoldExpiresAt = &at
 	}
 	if b.Trigger == "" {
 		b.Trigger = "api"
@@ -328,6 +346,10 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		return nil, false, err
 	}
 	log := s.log.With("broadcast_id", b.ID)
+	if b.Status == model.StatusHeld {
+		s.held(logging.WithRequestID(s.claiming, req.RequestID), b)
+		return b, false, nil
+	}
 	if b.Status == model.StatusScheduled {
 		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "trigger", b.Trigger)
 		return b, false, nil

@@ -48,6 +48,9 @@ type Spec struct {
 	APNS       json.RawMessage `json:"apns"`
 	Webpush    json.RawMessage `json:"webpush"`
 	FCMOptions json.RawMessage `json:"fcm_options"`
+	// Hold stores the broadcast held: nothing is sent until it is
+	// released (POST /push/broadcasts/{id}/release).
+	Hold bool `json:"hold"`
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -168,6 +171,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		Audience:           a,
 		DryRun:             spec.DryRun,
 		InvalidateOnDryRun: spec.InvalidateOnDryRun,
+		Hold:               spec.Hold,
 	}, nil
 }
 
@@ -371,7 +375,8 @@ func requestHash(in Request) string {
 		C  string
 		R  float64
 		O  time.Duration
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver})
+		H  bool `json:",omitempty"` // omitted when false: older keys keep their hash
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }

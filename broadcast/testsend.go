@@ -159,6 +159,7 @@ func (s *Service) validateTest(spec TestSpec) (msg *fanout.Message, userIDs []ui
 		{"class", spec.Class != ""},
 		{"max_rate", spec.MaxRate != nil},
 		{"deliver_over", spec.DeliverOver != ""},
+		{"hold", spec.Hold},
 	} {
 		if f.set {
 			return nil, nil, nil, fieldError("not_applicable", f.name, "%s does not apply to a test send, which goes now to the user_ids or tokens it names", f.name)

@@ -95,6 +95,12 @@ type Engine struct {
 	// Retention is how long finished broadcasts, their failures and old
 	// skipped cron fires are kept.
 	Retention time.Duration `yaml:"retention"`
+	// HoldExpiry is how long a held broadcast waits for its release
+	// before it ends canceled ("hold expired").
+	HoldExpiry time.Duration `yaml:"hold_expiry"`
+	// ReleaseFourEyes requires a held broadcast to be released by another
+	// admin token than the one that created it.
+	ReleaseFourEyes bool `yaml:"release_four_eyes"`
 }
 
 // HTTP configures the API server.
@@ -167,6 +173,7 @@ func Defaults() Config {
 			MaxUserIDs:      10000,
 			HandBackTimeout: 10 * time.Minute,
 			Retention:       90 * 24 * time.Hour,
+			HoldExpiry:      7 * 24 * time.Hour,
 		},
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,

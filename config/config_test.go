@@ -53,6 +53,8 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		"PUSHFAN_FCM_PROJECT_ID":         {"PUSHFAN_FCM_ENDPOINT": "http://127.0.0.1:9099/v1"},
 		"PUSHFAN_FCM_ENDPOINT":           with(map[string]string{"PUSHFAN_FCM_ENDPOINT": "ftp://x"}),
 		"PUSHFAN_LOG_LEVEL":              with(map[string]string{"PUSHFAN_LOG_LEVEL": "loud"}),
+		"PUSHFAN_HOLD_EXPIRY":            with(map[string]string{"PUSHFAN_HOLD_EXPIRY": "0s"}),
+		"PUSHFAN_RELEASE_FOUR_EYES":      with(map[string]string{"PUSHFAN_RELEASE_FOUR_EYES": "maybe"}),
 	}
 	for name, m := range cases {
 		_, err := Load(env(m))

@@ -114,6 +114,8 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_TRANSACTIONAL_USERS", integer(&c.Engine.TransactionalUsers)},
 		{"PUSHFAN_HANDBACK_TIMEOUT", duration(&c.Engine.HandBackTimeout)},
 		{"PUSHFAN_RETENTION", duration(&c.Engine.Retention)},
+		{"PUSHFAN_HOLD_EXPIRY", duration(&c.Engine.HoldExpiry)},
+		{"PUSHFAN_RELEASE_FOUR_EYES", boolean(&c.Engine.ReleaseFourEyes)},
 		{"PUSHFAN_HTTP_READ_TIMEOUT", duration(&c.HTTP.ReadTimeout)},
 		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", duration(&c.HTTP.ReadHeaderTimeout)},
 		{"PUSHFAN_HTTP_WRITE_TIMEOUT", duration(&c.HTTP.WriteTimeout)},

@@ -177,6 +177,7 @@ func (c *Config) validateServe() []error {
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout},
 		{"PUSHFAN_SCHEDULE_HORIZON", c.HTTP.ScheduleHorizon},
 		{"PUSHFAN_HANDBACK_TIMEOUT", e.HandBackTimeout},
+		{"PUSHFAN_HOLD_EXPIRY", e.HoldExpiry},
 	}
 	for _, d := range durations {
 		if d.v <= 0 {

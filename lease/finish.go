@@ -19,7 +19,7 @@ const maxErrorBytes = 65535
 // Stop cancels broadcast id (errMsg empty) or fails it with errMsg (the
 // first reason wins), in one transaction:
 //
-//   - a scheduled broadcast ends at once (it has no chunks yet);
+//   - a scheduled or held broadcast ends at once (it has no chunks yet);
 //   - otherwise the broadcast is flagged, which every running chunk sees at
 //     its next checkpoint, and every chunk nobody runs (pending, or leased
 //     with an expired lease) is closed in one statement, its epoch moved on
@@ -44,8 +44,11 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 		if errMsg != "" {
 			reason = clampBytes(errMsg, maxErrorBytes)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = IF(? IS NULL, 'canceled', 'failed'), error = COALESCE(error, ?),
-				cancel_requested = 1, finished_at = UTC_TIMESTAMP(6) WHERE id = ? AND status = 'scheduled'`, reason, reason, id)
+		// A held broadcast has no chunks either; its counted audience
+		// becomes canceled (canceled = targeted first: SET runs left to
+		// right), so the counts add up as for any canceled broadcast.
+		res, err := tx.ExecContext(ctx, `UPDATE broadcasts SET canceled = targeted, status = IF(? IS NULL, 'canceled', 'failed'), error = COALESCE(error, ?),
+				cancel_requested = 1, finished_at = UTC_TIMESTAMP(6) WHERE id = ? AND status IN ('scheduled', 'held')`, reason, reason, id)
 		if err != nil {
 			return fmt.Errorf("end scheduled: %w", err)
 		}
@@ -286,8 +289,8 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 			return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 		case err != nil:
 			return fmt.Errorf("lock broadcast: %w", err)
-		case status == "completed" || status == "canceled" || status == "failed" || status == "scheduled":
-			return nil
+		case status == "completed" || status == "canceled" || status == "failed" || status == "scheduled" || status == "held":
+			return nil // held and scheduled ones have no chunks yet: nothing to finish
 		}
 		final := "completed"
 		switch {

@@ -14,8 +14,10 @@ type Status string
 
 // Broadcast states. queued → running → one of the three final states; a
 // queued broadcast may also go straight to a final state (canceled, failed).
+// A held one becomes queued (or scheduled) when released, or canceled.
 const (
 	StatusScheduled Status = "scheduled" // waiting for send_at
+	StatusHeld      Status = "held"      // waiting for a release (POST .../release)
 	StatusQueued    Status = "queued"
 	StatusRunning   Status = "running"
 	StatusCompleted Status = "completed"
@@ -23,10 +25,10 @@ const (
 	StatusFailed    Status = "failed"
 )
 
-// Valid reports whether s is one of the five known states.
+// Valid reports whether s is one of the known states.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusScheduled, StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
+	case StatusScheduled, StatusHeld, StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
 		return true
 	}
 	return false
@@ -106,9 +108,17 @@ type Broadcast struct {
 
 	// Scheduling.
 	SendAt   *time.Time // a one-off broadcast waits for it in status scheduled
-	Trigger  string     // api, schedule or cron
+	Trigger  string     // api, schedule, cron or resend
 	JobName  string     // cron jobs only
 	FireTime *time.Time // cron jobs only
+
+	// Holding: a held broadcast waits for a release until HoldExpiresAt;
+	// ReleasedBy names the token that released it.
+	HoldExpiresAt *time.Time
+	ReleasedBy    string
+	ReleasedAt    *time.Time
+	// ParentID is the broadcast a resend goes over (0: none).
+	ParentID uint64
 
 	// Class is ClassTransactional (urgent: chunk slots, workers and rate
 	// permits go to it first) or ClassBulk.
@@ -139,6 +149,11 @@ type Audience struct {
 	// audience pages it, not this file), with its bound Params as JSON.
 	Name   string          `json:"name,omitempty"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// ResendOf selects the still-valid tokens that failed in that
+	// broadcast with one of Codes (a resend; package repository pages it
+	// like the other built-in audiences).
+	ResendOf uint64   `json:"resend_of,omitempty"`
+	Codes    []string `json:"codes,omitempty"`
 }
 
 // ChunkSummary is how a finished broadcast's work was shared between

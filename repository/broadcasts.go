@@ -77,15 +77,16 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
-		 class, max_rate, deliver_over_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
 		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
 		nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
 		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
-		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()))
+		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
+		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt))
 	if err != nil {
 		return 0, createdAt, fmt.Errorf("insert: %w", err)
 	}
@@ -126,7 +127,8 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 		(SELECT JSON_OBJECTAGG(v.variant, v.targets) FROM broadcast_variants v WHERE v.broadcast_id = b.id),
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
-		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0)
+		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
+		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at
 	FROM broadcasts b`
 
 func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error) {
@@ -140,6 +142,8 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		deliverMS                      int64
 		startedAt, finishedAt          sql.NullTime
 		sendAt, fireTime               sql.NullTime
+		releasedBy                     sql.NullString
+		releasedAt, holdExpiresAt      sql.NullTime
 	)
 	if err := row.Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
@@ -147,7 +151,8 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON, &variantsJSON,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
-		&b.Class, &b.MaxRate, &deliverMS); err != nil {
+		&b.Class, &b.MaxRate, &deliverMS,
+		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -160,6 +165,9 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 	b.JobName = jobName.String
 	b.SendAt = nullTime(sendAt)
 	b.FireTime = nullTime(fireTime)
+	b.ReleasedBy = releasedBy.String
+	b.ReleasedAt = nullTime(releasedAt)
+	b.HoldExpiresAt = nullTime(holdExpiresAt)
 	b.CreatedAt = b.CreatedAt.UTC()
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)
@@ -244,7 +252,7 @@ type Planner func(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (plans []
 // SubmitBroadcast stores b together with its chunks, in one transaction,
 // so no broadcast exists without the work that completes it: status queued
 // with the chunks plan makes, or scheduled (b.SendAt set; PromoteDue plans
-// it when it is due). b.SubmitToken, when set, makes the submit
+// it when it is due), or held (b.HoldExpiresAt set; ReleaseHeld plans it). b.SubmitToken, when set, makes the submit
 // recognisable after a lost commit answer (FindBySubmitToken). With
 // b.IdempotencyKey set and already used, it returns ErrDuplicateKey.
 func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Planner) error {
@@ -256,7 +264,10 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Pl
 		return fmt.Errorf("submit broadcast: %w", err)
 	}
 	b.Status = model.StatusQueued
-	if b.SendAt != nil {
+	switch {
+	case b.HoldExpiresAt != nil:
+		b.Status = model.StatusHeld // planned at release (ReleaseHeld)
+	case b.SendAt != nil:
 		b.Status = model.StatusScheduled
 	}
 	err = sqldb.InTx(ctx, s.db.DB, s.log, "submit broadcast", func(tx *sql.Tx) error {

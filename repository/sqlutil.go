@@ -31,7 +31,7 @@ func timeArg(t *time.Time) any {
 }
 
 // nullIfZero maps a zero number to SQL NULL for optional columns.
-func nullIfZero[N int64 | float64](n N) any {
+func nullIfZero[N int64 | uint64 | float64](n N) any {
 	if n == 0 {
 		return nil
 	}

@@ -126,8 +126,10 @@ func audienceFilter(a model.Audience) (cond string, args []any, empty bool, err 
 	switch {
 	case a.Name != "":
 		return "", nil, false, fmt.Errorf("named audience %q is paged by package audience, not by SQL here", a.Name)
-	case a.All && len(a.UserIDs) > 0:
+	case a.All && len(a.UserIDs) > 0, a.ResendOf != 0 && (a.All || len(a.UserIDs) > 0):
 		return "", nil, false, errAmbiguousAudience
+	case a.ResendOf != 0:
+		return resendFilter(base, a)
 	case a.All:
 		return base, nil, false, nil
 	case len(a.UserIDs) == 0:

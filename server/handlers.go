@@ -79,7 +79,7 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	if existing {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
-	if wait && !b.Status.Final() && b.Status != model.StatusScheduled {
+	if wait && !b.Status.Final() && b.Status != model.StatusScheduled && b.Status != model.StatusHeld {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
 		_, err = s.svc.Wait(wctx, b.ID) // the row read below says whether it finished
 		cancel()
@@ -196,13 +196,13 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 	f := model.ListFilter{Limit: 50}
 	if q := c.QueryParam("status"); q != "" {
 		if !model.Status(q).Valid() {
-			return badRequest("invalid_value", "status", "status must be one of scheduled, queued, running, completed, canceled, failed")
+			return badRequest("invalid_value", "status", "status must be one of scheduled, held, queued, running, completed, canceled, failed")
 		}
 		f.Status = model.Status(q)
 	}
 	if q := c.QueryParam("trigger"); q != "" {
-		if q != "api" && q != "schedule" && q != "cron" {
-			return badRequest("invalid_value", "trigger", "trigger must be api, schedule or cron")
+		if q != "api" && q != "schedule" && q != "cron" && q != "resend" {
+			return badRequest("invalid_value", "trigger", "trigger must be api, schedule, cron or resend")
 		}
 		f.Trigger = q
 	}

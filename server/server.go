@@ -101,11 +101,15 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	}
 
 	push := e.Group("/push", requireBearer(s.admin, "admin"))
-	push.POST("/broadcast", s.createBroadcast, newSubmitLimiter(cfg.HTTP.SubmitPerMinute, "broadcasts").middleware)
+	// A resend creates a broadcast too: one submit budget per token for both.
+	submits := newSubmitLimiter(cfg.HTTP.SubmitPerMinute, "broadcasts")
+	push.POST("/broadcast", s.createBroadcast, submits.middleware)
 	push.POST("/test", s.testSend, newSubmitLimiter(cfg.HTTP.TestSendsPerMinute, "test sends").middleware)
 	push.GET("/broadcasts", s.listBroadcasts)
 	push.GET("/broadcasts/:id", s.getBroadcast)
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
+	push.POST("/broadcasts/:id/release", s.releaseBroadcast)
+	push.POST("/broadcasts/:id/resend", s.resendBroadcast, submits.middleware)
 	push.GET("/broadcasts/:id/failures", s.listFailures)
 	push.GET("/stats", s.stats)
 	push.GET("/audiences", s.listAudiences)

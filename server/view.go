@@ -43,6 +43,11 @@ type broadcastView struct {
 	// Variants counts a localized broadcast's targets sent per language
 	// ("default": the top-level title and body); absent otherwise.
 	Variants map[string]int64 `json:"variants,omitzero"`
+	// Holding (see held.go) and resending: the original of a resend.
+	HoldExpiresAt *time.Time `json:"hold_expires_at,omitempty"`
+	ReleasedBy    string     `json:"released_by,omitempty"`
+	ReleasedAt    *time.Time `json:"released_at,omitempty"`
+	ParentID      uint64     `json:"parent_id,omitempty"`
 }
 
 // view is b's broadcast object now, with its expected finish.
@@ -66,7 +71,8 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		Chunks: b.Chunks,
 		Class:  b.Class,
 
-		Variants: b.Variants,
+		Variants:      b.Variants,
+		HoldExpiresAt: b.HoldExpiresAt, ReleasedBy: b.ReleasedBy, ReleasedAt: b.ReleasedAt, ParentID: b.ParentID,
 	}
 	if b.MaxRate > 0 {
 		r := b.MaxRate

@@ -28,6 +28,13 @@ type Broadcast struct {
 	ExpectedFinishAt  *time.Time       `json:"expected_finish_at"`
 	// Variants: targets sent per language of a localized broadcast.
 	Variants map[string]int64 `json:"variants"`
+	// Holding and resending.
+	Trigger       string     `json:"trigger"`
+	CreatedBy     string     `json:"created_by"`
+	ParentID      uint64     `json:"parent_id"`
+	HoldExpiresAt *time.Time `json:"hold_expires_at"`
+	ReleasedBy    string     `json:"released_by"`
+	ReleasedAt    *time.Time `json:"released_at"`
 }
 
 // Chunks is how a finished broadcast's work was shared.

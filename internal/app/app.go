@@ -123,6 +123,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,
 		HandBackTimeout: cfg.Engine.HandBackTimeout,
+		HoldExpiry:      cfg.Engine.HoldExpiry,
+		FourEyes:        cfg.Engine.ReleaseFourEyes,
 	})
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),

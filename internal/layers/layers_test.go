@@ -41,7 +41,8 @@ var allowed = map[string][]string{
 	"metrics":    {"fanout"},
 	"quota":      {"fanout", "internal/lifecycle", "internal/sqldb"}, // the cluster's rate budget, over MySQL
 	// The domain: request rules, submit, dispatch, chunk runs, finish.
-	"broadcast": {"audience", "cron", "fanout", "lease", "model", "repository", "internal/clock", "internal/lifecycle", "internal/logging"},
+	// fcm: only its error-code vocabulary (which codes a resend may cover).
+	"broadcast": {"audience", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/clock", "internal/lifecycle", "internal/logging"},
 	"config":    {"audience", "cron"},
 	// The HTTP API: decode, call the domain, render.
 	"server": {"audience", "broadcast", "config", "cron", "fcm", "model", "internal/logging"},

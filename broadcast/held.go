@@ -1,0 +1,125 @@
+package broadcast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"pushfan/model"
+	"pushfan/repository"
+)
+
+// Errors of holding and releasing, which the HTTP layer maps to statuses.
+var (
+	// ErrNotHeld: release of a broadcast that is not held (409).
+	ErrNotHeld = errors.New("broadcast is not held")
+	// ErrFourEyes: the four-eyes setting is on and the token releasing is
+	// the one that created the broadcast (403).
+	ErrFourEyes = errors.New("a held broadcast must be released by another token than the one that created it")
+)
+
+// DefaultHoldExpiry is how long a held broadcast waits for its release
+// when Options.HoldExpiry is not set.
+const DefaultHoldExpiry = 7 * 24 * time.Hour
+
+// holdExpiry is the configured expiry, or the default.
+func (s *Service) holdExpiry() time.Duration {
+	if s.opt.HoldExpiry > 0 {
+		return s.opt.HoldExpiry
+	}
+	return DefaultHoldExpiry
+}
+
+// held follows up on a broadcast just stored as held: its audience is
+// counted in the background (as for a queued one, an admin should not wait
+// for a count of millions), so the preview shows targeted. Nothing is
+// planned or sent until Release.
+func (s *Service) held(ctx context.Context, b *model.Broadcast) {
+	s.log.InfoContext(ctx, "broadcast held", "broadcast_id", b.ID, "hold_expires_at", b.HoldExpiresAt, "created_by", b.CreatedBy)
+	s.group.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := s.countHeld(ctx, b); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "counting a held broadcast's audience", "broadcast_id", b.ID, "err", err)
+		}
+	})
+}
+
+func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
+	var n int64
+	var err error
+	if b.Audience.Name != "" {
+		bound, berr := s.bind(b.Audience)
+		if berr != nil {
+			return berr
+		}
+		n, _, err = s.opt.Named.Preview(ctx, bound, 0)
+	} else {
+		n, err = s.store.CountAudience(ctx, b.Audience)
+	}
+	if err != nil {
+		return err
+	}
+	s.reads.forget(b.ID)
+	return s.store.SetHeldTargets(ctx, b.ID, n)
+}
+
+// Release lets held broadcast id go, released by the token named by: it
+// is planned and queued now (its audience snapshotted at this moment), or
+// scheduled when its send_at is still ahead. With the four-eyes setting,
+// by must differ from the broadcast's creator.
+func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Broadcast, error) {
+	if s.stopping.Load() {
+		return nil, ErrShuttingDown
+	}
+	b, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if b.Status != model.StatusHeld {
+		return nil, fmt.Errorf("broadcast %d is %s: %w", id, b.Status, ErrNotHeld)
+	}
+	if s.opt.FourEyes && by == b.CreatedBy {
+		return nil, fmt.Errorf("broadcast %d was created by %q: %w", id, b.CreatedBy, ErrFourEyes)
+	}
+	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	status, err := s.store.ReleaseHeld(dbctx, id, by, s.plan)
+	cancel()
+	s.reads.forget(id)
+	switch {
+	case errors.Is(err, repository.ErrNotHeld):
+		// A concurrent release or cancel won, or our own commit did and
+		// its answer was lost: the row says which.
+		cur, gerr := s.Get(context.WithoutCancel(ctx), id)
+		if gerr != nil || cur.ReleasedBy != by || cur.ReleasedAt == nil {
+			return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotHeld)
+		}
+		return cur, nil
+	case errors.Is(err, repository.ErrNotFound):
+		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("releasing broadcast %d: %w", id, err)
+	}
+	s.log.InfoContext(ctx, "held broadcast released", "broadcast_id", id, "released_by", by, "status", status)
+	b, err = s.Get(context.WithoutCancel(ctx), id)
+	if err != nil {
+		return nil, err
+	}
+	if status == model.StatusQueued {
+		s.queued(s.claiming, b)
+		s.poke()
+	}
+	return b, nil
+}
+
+// expireHolds cancels held broadcasts nobody released in time (on exactly
+// one instance each, see Store.ExpireHolds). The promoter calls it.
+func (s *Service) expireHolds(ctx context.Context) error {
+	ids, err := s.store.ExpireHolds(ctx)
+	for _, id := range ids {
+		s.reads.forget(id)
+		s.log.InfoContext(ctx, "held broadcast expired unreleased: canceled", "broadcast_id", id)
+	}
+	return err
+}

@@ -1,0 +1,135 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"pushfan/internal/sqldb"
+	"pushfan/lease"
+	"pushfan/model"
+)
+
+// ErrNotHeld: the broadcast is not in status held (already released,
+// canceled, expired, or never held), so it cannot be released.
+var ErrNotHeld = errors.New("broadcast is not held")
+
+// SetHeldTargets records a held broadcast's counted audience. It only
+// touches a broadcast that is still held: a count that lands after a
+// release or a cancel must not overwrite what those stored.
+func (s *Store) SetHeldTargets(ctx context.Context, id uint64, n int64) error {
+	if _, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET targeted = ? WHERE id = ? AND status = 'held'", n, id); err != nil {
+		return fmt.Errorf("held broadcast %d: set targeted: %w", id, err)
+	}
+	return nil
+}
+
+// ReleaseHeld lets a held broadcast go, recording by as released_by, in
+// one transaction with the row locked: one whose send_at is still ahead
+// becomes scheduled (PromoteDue plans it when due); any other gets its
+// chunks from plan now and becomes queued, exactly as a submit would have
+// stored it. It returns the new status; ErrNotHeld (wrapped, naming the
+// status) when the broadcast is not held, ErrNotFound for an unknown id.
+func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string, plan Planner) (model.Status, error) {
+	var status model.Status
+	err := sqldb.InTx(ctx, s.db.DB, s.log, "release held broadcast", func(tx *sql.Tx) error {
+		b := &model.Broadcast{ID: id}
+		var cur, aud string
+		var overMS int64
+		var ahead bool
+		err := tx.QueryRowContext(ctx, `SELECT status, audience, class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
+				COALESCE(send_at > UTC_TIMESTAMP(6), 0)
+			FROM broadcasts WHERE id = ? FOR UPDATE`, id).Scan(&cur, &aud, &b.Class, &b.MaxRate, &overMS, &ahead)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+		case err != nil:
+			return fmt.Errorf("lock broadcast: %w", err)
+		case model.Status(cur) != model.StatusHeld:
+			return fmt.Errorf("broadcast %d is %s: %w", id, cur, ErrNotHeld)
+		}
+		by := nullIfEmpty(clampText(by, maxCreatedByRunes))
+		if ahead {
+			status = model.StatusScheduled
+			_, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'scheduled', targeted = 0, released_by = ?, released_at = UTC_TIMESTAMP(6)
+				WHERE id = ?`, by, id)
+			if err != nil {
+				return fmt.Errorf("schedule released broadcast: %w", err)
+			}
+			return nil
+		}
+		b.DeliverOver = time.Duration(overMS) * time.Millisecond
+		if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
+			return fmt.Errorf("broadcast %d: decode audience: %w", id, err)
+		}
+		plans, maxID, err := plan(ctx, tx, b)
+		if err != nil {
+			return fmt.Errorf("plan broadcast %d: %w", id, err)
+		}
+		if err := lease.InsertChunks(ctx, tx, id, chunkClass(b), plans); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ?,
+				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, maxID, plannedTargets(plans), by, id); err != nil {
+			return fmt.Errorf("queue released broadcast: %w", err)
+		}
+		status = model.StatusQueued
+		return nil
+	})
+	return status, err
+}
+
+// HoldExpired is the error a held broadcast ends with when nobody released
+// it in time (status canceled).
+const HoldExpired = "hold expired"
+
+// ExpireHolds cancels up to 100 held broadcasts whose hold_expires_at has
+// passed (by the database's clock), with error HoldExpired and their whole
+// audience counted canceled, and returns their ids. The row locks with SKIP
+// LOCKED and the status guard in the UPDATE make each expiry happen on
+// exactly one instance however many look at once, and never to one a
+// concurrent release or cancel got first.
+func (s *Store) ExpireHolds(ctx context.Context) ([]uint64, error) {
+	var ids []uint64
+	err := sqldb.InTx(ctx, s.db.DB, s.log, "expire held broadcasts", func(tx *sql.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
+			WHERE status = 'held' AND hold_expires_at <= UTC_TIMESTAMP(6) ORDER BY hold_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED`)
+		if err != nil {
+			return fmt.Errorf("select expired holds: %w", err)
+		}
+		for rows.Next() {
+			var id uint64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("select expired holds: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("select expired holds: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		args := make([]any, 0, len(ids)+1)
+		args = append(args, HoldExpired)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		// canceled = targeted first: SET runs left to right.
+		_, err = tx.ExecContext(ctx, `UPDATE broadcasts SET canceled = targeted, status = 'canceled', error = ?, cancel_requested = 1,
+				finished_at = UTC_TIMESTAMP(6)
+			WHERE status = 'held' AND id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, args...)
+		if err != nil {
+			return fmt.Errorf("expire holds: %w", err)
+		}
+		return nil
+	})
+	return ids, err
+}
