@@ -66,7 +66,8 @@ func TestIdempotencyKey(t *testing.T) {
 		req, _ := http.NewRequest("POST", s.API.URL+"/push/broadcast", jsonBody(t, body))
 		req.Header.Set("Authorization", "Bearer "+teststack.AdminToken)
 		req.Header.Set("Idempotency-Key", key)
-		resp, err := http.DefaultClient.Do(req)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := s.HTTP.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -100,7 +100,7 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 	if b.Failed == 0 || b.Succeeded == 0 {
 		t.Fatalf("broadcast %+v proves nothing", b)
 	}
-	m := scrape(t, s.API.URL+"/metrics")
+	m := scrape(t, s.HTTP, s.API.URL+"/metrics")
 	if got := m[`pushfan_broadcast_targets_total{code="OK",result="succeeded"}`]; got != float64(b.Succeeded) {
 		t.Fatalf("succeeded metric %v, broadcast %d", got, b.Succeeded)
 	}
@@ -146,9 +146,9 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 }
 
 // scrape reads a Prometheus text exposition into name{labels} → value.
-func scrape(t *testing.T, url string) map[string]float64 {
+func scrape(t *testing.T, client *http.Client, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/internal/logging"
+	"pushfan/server/openapi"
 )
 
 // Pinger reports whether the database answers (readiness).
@@ -44,6 +45,7 @@ type Server struct {
 	audienceList []*audience.Audience
 	jobs         []*cron.Compiled
 	internal     tokenSet
+	openAPIDoc   []byte // GET /openapi.json, copied once
 }
 
 // Option adjusts a Server.
@@ -75,7 +77,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 		tokens = nil
 	}
 	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now,
-		audiences: map[string]*audience.Audience{}}
+		audiences: map[string]*audience.Audience{}, openAPIDoc: openapi.Document()}
 	if cfg.InternalToken != "" {
 		s.internal = tokenSet{tokens: []config.AdminToken{{Name: "internal", Role: config.RoleSender, Hash: sha256.Sum256([]byte(cfg.InternalToken))}}}
 	}
@@ -96,6 +98,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openAPI)
 	if s.metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(s.metrics))
 	}

@@ -45,7 +45,8 @@ var allowed = map[string][]string{
 	"broadcast": {"audience", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/clock", "internal/lifecycle", "internal/logging"},
 	"config":    {"audience", "cron"},
 	// The HTTP API: decode, call the domain, render.
-	"server": {"audience", "broadcast", "config", "cron", "fcm", "model", "internal/logging"},
+	"server":         {"audience", "broadcast", "config", "cron", "fcm", "model", "internal/logging", "server/openapi"},
+	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// Wiring and the binaries.
 	"internal/app":      {"audience", "broadcast", "config", "cron", "fanout", "fcm", "lease", "metrics", "quota", "repository", "retention", "server"},
 	"cmd/pushfan":       {"config", "fcmemu", "internal/app", "internal/demo", "internal/logging", "internal/sqldb", "model", "repository"},
@@ -54,7 +55,7 @@ var allowed = map[string][]string{
 	// Demo data and test support.
 	"internal/demo":      {"internal/sqldb"},
 	"internal/testdb":    {"internal/sqldb", "repository"},
-	"internal/teststack": {"broadcast", "config", "fcmemu", "internal/apiclient", "internal/app", "internal/demo", "internal/logging", "internal/sqldb", "internal/testdb", "lease", "repository"},
+	"internal/teststack": {"broadcast", "config", "fcmemu", "internal/apiclient", "internal/app", "internal/demo", "internal/logging", "internal/sqldb", "internal/testdb", "lease", "repository", "server/openapi"},
 	"internal/layers":    nil,
 }
 

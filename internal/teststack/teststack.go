@@ -51,9 +51,13 @@ type Stack struct {
 	Config  config.Config
 	Service *broadcast.Service
 	Proxy   *Proxy // between the instances and MariaDB, with Options.DBProxy
-	First   *Instance
-	logs    *lockedWriter
-	log     *slog.Logger
+	// HTTP is the client Do uses, and the one a test making its own
+	// requests must use: it validates every request and response against
+	// the OpenAPI document (contract.go) and fails the test on a mismatch.
+	HTTP  *http.Client
+	First *Instance
+	logs  *lockedWriter
+	log   *slog.Logger
 }
 
 // LogText returns the JSON log lines captured so far (CaptureLogs).
@@ -76,6 +80,10 @@ type Options struct {
 	// Prepare runs on the fresh database before any instance starts (e.g.
 	// to create the tables a named audience reads).
 	Prepare func(s *Stack)
+	// NoContract turns off validating the exchanges against the OpenAPI
+	// document, which is on by default. Only for a test of something the
+	// document cannot describe.
+	NoContract bool
 }
 
 // Instance is one pushfan process's worth of parts.
@@ -115,7 +123,8 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
-	s := &Stack{T: t, Store: store, SQL: tdb.SQL, Leases: lease.New(tdb.SQL.DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}}}
+	s := &Stack{T: t, Store: store, SQL: tdb.SQL, Leases: lease.New(tdb.SQL.DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}},
+		HTTP: newContractClient(t, o.NoContract)}
 	if o.DBProxy {
 		s.Proxy = NewProxy(t, "127.0.0.1:3306")
 		cfg.MySQLDSN = s.Proxy.DSN(dsn)
@@ -230,7 +239,7 @@ func (s *Stack) do(base, method, path, token string, body any, out any) *http.Re
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.HTTP.Do(req)
 	if err != nil {
 		s.T.Fatalf("%s %s: %v", method, path, err)
 	}
