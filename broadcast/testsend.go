@@ -342,3 +342,30 @@ func (s *Service) invalidateTested(ctx context.Context, results []TestResult, de
 		r.Invalidated = n > 0
 	}
 }
+
+// TestRecipients names who a stored broadcast's message is test-sent to:
+// exactly one of UserIDs or Tokens, and the variant's Locale.
+type TestRecipients struct {
+	UserIDs []uint64 `json:"user_ids"`
+	Tokens  []string `json:"tokens"`
+	Locale  string   `json:"locale"`
+}
+
+// TestSendBroadcast test-sends broadcast id's stored message (a held one,
+// typically, before its release) to the recipients, as TestSend does. It
+// changes nothing about the broadcast.
+func (s *Service) TestSendBroadcast(ctx context.Context, id uint64, to TestRecipients, by string) (*TestReport, error) {
+	b, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m := b.Message
+	spec := TestSpec{
+		Spec: Spec{
+			Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data, Localized: m.Localized,
+			Android: m.Android, APNS: m.APNS, Webpush: m.Webpush, FCMOptions: m.FCMOptions,
+		},
+		UserIDs: to.UserIDs, Tokens: to.Tokens, Locale: to.Locale,
+	}
+	return s.TestSend(ctx, spec, by)
+}

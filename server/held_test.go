@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +204,46 @@ func TestHeldWithSendAtBecomesScheduledAtRelease(t *testing.T) {
 	}
 	if st := s.Emu.Stats(); st.Accepted != 10 {
 		t.Fatalf("emulator accepted %d, want 10", st.Accepted)
+	}
+}
+
+// A held broadcast is rehearsed before its release: its stored message,
+// overrides and the chosen language included, goes to one device now,
+// and the broadcast itself stays held with nothing sent to its audience.
+func TestTestSendOfAHeldBroadcast(t *testing.T) {
+	s := heldStack(t, nil)
+	s.Emu.RecordMessages()
+	audience := []string{"ok-held-a", "ok-held-b", "ok-held-c"}
+	s.SeedTokens(1, audience)
+	const device = "ok-operator-phone-000001"
+	b := hold(t, s, aliceToken, 3, map[string]any{
+		"localized": map[string]any{"ko": map[string]string{"title": "안녕", "body": "세일"}},
+		"android":   map[string]any{"notification": map[string]string{"channel_id": "promo"}},
+	})
+	var got testSendAnswer
+	resp := s.DoAuth("POST", fmt.Sprintf("/push/broadcasts/%d/test", b.ID), bobToken, map[string]any{"tokens": []string{device}, "locale": "ko-KR"}, &got)
+	if resp.StatusCode != http.StatusOK || got.Succeeded != 1 || len(got.Results) != 1 || got.Results[0].Outcome != "succeeded" {
+		t.Fatalf("test send of held broadcast: %d %+v", resp.StatusCode, got)
+	}
+	rec, ok, err := s.Emu.LastNotification(device)
+	if err != nil || !ok || rec.Title != "안녕" || rec.Body != "세일" || !strings.Contains(string(rec.Message), `"channel_id":"promo"`) {
+		t.Fatalf("the device got %+v (ok %v, err %v); want the ko variant with the android override", rec, ok, err)
+	}
+	for _, tk := range audience {
+		if n := s.Emu.Counts(tk).Attempts; n != 0 {
+			t.Fatalf("audience token %s got %d requests while the broadcast was held", tk, n)
+		}
+	}
+	// Message fields are the broadcast's own: the body names only recipients.
+	var e map[string]any
+	if resp := s.DoAuth("POST", fmt.Sprintf("/push/broadcasts/%d/test", b.ID), bobToken, map[string]any{"tokens": []string{device}, "title": "other"}, &e); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a message field in a broadcast's test send: %d %v, want 400", resp.StatusCode, e)
+	}
+	if resp := s.DoAuth("POST", "/push/broadcasts/999999/test", bobToken, map[string]any{"tokens": []string{device}}, &e); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("test send of an unknown broadcast: %d %v, want 404", resp.StatusCode, e)
+	}
+	s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &b)
+	if b.Status != "held" || b.Succeeded != 0 {
+		t.Fatalf("after the test send the broadcast is %+v; want still held, nothing sent", b)
 	}
 }

@@ -107,7 +107,10 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	// A resend creates a broadcast too: one submit budget per token for both.
 	submits := newSubmitLimiter(cfg.HTTP.SubmitPerMinute, "broadcasts")
 	push.POST("/broadcast", s.createBroadcast, submits.middleware)
-	push.POST("/test", s.testSend, newSubmitLimiter(cfg.HTTP.TestSendsPerMinute, "test sends").middleware)
+	// One test-send budget per token, for messages and stored broadcasts.
+	tests := newSubmitLimiter(cfg.HTTP.TestSendsPerMinute, "test sends")
+	push.POST("/test", s.testSend, tests.middleware)
+	push.POST("/broadcasts/:id/test", s.testSendBroadcast, tests.middleware)
 	push.GET("/broadcasts", s.listBroadcasts)
 	push.GET("/broadcasts/:id", s.getBroadcast)
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)

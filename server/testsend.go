@@ -31,6 +31,31 @@ func (s *Server) testSend(c echo.Context) error {
 	return c.JSON(http.StatusOK, testSendViewOf(rep))
 }
 
+// testSendBroadcast handles POST /push/broadcasts/{id}/test: the stored
+// message of a broadcast (a held one, before its release) goes now to the
+// named users or tokens, answered as POST /push/test is.
+func (s *Server) testSendBroadcast(c echo.Context) error {
+	id, err := parseID(c)
+	if err != nil {
+		return err
+	}
+	var to broadcast.TestRecipients
+	if err := decodeStrict(c.Request().Body, &to); err != nil {
+		return err
+	}
+	by := ""
+	if t := caller(c); t != nil {
+		by = t.Name
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.HTTP.WaitTimeout)
+	defer cancel()
+	rep, err := s.svc.TestSendBroadcast(ctx, id, to, by)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, testSendViewOf(rep))
+}
+
 // testSendView is POST /push/test's answer.
 type testSendView struct {
 	Results            []testResultView  `json:"results"`
