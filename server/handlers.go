@@ -48,40 +48,60 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	wait := true
-	if req.Wait != nil {
-		wait = *req.Wait
-	}
-	switch q := c.QueryParam("wait"); q {
-	case "":
-	case "0", "false":
-		wait = false
-	case "1", "true":
-		wait = true
-	default:
-		return badRequest("invalid_value", "wait", "query parameter wait must be 0, 1, true or false")
+	wait, err := waitParam(c, req.Wait)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	in.RequestID = logging.RequestID(ctx)
 	if t := caller(c); t != nil {
 		in.CreatedBy = t.Name
 	}
-	if key := c.Request().Header.Get("Idempotency-Key"); key != "" {
-		if len(key) > 255 || !validIdempotencyKey.MatchString(key) {
-			return badRequest("invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1-255 printable ASCII characters")
-		}
-		in.IdempotencyKey = key
+	if in.IdempotencyKey, err = idempotencyKey(c); err != nil {
+		return err
 	}
 	b, existing, err := s.svc.Submit(ctx, in)
 	if err != nil {
 		return err
 	}
+	return s.answerSubmitted(c, b, existing, wait)
+}
+
+// waitParam is whether to wait for a submitted broadcast: the query's wait
+// over the body's, true when neither says.
+func waitParam(c echo.Context, body *bool) (bool, error) {
+	switch q := c.QueryParam("wait"); q {
+	case "":
+		return body == nil || *body, nil
+	case "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, badRequest("invalid_value", "wait", "query parameter wait must be 0, 1, true or false")
+	}
+}
+
+// idempotencyKey is the request's Idempotency-Key header ("" when none).
+func idempotencyKey(c echo.Context) (string, error) {
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key != "" && (len(key) > 255 || !validIdempotencyKey.MatchString(key)) {
+		return "", badRequest("invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1-255 printable ASCII characters")
+	}
+	return key, nil
+}
+
+// answerSubmitted answers a stored broadcast (a submit, a resend): with
+// wait, it waits for it up to PUSHFAN_WAIT_TIMEOUT unless it is scheduled
+// or held; 200 when it is final, else 202 with a Location to poll.
+func (s *Server) answerSubmitted(c echo.Context, b *model.Broadcast, existing, wait bool) error {
+	ctx := c.Request().Context()
 	if existing {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
 	if wait && !b.Status.Final() && b.Status != model.StatusScheduled && b.Status != model.StatusHeld {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
-		_, err = s.svc.Wait(wctx, b.ID) // the row read below says whether it finished
+		_, err := s.svc.Wait(wctx, b.ID) // the row read below says whether it finished
 		cancel()
 		if err != nil {
 			return err

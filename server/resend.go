@@ -1,16 +1,13 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"pushfan/broadcast"
 	"pushfan/internal/logging"
-	"pushfan/model"
 )
 
 // resendRequest is the optional body of POST /push/broadcasts/{id}/resend.
@@ -34,51 +31,23 @@ func (s *Server) resendBroadcast(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	wait := req.Wait == nil || *req.Wait
-	switch q := c.QueryParam("wait"); q {
-	case "":
-	case "0", "false":
-		wait = false
-	case "1", "true":
-		wait = true
-	default:
-		return badRequest("invalid_value", "wait", "query parameter wait must be 0, 1, true or false")
+	wait, err := waitParam(c, req.Wait)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	rr := broadcast.ResendRequest{ID: id, Codes: req.Codes, Hold: req.Hold, RequestID: logging.RequestID(ctx)}
 	if t := caller(c); t != nil {
 		rr.CreatedBy = t.Name
 	}
-	if key := c.Request().Header.Get("Idempotency-Key"); key != "" {
-		if len(key) > 255 || !validIdempotencyKey.MatchString(key) {
-			return badRequest("invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1-255 printable ASCII characters")
-		}
-		rr.IdempotencyKey = key
+	if rr.IdempotencyKey, err = idempotencyKey(c); err != nil {
+		return err
 	}
 	b, existing, err := s.svc.Resend(ctx, rr)
 	if err != nil {
 		return resendError(err)
 	}
-	if existing {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-	}
-	if wait && !b.Status.Final() && b.Status != model.StatusHeld {
-		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
-		_, err = s.svc.Wait(wctx, b.ID)
-		cancel()
-		if err != nil {
-			return err
-		}
-	}
-	cur, err := s.svc.Get(context.WithoutCancel(ctx), b.ID)
-	if err != nil {
-		return err
-	}
-	if cur.Status.Final() {
-		return c.JSON(http.StatusOK, s.view(cur))
-	}
-	c.Response().Header().Set(echo.HeaderLocation, "/push/broadcasts/"+strconv.FormatUint(b.ID, 10))
-	return c.JSON(http.StatusAccepted, s.view(cur))
+	return s.answerSubmitted(c, b, existing, wait)
 }
 
 // decodeOptional decodes a body that may also be empty (whitespace only).
