@@ -268,3 +268,39 @@ func TestNoStartSpread(t *testing.T) {
 		}
 	}
 }
+
+// A held broadcast released after its send_at but before its starts_at
+// waits, scheduled, for starts_at: the release goes by the spread start.
+func TestHeldReleaseWaitsForTheSpreadStart(t *testing.T) {
+	const spread = 5 * time.Second
+	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, nil)})
+	toks := tokens("ok-", 10)
+	s.SeedTokens(1, toks)
+	var key string
+	for i := 0; key == ""; i++ {
+		if off := broadcast.StartOffset(fmt.Sprintf("held-%d", i), spread); off >= 3*time.Second && off < 4500*time.Millisecond {
+			key = fmt.Sprintf("held-%d", i)
+		}
+	}
+	sendAt := time.Now().Add(time.Second).Truncate(time.Millisecond).UTC()
+	resp, b := postKeyed(t, s, key, map[string]any{"title": "held", "hold": true, "send_at": sendAt.Format(time.RFC3339Nano), "audience": map[string]any{"all": true}})
+	want := sendAt.Add(broadcast.StartOffset(key, spread))
+	if resp.StatusCode != http.StatusAccepted || b.Status != "held" || b.StartsAt == nil || !b.StartsAt.Equal(want) {
+		t.Fatalf("hold: %d %+v starts_at %v, want held starting %v", resp.StatusCode, b, b.StartsAt, want)
+	}
+	time.Sleep(time.Until(sendAt.Add(200 * time.Millisecond)))
+	var r spreadView
+	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/release", b.ID), nil, &r); resp.StatusCode != http.StatusOK {
+		t.Fatalf("release: %d %+v", resp.StatusCode, r)
+	}
+	if time.Now().Before(want.Add(-500*time.Millisecond)) && r.Status != "scheduled" {
+		t.Fatalf("released past send_at, before starts_at %v: status %s, want scheduled", want, r.Status)
+	}
+	done := s.WaitFinished(b.ID, 30*time.Second)
+	if done.Status != "completed" || done.Succeeded != int64(len(toks)) || done.StartedAt == nil || done.StartedAt.Before(want) {
+		t.Fatalf("final %+v, want completed, started at or after %v", done, want)
+	}
+	if st := s.Emu.Stats(); st.Accepted != int64(len(toks)) {
+		t.Fatalf("emulator accepted %d, want %d", st.Accepted, len(toks))
+	}
+}
