@@ -7,8 +7,9 @@
 //     *FieldError naming the field.
 //   - Submit stores the broadcast and its chunks (planned from the
 //     audience's own tokens) in one transaction; the row is "queued", or
-//     "scheduled" until send_at (promote). A job fire is a submit keyed on
-//     job and fire time (jobs.go).
+//     "scheduled" until starts_at, send_at plus the start spread (promote,
+//     startspread.go). A job fire is a submit keyed on job and fire time
+//     (jobs.go), scheduled the same way while the spread is on.
 //   - Every instance runs a dispatcher that claims chunks (package lease:
 //     fenced by an epoch, taking over expired leases) and runs the fanout
 //     engine over each from its stored cursor, skipping its done ranges.

@@ -58,6 +58,9 @@ type Options struct {
 	// differ from the creating one.
 	HoldExpiry time.Duration
 	FourEyes   bool
+	// StartSpread offsets the start of scheduled broadcasts and cron fires
+	// by up to this much (see startspread.go); 0 starts them on time.
+	StartSpread time.Duration
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -321,6 +324,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 	// The token makes the submit safe to retry: a commit whose answer was
 	// lost is found by it, and its unique key stops a second row.
 	b.SubmitToken = lease.NewToken()
+	b.StartsAt = s.startsAt(b)
 	err = s.retryDB(ctx, "submitting broadcast", func(c context.Context) error {
 		err := s.store.SubmitBroadcast(c, b, s.plan)
 		if err == nil || errors.Is(err, repository.ErrDuplicateKey) {
@@ -351,7 +355,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		return b, false, nil
 	}
 	if b.Status == model.StatusScheduled {
-		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "trigger", b.Trigger)
+		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "starts_at", b.StartsAt, "trigger", b.Trigger)
 		return b, false, nil
 	}
 	log.InfoContext(ctx, "broadcast queued", "max_token_id", b.MaxTokenID, "dry_run", b.DryRun, "trigger", b.Trigger)

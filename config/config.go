@@ -101,6 +101,11 @@ type Engine struct {
 	// ReleaseFourEyes requires a held broadcast to be released by another
 	// admin token than the one that created it.
 	ReleaseFourEyes bool `yaml:"release_four_eyes"`
+	// StartSpread is how far past its send_at (or a cron fire past its
+	// fire time) a broadcast may start, at an offset fixed per broadcast:
+	// FCM traffic more than doubles in the first minute of every hour, and
+	// broadcasts all due at :00 would add to that peak. 0 starts on time.
+	StartSpread time.Duration `yaml:"start_spread"`
 }
 
 // HTTP configures the API server.
@@ -174,6 +179,7 @@ func Defaults() Config {
 			HandBackTimeout: 10 * time.Minute,
 			Retention:       90 * 24 * time.Hour,
 			HoldExpiry:      7 * 24 * time.Hour,
+			StartSpread:     5 * time.Second,
 		},
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,

@@ -116,6 +116,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_RETENTION", duration(&c.Engine.Retention)},
 		{"PUSHFAN_HOLD_EXPIRY", duration(&c.Engine.HoldExpiry)},
 		{"PUSHFAN_RELEASE_FOUR_EYES", boolean(&c.Engine.ReleaseFourEyes)},
+		{"PUSHFAN_START_SPREAD", duration(&c.Engine.StartSpread)},
 		{"PUSHFAN_HTTP_READ_TIMEOUT", duration(&c.HTTP.ReadTimeout)},
 		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", duration(&c.HTTP.ReadHeaderTimeout)},
 		{"PUSHFAN_HTTP_WRITE_TIMEOUT", duration(&c.HTTP.WriteTimeout)},

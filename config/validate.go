@@ -32,6 +32,10 @@ const (
 	PartsAll = PartDatabase | PartLog | PartServe
 )
 
+// MaxStartSpread bounds PUSHFAN_START_SPREAD: the spread is meant to take
+// a broadcast off the top of the minute, not to move it by much.
+const MaxStartSpread = 10 * time.Minute
+
 // Validate checks every setting and returns all problems at once, each
 // naming the environment variable that sets it.
 func (c *Config) Validate() error { return c.ValidateParts(PartsAll) }
@@ -183,6 +187,10 @@ func (c *Config) validateServe() []error {
 		if d.v <= 0 {
 			bad(d.name, "must be a positive duration, got %v", d.v)
 		}
+	}
+	// A spread is a few seconds; an hour would be a different schedule.
+	if e.StartSpread < 0 || e.StartSpread > MaxStartSpread {
+		bad("PUSHFAN_START_SPREAD", "must be between 0 (start on time) and %v, got %v", MaxStartSpread, e.StartSpread)
 	}
 	// Idempotency keys live with their broadcast, promised for 24 h.
 	if e.Retention < 24*time.Hour {

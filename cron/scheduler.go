@@ -15,7 +15,11 @@ var ErrFireConflict = errors.New("fire already started with a different job defi
 
 // Submitter turns fires into broadcasts; the broadcast service is one. A
 // fire must become exactly one broadcast however many instances fire it
-// (the service keys it on job and fire time).
+// (the service keys it on job and fire time). The scheduler fires on time
+// and the Submitter spreads the start (the broadcast service stores the
+// fire scheduled at fire time plus a per-fire offset, PUSHFAN_START_SPREAD),
+// so that the fire time and its idempotency key stay the schedule's and an
+// external trigger's fires are spread the same way.
 type Submitter interface {
 	// FireJob starts the fire at of j; existing reports a fire some
 	// instance had started already.

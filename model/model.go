@@ -111,6 +111,9 @@ type Broadcast struct {
 	Trigger  string     // api, schedule, cron or resend
 	JobName  string     // cron jobs only
 	FireTime *time.Time // cron jobs only
+	// StartsAt is when a scheduled broadcast or a cron fire really starts:
+	// SendAt or FireTime plus the start spread (broadcast.StartOffset).
+	StartsAt *time.Time
 
 	// Holding: a held broadcast waits for a release until HoldExpiresAt;
 	// ReleasedBy names the token that released it.

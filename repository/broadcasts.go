@@ -77,8 +77,8 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
-		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
 		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
@@ -86,7 +86,7 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
 		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
-		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt))
+		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt))
 	if err != nil {
 		return 0, createdAt, fmt.Errorf("insert: %w", err)
 	}
@@ -128,7 +128,7 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
-		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at
+		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at
 	FROM broadcasts b`
 
 func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error) {
@@ -144,6 +144,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		sendAt, fireTime               sql.NullTime
 		releasedBy                     sql.NullString
 		releasedAt, holdExpiresAt      sql.NullTime
+		startsAt                       sql.NullTime
 	)
 	if err := row.Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
@@ -152,7 +153,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
 		&b.Class, &b.MaxRate, &deliverMS,
-		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt); err != nil {
+		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -168,6 +169,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 	b.ReleasedBy = releasedBy.String
 	b.ReleasedAt = nullTime(releasedAt)
 	b.HoldExpiresAt = nullTime(holdExpiresAt)
+	b.StartsAt = nullTime(startsAt)
 	b.CreatedAt = b.CreatedAt.UTC()
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)
@@ -267,7 +269,7 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Pl
 	switch {
 	case b.HoldExpiresAt != nil:
 		b.Status = model.StatusHeld // planned at release (ReleaseHeld)
-	case b.SendAt != nil:
+	case b.SendAt != nil || b.StartsAt != nil: // StartsAt alone: a cron fire's spread start
 		b.Status = model.StatusScheduled
 	}
 	err = sqldb.InTx(ctx, s.db.DB, s.log, "submit broadcast", func(tx *sql.Tx) error {
@@ -342,7 +344,8 @@ func (s *Store) findBy(ctx context.Context, column, value string) (*model.Broadc
 	return s.GetBroadcast(ctx, id)
 }
 
-// PromoteDue turns scheduled broadcasts whose send_at has come into queued
+// PromoteDue turns scheduled broadcasts whose start (starts_at: send_at or
+// the fire time plus the start spread; send_at on older rows) has come into queued
 // ones with their chunks (planned now: the audience is snapshotted when the
 // broadcast becomes due), and returns their ids. Row locks with SKIP LOCKED
 // make each promotion happen on exactly one instance however many poll at
@@ -351,8 +354,8 @@ func (s *Store) PromoteDue(ctx context.Context, plan Planner) ([]uint64, error) 
 	var ids []uint64
 	err := sqldb.InTx(ctx, s.db.DB, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
 		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id, audience, class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0) FROM broadcasts WHERE status = 'scheduled' AND send_at <= UTC_TIMESTAMP(6)
-			ORDER BY send_at, id LIMIT 20 FOR UPDATE SKIP LOCKED`)
+		rows, err := tx.QueryContext(ctx, `SELECT id, audience, class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0) FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
+			ORDER BY COALESCE(starts_at, send_at), id LIMIT 20 FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return fmt.Errorf("select due: %w", err)
 		}

@@ -29,7 +29,7 @@ func (s *Store) SetHeldTargets(ctx context.Context, id uint64, n int64) error {
 }
 
 // ReleaseHeld lets a held broadcast go, recording by as released_by, in
-// one transaction with the row locked: one whose send_at is still ahead
+// one transaction with the row locked: one whose start (starts_at, else send_at) is still ahead
 // becomes scheduled (PromoteDue plans it when due); any other gets its
 // chunks from plan now and becomes queued, exactly as a submit would have
 // stored it. It returns the new status; ErrNotHeld (wrapped, naming the
@@ -42,7 +42,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string, plan Plan
 		var overMS int64
 		var ahead bool
 		err := tx.QueryRowContext(ctx, `SELECT status, audience, class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
-				COALESCE(send_at > UTC_TIMESTAMP(6), 0)
+				COALESCE(COALESCE(starts_at, send_at) > UTC_TIMESTAMP(6), 0)
 			FROM broadcasts WHERE id = ? FOR UPDATE`, id).Scan(&cur, &aud, &b.Class, &b.MaxRate, &overMS, &ahead)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):

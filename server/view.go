@@ -48,6 +48,10 @@ type broadcastView struct {
 	ReleasedBy    string     `json:"released_by,omitempty"`
 	ReleasedAt    *time.Time `json:"released_at,omitempty"`
 	ParentID      uint64     `json:"parent_id,omitempty"`
+
+	// StartsAt is when a scheduled broadcast or cron fire starts: send_at
+	// or fire_time plus its start spread offset (PUSHFAN_START_SPREAD).
+	StartsAt *time.Time `json:"starts_at,omitempty"`
 }
 
 // view is b's broadcast object now, with its expected finish.
@@ -66,7 +70,7 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
-		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime,
+		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
 		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 		Chunks: b.Chunks,
 		Class:  b.Class,

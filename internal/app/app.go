@@ -125,6 +125,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		HandBackTimeout: cfg.Engine.HandBackTimeout,
 		HoldExpiry:      cfg.Engine.HoldExpiry,
 		FourEyes:        cfg.Engine.ReleaseFourEyes,
+		StartSpread:     cfg.Engine.StartSpread,
 	})
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),

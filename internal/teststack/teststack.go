@@ -120,6 +120,7 @@ func New(t testing.TB, o Options) *Stack {
 	cfg.HTTP.TestSendsPerMinute = 100000
 	cfg.HTTP.StatsCache = 0     // tests read totals right after a broadcast
 	cfg.HTTP.BroadcastCache = 0 // and broadcasts right after they change
+	cfg.Engine.StartSpread = 0  // tests that time a start set the spread they mean
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
