@@ -50,7 +50,11 @@ type Instance struct {
 // audiences are checked against the database and jobs validated here: a
 // bad one stops start-up with an error naming it.
 func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger) (*Instance, error) {
-	store := repository.New(pool, log)
+	schema, err := CheckSchema(ctx, cfg, pool)
+	if err != nil {
+		return nil, err
+	}
+	store := repository.New(pool, log).WithSchema(schema)
 	named := audience.NewRunner(pool)
 	audiences, err := audience.Compile(cfg.Audiences)
 	if err != nil {
