@@ -37,7 +37,7 @@ func (sc *Schema) Check(ctx context.Context, db *sqlx.DB) error {
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("schema.%s: column %s not found in %s", key, name, table))
-		case integer && !strings.Contains(typ, "int"):
+		case integer && !integerTypes[strings.ToLower(typ)]:
 			errs = append(errs, fmt.Errorf("schema.%s: column %s of %s is %s, not an integer", key, name, table, typ))
 		}
 	}
@@ -76,6 +76,9 @@ func (sc *Schema) Check(ctx context.Context, db *sqlx.DB) error {
 	}
 	return errors.Join(errs...)
 }
+
+// integerTypes are information_schema's DATA_TYPEs of the integer columns.
+var integerTypes = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "integer": true, "bigint": true}
 
 // tableColumns returns the columns of name ("table" or "db.table", in the
 // connection's database when bare) by lower-cased name, with their types;

@@ -291,6 +291,10 @@ func TestSchemaMappingCheckedAtStartUp(t *testing.T) {
 			"schema.users.table: table " + db + ".member not found"},
 		{"condition", func(m *model.SchemaMapping) { m.Tokens.Valid = "deleted = 'N'" },
 			"schema.tokens.valid: "},
+		{"ambiguous", func(m *model.SchemaMapping) { m.Tokens.Valid = "member_id > 0" }, // both tables have member_id
+			"schema.users.push_enabled and schema.tokens.valid (joined): "},
+		{"id type", func(m *model.SchemaMapping) { m.Tokens.ID = "fcm_token" },
+			"schema.tokens.id: column fcm_token of " + db + ".push_devices is varchar, not an integer"},
 		{"locale", func(m *model.SchemaMapping) { m.Users.Locale = "language" },
 			"schema.users.locale: column language not found in " + db + ".members"},
 		{"timezone", func(m *model.SchemaMapping) { m.Users.Timezone = "zone" },

@@ -55,6 +55,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	store := repository.New(pool, log).WithSchema(schema)
+	if schema.Mapped() {
+		log.InfoContext(ctx, "built-in audiences read the schema mapping", "users", cfg.Schema.Users.Table, "tokens", cfg.Schema.Tokens.Table)
+	}
 	named := audience.NewRunner(pool)
 	audiences, err := audience.Compile(cfg.Audiences)
 	if err != nil {
