@@ -192,7 +192,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, canceled int64) lease.
 	if len(c.Failures) > 0 {
 		fs, dead := r.failures(c.Failures)
 		cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
-			return repository.WriteOutcomes(ctx, tx, fs, dead)
+			return r.s.store.WriteOutcomes(ctx, tx, fs, dead)
 		}
 	}
 	return cp

@@ -116,7 +116,7 @@ func countRemaining(ctx context.Context, src fanout.Source, after uint64, done [
 // has it will run (see HandBack).
 func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *model.Broadcast) ([]lease.Plan, uint64, error) {
 	if b.Audience.Name == "" {
-		return repository.PlanBuiltin(ctx, tx, b.Audience, s.opt.ChunkWidth, s.opt.MaxChunks)
+		return s.store.Schema().PlanBuiltin(ctx, tx, b.Audience, s.opt.ChunkWidth, s.opt.MaxChunks)
 	}
 	whole := []lease.Plan{{Lo: 0, Hi: math.MaxUint64, Targets: -1}}
 	named, ok := s.opt.Rules.Audiences[b.Audience.Name]

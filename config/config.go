@@ -8,6 +8,7 @@ import (
 
 	"pushfan/audience"
 	"pushfan/cron"
+	"pushfan/model"
 )
 
 // Config is every setting pushfan reads. The environment wins over the YAML
@@ -35,6 +36,9 @@ type Config struct {
 	Audiences []audience.Definition `yaml:"audiences"`
 	// Jobs are recurring broadcasts.
 	Jobs []cron.Job `yaml:"jobs"`
+	// Schema maps the built-in audiences onto the deployment's own users
+	// and tokens tables; empty means the bundled tables.
+	Schema model.SchemaMapping `yaml:"schema"`
 
 	Engine Engine `yaml:"engine"`
 	HTTP   HTTP   `yaml:"http"`

@@ -14,11 +14,11 @@ import (
 // (base). The semi-join reads idx_broadcast_failures_token, a range of
 // token ids within that broadcast, so a page or a chunk count reads only
 // the failures in its own token range.
-func resendFilter(base string, a model.Audience) (string, []any, bool, error) {
+func resendFilter(sc *Schema, a model.Audience) (string, []any, bool, error) {
 	if len(a.Codes) == 0 {
 		return "", nil, true, nil
 	}
-	cond, args, err := sqlx.In(base+" AND t.id IN (SELECT f.token_id FROM broadcast_failures f WHERE f.broadcast_id = ? AND f.code IN (?))",
+	cond, args, err := sqlx.In(sc.base+" AND "+sc.tID+" IN (SELECT f.token_id FROM broadcast_failures f WHERE f.broadcast_id = ? AND f.code IN (?))",
 		a.ResendOf, a.Codes)
 	if err != nil {
 		return "", nil, false, fmt.Errorf("expand resend codes: %w", err)

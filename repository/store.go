@@ -4,6 +4,9 @@
 //     when due, read, list, delete after retention);
 //   - tokens.go: the bundled users and device tokens (audience paging,
 //     counting, chunk planning, dead-token invalidation);
+//   - schema.go, schemacheck.go, writeback.go: the same audiences over a
+//     deployment's own tables (the YAML schema: mapping), its start-up
+//     check, and dead tokens written back by its on_dead;
 //   - failures.go: the failed targets of a broadcast;
 //   - cronfires.go: jobs' fires and skipped fires;
 //   - stats.go: totals across broadcasts, and the archive of deleted ones;
@@ -34,15 +37,28 @@ var ErrNotFound = errors.New("not found")
 
 // Store is the MySQL-backed repository. It is safe for concurrent use.
 type Store struct {
-	db  *sqlx.DB
-	log *slog.Logger
+	db     *sqlx.DB
+	log    *slog.Logger
+	schema *Schema // the users and tokens tables the built-in audiences read
 }
 
 // New returns a Store on db, a pool opened by sqldb.Open (and migrated by
 // Migrate). The pool is the caller's: it closes it.
 func New(db *sqlx.DB, log *slog.Logger) *Store {
-	return &Store{db: db, log: sqldb.OrDiscard(log)}
+	return &Store{db: db, log: sqldb.OrDiscard(log), schema: BundledSchema()}
 }
+
+// WithSchema returns a Store whose built-in audiences, test sends and
+// dead-token write-back use the tables of sc (CompileSchema, then Check)
+// instead of the bundled ones. pushfan's own tables stay where they are.
+func (s *Store) WithSchema(sc *Schema) *Store {
+	c := *s
+	c.schema = sc
+	return &c
+}
+
+// Schema is the mapping the Store's built-in audiences read.
+func (s *Store) Schema() *Schema { return s.schema }
 
 // Ping checks that the database answers; it is meant for readiness probes.
 func (s *Store) Ping(ctx context.Context) error {

@@ -26,9 +26,10 @@ func (s *Store) TestUsers(ctx context.Context, ids []uint64) ([]TestUser, error)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	q, args, err := sqlx.In(`SELECT u.id, u.push_enabled, t.id, t.token FROM users u
-		LEFT JOIN device_tokens t ON t.user_id = u.id AND t.invalidated_at IS NULL
-		WHERE u.id IN (?) ORDER BY u.id, t.id`, ids)
+	sc := s.schema
+	q, args, err := sqlx.In("SELECT "+sc.uID+", "+sc.enabledValue()+", "+sc.tID+", "+sc.tToken+" FROM "+sc.usersTable+" u"+
+		" LEFT JOIN "+sc.tokensTable+" t ON "+sc.tUser+" = "+sc.uID+" AND "+sc.valid+
+		" WHERE "+sc.uID+" IN (?) ORDER BY "+sc.uID+", "+sc.tID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("test users: expand ids: %w", err)
 	}
@@ -83,7 +84,8 @@ func (s *Store) LookupTokens(ctx context.Context, tokens []string) (map[string]K
 	if len(tokens) == 0 {
 		return out, nil
 	}
-	q, args, err := sqlx.In(`SELECT id, user_id, token, invalidated_at IS NOT NULL FROM device_tokens WHERE token IN (?)`, tokens)
+	sc := s.schema
+	q, args, err := sqlx.In("SELECT "+sc.tID+", "+sc.tUser+", "+sc.tToken+", "+sc.invalidValue()+" FROM "+sc.tokensTable+" t WHERE "+sc.tToken+" IN (?)", tokens)
 	if err != nil {
 		return nil, fmt.Errorf("lookup tokens: expand: %w", err)
 	}

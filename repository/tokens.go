@@ -42,6 +42,9 @@ const maxReasonRunes = 64
 // independently correct, and on error the count of those already applied is
 // returned along with it.
 func (s *Store) InvalidateTokens(ctx context.Context, items []Invalidation, at time.Time) (int64, error) {
+	if s.schema.mapped {
+		return s.schema.writeBack(ctx, s.db, items)
+	}
 	return invalidateTokens(ctx, s.db, items, at)
 }
 
@@ -49,6 +52,7 @@ func (s *Store) InvalidateTokens(ctx context.Context, items []Invalidation, at t
 // checkpoints invalidate in the same transaction as their counters).
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 func invalidateTokens(ctx context.Context, db execer, items []Invalidation, at time.Time) (int64, error) {
@@ -121,15 +125,15 @@ var errAmbiguousAudience = errors.New("audience sets both all and user_ids")
 // The audience rule (README, "POST /push/broadcast"): one target per valid token
 // (invalidated_at IS NULL) of each user with push_enabled = 1 in the audience.
 // Tokens whose user row is missing are not targeted (the inner join).
-func audienceFilter(a model.Audience) (cond string, args []any, empty bool, err error) {
-	const base = "t.invalidated_at IS NULL AND u.push_enabled = 1"
+func audienceFilter(sc *Schema, a model.Audience) (cond string, args []any, empty bool, err error) {
+	base := sc.base
 	switch {
 	case a.Name != "":
 		return "", nil, false, fmt.Errorf("named audience %q is paged by package audience, not by SQL here", a.Name)
 	case a.All && len(a.UserIDs) > 0, a.ResendOf != 0 && (a.All || len(a.UserIDs) > 0):
 		return "", nil, false, errAmbiguousAudience
 	case a.ResendOf != 0:
-		return resendFilter(base, a)
+		return resendFilter(sc, a)
 	case a.All:
 		return base, nil, false, nil
 	case len(a.UserIDs) == 0:
@@ -139,7 +143,7 @@ func audienceFilter(a model.Audience) (cond string, args []any, empty bool, err 
 	// interpolateParams there is no placeholder cap, but the list is resent
 	// with every page: user_ids audiences are meant for thousands of users,
 	// not millions (use All or an operator table for those).
-	cond, args, err = sqlx.In(base+" AND t.user_id IN (?)", a.UserIDs)
+	cond, args, err = sqlx.In(base+" AND "+sc.tUser+" IN (?)", a.UserIDs)
 	if err != nil {
 		return "", nil, false, fmt.Errorf("expand user_ids: %w", err)
 	}
@@ -161,7 +165,7 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 	if limit <= 0 {
 		return dst, fmt.Errorf("audience page: limit %d must be positive", limit)
 	}
-	cond, args, empty, err := audienceFilter(a)
+	cond, args, empty, err := audienceFilter(s.schema, a)
 	if err != nil {
 		return dst, fmt.Errorf("audience page: %w", err)
 	}
@@ -178,8 +182,8 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 	}
 	// u.locale costs the plan nothing: the users row is read by its
 	// primary key for push_enabled already.
-	q := s.db.Rebind("SELECT " + hint + "t.id, t.user_id, t.token, u.locale FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND " +
-		cond + " ORDER BY t.id LIMIT ?")
+	sc := s.schema
+	q := s.db.Rebind("SELECT " + hint + sc.pageHead + cond + sc.pageTail)
 	full := make([]any, 0, len(args)+3)
 	full = append(full, after, upto)
 	full = append(full, args...)
@@ -209,7 +213,7 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 // CountAudience returns how many targets AudiencePage would yield in total
 // right now (the broadcast's "targeted" before sending starts).
 func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, error) {
-	cond, args, empty, err := audienceFilter(a)
+	cond, args, empty, err := audienceFilter(s.schema, a)
 	if err != nil {
 		return 0, fmt.Errorf("count audience: %w", err)
 	}
@@ -217,7 +221,7 @@ func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, err
 		return 0, nil
 	}
 	var n int64
-	q := s.db.Rebind("SELECT COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE " + cond)
+	q := s.db.Rebind("SELECT COUNT(*) FROM " + s.schema.from + " WHERE " + cond)
 	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count audience: %w", err)
 	}
@@ -236,18 +240,23 @@ func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, err
 //
 // An audience with no target gets no chunk: the broadcast completes empty.
 func PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audience, width uint64, maxChunks int) ([]lease.Plan, uint64, error) {
+	return BundledSchema().PlanBuiltin(ctx, q, a, width, maxChunks)
+}
+
+// PlanBuiltin is the package's PlanBuiltin over the tables of sc.
+func (sc *Schema) PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audience, width uint64, maxChunks int) ([]lease.Plan, uint64, error) {
 	if width == 0 || maxChunks <= 0 {
 		return nil, 0, fmt.Errorf("plan: chunk width %d and max chunks %d must be positive", width, maxChunks)
 	}
 	var hi sql.NullInt64
-	if err := q.QueryRowContext(ctx, "SELECT MAX(id) FROM device_tokens").Scan(&hi); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT MAX("+sc.tID+") FROM "+sc.tokensTable+" t").Scan(&hi); err != nil {
 		return nil, 0, fmt.Errorf("plan: audience bounds: %w", err)
 	}
 	maxID := uint64(hi.Int64)
 	if maxID == 0 {
 		return nil, 0, nil
 	}
-	cond, args, empty, err := audienceFilter(a)
+	cond, args, empty, err := audienceFilter(sc, a)
 	switch {
 	case err != nil:
 		return nil, 0, fmt.Errorf("plan: %w", err)
@@ -255,7 +264,7 @@ func PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audience, width u
 		return nil, maxID, nil
 	case a.All:
 		var lo sql.NullInt64
-		if err := q.QueryRowContext(ctx, "SELECT MIN(id) FROM device_tokens WHERE invalidated_at IS NULL").Scan(&lo); err != nil {
+		if err := q.QueryRowContext(ctx, "SELECT MIN("+sc.tID+") FROM "+sc.tokensTable+" t WHERE "+sc.valid).Scan(&lo); err != nil {
 			return nil, 0, fmt.Errorf("plan: audience bounds: %w", err)
 		}
 		if !lo.Valid {
@@ -263,7 +272,7 @@ func PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audience, width u
 		}
 		return SplitRange(uint64(lo.Int64)-1, maxID, width, maxChunks), maxID, nil
 	}
-	query, qargs, err := sqlx.In("SELECT t.id FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id <= ? AND "+cond+" ORDER BY t.id",
+	query, qargs, err := sqlx.In("SELECT "+sc.tID+" FROM "+sc.from+" WHERE "+sc.tID+" <= ? AND "+cond+" ORDER BY "+sc.tID,
 		append([]any{maxID}, args...)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("plan: %w", err)
@@ -331,7 +340,7 @@ func (s *Store) CountChunks(ctx context.Context, a model.Audience, bounds []uint
 		return nil, nil
 	}
 	counts := make([]int64, len(bounds)-1)
-	cond, args, empty, err := audienceFilter(a)
+	cond, args, empty, err := audienceFilter(s.schema, a)
 	if err != nil {
 		return nil, fmt.Errorf("count chunks: %w", err)
 	}
@@ -347,8 +356,9 @@ func (s *Store) CountChunks(ctx context.Context, a model.Audience, bounds []uint
 	}
 	full = append(full, bounds[0], bounds[len(bounds)-1])
 	full = append(full, args...)
-	q := s.db.Rebind("SELECT INTERVAL(t.id - 1, " + in + ") AS k, COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id" +
-		" WHERE t.id > ? AND t.id <= ? AND " + cond + " GROUP BY k")
+	sc := s.schema
+	q := s.db.Rebind("SELECT INTERVAL(" + sc.tID + " - 1, " + in + ") AS k, COUNT(*) FROM " + sc.from +
+		" WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND " + cond + " GROUP BY k")
 	rows, err := s.db.QueryContext(ctx, q, full...)
 	if err != nil {
 		return nil, fmt.Errorf("count chunks: %w", err)

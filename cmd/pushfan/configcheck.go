@@ -1,18 +1,24 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 
 	"pushfan/config"
+	"pushfan/internal/app"
+	"pushfan/internal/sqldb"
+	"pushfan/repository"
 )
 
 const configUsage = `usage: pushfan config check
 
 Loads the configuration as serve does (the environment, plus the YAML file
 named by PUSHFAN_CONFIG) and prints the effective value of every variable as
-NAME=value, with tokens and the DSN password masked. When the configuration is
+NAME=value, with tokens and the DSN password masked. A schema: section is
+checked against the database (tables, columns, conditions, on_dead) exactly as
+serve checks it at start-up. When the configuration is
 invalid it lists every problem, one per line, on stderr and exits 1.
 `
 
@@ -33,6 +39,9 @@ func configCommand(args []string, getenv config.Getenv, stdout, stderr io.Writer
 // every problem when it is invalid.
 func configCheck(getenv config.Getenv, stdout, stderr io.Writer) error {
 	cfg, err := config.Load(getenv)
+	if err == nil && cfg.Schema.Mapped() {
+		err = checkSchema(cfg)
+	}
 	if err != nil {
 		problems := configProblems(cfg, err)
 		fmt.Fprintf(stderr, "the configuration is invalid (%d %s):\n", len(problems), plural(len(problems), "problem", "problems"))
@@ -58,6 +67,23 @@ func configCheck(getenv config.Getenv, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "# the configuration is valid")
 	return nil
+}
+
+// checkSchema checks the schema mapping against the database exactly as
+// serve's start-up does, so a mistyped column is found before a deploy.
+func checkSchema(cfg config.Config) error {
+	if _, err := repository.CompileSchema(cfg.Schema); err != nil {
+		return err // no database needed to see these
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DB.Timeout)
+	defer cancel()
+	pool, err := sqldb.Open(ctx, cfg.MySQLDSN, 1, nil)
+	if err != nil {
+		return fmt.Errorf("schema: checking it needs the database: PUSHFAN_MYSQL_DSN: %w", err)
+	}
+	defer pool.Close()
+	_, err = app.CheckSchema(ctx, cfg, pool)
+	return err
 }
 
 // configProblems lists every problem in err, one per entry. Load stops

@@ -50,7 +50,14 @@ type Instance struct {
 // audiences are checked against the database and jobs validated here: a
 // bad one stops start-up with an error naming it.
 func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger) (*Instance, error) {
-	store := repository.New(pool, log)
+	schema, err := CheckSchema(ctx, cfg, pool)
+	if err != nil {
+		return nil, err
+	}
+	store := repository.New(pool, log).WithSchema(schema)
+	if schema.Mapped() {
+		log.InfoContext(ctx, "built-in audiences read the schema mapping", "users", cfg.Schema.Users.Table, "tokens", cfg.Schema.Tokens.Table)
+	}
 	named := audience.NewRunner(pool)
 	audiences, err := audience.Compile(cfg.Audiences)
 	if err != nil {
