@@ -145,19 +145,7 @@ var analyticsLabelPattern = regexp.MustCompile(`^[a-zA-Z0-9\-_.~%]{1,50}$`)
 
 // analyticsLabel is FCM's analytics label: 1-50 of [a-zA-Z0-9-_.~%].
 func analyticsLabel() rule {
-	return func(_ *walker, p path, v any) (any, error) {
-		s, ok := v.(string)
-		if !ok {
-			return nil, typeError(p, "a string", v)
-		}
-		if s == "" {
-			return nil, nil
-		}
-		if !analyticsLabelPattern.MatchString(s) {
-			return nil, fieldError("invalid_value", p.name, "%s must be 1-50 characters of a-z, A-Z, 0-9 and -_.~%%, got %q", p.name, s)
-		}
-		return s, nil
-	}
+	return pattern(analyticsLabelPattern, "1-50 characters of a-z, A-Z, 0-9 and -_.~%")
 }
 
 // locArgs refuses localization arguments without their key, as the SDK

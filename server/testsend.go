@@ -18,13 +18,21 @@ func (s *Server) testSend(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &spec); err != nil {
 		return err
 	}
+	return s.answerTestSend(c, func(ctx context.Context, by string) (*broadcast.TestReport, error) {
+		return s.svc.TestSend(ctx, spec, by)
+	})
+}
+
+// answerTestSend runs a test send as the calling token, within
+// PUSHFAN_WAIT_TIMEOUT, and answers its per-token report.
+func (s *Server) answerTestSend(c echo.Context, send func(ctx context.Context, by string) (*broadcast.TestReport, error)) error {
 	by := ""
 	if t := caller(c); t != nil {
 		by = t.Name
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.HTTP.WaitTimeout)
 	defer cancel()
-	rep, err := s.svc.TestSend(ctx, spec, by)
+	rep, err := send(ctx, by)
 	if err != nil {
 		return err
 	}
@@ -43,17 +51,9 @@ func (s *Server) testSendBroadcast(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &to); err != nil {
 		return err
 	}
-	by := ""
-	if t := caller(c); t != nil {
-		by = t.Name
-	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.HTTP.WaitTimeout)
-	defer cancel()
-	rep, err := s.svc.TestSendBroadcast(ctx, id, to, by)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, testSendViewOf(rep))
+	return s.answerTestSend(c, func(ctx context.Context, by string) (*broadcast.TestReport, error) {
+		return s.svc.TestSendBroadcast(ctx, id, to, by)
+	})
 }
 
 // testSendView is POST /push/test's answer.
