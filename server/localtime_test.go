@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/config"
 	"pushfan/internal/teststack"
 )
 
@@ -206,4 +207,38 @@ func TestLocalTimeOnMappedSchema(t *testing.T) {
 		t.Fatalf("canceled: %+v (want succeeded 2, canceled 3)", c)
 	}
 	assertNone(t, s, "UTC members after the cancel", []string{"mlt-3", "mlt-4", "mlt-5"})
+}
+
+// The deployment's quiet hours (PUSHFAN_QUIET_HOURS) apply to a scheduled
+// broadcast when it is promoted: its UTC users are inside the window then
+// and wait for its end; UTC-6 is outside.
+func TestDefaultQuietHoursOnAScheduledBroadcast(t *testing.T) {
+	now := time.Now().UTC()
+	end := now.Add(8 * time.Second).Truncate(time.Second)
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.Engine.QuietHours = now.Add(-time.Hour).Format("15:04:05") + "-" + end.Format("15:04:05")
+		c.Engine.StartSpread = 0
+	}})
+	inside := seedZoned(t, s, 1, "dq-in-", []string{"UTC", "UTC"})
+	outside := seedZoned(t, s, 3, "dq-out-", []string{"Etc/GMT+6"})
+	var b teststack.Broadcast
+	resp := s.Do("POST", "/push/broadcast", map[string]any{
+		"title": "later", "body": "b", "audience": map[string]any{"all": true},
+		"send_at": time.Now().Add(2 * time.Second).Format(time.RFC3339Nano),
+	}, &b)
+	if resp.StatusCode != http.StatusAccepted || b.Status != "scheduled" || b.QuietHours == nil {
+		t.Fatalf("submit: %d %+v", resp.StatusCode, b)
+	}
+	waitUntil(t, "promoted with 2 deferred targets waiting", 10*time.Second, func() bool {
+		b = getBroadcast(s, b.ID)
+		return b.Status != "scheduled" && b.Deferred != nil && *b.Deferred == 2
+	})
+	waitUntil(t, "the user outside the window delivered", 10*time.Second, func() bool { return accepted(s, outside, 1) })
+	if time.Now().Before(end.Add(-time.Second)) {
+		assertNone(t, s, "inside the default quiet window", inside)
+	}
+	done := s.WaitFinished(b.ID, 20*time.Second)
+	if done.Status != "completed" || done.Succeeded != 3 || *done.Deferred != 2 || !accepted(s, inside, 1) {
+		t.Fatalf("finished: %+v (want completed, succeeded 3, deferred 2)", done)
+	}
 }
