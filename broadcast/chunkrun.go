@@ -60,7 +60,7 @@ func (s *Service) runChunk(c *lease.Claim) {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
 	msg := engineMessage(b.Message, collapseKey(b.ID), b.DryRun)
-	src, err := s.source(b, c.Hi)
+	src, err := s.source(b, c.Hi, c.Zones)
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
 	if err == nil {

@@ -37,6 +37,9 @@ func (s *Service) jobRequest(j *cron.Compiled, fire time.Time) (Request, error) 
 	if j.DeliverOver != 0 {
 		spec.DeliverOver = j.DeliverOver.String()
 	}
+	if err := jobLocal(&spec, j, fire); err != nil {
+		return Request{}, fmt.Errorf("job %s: %w", j.Name, err)
+	}
 	in, err := s.opt.Rules.Validate(spec, time.Time{})
 	if err != nil {
 		return in, fmt.Errorf("job %s: %w", j.Name, err)

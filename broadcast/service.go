@@ -443,7 +443,7 @@ func (s *Service) settle(ctx context.Context, id uint64) error {
 			continue // Settle counts it by its planned targets
 		}
 		st := lease.Settlement{Closed: c}
-		src, srcErr := s.source(b, c.Hi)
+		src, srcErr := s.source(b, c.Hi, c.Zones)
 		if srcErr != nil {
 			var waited time.Duration
 			if err := s.retryDB(ctx, "recording an uncountable chunk", func(cx context.Context) (err error) {

@@ -15,9 +15,15 @@ import (
 )
 
 // source returns the engine's Source for the chunk (lo, hi] of b.
-func (s *Service) source(b *model.Broadcast, hi uint64) (fanout.Source, error) {
+// zones is the chunk's zone group (lease.Plan.Zones; "" for every zone).
+func (s *Service) source(b *model.Broadcast, hi uint64, zones string) (fanout.Source, error) {
 	if b.Audience.Name == "" {
-		return &builtinSource{store: s.store, audience: b.Audience, upto: hi, timeout: s.opt.DBTimeout}, nil
+		a := b.Audience
+		var err error
+		if a.Zones, err = zoneFilter(zones); err != nil {
+			return nil, err
+		}
+		return &builtinSource{store: s.store, audience: a, upto: hi, timeout: s.opt.DBTimeout}, nil
 	}
 	bound, err := s.bind(b.Audience)
 	if err != nil {
@@ -115,6 +121,9 @@ func countRemaining(ctx context.Context, src fanout.Source, after uint64, done [
 // audience this instance lacks is one chunk too, which an instance that
 // has it will run (see HandBack).
 func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *model.Broadcast) ([]lease.Plan, uint64, error) {
+	if b.Audience.Name == "" && b.Audience.Local != nil {
+		return s.planLocal(ctx, tx, b)
+	}
 	if b.Audience.Name == "" {
 		return s.store.Schema().PlanBuiltin(ctx, tx, b.Audience, s.opt.ChunkWidth, s.opt.MaxChunks)
 	}
@@ -206,6 +215,8 @@ func render(tmpl *audience.Template, base *fanout.Message, loc *localeMatcher, t
 // they were planned.
 func (s *Service) estimate(ctx context.Context, b *model.Broadcast) error {
 	switch {
+	case b.Audience.Local != nil:
+		return nil // planLocal counted every chunk
 	case b.Audience.All:
 		rows, err := s.leases.Chunks(ctx, b.ID)
 		if err != nil || len(rows) == 0 {

@@ -51,6 +51,11 @@ type Spec struct {
 	// Hold stores the broadcast held: nothing is sent until it is
 	// released (POST /push/broadcasts/{id}/release).
 	Hold bool `json:"hold"`
+	// SendAtLocal is a wall-clock time with no offset, delivered at that
+	// time in each user's zone; QuietHours defers targets whose local time
+	// is inside the window to its end (localtime.go).
+	SendAtLocal string            `json:"send_at_local"`
+	QuietHours  *model.QuietHours `json:"quiet_hours"`
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -93,6 +98,11 @@ type Rules struct {
 	// TransactionalUsers: a user_ids audience this small is transactional
 	// unless the request names a class.
 	TransactionalUsers int
+	// DefaultZone is the zone of users without one (PUSHFAN_DEFAULT_TIMEZONE;
+	// nil: UTC); QuietHours the deployment's default quiet hours
+	// (PUSHFAN_QUIET_HOURS; nil: none).
+	DefaultZone *time.Location
+	QuietHours  *model.QuietHours
 }
 
 // MaxDeliverOver bounds deliver_over: a broadcast spread wider than a week
@@ -160,6 +170,9 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	}
 	p, err := r.pacing(spec, a)
 	if err != nil {
+		return out, err
+	}
+	if a.Local, err = r.local(spec, a, now); err != nil {
 		return out, err
 	}
 	return Request{

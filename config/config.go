@@ -110,6 +110,11 @@ type Engine struct {
 	// FCM traffic more than doubles in the first minute of every hour, and
 	// broadcasts all due at :00 would add to that peak. 0 starts on time.
 	StartSpread time.Duration `yaml:"start_spread"`
+	// DefaultTimezone is the IANA zone of users without one (or with an
+	// unknown one) for local-time delivery; QuietHours the deployment's
+	// default quiet hours, "HH:MM-HH:MM" ("" for none).
+	DefaultTimezone string `yaml:"default_timezone"`
+	QuietHours      string `yaml:"quiet_hours"`
 }
 
 // HTTP configures the API server.
@@ -184,6 +189,7 @@ func Defaults() Config {
 			Retention:       90 * 24 * time.Hour,
 			HoldExpiry:      7 * 24 * time.Hour,
 			StartSpread:     5 * time.Second,
+			DefaultTimezone: "UTC",
 		},
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,

@@ -117,6 +117,8 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_HOLD_EXPIRY", duration(&c.Engine.HoldExpiry)},
 		{"PUSHFAN_RELEASE_FOUR_EYES", boolean(&c.Engine.ReleaseFourEyes)},
 		{"PUSHFAN_START_SPREAD", duration(&c.Engine.StartSpread)},
+		{"PUSHFAN_DEFAULT_TIMEZONE", str(&c.Engine.DefaultTimezone)},
+		{"PUSHFAN_QUIET_HOURS", str(&c.Engine.QuietHours)},
 		{"PUSHFAN_HTTP_READ_TIMEOUT", duration(&c.HTTP.ReadTimeout)},
 		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", duration(&c.HTTP.ReadHeaderTimeout)},
 		{"PUSHFAN_HTTP_WRITE_TIMEOUT", duration(&c.HTTP.WriteTimeout)},

@@ -232,3 +232,11 @@ message:
 		t.Fatalf("a misspelled override: %v", err)
 	}
 }
+
+func TestJobLocalTimeKeys(t *testing.T) {
+	var job Job
+	if err := yaml.Unmarshal([]byte("name: x\nlocal_time: \"09:00\"\nquiet_hours: {start: \"22:00\", end: \"08:00\"}\nmessage: {title: t}\n"), &job); err != nil ||
+		job.LocalTime != "09:00" || job.QuietHours == nil || job.QuietHours.Start != "22:00" || job.QuietHours.End != "08:00" {
+		t.Fatalf("%+v %v", job, err)
+	}
+}

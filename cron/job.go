@@ -22,6 +22,10 @@ import (
 //	    class: bulk               # transactional or bulk; default by the audience, as for an API request
 //	    max_rate: 500             # messages a second at most; default none
 //	    deliver_over: 30m         # spread the sends over this long; default none
+//	    local_time: "09:00"       # send at this time of day in each user's zone: the next such
+//	                              # time after the fire, by the job's timezone's date; default none
+//	    quiet_hours: {start: "22:00", end: "08:00"}  # defer users inside it to its end; default
+//	                              # PUSHFAN_QUIET_HOURS
 //
 // Decoding from YAML is strict: an unknown key in a job or its message is an error, as
 // elsewhere in pushfan's config. catchup and deliver_over take a Go duration string ("90s",
@@ -38,6 +42,16 @@ type Job struct {
 	Class       string        `yaml:"class"`
 	MaxRate     float64       `yaml:"max_rate"`
 	DeliverOver time.Duration `yaml:"deliver_over"`
+	// LocalTime and QuietHours, validated as an API request's
+	// send_at_local and quiet_hours are.
+	LocalTime  string         `yaml:"local_time"`
+	QuietHours *JobQuietHours `yaml:"quiet_hours"`
+}
+
+// JobQuietHours is a job's quiet window, "HH:MM" times of day.
+type JobQuietHours struct {
+	Start string `yaml:"start"`
+	End   string `yaml:"end"`
 }
 
 // JobMessage is the notification a job sends. Title, body and data values may be text/template
@@ -79,7 +93,7 @@ func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
 }
 
 var (
-	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over"}
+	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours"}
 	messageKeys = []string{"title", "body", "image", "data", "localized", "android", "apns", "webpush", "fcm_options"}
 )
 
@@ -100,6 +114,8 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Class    string         `yaml:"class"`
 		MaxRate  float64        `yaml:"max_rate"`
 		Over     yaml.Node      `yaml:"deliver_over"`
+		Local    string         `yaml:"local_time"`
+		Quiet    *JobQuietHours `yaml:"quiet_hours"`
 	}
 	if err := node.Decode(&raw); err != nil {
 		return err
@@ -124,6 +140,8 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Class:       raw.Class,
 		MaxRate:     raw.MaxRate,
 		DeliverOver: over,
+		LocalTime:   raw.Local,
+		QuietHours:  raw.Quiet,
 	}
 	return nil
 }

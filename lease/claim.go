@@ -58,6 +58,11 @@ type Key struct {
 type Plan struct {
 	Lo, Hi  uint64
 	Targets int64
+	// NotBefore, when set, keeps the chunk unclaimed until then (a zone
+	// group's local send time); Zones is the zone group it reads, as the
+	// source decodes it ("" reads every zone).
+	NotBefore *time.Time
+	Zones     string
 }
 
 // Class ranks chunk claims: transactional chunks are claimed first. An
@@ -86,7 +91,7 @@ func InsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, plans
 		WHERE status = 'pending' AND class_rank = ?`, class).Scan(&vstart); err != nil {
 		return fmt.Errorf("insert chunks: queue position: %w", err)
 	}
-	const cols = 8
+	const cols = 10
 	for start := 0; start < len(plans); start += 1000 {
 		batch := plans[start:min(start+1000, len(plans))]
 		args := make([]any, 0, cols*len(batch))
@@ -98,9 +103,16 @@ func InsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, plans
 			if p.Targets >= 0 {
 				targets = p.Targets
 			}
-			args = append(args, id, start+i, p.Lo, p.Hi, p.Lo, targets, class, vstart+uint64(start+i))
+			var notBefore, zones any
+			if p.NotBefore != nil {
+				notBefore = p.NotBefore.UTC()
+			}
+			if p.Zones != "" {
+				zones = p.Zones
+			}
+			args = append(args, id, start+i, p.Lo, p.Hi, p.Lo, targets, class, vstart+uint64(start+i), notBefore, zones)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id, targets, class_rank, vseq) VALUES "+
+		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id, targets, class_rank, vseq, not_before, zones) VALUES "+
 			sqldb.Placeholders(len(batch), cols), args...); err != nil {
 			return fmt.Errorf("insert chunks: %w", err)
 		}
@@ -121,6 +133,7 @@ type Claim struct {
 	// died or stalled), not from the pending queue.
 	Takeover bool
 	Class    Class
+	Zones    string // the zone group the chunk reads (Plan.Zones)
 }
 
 // ClaimOptions says who claims and what to leave alone.
@@ -204,7 +217,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Cl
 		ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`, append(skipArgs, runArgs...)...))
 	if errors.Is(err, sql.ErrNoRows) {
 		c, err = scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-			WHERE status = 'pending'`+class+skip+`
+			WHERE status = 'pending' AND (not_before IS NULL OR not_before <= UTC_TIMESTAMP(6))`+class+skip+`
 			ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`, skipArgs...))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -246,13 +259,13 @@ func (s *Store) findClaim(ctx context.Context, token string) (*Claim, error) {
 	return c, err
 }
 
-const claimCols = "broadcast_id, seq, lo_id, hi_id, cursor_id, done_ranges, epoch, ckpt_seq, status, class_rank"
+const claimCols = "broadcast_id, seq, lo_id, hi_id, cursor_id, done_ranges, epoch, ckpt_seq, status, class_rank, COALESCE(zones, '')"
 
 func scanClaim(row *sql.Row) (*Claim, error) {
 	var c Claim
 	var done []byte
 	var status string
-	if err := row.Scan(&c.BroadcastID, &c.Seq, &c.Lo, &c.Hi, &c.Cursor, &done, &c.Epoch, &c.CkptSeq, &status, &c.Class); err != nil {
+	if err := row.Scan(&c.BroadcastID, &c.Seq, &c.Lo, &c.Hi, &c.Cursor, &done, &c.Epoch, &c.CkptSeq, &status, &c.Class, &c.Zones); err != nil {
 		return nil, err
 	}
 	var err error

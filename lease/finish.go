@@ -86,6 +86,7 @@ type Closed struct {
 	Done           []Range
 	// Targets is the chunk's planned target count, -1 when unknown.
 	Targets int64
+	Zones   string // the zone group the chunk reads (Plan.Zones)
 }
 
 // Untouched reports whether no outcome of the chunk was ever stored: all
@@ -99,7 +100,7 @@ func (c Closed) Counted() bool { return c.Untouched() && c.Targets >= 0 }
 // ClosedChunks lists broadcast id's chunks that Stop closed and Settle has
 // not counted yet.
 func (s *Store) ClosedChunks(ctx context.Context, id uint64) ([]Closed, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, epoch, lo_id, hi_id, cursor_id, done_ranges, COALESCE(targets, -1)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, epoch, lo_id, hi_id, cursor_id, done_ranges, COALESCE(targets, -1), COALESCE(zones, '')
 		FROM broadcast_chunks WHERE broadcast_id = ? AND status = 'canceled' ORDER BY seq`, id)
 	if err != nil {
 		return nil, fmt.Errorf("closed chunks of %d: %w", id, err)
@@ -109,7 +110,7 @@ func (s *Store) ClosedChunks(ctx context.Context, id uint64) ([]Closed, error) {
 	for rows.Next() {
 		c := Closed{Key: Key{BroadcastID: id}}
 		var done []byte
-		if err := rows.Scan(&c.Seq, &c.Epoch, &c.Lo, &c.Hi, &c.Cursor, &done, &c.Targets); err != nil {
+		if err := rows.Scan(&c.Seq, &c.Epoch, &c.Lo, &c.Hi, &c.Cursor, &done, &c.Targets, &c.Zones); err != nil {
 			return nil, fmt.Errorf("closed chunks of %d: %w", id, err)
 		}
 		if c.Done, err = decodeRanges(c.Cursor, done); err != nil {

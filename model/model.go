@@ -95,6 +95,11 @@ type Broadcast struct {
 	StartedAt  *time.Time
 	FinishedAt *time.Time
 
+	// Local-time delivery (LocalDelivery): targets deferred by quiet hours,
+	// targets whose zone was unknown, and targets still waiting for their
+	// zone's time (live, from the pending chunks).
+	Deferred, ZoneFallbacks, Waiting int64
+
 	// Durable-run fields (see package lease).
 	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later
 	CancelRequested bool
@@ -157,6 +162,10 @@ type Audience struct {
 	// like the other built-in audiences).
 	ResendOf uint64   `json:"resend_of,omitempty"`
 	Codes    []string `json:"codes,omitempty"`
+	// Local sends at the users' local time and keeps their quiet hours
+	// (localtime.go); Zones is one chunk's zone group while it is paged.
+	Local *LocalDelivery `json:"local,omitempty"`
+	Zones *ZoneFilter    `json:"-"`
 }
 
 // ChunkSummary is how a finished broadcast's work was shared between

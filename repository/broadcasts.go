@@ -77,8 +77,8 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
-		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
 		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
@@ -86,7 +86,7 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
 		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
-		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt))
+		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks)
 	if err != nil {
 		return 0, createdAt, fmt.Errorf("insert: %w", err)
 	}
@@ -128,7 +128,10 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
-		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at
+		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
+		deferred, zone_fallbacks,
+		(SELECT COALESCE(SUM(c.targets), 0) FROM broadcast_chunks c
+			WHERE c.broadcast_id = b.id AND c.status = 'pending' AND c.not_before > UTC_TIMESTAMP(6))
 	FROM broadcasts b`
 
 func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error) {
@@ -153,7 +156,8 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
 		&b.Class, &b.MaxRate, &deliverMS,
-		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt); err != nil {
+		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
+		&b.Deferred, &b.ZoneFallbacks, &b.Waiting); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -387,8 +391,8 @@ func (s *Store) PromoteDue(ctx context.Context, plan Planner) ([]uint64, error) 
 			if err := lease.InsertChunks(ctx, tx, b.ID, chunkClass(b), plans); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ? WHERE id = ?",
-				maxID, plannedTargets(plans), b.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ?, deferred = ?, zone_fallbacks = ? WHERE id = ?",
+				maxID, plannedTargets(plans), b.Deferred, b.ZoneFallbacks, b.ID); err != nil {
 				return fmt.Errorf("queue %d: %w", b.ID, err)
 			}
 			ids = append(ids, b.ID)

@@ -73,8 +73,8 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string, plan Plan
 		if err := lease.InsertChunks(ctx, tx, id, chunkClass(b), plans); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ?,
-				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, maxID, plannedTargets(plans), by, id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ?, deferred = ?, zone_fallbacks = ?,
+				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, maxID, plannedTargets(plans), b.Deferred, b.ZoneFallbacks, by, id); err != nil {
 			return fmt.Errorf("queue released broadcast: %w", err)
 		}
 		status = model.StatusQueued

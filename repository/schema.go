@@ -53,7 +53,7 @@ func BundledSchema() *Schema {
 		tokensName: "device_tokens", usersName: "users",
 		from: "device_tokens t JOIN users u ON u.id = t.user_id",
 		tID:  "t.id", tUser: "t.user_id", tToken: "t.token", tPlatform: "t.platform",
-		uID: "u.id", uLocale: "u.locale", uTimezone: "NULL",
+		uID: "u.id", uLocale: "u.locale", uTimezone: "u.timezone",
 		valid: "t.invalidated_at IS NULL", enabled: "u.push_enabled = 1",
 		base: "t.invalidated_at IS NULL AND u.push_enabled = 1",
 	}).build()

@@ -127,6 +127,16 @@ var errAmbiguousAudience = errors.New("audience sets both all and user_ids")
 // Tokens whose user row is missing are not targeted (the inner join).
 func audienceFilter(sc *Schema, a model.Audience) (cond string, args []any, empty bool, err error) {
 	base := sc.base
+	if a.Zones != nil {
+		// A local-time chunk reads its zone group only (localtime.go).
+		zc, zargs := sc.zoneCondition(*a.Zones)
+		rest := a
+		rest.Zones = nil
+		if cond, args, empty, err = audienceFilter(sc, rest); err != nil || empty {
+			return cond, args, empty, err
+		}
+		return "(" + cond + ") AND " + zc, append(args, zargs...), false, nil
+	}
 	switch {
 	case a.Name != "":
 		return "", nil, false, fmt.Errorf("named audience %q is paged by package audience, not by SQL here", a.Name)
@@ -262,7 +272,7 @@ func (sc *Schema) PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audi
 		return nil, 0, fmt.Errorf("plan: %w", err)
 	case empty:
 		return nil, maxID, nil
-	case a.All:
+	case a.All && a.Zones == nil: // a zone group's tokens are listed, as user_ids
 		var lo sql.NullInt64
 		if err := q.QueryRowContext(ctx, "SELECT MIN("+sc.tID+") FROM "+sc.tokensTable+" t WHERE "+sc.valid).Scan(&lo); err != nil {
 			return nil, 0, fmt.Errorf("plan: audience bounds: %w", err)

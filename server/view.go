@@ -52,6 +52,9 @@ type broadcastView struct {
 	// StartsAt is when a scheduled broadcast or cron fire starts: send_at
 	// or fire_time plus its start spread offset (PUSHFAN_START_SPREAD).
 	StartsAt *time.Time `json:"starts_at,omitempty"`
+
+	// Local-time delivery (see localtime.go).
+	localView
 }
 
 // view is b's broadcast object now, with its expected finish.
@@ -78,6 +81,8 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		Variants:      b.Variants,
 		HoldExpiresAt: b.HoldExpiresAt, ReleasedBy: b.ReleasedBy, ReleasedAt: b.ReleasedAt, ParentID: b.ParentID,
 	}
+	v.Audience.Local = nil // rendered at the top level, as requested
+	v.localView = localOf(b)
 	if b.MaxRate > 0 {
 		r := b.MaxRate
 		v.MaxRate = &r

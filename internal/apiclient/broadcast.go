@@ -35,6 +35,8 @@ type Broadcast struct {
 	HoldExpiresAt *time.Time `json:"hold_expires_at"`
 	ReleasedBy    string     `json:"released_by"`
 	ReleasedAt    *time.Time `json:"released_at"`
+	// Local-time delivery (localtime.go).
+	LocalTime
 }
 
 // Chunks is how a finished broadcast's work was shared.

@@ -76,6 +76,10 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	if err := errors.Join(checkErrs...); err != nil {
 		return nil, fmt.Errorf("audiences: %w", err)
 	}
+	zone, quiet, err := localTime(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
 	jobs, err := cron.Compile(cfg.Jobs)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
@@ -126,6 +130,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			RateLimit:  cfg.Engine.RateLimit,
 
 			TransactionalUsers: cfg.Engine.TransactionalUsers,
+			DefaultZone:        zone,
+			QuietHours:         quiet,
 		},
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,

@@ -48,7 +48,7 @@ var allowed = map[string][]string{
 	"server":         {"audience", "broadcast", "config", "cron", "fcm", "model", "internal/logging", "server/openapi"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// Wiring and the binaries.
-	"internal/app":      {"audience", "broadcast", "config", "cron", "fanout", "fcm", "lease", "metrics", "quota", "repository", "retention", "server"},
+	"internal/app":      {"audience", "broadcast", "config", "cron", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server"},
 	"cmd/pushfan":       {"config", "fcmemu", "internal/app", "internal/demo", "internal/logging", "internal/sqldb", "model", "repository"},
 	"cmd/pushfan-bench": {"config", "internal/apiclient"}, // config: the defaults a latency sweep runs at
 	"cmd/pushfan-load":  {"internal/apiclient"},
