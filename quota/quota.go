@@ -50,11 +50,12 @@
 //     their leases go to the instances that can). Unreachable from every
 //     instance: each holds after Stale; nothing is sent without the
 //     database that records it.
-//   - A sender whose heartbeat is late by more than 50 ms (a slow
-//     database) may not have made room when a joiner's JoinWait ends:
-//     the two overlap until it beats. The default limit (9,900/s, 1% under
-//     FCM's 10,000/s) absorbs such moments; a limit set to the quota
-//     exactly leaves them to FCM's 429 and the cluster's pause.
+//   - A sender whose heartbeat is late (a slow database) delays a
+//     joiner's rise past JoinWait: the rise waits until every other
+//     sender has beaten since it began, or until one that stops beating is
+//     counted out after Stale, so late beats never make the parts overlap.
+//     (A member certifies a heartbeat at its next one, applied_at, once the
+//     share it read had taken effect.)
 //   - Clocks: heartbeat, lease and pause times are the database's, never an
 //     instance's, so instances' clocks need not agree.
 //   - Instances configured with different limits for the same project each
@@ -125,8 +126,11 @@ type Coordinator struct {
 	loop   lifecycle.Loop
 
 	// The loop's own state.
-	granted  float64   // the demand the others have had JoinWait to see (0 while idle)
-	raising  time.Time // when a demand above granted was first stored (zero: none)
+	granted float64   // the demand the others have had JoinWait to see (0 while idle)
+	raising time.Time // when a demand above granted was first stored (zero: none)
+	// applied: the last heartbeat's share took effect (written as
+	// applied_at by the next one).
+	applied  bool
 	confirm  time.Time // sending began alone: beat again then, to see anyone who began with it
 	lastBeat time.Time // the last heartbeat that got through
 	retryAt  time.Time // after a failed heartbeat, the next one not before
@@ -256,6 +260,9 @@ type member struct {
 	instance string
 	sending  bool
 	demand   float64
+	// applied is how long ago (by the database's clock) the heartbeat was
+	// whose share had taken effect by its latest one; negative: none yet.
+	applied time.Duration
 }
 
 // beat heartbeats, reads the live members and applies this instance's
@@ -271,6 +278,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 	}
 	sending := demand > 0
 	members, pausedFor, err := c.exchange(ctx, sending, demand)
+	read := now // no later than the read of the members' rows
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return
@@ -289,7 +297,8 @@ func (c *Coordinator) beat(ctx context.Context) {
 		return
 	}
 	c.lastBeat = time.Now()
-	c.apply(sending, demand, members)
+	c.apply(sending, demand, members, read)
+	c.applied = true
 	if pausedFor > 0 {
 		c.throttle.Hold(time.Now().Add(pausedFor))
 	}
@@ -317,12 +326,18 @@ func (c *Coordinator) exchange(ctx context.Context, sending bool, demand float64
 	if sending && !math.IsInf(demand, 1) {
 		stored = sql.NullFloat64{Float64: demand, Valid: true}
 	}
+	// applied_at certifies the previous heartbeat: the beat that wrote it
+	// read the members after writing and applied its share before this
+	// one began (unless it failed). SET runs left to right, so it takes
+	// the old heartbeat_at.
 	if _, err := c.db.ExecContext(ctx, `INSERT INTO budget_members (project, instance, sending, demand, heartbeat_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
-		ON DUPLICATE KEY UPDATE sending = VALUES(sending), demand = VALUES(demand), heartbeat_at = VALUES(heartbeat_at)`,
-		c.opt.Project, c.opt.Instance, sending, stored); err != nil {
+		ON DUPLICATE KEY UPDATE applied_at = IF(?, heartbeat_at, applied_at), sending = VALUES(sending), demand = VALUES(demand), heartbeat_at = VALUES(heartbeat_at)`,
+		c.opt.Project, c.opt.Instance, sending, stored, c.applied); err != nil {
+		c.applied = false
 		return nil, 0, fmt.Errorf("heartbeat: %w", err)
 	}
-	rows, err := c.db.QueryContext(ctx, `SELECT instance, sending, demand FROM budget_members
+	c.applied = false // until this beat's share is applied
+	rows, err := c.db.QueryContext(ctx, `SELECT instance, sending, demand, COALESCE(TIMESTAMPDIFF(MICROSECOND, applied_at, UTC_TIMESTAMP(6)), -1) FROM budget_members
 		WHERE project = ? AND instance <> ? AND heartbeat_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`,
 		c.opt.Project, c.opt.Instance, c.opt.Stale.Microseconds())
 	if err != nil {
@@ -333,9 +348,11 @@ func (c *Coordinator) exchange(ctx context.Context, sending bool, demand float64
 	for rows.Next() {
 		var m member
 		var d sql.NullFloat64
-		if err := rows.Scan(&m.instance, &m.sending, &d); err != nil {
+		var ageMicros int64
+		if err := rows.Scan(&m.instance, &m.sending, &d, &ageMicros); err != nil {
 			return nil, 0, fmt.Errorf("reading members: %w", err)
 		}
+		m.applied = time.Duration(ageMicros) * time.Microsecond
 		m.demand = math.Inf(1)
 		if d.Valid {
 			m.demand = d.Float64
@@ -358,8 +375,12 @@ func (c *Coordinator) exchange(ctx context.Context, sending bool, demand float64
 // own demand rose (a join, or bulk sends beside its paced ones) first waits
 // JoinWait, at the part its old demand had (the trickle for a join), so that
 // every other sender has lowered its share; one that rises because others
-// need less rises at once.
-func (c *Coordinator) apply(sending bool, demand float64, others []member) {
+// need less rises at once. JoinWait is a lower bound: the rise also waits
+// until every other sender has applied a share read since it began (so has
+// seen the new demand and lowered its own), however late their beats are; one
+// that stops beating is counted out after Stale. read is no later than
+// when the members' rows were read.
+func (c *Coordinator) apply(sending bool, demand float64, others []member, read time.Time) {
 	now := time.Now()
 	live := len(others) + 1
 	if !sending {
@@ -387,7 +408,7 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member) {
 		// unseen. A beat soon after sees them.
 		share = min(share, c.opt.Limit/float64(live))
 		c.granted, c.confirm = demand, now.Add(confirmAfter)
-	case c.raising.IsZero() || now.Sub(c.raising) < c.opt.JoinWait:
+	case c.raising.IsZero() || now.Sub(c.raising) < c.opt.JoinWait || !beatSince(others, read.Sub(c.raising)):
 		if c.raising.IsZero() {
 			c.raising = now
 		}
@@ -400,6 +421,20 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member) {
 		c.granted, c.raising = demand, time.Time{}
 	}
 	c.setShare(share, count)
+}
+
+// beatSince reports whether every other sending member has applied a
+// share computed after `since` ago (measured up to the read of their rows):
+// after a raise began, when since is the time from the raise to that read.
+// A member certifies a heartbeat only at the next one (applied_at), so a
+// raise waits up to two of the others' heartbeats.
+func beatSince(others []member, since time.Duration) bool {
+	for _, m := range others {
+		if m.sending && (m.applied < 0 || m.applied >= since) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Coordinator) setShare(perSecond float64, members int) {
