@@ -23,10 +23,6 @@ CREATE TABLE IF NOT EXISTS budget_members (
     -- as much as it gets.
     demand       DOUBLE       NULL DEFAULT NULL,
     heartbeat_at DATETIME(6)  NOT NULL,
-    -- applied_at: the heartbeat before the last one, once the share it read
-    -- had taken effect (a joiner's rise waits until every sender's is past
-    -- its own start).
-    applied_at   DATETIME(6)  NULL DEFAULT NULL,
     PRIMARY KEY (project, instance)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 CREATE TABLE IF NOT EXISTS budget_pauses (
