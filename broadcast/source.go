@@ -250,11 +250,6 @@ func (s *Service) estimate(ctx context.Context, b *model.Broadcast) error {
 	return nil
 }
 
-// Preview counts a bound named audience and samples up to n user ids.
-func (s *Service) Preview(ctx context.Context, b audience.Bound, n int) (int64, []uint64, error) {
-	return s.opt.Named.Preview(ctx, b, n)
-}
-
 // LastJobFire returns a job's latest fire (fired or skipped).
 func (s *Service) LastJobFire(ctx context.Context, job string) (model.LastFire, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)

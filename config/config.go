@@ -141,6 +141,12 @@ type HTTP struct {
 	// TestSendsPerMinute limits POST /push/test per admin token: each one
 	// sends real pushes (up to 20) while the caller waits.
 	TestSendsPerMinute float64 `yaml:"test_sends_per_minute"`
+	// SessionTTL is how long a console sign-in lasts (the cookie's and
+	// the server's session's lifetime).
+	SessionTTL time.Duration `yaml:"session_ttl"`
+	// SignInFailuresPerMinute limits failed console sign-ins per client
+	// address: a token cannot be guessed through the sign-in form.
+	SignInFailuresPerMinute float64 `yaml:"sign_in_failures_per_minute"`
 }
 
 // DB configures the MySQL pool.
@@ -205,6 +211,9 @@ func Defaults() Config {
 			BroadcastCache:    250 * time.Millisecond,
 
 			TestSendsPerMinute: 10,
+
+			SessionTTL:              12 * time.Hour,
+			SignInFailuresPerMinute: 5,
 		},
 		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},

@@ -128,6 +128,8 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_SHUTDOWN_TIMEOUT", duration(&c.HTTP.ShutdownTimeout)},
 		{"PUSHFAN_SUBMIT_PER_MINUTE", float(&c.HTTP.SubmitPerMinute)},
 		{"PUSHFAN_TEST_SENDS_PER_MINUTE", float(&c.HTTP.TestSendsPerMinute)},
+		{"PUSHFAN_SESSION_TTL", duration(&c.HTTP.SessionTTL)},
+		{"PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", float(&c.HTTP.SignInFailuresPerMinute)},
 		{"PUSHFAN_SCHEDULE_HORIZON", duration(&c.HTTP.ScheduleHorizon)},
 		{"PUSHFAN_STATS_CACHE", duration(&c.HTTP.StatsCache)},
 		{"PUSHFAN_BROADCAST_CACHE", duration(&c.HTTP.BroadcastCache)},

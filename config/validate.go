@@ -120,6 +120,12 @@ func (c *Config) validateServe() []error {
 	if c.HTTP.SubmitPerMinute <= 0 {
 		bad("PUSHFAN_SUBMIT_PER_MINUTE", "must be a positive number of broadcasts per minute per token, got %v", c.HTTP.SubmitPerMinute)
 	}
+	if c.HTTP.SessionTTL < time.Minute || c.HTTP.SessionTTL > 30*24*time.Hour {
+		bad("PUSHFAN_SESSION_TTL", "must be from 1m to 720h (how long a console sign-in lasts), got %v", c.HTTP.SessionTTL)
+	}
+	if c.HTTP.SignInFailuresPerMinute <= 0 {
+		bad("PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", "must be a positive number of failed sign-ins per minute per client address, got %v", c.HTTP.SignInFailuresPerMinute)
+	}
 	if c.HTTP.TestSendsPerMinute <= 0 {
 		bad("PUSHFAN_TEST_SENDS_PER_MINUTE", "must be a positive number of test sends per minute per token, got %v", c.HTTP.TestSendsPerMinute)
 	}

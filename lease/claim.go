@@ -77,6 +77,17 @@ const (
 	Paced         Class = 2 // bulk with a pace (max_rate, deliver_over)
 )
 
+// String names the class as the API does.
+func (c Class) String() string {
+	switch c {
+	case Transactional:
+		return "transactional"
+	case Paced:
+		return "paced"
+	}
+	return "bulk"
+}
+
 // InsertChunks stores a broadcast's chunks inside tx, the transaction that
 // stores (or promotes) the broadcast, so no broadcast exists without the
 // work that completes it. In its class, the chunks queue from the place the

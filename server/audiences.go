@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"pushfan/broadcast"
 )
 
 type audienceView struct {
@@ -51,9 +53,33 @@ func (s *Server) previewAudience(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.DB.Timeout*6)
 	defer cancel()
-	count, sample, err := s.svc.Preview(ctx, bound, 10)
+	count, sample, err := s.svc.Preview(ctx, bound, previewSample)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"audience": a.Name(), "count": count, "sample_user_ids": sample})
+}
+
+// previewSample is how many user ids a preview shows.
+const previewSample = 10
+
+// previewBroadcastAudience counts any audience a broadcast may name (all,
+// user_ids, or a named one with params) and samples its user ids, sending
+// nothing: POST /push/preview {"audience": {...}}. Errors name the field as
+// a broadcast request's would (audience.user_ids, audience.params.x).
+func (s *Server) previewBroadcastAudience(c echo.Context) error {
+	var req struct {
+		Audience *broadcast.AudienceSpec `json:"audience"`
+	}
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
+		return err
+	}
+	count, sample, err := s.svc.PreviewAudience(c.Request().Context(), req.Audience, previewSample)
+	if err != nil {
+		return err
+	}
+	if sample == nil {
+		sample = []uint64{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"count": count, "sample_user_ids": sample})
 }

@@ -49,13 +49,55 @@ func requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 			if t == nil {
 				return unauthorized(c, realm, "the bearer token is not valid")
 			}
-			m := c.Request().Method
-			if t.Role == config.RoleViewer && m != http.MethodGet && m != http.MethodHead {
-				return &APIError{Status: http.StatusForbidden, Code: "forbidden", Message: "token " + t.Name + " has the viewer role, which may only read; " + m + " needs a sender token"}
+			if err := mayChange(t, c.Request().Method); err != nil {
+				return err
 			}
 			c.Set(tokenKey, t)
 			return next(c)
 		}
+	}
+}
+
+// safeMethod: a request that changes nothing (no role or CSRF check).
+func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
+
+// mayChange refuses a viewer token any method but GET and HEAD.
+func mayChange(t *config.AdminToken, m string) error {
+	if t.Role == config.RoleViewer && !safeMethod(m) {
+		return &APIError{Status: http.StatusForbidden, Code: "forbidden", Message: "token " + t.Name + " has the viewer role, which may only read; " + m + " needs a sender token"}
+	}
+	return nil
+}
+
+// requireAdmin lets in an admin bearer token or, without an Authorization
+// header, a console session, whose changes must carry its CSRF token.
+func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	bearer := requireBearer(s.admin, "admin")(next)
+	return func(c echo.Context) error {
+		if s.sessions == nil || c.Request().Header.Get(echo.HeaderAuthorization) != "" {
+			return bearer(c)
+		}
+		if _, err := c.Cookie(sessionCookie); err != nil {
+			return bearer(c) // no session either: the bearer's 401
+		}
+		sess, t, err := s.session(c)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return unauthorized(c, "admin", "the console session has expired or ended; sign in again at /console/")
+		}
+		if !safeMethod(c.Request().Method) {
+			if err := checkCSRF(c, sess); err != nil {
+				return err
+			}
+		}
+		if err := mayChange(t, c.Request().Method); err != nil {
+			return err
+		}
+		c.Set(tokenKey, t)
+		c.Set(sessionKey, sess)
+		return next(c)
 	}
 }
 

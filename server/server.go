@@ -22,6 +22,7 @@ import (
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/internal/logging"
+	"pushfan/model"
 	"pushfan/server/openapi"
 )
 
@@ -46,6 +47,13 @@ type Server struct {
 	jobs         []*cron.Compiled
 	internal     tokenSet
 	openAPIDoc   []byte // GET /openapi.json, copied once
+
+	// The console: sessions (nil: no sign-in), failed sign-ins, the
+	// live-watch streams, and the cluster view.
+	sessions SessionStore
+	signins  *signInLimiter
+	watch    *watchHub
+	cluster  func(context.Context) (model.Cluster, error)
 }
 
 // Option adjusts a Server.
@@ -84,9 +92,14 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	for _, o := range opts {
 		o(s)
 	}
+	s.signins = newSignInLimiter(cfg.HTTP.SignInFailuresPerMinute)
+	s.watch = newWatchHub(svc.Peek, s.view, log)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
+	// The client's address is the connection's: X-Forwarded-For is
+	// anyone's to write, and it keys the sign-in limit.
+	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator:        newRequestID,
@@ -103,7 +116,9 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 		e.GET("/metrics", echo.WrapHandler(s.metrics))
 	}
 
-	push := e.Group("/push", requireBearer(s.admin, "admin"))
+	s.routeConsole(e)
+
+	push := e.Group("/push", s.requireAdmin)
 	// A resend creates a broadcast too: one submit budget per token for both.
 	submits := newSubmitLimiter(cfg.HTTP.SubmitPerMinute, "broadcasts")
 	push.POST("/broadcast", s.createBroadcast, submits.middleware)
@@ -121,6 +136,9 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.GET("/audiences", s.listAudiences)
 	push.POST("/audiences/:name/preview", s.previewAudience)
 	push.GET("/cron", s.listJobs)
+	push.POST("/preview", s.previewBroadcastAudience)
+	push.GET("/broadcasts/:id/events", s.watchBroadcast)
+	push.GET("/cluster", s.getCluster)
 
 	internal := e.Group("/internal", requireBearer(s.internal, "internal"))
 	internal.POST("/cron/:job", s.triggerJob)
@@ -131,10 +149,19 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 // Handler returns the http.Handler to serve.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// Stop ends the live-watch streams and their pollers (safe twice). Call it
+// when the HTTP server shuts down: Shutdown waits for idle connections,
+// which a stream never becomes by itself.
+func (s *Server) Stop(context.Context) error {
+	s.watch.stop()
+	return nil
+}
+
 // HTTPServer returns an http.Server with every timeout set: a slow or stuck
-// client cannot hold a connection forever.
+// client cannot hold a connection forever. Its Shutdown ends the watch
+// streams (Stop).
 func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Addr:              s.cfg.HTTPAddr,
 		Handler:           s.echo,
 		ReadTimeout:       s.cfg.HTTP.ReadTimeout,
@@ -144,6 +171,8 @@ func (s *Server) HTTPServer() *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(s.watch.stop)
+	return srv
 }
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

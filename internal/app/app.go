@@ -112,7 +112,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, pool.DB)
 	engine.SetMetrics(m)
-	svc := broadcast.New(store, lease.New(pool.DB, log), engine, log, broadcast.Options{
+	leases := lease.New(pool.DB, log)
+	svc := broadcast.New(store, leases, engine, log, broadcast.Options{
 		Named:         named,
 		FlushInterval: cfg.Engine.FlushInterval,
 		DBTimeout:     cfg.DB.Timeout,
@@ -140,18 +141,19 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		FourEyes:        cfg.Engine.ReleaseFourEyes,
 		StartSpread:     cfg.Engine.StartSpread,
 	})
+	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
+		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
+	})
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
-		server.WithAudiences(audiences), server.WithJobs(jobs))
+		server.WithAudiences(audiences), server.WithJobs(jobs),
+		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)))
 	if err := svc.CheckJobs(jobs); err != nil {
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
-	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
-		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
-	})
 	budget.OnShare(m.Share)
 	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget}, nil
 }
@@ -175,7 +177,7 @@ func (i *Instance) Start(ctx context.Context) {
 // end, and the sender's connections close. It returns the parts' errors (a
 // missed deadline), having tried every part.
 func (i *Instance) Stop(ctx context.Context) error {
-	err := errors.Join(i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
+	err := errors.Join(i.API.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
 	i.Sender.Close()
 	return err
 }

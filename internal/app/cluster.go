@@ -1,0 +1,43 @@
+package app
+
+import (
+	"context"
+
+	"pushfan/lease"
+	"pushfan/model"
+	"pushfan/quota"
+)
+
+// maxListedChunks bounds the cluster view's chunk list: a broadcast over
+// a huge table can hold thousands of leases at once across the cluster.
+const maxListedChunks = 200
+
+// clusterReader composes the cluster view from the rate budget's members
+// and the chunk leases, for GET /push/cluster.
+func clusterReader(budget *quota.Coordinator, leases *lease.Store) func(context.Context) (model.Cluster, error) {
+	return func(ctx context.Context) (model.Cluster, error) {
+		b, err := budget.Members(ctx)
+		if err != nil {
+			return model.Cluster{}, err
+		}
+		running, err := leases.ListRunning(ctx, maxListedChunks+1)
+		if err != nil {
+			return model.Cluster{}, err
+		}
+		out := model.Cluster{Limit: b.Limit, PausedUntil: b.PausedUntil, Members: make([]model.BudgetMember, 0, len(b.Members)),
+			Chunks: make([]model.RunningChunk, 0, min(len(running), maxListedChunks))}
+		for _, m := range b.Members {
+			out.Members = append(out.Members, model.BudgetMember{Instance: m.Instance, Sending: m.Sending, Demand: m.Demand,
+				Share: m.Share, HeartbeatAge: m.HeartbeatAge, Self: m.Self})
+		}
+		for i, r := range running {
+			if i == maxListedChunks {
+				out.Truncated = true
+				break
+			}
+			out.Chunks = append(out.Chunks, model.RunningChunk{BroadcastID: r.BroadcastID, Seq: r.Seq, Class: r.Class.String(),
+				Owner: r.Owner, LeaseUntil: r.LeaseUntil.UTC(), CursorID: r.CursorID, HiID: r.HiID})
+		}
+		return out, nil
+	}
+}

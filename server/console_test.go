@@ -1,0 +1,436 @@
+package server_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pushfan/config"
+	"pushfan/internal/teststack"
+)
+
+// session is a console sign-in as a browser holds it: the cookie and the
+// CSRF token the server answered.
+type session struct {
+	s      *teststack.Stack
+	cookie *http.Cookie
+	csrf   string
+	role   string
+}
+
+// call sends a request with the session's cookie (and csrf as X-CSRF-Token
+// when not empty) through the stack's contract-checking client.
+func (se *session) call(method, path, csrf string, body any, out any) *http.Response {
+	t := se.s.T
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = jsonBody(t.(*testing.T), body)
+	}
+	req, err := http.NewRequest(method, se.s.API.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if se.cookie != nil {
+		req.AddCookie(se.cookie)
+	}
+	if csrf != "" {
+		req.Header.Set("X-CSRF-Token", csrf)
+	}
+	resp, err := se.s.HTTP.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw := readAll(t.(*testing.T), resp)
+	if out != nil && len(raw) > 0 {
+		decode(t.(*testing.T), raw, out)
+	}
+	return resp
+}
+
+func signIn(t *testing.T, s *teststack.Stack, token string) *session {
+	t.Helper()
+	se := &session{s: s}
+	var v struct {
+		Name      string    `json:"name"`
+		Role      string    `json:"role"`
+		CSRFToken string    `json:"csrf_token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	resp := se.call("POST", "/console/api/session", "", map[string]string{"token": token}, &v)
+	if resp.StatusCode != 200 {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == "pushfan_session" {
+			se.cookie = c
+		}
+	}
+	if se.cookie == nil || v.CSRFToken == "" {
+		t.Fatalf("sign in answered no cookie or csrf token: %v %+v", resp.Header["Set-Cookie"], v)
+	}
+	se.csrf, se.role = v.CSRFToken, v.Role
+	return se
+}
+
+func consoleStack(t *testing.T, configure func(*config.Config)) *teststack.Stack {
+	return teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.AdminTokens = []string{teststack.AdminToken, "dashboard:viewer:" + viewerToken}
+		if configure != nil {
+			configure(c)
+		}
+	}})
+}
+
+func TestConsoleSessionCookieCSRFAndSignOut(t *testing.T) {
+	s := consoleStack(t, nil)
+	s.SeedTokens(1, tokens("ok-", 5))
+	se := signIn(t, s, teststack.AdminToken)
+	c := se.cookie
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.MaxAge != int((12*time.Hour).Seconds()) || c.Path != "/" || len(c.Value) != 43 {
+		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP, Max-Age 12h, Path /, 43 chars", c)
+	}
+	if se.role != "sender" {
+		t.Fatalf("role %q", se.role)
+	}
+	var who struct {
+		Name      string `json:"name"`
+		CSRFToken string `json:"csrf_token"`
+	}
+	if resp := se.call("GET", "/console/api/session", "", nil, &who); resp.StatusCode != 200 || who.Name != "admin-1" || who.CSRFToken != se.csrf {
+		t.Fatalf("GET session: %d %+v", resp.StatusCode, who)
+	}
+	body := map[string]any{"title": "t", "body": "b", "audience": map[string]any{"all": true}}
+	for _, bad := range []string{"", "not-the-token"} {
+		var e teststack.ErrorBody
+		if resp := se.call("POST", "/push/broadcast?wait=0", bad, body, &e); resp.StatusCode != 403 || e.Error.Code != "csrf_failed" {
+			t.Fatalf("POST with csrf %q: %d %+v", bad, resp.StatusCode, e)
+		}
+	}
+	var n struct{ Broadcasts int64 }
+	if s.Do("GET", "/push/stats", nil, &n); n.Broadcasts != 0 {
+		t.Fatalf("a refused post stored %d broadcasts", n.Broadcasts)
+	}
+	var b teststack.Broadcast
+	if resp := se.call("POST", "/push/broadcast?wait=0", se.csrf, body, &b); resp.StatusCode != 202 && resp.StatusCode != 200 {
+		t.Fatalf("POST with the csrf token: %d", resp.StatusCode)
+	}
+	if b.CreatedBy != "admin-1" {
+		t.Fatalf("created_by %q: want the session's token name", b.CreatedBy)
+	}
+	if got := s.WaitFinished(b.ID, 30*time.Second); got.Succeeded != 5 {
+		t.Fatalf("succeeded %d, want 5", got.Succeeded)
+	}
+
+	// Another origin with the right token is refused too.
+	req, _ := http.NewRequest("POST", s.API.URL+"/push/broadcasts/"+fmt.Sprint(b.ID)+"/cancel", nil)
+	req.AddCookie(c)
+	req.Header.Set("X-CSRF-Token", se.csrf)
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := s.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("cross-origin post: %d, want 403", resp.StatusCode)
+	}
+
+	// Sign-out needs the token, then ends the session on the server.
+	if resp := se.call("DELETE", "/console/api/session", "", nil, nil); resp.StatusCode != 403 {
+		t.Fatalf("sign-out without csrf: %d, want 403", resp.StatusCode)
+	}
+	resp = se.call("DELETE", "/console/api/session", se.csrf, nil, nil)
+	if resp.StatusCode != 204 {
+		t.Fatalf("sign-out: %d", resp.StatusCode)
+	}
+	cleared := false
+	for _, ck := range resp.Cookies() {
+		cleared = cleared || (ck.Name == "pushfan_session" && ck.MaxAge < 0)
+	}
+	if !cleared {
+		t.Fatalf("sign-out did not clear the cookie: %v", resp.Header["Set-Cookie"])
+	}
+	// The old cookie, replayed, is dead everywhere.
+	for _, p := range []string{"/console/api/session", "/push/stats"} {
+		if resp := se.call("GET", p, "", nil, nil); resp.StatusCode != 401 {
+			t.Fatalf("GET %s after sign-out: %d, want 401", p, resp.StatusCode)
+		}
+	}
+	var count int
+	if err := s.SQL.Get(&count, "SELECT COUNT(*) FROM console_sessions"); err != nil || count != 0 {
+		t.Fatalf("sessions left after sign-out: %d %v", count, err)
+	}
+}
+
+func TestConsoleViewerSessionCannotChange(t *testing.T) {
+	s := consoleStack(t, nil)
+	s.SeedTokens(1, tokens("ok-", 3))
+	se := signIn(t, s, viewerToken)
+	if se.role != "viewer" {
+		t.Fatalf("role %q", se.role)
+	}
+	var e teststack.ErrorBody
+	body := map[string]any{"title": "t", "body": "b", "audience": map[string]any{"all": true}}
+	if resp := se.call("POST", "/push/broadcast", se.csrf, body, &e); resp.StatusCode != 403 || e.Error.Code != "forbidden" {
+		t.Fatalf("viewer POST with csrf: %d %+v", resp.StatusCode, e)
+	}
+	if resp := se.call("GET", "/push/stats", "", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("viewer GET: %d", resp.StatusCode)
+	}
+	if got := s.Emu.Stats().Requests; got != 0 {
+		t.Fatalf("the emulator received %d requests", got)
+	}
+	// A viewer may sign out (a DELETE of its own session).
+	if resp := se.call("DELETE", "/console/api/session", se.csrf, nil, nil); resp.StatusCode != 204 {
+		t.Fatalf("viewer sign-out: %d", resp.StatusCode)
+	}
+}
+
+func TestConsoleSignInFailuresAreLimited(t *testing.T) {
+	s := consoleStack(t, func(c *config.Config) { c.HTTP.SignInFailuresPerMinute = 3 })
+	anon := &session{s: s}
+	for i := range 3 {
+		var e teststack.ErrorBody
+		if resp := anon.call("POST", "/console/api/session", "", map[string]string{"token": "guess-" + fmt.Sprint(i)}, &e); resp.StatusCode != 401 || e.Error.Field != "token" {
+			t.Fatalf("guess %d: %d %+v", i, resp.StatusCode, e)
+		}
+	}
+	var e teststack.ErrorBody
+	resp := anon.call("POST", "/console/api/session", "", map[string]string{"token": teststack.AdminToken}, &e)
+	if resp.StatusCode != 429 || e.Error.Code != "rate_limited" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("after 3 failures even the right token: %d %+v (Retry-After %q), want 429", resp.StatusCode, e, resp.Header.Get("Retry-After"))
+	}
+	if resp := anon.call("POST", "/console/api/session", "", map[string]string{}, &e); resp.StatusCode != 429 {
+		t.Fatalf("limited address, empty body: %d", resp.StatusCode)
+	}
+	var n int
+	if err := s.SQL.Get(&n, "SELECT COUNT(*) FROM console_sessions"); err != nil || n != 0 {
+		t.Fatalf("sessions: %d %v", n, err)
+	}
+}
+
+func TestConsoleAssetsAndRedirect(t *testing.T) {
+	s := consoleStack(t, nil)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(s.API.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 302 || resp.Header.Get("Location") != "/console/" {
+		t.Fatalf("GET /: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, err = http.Get(s.API.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := readAll(t, resp)
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "<html") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+		t.Fatalf("GET /console/: %d, CSP %q, page %.80q", resp.StatusCode, csp, page)
+	}
+	resp, err = http.Get(s.API.URL + "/console/no-such-file.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("missing file: %d", resp.StatusCode)
+	}
+}
+
+func TestPreviewCountsAnyAudience(t *testing.T) {
+	s := consoleStack(t, nil)
+	pop := s.SeedPopulation(300)
+	eligible := pop.Eligible()
+	var p struct {
+		Count  int64    `json:"count"`
+		Sample []uint64 `json:"sample_user_ids"`
+	}
+	if resp := s.Do("POST", "/push/preview", map[string]any{"audience": map[string]any{"all": true}}, &p); resp.StatusCode != 200 || p.Count != int64(len(eligible)) || len(p.Sample) != 10 {
+		t.Fatalf("all: %d count %d (want %d), sample %v", resp.StatusCode, p.Count, len(eligible), p.Sample)
+	}
+	users := map[uint64]int64{}
+	for _, tk := range eligible {
+		users[tk.UserID]++
+	}
+	var ids []uint64
+	var want int64
+	for id, n := range users {
+		if len(ids) < 5 {
+			ids = append(ids, id)
+			want += n
+		}
+	}
+	if resp := s.Do("POST", "/push/preview", map[string]any{"audience": map[string]any{"user_ids": ids}}, &p); resp.StatusCode != 200 || p.Count != want || len(p.Sample) != len(ids) {
+		t.Fatalf("user_ids %v: %d count %d (want %d), sample %v", ids, resp.StatusCode, p.Count, want, p.Sample)
+	}
+	for _, c := range []struct {
+		body  any
+		field string
+	}{
+		{map[string]any{"audience": map[string]any{"user_ids": []int{0}}}, "audience.user_ids"},
+		{map[string]any{"audience": map[string]any{"all": true, "user_ids": []int{1}}}, "audience"},
+		{map[string]any{"audience": map[string]any{"name": "nope"}}, "audience.name"},
+		{map[string]any{}, "audience"},
+		{map[string]any{"audience": map[string]any{"all": true}, "extra": 1}, "extra"},
+	} {
+		var e teststack.ErrorBody
+		if resp := s.Do("POST", "/push/preview", c.body, &e); resp.StatusCode != 400 || e.Error.Field != c.field {
+			t.Errorf("%v: %d %+v, want 400 naming %s", c.body, resp.StatusCode, e, c.field)
+		}
+	}
+	var n struct{ Broadcasts, DryRuns int64 }
+	if s.Do("GET", "/push/stats", nil, &n); n.Broadcasts+n.DryRuns != 0 || s.Emu.Stats().Requests != 0 {
+		t.Fatalf("a preview stored or sent something: %+v, %d requests", n, s.Emu.Stats().Requests)
+	}
+}
+
+// readEvents reads server-sent "state" events from resp until the stream
+// ends, calling fn with each event's data.
+func readEvents(t *testing.T, resp *http.Response, fn func(data []byte)) {
+	t.Helper()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "state":
+			fn([]byte(strings.TrimPrefix(line, "data: ")))
+		case line == "":
+			event = ""
+		}
+	}
+}
+
+func TestWatchStreamFollowsABroadcastToItsEnd(t *testing.T) {
+	s := consoleStack(t, func(c *config.Config) { c.HTTP.BroadcastCache = 250 * time.Millisecond })
+	s.SeedTokens(1, tokens("ok-", 400))
+	// Paced so the stream has several ticks to show.
+	var b teststack.Broadcast
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "t", "body": "b", "audience": map[string]any{"all": true}, "max_rate": 100}, &b); resp.StatusCode != 202 {
+		t.Fatalf("submit: %d", resp.StatusCode)
+	}
+	se := signIn(t, s, viewerToken)
+	const viewers = 5
+	type seen struct {
+		events   int
+		last     teststack.Broadcast
+		maxRate  float64
+		seriesOK bool
+	}
+	results := make([]seen, viewers)
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range viewers {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/push/broadcasts/%d/events", s.API.URL, b.ID), nil)
+		req.AddCookie(se.cookie) // a viewer session may watch
+		client := &http.Client{Timeout: time.Until(deadline)}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("events: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer resp.Body.Close()
+			readEvents(t, resp, func(data []byte) {
+				var ev struct {
+					Broadcast teststack.Broadcast `json:"broadcast"`
+					Series    []struct {
+						PerSecond float64 `json:"per_second"`
+					} `json:"series"`
+				}
+				if err := json.Unmarshal(data, &ev); err != nil {
+					t.Errorf("event %q: %v", data, err)
+					return
+				}
+				r := &results[i]
+				r.events++
+				r.last = ev.Broadcast
+				for _, p := range ev.Series {
+					r.maxRate = max(r.maxRate, p.PerSecond)
+				}
+				r.seriesOK = r.seriesOK || len(ev.Series) > 0
+			})
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Until(deadline)):
+		t.Fatal("the event streams did not end within 60 s of the broadcast's start")
+	}
+	for i, r := range results {
+		if r.last.Status != "completed" || r.last.Succeeded != 400 || r.events < 3 || !r.seriesOK || r.maxRate <= 0 || r.maxRate > 200 {
+			t.Errorf("viewer %d: %d events, last %s %d succeeded, series %v max %.0f/s; want the final state (400 succeeded) after several, a rate near 100/s",
+				i, r.events, r.last.Status, r.last.Succeeded, r.seriesOK, r.maxRate)
+		}
+	}
+	if got := s.Emu.Stats().Requests; got != 400 {
+		t.Fatalf("emulator received %d, want 400", got)
+	}
+	// A finished broadcast's stream answers its state once and ends.
+	resp := se.call("GET", fmt.Sprintf("/push/broadcasts/%d/events", b.ID), "", nil, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream of a finished broadcast: %d", resp.StatusCode)
+	}
+	if resp := se.call("GET", "/push/broadcasts/999999/events", "", nil, nil); resp.StatusCode != 404 {
+		t.Fatalf("stream of an unknown broadcast: %d", resp.StatusCode)
+	}
+}
+
+func TestClusterShowsTheBudgetAndRunningChunks(t *testing.T) {
+	s := consoleStack(t, nil)
+	s.SeedTokens(1, tokens("ok-", 300))
+	var b teststack.Broadcast
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "t", "body": "b", "audience": map[string]any{"all": true}, "max_rate": 50}, &b); resp.StatusCode != 202 {
+		t.Fatalf("submit: %d", resp.StatusCode)
+	}
+	type cluster struct {
+		Limit   float64 `json:"limit_per_second"`
+		Members []struct {
+			Instance string   `json:"instance"`
+			Sending  bool     `json:"sending"`
+			Demand   *float64 `json:"demand_per_second"`
+			Share    float64  `json:"share_per_second"`
+			Self     bool     `json:"self"`
+		} `json:"members"`
+		Chunks []struct {
+			BroadcastID uint64 `json:"broadcast_id"`
+			Class       string `json:"class"`
+			Owner       string `json:"owner"`
+		} `json:"chunks"`
+	}
+	var c cluster
+	teststack.WaitEvery(t, "the cluster view to show this instance sending broadcast's chunk at its pace", 20*time.Second, 100*time.Millisecond, func() bool {
+		c = cluster{}
+		if resp := s.Do("GET", "/push/cluster", nil, &c); resp.StatusCode != 200 {
+			t.Fatalf("cluster: %d", resp.StatusCode)
+		}
+		return len(c.Members) == 1 && c.Members[0].Sending && c.Members[0].Self && c.Members[0].Demand != nil &&
+			len(c.Chunks) > 0 && c.Chunks[0].BroadcastID == b.ID
+	})
+	m := c.Members[0]
+	if c.Limit != s.Config.Engine.RateLimit || m.Share < 50 || m.Share > 60 || c.Chunks[0].Class != "paced" || c.Chunks[0].Owner != s.Service.Owner() {
+		t.Fatalf("cluster %+v: want limit %v, a share of about the pace (50/s × 1.05), the paced chunk owned by %s", c, s.Config.Engine.RateLimit, s.Service.Owner())
+	}
+	s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, nil)
+}

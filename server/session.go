@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"pushfan/config"
+	"pushfan/model"
+)
+
+// The admin console signs in with an admin token and then holds a session
+// cookie instead of the token: the token never sits in the browser's
+// storage, where any script on the page could read it. The cookie is
+// HttpOnly (scripts cannot read it either) and SameSite=Strict (other sites
+// cannot send it); on top of that every state-changing request must echo
+// the session's CSRF token in a header, which only the console's own page
+// can read (from GET /console/api/session).
+
+// SessionStore keeps console sessions where every instance sees them
+// (package repository's Store), so a sign-out ends a session everywhere.
+type SessionStore interface {
+	CreateSession(ctx context.Context, s model.Session) error
+	Session(ctx context.Context, idHash [32]byte) (model.Session, bool, error)
+	DeleteSession(ctx context.Context, idHash [32]byte) error
+}
+
+// WithSessions turns on console sign-in with sessions kept in st.
+func WithSessions(st SessionStore) Option { return func(s *Server) { s.sessions = st } }
+
+const (
+	sessionCookie = "pushfan_session"
+	csrfHeader    = "X-CSRF-Token"
+	sessionKey    = "pushfan.session"
+)
+
+// sessionView is the answer of the session routes.
+type sessionView struct {
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	CSRFToken string    `json:"csrf_token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// randomToken is 32 random bytes, base64url without padding (43 chars).
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// signIn exchanges an admin token for a session: POST /console/api/session
+// {"token": "..."}. Failures are limited per client address.
+func (s *Server) signIn(c echo.Context) error {
+	if s.sessions == nil {
+		return &APIError{Status: http.StatusNotFound, Code: "sessions_disabled", Message: "console sign-in is not configured on this server"}
+	}
+	ip := c.RealIP()
+	if wait := s.signins.blocked(ip); wait > 0 {
+		secs := int(math.Ceil(wait.Seconds()))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+		return &APIError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: "too many failed sign-ins from this address; retry in " + strconv.Itoa(secs) + " s"}
+	}
+	var req struct {
+		Token string `json:"token"`
+	}
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
+		return err
+	}
+	if req.Token == "" {
+		return badRequest("missing_field", "token", "token is required: paste an admin token (PUSHFAN_ADMIN_TOKENS)")
+	}
+	t := s.admin.match(req.Token)
+	if t == nil {
+		s.signins.failed(ip)
+		s.log.WarnContext(c.Request().Context(), "console sign-in refused", "remote", ip)
+		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Field: "token", Message: "that is not a valid admin token"}
+	}
+	id := randomToken()
+	now := s.now().UTC()
+	sess := model.Session{IDHash: sha256.Sum256([]byte(id)), TokenName: t.Name, CSRFToken: randomToken(),
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.HTTP.SessionTTL)}
+	if err := s.sessions.CreateSession(c.Request().Context(), sess); err != nil {
+		return err
+	}
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
+		MaxAge: int(s.cfg.HTTP.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
+	s.log.InfoContext(c.Request().Context(), "console sign-in", "token", t.Name, "remote", ip)
+	return c.JSON(http.StatusOK, sessionView{Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: sess.ExpiresAt})
+}
+
+// whoAmI answers the current session (GET /console/api/session): a page
+// reload gets its CSRF token back from here.
+func (s *Server) whoAmI(c echo.Context) error {
+	sess, t, err := s.session(c)
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "not signed in, or the session has ended; sign in at /console/"}
+	}
+	return c.JSON(http.StatusOK, sessionView{Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: sess.ExpiresAt.UTC()})
+}
+
+// signOut ends the session on the server (DELETE /console/api/session,
+// CSRF-checked like every other change) and clears the cookie.
+func (s *Server) signOut(c echo.Context) error {
+	sess, t, err := s.session(c)
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "not signed in, or the session has ended"}
+	}
+	if err := checkCSRF(c, sess); err != nil {
+		return err
+	}
+	if err := s.sessions.DeleteSession(c.Request().Context(), sess.IDHash); err != nil {
+		return err
+	}
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
+	return c.NoContent(http.StatusNoContent)
+}
+
+// session returns the request's live session and the admin token it
+// stands for; (nil, nil, nil) when there is none, it has expired, or its
+// token is no longer configured (removing a token ends its sessions).
+func (s *Server) session(c echo.Context) (*model.Session, *config.AdminToken, error) {
+	if s.sessions == nil {
+		return nil, nil, nil
+	}
+	ck, err := c.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" {
+		return nil, nil, nil
+	}
+	sess, found, err := s.sessions.Session(c.Request().Context(), sha256.Sum256([]byte(ck.Value)))
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	for i := range s.admin.tokens {
+		if s.admin.tokens[i].Name == sess.TokenName {
+			return &sess, &s.admin.tokens[i], nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// checkCSRF refuses a state change without the session's CSRF token, or
+// from another origin.
+func checkCSRF(c echo.Context, sess *model.Session) error {
+	got := c.Request().Header.Get(csrfHeader)
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(sess.CSRFToken)) != 1 {
+		return &APIError{Status: http.StatusForbidden, Code: "csrf_failed",
+			Message: "a console session must send its CSRF token in the " + csrfHeader + " header on every change (GET /console/api/session gives it)"}
+	}
+	if origin := c.Request().Header.Get(echo.HeaderOrigin); origin != "" {
+		if u, err := url.Parse(origin); err != nil || u.Host != c.Request().Host {
+			return &APIError{Status: http.StatusForbidden, Code: "csrf_failed", Message: "the request's Origin " + strconv.Quote(origin) + " is not this server"}
+		}
+	}
+	return nil
+}
+
+// signInLimiter limits failed sign-ins per client address: a token
+// cannot be guessed through the form, and a successful sign-in costs
+// nothing.
+type signInLimiter struct {
+	perMinute float64
+	mu        sync.Mutex
+	byAddr    map[string]*rate.Limiter
+}
+
+func newSignInLimiter(perMinute float64) *signInLimiter {
+	return &signInLimiter{perMinute: perMinute, byAddr: map[string]*rate.Limiter{}}
+}
+
+// maxTrackedAddrs bounds the limiter's memory; past it, addresses whose
+// budget has refilled are forgotten.
+const maxTrackedAddrs = 10000
+
+func (l *signInLimiter) limiter(addr string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.byAddr[addr]
+	if lim == nil {
+		if len(l.byAddr) >= maxTrackedAddrs {
+			for a, li := range l.byAddr {
+				if li.Tokens() >= float64(li.Burst()) {
+					delete(l.byAddr, a)
+				}
+			}
+		}
+		// Burst: a minute's worth, so a mistyped paste or two costs nothing.
+		lim = rate.NewLimiter(rate.Limit(l.perMinute/60), max(1, int(l.perMinute)))
+		l.byAddr[addr] = lim
+	}
+	return lim
+}
+
+// blocked is how long addr must wait before its next try (0: it may try).
+func (l *signInLimiter) blocked(addr string) time.Duration {
+	lim := l.limiter(addr)
+	if lim.Tokens() >= 1 {
+		return 0
+	}
+	r := lim.Reserve()
+	defer r.Cancel()
+	return r.Delay()
+}
+
+func (l *signInLimiter) failed(addr string) { l.limiter(addr).Allow() }

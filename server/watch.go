@@ -1,0 +1,276 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"pushfan/broadcast"
+	"pushfan/model"
+)
+
+// A console page watching a broadcast gets its state pushed, as
+// server-sent events, from a watchHub: one poller per watched broadcast
+// on this instance reads the row once a tick and hands the same encoded
+// event to every viewer. A hundred open tabs cost one read a second, not a
+// hundred; and the poller keeps the sends-per-second series, so a page
+// opened late still draws the last two minutes.
+
+const (
+	watchTick   = time.Second
+	watchSeries = 120 // points kept: two minutes at one a tick
+	// watchPing keeps idle streams (a scheduled broadcast) open through
+	// proxies that close silent connections.
+	watchPing = 15 * time.Second
+	// watchWrite bounds each write to a viewer: a stalled one is dropped.
+	watchWrite = 10 * time.Second
+)
+
+type ratePoint struct {
+	At        time.Time `json:"at"`
+	PerSecond float64   `json:"per_second"`
+}
+
+type watchEvent struct {
+	Broadcast broadcastView `json:"broadcast"`
+	Series    []ratePoint   `json:"series"`
+}
+
+// watchHub fans one poll per broadcast out to its viewers.
+type watchHub struct {
+	peek  func(context.Context, uint64) (*model.Broadcast, error)
+	view  func(*model.Broadcast) broadcastView
+	every time.Duration
+	log   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	stopped bool
+	watched map[uint64]*watched
+}
+
+type watched struct {
+	viewers map[chan []byte]struct{}
+	last    []byte // the latest event, for a viewer who joins between ticks
+}
+
+func newWatchHub(peek func(context.Context, uint64) (*model.Broadcast, error), view func(*model.Broadcast) broadcastView, log *slog.Logger) *watchHub {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &watchHub{peek: peek, view: view, every: watchTick, log: log, ctx: ctx, cancel: cancel, watched: map[uint64]*watched{}}
+}
+
+// subscribe adds a viewer of broadcast id. The channel carries encoded
+// events, the latest only (a slow viewer skips ticks, never blocks the
+// others), and is closed after the final event or when the hub stops.
+// ok is false once the hub has stopped.
+func (h *watchHub) subscribe(id uint64) (events <-chan []byte, leave func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return nil, nil, false
+	}
+	w := h.watched[id]
+	if w == nil {
+		w = &watched{viewers: map[chan []byte]struct{}{}}
+		h.watched[id] = w
+		h.wg.Add(1)
+		go h.poll(id)
+	}
+	ch := make(chan []byte, 1)
+	if w.last != nil {
+		ch <- w.last
+	}
+	w.viewers[ch] = struct{}{}
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(w.viewers, ch)
+	}, true
+}
+
+// poll reads broadcast id every tick while it has viewers and is not
+// final.
+func (h *watchHub) poll(id uint64) {
+	defer h.wg.Done()
+	tick := time.NewTicker(h.every)
+	defer tick.Stop()
+	var series []ratePoint
+	prevDone, prevAt := int64(-1), time.Time{}
+	for {
+		b, err := h.peek(h.ctx, id)
+		switch {
+		case h.ctx.Err() != nil:
+			h.end(id)
+			return
+		case errors.Is(err, broadcast.ErrNotFound):
+			h.end(id) // removed by retention while watched
+			return
+		case err != nil:
+			// The database will answer again; the viewers keep the last
+			// state meanwhile.
+			h.log.Warn("watch: reading the broadcast failed", "broadcast_id", id, "err", err)
+		default:
+			now := time.Now()
+			done := b.Succeeded + b.Failed
+			if prevDone >= 0 && now.After(prevAt) {
+				series = append(series, ratePoint{At: now.UTC(), PerSecond: float64(done-prevDone) / now.Sub(prevAt).Seconds()})
+				if len(series) > watchSeries {
+					series = series[len(series)-watchSeries:]
+				}
+			}
+			prevDone, prevAt = done, now
+			ev, err := json.Marshal(watchEvent{Broadcast: h.view(b), Series: series})
+			if err != nil {
+				h.log.Error("watch: encoding the event", "broadcast_id", id, "err", err)
+				h.end(id)
+				return
+			}
+			if !h.publish(id, ev, b.Status.Final()) {
+				return
+			}
+		}
+		select {
+		case <-h.ctx.Done():
+			h.end(id)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// publish hands ev to id's viewers. It reports whether polling goes on:
+// not after the final event, nor once the last viewer has left.
+func (h *watchHub) publish(id uint64, ev []byte, final bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.watched[id]
+	if len(w.viewers) == 0 {
+		delete(h.watched, id)
+		return false
+	}
+	w.last = ev
+	for ch := range w.viewers {
+		select { // replace an event the viewer has not taken yet
+		case <-ch:
+		default:
+		}
+		ch <- ev // cannot block: emptied above, and only the hub sends
+	}
+	if final {
+		h.endLocked(id)
+		return false
+	}
+	return true
+}
+
+func (h *watchHub) end(id uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.endLocked(id)
+}
+
+func (h *watchHub) endLocked(id uint64) {
+	if w := h.watched[id]; w != nil {
+		for ch := range w.viewers {
+			close(ch)
+		}
+		delete(h.watched, id)
+	}
+}
+
+// stop ends every stream and waits for the pollers. Safe twice.
+func (h *watchHub) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+}
+
+// watchBroadcast streams a broadcast's state as server-sent events
+// (GET /push/broadcasts/{id}/events): an event "state" about once a
+// second, the last one when it is final, then the stream ends.
+func (s *Server) watchBroadcast(c echo.Context) error {
+	id, err := parseID(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	b, err := s.svc.Peek(ctx, id) // an unknown id is a 404, before the stream starts
+	if err != nil {
+		return err
+	}
+	w := c.Response()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set(echo.HeaderCacheControl, "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	send := func(data []byte) (err error) {
+		_ = rc.SetWriteDeadline(time.Now().Add(watchWrite)) // not every writer has one
+		if data == nil {
+			_, err = fmt.Fprint(w, ": ping\n\n")
+		} else {
+			_, err = fmt.Fprintf(w, "event: state\ndata: %s\n\n", data)
+		}
+		if err == nil {
+			err = rc.Flush()
+		}
+		return err
+	}
+	if b.Status.Final() {
+		ev, err := json.Marshal(watchEvent{Broadcast: s.view(b), Series: []ratePoint{}})
+		if err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusOK)
+		return send(ev)
+	}
+	events, leave, ok := s.watch.subscribe(id)
+	if !ok {
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; reconnect"}
+	}
+	defer leave()
+	// A console session's stream ends with the session.
+	var expired <-chan time.Time
+	if sess, _ := c.Get(sessionKey).(*model.Session); sess != nil {
+		t := time.NewTimer(time.Until(sess.ExpiresAt))
+		defer t.Stop()
+		expired = t.C
+	}
+	w.WriteHeader(http.StatusOK)
+	if err := send(nil); err != nil {
+		return nil // the viewer has gone
+	}
+	ping := time.NewTicker(watchPing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-expired:
+			return nil
+		case ev, open := <-events:
+			if !open {
+				return nil
+			}
+			if send(ev) != nil {
+				return nil
+			}
+		case <-ping.C:
+			if send(nil) != nil {
+				return nil
+			}
+		}
+	}
+}
