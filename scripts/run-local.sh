@@ -252,6 +252,10 @@ cat <<EOF
 pushfan is up: API $API_URL (pid $SERVE_PID), FCM emulator $EMU_URL (pid $EMU_PID)
 logs: $RUN_DIR/serve.log, $RUN_DIR/emulator.log
 
+# the admin console: open $API_URL/console/ and sign in with the admin token
+#   $TOKEN
+# (also in $RUN_DIR/admin-token)
+
 # broadcast to every demo user (answers with the final counts):
 curl -sS -X POST $API_URL/push/broadcast \\
   -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' \\

@@ -160,10 +160,15 @@ func TestConsoleSessionCookieCSRFAndSignOut(t *testing.T) {
 		t.Fatalf("sign-out did not clear the cookie: %v", resp.Header["Set-Cookie"])
 	}
 	// The old cookie, replayed, is dead everywhere.
-	for _, p := range []string{"/console/api/session", "/push/stats"} {
-		if resp := se.call("GET", p, "", nil, nil); resp.StatusCode != 401 {
-			t.Fatalf("GET %s after sign-out: %d, want 401", p, resp.StatusCode)
-		}
+	var after struct {
+		SignedIn bool   `json:"signed_in"`
+		CSRF     string `json:"csrf_token"`
+	}
+	if resp := se.call("GET", "/console/api/session", "", nil, &after); resp.StatusCode != 200 || after.SignedIn || after.CSRF != "" {
+		t.Fatalf("GET session after sign-out: %d %+v, want signed_in false", resp.StatusCode, after)
+	}
+	if resp := se.call("GET", "/push/stats", "", nil, nil); resp.StatusCode != 401 {
+		t.Fatalf("GET /push/stats after sign-out: %d, want 401", resp.StatusCode)
 	}
 	var count int
 	if err := s.SQL.Get(&count, "SELECT COUNT(*) FROM console_sessions"); err != nil || count != 0 {

@@ -45,12 +45,20 @@ const (
 	sessionKey    = "pushfan.session"
 )
 
-// sessionView is the answer of the session routes.
+// sessionView is the answer of the session routes. A browser that is not
+// signed in gets only signed_in false (a 200: the console asks on every
+// load, and an expected answer is not an error in the browser's console).
 type sessionView struct {
-	Name      string    `json:"name"`
-	Role      string    `json:"role"`
-	CSRFToken string    `json:"csrf_token"`
-	ExpiresAt time.Time `json:"expires_at"`
+	SignedIn  bool       `json:"signed_in"`
+	Name      string     `json:"name,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	CSRFToken string     `json:"csrf_token,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+func viewSession(t *config.AdminToken, sess *model.Session) sessionView {
+	exp := sess.ExpiresAt.UTC()
+	return sessionView{SignedIn: true, Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: &exp}
 }
 
 // randomToken is 32 random bytes, base64url without padding (43 chars).
@@ -98,20 +106,20 @@ func (s *Server) signIn(c echo.Context) error {
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
 		MaxAge: int(s.cfg.HTTP.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
 	s.log.InfoContext(c.Request().Context(), "console sign-in", "token", t.Name, "remote", ip)
-	return c.JSON(http.StatusOK, sessionView{Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: sess.ExpiresAt})
+	return c.JSON(http.StatusOK, viewSession(t, &sess))
 }
 
-// whoAmI answers the current session (GET /console/api/session): a page
-// reload gets its CSRF token back from here.
+// whoAmI answers the current session (GET /console/api/session), or
+// signed_in false: a page reload gets its CSRF token back from here.
 func (s *Server) whoAmI(c echo.Context) error {
 	sess, t, err := s.session(c)
 	if err != nil {
 		return err
 	}
 	if t == nil {
-		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "not signed in, or the session has ended; sign in at /console/"}
+		return c.JSON(http.StatusOK, sessionView{})
 	}
-	return c.JSON(http.StatusOK, sessionView{Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: sess.ExpiresAt.UTC()})
+	return c.JSON(http.StatusOK, viewSession(t, sess))
 }
 
 // signOut ends the session on the server (DELETE /console/api/session,

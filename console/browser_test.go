@@ -1,0 +1,274 @@
+package console_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// api calls the server with the sender's bearer token (setting up what a
+// test then looks at in the browser).
+func (e *env) api(method, path string, body any, out any) int {
+	e.t.Helper()
+	raw, _ := json.Marshal(body)
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(raw))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+senderToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			e.t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type counts struct {
+	ID        uint64 `json:"id"`
+	Status    string `json:"status"`
+	Targeted  int64  `json:"targeted"`
+	Succeeded int64  `json:"succeeded"`
+	Failed    int64  `json:"failed"`
+	Canceled  int64  `json:"canceled"`
+}
+
+func (e *env) broadcastCount() int {
+	var n int
+	if err := e.db.Get(&n, "SELECT COUNT(*) FROM broadcasts"); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// compose fills the compose form's message and picks the all audience.
+func (e *env) compose(title, body string) {
+	e.t.Helper()
+	e.route("#/compose")
+	e.page("compose")
+	e.setValue("#f-title", title)
+	e.setValue("#f-body", body)
+	e.click(`input[name="audience-kind"][value="all"]`)
+}
+
+// watchedID is the broadcast id of the watch page (#/broadcasts/<id>).
+func (e *env) watchedID() uint64 {
+	return eval[uint64](e, "reading the watched id", `Number(location.hash.split('/').pop())`)
+}
+
+func text(sel string) string {
+	return fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? '').trim()`, sel)
+}
+
+// TestConsoleComposeTestSendAndWatch is the main path: sign in, compose,
+// see the audience counted, test-send to two users, send, and watch the
+// progress reach exactly what the emulator received.
+func TestConsoleComposeTestSendAndWatch(t *testing.T) {
+	e := newEnv(t, 1500)
+	want := e.eligibleTokens()
+	e.signIn(senderToken)
+	e.compose("Winter sale", "Everything 20% off, today only")
+	e.waitFor(fmt.Sprintf("the live preview to count the %d eligible tokens", want), 20*time.Second,
+		fmt.Sprintf(`%s.replace(/\D/g, '') === '%d'`, text("#preview-count"), want))
+	e.waitFor("the phone preview to show the title and body", 10*time.Second,
+		text("#phone-preview .phone-title")+` === 'Winter sale' && `+text("#phone-preview .phone-body")+` === 'Everything 20% off, today only'`)
+	if n := eval[int](e, "counting the sample", `document.querySelector('#preview-sample').textContent.split(/[^0-9]+/).filter(Boolean).length`); n != 10 {
+		t.Errorf("preview sample shows %d user ids, want 10", n)
+	}
+
+	// A test send to users 1 and 2: one result row per token, in place.
+	var testTokens int
+	if err := e.db.Get(&testTokens, "SELECT COUNT(*) FROM device_tokens WHERE user_id IN (1, 2) AND invalidated_at IS NULL"); err != nil {
+		t.Fatal(err)
+	}
+	e.setValue("#f-test-user_ids", "1, 2")
+	e.click("#btn-test-send")
+	e.waitFor(fmt.Sprintf("%d test-send result rows", testTokens), 20*time.Second,
+		fmt.Sprintf(`document.querySelectorAll('#test-results tbody tr').length === %d`, testTokens))
+	if ok := eval[int](e, "counting ok rows", `document.querySelectorAll('#test-results tbody tr[data-outcome="ok"]').length`); ok != testTokens {
+		t.Fatalf("%d of %d test-send rows are ok", ok, testTokens)
+	}
+	testSent := e.emu.Stats()
+	if testSent.Requests != int64(testTokens) || e.broadcastCount() != 0 {
+		t.Fatalf("after the test send: the emulator got %d requests (want %d), %d broadcasts stored (want 0)", testSent.Requests, testTokens, e.broadcastCount())
+	}
+
+	// Send, paced so that there is progress to watch.
+	e.setValue("#f-max_rate", "400")
+	e.click("#btn-send")
+	e.page("watch")
+	e.waitFor("the progress bar to move", 30*time.Second, `Number(document.querySelector('#count-succeeded').dataset.value) > 0`)
+	e.shot("running")
+	e.waitFor("the broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
+	st := e.emu.Stats()
+	ok, dead := st.ByCode["OK"]-testSent.ByCode["OK"], st.ByCode["UNREGISTERED"]-testSent.ByCode["UNREGISTERED"]
+	e.waitFor("the final counts on the page", 10*time.Second,
+		fmt.Sprintf(`Number(document.querySelector('#count-succeeded').dataset.value) === %d && Number(document.querySelector('#count-failed').dataset.value) === %d`, ok, dead))
+	if got := e.count("#count-targeted"); got != want || ok+dead != want || st.Requests-testSent.Requests != want {
+		t.Fatalf("page: targeted %d; emulator: %d ok + %d UNREGISTERED in %d requests; want %d of each", got, ok, dead, st.Requests-testSent.Requests, want)
+	}
+	if dead == 0 {
+		t.Fatal("no dead tokens were seeded: the failures part of the page is untested")
+	}
+	if n := eval[int64](e, "the error code row", `Number(document.querySelector('#error-codes tr[data-code="UNREGISTERED"]')?.textContent.replace(/\D/g, '') || -1)`); n != dead {
+		t.Errorf("error codes row UNREGISTERED shows %d, want %d", n, dead)
+	}
+	e.waitFor("the failures table to list failed tokens", 10*time.Second, `document.querySelectorAll('#failures tbody tr').length > 0`)
+	var b counts
+	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", e.watchedID()), nil, &b)
+	if b.Succeeded != ok || b.Failed != dead {
+		t.Fatalf("API: %+v; emulator %d ok, %d dead", b, ok, dead)
+	}
+	e.shot("")
+}
+
+func TestConsoleCancelsARunningBroadcast(t *testing.T) {
+	e := newEnv(t, 2000)
+	want := e.eligibleTokens()
+	e.signIn(senderToken)
+	e.compose("Slow one", "paced at 50 a second")
+	e.setValue("#f-max_rate", "50")
+	e.click("#btn-send")
+	e.page("watch")
+	e.waitFor("the first sends", 30*time.Second, `Number(document.querySelector('#count-succeeded').dataset.value) >= 20`)
+	e.click("#btn-cancel")
+	e.waitFor("the confirm dialog", 10*time.Second, `document.querySelector('#confirm')?.open === true`)
+	e.click("#confirm-ok")
+	e.waitFor("the broadcast to be canceled", 30*time.Second, text("#watch-status")+` === 'canceled'`)
+	id := e.watchedID()
+	var b counts
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e.api("GET", fmt.Sprintf("/push/broadcasts/%d", id), nil, &b)
+		if b.Succeeded+b.Failed+b.Canceled == b.Targeted || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st := e.emu.Stats()
+	if b.Status != "canceled" || b.Targeted != want || b.Canceled == 0 || b.Succeeded+b.Failed+b.Canceled != want || st.Requests != b.Succeeded+b.Failed {
+		t.Fatalf("after cancel: %+v; emulator %d requests; want every one of %d targets counted once and the emulator to have got exactly the sent ones", b, st.Requests, want)
+	}
+	e.waitFor("the page to show the final split", 10*time.Second, fmt.Sprintf(
+		`Number(document.querySelector('#count-canceled').dataset.value) === %d && Number(document.querySelector('#count-succeeded').dataset.value) === %d`, b.Canceled, b.Succeeded))
+	if n := eval[int](e, "looking for the cancel button", `document.querySelectorAll('#btn-cancel').length`); n != 0 {
+		t.Errorf("a canceled broadcast still offers Cancel")
+	}
+	e.shot("")
+}
+
+func TestConsoleViewerHasNoSendButtonAndIsRefused(t *testing.T) {
+	e := newEnv(t, 50)
+	var held counts
+	if code := e.api("POST", "/push/broadcast?wait=0", map[string]any{"title": "Held", "body": "for approval", "audience": map[string]any{"all": true}, "hold": true}, &held); code != 202 && code != 200 {
+		t.Fatalf("creating a held broadcast: %d", code)
+	}
+	e.signIn(viewerToken)
+	if role := eval[string](e, "the role", `document.body.dataset.role`); role != "viewer" {
+		t.Fatalf("body data-role %q", role)
+	}
+	if n := eval[int](e, "looking for Compose", `document.querySelectorAll('a[href="#/compose"]').length`); n != 0 {
+		t.Fatal("a viewer is offered Compose")
+	}
+	e.route(fmt.Sprintf("#/broadcasts/%d", held.ID))
+	e.page("watch")
+	e.waitFor("the held status", 10*time.Second, text("#watch-status")+` === 'held'`)
+	for _, b := range []string{"#btn-send", "#btn-cancel", "#btn-release", "#btn-resend", "#btn-duplicate", "#btn-test"} {
+		if n := eval[int](e, "looking for "+b, fmt.Sprintf(`document.querySelectorAll(%q).length`, b)); n != 0 {
+			t.Errorf("a viewer's page has %s", b)
+		}
+	}
+	// Posting directly, with the session's own CSRF token, is refused.
+	e.expectBrowserError("403")
+	got := eval[string](e, "posting a release as the viewer", fmt.Sprintf(`(async () => {
+		const s = await (await fetch('/console/api/session')).json();
+		const r = await fetch('/push/broadcasts/%d/release', {method: 'POST', headers: {'X-CSRF-Token': s.csrf_token, 'Content-Type': 'application/json'}, body: '{}'});
+		return r.status + ' ' + (await r.json()).error.code;
+	})()`, held.ID))
+	if got != "403 forbidden" {
+		t.Fatalf("viewer's direct release: %q, want 403 forbidden", got)
+	}
+	var b counts
+	if e.api("GET", fmt.Sprintf("/push/broadcasts/%d", held.ID), nil, &b); b.Status != "held" || e.emu.Stats().Requests != 0 {
+		t.Fatalf("after the viewer's post: %+v, %d requests sent", b, e.emu.Stats().Requests)
+	}
+	e.shot("")
+}
+
+func TestConsoleShowsABadFieldNextToItsInput(t *testing.T) {
+	e := newEnv(t, 20)
+	e.signIn(senderToken)
+	e.compose("Bad", "fields")
+	e.expectBrowserError("400")
+
+	// A bad platform override: the error names a path inside apns.
+	e.setValue("#f-apns", `{"headers": {"apns-priority": "7"}}`)
+	e.click("#btn-send")
+	e.waitFor("the apns error next to the apns field", 20*time.Second,
+		`(() => { const err = document.querySelector('.field-error[data-error-for^="apns"]'); const input = document.querySelector('#f-apns');
+			return !!err && err.textContent.trim() !== '' && input.getAttribute('aria-invalid') === 'true' && (input.getAttribute('aria-describedby') || '').split(' ').includes(err.id) })()`)
+	e.setValue("#f-apns", "")
+
+	// A send time in the past.
+	e.click(`input[name="delivery"][value="at"]`)
+	e.setValue("#f-send_at", "2020-01-01T09:00")
+	e.click("#btn-send")
+	e.waitFor("the send_at error next to the send_at field", 20*time.Second,
+		`(() => { const err = document.querySelector('.field-error[data-error-for="send_at"]'); const input = document.querySelector('#f-send_at');
+			return !!err && err.textContent.trim() !== '' && input.getAttribute('aria-invalid') === 'true' && (input.getAttribute('aria-describedby') || '').split(' ').includes(err.id) })()`)
+	if n := e.broadcastCount(); n != 0 || e.emu.Stats().Requests != 0 {
+		t.Fatalf("bad requests stored %d broadcasts and sent %d", n, e.emu.Stats().Requests)
+	}
+	e.shot("")
+}
+
+func TestConsoleRefusesAPostWithoutCSRF(t *testing.T) {
+	e := newEnv(t, 20)
+	e.signIn(senderToken)
+	e.expectBrowserError("403")
+	got := eval[string](e, "posting a broadcast with the cookie and no CSRF header", `(async () => {
+		const r = await fetch('/push/broadcast?wait=0', {method: 'POST', headers: {'Content-Type': 'application/json'},
+			body: JSON.stringify({title: 't', body: 'b', audience: {all: true}})});
+		return r.status + ' ' + (await r.json()).error.code;
+	})()`)
+	if got != "403 csrf_failed" {
+		t.Fatalf("a post without the CSRF token: %q, want 403 csrf_failed", got)
+	}
+	if n := e.broadcastCount(); n != 0 || e.emu.Stats().Requests != 0 {
+		t.Fatalf("the refused post stored %d broadcasts and sent %d", n, e.emu.Stats().Requests)
+	}
+	e.shot("")
+}
+
+func TestConsoleSignOutEndsTheSession(t *testing.T) {
+	e := newEnv(t, 20)
+	e.signIn(senderToken)
+	if who := eval[string](e, "the header", text("#whoami")); who == "" {
+		t.Fatal("the header does not say who is signed in")
+	}
+	e.click("#signout")
+	e.page("signin")
+	e.expectBrowserError("401")
+	got := eval[string](e, "the session and an API call after sign-out", `(async () => {
+		const s = await (await fetch('/console/api/session')).json();
+		const r = await fetch('/push/stats');
+		return s.signed_in + ' ' + r.status;
+	})()`)
+	if got != "false 401" {
+		t.Fatalf("after sign-out: %q, want signed_in false and a 401", got)
+	}
+	var n int
+	if err := e.db.Get(&n, "SELECT COUNT(*) FROM console_sessions"); err != nil || n != 0 {
+		t.Fatalf("%d sessions left on the server (%v)", n, err)
+	}
+	e.shot("")
+}

@@ -1,0 +1,356 @@
+package console_test
+
+// The browser tests drive the console in headless Chromium (Debian's
+// chromium package) with chromedp, against the real pushfan binary
+// (`pushfan serve`, built once in TestMain) on a database of its own and an
+// FCM emulator in this process, so every count the page shows can be
+// checked against what the emulator received.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jmoiron/sqlx"
+
+	"pushfan/fcmemu"
+	"pushfan/internal/demo"
+	"pushfan/internal/testdb"
+)
+
+const (
+	senderToken = "console-sender-token-0123456789"
+	viewerToken = "console-viewer-token-0123456789"
+)
+
+var binary string // pushfan, built once for the package
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pushfan-console-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "pushfan")
+	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/pushfan").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building pushfan: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// chromium finds the browser: PUSHFAN_CHROMIUM, else Debian's. A missing
+// browser fails the test (make test and .ci/run install it), never skips.
+func chromium(t *testing.T) string {
+	for _, p := range []string{os.Getenv("PUSHFAN_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no Chromium found (PUSHFAN_CHROMIUM, /usr/bin/chromium): run scripts/ensure-chromium.sh (apt-get install chromium)")
+	return ""
+}
+
+// env is one console under test: a database, an emulator, a pushfan
+// process, and a headless browser tab.
+type env struct {
+	t    *testing.T
+	db   *sqlx.DB
+	emu  *fcmemu.Emulator
+	url  string // the pushfan server
+	ctx  context.Context
+	logs string
+
+	mu       sync.Mutex
+	messages []chromedp.ConsoleMessage
+	allowed  []string // browser-log texts that are expected (an API's 4xx)
+}
+
+// newEnv seeds users (one token each, every 20th token dead), starts the
+// server and a browser.
+func newEnv(t *testing.T, users int) *env {
+	tdb := testdb.New(t)
+	e := &env{t: t, db: tdb.SQL}
+	e.emu = fcmemu.New(fcmemu.Config{Latency: 5 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	emuSrv := httptest.NewServer(e.emu.Handler())
+	t.Cleanup(emuSrv.Close)
+	if _, _, err := demo.New(tdb.SQL, nil).SeedDemo(t.Context(), demo.SeedOptions{Users: users, TokensPerUserMax: 1, DeadEvery: 20}); err != nil {
+		t.Fatal(err)
+	}
+	e.startServer(tdb.DSN, emuSrv.URL)
+	e.startBrowser()
+	return e
+}
+
+func (e *env) startServer(dsn, emuURL string) {
+	t := e.t
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e.logs = filepath.Join(t.TempDir(), "pushfan.log")
+	logFile, err := os.Create(e.logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = append(os.Environ(),
+		"PUSHFAN_MYSQL_DSN="+dsn,
+		"PUSHFAN_FCM_ENDPOINT="+emuURL+"/v1",
+		"PUSHFAN_FCM_PROJECT_ID=console-test",
+		"PUSHFAN_ADMIN_TOKENS=ops:sender:"+senderToken+",watcher:viewer:"+viewerToken,
+		"PUSHFAN_HTTP_ADDR="+addr,
+		"PUSHFAN_LOG_FORMAT=text",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("pushfan (pid %d) did not exit within 30 s of kill", cmd.Process.Pid)
+		}
+		if t.Failed() {
+			raw, _ := os.ReadFile(e.logs)
+			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+			t.Logf("pushfan log (last 40 lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
+	e.url = "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(e.url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case <-done:
+			raw, _ := os.ReadFile(e.logs)
+			t.Fatalf("pushfan exited before it was ready:\n%s", raw)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pushfan not ready (GET /readyz) within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *env) startBrowser() {
+	t := e.t
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	// Start the browser with a deadline of its own: a browser that cannot
+	// start fails here, saying so.
+	startCtx, cancelStart := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelStart()
+	if err := chromedp.Do(startCtx); err != nil {
+		cancel()
+		cancelAlloc()
+		t.Fatalf("starting headless Chromium: %v", err)
+	}
+	e.ctx = ctx
+	messages := chromedp.Console(ctx)
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for m, err := range messages {
+			if err != nil {
+				return // the tab has closed
+			}
+			e.mu.Lock()
+			e.messages = append(e.messages, m)
+			e.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		<-collected
+	})
+	t.Cleanup(e.checkConsole) // runs first: the tab is still open
+}
+
+// expectBrowserError declares a browser-log line the test causes on
+// purpose (Chromium logs every 4xx answer a fetch gets as an error).
+func (e *env) expectBrowserError(substr string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.allowed = append(e.allowed, substr)
+}
+
+// checkConsole fails the test on any error or warning in the page's
+// console: an exception, console.error/warn, or a browser-log entry the
+// test did not expect.
+func (e *env) checkConsole() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.messages {
+		if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleWarning && m.Type != chromedp.ConsoleException {
+			continue
+		}
+		expected := false
+		for _, a := range e.allowed {
+			expected = expected || (m.Source == "network" && strings.Contains(m.Text, a))
+		}
+		if !expected {
+			e.t.Errorf("browser console %s (source %q) at %s:%d: %s", m.Type, m.Source, m.URL, m.Line+1, m.Text)
+		}
+	}
+}
+
+// do runs actions within a deadline; on failure it says what it was doing.
+func (e *env) do(what string, within time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, within)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		e.shot("failed")
+		e.t.Fatalf("%s (within %s): %v", what, within, err)
+	}
+}
+
+// eval evaluates a JavaScript expression (promises awaited) and decodes it.
+func eval[T any](e *env, what, js string) T {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		e.t.Fatalf("%s: evaluating %s: %v", what, js, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition until it is true.
+func (e *env) waitFor(what string, within time.Duration, js string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, within+5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		e.shot("failed")
+		e.t.Fatalf("waiting for %s (within %s; condition %s): %v", what, within, js, err)
+	}
+}
+
+// page waits until the console shows page name (body[data-page]).
+func (e *env) page(name string) {
+	e.t.Helper()
+	e.waitFor("the "+name+" page", 20*time.Second, fmt.Sprintf(`document.body.dataset.page === %q`, name))
+}
+
+// signIn opens the console and signs in with token.
+func (e *env) signIn(token string) {
+	e.t.Helper()
+	e.do("opening the console", 30*time.Second, chromedp.Navigate(e.url+"/"))
+	e.page("signin")
+	e.do("signing in", 20*time.Second,
+		chromedp.SendKeys(chromedp.CSS("#signin-token"), token),
+		chromedp.Click(chromedp.CSS("#signin-submit")))
+	e.page("dashboard")
+}
+
+// go navigates the page to a hash route.
+func (e *env) route(hash string) {
+	e.t.Helper()
+	eval[bool](e, "routing to "+hash, fmt.Sprintf(`(location.hash = %q, true)`, hash))
+}
+
+// setValue sets an input's value as a user would, firing input and change.
+func (e *env) setValue(sel, value string) {
+	e.t.Helper()
+	js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false;
+		el.value = %q; el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); return true })()`, sel, value)
+	if !eval[bool](e, "setting "+sel, js) {
+		e.shot("failed")
+		e.t.Fatalf("no element %s to set", sel)
+	}
+}
+
+// check clicks a radio or checkbox by selector.
+func (e *env) click(sel string) {
+	e.t.Helper()
+	e.do("clicking "+sel, 20*time.Second, chromedp.Click(chromedp.CSS(sel)))
+}
+
+// count is the integer in an element's data-value.
+func (e *env) count(sel string) int64 {
+	e.t.Helper()
+	return eval[int64](e, "reading "+sel, fmt.Sprintf(`Number(document.querySelector(%q).dataset.value)`, sel))
+}
+
+// shot saves a screenshot of the whole page as a test artifact:
+// artifacts/console/<Test>[-suffix].png at the repository's root (or
+// under PUSHFAN_ARTIFACTS).
+func (e *env) shot(suffix string) string {
+	dir := os.Getenv("PUSHFAN_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "artifacts")
+	}
+	dir = filepath.Join(dir, "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		e.t.Errorf("screenshot dir: %v", err)
+		return ""
+	}
+	name := strings.ReplaceAll(e.t.Name(), "/", "_")
+	if suffix != "" {
+		name += "-" + suffix
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		e.t.Errorf("screenshot: %v", err)
+		return ""
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		e.t.Errorf("screenshot: %v", err)
+	}
+	e.t.Logf("screenshot: %s", path)
+	return path
+}
+
+// eligibleTokens counts the tokens a broadcast to all would target.
+func (e *env) eligibleTokens() int64 {
+	var n int64
+	if err := e.db.Get(&n, `SELECT COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.invalidated_at IS NULL AND u.push_enabled = 1`); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
