@@ -1,0 +1,263 @@
+// Boot, hash router and the header (nav, who is signed in, sign out).
+//
+// Each page module exports render(ctx) and resolves once it has shown its
+// first data; only then is body[data-page] set, so tests (and people) can
+// tell a rendered page from a loading one. ctx.signal is aborted and the
+// ctx.cleanup() callbacks run when the user leaves the page, which stops
+// the page's fetches, timers and event streams.
+
+import {api, getSession, setSession, onUnauthorized, del} from './api.js';
+import {h, showPageError, closeDialog, fill, add} from './dom.js';
+import * as signin from './signin.js';
+import * as dashboard from './dashboard.js';
+import * as broadcasts from './broadcasts.js';
+import * as watch from './watch.js';
+import * as compose from './compose.js';
+import * as cron from './cron.js';
+import * as audiences from './audiences.js';
+import * as cluster from './cluster.js';
+
+const ROUTES = [
+  {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
+  {re: /^\/broadcasts$/, page: 'broadcasts', title: 'Broadcasts', mod: broadcasts},
+  {re: /^\/broadcasts\/([1-9]\d*)$/, page: 'watch', title: 'Broadcast', mod: watch},
+  {re: /^\/compose$/, page: 'compose', title: 'Compose', mod: compose},
+  {re: /^\/cron$/, page: 'cron', title: 'Cron', mod: cron},
+  {re: /^\/audiences$/, page: 'audiences', title: 'Audiences', mod: audiences},
+  {re: /^\/cluster$/, page: 'cluster', title: 'Cluster', mod: cluster},
+  {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
+];
+
+// The nav, in order; Compose only for senders (absent, not hidden, for a
+// viewer).
+const NAV = [
+  ['#/', 'Dashboard'],
+  ['#/broadcasts', 'Broadcasts'],
+  ['#/compose', 'Compose', 'sender'],
+  ['#/cron', 'Cron'],
+  ['#/audiences', 'Audiences'],
+  ['#/cluster', 'Cluster'],
+];
+
+let active = null; // the page on screen: {controller, cleanups}
+let expiryTimer = 0;
+let flash = ''; // a message for the sign-in page ("your session expired")
+
+function parseHash() {
+  const raw = location.hash.slice(1);
+  const i = raw.indexOf('?');
+  let path = i < 0 ? raw : raw.slice(0, i);
+  try {
+    path = decodeURIComponent(path);
+  } catch {
+    // a malformed escape: route the raw text (it will be "not found")
+  }
+  path = path || '/';
+  // URLSearchParams decodes the query itself (next=%23%2Fbroadcasts).
+  const query = new URLSearchParams(i < 0 ? '' : raw.slice(i + 1));
+  return {path: path.startsWith('/') ? path : '/' + path, query};
+}
+
+function currentHash() {
+  return location.hash || '#/';
+}
+
+function teardown() {
+  if (!active) return;
+  active.controller.abort();
+  for (const fn of active.cleanups) {
+    try {
+      fn();
+    } catch {
+      // a cleanup that fails must not keep the next page from showing
+    }
+  }
+  active = null;
+  closeDialog();
+}
+
+async function route() {
+  teardown();
+  delete document.body.dataset.page;
+  const {path, query} = parseHash();
+  const session = getSession();
+
+  if (!session && path !== '/signin') {
+    location.replace('#/signin?next=' + encodeURIComponent(currentHash()));
+    return;
+  }
+  if (session && path === '/signin') {
+    location.replace(safeNext(query.get('next')));
+    return;
+  }
+
+  const root = document.getElementById('app');
+  root.replaceChildren();
+  markNav(path);
+
+  const controller = new AbortController();
+  const me = {controller, cleanups: []};
+  active = me;
+  const found = ROUTES.map((r) => ({r, m: path.match(r.re)})).find((x) => x.m);
+  const ctx = {
+    root,
+    query,
+    params: found ? found.m.slice(1) : [],
+    session,
+    signal: controller.signal,
+    cleanup: (fn) => me.cleanups.push(fn),
+    // signin.js calls this with the new session object.
+    signedIn: (s) => signedIn(s, query.get('next')),
+    flash: takeFlash(),
+  };
+
+  if (!found) {
+    document.title = 'Not found · pushfan';
+    add(root, h('h1', {tabindex: '-1'}, 'Not found'));
+    showPageError(root, new Error(`There is no page at ${currentHash()}.`));
+    document.body.dataset.page = 'notfound';
+    return;
+  }
+
+  document.title = `${found.r.title} · pushfan`;
+  try {
+    await found.r.mod.render(ctx);
+  } catch (err) {
+    if (controller.signal.aborted) return;
+    showPageError(root, err);
+  }
+  if (controller.signal.aborted || active !== me) return;
+  document.body.dataset.page = found.r.page;
+  // Move focus to the new page's heading so keyboard and screen reader
+  // users start there, as after a real page load (sign-in focuses its input).
+  if (found.r.page !== 'signin') root.querySelector('h1')?.focus({preventScroll: true});
+}
+
+function takeFlash() {
+  const f = flash;
+  flash = '';
+  return f;
+}
+
+// Only our own routes: a next=... from the URL must not send the user
+// anywhere else.
+function safeNext(next) {
+  return next && /^#\/[^/]/.test(next + 'x') && !next.startsWith('#/signin') ? next : '#/';
+}
+
+function markNav(path) {
+  for (const a of document.querySelectorAll('#nav a')) {
+    const target = a.getAttribute('href').slice(1);
+    const on = target === '/' ? path === '/' : path === target || path.startsWith(target + '/');
+    if (on) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+}
+
+function renderHeader() {
+  const s = getSession();
+  const nav = document.getElementById('nav');
+  const account = document.getElementById('account');
+  if (!s) {
+    nav.replaceChildren();
+    account.replaceChildren();
+    delete document.body.dataset.role;
+    return;
+  }
+  document.body.dataset.role = s.role;
+  fill(nav, ...NAV.filter(([, , role]) => !role || role === s.role)
+    .map(([href, label]) => h('a', {href}, label)));
+  fill(account, 
+    h('span', {id: 'whoami', class: 'whoami'}, h('span', {class: 'whoami-name'}, s.name), ' ',
+      h('span', {class: ['role', 'role-' + s.role]}, s.role)),
+    h('button', {type: 'button', id: 'signout', class: 'btn btn-small', on: {click: signOut}}, 'Sign out'));
+}
+
+function applySession(s) {
+  setSession(s);
+  renderHeader();
+  armExpiry();
+}
+
+function signedIn(s, next) {
+  applySession(s);
+  location.hash = safeNext(next);
+}
+
+async function signOut(ev) {
+  const btn = ev.currentTarget;
+  btn.disabled = true;
+  try {
+    await del('/console/api/session');
+  } catch (err) {
+    // A 401 means the session had ended anyway: the handler moved on.
+    if (err.status !== 401) {
+      btn.disabled = false;
+      showPageError(document.getElementById('app'), new Error('Sign out failed: ' + err.message));
+      return;
+    }
+  }
+  endSession('');
+}
+
+// Drop the local session and show the sign-in page, remembering where the
+// user was so that signing in again returns there.
+function endSession(message, keepPlace) {
+  const here = parseHash().path === '/signin' ? '' : currentHash();
+  applySession(null);
+  flash = message;
+  const before = location.hash;
+  location.hash = keepPlace && here ? '#/signin?next=' + encodeURIComponent(here) : '#/signin';
+  // The same hash as before (a 401 on the sign-in page): no hashchange.
+  if (location.hash === before) route();
+}
+
+// The session ends at expires_at on the server; ask then, and go to
+// sign-in if it is gone (an extended session just re-arms the timer).
+function armExpiry() {
+  clearTimeout(expiryTimer);
+  const s = getSession();
+  if (!s || !s.expires_at) return;
+  const ms = new Date(s.expires_at).getTime() - Date.now();
+  // A time already past while the server still says yes is clock skew:
+  // ask once a minute rather than in a tight loop.
+  if (!Number.isNaN(ms)) checkSessionIn(ms > 0 ? ms + 1000 : 60000);
+}
+
+function checkSessionIn(ms) {
+  clearTimeout(expiryTimer);
+  // setTimeout takes at most 2^31-1 ms (~24 days).
+  expiryTimer = setTimeout(async () => {
+    try {
+      applySession(await api('GET', '/console/api/session', undefined, {handle401: false}));
+    } catch (err) {
+      if (err.status === 401) endSession('Your session has expired: sign in again.', true);
+      else checkSessionIn(30000); // the server is unreachable: ask again later
+    }
+  }, Math.min(Math.max(ms, 1000), 2 ** 31 - 1));
+}
+
+onUnauthorized(() => {
+  if (!getSession()) return; // already on the way out
+  endSession('Your session has ended: sign in again.', true);
+});
+
+// Boot: a reload has lost the csrf token, the session object gives it back.
+async function boot() {
+  try {
+    const s = await api('GET', '/console/api/session', undefined, {handle401: false});
+    applySession(s);
+  } catch (err) {
+    if (err.status !== 401) {
+      const root = document.getElementById('app');
+      fill(root, h('h1', {tabindex: '-1'}, 'pushfan console'),
+        h('p', null, h('button', {type: 'button', class: 'btn', on: {click: () => location.reload()}}, 'Try again')));
+      showPageError(root, new Error('Could not check the session: ' + err.message));
+      return;
+    }
+  }
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+boot();

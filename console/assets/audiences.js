@@ -1,0 +1,84 @@
+// Audiences: the built-in ones and the named ones the server was
+// configured with (their typed parameters and template variables). A
+// sender can count a named audience with given parameters (a POST, so not
+// for viewers).
+
+import {get, post} from './api.js';
+import {h, table, emptyRow, field, isQuiet, fill, add} from './dom.js';
+import {num, parseParam, paramHint} from './format.js';
+
+const BUILT_IN = {
+  all: 'Every user with a valid device token: {"all": true}.',
+  user_ids: 'The users listed: {"user_ids": [1, 2, 3]}.',
+};
+
+export async function render(ctx) {
+  const {root, signal, session} = ctx;
+  add(root, h('h1', {tabindex: '-1'}, 'Audiences'));
+  const list = await get('/push/audiences', {signal});
+
+  add(root, h('section', {class: 'card', 'aria-labelledby': 'builtin-h'},
+    h('h2', {id: 'builtin-h'}, 'Built in'),
+    h('dl', {class: 'deflist'}, (list.built_in || []).map((n) => [h('dt', null, h('code', null, n)), h('dd', null, BUILT_IN[n] || '')]))));
+
+  const named = list.named || [];
+  add(root, h('h2', null, 'Named'));
+  if (!named.length) add(root, h('p', {class: 'muted'}, 'No named audiences are configured.'));
+  named.forEach((a, i) => add(root, namedCard(a, i, session.role === 'sender', signal)));
+}
+
+function namedCard(a, i, sender, signal) {
+  const params = Object.entries(a.params || {});
+  const card = h('section', {class: 'card', 'data-audience': a.name, 'aria-labelledby': `aud-${i}-h`},
+    h('h3', {id: `aud-${i}-h`}, h('code', null, a.name)),
+    a.description ? h('p', null, a.description) : null,
+    table(null, ['Parameter', 'Type'],
+      params.length ? params.map(([n, t]) => h('tr', null, h('td', null, h('code', null, n)), h('td', null, t))) : emptyRow(2, 'No parameters.')),
+    h('p', null, 'Template variables: ',
+      a.vars == null ? h('span', {class: 'muted'}, 'not checked yet')
+        : a.vars.length ? a.vars.map((v, j) => [j ? ', ' : '', h('code', null, `{{.${v}}}`)]) : h('span', {class: 'muted'}, 'none')));
+  if (sender) add(card, countForm(a, i, params, signal));
+  return card;
+}
+
+function countForm(a, i, params, signal) {
+  const inputs = params.map(([n, t]) => h('input', {
+    id: `aud-${i}-p-${n.replace(/[^A-Za-z0-9_-]/g, '_')}`, type: 'text', 'data-param': n, 'data-type': t,
+    autocomplete: 'off', spellcheck: 'false',
+  }));
+  const out = h('p', {class: 'count-out', 'aria-live': 'polite'});
+  const submit = h('button', {type: 'submit', class: 'btn'}, 'Count');
+  const form = h('form', {class: 'count-form', novalidate: true, on: {submit: async (ev) => {
+    ev.preventDefault();
+    const p = {};
+    try {
+      for (const input of inputs) {
+        if (input.value.trim() !== '') p[input.dataset.param] = parseParam(input.dataset.type, input.value);
+      }
+    } catch (e) {
+      out.className = 'count-out error-text';
+      out.textContent = e.message;
+      return;
+    }
+    submit.disabled = true;
+    out.className = 'count-out muted';
+    out.textContent = 'Counting…';
+    try {
+      const r = await post(`/push/audiences/${encodeURIComponent(a.name)}/preview`, {params: p}, {signal});
+      out.className = 'count-out';
+      fill(out, h('strong', {class: 'count'}, num(r.count)), ' device tokens',
+        r.sample_user_ids?.length ? `; sample users ${r.sample_user_ids.join(', ')}` : '');
+    } catch (e) {
+      if (isQuiet(e)) return;
+      out.className = 'count-out error-text';
+      out.textContent = (e.field ? e.field + ': ' : '') + e.message;
+    } finally {
+      submit.disabled = false;
+    }
+  }}},
+  h('h4', null, 'Count'),
+  h('div', {class: 'row row-end'}, inputs.map((input, k) => field(params[k][0], input, paramHint(params[k][1]))),
+    h('div', {class: 'field'}, submit)),
+  out);
+  return form;
+}

@@ -1,0 +1,91 @@
+// Broadcasts list: filters by status and trigger, keyset paging. The API
+// pages from the newest down: "Older" passes next_cursor, "Newest" starts
+// over (a cursor only leads one way, so there is no "Newer").
+
+import {get, qs} from './api.js';
+import {h, badge, table, emptyRow, showPageError, clearPageError, fill, add} from './dom.js';
+import {num, timeEl} from './format.js';
+
+export const STATUSES = ['held', 'scheduled', 'queued', 'running', 'completed', 'canceled', 'failed'];
+export const TRIGGERS = ['api', 'schedule', 'cron', 'resend'];
+const PAGE = 50;
+
+export async function render(ctx) {
+  const {root, signal} = ctx;
+  const state = {status: '', trigger: '', cursor: '', next: null, seq: 0};
+
+  const select = (id, label, values) => h('div', {class: 'field field-inline'},
+    h('label', {for: id}, label),
+    h('select', {id, on: {change: (e) => {
+      state[id === 'filter-status' ? 'status' : 'trigger'] = e.target.value;
+      state.cursor = '';
+      load();
+    }}}, h('option', {value: ''}, 'Any'), values.map((v) => h('option', {value: v}, v))));
+
+  const tbody = h('tbody');
+  const tbl = h('table', {id: 'broadcasts-table', 'aria-busy': 'true'},
+    h('caption', {class: 'sr-only'}, 'Broadcasts, newest first'),
+    h('thead', null, h('tr', null, ['ID', 'Status', 'Trigger', 'Title', 'Targeted', 'Succeeded', 'Failed', 'Created', 'By']
+      .map((t) => h('th', {scope: 'col'}, t)))),
+    tbody);
+  const older = h('button', {type: 'button', id: 'list-older', class: 'btn', disabled: true,
+    on: {click: () => { state.cursor = state.next; load(); }}}, 'Older');
+  const newest = h('button', {type: 'button', id: 'list-newest', class: 'btn', disabled: true,
+    on: {click: () => { state.cursor = ''; load(); }}}, 'Newest');
+  const where = h('span', {class: 'muted', 'aria-live': 'polite'});
+
+  add(root, 
+    h('h1', {tabindex: '-1'}, 'Broadcasts'),
+    h('div', {class: 'card'},
+      h('div', {class: 'toolbar'},
+        select('filter-status', 'Status', STATUSES),
+        select('filter-trigger', 'Trigger', TRIGGERS)),
+      h('div', {class: 'table-wrap'}, tbl),
+      h('div', {class: 'pager'}, newest, older, where)));
+
+  async function load() {
+    const seq = ++state.seq; // a slower, older answer must not overwrite a newer one
+    tbl.setAttribute('aria-busy', 'true');
+    older.disabled = newest.disabled = true;
+    try {
+      const page = await get('/push/broadcasts' + qs({status: state.status, trigger: state.trigger, limit: PAGE, cursor: state.cursor}), {signal});
+      if (seq !== state.seq) return;
+      clearPageError();
+      state.next = page.next_cursor || null;
+      const list = page.broadcasts || [];
+      fill(tbody, ...(list.length ? list.map(row) : [emptyRow(9, 'No broadcasts match.')]));
+      where.textContent = state.cursor ? 'Older page' : 'Newest first';
+    } catch (err) {
+      if (seq !== state.seq) return;
+      showPageError(root, err);
+    } finally {
+      if (seq === state.seq) {
+        older.disabled = !state.next;
+        newest.disabled = !state.cursor;
+        tbl.setAttribute('aria-busy', 'false');
+      }
+    }
+  }
+
+  await load();
+}
+
+// A broadcast's headline for lists: its title, else its body, else what
+// it is.
+export function headline(b) {
+  const m = b.message || {};
+  return m.title || m.body || (m.data ? '(data only)' : '(no text)');
+}
+
+function row(b) {
+  return h('tr', {'data-id': b.id},
+    h('td', null, h('a', {href: `#/broadcasts/${b.id}`}, `#${b.id}`)),
+    h('td', null, badge(b.status), b.dry_run ? h('span', {class: 'tag'}, 'dry run') : null),
+    h('td', null, b.trigger),
+    h('td', {class: 'title-cell'}, headline(b)),
+    h('td', {class: 'num'}, num(b.targeted)),
+    h('td', {class: 'num'}, num(b.succeeded)),
+    h('td', {class: 'num'}, num(b.failed)),
+    h('td', null, timeEl(b.created_at)),
+    h('td', null, b.created_by || '—'));
+}

@@ -1,0 +1,81 @@
+// The cluster: the shared send budget, each instance's share of it and
+// the chunks being sent now. Refreshed every 2 s while on screen.
+
+import {get} from './api.js';
+import {h, table, emptyRow, showPageError, clearPageError, isQuiet, fill, add} from './dom.js';
+import {num, perSecond, timeEl, percent} from './format.js';
+
+const REFRESH_MS = 2000;
+
+export async function render(ctx) {
+  const {root, signal} = ctx;
+  add(root, h('h1', {tabindex: '-1'}, 'Cluster'));
+  const summary = h('div', {class: 'stats'});
+  const members = h('div');
+  const chunks = h('div');
+  const stamp = h('p', {class: 'muted', 'aria-live': 'off'});
+  add(root, 
+    h('section', {class: 'card', 'aria-labelledby': 'budget-h'}, h('h2', {id: 'budget-h'}, 'Budget'), summary, stamp),
+    h('section', {class: 'card', 'aria-labelledby': 'members-h'}, h('h2', {id: 'members-h'}, 'Members'), members),
+    h('section', {class: 'card', 'aria-labelledby': 'chunks-h'}, h('h2', {id: 'chunks-h'}, 'Running chunks'), chunks));
+
+  function draw(c) {
+    const limit = c.limit_per_second;
+    fill(summary, 
+      stat('Limit', limit != null ? perSecond(limit) : 'none'),
+      stat('Paused', c.paused_until ? h('span', null, 'until ', timeEl(c.paused_until)) : 'no'),
+      stat('Members', num((c.members || []).length)),
+      stat('Chunks running', num((c.chunks || []).length)));
+    fill(stamp, 'Updated ', timeEl(new Date().toISOString(), {clock: true}), '; refreshes every 2 s.');
+
+    fill(members, table({id: 'members'}, ['Instance', 'Sending', 'Demand', 'Share', 'Heartbeat age'],
+      (c.members || []).length ? c.members.map((m) => memberRow(m, limit)) : emptyRow(5, 'No instance is registered.')));
+    fill(chunks, table({id: 'chunks'}, ['Broadcast', 'Seq', 'Class', 'Owner', 'Lease until', 'Cursor / hi'],
+      (c.chunks || []).length ? c.chunks.map(chunkRow) : emptyRow(6, 'No chunk is being sent.')));
+  }
+
+  // One request at a time: the next waits for the last answer, so a slow
+  // server is not piled on.
+  let timer = 0;
+  ctx.cleanup(() => clearTimeout(timer));
+  async function refresh() {
+    try {
+      draw(await get('/push/cluster', {signal}));
+      clearPageError();
+    } catch (err) {
+      if (signal.aborted || err.status === 401) return;
+      if (!isQuiet(err)) showPageError(root, err);
+    }
+    timer = setTimeout(refresh, REFRESH_MS);
+  }
+  await refresh();
+}
+
+function stat(label, value) {
+  return h('div', {class: 'stat'}, h('span', {class: 'stat-label'}, label), h('strong', {class: 'stat-value'}, value));
+}
+
+function memberRow(m, limit) {
+  const share = m.share_per_second;
+  const ratio = limit ? Math.min(1, (share || 0) / limit) : 0;
+  const bar = h('span', {class: 'meter-fill'});
+  bar.style.width = (ratio * 100).toFixed(1) + '%';
+  return h('tr', {'data-instance': m.instance, class: m.self ? 'self' : null},
+    h('th', {scope: 'row'}, h('code', null, m.instance), m.self ? h('span', {class: 'tag tag-self'}, 'this instance') : null),
+    h('td', null, m.sending ? 'yes' : 'no'),
+    h('td', {class: 'num'}, m.demand_per_second == null ? '—' : perSecond(m.demand_per_second)),
+    h('td', null, h('div', {class: 'share'},
+      h('span', {class: 'num'}, share == null ? '—' : perSecond(share)),
+      h('span', {class: 'meter', title: limit ? `${percent(ratio)} of the limit` : null}, bar))),
+    h('td', {class: 'num'}, m.heartbeat_age_ms == null ? '—' : `${num(m.heartbeat_age_ms)} ms`));
+}
+
+function chunkRow(c) {
+  return h('tr', {'data-broadcast': c.broadcast_id, 'data-seq': c.seq},
+    h('td', null, h('a', {href: `#/broadcasts/${c.broadcast_id}`}, `#${c.broadcast_id}`)),
+    h('td', {class: 'num'}, c.seq),
+    h('td', null, c.class),
+    h('td', null, h('code', null, c.owner)),
+    h('td', null, timeEl(c.lease_until)),
+    h('td', {class: 'num'}, `${num(c.cursor_id)} / ${num(c.hi_id)}`));
+}

@@ -1,0 +1,738 @@
+// Compose a broadcast (senders only), or duplicate one (#/compose?from=ID).
+//
+// The form maps one to one onto the body of POST /push/broadcast; while
+// the user types, the audience is counted (debounced, stale requests
+// aborted) and the notification is drawn on a phone. A test send goes to
+// a few user ids with the same message fields.
+
+import {get, post} from './api.js';
+import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
+import {num, parseIds, parseParam, paramHint, localInputToRFC3339, isoToLocalInput, localValue} from './format.js';
+import {createFieldErrors, inputTarget, splitPath} from './fielderrors.js';
+import {createPhone} from './phone.js';
+
+const PLATFORMS = [
+  ['android', 'Android', '{"priority": "high", "ttl": "3600s"}'],
+  ['apns', 'APNs', '{"headers": {"apns-priority": "10"}}'],
+  ['webpush', 'Web push', '{"headers": {"Urgency": "high"}}'],
+  ['fcm_options', 'FCM options', '{"analytics_label": "winter-sale"}'],
+];
+const DEBOUNCE = 300;
+
+export async function render(ctx) {
+  const {root, session, signal, query} = ctx;
+  const fromId = query.get('from');
+  add(root, h('h1', {tabindex: '-1'}, fromId ? `Duplicate broadcast #${fromId}` : 'Compose'));
+
+  if (session.role !== 'sender') {
+    // No form at all for a viewer: nothing on this page could be used.
+    add(root, h('p', {class: 'alert alert-info', id: 'compose-denied'},
+      'Viewers cannot compose: sending needs a sender token.'));
+    return;
+  }
+
+  // The named audiences and the broadcast to duplicate, together. The form
+  // works without either, so a failure is shown and the form still built.
+  const [audRes, origRes] = await Promise.allSettled([
+    get('/push/audiences', {signal}),
+    fromId ? get(`/push/broadcasts/${encodeURIComponent(fromId)}`, {signal}) : Promise.resolve(null),
+  ]);
+  if (signal.aborted) return;
+  const named = audRes.status === 'fulfilled' ? audRes.value.named || [] : [];
+
+  const form = buildForm(ctx, named);
+  add(root, form.el);
+  if (audRes.status === 'rejected') showPageError(root, new Error('Named audiences could not be loaded: ' + audRes.reason.message));
+  if (origRes.status === 'rejected') {
+    showPageError(root, new Error(`Broadcast #${fromId} could not be loaded to duplicate: ${origRes.reason.message}`));
+  } else if (origRes.value) {
+    form.prefill(origRes.value);
+  }
+  form.refresh();
+}
+
+function buildForm(ctx, namedAudiences) {
+  const {signal} = ctx;
+  const timers = new Set();
+  ctx.cleanup(() => timers.forEach(clearTimeout));
+  const later = (fn, ms) => {
+    const t = setTimeout(() => {
+      timers.delete(t);
+      fn();
+    }, ms);
+    timers.add(t);
+    return t;
+  };
+  const cancel = (t) => {
+    clearTimeout(t);
+    timers.delete(t);
+  };
+  let rowSeq = 0;
+
+  // ---- Message ---------------------------------------------------------
+  const title = h('input', {id: 'f-title', type: 'text', autocomplete: 'off'});
+  const body = h('textarea', {id: 'f-body', rows: 3});
+  const image = h('input', {id: 'f-image', type: 'url', autocomplete: 'off', placeholder: 'https://…/picture.png', inputmode: 'url'});
+
+  const dataRows = [];
+  const dataList = h('div', {id: 'f-data', class: 'rows', role: 'group', tabindex: '-1', 'aria-labelledby': 'f-data-label'});
+  const dataWrap = h('div', {class: 'block'},
+    h('p', {class: 'block-label', id: 'f-data-label'}, 'Data (key/value strings for the app)'),
+    dataList,
+    h('button', {type: 'button', id: 'add-data', class: 'btn btn-small', on: {click: () => {
+      const r = addDataRow();
+      r.key.focus();
+      errs.clearFor(dataList);
+    }}}, 'Add data'));
+
+  function addDataRow(k = '', v = '') {
+    const n = ++rowSeq;
+    const key = h('input', {id: `data-key-${n}`, class: 'data-key', type: 'text', value: k, autocomplete: 'off', spellcheck: 'false'});
+    const val = h('input', {id: `data-value-${n}`, class: 'data-value', type: 'text', value: v, autocomplete: 'off'});
+    const row = {key, val};
+    row.el = h('div', {class: 'row data-row'},
+      h('div', {class: 'field'}, h('label', {for: key.id}, 'Key'), key),
+      h('div', {class: 'field'}, h('label', {for: val.id}, 'Value'), val),
+      h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': `Remove data row ${n}`, on: {click: () => {
+        dataRows.splice(dataRows.indexOf(row), 1);
+        row.el.remove();
+        errs.clearFor(dataList);
+        document.getElementById('add-data').focus();
+      }}}, 'Remove'));
+    dataRows.push(row);
+    add(dataList, row.el);
+    return row;
+  }
+
+  const locRows = [];
+  const locList = h('div', {id: 'f-localized', class: 'rows', role: 'group', tabindex: '-1', 'aria-labelledby': 'f-localized-label'});
+  const locWrap = h('div', {class: 'block'},
+    h('p', {class: 'block-label', id: 'f-localized-label'}, 'Localized variants (by the user\'s locale; others get the text above)'),
+    locList,
+    h('button', {type: 'button', id: 'add-localized', class: 'btn btn-small', on: {click: () => {
+      const r = addLocRow();
+      r.locale.focus();
+      errs.clearFor(locList);
+    }}}, 'Add language'));
+
+  function addLocRow(locale = '', t = '', b = '') {
+    const n = ++rowSeq;
+    const loc = h('input', {id: `loc-locale-${n}`, class: 'loc-locale', type: 'text', value: locale, placeholder: 'ko', autocomplete: 'off', spellcheck: 'false'});
+    const lt = h('input', {id: `loc-title-${n}`, class: 'loc-title', type: 'text', value: t, autocomplete: 'off'});
+    const lb = h('input', {id: `loc-body-${n}`, class: 'loc-body', type: 'text', value: b, autocomplete: 'off'});
+    const row = {locale: loc, title: lt, body: lb};
+    row.el = h('div', {class: 'row loc-row'},
+      h('div', {class: 'field field-narrow'}, h('label', {for: loc.id}, 'Locale'), loc),
+      h('div', {class: 'field'}, h('label', {for: lt.id}, 'Title'), lt),
+      h('div', {class: 'field'}, h('label', {for: lb.id}, 'Body'), lb),
+      h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': `Remove language row ${n}`, on: {click: () => {
+        locRows.splice(locRows.indexOf(row), 1);
+        row.el.remove();
+        errs.clearFor(locList);
+        syncLocales();
+        updatePhone();
+        document.getElementById('add-localized').focus();
+      }}}, 'Remove'));
+    locRows.push(row);
+    add(locList, row.el);
+    return row;
+  }
+
+  const platform = {};
+  const platformFields = PLATFORMS.map(([key, label, example]) => {
+    const ta = h('textarea', {id: `f-${key}`, rows: 3, class: 'mono', spellcheck: 'false', placeholder: example});
+    platform[key] = ta;
+    let t = 0;
+    // Syntax errors show while typing (debounced), before any send.
+    ta.addEventListener('input', () => {
+      cancel(t);
+      t = later(() => {
+        const r = parseJSONObject(ta.value);
+        if (r.error) errs.show(key, r.error);
+      }, DEBOUNCE);
+    });
+    return field(`${label} (JSON object)`, ta);
+  });
+
+  // ---- Audience -------------------------------------------------------
+  const radio = (name, value, label, checked) => {
+    const input = h('input', {type: 'radio', name, value, id: `${name}-${value}`, checked});
+    return h('span', {class: 'choice'}, input, h('label', {for: input.id}, label));
+  };
+  const kindRow = h('div', {class: 'choices', role: 'radiogroup', tabindex: '-1', 'aria-label': 'Audience kind'},
+    radio('audience-kind', 'all', 'All users', true),
+    radio('audience-kind', 'user_ids', 'User ids'),
+    radio('audience-kind', 'named', 'Named audience'));
+  if (!namedAudiences.length) {
+    const r = kindRow.querySelector('input[value="named"]');
+    r.disabled = true;
+    r.nextSibling.textContent = 'Named audience (none configured)';
+  }
+  const userIds = h('textarea', {id: 'f-user_ids', rows: 2, class: 'mono', spellcheck: 'false', placeholder: '101, 102, 103'});
+  const audName = h('select', {id: 'f-audience-name'},
+    h('option', {value: ''}, 'Choose…'),
+    namedAudiences.map((a) => h('option', {value: a.name}, a.name)));
+  const audDesc = h('p', {class: 'hint', id: 'f-audience-desc'});
+  const params = h('div', {id: 'f-params', class: 'params', tabindex: '-1'});
+  const kindOf = () => kindRow.querySelector('input[name="audience-kind"]:checked')?.value || 'all';
+  const setKind = (k) => {
+    const r = kindRow.querySelector(`input[value="${k}"]`);
+    if (r && !r.disabled) r.checked = true;
+    markKind();
+  };
+  const markKind = () => {
+    for (const el of audienceBox.querySelectorAll('[data-kind]')) el.classList.toggle('inactive', el.dataset.kind !== kindOf());
+  };
+
+  function renderParams(values = {}) {
+    const a = namedAudiences.find((x) => x.name === audName.value);
+    audDesc.textContent = a?.description || '';
+    params.replaceChildren();
+    for (const [pname, type] of Object.entries(a?.params || {})) {
+      const input = h('input', {
+        id: 'f-param-' + pname.replace(/[^A-Za-z0-9_-]/g, '_'), type: 'text', 'data-param': pname, 'data-type': type,
+        autocomplete: 'off', spellcheck: 'false', value: paramText(values[pname]),
+      });
+      add(params, field(pname, input, paramHint(type)));
+    }
+  }
+
+  const previewCount = h('strong', {id: 'preview-count'}, '…');
+  const previewSample = h('span', {id: 'preview-sample', class: 'mono'}, '—');
+  const previewError = h('p', {id: 'preview-error', class: 'error-text', hidden: true});
+  const kindErrors = h('div', {class: 'kind-errors'});
+  const audienceBox = h('fieldset', {class: 'card', id: 'f-audience'},
+    h('legend', null, 'Audience'),
+    kindRow,
+    kindErrors,
+    h('div', {'data-kind': 'user_ids', class: 'kind-block'},
+      field('User ids', userIds, 'Separated by commas, spaces or new lines.')),
+    h('div', {'data-kind': 'named', class: 'kind-block'},
+      field('Named audience', audName), audDesc, params),
+    h('div', {class: 'preview-box', 'aria-live': 'polite'},
+      h('p', null, 'Targets: ', previewCount, ' device tokens'),
+      h('p', null, 'Sample user ids: ', previewSample),
+      previewError));
+
+  // ---- Delivery -------------------------------------------------------
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'your zone';
+  const deliveryRow = h('div', {class: 'choices', role: 'radiogroup', 'aria-label': 'When to send'},
+    radio('delivery', 'now', 'Send now', true),
+    radio('delivery', 'at', 'At a time'),
+    radio('delivery', 'local', 'At users\' local time'));
+  const sendAt = h('input', {id: 'f-send_at', type: 'datetime-local'});
+  const sendAtLocal = h('input', {id: 'f-send_at_local', type: 'datetime-local'});
+  const quietStart = h('input', {id: 'f-quiet-start', type: 'time'});
+  const quietEnd = h('input', {id: 'f-quiet-end', type: 'time'});
+  const quietBox = h('div', {class: 'block', id: 'f-quiet', tabindex: '-1'},
+    h('p', {class: 'block-label'}, 'Quiet hours (optional, in each user\'s zone; sends inside wait for the end)'),
+    h('div', {class: 'row'}, field('From', quietStart), field('To', quietEnd)));
+  const maxRate = h('input', {id: 'f-max_rate', type: 'number', min: '0', step: 'any', inputmode: 'decimal'});
+  const deliverOver = h('input', {id: 'f-deliver_over', type: 'text', placeholder: '30m', autocomplete: 'off', spellcheck: 'false'});
+  const klass = h('select', {id: 'f-class'},
+    h('option', {value: ''}, 'Default (server decides)'),
+    h('option', {value: 'transactional'}, 'transactional'),
+    h('option', {value: 'bulk'}, 'bulk'));
+  const hold = h('input', {id: 'f-hold', type: 'checkbox'});
+  const dryRun = h('input', {id: 'f-dry_run', type: 'checkbox'});
+  const deliveryOf = () => deliveryRow.querySelector('input:checked')?.value || 'now';
+  const setDelivery = (v) => {
+    deliveryRow.querySelector(`input[value="${v}"]`).checked = true;
+    markDelivery();
+    updateLabel();
+  };
+  const markDelivery = () => {
+    for (const el of deliveryBox.querySelectorAll('[data-delivery]')) el.classList.toggle('inactive', el.dataset.delivery !== deliveryOf());
+  };
+  const check = (input, label, hint) => h('div', {class: 'field field-check'}, input, h('label', {for: input.id}, label),
+    hint ? h('span', {class: 'hint'}, hint) : null);
+  const deliveryBox = h('fieldset', {class: 'card'},
+    h('legend', null, 'Delivery'),
+    deliveryRow,
+    h('div', {class: 'row'},
+      h('div', {'data-delivery': 'at', class: 'kind-block'}, field(`Send at (your time, ${zone})`, sendAt)),
+      h('div', {'data-delivery': 'local', class: 'kind-block'},
+        field('Users\' local time', sendAtLocal, 'Each user gets it at this wall-clock time in their own zone.'))),
+    quietBox,
+    h('div', {class: 'row'},
+      field('Max rate (messages/s)', maxRate),
+      field('Deliver over', deliverOver, 'A duration such as 30m or 2h.'),
+      field('Class', klass)),
+    check(hold, 'Hold for approval', 'Stored and counted; nothing goes out until someone releases it.'),
+    check(dryRun, 'Dry run', 'FCM validates every message; nothing is shown on any device.'));
+
+  // ---- Buttons, errors, side column -----------------------------------
+  const send = h('button', {id: 'btn-send', type: 'submit', class: 'btn btn-primary'}, 'Send');
+  const formError = h('div', {id: 'form-error', class: 'alert', role: 'alert', tabindex: '-1', hidden: true});
+  const notice = h('div', {class: 'notice', role: 'status', hidden: true});
+
+  const mainForm = h('form', {id: 'compose-form', class: 'compose-form', novalidate: true, on: {submit: onSend}},
+    notice,
+    formError,
+    h('fieldset', {class: 'card'},
+      h('legend', null, 'Message'),
+      field('Title', title),
+      field('Body', body),
+      field('Image URL', image, 'An http(s) URL; shown large on Android and the web.'),
+      dataWrap,
+      locWrap),
+    audienceBox,
+    h('fieldset', {class: 'card'},
+      h('legend', null, 'Platform overrides'),
+      h('p', {class: 'hint'}, 'Optional JSON objects passed to FCM as they are.'),
+      h('div', {class: 'grid-2'}, platformFields)),
+    deliveryBox,
+    h('div', {class: 'actions sticky-actions'}, send));
+
+  const phone = createPhone();
+  const phoneLocale = h('select', {id: 'phone-locale'}, h('option', {value: ''}, 'Default text'));
+  const testIds = h('input', {id: 'f-test-user_ids', type: 'text', inputmode: 'numeric', autocomplete: 'off', placeholder: '101, 102'});
+  const testSend = h('button', {id: 'btn-test-send', type: 'submit', class: 'btn'}, 'Send test');
+  const testOut = h('div', {class: 'test-out', 'aria-live': 'polite'});
+  const testForm = h('form', {id: 'test-form', class: 'card', novalidate: true, on: {submit: onTest}},
+    h('h2', null, 'Test send'),
+    h('p', {class: 'hint'}, 'Sends this message now to a few users\' devices (not a broadcast).'),
+    h('div', {class: 'row row-end'}, field('User ids', testIds), h('div', {class: 'field'}, testSend)),
+    testOut);
+
+  const el = h('div', {class: 'compose-grid'},
+    mainForm,
+    h('aside', {class: 'compose-side'},
+      h('section', {class: 'card', 'aria-labelledby': 'phone-h'},
+        h('h2', {id: 'phone-h'}, 'Preview'),
+        field('Variant', phoneLocale),
+        phone.el),
+      testForm));
+
+  const errs = createFieldErrors(el, formError, resolve);
+
+  // Where an API field path points, nearest first. Nested paths fall back
+  // to the block that holds them: apns.headers.x → the apns textarea.
+  function resolve(path) {
+    const parts = splitPath(path);
+    const head = parts[0];
+    const rest = String(path).slice(head.length + 1);
+    const block = (container, input) => ({container, input, scope: container});
+    switch (head) {
+      case 'title': return inputTarget(title);
+      case 'body': return inputTarget(body);
+      case 'image': return inputTarget(image);
+      case 'data': {
+        const row = rest && dataRows.find((r) => r.key.value.trim() === rest);
+        return block(dataWrap, row ? row.key : dataList);
+      }
+      case 'localized': {
+        const m = rest.match(/^(.*?)(?:\.(title|body))?$/);
+        const row = m && m[1] && locRows.find((r) => r.locale.value.trim() === m[1]);
+        if (!row) return block(locWrap, locList);
+        return {container: row.el, input: m[2] ? row[m[2]] : row.locale, scope: row.el};
+      }
+      case 'android': case 'apns': case 'webpush': case 'fcm_options':
+        return inputTarget(platform[head]);
+      case 'audience':
+        if (parts[1] === 'user_ids') return inputTarget(userIds);
+        if (parts[1] === 'name') return inputTarget(audName);
+        if (parts[1] === 'params') {
+          const p = parts[2] && [...params.querySelectorAll('input[data-param]')].find((i) => i.dataset.param === parts[2]);
+          return p ? inputTarget(p) : block(params, params);
+        }
+        return {container: kindErrors, input: kindRow, scope: audienceBox};
+      case 'send_at': return inputTarget(sendAt);
+      case 'send_at_local': return inputTarget(sendAtLocal);
+      case 'quiet_hours':
+        if (parts[1] === 'start') return inputTarget(quietStart);
+        if (parts[1] === 'end') return inputTarget(quietEnd);
+        return block(quietBox, quietBox);
+      case 'max_rate': return inputTarget(maxRate);
+      case 'deliver_over': return inputTarget(deliverOver);
+      case 'class': return inputTarget(klass);
+      case 'hold': return inputTarget(hold);
+      case 'dry_run': case 'invalidate_on_dry_run': return inputTarget(dryRun);
+      // Only the test send has these.
+      case 'user_ids': case 'tokens': return inputTarget(testIds);
+      case 'locale': return inputTarget(phoneLocale);
+      default: return null;
+    }
+  }
+
+  // ---- Reading the form ----------------------------------------------
+  function message(errors) {
+    const m = {};
+    if (title.value) m.title = title.value;
+    if (body.value) m.body = body.value;
+    if (image.value.trim()) m.image = image.value.trim();
+
+    const data = {};
+    let anyData = false;
+    for (const r of dataRows) {
+      const k = r.key.value.trim();
+      if (!k && !r.val.value) continue;
+      if (!k) errors.push(['data', 'Every data value needs a key.']);
+      else if (Object.hasOwn(data, k)) errors.push([`data.${k}`, `The key "${k}" is there twice.`]);
+      else {
+        data[k] = r.val.value;
+        anyData = true;
+      }
+    }
+    if (anyData) m.data = data;
+
+    const loc = {};
+    let anyLoc = false;
+    for (const r of locRows) {
+      const l = r.locale.value.trim();
+      if (!l && !r.title.value && !r.body.value) continue;
+      if (!l) {
+        errors.push(['localized', 'Every localized variant needs a locale, such as ko or pt-BR.']);
+        continue;
+      }
+      if (Object.hasOwn(loc, l)) {
+        errors.push([`localized.${l}`, `The locale "${l}" is there twice.`]);
+        continue;
+      }
+      loc[l] = {};
+      if (r.title.value) loc[l].title = r.title.value;
+      if (r.body.value) loc[l].body = r.body.value;
+      anyLoc = true;
+    }
+    if (anyLoc) m.localized = loc;
+
+    for (const [key] of PLATFORMS) {
+      const r = parseJSONObject(platform[key].value);
+      if (r.error) errors.push([key, r.error]);
+      else if (r.value !== undefined) m[key] = r.value;
+    }
+    return m;
+  }
+
+  function audience(errors) {
+    const kind = kindOf();
+    if (kind === 'all') return {all: true};
+    if (kind === 'user_ids') {
+      try {
+        const ids = parseIds(userIds.value);
+        if (ids.length) return {user_ids: ids};
+        errors.push(['audience.user_ids', 'Enter at least one user id.']);
+      } catch (e) {
+        errors.push(['audience.user_ids', e.message]);
+      }
+      return null;
+    }
+    if (!audName.value) {
+      errors.push(['audience.name', 'Choose a named audience.']);
+      return null;
+    }
+    const p = {};
+    for (const input of params.querySelectorAll('input[data-param]')) {
+      // An empty input is left out: the server names a required one.
+      if (input.value.trim() === '') continue;
+      try {
+        p[input.dataset.param] = parseParam(input.dataset.type, input.value);
+      } catch (e) {
+        errors.push([`audience.params.${input.dataset.param}`, e.message]);
+      }
+    }
+    return Object.keys(p).length ? {name: audName.value, params: p} : {name: audName.value};
+  }
+
+  function delivery(errors) {
+    const d = {};
+    const kind = deliveryOf();
+    if (kind === 'at') {
+      if (!sendAt.value) errors.push(['send_at', 'Choose the date and time to send at.']);
+      else d.send_at = localInputToRFC3339(sendAt.value);
+    } else if (kind === 'local') {
+      if (!sendAtLocal.value) errors.push(['send_at_local', 'Choose the local date and time.']);
+      else d.send_at_local = sendAtLocal.value.length === 16 ? sendAtLocal.value + ':00' : sendAtLocal.value;
+    }
+    if (quietStart.value && quietEnd.value) d.quiet_hours = {start: quietStart.value, end: quietEnd.value};
+    else if (quietStart.value) errors.push(['quiet_hours.end', 'Set when quiet hours end too.']);
+    else if (quietEnd.value) errors.push(['quiet_hours.start', 'Set when quiet hours start too.']);
+    if (maxRate.value !== '' || maxRate.validity.badInput) {
+      const r = Number(maxRate.value);
+      if (maxRate.validity.badInput || !Number.isFinite(r) || r <= 0) errors.push(['max_rate', 'A number of messages per second, above 0.']);
+      else d.max_rate = r;
+    }
+    if (deliverOver.value.trim()) d.deliver_over = deliverOver.value.trim();
+    if (klass.value) d.class = klass.value;
+    if (hold.checked) d.hold = true;
+    if (dryRun.checked) d.dry_run = true;
+    return d;
+  }
+
+  // ---- Sending --------------------------------------------------------
+  let sending = false;
+  async function onSend(ev) {
+    ev.preventDefault();
+    if (sending) return;
+    errs.clearAll();
+    const errors = [];
+    const req = {...message(errors), audience: audience(errors), ...delivery(errors)};
+    if (errors.length) {
+      errors.forEach(([f, m]) => errs.show(f, m));
+      errs.focusFirst();
+      return;
+    }
+    sending = true;
+    send.disabled = true;
+    send.setAttribute('aria-busy', 'true');
+    try {
+      // wait=0: answer at once (202 with the live object); the watch page
+      // follows it from there.
+      const b = await post('/push/broadcast?wait=0', req, {signal});
+      location.hash = `#/broadcasts/${b.id}`;
+    } catch (err) {
+      if (isQuiet(err)) return;
+      errs.showApi(err);
+      errs.focusFirst();
+    } finally {
+      sending = false;
+      send.disabled = false;
+      send.removeAttribute('aria-busy');
+    }
+  }
+
+  async function onTest(ev) {
+    ev.preventDefault();
+    errs.clearAll();
+    const errors = [];
+    const req = message(errors);
+    let ids = [];
+    try {
+      ids = parseIds(testIds.value);
+      if (!ids.length) errors.push(['user_ids', 'Enter the user ids to send the test to.']);
+    } catch (e) {
+      errors.push(['user_ids', e.message]);
+    }
+    if (errors.length) {
+      errors.forEach(([f, m]) => errs.show(f, m));
+      errs.focusFirst();
+      return;
+    }
+    req.user_ids = ids;
+    if (phoneLocale.value) req.locale = phoneLocale.value; // the variant on the phone
+    testSend.disabled = true;
+    fill(testOut, h('p', {class: 'muted'}, 'Sending…'));
+    try {
+      const report = await post('/push/test', req, {signal});
+      fill(testOut, testReport(report));
+    } catch (err) {
+      if (isQuiet(err)) return;
+      fill(testOut, h('p', {class: 'error-text'}, 'Test send failed: ' + err.message));
+      errs.showApi(err);
+    } finally {
+      testSend.disabled = false;
+    }
+  }
+
+  // ---- Live preview ---------------------------------------------------
+  let previewTimer = 0;
+  let previewCtl = null;
+  ctx.cleanup(() => previewCtl?.abort());
+
+  function setPreview(count, sample, error) {
+    previewCount.textContent = count;
+    previewSample.textContent = sample.length ? sample.join(', ') : '—';
+    previewError.textContent = error || '';
+    previewError.hidden = !error;
+  }
+
+  function schedulePreview() {
+    cancel(previewTimer);
+    previewCtl?.abort();
+    setPreview('…', [], '');
+    previewTimer = later(runPreview, DEBOUNCE);
+  }
+
+  async function runPreview() {
+    const errors = [];
+    const aud = audience(errors);
+    if (errors.length) {
+      setPreview('—', [], errors[0][1]);
+      return;
+    }
+    const ctl = new AbortController();
+    previewCtl = ctl;
+    try {
+      const r = aud.name
+        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}}, {signal: ctl.signal})
+        : await post('/push/preview', {audience: aud}, {signal: ctl.signal});
+      if (ctl !== previewCtl) return;
+      setPreview(num(r.count), r.sample_user_ids || [], '');
+    } catch (err) {
+      if (ctl !== previewCtl || isQuiet(err)) return;
+      setPreview('—', [], err.message);
+    }
+  }
+
+  // ---- Phone and labels -----------------------------------------------
+  let imageShown = '';
+  let imageTimer = 0;
+  function updatePhone() {
+    let t = title.value;
+    let b = body.value;
+    const row = phoneLocale.value && locRows.find((r) => r.locale.value.trim() === phoneLocale.value);
+    if (row) {
+      t = row.title.value || t;
+      b = row.body.value || b;
+    }
+    phone.update({title: t, body: b, image: imageShown});
+  }
+
+  // The variant select lists the locales typed so far.
+  function syncLocales() {
+    const want = [...new Set(locRows.map((r) => r.locale.value.trim()).filter(Boolean))];
+    const have = [...phoneLocale.options].slice(1).map((o) => o.value);
+    if (want.join('\n') === have.join('\n')) return;
+    const keep = phoneLocale.value;
+    fill(phoneLocale, h('option', {value: ''}, 'Default text'), want.map((l) => h('option', {value: l}, l)));
+    phoneLocale.value = want.includes(keep) ? keep : '';
+  }
+
+  function updateLabel() {
+    const d = deliveryOf();
+    send.textContent = dryRun.checked ? 'Dry run' : hold.checked ? 'Hold for approval' : d === 'now' ? 'Send' : 'Schedule';
+  }
+
+  // ---- Wiring ---------------------------------------------------------
+  el.addEventListener('input', (ev) => {
+    const t = ev.target;
+    if (t === userIds) setKind('user_ids');
+    if (t.dataset?.param) setKind('named');
+    if (t === sendAt) setDelivery('at');
+    if (t === sendAtLocal) setDelivery('local');
+    if (t === userIds || t.dataset?.param) schedulePreview();
+    if (t === image) {
+      cancel(imageTimer);
+      imageTimer = later(() => {
+        imageShown = image.value;
+        updatePhone();
+      }, DEBOUNCE);
+    }
+    if (t.classList?.contains('loc-locale')) syncLocales();
+    if (t === title || t === body || locList.contains(t)) updatePhone();
+  });
+  el.addEventListener('change', (ev) => {
+    const t = ev.target;
+    if (t.name === 'audience-kind') {
+      markKind();
+      schedulePreview();
+    }
+    if (t === audName) {
+      renderParams();
+      setKind('named');
+      schedulePreview();
+    }
+    if (t.name === 'delivery') markDelivery();
+    if (t === phoneLocale) updatePhone();
+    if (t.name === 'delivery' || t === hold || t === dryRun) updateLabel();
+  });
+
+  // ---- Duplicate as new -----------------------------------------------
+  function prefill(b) {
+    const m = b.message || {};
+    title.value = m.title || '';
+    body.value = m.body || '';
+    image.value = m.image || '';
+    imageShown = image.value;
+    for (const [k, v] of Object.entries(m.data || {})) addDataRow(k, v);
+    for (const [l, v] of Object.entries(m.localized || {})) addLocRow(l, v.title || '', v.body || '');
+    for (const [key] of PLATFORMS) {
+      if (m[key] != null) platform[key].value = JSON.stringify(m[key], null, 2);
+    }
+    const notes = [`Prefilled from broadcast #${b.id}. Nothing is sent until you press the button below.`];
+    const a = b.audience || {};
+    if (a.all) setKind('all');
+    else if (a.user_ids) {
+      userIds.value = a.user_ids.join(', ');
+      setKind('user_ids');
+    } else if (a.name) {
+      audName.value = a.name;
+      if (audName.value === a.name) {
+        renderParams(a.params || {});
+        setKind('named');
+      } else {
+        notes.push(`Its named audience "${a.name}" is no longer configured: choose an audience.`);
+      }
+    } else if (a.resend_of) {
+      setKind('user_ids');
+      notes.push(`It resent the failures of broadcast #${a.resend_of}; that audience cannot be reused: choose one.`);
+    }
+
+    if (b.send_at_local) {
+      sendAtLocal.value = localValue(b.send_at_local);
+      setDelivery('local');
+    } else if (b.send_at) {
+      sendAt.value = isoToLocalInput(b.send_at);
+      setDelivery('at');
+      if (new Date(b.send_at) < new Date()) notes.push('Its send time has passed: choose a new one, or send now.');
+    }
+    if (b.quiet_hours) {
+      quietStart.value = hhmm(b.quiet_hours.start);
+      quietEnd.value = hhmm(b.quiet_hours.end);
+    }
+    if (b.max_rate != null) maxRate.value = String(b.max_rate);
+    if (b.deliver_over) deliverOver.value = b.deliver_over;
+    if (b.class) klass.value = b.class;
+    hold.checked = b.status === 'held' || Boolean(b.hold_expires_at || b.released_at);
+    dryRun.checked = Boolean(b.dry_run);
+    fill(notice, ...notes.map((n) => h('p', null, n)));
+    notice.hidden = false;
+  }
+
+  // Called once the form is in the page (and prefilled).
+  function refresh() {
+    markKind();
+    markDelivery();
+    syncLocales();
+    updateLabel();
+    updatePhone();
+    schedulePreview();
+  }
+
+  return {el, prefill, refresh};
+}
+
+// '' → undefined (not sent); otherwise a JSON object, or an error to show.
+export function parseJSONObject(text) {
+  if (!text.trim()) return {value: undefined};
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    return {error: 'Not valid JSON: ' + e.message};
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return {error: 'This must be a JSON object: { … }.'};
+  return {value: v};
+}
+
+function paramText(v) {
+  if (v == null) return '';
+  return Array.isArray(v) ? v.join(', ') : String(v);
+}
+
+function hhmm(v) {
+  return String(v || '').replace(/^(\d\d:\d\d):00$/, '$1');
+}
+
+// The per-token results of a test send, as a table: one row per token,
+// tr[data-outcome] (succeeded | failed).
+export function testReport(report) {
+  const rows = (report.results || []).map((r) => h('tr', {'data-outcome': r.outcome},
+    h('td', {class: 'mono', title: r.token_id != null ? `token id ${r.token_id}` : null}, tokenPrefix(r.token)),
+    h('td', {class: 'num'}, r.user_id ?? '—'),
+    h('td', null, badge(r.outcome)),
+    h('td', null, r.code ? h('code', null, r.code) : '—'),
+    h('td', {class: 'wrap'}, r.message || (r.invalidated ? 'token invalidated' : ''))));
+  const missing = report.users_without_tokens || [];
+  return h('div', null,
+    h('p', null, `${num(report.succeeded ?? 0)} succeeded, ${num(report.failed ?? 0)} failed.`),
+    table({id: 'test-results'}, ['Token', 'User', 'Outcome', 'Code', 'Message'],
+      rows.length ? rows : emptyRow(5, 'No device token was sent to.')),
+    missing.length ? h('ul', {class: 'plain'}, missing.map((u) =>
+      h('li', null, `User ${u.user_id}: ${String(u.reason).replaceAll('_', ' ')}`))) : null);
+}
+
+function tokenPrefix(t) {
+  const s = String(t || '');
+  return s.length > 12 ? s.slice(0, 12) + '…' : s;
+}

@@ -1,0 +1,80 @@
+// Dashboard: the all-time totals from /push/stats and the success rate of
+// the last 20 real (not dry-run) broadcasts.
+
+import {get} from './api.js';
+import {h, s, table, emptyRow, showPageError, isQuiet, add} from './dom.js';
+import {num, percent} from './format.js';
+import {barChart} from './chart.js';
+
+export async function render(ctx) {
+  const {root, signal} = ctx;
+  add(root, h('h1', {tabindex: '-1'}, 'Dashboard'));
+
+  // Both at once; each part shows what it got, a failure only its own box.
+  const [stats, page] = await Promise.allSettled([
+    get('/push/stats', {signal}),
+    get('/push/broadcasts?limit=50', {signal}),
+  ]);
+  if (signal.aborted) return;
+
+  const grid = h('div', {class: 'dash-grid'});
+  add(root, grid);
+
+  if (stats.status === 'fulfilled') add(grid, statsCards(stats.value), errorCodes(stats.value.errors));
+  else if (!isQuiet(stats.reason)) showPageError(root, stats.reason);
+
+  if (page.status === 'fulfilled') {
+    const chart = rateChart(page.value.broadcasts || []);
+    add(grid, chart.el);
+    chart.draw(); // once in the page, so the chart can measure its width
+  }
+  else if (!isQuiet(page.reason) && stats.status === 'fulfilled') showPageError(root, page.reason);
+}
+
+function statsCards(st) {
+  const card = (id, label, value, extra) => h('div', {class: ['stat', 'stat-' + id]},
+    h('span', {class: 'stat-label'}, label),
+    h('strong', {class: 'stat-value', id: 'stat-' + id, 'data-value': value ?? 0}, num(value ?? 0)),
+    extra ? h('span', {class: 'stat-extra'}, extra) : null);
+  return h('section', {class: 'card span-all', 'aria-labelledby': 'totals-h'},
+    h('h2', {id: 'totals-h'}, 'Totals'),
+    h('div', {class: 'stats'},
+      card('broadcasts', 'Broadcasts', st.broadcasts, `${num(st.dry_runs ?? 0)} dry runs`),
+      card('targeted', 'Targeted', st.targeted),
+      card('succeeded', 'Succeeded', st.succeeded),
+      card('failed', 'Failed', st.failed),
+      card('canceled', 'Canceled', st.canceled),
+      card('invalidated', 'Invalidated tokens', st.invalidated_tokens)));
+}
+
+function errorCodes(errors) {
+  const rows = Object.entries(errors || {}).sort((a, b) => b[1] - a[1])
+    .map(([code, n]) => h('tr', {'data-code': code}, h('td', null, h('code', null, code)), h('td', {class: 'num'}, num(n))));
+  return h('section', {class: 'card', 'aria-labelledby': 'codes-h'},
+    h('h2', {id: 'codes-h'}, 'Error codes'),
+    table({id: 'stats-errors'}, ['Code', 'Targets'], rows.length ? rows : emptyRow(2, 'No errors so far.')));
+}
+
+function rateChart(broadcasts) {
+  // Newest first from the API; the chart reads left (older) to right.
+  const recent = broadcasts.filter((b) => !b.dry_run).slice(0, 20).reverse();
+  const bars = recent.map((b) => {
+    const done = b.succeeded + b.failed;
+    const value = done ? b.succeeded / done : null;
+    const title = b.message?.title ? ` “${b.message.title}”` : '';
+    return {
+      id: b.id,
+      href: `#/broadcasts/${b.id}`,
+      value,
+      label: `Broadcast ${b.id}${title}: ` +
+        (value == null ? `no outcomes yet (${b.status})` : `${percent(value)} of ${num(done)} succeeded`),
+    };
+  });
+  const svg = s('svg', {id: 'success-chart', class: 'chart', role: 'group', 'aria-label': 'Success rate of the last broadcasts'});
+  const body = bars.length ? svg : h('p', {class: 'muted'}, 'No broadcasts yet.');
+  const el = h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
+    h('h2', {id: 'rate-h'}, 'Success rate, last 20 broadcasts'),
+    h('p', {class: 'hint'}, 'Succeeded ÷ (succeeded + failed), dry runs left out; oldest on the left. Each bar opens its broadcast.'),
+    body);
+  return {el, draw: () => bars.length && barChart(svg, bars)};
+}
