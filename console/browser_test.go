@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // api calls the server with the sender's bearer token (setting up what a
@@ -81,6 +83,11 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 		fmt.Sprintf(`%s.replace(/\D/g, '') === '%d'`, text("#preview-count"), want))
 	e.waitFor("the phone preview to show the title and body", 10*time.Second,
 		text("#phone-preview .phone-title")+` === 'Winter sale' && `+text("#phone-preview .phone-body")+` === 'Everything 20% off, today only'`)
+	if unlabeled := eval[[]string](e, "looking for unlabelled inputs", `[...document.querySelectorAll('input, select, textarea')]
+		.filter((el) => el.type !== 'hidden' && !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.getAttribute('aria-labelledby'))
+		.map((el) => el.id || el.name || el.outerHTML.slice(0, 60))`); len(unlabeled) != 0 {
+		t.Errorf("compose inputs without a label: %v", unlabeled)
+	}
 	if n := eval[int](e, "counting the sample", `document.querySelector('#preview-sample').textContent.split(/[^0-9]+/).filter(Boolean).length`); n != 10 {
 		t.Errorf("preview sample shows %d user ids, want 10", n)
 	}
@@ -94,8 +101,8 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 	e.click("#btn-test-send")
 	e.waitFor(fmt.Sprintf("%d test-send result rows", testTokens), 20*time.Second,
 		fmt.Sprintf(`document.querySelectorAll('#test-results tbody tr').length === %d`, testTokens))
-	if ok := eval[int](e, "counting ok rows", `document.querySelectorAll('#test-results tbody tr[data-outcome="ok"]').length`); ok != testTokens {
-		t.Fatalf("%d of %d test-send rows are ok", ok, testTokens)
+	if ok := eval[int](e, "counting ok rows", `document.querySelectorAll('#test-results tbody tr[data-outcome="succeeded"]').length`); ok != testTokens {
+		t.Fatalf("%d of %d test-send rows succeeded", ok, testTokens)
 	}
 	testSent := e.emu.Stats()
 	if testSent.Requests != int64(testTokens) || e.broadcastCount() != 0 {
@@ -127,6 +134,11 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", e.watchedID()), nil, &b)
 	if b.Succeeded != ok || b.Failed != dead {
 		t.Fatalf("API: %+v; emulator %d ok, %d dead", b, ok, dead)
+	}
+	// Times are in the viewer's zone, with UTC on hover.
+	if bad := eval[[]string](e, "checking the times", `[...document.querySelectorAll('time')].filter((el) => !el.dateTime || !/UTC/.test(el.title)).map((el) => el.outerHTML)`); len(bad) != 0 ||
+		eval[int](e, "counting the times", `document.querySelectorAll('time').length`) == 0 {
+		t.Errorf("time elements without a datetime and a UTC title (or none at all): %v", bad)
 	}
 	e.shot("")
 }
@@ -164,6 +176,14 @@ func TestConsoleCancelsARunningBroadcast(t *testing.T) {
 		t.Errorf("a canceled broadcast still offers Cancel")
 	}
 	e.shot("")
+	// At a phone's width the page fits: nothing wider than the screen but
+	// the tables' own scrolling wrappers.
+	e.do("emulating a phone", 10*time.Second, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	e.waitFor("the page to reflow to 375 px", 10*time.Second, `window.innerWidth === 375`)
+	if w := eval[int](e, "measuring the page", `document.documentElement.scrollWidth`); w > 375 {
+		t.Errorf("at 375 px the page is %d px wide", w)
+	}
+	e.shot("phone")
 }
 
 func TestConsoleViewerHasNoSendButtonAndIsRefused(t *testing.T) {

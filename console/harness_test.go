@@ -85,7 +85,7 @@ type env struct {
 
 // newEnv seeds users (one token each, every 20th token dead), starts the
 // server and a browser.
-func newEnv(t *testing.T, users int) *env {
+func newEnv(t *testing.T, users int, extraEnv ...string) *env {
 	tdb := testdb.New(t)
 	e := &env{t: t, db: tdb.SQL}
 	e.emu = fcmemu.New(fcmemu.Config{Latency: 5 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -94,12 +94,12 @@ func newEnv(t *testing.T, users int) *env {
 	if _, _, err := demo.New(tdb.SQL, nil).SeedDemo(t.Context(), demo.SeedOptions{Users: users, TokensPerUserMax: 1, DeadEvery: 20}); err != nil {
 		t.Fatal(err)
 	}
-	e.startServer(tdb.DSN, emuSrv.URL)
+	e.startServer(tdb.DSN, emuSrv.URL, extraEnv)
 	e.startBrowser()
 	return e
 }
 
-func (e *env) startServer(dsn, emuURL string) {
+func (e *env) startServer(dsn, emuURL string, extraEnv []string) {
 	t := e.t
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,6 +121,7 @@ func (e *env) startServer(dsn, emuURL string) {
 		"PUSHFAN_HTTP_ADDR="+addr,
 		"PUSHFAN_LOG_FORMAT=text",
 	)
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -175,14 +176,23 @@ func (e *env) startBrowser() {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	// Start the browser with a deadline of its own: a browser that cannot
-	// start fails here, saying so.
-	startCtx, cancelStart := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelStart()
-	if err := chromedp.Do(startCtx); err != nil {
+	// The first Do starts the browser, bound to the context it gets (a
+	// timeout context would end the browser with it), so the deadline is
+	// kept here.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			cancel()
+			cancelAlloc()
+			t.Fatalf("starting headless Chromium: %v", err)
+		}
+	case <-time.After(60 * time.Second):
 		cancel()
 		cancelAlloc()
-		t.Fatalf("starting headless Chromium: %v", err)
+		<-started
+		t.Fatal("headless Chromium did not start within 60 s")
 	}
 	e.ctx = ctx
 	messages := chromedp.Console(ctx)
@@ -279,9 +289,8 @@ func (e *env) signIn(token string) {
 	e.t.Helper()
 	e.do("opening the console", 30*time.Second, chromedp.Navigate(e.url+"/"))
 	e.page("signin")
-	e.do("signing in", 20*time.Second,
-		chromedp.SendKeys(chromedp.CSS("#signin-token"), token),
-		chromedp.Click(chromedp.CSS("#signin-submit")))
+	// By keyboard, as a person would: type the token, press Enter.
+	e.do("signing in", 20*time.Second, chromedp.SendKeys(chromedp.CSS("#signin-token"), token+"\r"))
 	e.page("dashboard")
 }
 
@@ -333,7 +342,9 @@ func (e *env) shot(suffix string) string {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
 	defer cancel()
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	// Let the progress bar's transition end: the picture shows the state.
+	_, _ = chromedp.Run(ctx, chromedp.Poll[bool](`document.getAnimations().every((a) => a.playState !== 'running')`, chromedp.WithPollingTimeout(2*time.Second)))
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		e.t.Errorf("screenshot: %v", err)
 		return ""

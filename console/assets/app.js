@@ -229,7 +229,9 @@ function checkSessionIn(ms) {
   // setTimeout takes at most 2^31-1 ms (~24 days).
   expiryTimer = setTimeout(async () => {
     try {
-      applySession(await api('GET', '/console/api/session', undefined, {handle401: false}));
+      const s = await api('GET', '/console/api/session', undefined, {handle401: false});
+      if (s.signed_in) applySession(s);
+      else endSession('Your session has expired: sign in again.', true);
     } catch (err) {
       if (err.status === 401) endSession('Your session has expired: sign in again.', true);
       else checkSessionIn(30000); // the server is unreachable: ask again later
@@ -245,8 +247,10 @@ onUnauthorized(() => {
 // Boot: a reload has lost the csrf token, the session object gives it back.
 async function boot() {
   try {
+    // signed_in false (a 200, so that a signed-out load logs no error):
+    // no session; the router shows the sign-in page.
     const s = await api('GET', '/console/api/session', undefined, {handle401: false});
-    applySession(s);
+    applySession(s.signed_in ? s : null);
   } catch (err) {
     if (err.status !== 401) {
       const root = document.getElementById('app');
