@@ -74,7 +74,9 @@ func TestConsoleOperatorPages(t *testing.T) {
 	// The list: 50 newest, then the rest by keyset, and filters.
 	e.route("#/broadcasts")
 	e.page("broadcasts")
-	rows := func() int { return eval[int](e, "counting rows", `document.querySelectorAll('#broadcasts-table tbody tr[data-id]').length`) }
+	rows := func() int {
+		return eval[int](e, "counting rows", `document.querySelectorAll('#broadcasts-table tbody tr[data-id]').length`)
+	}
 	if n := rows(); n != 50 {
 		t.Fatalf("first page: %d rows, want 50", n)
 	}
