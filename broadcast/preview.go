@@ -23,7 +23,9 @@ func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, n int
 	if err != nil {
 		return 0, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	// A named audience's count pages through all of it: the same budget
+	// as its own preview route.
+	ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
 	defer cancel()
 	if a.Name != "" {
 		bound, err := s.bind(a)

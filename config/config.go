@@ -147,6 +147,10 @@ type HTTP struct {
 	// SignInFailuresPerMinute limits failed console sign-ins per client
 	// address: a token cannot be guessed through the sign-in form.
 	SignInFailuresPerMinute float64 `yaml:"sign_in_failures_per_minute"`
+	// TrustedProxies are the CIDRs of reverse proxies whose
+	// X-Forwarded-For names the client (for the sign-in limit); empty: the
+	// connection's address is the client's.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // DB configures the MySQL pool.

@@ -130,6 +130,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_TEST_SENDS_PER_MINUTE", float(&c.HTTP.TestSendsPerMinute)},
 		{"PUSHFAN_SESSION_TTL", duration(&c.HTTP.SessionTTL)},
 		{"PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", float(&c.HTTP.SignInFailuresPerMinute)},
+		{"PUSHFAN_TRUSTED_PROXIES", list(&c.HTTP.TrustedProxies)},
 		{"PUSHFAN_SCHEDULE_HORIZON", duration(&c.HTTP.ScheduleHorizon)},
 		{"PUSHFAN_STATS_CACHE", duration(&c.HTTP.StatsCache)},
 		{"PUSHFAN_BROADCAST_CACHE", duration(&c.HTTP.BroadcastCache)},

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -123,6 +124,11 @@ func (c *Config) validateServe() []error {
 	if c.HTTP.SessionTTL < time.Minute || c.HTTP.SessionTTL > 30*24*time.Hour {
 		bad("PUSHFAN_SESSION_TTL", "must be from 1m to 720h (how long a console sign-in lasts), got %v", c.HTTP.SessionTTL)
 	}
+	for _, cidr := range c.HTTP.TrustedProxies {
+		if _, _, err := net.ParseCIDR(cidr); err != nil {
+			bad("PUSHFAN_TRUSTED_PROXIES", "%q is not a CIDR such as 10.0.0.0/8 or 192.168.1.10/32", cidr)
+		}
+	}
 	if c.HTTP.SignInFailuresPerMinute <= 0 {
 		bad("PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", "must be a positive number of failed sign-ins per minute per client address, got %v", c.HTTP.SignInFailuresPerMinute)
 	}
@@ -164,7 +170,7 @@ func (c *Config) validateServe() []error {
 	if e.TransactionalUsers < 0 || e.TransactionalUsers > e.MaxUserIDs {
 		bad("PUSHFAN_TRANSACTIONAL_USERS", "must be between 0 and PUSHFAN_MAX_USER_IDS (%d), got %d", e.MaxUserIDs, e.TransactionalUsers)
 	}
-	if e.RateLimit <= 0 {
+	if e.RateLimit <= 0 || math.IsInf(e.RateLimit, 0) || math.IsNaN(e.RateLimit) {
 		bad("PUSHFAN_RATE_LIMIT", "must be a positive number of messages per second, got %v", e.RateLimit)
 	}
 	durations := []struct {

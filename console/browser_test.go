@@ -129,7 +129,17 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 	if n := eval[int64](e, "the error code row", `Number(document.querySelector('#error-codes tr[data-code="UNREGISTERED"]')?.textContent.replace(/\D/g, '') || -1)`); n != dead {
 		t.Errorf("error codes row UNREGISTERED shows %d, want %d", n, dead)
 	}
-	e.waitFor("the failures table to list failed tokens", 10*time.Second, `document.querySelectorAll('#failures tbody tr').length > 0`)
+	// The failures table pages by keyset, 50 at a time, and filters by code.
+	failRows := `document.querySelectorAll('#failures tbody tr[data-token]').length`
+	e.waitFor("the first page of failures", 10*time.Second, fmt.Sprintf(`%s === %d`, failRows, min(dead, 50)))
+	if dead > 50 {
+		e.click("#failures-older")
+		e.waitFor("the older failures", 10*time.Second, fmt.Sprintf(`%s === %d`, failRows, dead-50))
+		e.click("#failures-newest")
+		e.waitFor("the newest failures again", 10*time.Second, fmt.Sprintf(`%s === 50`, failRows))
+	}
+	e.setValue("#failures-code", "UNREGISTERED")
+	e.waitFor("the code filter", 10*time.Second, fmt.Sprintf(`%s === %d && [...document.querySelectorAll('#failures tbody tr[data-token] code')].every((c) => c.textContent === 'UNREGISTERED')`, failRows, min(dead, 50)))
 	var b counts
 	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", e.watchedID()), nil, &b)
 	if b.Succeeded != ok || b.Failed != dead {
@@ -141,6 +151,11 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 		t.Errorf("time elements without a datetime and a UTC title (or none at all): %v", bad)
 	}
 	e.shot("")
+
+	// Duplicate as new: compose, filled from this broadcast.
+	e.click("#btn-duplicate")
+	e.page("compose")
+	e.waitFor("the duplicated message", 10*time.Second, `document.querySelector('#f-title').value === 'Winter sale' && document.querySelector('#f-max_rate').value === '400'`)
 }
 
 func TestConsoleCancelsARunningBroadcast(t *testing.T) {
@@ -224,6 +239,16 @@ func TestConsoleViewerHasNoSendButtonAndIsRefused(t *testing.T) {
 	e.shot("")
 }
 
+// fieldErrorShown waits for a non-empty error matching errSel that the
+// input marks invalid and names in aria-describedby.
+func (e *env) fieldErrorShown(errSel, inputSel string) {
+	e.t.Helper()
+	e.waitFor(errSel+" next to "+inputSel, 20*time.Second, fmt.Sprintf(`(() => {
+		const err = document.querySelector(%q), input = document.querySelector(%q);
+		return !!err && !!input && err.textContent.trim() !== '' && input.getAttribute('aria-invalid') === 'true' &&
+			(input.getAttribute('aria-describedby') || '').split(' ').includes(err.id) })()`, errSel, inputSel))
+}
+
 func TestConsoleShowsABadFieldNextToItsInput(t *testing.T) {
 	e := newEnv(t, 20)
 	e.signIn(senderToken)
@@ -233,18 +258,14 @@ func TestConsoleShowsABadFieldNextToItsInput(t *testing.T) {
 	// A bad platform override: the error names a path inside apns.
 	e.setValue("#f-apns", `{"headers": {"apns-priority": "7"}}`)
 	e.click("#btn-send")
-	e.waitFor("the apns error next to the apns field", 20*time.Second,
-		`(() => { const err = document.querySelector('.field-error[data-error-for^="apns"]'); const input = document.querySelector('#f-apns');
-			return !!err && err.textContent.trim() !== '' && input.getAttribute('aria-invalid') === 'true' && (input.getAttribute('aria-describedby') || '').split(' ').includes(err.id) })()`)
+	e.fieldErrorShown(`.field-error[data-error-for^="apns."]`, "#f-apns")
 	e.setValue("#f-apns", "")
 
 	// A send time in the past.
 	e.click(`input[name="delivery"][value="at"]`)
 	e.setValue("#f-send_at", "2020-01-01T09:00")
 	e.click("#btn-send")
-	e.waitFor("the send_at error next to the send_at field", 20*time.Second,
-		`(() => { const err = document.querySelector('.field-error[data-error-for="send_at"]'); const input = document.querySelector('#f-send_at');
-			return !!err && err.textContent.trim() !== '' && input.getAttribute('aria-invalid') === 'true' && (input.getAttribute('aria-describedby') || '').split(' ').includes(err.id) })()`)
+	e.fieldErrorShown(`.field-error[data-error-for="send_at"]`, "#f-send_at")
 	if n := e.broadcastCount(); n != 0 || e.emu.Stats().Requests != 0 {
 		t.Fatalf("bad requests stored %d broadcasts and sent %d", n, e.emu.Stats().Requests)
 	}

@@ -6,8 +6,8 @@ import "time"
 // a cookie; the server keeps only IDHash (SHA-256 of the id).
 type Session struct {
 	IDHash    [32]byte
-	TokenName string // the admin token that signed in
-	CSRFToken string // sent back in X-CSRF-Token on every state change
+	TokenHash [32]byte // SHA-256 of the admin token that signed in
+	CSRFToken string   // sent back in X-CSRF-Token on every state change
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }

@@ -13,7 +13,8 @@ import (
 type MemberState struct {
 	Instance string
 	Sending  bool
-	// Demand is the rate its paced broadcasts need (+Inf: all it gets).
+	// Demand is the rate its paced broadcasts need (+Inf: all it gets; 0
+	// while idle).
 	Demand float64
 	// Share is its part of the limit by the split every member computes
 	// (max-min over the sending members' demands; an idle member has none).
@@ -50,9 +51,12 @@ func (c *Coordinator) Members(ctx context.Context) (Budget, error) {
 			return out, fmt.Errorf("reading budget members: %w", err)
 		}
 		m.HeartbeatAge = time.Duration(ageMicros) * time.Microsecond
-		m.Demand = math.Inf(1)
-		if d.Valid {
+		// An idle member stores no demand: it wants nothing now.
+		switch {
+		case d.Valid:
 			m.Demand = d.Float64
+		case m.Sending:
+			m.Demand = math.Inf(1)
 		}
 		m.Self = m.Instance == c.opt.Instance
 		if m.Sending {

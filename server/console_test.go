@@ -130,11 +130,12 @@ func TestConsoleSessionCookieCSRFAndSignOut(t *testing.T) {
 		t.Fatalf("succeeded %d, want 5", got.Succeeded)
 	}
 
-	// Another origin with the right token is refused too.
+	// A request the browser marks as from another site is refused even
+	// with the right token.
 	req, _ := http.NewRequest("POST", s.API.URL+"/push/broadcasts/"+fmt.Sprint(b.ID)+"/cancel", nil)
 	req.AddCookie(c)
 	req.Header.Set("X-CSRF-Token", se.csrf)
-	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	resp, err := s.HTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +198,100 @@ func TestConsoleViewerSessionCannotChange(t *testing.T) {
 	// A viewer may sign out (a DELETE of its own session).
 	if resp := se.call("DELETE", "/console/api/session", se.csrf, nil, nil); resp.StatusCode != 204 {
 		t.Fatalf("viewer sign-out: %d", resp.StatusCode)
+	}
+}
+
+// TestConsoleSessionEndsWithItsToken: a session belongs to the token's
+// secret, not its name or place in PUSHFAN_ADMIN_TOKENS, so rotating or
+// removing a token ends its sessions on every instance.
+func TestConsoleSessionEndsWithItsToken(t *testing.T) {
+	s := consoleStack(t, nil)
+	se := signIn(t, s, viewerToken)
+	// Another instance (the next deploy) has the viewer's secret rotated
+	// under the same name, and a new token in the first place.
+	next := s.AddInstanceWith(func(c *config.Config) {
+		c.AdminTokens = []string{"new-secret-0123456789", teststack.AdminToken, "dashboard:viewer:rotated-secret-0123456789"}
+	})
+	same := &session{s: s, cookie: se.cookie}
+	var who struct {
+		SignedIn bool   `json:"signed_in"`
+		Name     string `json:"name"`
+	}
+	if resp := same.call("GET", "/console/api/session", "", nil, &who); resp.StatusCode != 200 || !who.SignedIn || who.Name != "dashboard" {
+		t.Fatalf("on the first instance: %d %+v", resp.StatusCode, who)
+	}
+	req, _ := http.NewRequest("GET", next.API.URL+"/console/api/session", nil)
+	req.AddCookie(se.cookie)
+	resp, err := s.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode(t, readAll(t, resp), &who)
+	resp.Body.Close()
+	if who.SignedIn {
+		t.Fatalf("after the viewer's secret was rotated, its session still signs in as %q", who.Name)
+	}
+}
+
+// TestConsoleParallelGuessesAreLimited: every attempt is charged before
+// the token is checked, so a burst of parallel guesses gets the budget
+// and no more.
+func TestConsoleParallelGuessesAreLimited(t *testing.T) {
+	s := consoleStack(t, func(c *config.Config) { c.HTTP.SignInFailuresPerMinute = 3 })
+	var wg sync.WaitGroup
+	codes := make([]int, 12)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", s.API.URL+"/console/api/session", strings.NewReader(fmt.Sprintf(`{"token":"guess-%d"}`, i)))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	n := map[int]int{}
+	for _, c := range codes {
+		n[c]++
+	}
+	if n[401] != 3 || n[429] != 9 {
+		t.Fatalf("12 parallel guesses with a budget of 3: %v, want 3 × 401 and 9 × 429", n)
+	}
+}
+
+func TestConsoleSignInRefusesFormsAndOtherSites(t *testing.T) {
+	s := consoleStack(t, nil)
+	for _, c := range []struct {
+		contentType, site string
+		status            int
+		code              string
+	}{
+		{"text/plain", "", 400, "invalid_content_type"},
+		{"application/x-www-form-urlencoded", "", 400, "invalid_content_type"},
+		{"application/json", "cross-site", 403, "csrf_failed"},
+		{"application/json", "same-site", 403, "csrf_failed"},
+	} {
+		req, _ := http.NewRequest("POST", s.API.URL+"/console/api/session", strings.NewReader(`{"token":"`+teststack.AdminToken+`"}`))
+		req.Header.Set("Content-Type", c.contentType)
+		if c.site != "" {
+			req.Header.Set("Sec-Fetch-Site", c.site)
+		}
+		resp, err := s.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e teststack.ErrorBody
+		decode(t, readAll(t, resp), &e)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || e.Error.Code != c.code || len(resp.Cookies()) != 0 {
+			t.Errorf("%s from %q: %d %+v, cookies %v; want %d %s and no cookie", c.contentType, c.site, resp.StatusCode, e, resp.Cookies(), c.status, c.code)
+		}
 	}
 }
 
@@ -322,7 +417,11 @@ func readEvents(t *testing.T, resp *http.Response, fn func(data []byte)) {
 }
 
 func TestWatchStreamFollowsABroadcastToItsEnd(t *testing.T) {
-	s := consoleStack(t, func(c *config.Config) { c.HTTP.BroadcastCache = 250 * time.Millisecond })
+	// A read timeout shorter than the broadcast: the stream must outlive it.
+	s := consoleStack(t, func(c *config.Config) {
+		c.HTTP.BroadcastCache = 250 * time.Millisecond
+		c.HTTP.ReadTimeout, c.HTTP.ReadHeaderTimeout = time.Second, time.Second
+	})
 	s.SeedTokens(1, tokens("ok-", 400))
 	// Paced so the stream has several ticks to show.
 	var b teststack.Broadcast

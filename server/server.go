@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"time"
@@ -97,9 +98,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	// The client's address is the connection's: X-Forwarded-For is
-	// anyone's to write, and it keys the sign-in limit.
-	e.IPExtractor = echo.ExtractIPDirect()
+	e.IPExtractor = clientAddr(cfg.HTTP.TrustedProxies)
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator:        newRequestID,
@@ -152,10 +151,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Stop ends the live-watch streams and their pollers (safe twice). Call it
 // when the HTTP server shuts down: Shutdown waits for idle connections,
 // which a stream never becomes by itself.
-func (s *Server) Stop(context.Context) error {
-	s.watch.stop()
-	return nil
-}
+func (s *Server) Stop(ctx context.Context) error { return s.watch.stop(ctx) }
 
 // HTTPServer returns an http.Server with every timeout set: a slow or stuck
 // client cannot hold a connection forever. Its Shutdown ends the watch
@@ -171,8 +167,30 @@ func (s *Server) HTTPServer() *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	srv.RegisterOnShutdown(s.watch.stop)
+	// Shutdown waits for the streams' handlers, which end once the hub
+	// has stopped; Stop (with its deadline) waits for the pollers.
+	srv.RegisterOnShutdown(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HTTP.ShutdownTimeout)
+		defer cancel()
+		_ = s.watch.stop(ctx)
+	})
 	return srv
+}
+
+// clientAddr is how the client's address is read (it keys the sign-in
+// limit): the connection's, or X-Forwarded-For's behind the configured
+// proxies only, since anyone can write that header.
+func clientAddr(proxies []string) echo.IPExtractor {
+	if len(proxies) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range proxies {
+		if _, n, err := net.ParseCIDR(p); err == nil { // Validate refused the others
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

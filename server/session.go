@@ -7,9 +7,10 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"math"
+	"net"
 	"net/http"
-	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,13 +70,27 @@ func randomToken() string {
 }
 
 // signIn exchanges an admin token for a session: POST /console/api/session
-// {"token": "..."}. Failures are limited per client address.
+// {"token": "..."}. Every attempt is charged to the client address's
+// budget first and refunded when it succeeds, so parallel guesses are
+// limited as well as sequential ones.
 func (s *Server) signIn(c echo.Context) error {
 	if s.sessions == nil {
 		return &APIError{Status: http.StatusNotFound, Code: "sessions_disabled", Message: "console sign-in is not configured on this server"}
 	}
+	noStore(c)
+	// JSON only, from this origin: a form on another site cannot sign a
+	// browser in (login CSRF) — it can send neither this Content-Type
+	// without a preflight nor a same-origin Sec-Fetch-Site.
+	if ct := c.Request().Header.Get(echo.HeaderContentType); !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return badRequest("invalid_content_type", "Content-Type", "sign in with Content-Type: application/json, got %q", ct)
+	}
+	if err := sameOrigin(c); err != nil {
+		return err
+	}
 	ip := c.RealIP()
-	if wait := s.signins.blocked(ip); wait > 0 {
+	attempt := s.signins.reserve(ip)
+	if wait := attempt.Delay(); wait > 0 {
+		attempt.Cancel()
 		secs := int(math.Ceil(wait.Seconds()))
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 		return &APIError{Status: http.StatusTooManyRequests, Code: "rate_limited",
@@ -92,26 +107,38 @@ func (s *Server) signIn(c echo.Context) error {
 	}
 	t := s.admin.match(req.Token)
 	if t == nil {
-		s.signins.failed(ip)
 		s.log.WarnContext(c.Request().Context(), "console sign-in refused", "remote", ip)
 		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Field: "token", Message: "that is not a valid admin token"}
 	}
+	attempt.Cancel() // a success costs nothing
+	ctx := c.Request().Context()
+	// Signing in again replaces the browser's old session, on the server
+	// too.
+	if old, _, err := s.session(c); err == nil && old != nil {
+		if err := s.sessions.DeleteSession(ctx, old.IDHash); err != nil {
+			return err
+		}
+	}
 	id := randomToken()
 	now := s.now().UTC()
-	sess := model.Session{IDHash: sha256.Sum256([]byte(id)), TokenName: t.Name, CSRFToken: randomToken(),
+	sess := model.Session{IDHash: sha256.Sum256([]byte(id)), TokenHash: t.Hash, CSRFToken: randomToken(),
 		CreatedAt: now, ExpiresAt: now.Add(s.cfg.HTTP.SessionTTL)}
-	if err := s.sessions.CreateSession(c.Request().Context(), sess); err != nil {
+	if err := s.sessions.CreateSession(ctx, sess); err != nil {
 		return err
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
 		MaxAge: int(s.cfg.HTTP.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
-	s.log.InfoContext(c.Request().Context(), "console sign-in", "token", t.Name, "remote", ip)
+	s.log.InfoContext(ctx, "console sign-in", "token", t.Name, "remote", ip)
 	return c.JSON(http.StatusOK, viewSession(t, &sess))
 }
+
+// noStore keeps session answers (they carry the CSRF token) out of caches.
+func noStore(c echo.Context) { c.Response().Header().Set(echo.HeaderCacheControl, "no-store") }
 
 // whoAmI answers the current session (GET /console/api/session), or
 // signed_in false: a page reload gets its CSRF token back from here.
 func (s *Server) whoAmI(c echo.Context) error {
+	noStore(c)
 	sess, t, err := s.session(c)
 	if err != nil {
 		return err
@@ -125,11 +152,17 @@ func (s *Server) whoAmI(c echo.Context) error {
 // signOut ends the session on the server (DELETE /console/api/session,
 // CSRF-checked like every other change) and clears the cookie.
 func (s *Server) signOut(c echo.Context) error {
+	noStore(c)
+	clearCookie := func() {
+		c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
+	}
 	sess, t, err := s.session(c)
 	if err != nil {
 		return err
 	}
 	if t == nil {
+		clearCookie() // a stale cookie goes too
 		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "not signed in, or the session has ended"}
 	}
 	if err := checkCSRF(c, sess); err != nil {
@@ -138,14 +171,14 @@ func (s *Server) signOut(c echo.Context) error {
 	if err := s.sessions.DeleteSession(c.Request().Context(), sess.IDHash); err != nil {
 		return err
 	}
-	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
+	clearCookie()
 	return c.NoContent(http.StatusNoContent)
 }
 
 // session returns the request's live session and the admin token it
 // stands for; (nil, nil, nil) when there is none, it has expired, or its
-// token is no longer configured (removing a token ends its sessions).
+// token is no longer configured (removing or rotating a token ends its
+// sessions).
 func (s *Server) session(c echo.Context) (*model.Session, *config.AdminToken, error) {
 	if s.sessions == nil {
 		return nil, nil, nil
@@ -159,7 +192,7 @@ func (s *Server) session(c echo.Context) (*model.Session, *config.AdminToken, er
 		return nil, nil, err
 	}
 	for i := range s.admin.tokens {
-		if s.admin.tokens[i].Name == sess.TokenName {
+		if s.admin.tokens[i].Hash == sess.TokenHash {
 			return &sess, &s.admin.tokens[i], nil
 		}
 	}
@@ -167,24 +200,32 @@ func (s *Server) session(c echo.Context) (*model.Session, *config.AdminToken, er
 }
 
 // checkCSRF refuses a state change without the session's CSRF token, or
-// from another origin.
+// from another site.
 func checkCSRF(c echo.Context, sess *model.Session) error {
 	got := c.Request().Header.Get(csrfHeader)
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(sess.CSRFToken)) != 1 {
 		return &APIError{Status: http.StatusForbidden, Code: "csrf_failed",
 			Message: "a console session must send its CSRF token in the " + csrfHeader + " header on every change (GET /console/api/session gives it)"}
 	}
-	if origin := c.Request().Header.Get(echo.HeaderOrigin); origin != "" {
-		if u, err := url.Parse(origin); err != nil || u.Host != c.Request().Host {
-			return &APIError{Status: http.StatusForbidden, Code: "csrf_failed", Message: "the request's Origin " + strconv.Quote(origin) + " is not this server"}
-		}
-	}
-	return nil
+	return sameOrigin(c)
 }
 
-// signInLimiter limits failed sign-ins per client address: a token
-// cannot be guessed through the form, and a successful sign-in costs
-// nothing.
+// sameOrigin refuses a request a browser marks as sent from another site
+// or origin (Sec-Fetch-Site). It needs no idea of the public host name,
+// which a reverse proxy may rewrite; clients that send no such header
+// (curl, old browsers) rely on the CSRF token and SameSite=Strict.
+func sameOrigin(c echo.Context) error {
+	switch site := c.Request().Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none":
+		return nil
+	default:
+		return &APIError{Status: http.StatusForbidden, Code: "csrf_failed", Message: "the browser says this request comes from another origin (Sec-Fetch-Site: " + site + ")"}
+	}
+}
+
+// signInLimiter limits failed sign-ins per client address (an IPv6
+// address by its /64, which one host can fill): a token cannot be guessed
+// through the form, and a successful sign-in costs nothing.
 type signInLimiter struct {
 	perMinute float64
 	mu        sync.Mutex
@@ -195,11 +236,17 @@ func newSignInLimiter(perMinute float64) *signInLimiter {
 	return &signInLimiter{perMinute: perMinute, byAddr: map[string]*rate.Limiter{}}
 }
 
-// maxTrackedAddrs bounds the limiter's memory; past it, addresses whose
-// budget has refilled are forgotten.
+// maxTrackedAddrs bounds the limiter's memory. Past it, addresses whose
+// budget has refilled are forgotten, and if that frees nothing, all are
+// (many addresses at once get a minute's worth each either way).
 const maxTrackedAddrs = 10000
 
-func (l *signInLimiter) limiter(addr string) *rate.Limiter {
+// reserve charges one attempt to addr; the caller cancels the
+// reservation when the attempt succeeds, or when it must wait (Delay > 0).
+func (l *signInLimiter) reserve(addr string) *rate.Reservation {
+	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
+		addr = (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lim := l.byAddr[addr]
@@ -210,23 +257,13 @@ func (l *signInLimiter) limiter(addr string) *rate.Limiter {
 					delete(l.byAddr, a)
 				}
 			}
+			if len(l.byAddr) >= maxTrackedAddrs {
+				clear(l.byAddr)
+			}
 		}
 		// Burst: a minute's worth, so a mistyped paste or two costs nothing.
 		lim = rate.NewLimiter(rate.Limit(l.perMinute/60), max(1, int(l.perMinute)))
 		l.byAddr[addr] = lim
 	}
-	return lim
+	return lim.Reserve()
 }
-
-// blocked is how long addr must wait before its next try (0: it may try).
-func (l *signInLimiter) blocked(addr string) time.Duration {
-	lim := l.limiter(addr)
-	if lim.Tokens() >= 1 {
-		return 0
-	}
-	r := lim.Reserve()
-	defer r.Cancel()
-	return r.Delay()
-}
-
-func (l *signInLimiter) failed(addr string) { l.limiter(addr).Allow() }

@@ -117,8 +117,11 @@ func (h *watchHub) poll(id uint64) {
 			return
 		case err != nil:
 			// The database will answer again; the viewers keep the last
-			// state meanwhile.
+			// state meanwhile (and nobody watching ends the poller).
 			h.log.Warn("watch: reading the broadcast failed", "broadcast_id", id, "err", err)
+			if h.unwatched(id) {
+				return
+			}
 		default:
 			now := time.Now()
 			done := b.Succeeded + b.Failed
@@ -146,6 +149,17 @@ func (h *watchHub) poll(id uint64) {
 		case <-tick.C:
 		}
 	}
+}
+
+// unwatched drops id, reporting true, once its last viewer has left.
+func (h *watchHub) unwatched(id uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.watched[id].viewers) == 0 {
+		delete(h.watched, id)
+		return true
+	}
+	return false
 }
 
 // publish hands ev to id's viewers. It reports whether polling goes on:
@@ -188,13 +202,21 @@ func (h *watchHub) endLocked(id uint64) {
 	}
 }
 
-// stop ends every stream and waits for the pollers. Safe twice.
-func (h *watchHub) stop() {
+// stop ends every stream and waits for the pollers, at most until ctx
+// ends. Safe twice.
+func (h *watchHub) stop(ctx context.Context) error {
 	h.mu.Lock()
 	h.stopped = true
 	h.mu.Unlock()
 	h.cancel()
-	h.wg.Wait()
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("watch streams: %w", ctx.Err())
+	}
 }
 
 // watchBroadcast streams a broadcast's state as server-sent events
@@ -212,6 +234,11 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 	}
 	w := c.Response()
 	rc := http.NewResponseController(w)
+	// A stream outlives PUSHFAN_HTTP_READ_TIMEOUT. Go 1.26's server does
+	// not cancel a streaming handler at the read deadline (checked; the
+	// test runs a stream past a 1 s timeout), but nothing documents that:
+	// the deadline is cleared.
+	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set(echo.HeaderCacheControl, "no-cache")
@@ -241,9 +268,11 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; reconnect"}
 	}
 	defer leave()
-	// A console session's stream ends with the session.
+	// A console session's stream ends with the session: when it expires,
+	// and (checked at every ping) when it is signed out or its token goes.
 	var expired <-chan time.Time
-	if sess, _ := c.Get(sessionKey).(*model.Session); sess != nil {
+	sess, _ := c.Get(sessionKey).(*model.Session)
+	if sess != nil {
 		t := time.NewTimer(time.Until(sess.ExpiresAt))
 		defer t.Stop()
 		expired = t.C
@@ -268,6 +297,11 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 				return nil
 			}
 		case <-ping.C:
+			if sess != nil {
+				if live, t, err := s.session(c); err == nil && (live == nil || t == nil) {
+					return nil
+				}
+			}
 			if send(nil) != nil {
 				return nil
 			}

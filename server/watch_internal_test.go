@@ -28,7 +28,7 @@ func TestWatchHubPollsOncePerTickForAllViewers(t *testing.T) {
 	}
 	h := newWatchHub(peek, func(b *model.Broadcast) broadcastView { return viewOf(b, time.Now()) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h.every = 20 * time.Millisecond
-	defer h.stop()
+	defer func() { _ = h.stop(context.Background()) }()
 
 	const viewers = 50
 	start := time.Now()
@@ -83,7 +83,9 @@ func TestWatchHubPollsOncePerTickForAllViewers(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("%d broadcasts still watched after the final state", left)
 	}
-	h.stop()
+	if err := h.stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, ok := h.subscribe(7); ok {
 		t.Fatal("a stopped hub took a viewer")
 	}
@@ -99,7 +101,7 @@ func TestWatchHubStopsPollingWhenTheLastViewerLeaves(t *testing.T) {
 	}
 	h := newWatchHub(peek, func(b *model.Broadcast) broadcastView { return viewOf(b, time.Now()) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h.every = 10 * time.Millisecond
-	defer h.stop()
+	defer func() { _ = h.stop(context.Background()) }()
 	ch, leave, _ := h.subscribe(1)
 	select {
 	case <-ch:

@@ -81,6 +81,15 @@ export async function api(method, path, body, opts = {}) {
     }
     const err = new ApiError(res.status, detail.code || `http_${res.status}`, message, detail.field, retryAfter);
     if (res.status === 401 && opts.handle401 !== false) unauthorized(err);
+    // A sign-in in another tab replaced the session (and its CSRF token):
+    // take the new one and try once more.
+    if (err.code === 'csrf_failed' && !opts.retried && path !== '/console/api/session') {
+      const s = await api('GET', '/console/api/session', undefined, {handle401: false, signal: opts.signal});
+      if (s && s.signed_in && s.csrf_token !== current?.csrf_token) {
+        setSession(s);
+        return api(method, path, body, {...opts, retried: true});
+      }
+    }
     throw err;
   }
   if (data === undefined) {
