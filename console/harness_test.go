@@ -11,11 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,6 +25,7 @@ import (
 	"pushfan/fcmemu"
 	"pushfan/internal/demo"
 	"pushfan/internal/testdb"
+	"pushfan/internal/teststack"
 )
 
 const (
@@ -43,9 +41,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "pushfan")
-	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/pushfan").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building pushfan: %v\n%s", err, out)
+	if binary, err = teststack.BuildPushfan("../cmd/pushfan", dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -76,7 +73,6 @@ type env struct {
 	emu  *fcmemu.Emulator
 	url  string // the pushfan server
 	ctx  context.Context
-	logs string
 
 	mu       sync.Mutex
 	messages []chromedp.ConsoleMessage
@@ -100,67 +96,14 @@ func newEnv(t *testing.T, users int, extraEnv ...string) *env {
 }
 
 func (e *env) startServer(dsn, emuURL string, extraEnv []string) {
-	t := e.t
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	e.logs = filepath.Join(t.TempDir(), "pushfan.log")
-	logFile, err := os.Create(e.logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "serve")
-	cmd.Env = append(os.Environ(),
+	env := append(os.Environ(),
 		"PUSHFAN_MYSQL_DSN="+dsn,
 		"PUSHFAN_FCM_ENDPOINT="+emuURL+"/v1",
 		"PUSHFAN_FCM_PROJECT_ID=console-test",
 		"PUSHFAN_ADMIN_TOKENS=ops:sender:"+senderToken+",watcher:viewer:"+viewerToken,
-		"PUSHFAN_HTTP_ADDR="+addr,
 		"PUSHFAN_LOG_FORMAT=text",
 	)
-	cmd.Env = append(cmd.Env, extraEnv...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("pushfan (pid %d) did not exit within 30 s of kill", cmd.Process.Pid)
-		}
-		if t.Failed() {
-			raw, _ := os.ReadFile(e.logs)
-			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-			t.Logf("pushfan log (last 40 lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	})
-	e.url = "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get(e.url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		select {
-		case <-done:
-			raw, _ := os.ReadFile(e.logs)
-			t.Fatalf("pushfan exited before it was ready:\n%s", raw)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("pushfan not ready (GET /readyz) within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e.url = teststack.StartServe(e.t, binary, "pushfan", append(env, extraEnv...)).URL
 }
 
 func (e *env) startBrowser() {

@@ -44,9 +44,11 @@
 // Failure modes:
 //
 //   - The database unreachable from one instance: its heartbeats fail and
-//     it keeps its last share until Stale has passed; then the others count
-//     it out and take its share, so it holds its sends until a heartbeat
-//     gets through (its chunks cannot checkpoint meanwhile either, and
+//     it keeps its last share for Stale − 3 × Interval after the start of
+//     its last good one (a failing beat takes up to 2 × Interval, and the
+//     next starts an Interval later, so it holds before the others, which
+//     count it out Stale after that heartbeat, take its share); then it
+//     holds its sends until a heartbeat gets through (its chunks cannot checkpoint meanwhile either, and
 //     their leases go to the instances that can). Unreachable from every
 //     instance: each holds after Stale; nothing is sent without the
 //     database that records it.
@@ -285,7 +287,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 		}
 		c.retryAt = now.Add(c.opt.Interval)
 		silent := time.Since(c.lastBeat)
-		if silent < c.opt.Stale {
+		if silent < c.keepFor() {
 			c.log.Warn("rate budget heartbeat failed; keeping the last share", "err", err)
 			return
 		}
@@ -296,7 +298,9 @@ func (c *Coordinator) beat(ctx context.Context) {
 		c.throttle.Hold(time.Now().Add(3 * c.opt.Interval))
 		return
 	}
-	c.lastBeat = time.Now()
+	// The beat's start: its heartbeat_at is no earlier, so the others
+	// count this instance in at least until lastBeat + Stale.
+	c.lastBeat = now
 	c.apply(sending, demand, members, read)
 	c.applied = true
 	if pausedFor > 0 {
@@ -305,6 +309,15 @@ func (c *Coordinator) beat(ctx context.Context) {
 	if c.beats++; c.beats%40 == 0 {
 		c.purge(ctx)
 	}
+}
+
+// keepFor is how long after its last good heartbeat began an instance
+// whose heartbeats fail keeps its share: until the latest moment it can
+// still hold before the others count it out (Stale after that heartbeat),
+// allowing for a failing beat's 2 × Interval timeout and the Interval to
+// the next one.
+func (c *Coordinator) keepFor() time.Duration {
+	return max(0, c.opt.Stale-3*c.opt.Interval)
 }
 
 // purge deletes the rows of members gone for a minute (killed processes:

@@ -141,7 +141,7 @@ func (s *sampler) perSecond(from, to time.Time) []float64 {
 func (e *procEnv) urgentSend(p *proc) time.Duration {
 	e.t.Helper()
 	start := time.Now()
-	b := e.call(p.url, "POST", "/push/broadcast", `{"title":"your order shipped","audience":{"user_ids":[1,2,3]}}`)
+	b := e.call(p.URL, "POST", "/push/broadcast", `{"title":"your order shipped","audience":{"user_ids":[1,2,3]}}`)
 	took := time.Since(start)
 	if b.Status != "completed" || b.Succeeded != 3 || b.Class != "transactional" {
 		e.t.Fatalf("urgent send: %+v, want 3 succeeded, transactional", b)
@@ -164,7 +164,7 @@ func (e *procEnv) urgentSends(procs []*proc, n int, pause time.Duration, bulk ui
 		}
 		time.Sleep(pause) // spacing the sends, not waiting for anything
 	}
-	if mid := e.call(procs[0].url, "GET", fmt.Sprintf("/push/broadcasts/%d", bulk), ""); mid.Status != "running" {
+	if mid := e.call(procs[0].URL, "GET", fmt.Sprintf("/push/broadcasts/%d", bulk), ""); mid.Status != "running" {
 		e.t.Fatalf("the bulk broadcast is %s after the urgent sends: they did not run beside it", mid.Status)
 	}
 	return took, extra
@@ -250,11 +250,11 @@ func TestKillOneOfThreeRebalancesTheBudget(t *testing.T) {
 	const n = 120000
 	e, procs, s, b := threeReplicas(t, n)
 	e.waitAccepted(0.3)
-	if err := procs[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := procs[2].Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	procs[2].waitExit(t, "kill -9")
+	procs[2].WaitExit(t, "kill -9")
 	final := e.waitFinished(procs[0], b.ID)
 	s.end()
 	dups := e.verify(final)

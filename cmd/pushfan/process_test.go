@@ -19,13 +19,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,6 +35,7 @@ import (
 
 	"pushfan/fcmemu"
 	"pushfan/internal/testdb"
+	"pushfan/internal/teststack"
 	"pushfan/lease"
 )
 
@@ -80,14 +77,7 @@ func newProcEnv(t *testing.T, n int, emuCfg fcmemu.Config) *procEnv {
 	return e
 }
 
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	url     string
-	done    chan struct{} // closed when the process has exited
-	exitErr error         // valid after done
-	log     string
-}
+type proc = teststack.Process
 
 // start runs `pushfan serve` under instance id `name` and waits until it is
 // ready.
@@ -99,74 +89,7 @@ func (e *procEnv) start(name string) *proc {
 // share one: a pinned id), logging as name.
 func (e *procEnv) startAs(name, id string) *proc {
 	e.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logPath := filepath.Join(e.t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "serve")
-	cmd.Env = append(append([]string{}, e.env...), "PUSHFAN_HTTP_ADDR="+addr, "PUSHFAN_INSTANCE_ID="+id)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, url: "http://" + addr, done: make(chan struct{}), log: logPath}
-	go func() {
-		p.exitErr = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			e.t.Errorf("%s (pid %d) did not exit within 30s of kill -9", name, cmd.Process.Pid)
-		}
-		// PUSHFAN_TEST_PROC_LOGS=1 shows every process's whole log.
-		if all := os.Getenv("PUSHFAN_TEST_PROC_LOGS") != ""; e.t.Failed() || all {
-			raw, _ := os.ReadFile(logPath)
-			lines := 40
-			if all {
-				lines = math.MaxInt
-			}
-			e.t.Logf("log of %s:\n%s", name, tail(string(raw), lines))
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(p.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		select {
-		case <-p.done:
-			raw, _ := os.ReadFile(logPath)
-			e.t.Fatalf("%s exited before ready: %v\n%s", name, p.exitErr, raw)
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s not ready after 30s", name)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func tail(s string, lines int) string {
-	parts := strings.Split(strings.TrimSpace(s), "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
+	return teststack.StartServe(e.t, binary, name, append(append([]string{}, e.env...), "PUSHFAN_INSTANCE_ID="+id))
 }
 
 // broadcastView is the API's broadcast object as this client reads it.
@@ -189,7 +112,7 @@ func (e *procEnv) call(base, method, path, body string) broadcastView {
 }
 
 func (e *procEnv) submit(p *proc) broadcastView {
-	return e.call(p.url, "POST", "/push/broadcast?wait=0", `{"title":"crash test","audience":{"all":true}}`)
+	return e.call(p.URL, "POST", "/push/broadcast?wait=0", `{"title":"crash test","audience":{"all":true}}`)
 }
 
 // waitAccepted blocks until the emulator accepted at least frac of n
@@ -207,23 +130,11 @@ func (e *procEnv) waitAccepted(frac float64) {
 	}
 }
 
-// waitExit waits until p has exited after a kill (-9 or SIGTERM past its
-// shutdown deadline cannot take this long).
-func (p *proc) waitExit(t *testing.T, why string) {
-	t.Helper()
-	const within = 30 * time.Second
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("timed out after %v waiting for %s (pid %d) to exit after %s", within, p.name, p.cmd.Process.Pid, why)
-	}
-}
-
 func (e *procEnv) waitFinished(p *proc, id uint64) broadcastView {
 	e.t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		b := e.call(p.url, "GET", fmt.Sprintf("/push/broadcasts/%d", id), "")
+		b := e.call(p.URL, "GET", fmt.Sprintf("/push/broadcasts/%d", id), "")
 		if b.Status == "completed" || b.Status == "failed" || b.Status == "canceled" {
 			return b
 		}
@@ -312,10 +223,10 @@ func killDrill(t *testing.T, e *procEnv, frac float64) {
 	time.Sleep(250 * time.Millisecond)
 	sent := e.emu.Stats().Accepted
 	throughput := float64(sent-s0) / time.Since(t0).Seconds()
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	a.waitExit(t, "kill -9")
+	a.WaitExit(t, "kill -9")
 	killed := time.Now()
 	restart := time.Now()
 	r := e.startAs("restarted", pod)
@@ -353,15 +264,15 @@ func TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes(t *testing.T) {
 	a := e.start("deploying")
 	b := e.submit(a)
 	e.waitAccepted(0.4)
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	stopAt := time.Now()
 	select {
-	case <-a.done:
-		if a.exitErr != nil {
-			raw, _ := os.ReadFile(a.log)
-			t.Fatalf("SIGTERM: exit %v, want 0\n%s", a.exitErr, tail(string(raw), 30))
+	case <-a.Done:
+		if a.ExitErr != nil {
+			raw, _ := os.ReadFile(a.Log)
+			t.Fatalf("SIGTERM: exit %v, want 0\n%s", a.ExitErr, teststack.Tail(string(raw), 30))
 		}
 	case <-time.After(40 * time.Second):
 		t.Fatal("did not exit within the shutdown deadline")
@@ -394,10 +305,10 @@ func TestTwoProcessesShareABroadcastAndSurviveAKill(t *testing.T) {
 	bp := e.start("replica-b")
 	b := e.submit(a)
 	e.waitAccepted(0.75)
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	a.waitExit(t, "kill -9")
+	a.WaitExit(t, "kill -9")
 	final := e.waitFinished(bp, b.ID)
 	dups := e.verify(final)
 	doneBy := final.Chunks.DoneBy
@@ -416,10 +327,10 @@ func TestTwoProcessesWithOneInstanceID(t *testing.T) {
 	bp := e.startAs("twin-b", "pod-0")
 	b := e.submit(a)
 	e.waitAccepted(0.4)
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	a.waitExit(t, "kill -9")
+	a.WaitExit(t, "kill -9")
 	final := e.waitFinished(bp, b.ID)
 	dups := e.verify(final)
 	if final.Chunks.Takeovers == 0 {
