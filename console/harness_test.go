@@ -68,11 +68,11 @@ func chromium(t *testing.T) string {
 // env is one console under test: a database, an emulator, a pushfan
 // process, and a headless browser tab.
 type env struct {
-	t    *testing.T
-	db   *sqlx.DB
-	emu  *fcmemu.Emulator
-	url  string // the pushfan server
-	ctx  context.Context
+	t   *testing.T
+	db  *sqlx.DB
+	emu *fcmemu.Emulator
+	url string // the pushfan server
+	ctx context.Context
 
 	mu       sync.Mutex
 	messages []chromedp.ConsoleMessage
