@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"pushfan/internal/apiclient"
 )
 
 // api calls the server with the sender's bearer token (setting up what a
@@ -35,13 +37,16 @@ func (e *env) api(method, path string, body any, out any) int {
 	return resp.StatusCode
 }
 
-type counts struct {
-	ID        uint64 `json:"id"`
-	Status    string `json:"status"`
-	Targeted  int64  `json:"targeted"`
-	Succeeded int64  `json:"succeeded"`
-	Failed    int64  `json:"failed"`
-	Canceled  int64  `json:"canceled"`
+// broadcast is the API's broadcast object.
+type broadcast = apiclient.Broadcast
+
+// nothingStoredOrSent fails the test if any broadcast was stored or any
+// push sent (after requests that had to be refused).
+func (e *env) nothingStoredOrSent(after string) {
+	e.t.Helper()
+	if n, sent := e.broadcastCount(), e.emu.Stats().Requests; n != 0 || sent != 0 {
+		e.t.Fatalf("%s stored %d broadcasts and sent %d pushes; want none", after, n, sent)
+	}
 }
 
 func (e *env) broadcastCount() int {
@@ -140,7 +145,7 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 	}
 	e.setValue("#failures-code", "UNREGISTERED")
 	e.waitFor("the code filter", 10*time.Second, fmt.Sprintf(`%s === %d && [...document.querySelectorAll('#failures tbody tr[data-token] code')].every((c) => c.textContent === 'UNREGISTERED')`, failRows, min(dead, 50)))
-	var b counts
+	var b broadcast
 	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", e.watchedID()), nil, &b)
 	if b.Succeeded != ok || b.Failed != dead {
 		t.Fatalf("API: %+v; emulator %d ok, %d dead", b, ok, dead)
@@ -172,7 +177,7 @@ func TestConsoleCancelsARunningBroadcast(t *testing.T) {
 	e.click("#confirm-ok")
 	e.waitFor("the broadcast to be canceled", 30*time.Second, text("#watch-status")+` === 'canceled'`)
 	id := e.watchedID()
-	var b counts
+	var b broadcast
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		e.api("GET", fmt.Sprintf("/push/broadcasts/%d", id), nil, &b)
@@ -203,7 +208,7 @@ func TestConsoleCancelsARunningBroadcast(t *testing.T) {
 
 func TestConsoleViewerHasNoSendButtonAndIsRefused(t *testing.T) {
 	e := newEnv(t, 50)
-	var held counts
+	var held broadcast
 	if code := e.api("POST", "/push/broadcast?wait=0", map[string]any{"title": "Held", "body": "for approval", "audience": map[string]any{"all": true}, "hold": true}, &held); code != 202 && code != 200 {
 		t.Fatalf("creating a held broadcast: %d", code)
 	}
@@ -232,7 +237,7 @@ func TestConsoleViewerHasNoSendButtonAndIsRefused(t *testing.T) {
 	if got != "403 forbidden" {
 		t.Fatalf("viewer's direct release: %q, want 403 forbidden", got)
 	}
-	var b counts
+	var b broadcast
 	if e.api("GET", fmt.Sprintf("/push/broadcasts/%d", held.ID), nil, &b); b.Status != "held" || e.emu.Stats().Requests != 0 {
 		t.Fatalf("after the viewer's post: %+v, %d requests sent", b, e.emu.Stats().Requests)
 	}
@@ -266,9 +271,7 @@ func TestConsoleShowsABadFieldNextToItsInput(t *testing.T) {
 	e.setValue("#f-send_at", "2020-01-01T09:00")
 	e.click("#btn-send")
 	e.fieldErrorShown(`.field-error[data-error-for="send_at"]`, "#f-send_at")
-	if n := e.broadcastCount(); n != 0 || e.emu.Stats().Requests != 0 {
-		t.Fatalf("bad requests stored %d broadcasts and sent %d", n, e.emu.Stats().Requests)
-	}
+	e.nothingStoredOrSent("the bad requests")
 	e.shot("")
 }
 
@@ -284,9 +287,7 @@ func TestConsoleRefusesAPostWithoutCSRF(t *testing.T) {
 	if got != "403 csrf_failed" {
 		t.Fatalf("a post without the CSRF token: %q, want 403 csrf_failed", got)
 	}
-	if n := e.broadcastCount(); n != 0 || e.emu.Stats().Requests != 0 {
-		t.Fatalf("the refused post stored %d broadcasts and sent %d", n, e.emu.Stats().Requests)
-	}
+	e.nothingStoredOrSent("the refused post")
 	e.shot("")
 }
 

@@ -46,12 +46,12 @@ func TestConsoleOperatorPages(t *testing.T) {
 	// 55 finished broadcasts (more than the list's page of 50) and a held one.
 	const finished = 55
 	for i := range finished {
-		var b counts
+		var b broadcast
 		if code := e.api("POST", "/push/broadcast", map[string]any{"title": fmt.Sprintf("n%d", i), "body": "b", "audience": map[string]any{"user_ids": []int{i%30 + 1}}}, &b); code != 200 || b.Status != "completed" {
 			t.Fatalf("broadcast %d: %d %+v", i, code, b)
 		}
 	}
-	var held counts
+	var held broadcast
 	if code := e.api("POST", "/push/broadcast?wait=0", map[string]any{"title": "Held", "body": "b", "audience": map[string]any{"all": true}, "hold": true}, &held); code != 202 && code != 200 {
 		t.Fatalf("held: %d", code)
 	}
