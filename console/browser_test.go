@@ -314,3 +314,65 @@ func TestConsoleSignOutEndsTheSession(t *testing.T) {
 	}
 	e.shot("")
 }
+
+// TestConsoleReleasesAHeldBroadcastAndResendsItsFailures: a held
+// broadcast is test-sent and released from its page, and its transient
+// failures are resent from there to exactly the tokens that failed.
+func TestConsoleReleasesAHeldBroadcastAndResendsItsFailures(t *testing.T) {
+	// Two attempts with a short backoff keep the always-503 tokens quick
+	// (a tuned test configuration: this measures nothing).
+	e := newEnv(t, 60, "PUSHFAN_MAX_ATTEMPTS=2", "PUSHFAN_RETRY_BASE_DELAY=50ms")
+	// Every 10th user's tokens answer UNAVAILABLE, always.
+	if _, err := e.db.Exec(`UPDATE device_tokens SET token = CONCAT('unavailable-', token) WHERE user_id % 10 = 0`); err != nil {
+		t.Fatal(err)
+	}
+	var unavailable int64
+	if err := e.db.Get(&unavailable, `SELECT COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.invalidated_at IS NULL AND u.push_enabled = 1 AND t.token LIKE 'unavailable-%'`); err != nil || unavailable == 0 {
+		t.Fatalf("%d always-unavailable tokens (%v)", unavailable, err)
+	}
+	want := e.eligibleTokens()
+	var held broadcast
+	if code := e.api("POST", "/push/broadcast?wait=0", map[string]any{"title": "Approve me", "body": "b", "audience": map[string]any{"all": true}, "hold": true}, &held); code != 202 && code != 200 {
+		t.Fatalf("held: %d", code)
+	}
+	e.signIn(senderToken)
+	e.route(fmt.Sprintf("#/broadcasts/%d", held.ID))
+	e.page("watch")
+	e.waitFor("the held status", 10*time.Second, text("#watch-status")+` === 'held'`)
+
+	// A test send from the held broadcast's page.
+	e.setValue("#watch-test-user_ids", "1")
+	e.click("#btn-test")
+	e.waitFor("the test-send result", 20*time.Second, `document.querySelectorAll('#test-results tbody tr[data-outcome="succeeded"]').length === 1`)
+	testSent := e.emu.Stats().Requests
+
+	e.click("#btn-release")
+	e.waitFor("the confirm dialog", 10*time.Second, `document.querySelector('#confirm')?.open === true`)
+	e.click("#confirm-ok")
+	e.waitFor("the released broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
+	var b broadcast
+	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", held.ID), nil, &b)
+	if b.Targeted != want || b.Errors["UNAVAILABLE"] != unavailable || b.Succeeded+b.Failed != want {
+		t.Fatalf("released: %+v; want %d targets, all counted, %d of them UNAVAILABLE", b, want, unavailable)
+	}
+	e.waitFor("the page's failed count", 10*time.Second, fmt.Sprintf(`Number(document.querySelector('#count-failed').dataset.value) === %d`, b.Failed))
+
+	// Resend to failed: the transient codes are ticked by default.
+	before := e.emu.Stats().Requests
+	e.click("#btn-resend")
+	e.waitFor("the resend dialog", 10*time.Second, `document.querySelector('#confirm')?.open === true && document.querySelector('#resend-code-UNAVAILABLE')?.checked === true`)
+	e.click("#confirm-ok")
+	e.waitFor("the resend's own page", 20*time.Second, fmt.Sprintf(`location.hash !== '#/broadcasts/%d' && document.body.dataset.page === 'watch'`, held.ID))
+	e.waitFor("the resend to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
+	var r broadcast
+	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", e.watchedID()), nil, &r)
+	if r.ID == held.ID || r.Targeted != unavailable || r.Errors["UNAVAILABLE"] != unavailable {
+		t.Fatalf("resend: %+v; want a new broadcast to the %d UNAVAILABLE tokens", r, unavailable)
+	}
+	// Two attempts per resent token, and the test send's one request before.
+	if got := e.emu.Stats().Requests - before; got != 2*unavailable || testSent != 1 {
+		t.Fatalf("the resend made %d requests, want 2 attempts × %d tokens (the test send made %d, want 1)", got, unavailable, testSent)
+	}
+	e.shot("")
+}
