@@ -538,3 +538,45 @@ func TestClusterShowsTheBudgetAndRunningChunks(t *testing.T) {
 	}
 	s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, nil)
 }
+
+// TestWatchStreamEndsAtSignOut: a console session's open streams end when
+// it signs out, not at the session's expiry.
+func TestWatchStreamEndsAtSignOut(t *testing.T) {
+	s := consoleStack(t, nil)
+	s.SeedTokens(1, tokens("ok-", 200))
+	var b teststack.Broadcast
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "t", "body": "b", "audience": map[string]any{"all": true}, "max_rate": 5}, &b); resp.StatusCode != 202 {
+		t.Fatalf("submit: %d", resp.StatusCode)
+	}
+	defer s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, nil)
+	se := signIn(t, s, viewerToken)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/push/broadcasts/%d/events", s.API.URL, b.ID), nil)
+	req.AddCookie(se.cookie)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make(chan struct{}, 1)
+	ended := make(chan int, 1)
+	go func() {
+		n := 0
+		readEvents(t, resp, func([]byte) {
+			if n++; n == 1 {
+				first <- struct{}{}
+			}
+		})
+		ended <- n
+	}()
+	teststack.Receive(t, "the stream's first event", 10*time.Second, first)
+	if resp := se.call("DELETE", "/console/api/session", se.csrf, nil, nil); resp.StatusCode != 204 {
+		t.Fatalf("sign-out: %d", resp.StatusCode)
+	}
+	start := time.Now()
+	teststack.Receive(t, "the stream to end after the sign-out", 5*time.Second, ended)
+	t.Logf("the stream ended %v after the sign-out", time.Since(start).Round(time.Millisecond))
+	var cur teststack.Broadcast
+	if s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &cur); cur.Status != "running" {
+		t.Fatalf("the broadcast is %s: the stream must have ended for the sign-out, not the broadcast's end", cur.Status)
+	}
+}

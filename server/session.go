@@ -118,6 +118,7 @@ func (s *Server) signIn(c echo.Context) error {
 		if err := s.sessions.DeleteSession(ctx, old.IDHash); err != nil {
 			return err
 		}
+		s.watch.endSession(old.IDHash)
 	}
 	id := randomToken()
 	now := s.now().UTC()
@@ -171,6 +172,7 @@ func (s *Server) signOut(c echo.Context) error {
 	if err := s.sessions.DeleteSession(c.Request().Context(), sess.IDHash); err != nil {
 		return err
 	}
+	s.watch.endSession(sess.IDHash)
 	clearCookie()
 	return c.NoContent(http.StatusNoContent)
 }

@@ -57,6 +57,9 @@ type watchHub struct {
 	mu      sync.Mutex
 	stopped bool
 	watched map[uint64]*watched
+	// bySession: the streams of each console session, ended at once when
+	// it signs out here (elsewhere at their next ping).
+	bySession map[[32]byte]map[chan struct{}]struct{}
 }
 
 type watched struct {
@@ -66,7 +69,8 @@ type watched struct {
 
 func newWatchHub(peek func(context.Context, uint64) (*model.Broadcast, error), view func(*model.Broadcast) broadcastView, log *slog.Logger) *watchHub {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &watchHub{peek: peek, view: view, every: watchTick, log: log, ctx: ctx, cancel: cancel, watched: map[uint64]*watched{}}
+	return &watchHub{peek: peek, view: view, every: watchTick, log: log, ctx: ctx, cancel: cancel,
+		watched: map[uint64]*watched{}, bySession: map[[32]byte]map[chan struct{}]struct{}{}}
 }
 
 // subscribe adds a viewer of broadcast id. The channel carries encoded
@@ -96,6 +100,38 @@ func (h *watchHub) subscribe(id uint64) (events <-chan []byte, leave func(), ok 
 		defer h.mu.Unlock()
 		delete(w.viewers, ch)
 	}, true
+}
+
+// onSignOut returns a channel closed when session idHash signs out on
+// this instance (endSession), and a func to call when the stream ends.
+func (h *watchHub) onSignOut(idHash [32]byte) (<-chan struct{}, func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := make(chan struct{})
+	if h.bySession[idHash] == nil {
+		h.bySession[idHash] = map[chan struct{}]struct{}{}
+	}
+	h.bySession[idHash][ch] = struct{}{}
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, open := h.bySession[idHash][ch]; open {
+			delete(h.bySession[idHash], ch)
+			if len(h.bySession[idHash]) == 0 {
+				delete(h.bySession, idHash)
+			}
+		}
+	}
+}
+
+// endSession ends the streams of session idHash on this instance.
+func (h *watchHub) endSession(idHash [32]byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.bySession[idHash] {
+		close(ch)
+	}
+	delete(h.bySession, idHash)
 }
 
 // poll reads broadcast id every tick while it has viewers and is not
@@ -269,13 +305,18 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 	}
 	defer leave()
 	// A console session's stream ends with the session: when it expires,
-	// and (checked at every ping) when it is signed out or its token goes.
+	// when it signs out (at once here, at the next ping elsewhere), and
+	// when its token goes (at the next ping).
 	var expired <-chan time.Time
+	var signedOut <-chan struct{}
 	sess, _ := c.Get(sessionKey).(*model.Session)
 	if sess != nil {
 		t := time.NewTimer(time.Until(sess.ExpiresAt))
 		defer t.Stop()
 		expired = t.C
+		var forget func()
+		signedOut, forget = s.watch.onSignOut(sess.IDHash)
+		defer forget()
 	}
 	w.WriteHeader(http.StatusOK)
 	if err := send(nil); err != nil {
@@ -288,6 +329,8 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-expired:
+			return nil
+		case <-signedOut:
 			return nil
 		case ev, open := <-events:
 			if !open {
