@@ -196,14 +196,7 @@ func TestConsoleCancelsARunningBroadcast(t *testing.T) {
 		t.Errorf("a canceled broadcast still offers Cancel")
 	}
 	e.shot("")
-	// At a phone's width the page fits: nothing wider than the screen but
-	// the tables' own scrolling wrappers.
-	e.do("emulating a phone", 10*time.Second, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
-	e.waitFor("the page to reflow to 375 px", 10*time.Second, `window.innerWidth === 375`)
-	if w := eval[int](e, "measuring the page", `document.documentElement.scrollWidth`); w > 375 {
-		t.Errorf("at 375 px the page is %d px wide", w)
-	}
-	e.shot("phone")
+	e.fitsAPhone()
 }
 
 func TestConsoleViewerHasNoSendButtonAndIsRefused(t *testing.T) {
@@ -273,6 +266,20 @@ func TestConsoleShowsABadFieldNextToItsInput(t *testing.T) {
 	e.fieldErrorShown(`.field-error[data-error-for="send_at"]`, "#f-send_at")
 	e.nothingStoredOrSent("the bad requests")
 	e.shot("")
+	e.fitsAPhone()
+}
+
+// fitsAPhone checks the page at a phone's width (375 px): nothing wider
+// than the screen but the tables' own scrolling wrappers. It saves a
+// screenshot "-phone".
+func (e *env) fitsAPhone() {
+	e.t.Helper()
+	e.do("emulating a phone", 10*time.Second, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	e.waitFor("the page to reflow to 375 px", 10*time.Second, `window.innerWidth === 375`)
+	if w := eval[int](e, "measuring the page", `document.documentElement.scrollWidth`); w > 375 {
+		e.t.Errorf("at 375 px the page is %d px wide", w)
+	}
+	e.shot("phone")
 }
 
 func TestConsoleRefusesAPostWithoutCSRF(t *testing.T) {
