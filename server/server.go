@@ -52,7 +52,7 @@ type Server struct {
 	// The console: sessions (nil: no sign-in), failed sign-ins, the
 	// live-watch streams, and the cluster view.
 	sessions SessionStore
-	signins  *signInLimiter
+	signins  *keyedLimiters // failed sign-ins per client address
 	watch    *watchHub
 	cluster  func(context.Context) (model.Cluster, error)
 }
@@ -93,7 +93,8 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	for _, o := range opts {
 		o(s)
 	}
-	s.signins = newSignInLimiter(cfg.HTTP.SignInFailuresPerMinute)
+	// Burst: a minute's worth, so a mistyped paste or two costs nothing.
+	s.signins = newKeyedLimiters(cfg.HTTP.SignInFailuresPerMinute, int(cfg.HTTP.SignInFailuresPerMinute))
 	s.watch = newWatchHub(svc.Peek, s.view, log)
 	e := echo.New()
 	e.HideBanner = true

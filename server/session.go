@@ -6,16 +6,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/time/rate"
 
 	"pushfan/config"
 	"pushfan/model"
@@ -88,13 +84,10 @@ func (s *Server) signIn(c echo.Context) error {
 		return err
 	}
 	ip := c.RealIP()
-	attempt := s.signins.reserve(ip)
+	attempt := s.signins.reserve(signInKey(ip))
 	if wait := attempt.Delay(); wait > 0 {
 		attempt.Cancel()
-		secs := int(math.Ceil(wait.Seconds()))
-		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-		return &APIError{Status: http.StatusTooManyRequests, Code: "rate_limited",
-			Message: "too many failed sign-ins from this address; retry in " + strconv.Itoa(secs) + " s"}
+		return rateLimited(c, wait, "too many failed sign-ins from this address")
 	}
 	var req struct {
 		Token string `json:"token"`
@@ -225,47 +218,11 @@ func sameOrigin(c echo.Context) error {
 	}
 }
 
-// signInLimiter limits failed sign-ins per client address (an IPv6
-// address by its /64, which one host can fill): a token cannot be guessed
-// through the form, and a successful sign-in costs nothing.
-type signInLimiter struct {
-	perMinute float64
-	mu        sync.Mutex
-	byAddr    map[string]*rate.Limiter
-}
-
-func newSignInLimiter(perMinute float64) *signInLimiter {
-	return &signInLimiter{perMinute: perMinute, byAddr: map[string]*rate.Limiter{}}
-}
-
-// maxTrackedAddrs bounds the limiter's memory. Past it, addresses whose
-// budget has refilled are forgotten, and if that frees nothing, all are
-// (many addresses at once get a minute's worth each either way).
-const maxTrackedAddrs = 10000
-
-// reserve charges one attempt to addr; the caller cancels the
-// reservation when the attempt succeeds, or when it must wait (Delay > 0).
-func (l *signInLimiter) reserve(addr string) *rate.Reservation {
+// signInKey is the sign-in budget's key for a client address: an IPv6
+// address counts by its /64, which one host can fill.
+func signInKey(addr string) string {
 	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
-		addr = (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
+		return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lim := l.byAddr[addr]
-	if lim == nil {
-		if len(l.byAddr) >= maxTrackedAddrs {
-			for a, li := range l.byAddr {
-				if li.Tokens() >= float64(li.Burst()) {
-					delete(l.byAddr, a)
-				}
-			}
-			if len(l.byAddr) >= maxTrackedAddrs {
-				clear(l.byAddr)
-			}
-		}
-		// Burst: a minute's worth, so a mistyped paste or two costs nothing.
-		lim = rate.NewLimiter(rate.Limit(l.perMinute/60), max(1, int(l.perMinute)))
-		l.byAddr[addr] = lim
-	}
-	return lim.Reserve()
+	return addr
 }

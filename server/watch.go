@@ -191,6 +191,10 @@ func (h *watchHub) poll(id uint64) {
 func (h *watchHub) unwatched(id uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.unwatchedLocked(id)
+}
+
+func (h *watchHub) unwatchedLocked(id uint64) bool {
 	if len(h.watched[id].viewers) == 0 {
 		delete(h.watched, id)
 		return true
@@ -203,11 +207,10 @@ func (h *watchHub) unwatched(id uint64) bool {
 func (h *watchHub) publish(id uint64, ev []byte, final bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w := h.watched[id]
-	if len(w.viewers) == 0 {
-		delete(h.watched, id)
+	if h.unwatchedLocked(id) {
 		return false
 	}
+	w := h.watched[id]
 	w.last = ev
 	for ch := range w.viewers {
 		select { // replace an event the viewer has not taken yet
