@@ -57,6 +57,22 @@ func (b Bound) PageRange(ctx context.Context, db *sqlx.DB, after, upto uint64, l
 	return rows, nil
 }
 
+// Cursors appends to dst[:0] the cursors of up to limit rows after
+// `after`, in cursor order: what a broadcast's plan reads of the audience
+// to cut it into chunks of a known size. Pages are read as Page reads them
+// (the same keyset contract and checks), without their variables.
+func (b Bound) Cursors(ctx context.Context, db *sqlx.DB, after uint64, limit int, dst []uint64) ([]uint64, error) {
+	dst = dst[:0]
+	rows, err := b.page(ctx, db, after, math.MaxUint64, limit, nil, false)
+	if err != nil {
+		return dst, err
+	}
+	for _, r := range rows {
+		dst = append(dst, r.Cursor)
+	}
+	return dst, nil
+}
+
 // page is Page; withVars false leaves Vars nil (Preview needs no variables).
 func (b Bound) page(ctx context.Context, db *sqlx.DB, after, upto uint64, limit int, dst []Row, withVars bool) ([]Row, error) {
 	dst = dst[:0]

@@ -21,6 +21,11 @@ func (r *Runner) Page(ctx context.Context, b Bound, after, upto uint64, limit in
 	return b.PageRange(ctx, r.db, after, upto, limit, dst)
 }
 
+// Cursors reads the cursors of one keyset page of b (see Bound.Cursors).
+func (r *Runner) Cursors(ctx context.Context, b Bound, after uint64, limit int, dst []uint64) ([]uint64, error) {
+	return b.Cursors(ctx, r.db, after, limit, dst)
+}
+
 // Preview counts b and samples up to n user ids (see Bound.Preview).
 func (r *Runner) Preview(ctx context.Context, b Bound, n int) (int64, []uint64, error) {
 	return b.Preview(ctx, r.db, n)

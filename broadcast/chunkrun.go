@@ -21,7 +21,6 @@ type chunkRun struct {
 	c    *lease.Claim
 	b    *model.Broadcast
 	p    *fanout.Progress
-	src  fanout.Source // nil until built
 	log  *slog.Logger
 	stop context.CancelCauseFunc
 	// pending is a checkpoint prepared but not confirmed stored: its commit
@@ -60,22 +59,23 @@ func (s *Service) runChunk(c *lease.Claim) {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
 	msg := engineMessage(b.Message, collapseKey(b.ID), b.DryRun)
-	src, err := s.source(b, c.Hi, c.Zones)
+	src, err := s.source(b, c)
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
 	if err == nil {
 		personalize, variants, err = personalizer(b, msg)
 	}
-	r.src = src
 	switch {
-	case err != nil:
-		// This instance cannot run it, nor count what is left of it if it
-		// was canceled (a rolling deploy: another instance may).
-		r.handBack(bg, err)
-		return
 	case b.CancelRequested || b.Status.Final():
-		// Canceled (or failed) before this chunk ran: nothing is attempted.
+		// Canceled (or failed) before this chunk ran: nothing is attempted,
+		// and the plan's count says how many targets are canceled, so even
+		// an instance that cannot read the audience closes it.
 		r.finish(bg, errCanceled)
+		return
+	case err != nil:
+		// This instance cannot run it (a rolling deploy: another instance
+		// may).
+		r.handBack(bg, err)
 		return
 	}
 	pace, unpace := s.pacer.join(ctx, b)
@@ -116,7 +116,7 @@ func (r *chunkRun) checkpointLoop(ctx context.Context) {
 		}
 		// Resumable: a target canceled by a stop that is not yet visible
 		// here must stay unfinished work, not become a "canceled" outcome.
-		res, err := r.checkpoint(context.WithoutCancel(ctx), true, lease.KeepLease, 0)
+		res, err := r.checkpoint(context.WithoutCancel(ctx), true, lease.KeepLease, false)
 		switch {
 		case errors.Is(err, lease.ErrLost):
 			r.log.WarnContext(ctx, "lease lost: another instance took this chunk over, or a cancel closed it; stopping", "err", err)
@@ -134,9 +134,9 @@ func (r *chunkRun) checkpointLoop(ctx context.Context) {
 }
 
 // checkpoint stores the outcomes committed since the last confirmed
-// checkpoint, first retrying an unconfirmed one unchanged. For a Done end,
-// canceled never-attempted targets are added.
-func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end lease.End, canceled int64) (lease.Result, error) {
+// checkpoint, first retrying an unconfirmed one unchanged. For a Done end
+// with cancelRest, the targets never attempted are counted canceled.
+func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end lease.End, cancelRest bool) (lease.Result, error) {
 	if r.pending != nil {
 		was := r.pending.End
 		res, err := r.attempt(ctx)
@@ -145,7 +145,7 @@ func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end lease.End
 		}
 	}
 	r.pendingAt = time.Now()
-	cp := r.prepare(resumable, end, canceled)
+	cp := r.prepare(resumable, end, cancelRest)
 	r.pending = &cp
 	return r.attempt(ctx)
 }
@@ -163,7 +163,7 @@ func (r *chunkRun) attempt(ctx context.Context) (lease.Result, error) {
 		if res.Replayed {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
-		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled, cp.Errors, res.Invalidated)
+		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
 	case errors.Is(err, lease.ErrLost):
 		r.pending = nil
 	default:
@@ -173,7 +173,7 @@ func (r *chunkRun) attempt(ctx context.Context) (lease.Result, error) {
 }
 
 // prepare folds the engine's new outcomes into a checkpoint.
-func (r *chunkRun) prepare(resumable bool, end lease.End, canceled int64) lease.Checkpoint {
+func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease.Checkpoint {
 	c := r.p.Commit(resumable)
 	cp := lease.Checkpoint{
 		Cursor:    max(c.Cursor, r.c.Cursor),
@@ -186,8 +186,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, canceled int64) lease.
 		Variants: c.Variants,
 	}
 	if end == lease.Done {
-		cp.Cursor, cp.Done = r.c.Hi, nil
-		cp.Canceled += canceled
+		cp.Cursor, cp.Done, cp.CancelRest = r.c.Hi, nil, cancelRest
 	}
 	if len(c.Failures) > 0 {
 		fs, dead := r.failures(c.Failures)
@@ -236,35 +235,13 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 	default:
 		// Shutdown, or the audience could not be read (database down):
 		// store every outcome there is and hand the rest back.
-		r.end(ctx, true, lease.Release, 0)
+		r.end(ctx, true, lease.Release, false)
 		r.log.InfoContext(ctx, "chunk released", "reason", runErr.Error(), "resume_after", r.c.Cursor, "done_ranges", len(r.c.Done))
 		return
 	}
 	// Completed, canceled or failed: every target gets an outcome; those
-	// never read from the audience are canceled.
-	var remaining int64
-	if runErr != nil {
-		after := max(r.p.Frontier.Load(), r.c.Cursor)
-		var rest []fanout.Range
-		for _, d := range toEngine(r.c.Done) {
-			if d.Hi > after {
-				rest = append(rest, d)
-			}
-		}
-		if r.src == nil {
-			// The audience cannot be read with this configuration; nothing
-			// was attempted and nothing can be counted.
-			r.log.WarnContext(ctx, "closing a chunk whose audience cannot be read here; its targets are not counted")
-		} else if err := r.s.retryDB(ctx, "counting unattempted targets", func(c context.Context) (err error) {
-			remaining, err = countRemaining(c, r.src, after, rest)
-			return err
-		}); err != nil {
-			r.log.ErrorContext(ctx, "counting unattempted targets failed; releasing the chunk instead", "err", err)
-			r.end(ctx, true, lease.Release, 0)
-			return
-		}
-	}
-	r.end(ctx, false, lease.Done, remaining)
+	// never read from the audience are canceled, counted from the plan.
+	r.end(ctx, false, lease.Done, runErr != nil)
 	// Even if this instance could not close the chunk (its lease lost at
 	// the end), whoever did may have been the last: finishing is
 	// idempotent and a no-op while chunks are open.
@@ -289,39 +266,15 @@ func (r *chunkRun) handBack(ctx context.Context, why error) {
 		r.log.WarnContext(ctx, "this instance cannot run the chunk; handed back for another", "reason", why.Error(), "unrunnable_for", waited.Round(time.Second))
 		return
 	}
-	if r.b.CancelRequested {
-		// Canceled, and no instance can read what is left: close it (with
-		// the targets it did reach; settle logs the rest as uncounted).
-		if err := r.s.retryDB(ctx, "closing a canceled chunk", func(c context.Context) error {
-			_, err := r.s.leases.Stop(c, r.b.ID, "")
-			return err
-		}); err != nil && !errors.Is(err, lease.ErrFinished) {
-			r.log.ErrorContext(ctx, "could not close the canceled chunk", "err", err)
-			return
-		}
-		r.s.finishBroadcast(ctx, r.b.ID)
-		return
-	}
-	msg := fmt.Sprintf("no instance could run this broadcast for %v: %v", r.s.opt.HandBackTimeout, why)
 	r.log.ErrorContext(ctx, "failing the broadcast: no instance can run it", "reason", why.Error())
-	if err := r.s.retryDB(ctx, "failing broadcast", func(c context.Context) error {
-		_, err := r.s.leases.Stop(c, r.b.ID, msg)
-		if errors.Is(err, lease.ErrFinished) {
-			return nil
-		}
-		return err
-	}); err != nil {
-		r.log.ErrorContext(ctx, "could not fail the broadcast", "err", err)
-		return
-	}
-	r.s.finishBroadcast(ctx, r.b.ID)
+	r.s.fail(ctx, r.b.ID, fmt.Sprintf("no instance could run this broadcast for %v: %v", r.s.opt.HandBackTimeout, why))
 }
 
 // end stores the final checkpoint, retrying through a database blip.
-func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, remaining int64) {
+func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, cancelRest bool) {
 	lost := false
 	err := r.s.retryDB(ctx, "final checkpoint", func(c context.Context) error {
-		_, err := r.checkpoint(c, resumable, how, remaining)
+		_, err := r.checkpoint(c, resumable, how, cancelRest)
 		if errors.Is(err, lease.ErrLost) {
 			lost = true
 			return nil

@@ -66,8 +66,9 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 }
 
 // Release lets held broadcast id go, released by the token named by: it
-// is planned and queued now (its audience snapshotted at this moment), or
-// scheduled when its send_at is still ahead. With the four-eyes setting,
+// is planned now, by any instance, after the answer (its audience
+// snapshotted at this moment), or scheduled when its send_at is still
+// ahead. With the four-eyes setting,
 // by must differ from the broadcast's creator.
 func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Broadcast, error) {
 	if s.stopping.Load() {
@@ -84,7 +85,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 		return nil, fmt.Errorf("broadcast %d was created by %q: %w", id, b.CreatedBy, ErrFourEyes)
 	}
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	status, err := s.store.ReleaseHeld(dbctx, id, by, s.plan)
+	status, err := s.store.ReleaseHeld(dbctx, id, by)
 	cancel()
 	s.reads.forget(id)
 	switch {
@@ -106,9 +107,8 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 	if err != nil {
 		return nil, err
 	}
-	if status == model.StatusQueued {
-		s.queued(s.claiming, b)
-		s.poke()
+	if status == model.StatusPlanning {
+		s.wakePlanner()
 	}
 	return b, nil
 }

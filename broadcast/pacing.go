@@ -25,17 +25,14 @@ import (
 // broadcast's rate is its max_rate, or for deliver_over what is left over
 // the time that is left (so the sends spread evenly to the end, catching
 // up after a pause or a takeover), never above max_rate or the project's
-// budget. This instance takes the part of it that its running chunks are
-// of the broadcast's running chunks on every instance.
+// budget. This process takes the part of it that its running chunks are
+// of the broadcast's running chunks on every instance; it counts its own
+// runs itself, so two processes wrongly started under one instance name
+// still split the pace instead of each taking all of it.
 type pacer struct {
 	leases *lease.Store
-	owner  string
 	budget float64
 	log    *slog.Logger
-	// estimate counts a broadcast's audience again: a deliver_over pace
-	// needs it, and the count made at submit may have failed or died with
-	// its instance.
-	estimate func(ctx context.Context, b *model.Broadcast) error
 
 	mu sync.Mutex
 	m  map[uint64]*pace
@@ -46,8 +43,6 @@ type pace struct {
 	b    *model.Broadcast
 	lim  *rate.Limiter
 	runs int
-	// recounted is when the audience was last counted again for it.
-	recounted time.Time
 	// idleSince is when its last run here ended (zero while one runs): it
 	// is kept a little, for this instance's next chunk of the broadcast.
 	idleSince time.Time
@@ -78,17 +73,14 @@ const paceEvery = 500 * time.Millisecond
 // not wait as a newcomer would).
 const keepIdle = 2 * time.Second
 
-// recountAfter is how long a deliver_over broadcast may go uncounted
-// before its pace counts its audience itself (and between tries).
-const recountAfter = 5 * time.Second
-
-// unknownPace is the rate of a deliver_over broadcast whose audience is
-// not counted yet (its estimate runs in the background for a second or
-// two): slow, rather than a guess that would finish early.
+// unknownPace is the rate of a deliver_over broadcast whose plan has not
+// counted any target yet: slow, rather than a guess that would finish
+// early. A plan counts far faster than any pace sends, so this lasts a
+// step or two.
 const unknownPace = 10
 
-func newPacer(leases *lease.Store, owner string, budget float64, log *slog.Logger, estimate func(context.Context, *model.Broadcast) error) *pacer {
-	return &pacer{leases: leases, owner: owner, budget: budget, log: log, estimate: estimate, m: map[uint64]*pace{}}
+func newPacer(leases *lease.Store, budget float64, log *slog.Logger) *pacer {
+	return &pacer{leases: leases, budget: budget, log: log, m: map[uint64]*pace{}}
 }
 
 // running lists the paced broadcasts with a chunk running here: an
@@ -131,7 +123,7 @@ func (p *pacer) join(ctx context.Context, b *model.Broadcast) (fanout.Pacer, fun
 	pc.idleSince = time.Time{}
 	p.mu.Unlock()
 	if !ok {
-		if st, ok := p.update(ctx, pc); ok && st.All <= st.Mine {
+		if st, ok := p.update(ctx, pc); ok && st.Running <= p.runsOf(pc) {
 			pc.notBefore.Store(0) // nobody else runs it: nobody to make room
 		}
 	}
@@ -142,6 +134,13 @@ func (p *pacer) join(ctx context.Context, b *model.Broadcast) (fanout.Pacer, fun
 			pc.idleSince = time.Now()
 		}
 	}
+}
+
+// runsOf is how many of pc's chunks this process runs now.
+func (p *pacer) runsOf(pc *pace) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return pc.runs
 }
 
 // cap is the most b may go at.
@@ -184,7 +183,7 @@ func (p *pacer) run(ctx context.Context) {
 func (p *pacer) update(ctx context.Context, pc *pace) (lease.PaceState, bool) {
 	ctx, cancel := context.WithTimeout(ctx, paceEvery)
 	defer cancel()
-	st, err := p.leases.Pace(ctx, pc.b.ID, p.owner)
+	st, err := p.leases.Pace(ctx, pc.b.ID)
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			p.log.Warn("reading a paced broadcast's progress failed; keeping its pace", "broadcast_id", pc.b.ID, "err", err)
@@ -193,17 +192,10 @@ func (p *pacer) update(ctx context.Context, pc *pace) (lease.PaceState, bool) {
 	}
 	r := paceRate(pc.b, st, p.cap(pc.b))
 	if r <= 0 {
-		// Not counted yet: go slowly, and count again if the count made at
-		// submit has not come in a few seconds.
-		r = min(p.cap(pc.b), unknownPace)
-		if st.Elapsed > recountAfter && time.Since(pc.recounted) > recountAfter {
-			pc.recounted = time.Now()
-			if err := p.estimate(ctx, pc.b); err != nil {
-				p.log.Warn("counting a paced broadcast's audience failed; will retry", "broadcast_id", pc.b.ID, "err", err)
-			}
-		}
+		r = min(p.cap(pc.b), unknownPace) // nothing counted yet: go slowly
 	}
-	mine, all := max(st.Mine, 1), max(st.All, st.Mine, 1)
+	mine := max(p.runsOf(pc), 1)
+	all := max(st.Running, mine)
 	r = r * float64(mine) / float64(all)
 	now := time.Now()
 	pc.lim.SetLimitAt(now, rate.Limit(r))
@@ -213,7 +205,9 @@ func (p *pacer) update(ctx context.Context, pc *pace) (lease.PaceState, bool) {
 }
 
 // paceRate is b's rate for the whole cluster now, at most limit; 0 when it
-// cannot be known yet (a deliver_over audience not yet counted).
+// cannot be known yet (a deliver_over audience its plan has not counted).
+// While the plan still runs, targeted is what it has counted so far: the
+// pace rises as the count does, and keeps to the deadline.
 func paceRate(b *model.Broadcast, st lease.PaceState, limit float64) float64 {
 	if b.DeliverOver <= 0 {
 		return limit

@@ -75,7 +75,7 @@ func ResendCodes(codes []string) ([]string, error) {
 }
 
 // Resend submits a new broadcast with the original's message, dry_run,
-// class and pacing, over the targets that failed in it with one of the
+// class, pacing, local time and quiet hours, over the targets that failed in it with one of the
 // codes and whose tokens are still valid (and users still push-enabled),
 // as trigger resend with parent_id the original. Its audience is paged and
 // chunked like the built-in ones.
@@ -100,14 +100,14 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 	switch {
 	case err != nil:
 		return nil, false, err
-	case resolvable == 0 && unresolvable > 0:
-		return nil, false, fmt.Errorf("broadcast %d: %d failures with codes %v have no token id: %w", rr.ID, unresolvable, codes, ErrUnresolvable)
-	case resolvable == 0:
+	case !resolvable && unresolvable:
+		return nil, false, fmt.Errorf("broadcast %d: its failures with codes %v have no token id: %w", rr.ID, codes, ErrUnresolvable)
+	case !resolvable:
 		return nil, false, fmt.Errorf("broadcast %d, codes %v: %w", rr.ID, codes, ErrNothingToResend)
 	}
 	return s.Submit(ctx, Request{
 		Message:            orig.Message,
-		Audience:           model.Audience{ResendOf: orig.ID, Codes: codes},
+		Audience:           model.Audience{ResendOf: orig.ID, Codes: codes, Local: orig.Audience.Local},
 		DryRun:             orig.DryRun,
 		InvalidateOnDryRun: orig.InvalidateOnDryRun,
 		RequestID:          rr.RequestID,

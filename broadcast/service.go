@@ -26,14 +26,20 @@ type Options struct {
 	FlushInterval time.Duration // checkpoint period of a running chunk
 	DBTimeout     time.Duration // deadline of every database call
 	Lease         time.Duration // a chunk lease; renewed at every checkpoint
-	ChunkWidth    uint64        // device token ids per chunk
+	ChunkWidth    uint64        // targets per chunk
 	MaxChunks     int           // chunks per broadcast at most (wider chunks beyond)
 	// ChunkParallel is how many chunks one instance runs at once; they
 	// share the engine's workers. More than one hides the tail of a chunk
 	// (tokens waiting to retry, the next page being read) behind the other
 	// chunks' sends.
 	ChunkParallel int
-	PollInterval  time.Duration // how often an idle dispatcher looks for work
+	// PlanParallel is how many broadcasts this instance plans at once (0:
+	// 2; negative: none, the other instances plan them).
+	PlanParallel int
+	// PlanRetry is the first wait before a failed plan is tried again (it
+	// doubles per failure; 0: a second).
+	PlanRetry    time.Duration
+	PollInterval time.Duration // how often an idle dispatcher looks for work
 	// Owner names this instance in leases; empty picks host-pid-random.
 	Owner string
 	// Metrics hears about claims, checkpoints and finished broadcasts.
@@ -99,7 +105,8 @@ type Service struct {
 	stopping     atomic.Bool
 	started      atomic.Bool
 	group        lifecycle.Group // every goroutine of the service
-	wake         chan struct{}
+	wake         chan struct{}   // the dispatcher: chunks to claim
+	planWake     chan struct{}   // the planner: broadcasts to plan
 
 	statsMu sync.Mutex // also makes concurrent callers share one query
 	statsAt time.Time
@@ -109,6 +116,7 @@ type Service struct {
 	lanes   *lanes   // chunk slots by class
 	pacer   *pacer   // paced broadcasts' rates
 	runs    runSet   // chunks running here
+	plans   planSet  // plans running here
 	refused refusals // broadcasts this instance handed back
 }
 
@@ -124,6 +132,9 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 		opt.Owner = opt.Owner[:64]
 	}
 	opt.ChunkParallel = max(opt.ChunkParallel, 1)
+	if opt.PlanParallel == 0 {
+		opt.PlanParallel = 2
+	}
 	if opt.Metrics == nil {
 		opt.Metrics = noMetrics{}
 	}
@@ -136,15 +147,12 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 		store: store, leases: leases, engine: engine, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
 		claiming: claiming, stopClaiming: stopClaiming,
 		running: running, stopRunning: stopRunning,
-		wake:  make(chan struct{}, 1),
-		reads: readCache{ttl: opt.BroadcastTTL},
-		lanes: newLanes(opt.ChunkParallel),
+		wake:     make(chan struct{}, 1),
+		planWake: make(chan struct{}, 1),
+		reads:    readCache{ttl: opt.BroadcastTTL},
+		lanes:    newLanes(opt.ChunkParallel),
 	}
-	s.pacer = newPacer(leases, opt.Owner, opt.Rules.RateLimit, s.log, func(ctx context.Context, b *model.Broadcast) error {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		return s.estimate(ctx, b)
-	})
+	s.pacer = newPacer(leases, opt.Rules.RateLimit, s.log)
 	return s
 }
 
@@ -152,8 +160,9 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 func (s *Service) Owner() string { return s.opt.Owner }
 
 // Start launches the dispatcher, which also resumes chunks that a crashed
-// instance left behind once their leases expire, and the promoter of
-// scheduled broadcasts. When ctx ends, the service stops as by Stop (the
+// instance left behind once their leases expire, the planner, which plans
+// broadcasts (and resumes the plans of a crashed instance), and the
+// promoter of scheduled broadcasts and waiting chunks. When ctx ends, the service stops as by Stop (the
 // engine must be started first). Starting twice does nothing.
 func (s *Service) Start(ctx context.Context) {
 	if s.started.Swap(true) {
@@ -161,6 +170,7 @@ func (s *Service) Start(ctx context.Context) {
 	}
 	context.AfterFunc(ctx, s.halt)
 	s.group.Go(s.dispatch)
+	s.group.Go(s.planner)
 	s.group.Go(s.promote)
 	s.group.Go(func() { s.pacer.run(s.running) })
 }
@@ -171,11 +181,12 @@ func (s *Service) ExpectedFinish(b *model.Broadcast) *time.Time {
 	return ExpectedFinish(b, s.opt.Rules.RateLimit, s.now())
 }
 
-// promote turns due scheduled broadcasts into queued ones (on exactly one
-// instance each, see Store.PromoteDue) and wakes the dispatcher. It also
-// ends broadcasts an instance left behind: canceled ones whose closed
-// chunks nobody counted, and ones whose every chunk is done but that
-// nobody finished (the instance died between the two commits).
+// promote runs the timed sweeps, each on its own (one failing never
+// holds another back), on exactly one instance per row each (SKIP
+// LOCKED): due scheduled broadcasts become planning; waiting chunks whose
+// instant has come become pending; held broadcasts nobody released in time
+// expire; and broadcasts an instance left behind with every chunk done but
+// unfinished (it died between the two commits) are finished.
 func (s *Service) promote() {
 	t := time.NewTicker(min(s.opt.PollInterval, 500*time.Millisecond))
 	defer t.Stop()
@@ -185,39 +196,52 @@ func (s *Service) promote() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(s.claiming, s.opt.DBTimeout)
-		ids, err := s.store.PromoteDue(ctx, s.plan)
-		var stranded, more []uint64
-		if err == nil {
-			err = s.expireHolds(ctx)
-		}
-		if err == nil {
-			stranded, err = s.leases.Unsettled(ctx, 10)
-		}
-		if err == nil {
-			more, err = s.leases.Unfinished(ctx, 10)
-			stranded = append(stranded, more...)
-		}
-		cancel()
-		if err != nil {
-			if s.claiming.Err() == nil {
-				s.log.Warn("promoting scheduled broadcasts failed", "err", err)
-			}
-			continue
-		}
-		for _, id := range ids {
-			s.log.Info("scheduled broadcast is due: queued", "broadcast_id", id)
-			if b, err := s.Get(s.claiming, id); err == nil {
-				s.queued(s.claiming, b)
-			}
-		}
-		for _, id := range stranded {
-			s.finishBroadcast(s.claiming, id)
-		}
-		if len(ids) > 0 {
+		s.sweep("promoting scheduled broadcasts", s.promoteScheduled)
+		s.sweep("promoting waiting chunks", s.promoteWaiting)
+		s.sweep("expiring held broadcasts", s.expireHolds)
+		s.sweep("finishing stranded broadcasts", s.finishStranded)
+	}
+}
+
+// sweep runs one of promote's sweeps with its own database deadline.
+func (s *Service) sweep(what string, fn func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(s.claiming, s.opt.DBTimeout)
+	defer cancel()
+	if err := fn(ctx); err != nil && s.claiming.Err() == nil {
+		s.log.Warn(what+" failed; the next tick retries", "err", err)
+	}
+}
+
+func (s *Service) promoteScheduled(ctx context.Context) error {
+	ids, err := s.store.PromoteDue(ctx)
+	for _, id := range ids {
+		s.reads.forget(id)
+		s.log.InfoContext(ctx, "scheduled broadcast is due: planning", "broadcast_id", id)
+	}
+	if len(ids) > 0 {
+		s.wakePlanner()
+	}
+	return err
+}
+
+func (s *Service) promoteWaiting(ctx context.Context) error {
+	for {
+		n, err := s.leases.PromoteWaiting(ctx, 500)
+		if n > 0 {
 			s.poke()
 		}
+		if err != nil || n < 500 {
+			return err
+		}
 	}
+}
+
+func (s *Service) finishStranded(ctx context.Context) error {
+	ids, err := s.leases.Unfinished(ctx, 10)
+	for _, id := range ids {
+		s.finishBroadcast(s.claiming, id)
+	}
+	return err
 }
 
 // List returns broadcasts newest first.
@@ -326,7 +350,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 	b.SubmitToken = lease.NewToken()
 	b.StartsAt = s.startsAt(b)
 	err = s.retryDB(ctx, "submitting broadcast", func(c context.Context) error {
-		err := s.store.SubmitBroadcast(c, b, s.plan)
+		err := s.store.SubmitBroadcast(c, b, s.planNow)
 		if err == nil || errors.Is(err, repository.ErrDuplicateKey) {
 			return err
 		}
@@ -354,39 +378,24 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		s.held(logging.WithRequestID(s.claiming, req.RequestID), b)
 		return b, false, nil
 	}
-	if b.Status == model.StatusScheduled {
+	switch b.Status {
+	case model.StatusScheduled:
 		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "starts_at", b.StartsAt, "trigger", b.Trigger)
-		return b, false, nil
+	case model.StatusPlanning:
+		log.InfoContext(ctx, "broadcast stored; planning its audience", "dry_run", b.DryRun, "trigger", b.Trigger)
+		s.wakePlanner()
+	default:
+		log.InfoContext(ctx, "broadcast queued", "targeted", b.Targeted, "max_token_id", b.MaxTokenID, "dry_run", b.DryRun, "trigger", b.Trigger)
+		s.finishBroadcast(logging.WithRequestID(s.claiming, req.RequestID), b.ID) // nobody in the audience: it ends at once
+		s.poke()
 	}
-	log.InfoContext(ctx, "broadcast queued", "max_token_id", b.MaxTokenID, "dry_run", b.DryRun, "trigger", b.Trigger)
-	s.queued(logging.WithRequestID(s.claiming, req.RequestID), b)
-	s.poke()
 	return b, false, nil
 }
 
-// queued follows up on a broadcast that just got its chunks: one with
-// none (nobody in the audience) finishes at once, and the audience is
-// counted in the background (on a million tokens that takes seconds, and
-// the admin should not wait for an estimate).
-func (s *Service) queued(ctx context.Context, b *model.Broadcast) {
-	s.finishBroadcast(ctx, b.ID)
-	s.group.Go(func() {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		if err := s.estimate(ctx, b); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "estimating targeted", "broadcast_id", b.ID, "err", err)
-		}
-	})
-}
-
-// finishBroadcast counts the targets of chunks a cancel closed, then ends
-// the broadcast if no chunk is left open. Any instance may call it any
-// number of times; one call finishes the broadcast.
+// finishBroadcast ends the broadcast if it is planned and no chunk is left
+// open (one row read when not). Any instance may call it any number of
+// times; one call finishes the broadcast.
 func (s *Service) finishBroadcast(ctx context.Context, id uint64) {
-	if err := s.settle(ctx, id); err != nil {
-		s.log.ErrorContext(ctx, "counting a canceled broadcast's closed chunks failed; the next instance to look retries", "broadcast_id", id, "err", err)
-		return
-	}
 	var finished bool
 	if err := s.retryDB(ctx, "finishing broadcast", func(c context.Context) (err error) {
 		finished, err = s.leases.Finish(c, id)
@@ -410,66 +419,6 @@ func (s *Service) finishBroadcast(ctx context.Context, id uint64) {
 	s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
 	s.log.InfoContext(ctx, "broadcast finished", "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
 		"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
-}
-
-// settle counts, as canceled, the targets of the chunks a cancel closed
-// before they ran out: a chunk that never ran by its planned count (lease
-// does those in one statement), one that ran partly by reading what it did
-// not reach. Each count and each batch of 100 gets its own deadline, so a
-// broadcast with thousands of closed chunks settles in steps. A chunk whose
-// audience this instance cannot read is left to one that can, until
-// HandBackTimeout has passed without any: then it closes uncounted.
-func (s *Service) settle(ctx context.Context, id uint64) error {
-	var closed []lease.Closed
-	if err := s.retryDB(ctx, "listing closed chunks", func(c context.Context) (err error) {
-		closed, err = s.leases.ClosedChunks(c, id)
-		return err
-	}); err != nil || len(closed) == 0 {
-		return err
-	}
-	var b *model.Broadcast
-	if err := s.retryDB(ctx, "loading broadcast", func(c context.Context) (err error) {
-		b, err = s.store.GetBroadcast(c, id)
-		return err
-	}); err != nil {
-		return err
-	}
-	flush := func(ss []lease.Settlement) error {
-		return s.retryDB(ctx, "settling closed chunks", func(c context.Context) error { return s.leases.Settle(c, id, ss) })
-	}
-	var batch []lease.Settlement
-	for _, c := range closed {
-		if c.Counted() {
-			continue // Settle counts it by its planned targets
-		}
-		st := lease.Settlement{Closed: c}
-		src, srcErr := s.source(b, c.Hi, c.Zones)
-		if srcErr != nil {
-			var waited time.Duration
-			if err := s.retryDB(ctx, "recording an uncountable chunk", func(cx context.Context) (err error) {
-				waited, err = s.leases.CannotCount(cx, c, srcErr.Error())
-				return err
-			}); err != nil {
-				return err
-			}
-			if waited < s.opt.HandBackTimeout {
-				continue // another instance may be able to count it
-			}
-			s.log.WarnContext(ctx, "no instance could count a closed chunk's targets; closing it uncounted", "broadcast_id", id, "chunk", c.Seq, "err", srcErr)
-		} else if err := s.retryDB(ctx, "counting a closed chunk", func(cx context.Context) (err error) {
-			st.Canceled, err = countRemaining(cx, src, c.Cursor, toEngine(c.Done))
-			return err
-		}); err != nil {
-			return err
-		}
-		if batch = append(batch, st); len(batch) == 100 {
-			if err := flush(batch); err != nil {
-				return err
-			}
-			batch = nil
-		}
-	}
-	return flush(batch)
 }
 
 func (s *Service) existing(ctx context.Context, req Request) (*model.Broadcast, error) {
@@ -498,7 +447,9 @@ func (s *Service) poke() {
 
 // Wait blocks until the broadcast is final, ctx ends or the service stops;
 // it reports whether the broadcast is final. Any instance may be running
-// it: the row is the truth.
+// it: the row is the truth. When ctx has a deadline that the broadcast
+// cannot make (see cannotFinishBy), it returns at once instead of holding
+// the caller for nothing.
 func (s *Service) Wait(ctx context.Context, id uint64) (bool, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -513,6 +464,9 @@ func (s *Service) Wait(ctx context.Context, id uint64) (bool, error) {
 		if b.Status.Final() {
 			return true, nil
 		}
+		if deadline, ok := ctx.Deadline(); ok && cannotFinishBy(b, deadline, s.now(), s.opt.Rules.RateLimit) {
+			return false, nil
+		}
 		select {
 		case <-ctx.Done():
 			return false, nil
@@ -521,6 +475,39 @@ func (s *Service) Wait(ctx context.Context, id uint64) (bool, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// cannotFinishBy reports whether b, not final, surely cannot finish by
+// deadline: it is scheduled or held; some of its targets wait for a later
+// instant (local time, quiet hours), or all of them do (a send_at_local
+// due in the earliest zone, UTC+14, after the deadline); its deliver_over
+// ends after it; or the targets counted so far take longer than is left
+// at its max_rate or the project's budget. A canceled one always can.
+func cannotFinishBy(b *model.Broadcast, deadline, now time.Time, budget float64) bool {
+	if b.CancelRequested {
+		return false // a cancel ends it at its chunks' next checkpoints
+	}
+	if b.Status == model.StatusScheduled || b.Status == model.StatusHeld || b.Waiting > 0 {
+		return true
+	}
+	if l := b.Audience.Local; l != nil && l.At != "" {
+		if w, err := time.Parse(localLayout, l.At); err == nil && w.Add(-earliestZone).After(deadline) {
+			return true
+		}
+	}
+	start := b.CreatedAt
+	if b.StartedAt != nil {
+		start = *b.StartedAt
+	}
+	if b.DeliverOver > 0 && start.Add(b.DeliverOver).After(deadline) {
+		return true
+	}
+	limit := budget
+	if b.MaxRate > 0 && (limit <= 0 || b.MaxRate < limit) {
+		limit = b.MaxRate
+	}
+	left := b.Targeted - b.Succeeded - b.Failed - b.Canceled
+	return limit > 0 && left > 0 && now.Add(time.Duration(float64(left)/limit*float64(time.Second))).After(deadline)
 }
 
 // Get returns the stored broadcast (counters as of the last checkpoints).
@@ -534,8 +521,9 @@ func (s *Service) Get(ctx context.Context, id uint64) (*model.Broadcast, error) 
 	return b, err
 }
 
-// Cancel stops the broadcast on every instance: the chunks nobody runs are
-// closed at once and their targets counted canceled, and every instance
+// Cancel stops the broadcast on every instance, in any state: a plan still
+// running is closed, the chunks nobody runs are closed at once and their
+// targets counted canceled from the plan's counts, and every instance
 // running one of its chunks stops at its next checkpoint and counts the
 // targets it did not attempt as canceled. Cancel waits (up to ctx) until
 // the row is final. Canceling an already canceled broadcast answers it.

@@ -2,9 +2,8 @@ package broadcast
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"math"
+	"slices"
 	"time"
 
 	"pushfan/audience"
@@ -14,22 +13,25 @@ import (
 	"pushfan/repository"
 )
 
-// source returns the engine's Source for the chunk (lo, hi] of b.
-// zones is the chunk's zone group (lease.Plan.Zones; "" for every zone).
-func (s *Service) source(b *model.Broadcast, hi uint64, zones string) (fanout.Source, error) {
+// source returns the engine's Source for chunk c of b: its target list
+// when the plan fixed one, else its range (Lo, Hi] of the audience.
+func (s *Service) source(b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
 	if b.Audience.Name == "" {
+		if c.IDs != nil {
+			return &listSource{store: s.store, ids: c.IDs, timeout: s.opt.DBTimeout}, nil
+		}
 		a := b.Audience
 		var err error
-		if a.Zones, err = zoneFilter(zones); err != nil {
+		if a.Zones, err = zoneFilter(c.Zones); err != nil {
 			return nil, err
 		}
-		return &builtinSource{store: s.store, audience: a, upto: hi, timeout: s.opt.DBTimeout}, nil
+		return &builtinSource{store: s.store, audience: a, upto: c.Hi, timeout: s.opt.DBTimeout}, nil
 	}
 	bound, err := s.bind(b.Audience)
 	if err != nil {
 		return nil, err
 	}
-	return &namedSource{s: s, bound: bound, upto: hi}, nil
+	return &namedSource{s: s, bound: bound, upto: c.Hi}, nil
 }
 
 // bind looks a named audience up and binds its stored parameters.
@@ -64,6 +66,38 @@ func (a *builtinSource) Page(ctx context.Context, after uint64, limit int, dst [
 	return dst, nil
 }
 
+// listSource pages a chunk whose targets the plan fixed (local time):
+// the next ids of its list, read by primary key, skipping those no longer
+// valid, so that every page but the last is full (the engine takes a short
+// page for the end).
+type listSource struct {
+	store   *repository.Store
+	ids     []uint64
+	timeout time.Duration
+	buf     []repository.Target
+}
+
+func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
+	dst = dst[:0]
+	i, _ := slices.BinarySearch(l.ids, after+1)
+	for len(dst) < limit && i < len(l.ids) {
+		n := min(limit-len(dst), len(l.ids)-i)
+		batch := l.ids[i : i+n]
+		i += n
+		c, cancel := context.WithTimeout(ctx, l.timeout)
+		var err error
+		l.buf, err = l.store.TargetsByID(c, batch, l.buf)
+		cancel()
+		if err != nil {
+			return dst[:0], err
+		}
+		for _, t := range l.buf {
+			dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale})
+		}
+	}
+	return dst, nil
+}
+
 // namedSource pages a named SQL audience by its cursor column within one
 // chunk.
 type namedSource struct {
@@ -87,63 +121,6 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 		dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars, Locale: r.Vars["locale"]})
 	}
 	return dst, nil
-}
-
-// countRemaining counts the targets of src after `after` that lie in none
-// of the done ranges: those a stopped chunk never attempted.
-func countRemaining(ctx context.Context, src fanout.Source, after uint64, done []fanout.Range) (int64, error) {
-	const page = 1000
-	var n int64
-	var buf []fanout.Target
-	for {
-		var err error
-		if buf, err = src.Page(ctx, after, page, buf); err != nil {
-			return n, err
-		}
-		for _, t := range buf {
-			for len(done) > 0 && done[0].Hi < t.Cursor {
-				done = done[1:]
-			}
-			if len(done) == 0 || t.Cursor < done[0].Lo {
-				n++
-			}
-		}
-		if len(buf) < page {
-			return n, nil
-		}
-		after = buf[len(buf)-1].Cursor
-	}
-}
-
-// plan splits a broadcast's audience into chunks (repository.Planner): the
-// built-in audiences by the tokens they really have, a named audience by
-// cursor ranges when its query takes :upto, else as one chunk. A named
-// audience this instance lacks is one chunk too, which an instance that
-// has it will run (see HandBack).
-func (s *Service) plan(ctx context.Context, tx *sql.Tx, b *model.Broadcast) ([]lease.Plan, uint64, error) {
-	if b.Audience.Name == "" && b.Audience.Local != nil {
-		return s.planLocal(ctx, tx, b)
-	}
-	if b.Audience.Name == "" {
-		return s.store.Schema().PlanBuiltin(ctx, tx, b.Audience, s.opt.ChunkWidth, s.opt.MaxChunks)
-	}
-	whole := []lease.Plan{{Lo: 0, Hi: math.MaxUint64, Targets: -1}}
-	named, ok := s.opt.Rules.Audiences[b.Audience.Name]
-	if !ok || !named.Splittable() {
-		return whole, 0, nil
-	}
-	bound, err := named.BindJSON(b.Audience.Params)
-	if err != nil {
-		return whole, 0, nil // the run reports it, naming the audience
-	}
-	lo, hi, ok, err := s.opt.Named.Bounds(ctx, bound)
-	switch {
-	case err != nil:
-		return nil, 0, fmt.Errorf("plan named audience %q: %w", b.Audience.Name, err)
-	case !ok:
-		return nil, 0, nil // nobody: the broadcast completes empty
-	}
-	return repository.SplitRange(lo-1, hi, s.opt.ChunkWidth, s.opt.MaxChunks), 0, nil
 }
 
 // personalizer renders templated messages per target; nil when the
@@ -207,47 +184,6 @@ func render(tmpl *audience.Template, base *fanout.Message, loc *localeMatcher, t
 		}
 		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, Platform: p, DryRun: base.DryRun}, nil
 	}
-}
-
-// estimate counts a queued broadcast's audience for its live targeted:
-// per chunk for "all" (so a cancel can count never-run chunks at once),
-// as one figure for a named audience. user_ids chunks were counted when
-// they were planned.
-func (s *Service) estimate(ctx context.Context, b *model.Broadcast) error {
-	switch {
-	case b.Audience.Local != nil:
-		return nil // planLocal counted every chunk
-	case b.Audience.All:
-		rows, err := s.leases.Chunks(ctx, b.ID)
-		if err != nil || len(rows) == 0 {
-			return err
-		}
-		bounds := make([]uint64, 0, len(rows)+1)
-		bounds = append(bounds, rows[0].Lo)
-		for _, r := range rows {
-			bounds = append(bounds, r.Hi)
-		}
-		counts, err := s.store.CountChunks(ctx, b.Audience, bounds)
-		if err != nil {
-			return err
-		}
-		var total int64
-		for _, n := range counts {
-			total += n
-		}
-		return s.leases.SetTargets(ctx, b.ID, counts, total)
-	case b.Audience.Name != "":
-		bound, err := s.bind(b.Audience)
-		if err != nil {
-			return err
-		}
-		n, _, err := s.opt.Named.Preview(ctx, bound, 0)
-		if err != nil {
-			return err
-		}
-		return s.leases.SetTargets(ctx, b.ID, nil, n)
-	}
-	return nil
 }
 
 // LastJobFire returns a job's latest fire (fired or skipped).

@@ -80,12 +80,16 @@ type Engine struct {
 	// Lease is how long a chunk stays claimed without a checkpoint; a
 	// crashed instance's chunks are taken over after it.
 	Lease time.Duration `yaml:"lease"`
-	// ChunkWidth is how many device token ids one chunk covers.
+	// ChunkWidth is how many targets one chunk holds (the plan cuts the
+	// audience every ChunkWidth targets it counts).
 	ChunkWidth int `yaml:"chunk_width"`
 	// MaxChunks caps the chunks of one broadcast (chunks widen beyond).
 	MaxChunks int `yaml:"max_chunks"`
 	// ChunkParallel is how many chunks an instance sends at once.
 	ChunkParallel int `yaml:"chunk_parallel"`
+	// PlanParallel is how many broadcasts' audiences an instance plans at
+	// once; 0 leaves planning to the other instances.
+	PlanParallel int `yaml:"plan_parallel"`
 	// PollInterval is how often an idle instance looks for chunks.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// InstanceID names this instance in chunk leases (default host-pid-random).
@@ -192,6 +196,7 @@ func Defaults() Config {
 			Lease:           10 * time.Second,
 			ChunkWidth:      10000,
 			MaxChunks:       10000,
+			PlanParallel:    2,
 			ChunkParallel:   4,
 			PollInterval:    500 * time.Millisecond,
 			MaxUserIDs:      10000,

@@ -151,6 +151,9 @@ func (c *Config) validateServe() []error {
 	positive("PUSHFAN_CHUNK_WIDTH", e.ChunkWidth, 100000000)
 	positive("PUSHFAN_MAX_CHUNKS", e.MaxChunks, 100000)
 	positive("PUSHFAN_CHUNK_PARALLEL", e.ChunkParallel, 64)
+	if e.PlanParallel < 0 || e.PlanParallel > 64 {
+		bad("PUSHFAN_PLAN_PARALLEL", "must be between 0 (this instance plans no broadcast) and 64, got %d", e.PlanParallel)
+	}
 	if e.ChunkParallel > e.Concurrency {
 		bad("PUSHFAN_CHUNK_PARALLEL", "(%d) must not exceed PUSHFAN_CONCURRENCY (%d): each running chunk needs a worker", e.ChunkParallel, e.Concurrency)
 	}

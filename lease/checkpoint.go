@@ -44,6 +44,11 @@ type Checkpoint struct {
 	// Variants are the targets sent per message variant (a localized
 	// message's languages), added to the broadcast's; nil for none.
 	Variants map[string]int64
+	// CancelRest, with End Done, counts the chunk's planned targets that
+	// still have no outcome as canceled (the run was canceled or failed
+	// before it read them): the plan's count tells how many, so nothing is
+	// read from the audience.
+	CancelRest bool
 }
 
 // Result is what a checkpoint learned.
@@ -55,6 +60,8 @@ type Result struct {
 	// Replayed: an earlier attempt of this checkpoint, whose answer was
 	// lost, had committed; nothing was added again.
 	Replayed bool
+	// Rest is how many targets CancelRest counted canceled.
+	Rest int64
 }
 
 // Checkpoint stores cp for c in one transaction, conditional on c's epoch,
@@ -86,9 +93,10 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		res = Result{}
 		var epoch, stored uint64
 		var status string
-		var invalidated int64
-		err := tx.QueryRowContext(ctx, "SELECT epoch, ckpt_seq, status, ckpt_invalidated FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ? FOR UPDATE",
-			c.BroadcastID, c.Seq).Scan(&epoch, &stored, &status, &invalidated)
+		var invalidated, targets, before int64
+		err := tx.QueryRowContext(ctx, `SELECT epoch, ckpt_seq, status, ckpt_invalidated, COALESCE(targets, -1), committed
+			FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ? FOR UPDATE`,
+			c.BroadcastID, c.Seq).Scan(&epoch, &stored, &status, &invalidated, &targets, &before)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("chunk row gone (the broadcast finished): %w", ErrLost)
@@ -110,11 +118,23 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 				return err
 			}
 		}
-		committed := cp.Succeeded + cp.Failed + cp.Canceled
+		canceled := cp.Canceled
+		if cp.End == Done && cp.CancelRest && targets >= 0 {
+			res.Rest = max(targets-before-cp.Succeeded-cp.Failed-cp.Canceled, 0)
+			canceled += res.Rest
+		}
+		committed := cp.Succeeded + cp.Failed + canceled
+		// targeted is the planned count until the broadcast finishes: a
+		// chunk whose audience grew after it was planned (a named audience's
+		// rows) raises it, so it is never below what has an outcome.
+		var grew int64
+		if targets >= 0 && before+committed > targets {
+			grew = before + committed - max(targets, before)
+		}
 		// The first checkpoint of a chunk an instance could run clears a
 		// hand-back mark (see HandBack).
-		set := "cursor_id = ?, done_ranges = ?, ckpt_seq = ?, ckpt_invalidated = ?, committed = committed + ?, refused_at = NULL, refusal = NULL, "
-		args := []any{cp.Cursor, done, seq, res.Invalidated, committed}
+		set := "cursor_id = ?, done_ranges = ?, ckpt_seq = ?, ckpt_invalidated = ?, committed = committed + ?, targets = IF(targets IS NULL, NULL, targets + ?), refused_at = NULL, refusal = NULL, "
+		args := []any{cp.Cursor, done, seq, res.Invalidated, committed, grew}
 		switch cp.End {
 		case KeepLease:
 			set += "lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
@@ -128,7 +148,17 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if _, err := tx.ExecContext(ctx, "UPDATE broadcast_chunks SET "+set+" WHERE broadcast_id = ? AND seq = ?", args...); err != nil {
 			return fmt.Errorf("update chunk: %w", err)
 		}
-		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, cp.Canceled, res.Invalidated, cp.Errors); err != nil {
+		closed := 0
+		if cp.End == Done {
+			closed = 1
+		}
+		if grew != 0 || closed != 0 {
+			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET targeted = targeted + ?, open_chunks = GREATEST(CAST(open_chunks AS SIGNED) - ?, 0) WHERE id = ?",
+				grew, closed, c.BroadcastID); err != nil {
+				return fmt.Errorf("chunk counts: %w", err)
+			}
+		}
+		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, canceled, res.Invalidated, cp.Errors); err != nil {
 			return err
 		}
 		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
@@ -154,7 +184,7 @@ func readCancel(ctx context.Context, tx *sql.Tx, id uint64, res *Result) error {
 }
 
 // addCounts adds outcome counters to a broadcast. It is the only writer of
-// the counters besides Settle, and runs in the same transaction as the
+// the counters besides Stop, and runs in the same transaction as the
 // chunk row that records them, so they are never added twice.
 func addCounts(ctx context.Context, tx *sql.Tx, id uint64, succeeded, failed, canceled, invalidated int64, errs map[string]int64) error {
 	if succeeded != 0 || failed != 0 || canceled != 0 || invalidated != 0 {

@@ -17,10 +17,11 @@ import (
 
 // Chunk statuses.
 const (
+	StatusPlanning = "planning" // being filled by its broadcast's plan; never claimed
+	StatusWaiting  = "waiting"  // not due before not_before; PromoteWaiting makes it pending
 	StatusPending  = "pending"
 	StatusLeased   = "leased"
 	StatusDone     = "done"
-	StatusCanceled = "canceled" // closed by Stop; its targets are not counted yet (Settle)
 )
 
 // Errors callers act on.
@@ -52,17 +53,21 @@ type Key struct {
 	Seq         int
 }
 
-// Plan is one chunk to create: the cursor range (Lo, Hi], and its number
-// of targets when known at planning time (-1 when not; SetTargets may fill
-// it in later).
+// Plan is one chunk to create: the cursor range (Lo, Hi] and its number
+// of targets, as the plan counted them. Seq is its number in the
+// broadcast (InsertChunks numbers a whole plan from 0; a plan step names
+// its chunks).
 type Plan struct {
+	Seq     int
 	Lo, Hi  uint64
 	Targets int64
-	// NotBefore, when set, keeps the chunk unclaimed until then (a zone
-	// group's local send time); Zones is the zone group it reads, as the
-	// source decodes it ("" reads every zone).
+	// NotBefore, when set, keeps the chunk waiting until then (its
+	// targets' local send time, or their quiet window's end).
 	NotBefore *time.Time
-	Zones     string
+	// IDs, when set, are the chunk's targets, fixed by the plan (local
+	// time: each target in the chunk of its due instant); nil reads the
+	// audience's range (Lo, Hi].
+	IDs []uint64
 }
 
 // Class ranks chunk claims: transactional chunks are claimed first. An
@@ -88,47 +93,41 @@ func (c Class) String() string {
 	return "bulk"
 }
 
-// InsertChunks stores a broadcast's chunks inside tx, the transaction that
-// stores (or promotes) the broadcast, so no broadcast exists without the
-// work that completes it. In its class, the chunks queue from the place the
-// class's queue has reached (see the claim order), so broadcasts take
-// turns.
+// ClassOf is the chunk class of a broadcast of the API's class
+// (transactional or bulk), paced or not.
+func ClassOf(class string, paced bool) Class {
+	switch {
+	case class == "transactional":
+		return Transactional
+	case paced:
+		return Paced
+	}
+	return Bulk
+}
+
+// InsertChunks stores broadcast id's whole plan inside tx, the transaction
+// that stores the broadcast, so no broadcast exists without the work that
+// completes it: the chunks, numbered from 0, and the broadcast's targeted,
+// open chunk and waiting counts. The plan is complete (planned_at). See
+// Step for a plan stored in steps.
 func InsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, plans []Plan) error {
-	if len(plans) == 0 {
-		return nil
+	st := Step{Seq: len(plans)}
+	for i, p := range plans {
+		p.Seq = i
+		st.Chunks = append(st.Chunks, p)
+		st.Added += p.Targets
+		st.Cursor = max(st.Cursor, p.Hi)
 	}
-	var vstart uint64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MIN(vseq), 0) FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-		WHERE status = 'pending' AND class_rank = ?`, class).Scan(&vstart); err != nil {
-		return fmt.Errorf("insert chunks: queue position: %w", err)
-	}
-	const cols = 10
-	for start := 0; start < len(plans); start += 1000 {
-		batch := plans[start:min(start+1000, len(plans))]
-		args := make([]any, 0, cols*len(batch))
-		for i, p := range batch {
-			if p.Hi <= p.Lo {
-				return fmt.Errorf("insert chunks: chunk %d is empty: (%d, %d]", start+i, p.Lo, p.Hi)
-			}
-			var targets any
-			if p.Targets >= 0 {
-				targets = p.Targets
-			}
-			var notBefore, zones any
-			if p.NotBefore != nil {
-				notBefore = p.NotBefore.UTC()
-			}
-			if p.Zones != "" {
-				zones = p.Zones
-			}
-			args = append(args, id, start+i, p.Lo, p.Hi, p.Lo, targets, class, vstart+uint64(start+i), notBefore, zones)
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id, targets, class_rank, vseq, not_before, zones) VALUES "+
-			sqldb.Placeholders(len(batch), cols), args...); err != nil {
-			return fmt.Errorf("insert chunks: %w", err)
-		}
-	}
-	return nil
+	return StorePlan(ctx, tx, id, class, st)
+}
+
+// StorePlan stores broadcast id's whole plan, made at once inside tx, the
+// transaction that stores the broadcast (a bounded audience): its chunks
+// and counts, and the plan complete.
+func StorePlan(ctx context.Context, tx *sql.Tx, id uint64, class Class, st Step) error {
+	st.Done, st.Building = true, nil
+	return writeStep(ctx, tx, id, class, 0, st, "max_token_id = ?, plan_width = ?, plan_cursor = ?, plan_seq = ?",
+		st.MaxCursor, st.Width, st.Cursor, st.Seq)
 }
 
 // Claim is a chunk leased to this instance, as stored when it was claimed
@@ -144,7 +143,12 @@ type Claim struct {
 	// died or stalled), not from the pending queue.
 	Takeover bool
 	Class    Class
-	Zones    string // the zone group the chunk reads (Plan.Zones)
+	// IDs are the chunk's targets when the plan fixed them (Plan.IDs);
+	// nil reads the audience's range.
+	IDs []uint64
+	// Zones is the zone group a chunk planned before migration 00014
+	// reads (a JSON model.ZoneFilter); "" for every other chunk.
+	Zones string
 }
 
 // ClaimOptions says who claims and what to leave alone.
@@ -228,7 +232,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Cl
 		ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`, append(skipArgs, runArgs...)...))
 	if errors.Is(err, sql.ErrNoRows) {
 		c, err = scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-			WHERE status = 'pending' AND (not_before IS NULL OR not_before <= UTC_TIMESTAMP(6))`+class+skip+`
+			WHERE status = 'pending'`+class+skip+`
 			ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`, skipArgs...))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -246,8 +250,11 @@ func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Cl
 	}
 	c.Epoch++
 	if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'running', started_at = COALESCE(started_at, UTC_TIMESTAMP(6))
-		WHERE id = ? AND status = 'queued'`, c.BroadcastID); err != nil {
+		WHERE id = ? AND status IN ('queued', 'planning')`, c.BroadcastID); err != nil {
 		return nil, fmt.Errorf("start broadcast: %w", err)
+	}
+	if err := loadIDs(ctx, tx, c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -264,6 +271,7 @@ func (s *Store) findClaim(ctx context.Context, token string) (*Claim, error) {
 			c, err = nil, nil
 		case err == nil:
 			c.Takeover = false // unknown here; it only feeds a metric
+			err = loadIDs(ctx, tx, c)
 		}
 		return err
 	})
@@ -285,6 +293,21 @@ func scanClaim(row *sql.Row) (*Claim, error) {
 	}
 	c.Takeover = status == StatusLeased
 	return &c, nil
+}
+
+// loadIDs reads a claimed chunk's fixed targets, apart from the claim's
+// scan so that it never reads the list of a row it skips.
+func loadIDs(ctx context.Context, tx *sql.Tx, c *Claim) error {
+	var raw []byte
+	if err := tx.QueryRowContext(ctx, "SELECT target_ids FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ?", c.BroadcastID, c.Seq).Scan(&raw); err != nil {
+		return fmt.Errorf("chunk %d/%d: read its targets: %w", c.BroadcastID, c.Seq, err)
+	}
+	ids, err := decodeIDs(c.Lo, raw)
+	if err != nil {
+		return fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	c.IDs = ids
+	return nil
 }
 
 // NewToken returns 32 random hex characters naming one claim or finish

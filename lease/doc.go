@@ -2,15 +2,29 @@
 // cluster share a broadcast's work through MySQL without losing a target or
 // counting one twice, whatever the network or a deploy does.
 //
-// A broadcast's audience is split into chunks, keyset ranges (Lo, Hi] of
-// its cursor (the token id for the built-in audiences). A chunk row moves
+// A broadcast's audience is planned into chunks: keyset ranges (Lo, Hi]
+// of its cursor (the token id for the built-in audiences), or, where the
+// plan fixed each target's send time (local time, quiet hours), the list
+// of the targets due at one instant. Every chunk knows its target count
+// from the plan. A plan is stored in steps (ClaimPlan, CommitStep), by any
+// instance, under a lease fenced like a chunk's, so that a submit answers
+// at once however large the audience, sending starts with the first
+// chunks, and a takeover resumes a plan from its cursor. A chunk row moves
 //
-//	pending ──Claim──▶ leased ──Checkpoint(End: Done)──▶ done
-//	   ▲                 │ │
-//	   └──Release/HandBack┘ └──Stop (cancel, fail)──▶ canceled ──Settle──▶ done
+//	planning ──(complete)──▶ waiting ──PromoteWaiting──▶ pending ──Claim──▶ leased ──Checkpoint(End: Done)──▶ done
+//	                    └───────────(due now)──────────────▲         ▲          │ │
+//	                                                                  └Release/HandBack┘ └─(canceled: the rest counted)──┘
 //
-// and the last chunk to reach done lets Finish end the broadcast, which
-// also compacts its chunk rows into a summary on the broadcast row.
+// and Stop closes every chunk nobody runs straight to done, counting its
+// targets without an outcome canceled from the plan's count. The broadcast
+// row counts its open chunks, so the last chunk to reach done sees it is
+// the last without reading the others, and Finish ends the broadcast,
+// folding its chunk rows into a summary on the broadcast row.
+//
+// A broadcast row moves planning ──(a chunk claimed)──▶ running, or
+// planning ──(plan complete)──▶ queued ──▶ running, then to completed,
+// canceled or failed (Finish); scheduled and held rows become planning
+// when they are due or released.
 //
 // Three rules make it exact:
 //

@@ -351,26 +351,11 @@ func TestCancelRacingACheckpoint(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := f.s.Checkpoint(f.ctx(), a, lease.Checkpoint{Cursor: 100, Canceled: 60, End: lease.Done}); err != nil && !errors.Is(err, lease.ErrLost) {
+			if _, err := f.s.Checkpoint(f.ctx(), a, lease.Checkpoint{Cursor: 100, End: lease.Done, CancelRest: true}); err != nil && !errors.Is(err, lease.ErrLost) {
 				t.Fatal(err)
 			}
 		case !errors.Is(cpErr, lease.ErrLost):
 			t.Fatal(cpErr)
-		}
-		closed, err := f.s.ClosedChunks(f.ctx(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ss []lease.Settlement
-		for _, c := range closed {
-			n := c.Targets - int64(c.Cursor-c.Lo) // dense targets: what it did not reach
-			ss = append(ss, lease.Settlement{Closed: c, Canceled: n})
-		}
-		if err := f.s.Settle(f.ctx(), id, ss); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.s.Settle(f.ctx(), id, ss); err != nil { // a second settler adds nothing
-			t.Fatal(err)
 		}
 		if ok, err := f.s.Finish(f.ctx(), id); err != nil || !ok {
 			t.Fatalf("round %d: finish %v %v", i, ok, err)
@@ -381,9 +366,10 @@ func TestCancelRacingACheckpoint(t *testing.T) {
 	}
 }
 
-// Stop closes every pending chunk in one statement, so a cancel is final
-// at once even for a broadcast with thousands of chunks; stopping again is
-// not an error, but stopping a completed broadcast is.
+// Stop closes every pending chunk and counts its targets canceled in one
+// transaction, from the plan's counts, so a cancel is final at once even
+// for a broadcast with thousands of chunks; stopping again is not an
+// error, but stopping a completed broadcast is.
 func TestStopClosesPendingChunksAndIsIdempotent(t *testing.T) {
 	f := newFixture(t)
 	var plans []lease.Plan
@@ -395,20 +381,6 @@ func TestStopClosesPendingChunksAndIsIdempotent(t *testing.T) {
 	final, err := f.s.Stop(f.ctx(), id, "")
 	if err != nil || final {
 		t.Fatalf("stop: %v %v", final, err)
-	}
-	closed, err := f.s.ClosedChunks(f.ctx(), id)
-	if err != nil || len(closed) != 5000 {
-		t.Fatalf("%d closed, %v", len(closed), err)
-	}
-	ss := make([]lease.Settlement, len(closed))
-	for i, c := range closed {
-		if !c.Untouched() {
-			t.Fatalf("chunk %d touched", c.Seq)
-		}
-		ss[i] = lease.Settlement{Closed: c, Canceled: c.Targets}
-	}
-	if err := f.s.Settle(f.ctx(), id, ss); err != nil {
-		t.Fatal(err)
 	}
 	if ok, err := f.s.Finish(f.ctx(), id); err != nil || !ok {
 		t.Fatalf("finish %v %v", ok, err)
@@ -492,18 +464,6 @@ func TestHandBackRecordsSinceWhenNobodyCouldRunIt(t *testing.T) {
 	rows, _ := f.s.Chunks(f.ctx(), id)
 	if rows[0].Refusal != "" {
 		t.Fatalf("a running instance's checkpoint left the refusal %q", rows[0].Refusal)
-	}
-}
-
-func TestSetTargetsFillsOnlyUnknownCounts(t *testing.T) {
-	f := newFixture(t)
-	id := f.broadcast(lease.Plan{Lo: 0, Hi: 10, Targets: 3}, lease.Plan{Lo: 10, Hi: 20, Targets: -1})
-	if err := f.s.SetTargets(f.ctx(), id, []int64{9, 4}, 7); err != nil {
-		t.Fatal(err)
-	}
-	rows, _ := f.s.Chunks(f.ctx(), id)
-	if rows[0].Targets != 3 || rows[1].Targets != 4 || f.counts(id).targeted != 7 {
-		t.Fatalf("targets %d %d, targeted %d", rows[0].Targets, rows[1].Targets, f.counts(id).targeted)
 	}
 }
 

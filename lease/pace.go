@@ -10,26 +10,26 @@ import (
 
 // PaceState is what pacing a broadcast needs to know, in one read: its
 // progress, how long ago it started by the database's clock, and how many
-// of its chunks run now here and on every instance (a pace is split
-// between the instances by their share of its running chunks).
+// of its chunks run now on every instance (a pace is split between the
+// processes running its chunks by their share of them; a process counts
+// its own runs itself, since two processes may share one instance name).
 type PaceState struct {
 	Targeted, Attempted int64 // attempted: succeeded + failed + canceled
 	Elapsed             time.Duration
-	Mine, All           int
+	Running             int
 }
 
-// Pace reads broadcast id's PaceState for owner. ErrNotFound when the
-// broadcast is gone.
-func (s *Store) Pace(ctx context.Context, id uint64, owner string) (PaceState, error) {
+// Pace reads broadcast id's PaceState. It reads the broadcast's leased
+// chunk rows only (by its status index), never the rest of its chunks,
+// however many there are. ErrNotFound when the broadcast is gone.
+func (s *Store) Pace(ctx context.Context, id uint64) (PaceState, error) {
 	var p PaceState
 	var elapsedUS sql.NullInt64
 	err := s.db.QueryRowContext(ctx, `SELECT b.targeted, b.succeeded + b.failed + b.canceled,
 			TIMESTAMPDIFF(MICROSECOND, b.started_at, UTC_TIMESTAMP(6)),
-			(SELECT COUNT(*) FROM broadcast_chunks c WHERE c.broadcast_id = b.id AND c.status = 'leased'
-				AND c.lease_until > UTC_TIMESTAMP(6) AND c.lease_owner = ?),
-			(SELECT COUNT(*) FROM broadcast_chunks c WHERE c.broadcast_id = b.id AND c.status = 'leased'
-				AND c.lease_until > UTC_TIMESTAMP(6))
-		FROM broadcasts b WHERE b.id = ?`, owner, id).Scan(&p.Targeted, &p.Attempted, &elapsedUS, &p.Mine, &p.All)
+			(SELECT COUNT(*) FROM broadcast_chunks c FORCE INDEX (idx_chunks_broadcast_status)
+				WHERE c.broadcast_id = b.id AND c.status = 'leased' AND c.lease_until > UTC_TIMESTAMP(6))
+		FROM broadcasts b WHERE b.id = ?`, id).Scan(&p.Targeted, &p.Attempted, &elapsedUS, &p.Running)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, fmt.Errorf("pace of broadcast %d: %w", id, ErrNotFound)
 	}

@@ -74,3 +74,46 @@ func decodeRanges(cursor uint64, b []byte) ([]Range, error) {
 	}
 	return out, nil
 }
+
+// maxIDs bounds a decoded target list: a chunk holds at most
+// PUSHFAN_CHUNK_WIDTH targets (10,000 by default), so a list far beyond
+// this is corrupt rather than large.
+const maxIDs = 1 << 24
+
+// encodeIDs writes a chunk's target ids (ascending, all above lo) as
+// uvarint gaps from lo: one or two bytes per target for dense token ids,
+// so a 10,000-target chunk stores about 10-20 KB.
+func encodeIDs(lo uint64, ids []uint64) ([]byte, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	buf := make([]byte, 0, len(ids)*2)
+	prev := lo
+	for _, id := range ids {
+		if id <= prev {
+			return nil, fmt.Errorf("target %d does not follow %d: target ids must be ascending and above the chunk's lower bound", id, prev)
+		}
+		buf = binary.AppendUvarint(buf, id-prev)
+		prev = id
+	}
+	return buf, nil
+}
+
+// decodeIDs is the inverse of encodeIDs; nil for a chunk without a list.
+func decodeIDs(lo uint64, b []byte) ([]uint64, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	out := make([]uint64, 0, len(b))
+	prev := lo
+	for len(b) > 0 {
+		gap, k := binary.Uvarint(b)
+		if k <= 0 || gap == 0 || prev+gap < prev || len(out) == maxIDs {
+			return nil, errors.New("target ids: corrupt list")
+		}
+		prev += gap
+		out = append(out, prev)
+		b = b[k:]
+	}
+	return out, nil
+}

@@ -12,12 +12,16 @@ import (
 // Status is a broadcast's lifecycle state.
 type Status string
 
-// Broadcast states. queued → running → one of the three final states; a
-// queued broadcast may also go straight to a final state (canceled, failed).
-// A held one becomes queued (or scheduled) when released, or canceled.
+// Broadcast states. planning → queued → running → one of the three final
+// states (planning → running when its first chunks are sent while the rest
+// is planned); a planning or queued broadcast may also go straight to a
+// final state (canceled, failed). A scheduled one becomes planning when it
+// is due; a held one when it is released (or scheduled, if its send_at is
+// still ahead), or canceled.
 const (
 	StatusScheduled Status = "scheduled" // waiting for send_at
 	StatusHeld      Status = "held"      // waiting for a release (POST .../release)
+	StatusPlanning  Status = "planning"  // its audience is being planned into chunks; none sent yet
 	StatusQueued    Status = "queued"
 	StatusRunning   Status = "running"
 	StatusCompleted Status = "completed"
@@ -28,7 +32,7 @@ const (
 // Valid reports whether s is one of the known states.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusScheduled, StatusHeld, StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
+	case StatusScheduled, StatusHeld, StatusPlanning, StatusQueued, StatusRunning, StatusCompleted, StatusCanceled, StatusFailed:
 		return true
 	}
 	return false
@@ -96,9 +100,15 @@ type Broadcast struct {
 	FinishedAt *time.Time
 
 	// Local-time delivery (LocalDelivery): targets deferred by quiet hours,
-	// targets whose zone was unknown, and targets still waiting for their
-	// zone's time (live, from the pending chunks).
+	// targets whose zone was unknown, and targets of chunks still waiting
+	// for their time.
 	Deferred, ZoneFallbacks, Waiting int64
+
+	// Planning is true while the audience is still being planned (Targeted
+	// is what the plan has counted so far); PlannedAt is when the plan was
+	// complete, from which Targeted is the whole audience.
+	Planning  bool
+	PlannedAt *time.Time
 
 	// Durable-run fields (see package lease).
 	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later

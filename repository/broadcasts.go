@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,8 +78,8 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
-		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
 		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
@@ -86,7 +87,7 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
 		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
-		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks)
+		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks, b.Status == model.StatusPlanning)
 	if err != nil {
 		return 0, createdAt, fmt.Errorf("insert: %w", err)
 	}
@@ -104,60 +105,132 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 	return id, createdAt, nil
 }
 
-// GetBroadcast returns the broadcast with its per-code error counts. It reads
-// the row and the counts in one statement, hence from one snapshot: while a
-// broadcast runs, Errors always sums to what Failed says.
+// GetBroadcast returns the broadcast with its per-code error counts.
 func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*model.Broadcast, error) {
-	b, err := scanBroadcast(s.db.QueryRowContext(ctx, selectBroadcast+" WHERE id = ?", id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-	}
+	bs, err := s.readBroadcasts(ctx, " WHERE id = ?", id)
 	if err != nil {
 		return nil, fmt.Errorf("get broadcast %d: %w", id, err)
 	}
-	return b, nil
+	if len(bs) == 0 {
+		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	}
+	return bs[0], nil
 }
 
-// selectBroadcast reads a broadcast row with its error map in one statement,
-// so the errors always add up to failed; scanBroadcast decodes it.
+// selectBroadcast reads broadcast rows; scanBroadcast decodes one. Every
+// figure is a column of the row itself (no subquery per row): lists of
+// broadcasts cost one statement for the rows and one each for their
+// error and variant counts (readBroadcasts).
 const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
 		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
 		error, created_at, started_at, finished_at,
-		(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
-		(SELECT JSON_OBJECTAGG(v.variant, v.targets) FROM broadcast_variants v WHERE v.broadcast_id = b.id),
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
-		deferred, zone_fallbacks,
-		(SELECT COALESCE(SUM(c.targets), 0) FROM broadcast_chunks c
-			WHERE c.broadcast_id = b.id AND c.status = 'pending' AND c.not_before > UTC_TIMESTAMP(6))
+		deferred, zone_fallbacks, waiting, planning, planned_at
 	FROM broadcasts b`
+
+// readBroadcasts runs selectBroadcast with the rest of a query (where,
+// order, limit) and adds each row's error and variant counts. It reads in
+// one read-only transaction, hence from one snapshot: while a broadcast
+// runs, its Errors always sum to what Failed says, and its Variants to
+// Succeeded + Failed.
+func (s *Store) readBroadcasts(ctx context.Context, rest string, args ...any) ([]*model.Broadcast, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, selectBroadcast+rest, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*model.Broadcast
+	byID := map[uint64]*model.Broadcast{}
+	for rows.Next() {
+		b, err := scanBroadcast(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, b)
+		byID[b.ID] = b
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	in := make([]string, len(out))
+	for i, b := range out {
+		in[i] = strconv.FormatUint(b.ID, 10)
+	}
+	list := strings.Join(in, ",")
+	if err := readCounts(ctx, tx, "SELECT broadcast_id, code, count FROM broadcast_errors WHERE broadcast_id IN ("+list+")", func(id uint64, k string, n int64) {
+		if b := byID[id]; b != nil {
+			b.Errors[k] = n
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("error counts: %w", err)
+	}
+	if err := readCounts(ctx, tx, "SELECT broadcast_id, variant, targets FROM broadcast_variants WHERE broadcast_id IN ("+list+")", func(id uint64, k string, n int64) {
+		if b := byID[id]; b != nil {
+			if b.Variants == nil {
+				b.Variants = map[string]int64{}
+			}
+			b.Variants[k] = n
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("variant counts: %w", err)
+	}
+	return out, nil
+}
+
+// readCounts runs a query of (broadcast id, key, count) rows.
+func readCounts(ctx context.Context, tx *sql.Tx, q string, add func(id uint64, key string, n int64)) error {
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uint64
+		var k string
+		var n int64
+		if err := rows.Scan(&id, &k, &n); err != nil {
+			return err
+		}
+		add(id, k, n)
+	}
+	return rows.Err()
+}
 
 func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error) {
 	var (
-		b                              model.Broadcast
-		status, msg, aud               string
-		createdBy, errText, errorsJSON sql.NullString
-		variantsJSON                   sql.NullString
-		idemKey, reqHash, jobName      sql.NullString
-		summary, submitToken           sql.NullString
-		deliverMS                      int64
-		startedAt, finishedAt          sql.NullTime
-		sendAt, fireTime               sql.NullTime
-		releasedBy                     sql.NullString
-		releasedAt, holdExpiresAt      sql.NullTime
-		startsAt                       sql.NullTime
+		b                         model.Broadcast
+		status, msg, aud          string
+		createdBy, errText        sql.NullString
+		idemKey, reqHash, jobName sql.NullString
+		summary, submitToken      sql.NullString
+		deliverMS                 int64
+		startedAt, finishedAt     sql.NullTime
+		sendAt, fireTime          sql.NullTime
+		releasedBy                sql.NullString
+		releasedAt, holdExpiresAt sql.NullTime
+		startsAt, plannedAt       sql.NullTime
 	)
 	if err := row.Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
-		&errText, &b.CreatedAt, &startedAt, &finishedAt, &errorsJSON, &variantsJSON,
+		&errText, &b.CreatedAt, &startedAt, &finishedAt,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
 		&b.Class, &b.MaxRate, &deliverMS,
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
-		&b.Deferred, &b.ZoneFallbacks, &b.Waiting); err != nil {
+		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -174,6 +247,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 	b.ReleasedAt = nullTime(releasedAt)
 	b.HoldExpiresAt = nullTime(holdExpiresAt)
 	b.StartsAt = nullTime(startsAt)
+	b.PlannedAt = nullTime(plannedAt)
 	b.CreatedAt = b.CreatedAt.UTC()
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)
@@ -190,13 +264,8 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		}
 	}
 	b.Errors = map[string]int64{} // never nil: the API renders {} rather than null
-	if errorsJSON.Valid {
-		if err := json.Unmarshal([]byte(errorsJSON.String), &b.Errors); err != nil {
-			return nil, fmt.Errorf("broadcast %d: decode error counts: %w", b.ID, err)
-		}
-	}
-	if err := decodeVariants(&b, variantsJSON); err != nil {
-		return nil, err
+	if len(b.Message.Localized) > 0 {
+		b.Variants = map[string]int64{} // a localized broadcast has a map even before its first checkpoint
 	}
 	return &b, nil
 }
@@ -220,26 +289,14 @@ func (s *Store) ListBroadcasts(ctx context.Context, f model.ListFilter) ([]*mode
 		where = append(where, "id < ?")
 		args = append(args, f.Before)
 	}
-	q := selectBroadcast
+	q := ""
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, f.Limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	out, err := s.readBroadcasts(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list broadcasts: %w", err)
-	}
-	defer rows.Close()
-	var out []*model.Broadcast
-	for rows.Next() {
-		b, err := scanBroadcast(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list broadcasts: %w", err)
-		}
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list broadcasts: %w", err)
 	}
 	return out, nil
@@ -248,17 +305,19 @@ func (s *Store) ListBroadcasts(ctx context.Context, f model.ListFilter) ([]*mode
 // ErrDuplicateKey: a broadcast with this idempotency key exists.
 var ErrDuplicateKey = errors.New("idempotency key already used")
 
-// Planner splits a broadcast's audience into chunks. It runs inside the
-// transaction that stores the chunks (tx reads the bundled tables; a named
-// audience reads the deployment's own through its own connection) and
-// returns the chunks and the audience snapshot (the highest token id now:
-// tokens registered later are not part of the broadcast).
-type Planner func(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (plans []lease.Plan, maxTokenID uint64, err error)
+// Planner plans a broadcast at submit, inside the transaction that stores
+// it: the whole plan of a bounded audience (user_ids, which reads a capped
+// list of users), or nil for an audience whose plan reads the tables and
+// so is made in steps after the submit has answered, by any instance
+// (package lease: ClaimPlan, CommitStep).
+type Planner func(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*lease.Step, error)
 
-// SubmitBroadcast stores b together with its chunks, in one transaction,
-// so no broadcast exists without the work that completes it: status queued
-// with the chunks plan makes, or scheduled (b.SendAt set; PromoteDue plans
-// it when it is due), or held (b.HoldExpiresAt set; ReleaseHeld plans it). b.SubmitToken, when set, makes the submit
+// SubmitBroadcast stores b, in one transaction with its whole plan when
+// plan makes it at once (status queued with its chunks) or else as
+// planning (its plan follows, on any instance); or scheduled (b.SendAt
+// set; PromoteDue makes it planning when it is due), or held
+// (b.HoldExpiresAt set; ReleaseHeld). So no broadcast exists without
+// the work that completes it. b.SubmitToken, when set, makes the submit
 // recognisable after a lost commit answer (FindBySubmitToken). With
 // b.IdempotencyKey set and already used, it returns ErrDuplicateKey.
 func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Planner) error {
@@ -269,21 +328,23 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Pl
 	if err != nil {
 		return fmt.Errorf("submit broadcast: %w", err)
 	}
-	b.Status = model.StatusQueued
-	switch {
-	case b.HoldExpiresAt != nil:
-		b.Status = model.StatusHeld // planned at release (ReleaseHeld)
-	case b.SendAt != nil || b.StartsAt != nil: // StartsAt alone: a cron fire's spread start
-		b.Status = model.StatusScheduled
-	}
 	err = sqldb.InTx(ctx, s.db.DB, s.log, "submit broadcast", func(tx *sql.Tx) error {
-		var plans []lease.Plan
-		if b.Status == model.StatusQueued {
+		b.Status = model.StatusPlanning
+		switch {
+		case b.HoldExpiresAt != nil:
+			b.Status = model.StatusHeld // planned when released (ReleaseHeld)
+		case b.SendAt != nil || b.StartsAt != nil: // StartsAt alone: a cron fire's spread start
+			b.Status = model.StatusScheduled
+		}
+		var st *lease.Step
+		if b.Status == model.StatusPlanning {
 			var err error
-			if plans, b.MaxTokenID, err = plan(ctx, tx, b); err != nil {
+			if st, err = plan(ctx, tx, b); err != nil {
 				return err
 			}
-			b.Targeted = plannedTargets(plans)
+			if st != nil {
+				b.Status = model.StatusQueued
+			}
 		}
 		id, createdAt, err := insertBroadcast(ctx, tx, b, string(msg), string(aud))
 		if err != nil {
@@ -293,25 +354,16 @@ func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Pl
 			return err
 		}
 		b.ID, b.CreatedAt = id, createdAt.UTC()
-		return lease.InsertChunks(ctx, tx, b.ID, chunkClass(b), plans)
+		if st == nil {
+			return nil
+		}
+		b.MaxTokenID, b.Targeted, b.Deferred, b.ZoneFallbacks = st.MaxCursor, st.Added, st.Deferred, st.ZoneFallbacks
+		return lease.StorePlan(ctx, tx, b.ID, chunkClass(b), *st)
 	})
 	if errors.Is(err, ErrDuplicateKey) {
 		return fmt.Errorf("submit broadcast: %w", ErrDuplicateKey)
 	}
 	return err
-}
-
-// plannedTargets is the audience size when every chunk's count is known
-// at planning time (user_ids), else 0 until the estimate arrives.
-func plannedTargets(plans []lease.Plan) int64 {
-	var n int64
-	for _, p := range plans {
-		if p.Targets < 0 {
-			return 0
-		}
-		n += p.Targets
-	}
-	return n
 }
 
 // FindByIdempotencyKey returns the broadcast submitted with key.
@@ -348,58 +400,54 @@ func (s *Store) findBy(ctx context.Context, column, value string) (*model.Broadc
 	return s.GetBroadcast(ctx, id)
 }
 
-// PromoteDue turns scheduled broadcasts whose start (starts_at: send_at or
-// the fire time plus the start spread; send_at on older rows) has come into queued
-// ones with their chunks (planned now: the audience is snapshotted when the
-// broadcast becomes due), and returns their ids. Row locks with SKIP LOCKED
-// make each promotion happen on exactly one instance however many poll at
-// once; a promotion repeated after a lost commit answer finds nothing due.
-func (s *Store) PromoteDue(ctx context.Context, plan Planner) ([]uint64, error) {
+// PromoteDue makes up to 100 scheduled broadcasts whose start (starts_at:
+// send_at or the fire time plus the start spread; send_at on older rows)
+// has come planning, and returns their ids: their audiences are
+// snapshotted when they are due, and planned by any instance, each on its
+// own (a broadcast that cannot be planned fails alone). Row locks with
+// SKIP LOCKED make each promotion happen on exactly one instance however
+// many poll at once; a promotion repeated after a lost commit answer finds
+// nothing due.
+func (s *Store) PromoteDue(ctx context.Context) ([]uint64, error) {
 	var ids []uint64
 	err := sqldb.InTx(ctx, s.db.DB, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
 		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id, audience, class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0) FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
-			ORDER BY COALESCE(starts_at, send_at), id LIMIT 20 FOR UPDATE SKIP LOCKED`)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
+			ORDER BY COALESCE(starts_at, send_at), id LIMIT 100 FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return fmt.Errorf("select due: %w", err)
 		}
-		var due []*model.Broadcast
 		for rows.Next() {
-			b := &model.Broadcast{}
-			var aud string
-			var overMS int64
-			if err := rows.Scan(&b.ID, &aud, &b.Class, &b.MaxRate, &overMS); err != nil {
+			var id uint64
+			if err := rows.Scan(&id); err != nil {
 				rows.Close()
 				return fmt.Errorf("scan: %w", err)
 			}
-			b.DeliverOver = time.Duration(overMS) * time.Millisecond
-			if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
-				rows.Close()
-				return fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
-			}
-			due = append(due, b)
+			ids = append(ids, id)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("select due: %w", err)
 		}
-		for _, b := range due {
-			plans, maxID, err := plan(ctx, tx, b)
-			if err != nil {
-				return fmt.Errorf("plan broadcast %d: %w", b.ID, err)
-			}
-			if err := lease.InsertChunks(ctx, tx, b.ID, chunkClass(b), plans); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ?, deferred = ?, zone_fallbacks = ? WHERE id = ?",
-				maxID, plannedTargets(plans), b.Deferred, b.ZoneFallbacks, b.ID); err != nil {
-				return fmt.Errorf("queue %d: %w", b.ID, err)
-			}
-			ids = append(ids, b.ID)
+		if len(ids) == 0 {
+			return nil
+		}
+		in, args := idArgs(ids)
+		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'planning', planning = 1 WHERE status = 'scheduled' AND id IN ("+in+")", args...); err != nil {
+			return fmt.Errorf("due: %w", err)
 		}
 		return nil
 	})
 	return ids, err
+}
+
+// idArgs is an IN list's placeholders and arguments.
+func idArgs(ids []uint64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return strings.TrimSuffix(strings.Repeat("?,", len(ids)), ","), args
 }
 
 // Retention batch sizes: small enough that no statement holds locks for
@@ -494,15 +542,7 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 }
 
 // chunkClass ranks a broadcast's chunks for claims.
-func chunkClass(b *model.Broadcast) lease.Class {
-	switch {
-	case b.Class == model.ClassTransactional:
-		return lease.Transactional
-	case b.Paced():
-		return lease.Paced
-	}
-	return lease.Bulk
-}
+func chunkClass(b *model.Broadcast) lease.Class { return lease.ClassOf(b.Class, b.Paced()) }
 
 func classOrBulk(class string) string {
 	if class == "" {

@@ -3,14 +3,11 @@ package repository
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"pushfan/internal/sqldb"
-	"pushfan/lease"
 	"pushfan/model"
 )
 
@@ -29,21 +26,19 @@ func (s *Store) SetHeldTargets(ctx context.Context, id uint64, n int64) error {
 }
 
 // ReleaseHeld lets a held broadcast go, recording by as released_by, in
-// one transaction with the row locked: one whose start (starts_at, else send_at) is still ahead
-// becomes scheduled (PromoteDue plans it when due); any other gets its
-// chunks from plan now and becomes queued, exactly as a submit would have
+// one transaction with the row locked: one whose start (starts_at, else
+// send_at) is still ahead becomes scheduled (PromoteDue makes it planning
+// when due); any other becomes planning, and any instance plans it (its
+// audience snapshotted at this moment), exactly as a submit would have
 // stored it. It returns the new status; ErrNotHeld (wrapped, naming the
 // status) when the broadcast is not held, ErrNotFound for an unknown id.
-func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string, plan Planner) (model.Status, error) {
+func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.Status, error) {
 	var status model.Status
 	err := sqldb.InTx(ctx, s.db.DB, s.log, "release held broadcast", func(tx *sql.Tx) error {
-		b := &model.Broadcast{ID: id}
-		var cur, aud string
-		var overMS int64
+		var cur string
 		var ahead bool
-		err := tx.QueryRowContext(ctx, `SELECT status, audience, class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
-				COALESCE(COALESCE(starts_at, send_at) > UTC_TIMESTAMP(6), 0)
-			FROM broadcasts WHERE id = ? FOR UPDATE`, id).Scan(&cur, &aud, &b.Class, &b.MaxRate, &overMS, &ahead)
+		err := tx.QueryRowContext(ctx, `SELECT status, COALESCE(COALESCE(starts_at, send_at) > UTC_TIMESTAMP(6), 0)
+			FROM broadcasts WHERE id = ? FOR UPDATE`, id).Scan(&cur, &ahead)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
@@ -53,31 +48,16 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string, plan Plan
 			return fmt.Errorf("broadcast %d is %s: %w", id, cur, ErrNotHeld)
 		}
 		by := nullIfEmpty(clampText(by, maxCreatedByRunes))
+		status = model.StatusPlanning
 		if ahead {
 			status = model.StatusScheduled
-			_, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'scheduled', targeted = 0, released_by = ?, released_at = UTC_TIMESTAMP(6)
-				WHERE id = ?`, by, id)
-			if err != nil {
-				return fmt.Errorf("schedule released broadcast: %w", err)
-			}
-			return nil
 		}
-		b.DeliverOver = time.Duration(overMS) * time.Millisecond
-		if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
-			return fmt.Errorf("broadcast %d: decode audience: %w", id, err)
+		// targeted was the held count, an estimate: the plan counts it
+		// again, exactly.
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = ?, planning = ?, targeted = 0,
+				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, string(status), !ahead, by, id); err != nil {
+			return fmt.Errorf("release: %w", err)
 		}
-		plans, maxID, err := plan(ctx, tx, b)
-		if err != nil {
-			return fmt.Errorf("plan broadcast %d: %w", id, err)
-		}
-		if err := lease.InsertChunks(ctx, tx, id, chunkClass(b), plans); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'queued', max_token_id = ?, targeted = ?, deferred = ?, zone_fallbacks = ?,
-				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, maxID, plannedTargets(plans), b.Deferred, b.ZoneFallbacks, by, id); err != nil {
-			return fmt.Errorf("queue released broadcast: %w", err)
-		}
-		status = model.StatusQueued
 		return nil
 	})
 	return status, err

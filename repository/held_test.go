@@ -13,9 +13,8 @@ import (
 	"pushfan/repository"
 )
 
-func noPlan(context.Context, *sql.Tx, *model.Broadcast) ([]lease.Plan, uint64, error) {
-	return nil, 0, nil
-}
+// noPlan leaves every broadcast to be planned after its submit.
+func noPlan(context.Context, *sql.Tx, *model.Broadcast) (*lease.Step, error) { return nil, nil }
 
 // Four instances expiring holds at once cancel each expired hold exactly
 // once, leave the unexpired one held, and count its audience canceled.
@@ -91,7 +90,7 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 	if b, _ := s.GetBroadcast(ctx(t), expired[0]); b.Targeted != 1 {
 		t.Fatalf("a late count overwrote an expired hold's targeted: %d", b.Targeted)
 	}
-	if _, err := s.ReleaseHeld(ctx(t), expired[0], "x", noPlan); !errors.Is(err, repository.ErrNotHeld) {
+	if _, err := s.ReleaseHeld(ctx(t), expired[0], "x"); !errors.Is(err, repository.ErrNotHeld) {
 		t.Fatalf("release of an expired hold: %v", err)
 	}
 }

@@ -26,20 +26,23 @@ func resendFilter(sc *Schema, a model.Audience) (string, []any, bool, error) {
 	return cond, args, false, nil
 }
 
-// ResendFailures counts broadcast id's failure rows with one of codes:
-// those with a token id a resend can select, and those without one (a
-// named audience that returns no token ids), which no resend can reach.
-func (s *Store) ResendFailures(ctx context.Context, id uint64, codes []string) (resolvable, unresolvable int64, err error) {
+// ResendFailures reports whether broadcast id has failure rows with one of
+// codes that a resend can select (with a token id), and whether it has
+// any without one (a named audience that returns no token ids), which no
+// resend can reach. Each is an index probe that stops at the first such
+// row, however many failures the broadcast has: a resend's submit answers
+// at once, and its plan counts the targets.
+func (s *Store) ResendFailures(ctx context.Context, id uint64, codes []string) (resolvable, unresolvable bool, err error) {
 	if len(codes) == 0 {
-		return 0, 0, nil
+		return false, false, nil
 	}
-	q, args, err := sqlx.In(`SELECT COALESCE(SUM(token_id <> 0), 0), COALESCE(SUM(token_id = 0), 0)
-		FROM broadcast_failures WHERE broadcast_id = ? AND code IN (?)`, id, codes)
+	q, args, err := sqlx.In(`SELECT EXISTS (SELECT 1 FROM broadcast_failures WHERE broadcast_id = ? AND code IN (?) AND token_id <> 0),
+		EXISTS (SELECT 1 FROM broadcast_failures WHERE broadcast_id = ? AND code IN (?) AND token_id = 0)`, id, codes, id, codes)
 	if err != nil {
-		return 0, 0, fmt.Errorf("resend failures: %w", err)
+		return false, false, fmt.Errorf("resend failures: %w", err)
 	}
 	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&resolvable, &unresolvable); err != nil {
-		return 0, 0, fmt.Errorf("resend failures of broadcast %d: %w", id, err)
+		return false, false, fmt.Errorf("resend failures of broadcast %d: %w", id, err)
 	}
 	return resolvable, unresolvable, nil
 }

@@ -7,13 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strings"
 	"time"
 
-	"pushfan/internal/sqldb"
-	"pushfan/lease"
 	"pushfan/model"
 
 	"github.com/jmoiron/sqlx"
@@ -128,7 +124,8 @@ var errAmbiguousAudience = errors.New("audience sets both all and user_ids")
 func audienceFilter(sc *Schema, a model.Audience) (cond string, args []any, empty bool, err error) {
 	base := sc.base
 	if a.Zones != nil {
-		// A local-time chunk reads its zone group only (localtime.go).
+		// A local-time chunk planned before migration 00014 reads its zone
+		// group only (localtime.go); later ones carry their target list.
 		zc, zargs := sc.zoneCondition(*a.Zones)
 		rest := a
 		rest.Zones = nil
@@ -236,156 +233,4 @@ func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, err
 		return 0, fmt.Errorf("count audience: %w", err)
 	}
 	return n, nil
-}
-
-// PlanBuiltin splits a built-in audience into chunks that follow its own
-// tokens, and returns them with the snapshot (the highest token id now).
-//
-//   - user_ids: the audience's token ids are read (the list is capped, so
-//     this is a bounded index lookup) and cut every width targets: a small
-//     audience is one chunk, whatever the size of the table, and every
-//     chunk's target count is known exactly.
-//   - all: (lowest live token id - 1, highest id] cut every width ids, at
-//     most maxChunks chunks (wider beyond); counts come later (CountChunks).
-//
-// An audience with no target gets no chunk: the broadcast completes empty.
-func PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audience, width uint64, maxChunks int) ([]lease.Plan, uint64, error) {
-	return BundledSchema().PlanBuiltin(ctx, q, a, width, maxChunks)
-}
-
-// PlanBuiltin is the package's PlanBuiltin over the tables of sc.
-func (sc *Schema) PlanBuiltin(ctx context.Context, q sqldb.Querier, a model.Audience, width uint64, maxChunks int) ([]lease.Plan, uint64, error) {
-	if width == 0 || maxChunks <= 0 {
-		return nil, 0, fmt.Errorf("plan: chunk width %d and max chunks %d must be positive", width, maxChunks)
-	}
-	var hi sql.NullInt64
-	if err := q.QueryRowContext(ctx, "SELECT MAX("+sc.tID+") FROM "+sc.tokensTable+" t").Scan(&hi); err != nil {
-		return nil, 0, fmt.Errorf("plan: audience bounds: %w", err)
-	}
-	maxID := uint64(hi.Int64)
-	if maxID == 0 {
-		return nil, 0, nil
-	}
-	cond, args, empty, err := audienceFilter(sc, a)
-	switch {
-	case err != nil:
-		return nil, 0, fmt.Errorf("plan: %w", err)
-	case empty:
-		return nil, maxID, nil
-	case a.All && a.Zones == nil: // a zone group's tokens are listed, as user_ids
-		var lo sql.NullInt64
-		if err := q.QueryRowContext(ctx, "SELECT MIN("+sc.tID+") FROM "+sc.tokensTable+" t WHERE "+sc.valid).Scan(&lo); err != nil {
-			return nil, 0, fmt.Errorf("plan: audience bounds: %w", err)
-		}
-		if !lo.Valid {
-			return nil, maxID, nil
-		}
-		return SplitRange(uint64(lo.Int64)-1, maxID, width, maxChunks), maxID, nil
-	}
-	query, qargs, err := sqlx.In("SELECT "+sc.tID+" FROM "+sc.from+" WHERE "+sc.tID+" <= ? AND "+cond+" ORDER BY "+sc.tID,
-		append([]any{maxID}, args...)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("plan: %w", err)
-	}
-	rows, err := q.QueryContext(ctx, query, qargs...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("plan: audience ids: %w", err)
-	}
-	defer rows.Close()
-	var plans []lease.Plan
-	var prev, n uint64
-	first := true
-	for rows.Next() {
-		var id uint64
-		if err := rows.Scan(&id); err != nil {
-			return nil, 0, fmt.Errorf("plan: audience ids: %w", err)
-		}
-		if first {
-			plans = append(plans, lease.Plan{Lo: id - 1})
-			first = false
-		} else if n == width {
-			plans[len(plans)-1].Hi, plans[len(plans)-1].Targets = prev, int64(n)
-			plans = append(plans, lease.Plan{Lo: prev})
-			n = 0
-		}
-		prev, n = id, n+1
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("plan: audience ids: %w", err)
-	}
-	if len(plans) > 0 {
-		plans[len(plans)-1].Hi, plans[len(plans)-1].Targets = prev, int64(n)
-	}
-	return plans, maxID, nil
-}
-
-// SplitRange cuts (lo, hi] into chunks of width cursor values, widened so
-// there are at most maxChunks; their target counts are unknown (-1).
-func SplitRange(lo, hi, width uint64, maxChunks int) []lease.Plan {
-	if hi <= lo {
-		return nil
-	}
-	span := hi - lo
-	w := max(width, span/uint64(maxChunks)+min(span%uint64(maxChunks), 1))
-	var plans []lease.Plan
-	for from := lo; from < hi; {
-		to := hi
-		if hi-from > w {
-			to = from + w
-		}
-		plans = append(plans, lease.Plan{Lo: from, Hi: to, Targets: -1})
-		if to == math.MaxUint64 {
-			break
-		}
-		from = to
-	}
-	return plans
-}
-
-// CountChunks counts a built-in audience's targets in each of the chunks
-// (bounds[i], bounds[i+1]] in one index scan: INTERVAL() finds each token's
-// chunk by binary search over the bounds.
-func (s *Store) CountChunks(ctx context.Context, a model.Audience, bounds []uint64) ([]int64, error) {
-	if len(bounds) < 2 {
-		return nil, nil
-	}
-	counts := make([]int64, len(bounds)-1)
-	cond, args, empty, err := audienceFilter(s.schema, a)
-	if err != nil {
-		return nil, fmt.Errorf("count chunks: %w", err)
-	}
-	if empty {
-		return counts, nil
-	}
-	// INTERVAL(t.id - 1, b0, b1, ...) is the number of bounds <= t.id-1,
-	// i.e. 1 + the chunk index for b_k < t.id <= b_k+1.
-	in := strings.TrimSuffix(strings.Repeat("?,", len(bounds)-1), ",")
-	full := make([]any, 0, len(bounds)+len(args)+2)
-	for _, b := range bounds[:len(bounds)-1] {
-		full = append(full, b)
-	}
-	full = append(full, bounds[0], bounds[len(bounds)-1])
-	full = append(full, args...)
-	sc := s.schema
-	q := s.db.Rebind("SELECT INTERVAL(" + sc.tID + " - 1, " + in + ") AS k, COUNT(*) FROM " + sc.from +
-		" WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND " + cond + " GROUP BY k")
-	rows, err := s.db.QueryContext(ctx, q, full...)
-	if err != nil {
-		return nil, fmt.Errorf("count chunks: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k int
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, fmt.Errorf("count chunks: %w", err)
-		}
-		if k >= 1 && k <= len(counts) {
-			counts[k-1] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count chunks: %w", err)
-	}
-	return counts, nil
 }

@@ -576,9 +576,9 @@ func TestWatchStreamEndsAtSignOut(t *testing.T) {
 	teststack.Receive(t, "the stream to end after the sign-out", 5*time.Second, ended)
 	t.Logf("the stream ended %v after the sign-out", time.Since(start).Round(time.Millisecond))
 	var cur teststack.Broadcast
-	// Not final (queued or running: 200 targets at 5/s take 40 s), so the
-	// stream ended for the sign-out, not for the broadcast's end.
-	if s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &cur); cur.Status != "queued" && cur.Status != "running" {
-		t.Fatalf("the broadcast is %s: want it still queued or running", cur.Status)
+	// Not final (200 targets at 5/s take 40 s), so the stream ended for
+	// the sign-out, not for the broadcast's end.
+	if s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &cur); cur.Final() {
+		t.Fatalf("the broadcast is %s: want it still unfinished", cur.Status)
 	}
 }

@@ -216,7 +216,7 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 	f := model.ListFilter{Limit: 50}
 	if q := c.QueryParam("status"); q != "" {
 		if !model.Status(q).Valid() {
-			return badRequest("invalid_value", "status", "status must be one of scheduled, held, queued, running, completed, canceled, failed")
+			return badRequest("invalid_value", "status", "status must be one of scheduled, held, planning, queued, running, completed, canceled, failed")
 		}
 		f.Status = model.Status(q)
 	}

@@ -91,7 +91,7 @@ func TestHeldBroadcastSendsNothingUntilReleased(t *testing.T) {
 	// Four-eyes is off: the creator may release.
 	var r teststack.Broadcast
 	if resp := s.DoAuth("POST", fmt.Sprintf("/push/broadcasts/%d/release", b.ID), aliceToken, nil, &r); resp.StatusCode != http.StatusOK ||
-		(r.Status != "queued" && r.Status != "running" && r.Status != "completed") || r.ReleasedBy != "alice" || r.ReleasedAt == nil {
+		(r.Status != "planning" && r.Status != "queued" && r.Status != "running" && r.Status != "completed") || r.ReleasedBy != "alice" || r.ReleasedAt == nil {
 		t.Fatalf("release: %d %+v", resp.StatusCode, r)
 	}
 	done := s.WaitFinished(b.ID, 30*time.Second)

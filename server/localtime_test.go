@@ -74,6 +74,7 @@ func TestLocalTimeDeliversPerZone(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("submit: %d %+v", resp.StatusCode, b)
 	}
+	b = s.WaitPlanned(b.ID, 10*time.Second)
 	if b.SendAtLocal != due.Format("2006-01-02T15:04:05") || b.Targeted != 11 || waiting(b) != 9 ||
 		b.ZoneFallbacks == nil || *b.ZoneFallbacks != 1 || b.Deferred == nil || *b.Deferred != 0 {
 		t.Fatalf("submitted: %+v (want targeted 11, waiting 9, zone_fallbacks 1, deferred 0)", b)
@@ -130,6 +131,7 @@ func TestQuietHoursDefersToWindowEnd(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("submit: %d %+v", resp.StatusCode, b)
 	}
+	b = s.WaitPlanned(b.ID, 10*time.Second)
 	if b.Deferred == nil || *b.Deferred != 3 || waiting(b) != 3 || b.Targeted != 5 || b.QuietHours == nil {
 		t.Fatalf("submitted: %+v (want deferred 3, waiting 3, targeted 5)", b)
 	}

@@ -135,7 +135,7 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 	}
 	sorted := func(v ...string) []string { sort.Strings(v); return v }
 	statuses := []string{}
-	for _, st := range []model.Status{model.StatusHeld, model.StatusScheduled, model.StatusQueued, model.StatusRunning, model.StatusCompleted, model.StatusCanceled, model.StatusFailed} {
+	for _, st := range []model.Status{model.StatusHeld, model.StatusScheduled, model.StatusPlanning, model.StatusQueued, model.StatusRunning, model.StatusCompleted, model.StatusCanceled, model.StatusFailed} {
 		if !st.Valid() {
 			t.Fatalf("status %s not valid", st)
 		}

@@ -166,7 +166,7 @@ func TestCancelMidBroadcast(t *testing.T) {
 		if cur.Succeeded >= 200 {
 			return true
 		}
-		if cur.Status != "running" && cur.Status != "queued" {
+		if cur.Status != "running" && cur.Status != "queued" && cur.Status != "planning" {
 			t.Fatalf("broadcast ended before cancel: %+v", cur)
 		}
 		return false

@@ -27,9 +27,12 @@ type broadcastView struct {
 	JobName           string           `json:"job_name,omitempty"`
 	FireTime          *time.Time       `json:"fire_time,omitempty"`
 	CreatedAt         time.Time        `json:"created_at"`
-	StartedAt         *time.Time       `json:"started_at"`
-	FinishedAt        *time.Time       `json:"finished_at"`
-	DurationMS        *int64           `json:"duration_ms"`
+	// PlannedAt is when the audience's plan was complete (null while it
+	// is planned: targeted is then the targets planned so far).
+	PlannedAt  *time.Time `json:"planned_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	DurationMS *int64     `json:"duration_ms"`
 	// Class is the scheduling class; MaxRate and DeliverOver the pace.
 	Class       string   `json:"class"`
 	MaxRate     *float64 `json:"max_rate"`
@@ -74,7 +77,7 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
-		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
+		CreatedAt: b.CreatedAt, PlannedAt: b.PlannedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 		Chunks: b.Chunks,
 		Class:  b.Class,
 

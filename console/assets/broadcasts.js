@@ -6,7 +6,7 @@ import {get, qs} from './api.js';
 import {h, badge, table, emptyRow, showPageError, clearPageError, fill, add} from './dom.js';
 import {num, timeEl} from './format.js';
 
-export const STATUSES = ['held', 'scheduled', 'queued', 'running', 'completed', 'canceled', 'failed'];
+export const STATUSES = ['held', 'scheduled', 'planning', 'queued', 'running', 'completed', 'canceled', 'failed'];
 export const TRIGGERS = ['api', 'schedule', 'cron', 'resend'];
 const PAGE = 50;
 

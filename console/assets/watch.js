@@ -15,7 +15,7 @@ import {headline} from './broadcasts.js';
 
 // What POST .../resend resends by default (the transient codes).
 const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETWORK_ERROR'];
-const CANCELABLE = new Set(['scheduled', 'held', 'queued', 'running']);
+const CANCELABLE = new Set(['scheduled', 'held', 'planning', 'queued', 'running']);
 const SEGMENTS = ['succeeded', 'failed', 'canceled', 'waiting'];
 const FAILURES_PAGE = 50;
 const POLL_MS = 2000;

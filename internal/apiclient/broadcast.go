@@ -18,6 +18,7 @@ type Broadcast struct {
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
 	Error             *string          `json:"error"`
 	CreatedAt         time.Time        `json:"created_at"`
+	PlannedAt         *time.Time       `json:"planned_at"`
 	StartedAt         *time.Time       `json:"started_at"`
 	FinishedAt        *time.Time       `json:"finished_at"`
 	DurationMS        *int64           `json:"duration_ms"`
@@ -46,6 +47,10 @@ type Chunks struct {
 	Takeovers int            `json:"takeovers"`
 	DoneBy    map[string]int `json:"done_by"`
 }
+
+// Planned reports whether the broadcast's audience is planned: from then
+// on Targeted is the whole audience.
+func (b Broadcast) Planned() bool { return b.PlannedAt != nil }
 
 // Final reports whether the broadcast has ended.
 func (b Broadcast) Final() bool {

@@ -121,6 +121,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
 		MaxChunks:     cfg.Engine.MaxChunks,
 		ChunkParallel: cfg.Engine.ChunkParallel,
+		PlanParallel:  planParallel(cfg.Engine.PlanParallel),
 		PollInterval:  cfg.Engine.PollInterval,
 		Owner:         cfg.Engine.InstanceID,
 		Metrics:       m,
@@ -180,4 +181,13 @@ func (i *Instance) Stop(ctx context.Context) error {
 	err := errors.Join(i.API.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
 	i.Sender.Close()
 	return err
+}
+
+// planParallel maps PUSHFAN_PLAN_PARALLEL to the service's option, whose
+// zero means the default: 0 there is "this instance plans nothing".
+func planParallel(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -285,6 +286,20 @@ func (s *Stack) WaitFinished(id uint64, within time.Duration) Broadcast {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// WaitPlanned polls GET /push/broadcasts/{id} until its audience is
+// planned (planned_at set: targeted is the whole audience) or it ended,
+// failing the test after within.
+func (s *Stack) WaitPlanned(id uint64, within time.Duration) Broadcast {
+	s.T.Helper()
+	var b Broadcast
+	WaitEvery(s.T, fmt.Sprintf("broadcast %d planned", id), within, 20*time.Millisecond, func() bool {
+		b = Broadcast{}
+		s.Do("GET", "/push/broadcasts/"+itoa(id), nil, &b)
+		return b.Planned() || b.Final()
+	})
+	return b
 }
 
 func itoa(n uint64) string {

@@ -1,0 +1,139 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"pushfan/internal/sqldb"
+	"pushfan/model"
+)
+
+// PlanRow is one target as a plan reads it: its token id and, for a plan
+// that needs it (local time, quiet hours), its user's zone column.
+type PlanRow struct {
+	ID      uint64
+	Zone    string
+	HasZone bool // false: the column is NULL (the default zone applies)
+}
+
+// MaxTokenID is the highest token id now (0 for none): the snapshot a
+// broadcast's plan reads up to, so that tokens registered after the plan
+// started are not part of it. q is a transaction, or nil for the pool.
+func (s *Store) MaxTokenID(ctx context.Context, q sqldb.Querier) (uint64, error) {
+	if q == nil {
+		q = s.db
+	}
+	var hi sql.NullInt64
+	if err := q.QueryRowContext(ctx, "SELECT MAX("+s.schema.tID+") FROM "+s.schema.tokensTable+" t").Scan(&hi); err != nil {
+		return 0, fmt.Errorf("audience snapshot: %w", err)
+	}
+	return uint64(hi.Int64), nil
+}
+
+// PlanPage appends to dst[:0] up to limit targets of the built-in audience
+// a whose token id is in (after, upto], in id order, with their zones when
+// withZone. A plan reads the audience with it once, in order, page after
+// page from where the last one ended: one scan of the primary key for
+// "all", whatever the number of zones. q is the transaction that stores a
+// plan made at once (a user_ids audience), or nil for the pool.
+func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience, after, upto uint64, limit int, withZone bool, dst []PlanRow) ([]PlanRow, error) {
+	dst = dst[:0]
+	if q == nil {
+		q = s.db
+	}
+	if limit <= 0 {
+		return dst, fmt.Errorf("plan page: limit %d must be positive", limit)
+	}
+	cond, args, empty, err := audienceFilter(s.schema, a)
+	if err != nil {
+		return dst, fmt.Errorf("plan page: %w", err)
+	}
+	if empty || upto <= after {
+		return dst, nil
+	}
+	sc := s.schema
+	zone := "NULL"
+	if withZone {
+		zone = sc.uTimezone
+	}
+	hint := ""
+	if a.All {
+		hint = "STRAIGHT_JOIN " // a primary-key range walk that stops after limit rows (see AudiencePage)
+	}
+	full := make([]any, 0, len(args)+3)
+	full = append(full, after, upto)
+	full = append(full, args...)
+	full = append(full, limit)
+	rows, err := q.QueryContext(ctx, "SELECT "+hint+sc.tID+", "+zone+" FROM "+sc.from+" WHERE "+sc.tID+" > ? AND "+sc.tID+" <= ? AND "+cond+
+		" ORDER BY "+sc.tID+" LIMIT ?", full...)
+	if err != nil {
+		return dst, fmt.Errorf("plan page after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var raw sql.RawBytes
+	zones := map[string]string{} // one string per zone name, not per row
+	for rows.Next() {
+		var r PlanRow
+		if err := rows.Scan(&r.ID, &raw); err != nil {
+			return dst[:0], fmt.Errorf("plan page: scan: %w", err)
+		}
+		if raw != nil {
+			r.HasZone = true
+			z, ok := zones[string(raw)]
+			if !ok {
+				z = string(raw)
+				zones[z] = z
+			}
+			r.Zone = z
+		}
+		dst = append(dst, r)
+	}
+	if err := rows.Err(); err != nil {
+		return dst[:0], fmt.Errorf("plan page after %d: %w", after, err)
+	}
+	return dst, nil
+}
+
+// TargetsByID appends to dst[:0] the targets among ids (ascending token
+// ids a plan fixed for a chunk) that are still valid, with push still
+// enabled for their users, in id order: a chunk with a target list pages
+// it with this, and a token invalidated or a user disabled since the plan
+// is not sent to.
+func (s *Store) TargetsByID(ctx context.Context, ids []uint64, dst []Target) ([]Target, error) {
+	dst = dst[:0]
+	if len(ids) == 0 {
+		return dst, nil
+	}
+	var in strings.Builder
+	in.Grow(len(ids) * 9)
+	for i, id := range ids {
+		if i > 0 {
+			in.WriteByte(',')
+		}
+		in.WriteString(strconv.FormatUint(id, 10)) // integers the plan stored, never request text
+	}
+	sc := s.schema
+	rows, err := s.db.QueryContext(ctx, "SELECT STRAIGHT_JOIN "+sc.targetColumns()+" FROM "+sc.from+" WHERE "+sc.tID+" IN ("+in.String()+") AND "+sc.base+
+		" ORDER BY "+sc.tID)
+	if err != nil {
+		return dst, fmt.Errorf("targets by id from %d: %w", ids[0], err)
+	}
+	defer rows.Close()
+	var locale sql.RawBytes
+	var locales localeInterner
+	for rows.Next() {
+		dst = append(dst, Target{})
+		t := &dst[len(dst)-1]
+		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale); err != nil {
+			return dst[:0], fmt.Errorf("targets by id: scan: %w", err)
+		}
+		t.Locale = locales.intern(locale)
+	}
+	if err := rows.Err(); err != nil {
+		return dst[:0], fmt.Errorf("targets by id from %d: %w", ids[0], err)
+	}
+	return dst, nil
+}
