@@ -144,6 +144,19 @@ type Coordinator struct {
 	members int     // sending members last counted, this one included
 	share   float64 // this instance's messages per second
 	report  func(perSecond float64, members int)
+
+	// hook, for tests only (set before Start, see export_test.go), is
+	// called by the heartbeat loop at each stage of a beat: "beat" (one
+	// begins), "read" (its row written, the reads next; ctx is theirs) and
+	// "apply" (read, its share next). Blocking in it stalls the loop.
+	hook func(ctx context.Context, stage string)
+}
+
+// at runs the test hook, if any, at stage.
+func (c *Coordinator) at(ctx context.Context, stage string) {
+	if c.hook != nil {
+		c.hook(ctx, stage)
+	}
 }
 
 // New returns a Coordinator for throttle; demand reports the rate the
@@ -270,6 +283,7 @@ type member struct {
 // beat heartbeats, reads the live members and applies this instance's
 // share and any cluster pause.
 func (c *Coordinator) beat(ctx context.Context) {
+	c.at(ctx, "beat")
 	now := time.Now()
 	demand := c.demand()
 	if demand > 0 {
@@ -281,6 +295,9 @@ func (c *Coordinator) beat(ctx context.Context) {
 	sending := demand > 0
 	members, pausedFor, err := c.exchange(ctx, sending, demand)
 	read := now // no later than the read of the members' rows
+	if err == nil {
+		c.at(ctx, "apply")
+	}
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return
@@ -350,6 +367,7 @@ func (c *Coordinator) exchange(ctx context.Context, sending bool, demand float64
 		return nil, 0, fmt.Errorf("heartbeat: %w", err)
 	}
 	c.applied = false // until this beat's share is applied
+	c.at(ctx, "read")
 	rows, err := c.db.QueryContext(ctx, `SELECT instance, sending, demand, COALESCE(TIMESTAMPDIFF(MICROSECOND, applied_at, UTC_TIMESTAMP(6)), -1) FROM budget_members
 		WHERE project = ? AND instance <> ? AND heartbeat_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`,
 		c.opt.Project, c.opt.Instance, c.opt.Stale.Microseconds())
