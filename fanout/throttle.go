@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +14,9 @@ import (
 
 // Throttle is the process's rate limit, shared by every broadcast (FCM's
 // quota is per project, not per broadcast). Package quota sets it to this
-// instance's share of the project's budget (SetLimit) and spreads pauses
-// between instances (OnPause, Hold).
+// instance's share of the project's budget (SetLimit), for as long as the
+// other instances count it in (GrantUntil), and spreads pauses between
+// instances (OnPause, Hold).
 //
 // On a 429 it pauses every worker until the server's Retry-After has
 // passed, then ramps the rate back up from a tenth over RampUp, so the
@@ -37,6 +39,14 @@ type Throttle struct {
 	full        rate.Limit // the share, corrected for the burst (see effective)
 	burst       int
 	onPause     func(until time.Time)
+
+	// grantEnd is when the share runs out (GrantUntil), in nanoseconds
+	// of the monotonic clock since epoch; math.MaxInt64: never. renewed
+	// is closed (and replaced, under mu) by every GrantUntil, to wake the
+	// waiters it holds.
+	epoch    time.Time
+	grantEnd atomic.Int64
+	renewed  chan struct{}
 
 	changed chan struct{} // signalled by SetLimit: the pool resizes at once
 
@@ -62,7 +72,10 @@ func NewThrottle(perSecond float64, rampUp, window time.Duration) *Throttle {
 	if window <= 0 {
 		window = time.Minute
 	}
-	t := &Throttle{lim: rate.NewLimiter(0, 1), rampUp: rampUp, window: window, now: time.Now, changed: make(chan struct{}, 1)}
+	t := &Throttle{lim: rate.NewLimiter(0, 1), rampUp: rampUp, window: window, now: time.Now, changed: make(chan struct{}, 1),
+		renewed: make(chan struct{})}
+	t.epoch = t.now()
+	t.grantEnd.Store(math.MaxInt64)
 	t.SetLimit(perSecond)
 	return t
 }
@@ -112,6 +125,46 @@ func (t *Throttle) Limit() float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.share
+}
+
+// GrantUntil bounds the share SetLimit set: from until on, Wait and
+// WaitUrgent give no permit until a later GrantUntil; the zero time lifts
+// the bound. Package quota renews it at every heartbeat to the instant the
+// other instances may count this one out, so a process that stalls past it
+// (a VM paused, SIGSTOP, a long GC) cannot spend, when it runs again, a
+// share the others have taken over. By the monotonic clock.
+func (t *Throttle) GrantUntil(until time.Time) {
+	end := int64(math.MaxInt64)
+	if !until.IsZero() {
+		end = int64(until.Sub(t.epoch))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.grantEnd.Store(end)
+	close(t.renewed)
+	t.renewed = make(chan struct{})
+}
+
+// lapsed reports whether the grant has run out at now.
+func (t *Throttle) lapsed(now time.Time) bool {
+	return int64(now.Sub(t.epoch)) >= t.grantEnd.Load()
+}
+
+// awaitGrant blocks while the grant has run out, until GrantUntil or ctx
+// ends.
+func (t *Throttle) awaitGrant(ctx context.Context) error {
+	t.mu.Lock()
+	renewed, lapsed := t.renewed, t.lapsed(t.now())
+	t.mu.Unlock()
+	if !lapsed {
+		return nil
+	}
+	select {
+	case <-renewed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // OnPause installs fn, called (from a worker) when a 429 pauses this
@@ -169,12 +222,25 @@ func (t *Throttle) wait(ctx context.Context) error {
 			}
 			continue
 		}
+		if t.lapsed(now) {
+			if err := t.awaitGrant(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if t.ramping.Load() {
 			t.mu.Lock()
 			t.adjustRamp(now)
 			t.mu.Unlock()
 		}
-		return t.lim.Wait(ctx)
+		if err := t.lim.Wait(ctx); err != nil {
+			return err
+		}
+		if !t.lapsed(t.now()) {
+			return nil
+		}
+		// The permit came due after the grant ran out (reserved before a
+		// stall): it is not spent.
 	}
 }
 

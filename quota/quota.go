@@ -26,7 +26,10 @@
 //     at the same moment, unseen) and takes its part 80 ms later, when a
 //     heartbeat would see them.
 //     Senders lower and raise their shares at once: a joiner always waits
-//     for them. An idle instance's throttle is at the trickle too, for the
+//     for them. A share that falls because this instance's own demand fell
+//     (a leave, or a pace below its part) falls before the heartbeat
+//     stores that demand, as the others take up what it leaves as soon as
+//     they read it. An idle instance's throttle is at the trickle too, for the
 //     moment between its first send and its join's heartbeat. The trickle
 //     is the one rate outside the split: a joiner adds at most 1% of the
 //     limit for about 300 ms, 3 ms worth.
@@ -39,7 +42,16 @@
 //     written to budget_pauses at once, as the instant it ends by the
 //     database's clock. Every other instance reads it at its next heartbeat
 //     and pauses until then, so the cluster stops within a heartbeat or two
-//     and ramps back up together from the same instant.
+//     and ramps back up together from the same instant. A burst of 429s
+//     publishes its longest pause (none is dropped), and one whose write
+//     fails is written again at the next heartbeat while it lasts.
+//   - A share is granted until Stale after the start of the heartbeat
+//     whose read it was split from, by the instance's own monotonic clock
+//     (fanout.Throttle.GrantUntil): the others count the instance in at
+//     least that long, and past it its throttle gives no permit until a
+//     heartbeat grants one again. So at any moment every member's share
+//     was split from a read begun less than Stale before, or it sends
+//     nothing.
 //
 // Failure modes:
 //
@@ -47,19 +59,33 @@
 //     it keeps its last share for Stale − 3 × Interval after the start of
 //     its last good one (a failing beat takes up to 2 × Interval, and the
 //     next starts an Interval later, so it holds before the others, which
-//     count it out Stale after that heartbeat, take its share); then it
-//     holds its sends until a heartbeat gets through (its chunks cannot checkpoint meanwhile either, and
+//     count it out Stale after that heartbeat, take its share; its grant
+//     runs out at Stale in any case); then it holds its sends until a
+//     heartbeat gets through (its chunks cannot checkpoint meanwhile either, and
 //     their leases go to the instances that can). Unreachable from every
 //     instance: each holds after Stale; nothing is sent without the
 //     database that records it.
+//   - A process stopped past Stale (a VM paused, SIGSTOP, a long GC), or
+//     one whose heartbeats failed that long: the others have counted it
+//     out and taken its share, and its grant has run out, so whatever runs
+//     first when it resumes sends nothing. The first heartbeat that gets
+//     through more than Stale after the last good one began joins again as
+//     a new member does: the trickle, then its part once the others have
+//     made room. (One whose gap fell inside the beat, after its write,
+//     ignores what it read and beats again at once.)
 //   - A sender whose heartbeat is late (a slow database) delays a
 //     joiner's rise past JoinWait: the rise waits until every other
-//     sender has beaten since it began, or until one that stops beating is
-//     counted out after Stale, so late beats never make the parts overlap.
-//     (A member certifies a heartbeat at its next one, applied_at, once the
-//     share it read had taken effect.)
+//     sender has applied a share read since it began, so late beats never
+//     make the parts overlap. (A member certifies a heartbeat at its next
+//     one, applied_at, once the share it read had taken effect.) It waits
+//     Stale at most: by then every member's share was split from a read
+//     that saw the joiner, or that member sends nothing (the grant). So a
+//     member whose heartbeats are written but whose reads keep timing out
+//     (it never certifies a share, and holds) cannot block a join.
 //   - Clocks: heartbeat, lease and pause times are the database's, never an
-//     instance's, so instances' clocks need not agree.
+//     instance's, so instances' clocks need not agree; a grant is a span of
+//     the instance's own monotonic clock, which a wall-clock step does not
+//     move.
 //   - Instances configured with different limits for the same project each
 //     split their own limit: configure them alike.
 package quota
@@ -124,8 +150,11 @@ type Coordinator struct {
 	// a broadcast takes all it gets (the engine's Demand).
 	demand func() float64
 
-	pauses chan time.Time // local 429 pauses to publish
-	loop   lifecycle.Loop
+	// pausing (capacity 1) wakes the loop to publish pause, the longest
+	// local 429 pause not yet published (under mu). A burst of 429s
+	// coalesces into its longest pause: the published one only extends.
+	pausing chan struct{}
+	loop    lifecycle.Loop
 
 	// The loop's own state.
 	granted float64   // the demand the others have had JoinWait to see (0 while idle)
@@ -143,7 +172,24 @@ type Coordinator struct {
 	mu      sync.Mutex
 	members int     // sending members last counted, this one included
 	share   float64 // this instance's messages per second
-	report  func(perSecond float64, members int)
+	// until is when the throttle's grant runs out (see grant): the share
+	// is 0 from then; zero: no grant yet (before Start).
+	until  time.Time
+	pause  time.Time
+	report func(perSecond float64, members int)
+
+	// hook, for tests only (set before Start, see export_test.go), is
+	// called by the heartbeat loop at each stage of a beat: "beat" (one
+	// begins), "read" (its row written, the reads next; ctx is theirs) and
+	// "apply" (read, its share next). Blocking in it stalls the loop.
+	hook func(ctx context.Context, stage string)
+}
+
+// at runs the test hook, if any, at stage.
+func (c *Coordinator) at(ctx context.Context, stage string) {
+	if c.hook != nil {
+		c.hook(ctx, stage)
+	}
 }
 
 // New returns a Coordinator for throttle; demand reports the rate the
@@ -158,7 +204,7 @@ func New(db *sql.DB, log *slog.Logger, throttle *fanout.Throttle, demand func() 
 	if opt.JoinWait <= 0 {
 		opt.JoinWait = opt.Interval * 6 / 5
 	}
-	c := &Coordinator{db: db, log: sqldb.OrDiscard(log), opt: opt, throttle: throttle, demand: demand, pauses: make(chan time.Time, 16)}
+	c := &Coordinator{db: db, log: sqldb.OrDiscard(log), opt: opt, throttle: throttle, demand: demand, pausing: make(chan struct{}, 1)}
 	c.setShare(opt.Limit*trickle, 1)
 	throttle.OnPause(c.paused)
 	return c
@@ -182,10 +228,14 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 }
 
 // Share is this instance's current share of the budget, in messages per
-// second, and the sending instances it was split between.
+// second (0 while it holds its sends), and the sending instances it was
+// split between.
 func (c *Coordinator) Share() (perSecond float64, members int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.until.IsZero() && !time.Now().Before(c.until) {
+		return 0, c.members
+	}
 	return c.share, c.members
 }
 
@@ -199,10 +249,20 @@ func (c *Coordinator) OnShare(fn func(perSecond float64, members int)) {
 
 // paused is the throttle's hook for a 429 this instance got: publish it.
 func (c *Coordinator) paused(until time.Time) {
+	c.keepPause(until)
 	select {
-	case c.pauses <- until:
-	default: // a burst of 429s: the next heartbeat reads the latest anyway
+	case c.pausing <- struct{}{}:
+	default: // the loop is woken already, and publishes the longest
 	}
+}
+
+// keepPause makes until the pause to publish if it is the longest yet.
+func (c *Coordinator) keepPause(until time.Time) {
+	c.mu.Lock()
+	if until.After(c.pause) {
+		c.pause = until
+	}
+	c.mu.Unlock()
 }
 
 // watch is how often the loop looks at the local demand (no database): a
@@ -221,13 +281,14 @@ func (c *Coordinator) run(ctx context.Context) {
 	look := time.NewTicker(watch)
 	defer look.Stop()
 	c.lastBeat = time.Now()
+	c.grant(c.lastBeat.Add(c.opt.Stale))
 	c.beat(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case until := <-c.pauses:
-			c.publish(ctx, until)
+		case <-c.pausing:
+			c.publish(ctx)
 		case <-look.C:
 			if c.due(time.Now()) {
 				c.beat(ctx)
@@ -235,19 +296,23 @@ func (c *Coordinator) run(ctx context.Context) {
 			}
 		case <-beat.C:
 			c.beat(ctx)
+			c.publish(ctx) // a pause whose publishing failed, again
 		}
 	}
 }
 
 // due reports whether a heartbeat should go now, before the next regular
 // one: the demand rose above what the others know (a join, or a bulk send
-// beside paced ones), or a raise's or a fresh join's wait is over. Not
-// within an Interval of a failed heartbeat.
+// beside paced ones), a raise's or a fresh join's wait is over, or this
+// instance holds after a stall. Not within an Interval of a failed
+// heartbeat.
 func (c *Coordinator) due(now time.Time) bool {
 	if now.Before(c.retryAt) {
 		return false
 	}
 	switch d := c.demand(); {
+	case now.Sub(c.lastBeat) > c.opt.Stale:
+		return true
 	case d > c.granted && c.raising.IsZero() && c.confirm.IsZero():
 		return true
 	case !c.raising.IsZero() && now.Sub(c.raising) >= c.opt.JoinWait:
@@ -270,6 +335,7 @@ type member struct {
 // beat heartbeats, reads the live members and applies this instance's
 // share and any cluster pause.
 func (c *Coordinator) beat(ctx context.Context) {
+	c.at(ctx, "beat")
 	now := time.Now()
 	demand := c.demand()
 	if demand > 0 {
@@ -279,6 +345,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 		demand = c.lastWant
 	}
 	sending := demand > 0
+	c.lower(sending, demand)
 	members, pausedFor, err := c.exchange(ctx, sending, demand)
 	read := now // no later than the read of the members' rows
 	if err != nil {
@@ -291,24 +358,102 @@ func (c *Coordinator) beat(ctx context.Context) {
 			c.log.Warn("rate budget heartbeat failed; keeping the last share", "err", err)
 			return
 		}
-		// The others have counted this instance out and split the limit
-		// without it: hold until a heartbeat gets through (a failing one
-		// takes up to 2 × Interval, the next starts an Interval later).
+		// The others are about to count this instance out and split the
+		// limit without it: hold until a heartbeat gets through (a
+		// failing one takes up to 2 × Interval, the next starts an
+		// Interval later; the grant runs out at Stale in any case).
 		c.log.Warn("rate budget heartbeats failing; holding sends until one gets through", "silent", silent.Round(time.Millisecond), "err", err)
-		c.throttle.Hold(time.Now().Add(3 * c.opt.Interval))
+		c.hold()
 		return
 	}
+	c.at(ctx, "apply")
+	// Measured after this beat's write: if the others could have read the
+	// previous heartbeat as older than Stale, more than Stale has passed.
+	if gap := time.Since(c.lastBeat); gap > c.opt.Stale {
+		c.rejoin(gap)
+		if time.Since(now) > c.opt.Stale {
+			// The gap was inside this beat: what it read is too old to
+			// split by (a member that began sending since is missing).
+			// The next look beats again.
+			return
+		}
+	}
 	// The beat's start: its heartbeat_at is no earlier, so the others
-	// count this instance in at least until lastBeat + Stale.
+	// count this instance in at least until lastBeat + Stale, and the
+	// share it applies may be spent until then (grant).
 	c.lastBeat = now
 	c.apply(sending, demand, members, read)
 	c.applied = true
+	c.grant(now.Add(c.opt.Stale))
 	if pausedFor > 0 {
 		c.throttle.Hold(time.Now().Add(pausedFor))
 	}
 	if c.beats++; c.beats%40 == 0 {
 		c.purge(ctx)
 	}
+}
+
+// lower takes this instance's share down to what a fallen demand can get
+// (its demand, or the trickle for a leave) before the heartbeat stores the
+// demand: the others take up what it leaves as soon as they read it, so a
+// share that fell only when the read came back (after the write) let the
+// parts add up to more than the limit meanwhile.
+func (c *Coordinator) lower(sending bool, demand float64) {
+	if sending && demand >= c.granted {
+		return
+	}
+	ceiling := c.opt.Limit * trickle
+	if sending {
+		ceiling = demandOf(demand)
+	}
+	c.mu.Lock()
+	share, members := c.share, c.members
+	c.mu.Unlock()
+	if share > ceiling {
+		c.setShare(ceiling, members)
+	}
+}
+
+// grant lets the throttle spend the share until until (Stale after the
+// start of the heartbeat whose read the share was split from): the others
+// count this instance in until Stale after its heartbeat_at, which is no
+// earlier, so however long this process stalls (a VM paused, SIGSTOP, a
+// long GC), it never sends at a share that the others, having counted it
+// out, have taken over. So at any moment every member's share was split
+// from a read begun less than Stale before, or it sends nothing.
+func (c *Coordinator) grant(until time.Time) {
+	c.mu.Lock()
+	c.until = until
+	c.mu.Unlock()
+	c.throttle.GrantUntil(until)
+}
+
+// hold ends the grant now: no sends until a heartbeat grants the share
+// again.
+func (c *Coordinator) hold() {
+	now := time.Now()
+	c.mu.Lock()
+	if c.until.IsZero() || c.until.After(now) {
+		c.until = now
+	}
+	until, members, report := c.until, c.members, c.report
+	c.mu.Unlock()
+	c.throttle.GrantUntil(until)
+	if report != nil {
+		report(0, members)
+	}
+}
+
+// rejoin is for a beat that got through more than Stale after the last
+// good one began (the process was stopped, or heartbeats failed that
+// long): the others may have counted this instance out and split the
+// limit without it. Its grant has run out; it holds, and joins again as a
+// new member does, from nothing granted: the trickle until the others have
+// made room, then its part.
+func (c *Coordinator) rejoin(gap time.Duration) {
+	c.log.Warn("rate budget: longer than the stale limit since the last good heartbeat began; holding and joining again", "gap", gap.Round(time.Millisecond), "stale", c.opt.Stale)
+	c.hold()
+	c.granted, c.raising, c.confirm = 0, time.Time{}, time.Time{}
 }
 
 // keepFor is how long after its last good heartbeat began an instance
@@ -350,6 +495,7 @@ func (c *Coordinator) exchange(ctx context.Context, sending bool, demand float64
 		return nil, 0, fmt.Errorf("heartbeat: %w", err)
 	}
 	c.applied = false // until this beat's share is applied
+	c.at(ctx, "read")
 	rows, err := c.db.QueryContext(ctx, `SELECT instance, sending, demand, COALESCE(TIMESTAMPDIFF(MICROSECOND, applied_at, UTC_TIMESTAMP(6)), -1) FROM budget_members
 		WHERE project = ? AND instance <> ? AND heartbeat_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`,
 		c.opt.Project, c.opt.Instance, c.opt.Stale.Microseconds())
@@ -421,7 +567,7 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member, read 
 		// unseen. A beat soon after sees them.
 		share = min(share, c.opt.Limit/float64(live))
 		c.granted, c.confirm = demand, now.Add(confirmAfter)
-	case c.raising.IsZero() || now.Sub(c.raising) < c.opt.JoinWait || !beatSince(others, read.Sub(c.raising)):
+	case c.raising.IsZero() || now.Sub(c.raising) < c.opt.JoinWait || !c.madeRoom(others, read, now):
 		if c.raising.IsZero() {
 			c.raising = now
 		}
@@ -434,6 +580,18 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member, read 
 		c.granted, c.raising = demand, time.Time{}
 	}
 	c.setShare(share, count)
+}
+
+// madeRoom reports whether every other sender's share leaves room for this
+// instance's raised demand: each has applied a share read since the raise
+// began (beatSince), or the raise began more than Stale ago. Then any
+// member's share was split from a read begun after the raise began, which
+// saw this instance's row with its new demand, or that member's grant has
+// run out (see grant). So a member whose heartbeats get written but whose
+// reads keep failing (it never certifies a share, and it holds) delays a
+// rise by Stale at most, never for ever.
+func (c *Coordinator) madeRoom(others []member, read, now time.Time) bool {
+	return beatSince(others, read.Sub(c.raising)) || now.Sub(c.raising) > c.opt.Stale
 }
 
 // beatSince reports whether every other sending member has applied a
@@ -468,17 +626,27 @@ func (c *Coordinator) setShare(perSecond float64, members int) {
 	}
 }
 
-// publish records a 429's pause for every instance, by the database's
-// clock: the end is now + what is left of it.
-func (c *Coordinator) publish(ctx context.Context, until time.Time) {
+// publish records the longest local 429 pause not yet published for every
+// instance, by the database's clock: the end is now + what is left of it.
+// One whose write fails is published again at the next heartbeat, while
+// it lasts.
+func (c *Coordinator) publish(ctx context.Context) {
+	c.mu.Lock()
+	until := c.pause
+	c.pause = time.Time{}
+	c.mu.Unlock()
 	left := time.Until(until)
-	if left <= 0 {
+	if until.IsZero() || left <= 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.opt.Interval*2)
+	wctx, cancel := context.WithTimeout(ctx, c.opt.Interval*2)
 	defer cancel()
-	if _, err := c.db.ExecContext(ctx, `INSERT INTO budget_pauses (project, paused_until) VALUES (?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+	if _, err := c.db.ExecContext(wctx, `INSERT INTO budget_pauses (project, paused_until) VALUES (?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 		ON DUPLICATE KEY UPDATE paused_until = GREATEST(paused_until, VALUES(paused_until))`, c.opt.Project, left.Microseconds()); err != nil {
-		c.log.Warn("publishing a 429 pause failed; other instances will get their own 429", "err", err)
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("publishing a 429 pause failed; trying again at the next heartbeat", "err", err)
+		c.keepPause(until)
 	}
 }

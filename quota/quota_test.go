@@ -3,8 +3,11 @@ package quota_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,13 +35,22 @@ func (m *member) share() float64 { s, _ := m.c.Share(); return s }
 
 // join starts a coordinator named name on db; it is stopped (leaving the
 // budget) when the test ends unless the test killed it first.
-func join(t *testing.T, db *sql.DB, name string) *member {
+func join(t *testing.T, db *sql.DB, name string) *member { return joinWith(t, db, name, nil) }
+
+// joinWith is join with hook installed in the heartbeat loop (see
+// quota.Coordinator.SetTestHook).
+func joinWith(t *testing.T, db *sql.DB, name string, hook func(ctx context.Context, stage string)) *member {
 	t.Helper()
 	m := &member{throttle: fanout.NewThrottle(limit, 0, time.Minute)}
-	m.c = quota.New(db, nil, m.throttle, func() float64 { return math.Float64frombits(m.demand.Load()) }, quota.Options{
+	// Its warnings (a failed heartbeat, a rejoin) go to the test's output.
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("member", name)
+	m.c = quota.New(db, log, m.throttle, func() float64 { return math.Float64frombits(m.demand.Load()) }, quota.Options{
 		Project: "p", Instance: name, Limit: limit,
 		Interval: 50 * time.Millisecond, Stale: 300 * time.Millisecond,
 	})
+	if hook != nil {
+		m.c.SetTestHook(hook)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.c.Start(ctx)
@@ -203,4 +215,249 @@ func permit(t *fanout.Throttle) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	return t.Wait(ctx) == nil
+}
+
+// stall stops a coordinator's heartbeat loop at one stage of a beat, once
+// each time it is armed, until released: the process stopped there (a VM
+// paused, SIGSTOP, a long GC).
+type stall struct {
+	stage   string
+	armed   atomic.Bool
+	entered chan struct{} // the loop has stopped
+	release chan struct{}
+}
+
+func newStall(stage string) *stall {
+	return &stall{stage: stage, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (s *stall) hook(ctx context.Context, stage string) {
+	if stage != s.stage || !s.armed.CompareAndSwap(true, false) {
+		return
+	}
+	s.entered <- struct{}{}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+}
+
+// highest samples the members' shares every millisecond, in the order
+// given, until the returned function is called, which returns the highest
+// sum of the parts of the split (trickles are outside it; a member that
+// holds its sends has none). List a member that stops holding before one
+// that takes its share, so a sample never straddles the hand-over.
+func highest(ms ...*member) (stop func() float64) {
+	var top atomic.Uint64
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			var sum float64
+			for _, m := range ms {
+				if sh := m.share(); sh > limit*0.01+0.01 {
+					sum += sh
+				}
+			}
+			if sum > math.Float64frombits(top.Load()) {
+				top.Store(math.Float64bits(sum))
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		<-watched
+		return math.Float64frombits(top.Load())
+	}
+}
+
+// shares records every share a member takes (OnShare).
+type shares struct {
+	mu  sync.Mutex
+	got []float64
+}
+
+func (s *shares) record(perSecond float64, _ int) {
+	s.mu.Lock()
+	s.got = append(s.got, perSecond)
+	s.mu.Unlock()
+}
+
+func (s *shares) reset() {
+	s.mu.Lock()
+	s.got = nil
+	s.mu.Unlock()
+}
+
+// firstAbove is the first recorded share above floor, or -1.
+func (s *shares) firstAbove(floor float64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.got {
+		if v > floor {
+			return v
+		}
+	}
+	return -1
+}
+
+// A member stopped past Stale (a VM paused, SIGSTOP, a long GC) has been
+// counted out and its share taken by the others: by its own clock its
+// throttle stops giving permits when that can happen, and once it runs
+// again it joins like a new member (the trickle, then its part when the
+// others have made room), never taking its old share at once. Stopped
+// before a beat, and in one between its read and its share.
+func TestAMemberStalledPastStaleHoldsAndJoinsAgain(t *testing.T) {
+	for _, stage := range []string{"beat", "apply"} {
+		t.Run("at "+stage, func(t *testing.T) {
+			db := testdb.New(t).SQL.DB
+			st := newStall(stage)
+			a, b := joinWith(t, db, "a", st.hook), join(t, db, "b")
+			a.set(math.Inf(1))
+			b.set(math.Inf(1))
+			waitShare(t, "a beside b", a, limit/2)
+			waitShare(t, "b beside a", b, limit/2)
+			top := highest(a, b)
+
+			st.armed.Store(true)
+			teststack.Receive(t, "a's heartbeat loop to stop at "+stage, 2*time.Second, st.entered)
+			waitShare(t, "b with stalled a counted out", b, limit)
+			if permit(a.throttle) {
+				t.Fatalf("a's throttle gives permits at %.1f/s while b, having counted a out, takes the whole limit", a.throttle.Limit())
+			}
+			if s := a.share(); s != 0 {
+				t.Fatalf("stalled a reports a share of %.1f/s, want 0 (holding)", s)
+			}
+
+			var took shares
+			a.c.OnShare(took.record)
+			took.reset() // OnShare told it the share now; what matters is what follows
+			close(st.release)
+			waitShare(t, "a joined again beside b", a, limit/2)
+			waitShare(t, "b beside a again", b, limit/2)
+			if first := took.firstAbove(0); first != limit*0.01 {
+				t.Fatalf("a's first share after the stall was %.1f/s, want the trickle %.1f/s (it joins again)", first, float64(limit)*0.01)
+			}
+			if h := top(); h > limit+0.01 {
+				t.Fatalf("the shares added up to %.1f/s at one moment, over the limit %d", h, limit)
+			}
+		})
+	}
+}
+
+// A burst of 429s while the heartbeat loop is busy loses none of their
+// pauses: the longest is the one the cluster pauses for.
+func TestABurstOf429sPublishesTheLongestPause(t *testing.T) {
+	db := testdb.New(t).SQL.DB
+	st := newStall("beat")
+	a := joinWith(t, db, "a", st.hook)
+	st.armed.Store(true)
+	teststack.Receive(t, "a's heartbeat loop to stop", 2*time.Second, st.entered)
+	start := time.Now()
+	for i := range 40 {
+		a.throttle.Pause(start.Add(time.Second + time.Duration(i)*time.Millisecond))
+	}
+	a.throttle.Pause(start.Add(time.Minute))
+	close(st.release)
+	var left time.Duration
+	teststack.WaitEvery(t, "the minute's pause in budget_pauses (not one of the 1 s ones)", 5*time.Second, 10*time.Millisecond, func() bool {
+		left = pauseLeft(t, db)
+		return left > 50*time.Second
+	})
+	if left > time.Minute {
+		t.Fatalf("the published pause has %v left, more than the 429's minute", left)
+	}
+}
+
+// pauseLeft is how long the project's published pause has left by the
+// database's clock (0: none).
+func pauseLeft(t *testing.T, db *sql.DB) time.Duration {
+	t.Helper()
+	var micros int64
+	err := db.QueryRow(`SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), paused_until) FROM budget_pauses WHERE project = 'p'`).Scan(&micros)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(micros) * time.Microsecond
+}
+
+// A member whose heartbeats get written but whose reads time out stays
+// counted in (its row is fresh) and never certifies a share: a joiner
+// still takes its part, within Stale of its join, because by then that
+// member holds its sends by its own clock.
+func TestAJoinerRisesBesideAMemberWhoseReadsTimeOut(t *testing.T) {
+	db := testdb.New(t).SQL.DB
+	var failReads atomic.Bool
+	a := joinWith(t, db, "a", func(ctx context.Context, stage string) {
+		if stage == "read" && failReads.Load() {
+			<-ctx.Done() // the reads run out of the beat's time
+		}
+	})
+	b := join(t, db, "b")
+	a.set(math.Inf(1))
+	waitShare(t, "a alone", a, limit)
+
+	failReads.Store(true)
+	teststack.WaitEvery(t, "a to hold while its reads time out", 2*time.Second, 10*time.Millisecond, func() bool { return !permit(a.throttle) })
+	top := highest(a, b)
+	b.set(math.Inf(1))
+	took := waitShare(t, "b's part beside a, whose reads time out", b, limit/2)
+	t.Logf("b took its part %v after it began sending (stale after 300ms)", took.Round(time.Millisecond))
+	if permit(a.throttle) {
+		t.Fatal("a gives permits while its reads time out")
+	}
+
+	failReads.Store(false)
+	waitShare(t, "a joined again once its reads get through", a, limit/2)
+	waitShare(t, "b beside a", b, limit/2)
+	if h := top(); h > limit+0.01 {
+		t.Fatalf("the shares added up to %.1f/s at one moment, over the limit %d", h, limit)
+	}
+}
+
+// A member whose demand falls lowers its share before it stores the lower
+// demand: the others take up what it leaves as soon as they read it, even
+// while its own beat is still reading.
+func TestAFallingDemandLowersTheShareBeforeTheOthersSeeIt(t *testing.T) {
+	db := testdb.New(t).SQL.DB
+	// c's first beat that stores the paced demand stops after its write.
+	st := newStall("read")
+	var paced atomic.Bool // set once c's demand is 300
+	var once sync.Once
+	c := joinWith(t, db, "c", func(ctx context.Context, stage string) {
+		if stage == "beat" && paced.Load() {
+			once.Do(func() { st.armed.Store(true) }) // this beat stores 300
+		}
+		st.hook(ctx, stage)
+	})
+	a, b := join(t, db, "a"), join(t, db, "b")
+	for _, m := range []*member{a, b, c} {
+		m.set(math.Inf(1))
+	}
+	for _, m := range []*member{a, b, c} {
+		waitShare(t, "three sending", m, limit/3)
+	}
+	top := highest(c, a, b)
+	c.set(300)
+	paced.Store(true)
+	teststack.Receive(t, "c's beat storing its paced demand to stop after its write", 2*time.Second, st.entered)
+	waitShare(t, "a taking up what paced c leaves", a, (limit-315.0)/2)
+	if s := c.share(); s > 315.01 {
+		t.Fatalf("c still has %.1f/s while a, having read c's paced demand, takes %.1f/s", s, a.share())
+	}
+	close(st.release)
+	waitShare(t, "c paced", c, 315)
+	waitShare(t, "b beside paced c", b, (limit-315.0)/2)
+	if h := top(); h > limit+0.01 {
+		t.Fatalf("the shares added up to %.1f/s at one moment, over the limit %d", h, limit)
+	}
 }

@@ -1,0 +1,59 @@
+package fanout
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Past its grant the throttle gives no permit, urgent or not, until the
+// grant is renewed, which wakes a waiter it held; and a permit reserved
+// before the grant ran out but due after it is not given.
+func TestThrottleGivesNoPermitPastItsGrant(t *testing.T) {
+	th := NewThrottle(1e6, 0, 0)
+	permit := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		return th.Wait(ctx) == nil
+	}
+	if !permit() {
+		t.Fatal("no permit from a throttle without a grant")
+	}
+	th.GrantUntil(time.Now().Add(time.Hour))
+	if !permit() {
+		t.Fatal("no permit within the grant")
+	}
+	th.GrantUntil(time.Now())
+	if permit() {
+		t.Fatal("a permit past the grant")
+	}
+	got := make(chan error, 1)
+	go func() { got <- th.WaitUrgent(context.Background()) }()
+	select {
+	case err := <-got:
+		t.Fatalf("an urgent permit past the grant (err %v)", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	th.GrantUntil(time.Time{})
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for the held urgent waiter to get its permit once the grant was lifted")
+	}
+
+	// At 10/s the next permit after the burst is 100 ms away; the grant
+	// ends before it is due.
+	slow := NewThrottle(10, 0, 0)
+	if err := slow.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	slow.GrantUntil(time.Now().Add(20 * time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := slow.Wait(ctx); err == nil {
+		t.Fatal("a permit reserved within the grant was given after it ran out")
+	}
+}
