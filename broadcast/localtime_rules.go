@@ -20,14 +20,17 @@ func (r Rules) zone() *time.Location {
 	return r.DefaultZone
 }
 
-// local checks send_at_local and quiet_hours (with the deployment's
-// default quiet hours when the request has none) and returns the local
-// delivery to store with the audience; nil when there is none. now is
-// the clock for the horizon; a zero now (a cron fire, whose own next
-// occurrence is at most a day ahead) skips it.
-func (r Rules) local(spec Spec, a model.Audience, now time.Time) (*model.LocalDelivery, error) {
-	qh := spec.QuietHours
-	if qh == nil && r.QuietHours != nil && a.Name == "" {
+// local checks send_at_local and quiet_hours and returns the local
+// delivery to store with the audience; nil when there is none. The quiet
+// hours are the request's window if it gives one (whatever its class),
+// none if it says false or null, and else the deployment's default, for a
+// built-in audience and a class other than transactional: a default is
+// for campaigns, and a one-user code or receipt must not wait for the
+// morning. now is the clock for the horizon; a zero now (a cron fire,
+// whose own next occurrence is at most a day ahead) skips it.
+func (r Rules) local(spec Spec, a model.Audience, class string, now time.Time) (*model.LocalDelivery, error) {
+	qh := spec.QuietHours.Window
+	if qh == nil && !spec.QuietHours.Off && r.QuietHours != nil && a.Name == "" && class != model.ClassTransactional {
 		qh = r.QuietHours
 	}
 	if spec.SendAtLocal == "" && qh == nil {
@@ -72,13 +75,17 @@ func (r Rules) local(spec Spec, a model.Audience, now time.Time) (*model.LocalDe
 	return l, nil
 }
 
-// jobLocal gives a cron fire's spec its job's local time and quiet hours.
-// local_time is a time of day: the fire's send_at_local is the first such
-// wall-clock time at or after the fire, by the date in the job's zone (a
-// job firing at 19:00 for 09:00 sends the next morning).
+// jobLocal gives a cron fire's spec its job's local time and quiet hours
+// (a job's quiet_hours: false or null switches the default off, as a
+// request's does). local_time is a time of day: the fire's send_at_local
+// is the first such wall-clock time at or after the fire, by the date in
+// the job's zone (a job firing at 19:00 for 09:00 sends the next morning).
 func jobLocal(spec *Spec, j *cron.Compiled, fire time.Time) error {
-	if j.QuietHours != nil {
-		spec.QuietHours = &model.QuietHours{Start: j.QuietHours.Start, End: j.QuietHours.End}
+	switch {
+	case j.NoQuietHours:
+		spec.QuietHours = QuietHoursSpec{Off: true}
+	case j.QuietHours != nil:
+		spec.QuietHours = QuietHoursSpec{Window: &model.QuietHours{Start: j.QuietHours.Start, End: j.QuietHours.End}}
 	}
 	if j.LocalTime == "" {
 		return nil

@@ -53,9 +53,10 @@ type Spec struct {
 	Hold bool `json:"hold"`
 	// SendAtLocal is a wall-clock time with no offset, delivered at that
 	// time in each user's zone; QuietHours defers targets whose local time
-	// is inside the window to its end (localtime.go).
-	SendAtLocal string            `json:"send_at_local"`
-	QuietHours  *model.QuietHours `json:"quiet_hours"`
+	// is inside the window to its end (localtime.go), or, false or null,
+	// switches the deployment's default off (quiethours.go).
+	SendAtLocal string         `json:"send_at_local"`
+	QuietHours  QuietHoursSpec `json:"quiet_hours"`
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -100,7 +101,8 @@ type Rules struct {
 	TransactionalUsers int
 	// DefaultZone is the zone of users without one (PUSHFAN_DEFAULT_TIMEZONE;
 	// nil: UTC); QuietHours the deployment's default quiet hours
-	// (PUSHFAN_QUIET_HOURS; nil: none).
+	// (PUSHFAN_QUIET_HOURS; nil: none), which no transactional broadcast
+	// gets (Rules.local).
 	DefaultZone *time.Location
 	QuietHours  *model.QuietHours
 }
@@ -172,7 +174,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err != nil {
 		return out, err
 	}
-	if a.Local, err = r.local(spec, a, now); err != nil {
+	if a.Local, err = r.local(spec, a, p.class, now); err != nil {
 		return out, err
 	}
 	return Request{

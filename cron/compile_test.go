@@ -240,3 +240,34 @@ func TestJobLocalTimeKeys(t *testing.T) {
 		t.Fatalf("%+v %v", job, err)
 	}
 }
+
+// quiet_hours: false or null switches the default off, as in the API; a
+// bare key is null in YAML. Anything but a window, false or null is an
+// error, and a window is as strict as the job.
+func TestJobQuietHoursOff(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		off  bool
+	}{
+		{"name: x\nmessage: {title: t}\n", false},
+		{"name: x\nquiet_hours: false\nmessage: {title: t}\n", true},
+		{"name: x\nquiet_hours: null\nmessage: {title: t}\n", true},
+		{"name: x\nquiet_hours: ~\nmessage: {title: t}\n", true},
+		{"name: x\nquiet_hours:\nmessage: {title: t}\n", true},
+	} {
+		var job Job
+		if err := yaml.Unmarshal([]byte(tc.yaml), &job); err != nil || job.NoQuietHours != tc.off || job.QuietHours != nil {
+			t.Errorf("%q: %+v %v, want NoQuietHours %v and no window", tc.yaml, job, err, tc.off)
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"name: x\nquiet_hours: true\nmessage: {title: t}\n", "true is not a window"},
+		{"name: x\nquiet_hours: \"22:00-08:00\"\nmessage: {title: t}\n", "want {start"},
+		{"name: x\nquiet_hours: {start: \"22:00\", stop: \"08:00\"}\nmessage: {title: t}\n", `unknown key "stop"`},
+	} {
+		var job Job
+		if err := yaml.Unmarshal([]byte(tc.yaml), &job); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "quiet_hours") {
+			t.Errorf("%q: %v, want an error on quiet_hours saying %q", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -25,7 +25,8 @@ import (
 //	    local_time: "09:00"       # send at this time of day in each user's zone: the next such
 //	                              # time after the fire, by the job's timezone's date; default none
 //	    quiet_hours: {start: "22:00", end: "08:00"}  # defer users inside it to its end; default
-//	                              # PUSHFAN_QUIET_HOURS
+//	                              # PUSHFAN_QUIET_HOURS (never for a transactional job); false or
+//	                              # null (~): no quiet hours, not even the default
 //
 // Decoding from YAML is strict: an unknown key in a job or its message is an error, as
 // elsewhere in pushfan's config. catchup and deliver_over take a Go duration string ("90s",
@@ -43,9 +44,12 @@ type Job struct {
 	MaxRate     float64       `yaml:"max_rate"`
 	DeliverOver time.Duration `yaml:"deliver_over"`
 	// LocalTime and QuietHours, validated as an API request's
-	// send_at_local and quiet_hours are.
-	LocalTime  string         `yaml:"local_time"`
-	QuietHours *JobQuietHours `yaml:"quiet_hours"`
+	// send_at_local and quiet_hours are. NoQuietHours is quiet_hours:
+	// false or null, which switches the deployment's default off as a
+	// request's does; QuietHours is then nil.
+	LocalTime    string         `yaml:"local_time"`
+	QuietHours   *JobQuietHours `yaml:"quiet_hours"`
+	NoQuietHours bool           `yaml:"-"`
 }
 
 // JobQuietHours is a job's quiet window, "HH:MM" times of day.
@@ -95,6 +99,7 @@ func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
 var (
 	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours"}
 	messageKeys = []string{"title", "body", "image", "data", "localized", "android", "apns", "webpush", "fcm_options"}
+	quietKeys   = []string{"start", "end"}
 )
 
 // UnmarshalYAML decodes a job strictly (unknown keys are errors, since a custom unmarshaler
@@ -115,7 +120,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		MaxRate  float64        `yaml:"max_rate"`
 		Over     yaml.Node      `yaml:"deliver_over"`
 		Local    string         `yaml:"local_time"`
-		Quiet    *JobQuietHours `yaml:"quiet_hours"`
+		Quiet    yaml.Node      `yaml:"quiet_hours"`
 	}
 	if err := node.Decode(&raw); err != nil {
 		return err
@@ -128,6 +133,10 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 	if err != nil {
 		return fmt.Errorf("cron job %q: deliver_over: %w", raw.Name, err)
 	}
+	quiet, noQuiet, err := decodeQuietHours(&raw.Quiet)
+	if err != nil {
+		return fmt.Errorf("cron job %q: quiet_hours: %w", raw.Name, err)
+	}
 	*j = Job{
 		Name:     raw.Name,
 		Schedule: raw.Schedule,
@@ -137,11 +146,12 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Audience: raw.Audience,
 		Message:  raw.Message,
 
-		Class:       raw.Class,
-		MaxRate:     raw.MaxRate,
-		DeliverOver: over,
-		LocalTime:   raw.Local,
-		QuietHours:  raw.Quiet,
+		Class:        raw.Class,
+		MaxRate:      raw.MaxRate,
+		DeliverOver:  over,
+		LocalTime:    raw.Local,
+		QuietHours:   quiet,
+		NoQuietHours: noQuiet,
 	}
 	return nil
 }
@@ -182,6 +192,38 @@ func checkKeys(node *yaml.Node, what string, allowed []string) error {
 		}
 	}
 	return nil
+}
+
+// decodeQuietHours reads a job's quiet_hours: absent (nil, false: the
+// default applies), a mapping {start, end}, or false or null (off: no
+// quiet hours, not even the default), as the API reads a request's. A
+// bare "quiet_hours:" is null in YAML, so it is off too.
+func decodeQuietHours(n *yaml.Node) (window *JobQuietHours, off bool, err error) {
+	switch {
+	case n.Kind == 0:
+		return nil, false, nil
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
+		return nil, true, nil
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return nil, false, err
+		}
+		if b {
+			return nil, false, fmt.Errorf("line %d: true is not a window: want {start: \"22:00\", end: \"08:00\"}, or false or null for none", n.Line)
+		}
+		return nil, true, nil
+	case n.Kind != yaml.MappingNode:
+		return nil, false, fmt.Errorf("line %d: want {start: \"22:00\", end: \"08:00\"}, or false or null for none", n.Line)
+	}
+	if err := checkKeys(n, "cron job quiet_hours", quietKeys); err != nil {
+		return nil, false, err
+	}
+	var w JobQuietHours
+	if err := n.Decode(&w); err != nil {
+		return nil, false, err
+	}
+	return &w, false, nil
 }
 
 // decodeDuration accepts an absent or null value (0), the integer 0, or a Go duration string.

@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -25,11 +26,20 @@ const migrateLockWait = 5 * time.Minute
 // Migrate applies pending migrations (goose, embedded SQL) to the database db
 // is connected to, logging each version applied.
 //
-// Several pushfan instances may start at once and all run Migrate: a MySQL
-// named lock (GET_LOCK, scoped to the database name) serializes them, so the
-// second one waits and then finds nothing to do. The lock is taken on the
-// very connection goose migrates through, so a pool of one connection works.
-// Goose's provider API is used so no goose package-level state is touched.
+// Several pushfan instances may start at once and all run Migrate. A MySQL
+// named lock (GET_LOCK, scoped to the database name), taken on a connection
+// of its own and held across the whole goose run, serializes them: the
+// second one waits, then finds nothing to do. Goose's own session locker is
+// not enough: it covers the migrations but not Up's first step (HasPending),
+// which creates the version table and then inserts version 0 without it.
+// MySQL commits a CREATE TABLE at once, so another instance could see the
+// table before its version 0 and fail with "missing zero version
+// migration". Goose's provider API is used so no goose package-level state
+// is touched.
+//
+// The lock's connection is one more than goose uses, so a pool limited to
+// one connection is lifted to two while Migrate runs (start-up: nothing
+// else uses the pool yet) and set back after.
 func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	log = sqldb.OrDiscard(log)
 	sub, err := fs.Sub(migrationFiles, "migrations")
@@ -38,12 +48,20 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	}
 	provider, err := goose.NewProvider(goose.DialectMySQL, db, sub,
 		goose.WithDisableGlobalRegistry(true),
-		goose.WithSessionLocker(namedLock{}),
 		goose.WithSlog(log), // goose logs only in verbose mode; we log results below
 	)
 	if err != nil {
 		return fmt.Errorf("goose provider: %w", err)
 	}
+	if n := db.Stats().MaxOpenConnections; n == 1 {
+		db.SetMaxOpenConns(2)
+		defer db.SetMaxOpenConns(n)
+	}
+	unlock, err := lockMigrations(ctx, db, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 
 	results, err := provider.Up(ctx)
 	var perr *goose.PartialError
@@ -67,34 +85,53 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	return nil
 }
 
-// namedLock is a goose session locker built on MySQL's GET_LOCK. Named locks
-// are server-wide, so the name includes the database: tests migrating their
-// own databases in parallel do not wait on each other. LEFT(..., 64) because
-// lock names are limited to 64 characters. A lock dies with its connection,
-// so a crashed migrator never leaves it behind.
-type namedLock struct{}
-
+// lockName is the migration lock's name. Named locks are server-wide, so it
+// includes the database: tests migrating their own databases in parallel do
+// not wait on each other. LEFT(..., 64) because lock names are limited to 64
+// characters.
 const lockName = "LEFT(CONCAT('pushfan_migrate.', COALESCE(DATABASE(), '')), 64)"
 
-func (namedLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+// lockMigrations takes the migration lock on a connection of its own, waiting
+// for another instance's migration up to ctx's deadline (migrateLockWait
+// without one), and returns the function that releases it. A lock dies with
+// its connection, so a crashed migrator never leaves it behind.
+func lockMigrations(ctx context.Context, db *sql.DB, log *slog.Logger) (func(), error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("take migration lock: connect: %w", err)
+	}
 	wait := migrateLockWait
 	if dl, ok := ctx.Deadline(); ok {
 		wait = time.Until(dl)
 	}
 	var got sql.NullInt64
-	err := conn.QueryRowContext(ctx, "SELECT GET_LOCK("+lockName+", ?)", max(1, int(wait.Seconds()))).Scan(&got)
-	if err != nil {
-		return fmt.Errorf("take migration lock: %w", err)
+	err = conn.QueryRowContext(ctx, "SELECT GET_LOCK("+lockName+", 0)").Scan(&got)
+	if err == nil && got.Valid && got.Int64 != 1 {
+		log.Info("another instance is migrating the database; waiting for it", "up_to", wait.Round(time.Second))
+		err = conn.QueryRowContext(ctx, "SELECT GET_LOCK("+lockName+", ?)", max(1, int(wait.Seconds()))).Scan(&got)
 	}
-	if !got.Valid || got.Int64 != 1 {
-		return fmt.Errorf("take migration lock: another instance held it for %s", wait.Round(time.Second))
+	switch {
+	case err != nil:
+		discard(conn)
+		return nil, fmt.Errorf("take migration lock: %w", err)
+	case !got.Valid || got.Int64 != 1:
+		discard(conn)
+		return nil, fmt.Errorf("take migration lock: another instance held it for %s", wait.Round(time.Second))
 	}
-	return nil
+	return func() {
+		// Detached: ctx may be canceled by now, and the lock must go.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK("+lockName+")"); err != nil {
+			log.Warn("release migration lock: closing its connection instead", "err", err)
+			discard(conn)
+			return
+		}
+		_ = conn.Close()
+	}, nil
 }
 
-func (namedLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
-	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK("+lockName+")"); err != nil {
-		return fmt.Errorf("release migration lock: %w", err)
-	}
-	return nil
+// discard closes conn's connection rather than returning it to the pool: a
+// connection that may hold the migration lock must not be reused.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }

@@ -2,6 +2,10 @@ package repository_test
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,17 +95,15 @@ func TestPing(t *testing.T) {
 	}
 }
 
-// Several instances starting at once all run Migrate, each with its own pool
-// (one of them of a single connection); all must succeed and the schema must
-// be applied once.
-func TestMigrateConcurrentInstances(t *testing.T) {
-	t.Parallel()
-	dsn := testdb.New(t).DSN
-	cfg, err := mysql.ParseDSN(dsn)
+// freshDatabase creates an empty sibling of a test database, not migrated,
+// dropped when the test ends, and returns its DSN and name.
+func freshDatabase(t *testing.T) (string, string) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testdb.New(t).DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DBName += "_m" // a sibling database, not migrated yet
+	cfg.DBName += "_m"
 	fresh := cfg.FormatDSN()
 	if err := sqldb.EnsureDatabase(ctx(t), fresh); err != nil {
 		t.Fatal(err)
@@ -117,6 +119,37 @@ func TestMigrateConcurrentInstances(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	return fresh, cfg.DBName
+}
+
+// assertMigratedOnce checks that every migration is recorded exactly once,
+// and all of them (version 0 and each embedded file).
+func assertMigratedOnce(t *testing.T, dsn string) {
+	t.Helper()
+	s, err := sqldb.Open(ctx(t), dsn, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %v %v", files, err)
+	}
+	var rows, versions int
+	if err := s.QueryRowContext(ctx(t), "SELECT COUNT(*), COUNT(DISTINCT version_id) FROM goose_db_version").Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if rows != versions || versions != len(files)+1 {
+		t.Fatalf("goose_db_version has %d rows for %d versions, want %d (version 0 and %d files), each once", rows, versions, len(files)+1, len(files))
+	}
+}
+
+// Several instances starting at once all run Migrate, each with its own pool
+// (one of them of a single connection); all must succeed and the schema must
+// be applied once.
+func TestMigrateConcurrentInstances(t *testing.T) {
+	t.Parallel()
+	fresh, _ := freshDatabase(t)
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
@@ -132,16 +165,153 @@ func TestMigrateConcurrentInstances(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s, err := sqldb.Open(ctx(t), fresh, 1, nil)
+	assertMigratedOnce(t, fresh)
+}
+
+// The flake behind TestMigrateConcurrentInstances, made certain: instance A
+// has created goose's version table (MySQL commits a CREATE TABLE at once)
+// and is held just before inserting version 0; instance B starts then. B
+// must wait for A (the migration lock, seen in the process list as a
+// GET_LOCK in state "User lock"), not read the empty table and fail with
+// "missing zero version migration". Both pools have one connection.
+func TestMigrateWhileAnotherCreatesTheVersionTable(t *testing.T) {
+	t.Parallel()
+	fresh, name := freshDatabase(t)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a := hookedDB(t, fresh, func(query string, args []driver.NamedValue) {
+		if strings.HasPrefix(query, "INSERT INTO goose_db_version") && len(args) > 0 && args[0].Value == int64(0) {
+			once.Do(func() {
+				close(reached)
+				<-release
+			})
+		}
+	})
+	aDone := make(chan error, 1)
+	go func() { aDone <- repository.Migrate(ctx(t), a, nil) }()
+	select {
+	case <-reached:
+	case err := <-aDone:
+		t.Fatalf("instance A finished (%v) without inserting version 0", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out after 20s waiting for instance A to insert version 0")
+	}
+
+	b, err := sqldb.Open(ctx(t), fresh, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	var rows, versions int
-	if err := s.QueryRowContext(ctx(t), "SELECT COUNT(*), COUNT(DISTINCT version_id) FROM goose_db_version").Scan(&rows, &versions); err != nil {
+	defer b.Close()
+	bDone := make(chan error, 1)
+	go func() { bDone <- repository.Migrate(ctx(t), b.DB, nil) }()
+	mon, err := sqldb.Open(ctx(t), fresh, 1, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if rows != versions {
-		t.Fatalf("goose_db_version has %d rows for %d versions: a migration ran twice", rows, versions)
+	defer mon.Close()
+	var bErr error
+	bFinished := false
+	deadline := time.Now().Add(20 * time.Second)
+	for waiting := 0; waiting == 0; {
+		select {
+		case bErr = <-bDone:
+			bFinished = true
+		default:
+		}
+		if bFinished {
+			break
+		}
+		if err := mon.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM information_schema.processlist WHERE db = ? AND state = 'User lock' AND info LIKE 'SELECT GET_LOCK(%'", name).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("timed out after 20s waiting for instance B to wait for the migration lock or to finish")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
+	close(release)
+	if bFinished {
+		t.Fatalf("instance B finished while A was creating the version table, without waiting for it: %v", bErr)
+	}
+	for _, w := range []struct {
+		name string
+		done chan error
+	}{{"A", aDone}, {"B", bDone}} {
+		select {
+		case err := <-w.done:
+			if err != nil {
+				t.Fatalf("instance %s: %v", w.name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("timed out after 30s waiting for instance %s's migration", w.name)
+		}
+	}
+	assertMigratedOnce(t, fresh)
 }
+
+// hookedDB is a pool of one connection to dsn whose statements pass through
+// before first (in the caller's goroutine, so it can hold one back).
+func hookedDB(t *testing.T, dsn string, before func(query string, args []driver.NamedValue)) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(hookConnector{c, before})
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+type hookConnector struct {
+	driver.Connector
+	before func(string, []driver.NamedValue)
+}
+
+func (h hookConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := h.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return hookConn{c, h.before}, nil
+}
+
+// hookConn forwards the optional interfaces database/sql uses, which the
+// MySQL driver's connection has, calling before on each statement.
+type hookConn struct {
+	driver.Conn
+	before func(string, []driver.NamedValue)
+}
+
+func (c hookConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	c.before(q, args)
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c hookConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	c.before(q, args)
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+func (c hookConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	c.before(q, nil)
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+}
+
+func (c hookConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c hookConn) CheckNamedValue(nv *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
+}
+
+func (c hookConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (c hookConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }

@@ -56,6 +56,14 @@ func FuzzBroadcastRequest(f *testing.F) {
 		`{"title":"x","audience":{"all":true}`,
 		`[]`, `null`, `"str"`, `42`, ``, `   `, `{`, `{}`, `{"title":null,"audience":null}`,
 		`{"TITLE":"case-insensitive keys","AUDIENCE":{"ALL":true}}`,
+		`{"title":"x","audience":{"all":true},"quiet_hours":false}`,
+		`{"title":"x","audience":{"all":true},"quiet_hours":null}`,
+		`{"title":"x","audience":{"all":true},"quiet_hours":true}`,
+		`{"title":"x","audience":{"all":true},"quiet_hours":"22:00-08:00"}`,
+		`{"title":"x","audience":{"user_ids":[1]},"quiet_hours":{"start":"22:00","end":"08:00"}}`,
+		`{"title":"x","audience":{"all":true},"quiet_hours":{"start":22,"end":"08:00"}}`,
+		`{"title":"x","audience":{"all":true},"quiet_hours":{"start":"22:00","end":"08:00","stop":1}}`,
+		`{"title":"x","audience":{"all":true},"quiet_hours":{"start":"22:00"`,
 	} {
 		f.Add([]byte(seed))
 	}

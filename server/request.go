@@ -81,6 +81,8 @@ func typeName(goType string) string {
 		return "a number"
 	case goType == "bool", goType == "*bool":
 		return "true or false"
+	case goType == "broadcast.QuietHoursSpec":
+		return `an object {"start", "end"}, false or null (no quiet hours)`
 	case strings.HasPrefix(goType, "*server.") || strings.HasPrefix(goType, "server."),
 		strings.HasPrefix(goType, "*broadcast.") || strings.HasPrefix(goType, "broadcast."):
 		return "an object"
