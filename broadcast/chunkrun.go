@@ -292,6 +292,12 @@ func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, cance
 // retryDB runs fn with the DB deadline, retrying with backoff for about half
 // a minute: a short database outage must not lose a broadcast's outcome.
 func (s *Service) retryDB(ctx context.Context, what string, fn func(context.Context) error) error {
+	return s.retryDBUnless(ctx, what, isAnswer, fn)
+}
+
+// retryDBUnless is retryDB that also gives up at once on an error final
+// says a retry cannot change.
+func (s *Service) retryDBUnless(ctx context.Context, what string, final func(error) bool, fn func(context.Context) error) error {
 	var err error
 	delay := 100 * time.Millisecond
 	deadline := time.Now().Add(30 * time.Second)
@@ -299,7 +305,7 @@ func (s *Service) retryDB(ctx context.Context, what string, fn func(context.Cont
 		c, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 		err = fn(c)
 		cancel()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || isAnswer(err) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || final(err) {
 			break
 		}
 		s.log.WarnContext(ctx, "database call failed, retrying", "what", what, "err", err, "in", delay)

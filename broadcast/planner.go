@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"pushfan/internal/sqldb"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
@@ -196,7 +197,9 @@ func (s *Service) runPlan(pc *lease.PlanClaim) {
 		}
 		var rows []repository.PlanRow
 		var full bool
-		if err := s.retryDB(ctx, "reading the audience", func(c context.Context) (err error) {
+		// A connection lost or a timeout is retried here; an error in the
+		// audience itself (its SQL, a table gone) is a failed attempt.
+		if err := s.retryDBUnless(ctx, "reading the audience", sqldb.IsStatementError, func(c context.Context) (err error) {
 			rows, full, err = read(c, pc.Cursor, pc.MaxCursor)
 			return err
 		}); err != nil {

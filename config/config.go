@@ -90,6 +90,10 @@ type Engine struct {
 	// PlanParallel is how many broadcasts' audiences an instance plans at
 	// once; 0 leaves planning to the other instances.
 	PlanParallel int `yaml:"plan_parallel"`
+	// PlanRetry is the first wait before a plan that failed is tried again
+	// (doubling, at most a minute); after 5 failed attempts the broadcast
+	// fails with the reason.
+	PlanRetry time.Duration `yaml:"plan_retry"`
 	// PollInterval is how often an idle instance looks for chunks.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// InstanceID names this instance in chunk leases (default host-pid-random).
@@ -197,6 +201,7 @@ func Defaults() Config {
 			ChunkWidth:      10000,
 			MaxChunks:       10000,
 			PlanParallel:    2,
+			PlanRetry:       time.Second,
 			ChunkParallel:   4,
 			PollInterval:    500 * time.Millisecond,
 			MaxUserIDs:      10000,

@@ -109,6 +109,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_MAX_CHUNKS", integer(&c.Engine.MaxChunks)},
 		{"PUSHFAN_CHUNK_PARALLEL", integer(&c.Engine.ChunkParallel)},
 		{"PUSHFAN_PLAN_PARALLEL", integer(&c.Engine.PlanParallel)},
+		{"PUSHFAN_PLAN_RETRY", duration(&c.Engine.PlanRetry)},
 		{"PUSHFAN_POLL_INTERVAL", duration(&c.Engine.PollInterval)},
 		{"PUSHFAN_INSTANCE_ID", str(&c.Engine.InstanceID)},
 		{"PUSHFAN_MAX_USER_IDS", integer(&c.Engine.MaxUserIDs)},

@@ -151,6 +151,9 @@ func (c *Config) validateServe() []error {
 	positive("PUSHFAN_CHUNK_WIDTH", e.ChunkWidth, 100000000)
 	positive("PUSHFAN_MAX_CHUNKS", e.MaxChunks, 100000)
 	positive("PUSHFAN_CHUNK_PARALLEL", e.ChunkParallel, 64)
+	if e.PlanRetry <= 0 || e.PlanRetry > time.Minute {
+		bad("PUSHFAN_PLAN_RETRY", "must be a duration from 1ms to 1m, got %v", e.PlanRetry)
+	}
 	if e.PlanParallel < 0 || e.PlanParallel > 64 {
 		bad("PUSHFAN_PLAN_PARALLEL", "must be between 0 (this instance plans no broadcast) and 64, got %d", e.PlanParallel)
 	}

@@ -49,6 +49,10 @@ type Throttle struct {
 	renewed  chan struct{}
 
 	changed chan struct{} // signalled by SetLimit: the pool resizes at once
+	// raised is closed (and replaced) whenever the limiter's rate goes up,
+	// to wake waiters holding a permit reserved at the lower rate (see
+	// reserve).
+	raised atomic.Pointer[chan struct{}]
 
 	urgent   atomic.Int64 // urgent waiters
 	urgentMu sync.Mutex
@@ -76,6 +80,8 @@ func NewThrottle(perSecond float64, rampUp, window time.Duration) *Throttle {
 		renewed: make(chan struct{})}
 	t.epoch = t.now()
 	t.grantEnd.Store(math.MaxInt64)
+	raised := make(chan struct{})
+	t.raised.Store(&raised)
 	t.SetLimit(perSecond)
 	return t
 }
@@ -114,8 +120,19 @@ func (t *Throttle) SetLimit(perSecond float64) {
 	t.full, t.burst = full, burst
 	if !t.ramping.Load() {
 		now := t.now()
-		t.lim.SetLimitAt(now, full)
+		t.setRate(now, full)
 		t.lim.SetBurstAt(now, burst)
+	}
+}
+
+// setRate sets the limiter's rate, waking the waiters of a lower one.
+// Called with t.mu held.
+func (t *Throttle) setRate(now time.Time, r rate.Limit) {
+	up := r > t.lim.Limit()
+	t.lim.SetLimitAt(now, r)
+	if up {
+		next := make(chan struct{})
+		close(*t.raised.Swap(&next))
 	}
 }
 
@@ -233,7 +250,7 @@ func (t *Throttle) wait(ctx context.Context) error {
 			t.adjustRamp(now)
 			t.mu.Unlock()
 		}
-		if err := t.lim.Wait(ctx); err != nil {
+		if err := t.reserve(ctx); err != nil {
 			return err
 		}
 		if !t.lapsed(t.now()) {
@@ -241,6 +258,35 @@ func (t *Throttle) wait(ctx context.Context) error {
 		}
 		// The permit came due after the grant ran out (reserved before a
 		// stall): it is not spent.
+	}
+}
+
+// reserve waits for one permit of the limiter. A permit reserved at a
+// lower rate than the limiter has now is given back and asked for again:
+// reservations are spaced at the rate they were made at, so one made at
+// the trickle a member joins with, or at a paced broadcast's small demand,
+// would otherwise hold its worker for seconds after the share had risen.
+func (t *Throttle) reserve(ctx context.Context) error {
+	for {
+		raised := *t.raised.Load()
+		now := t.now()
+		r := t.lim.ReserveN(now, 1)
+		d := r.DelayFrom(now)
+		if d == 0 {
+			return nil
+		}
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+			return nil
+		case <-raised:
+			timer.Stop()
+			r.CancelAt(t.now())
+		case <-ctx.Done():
+			timer.Stop()
+			r.CancelAt(t.now())
+			return ctx.Err()
+		}
 	}
 }
 
@@ -256,14 +302,14 @@ func (t *Throttle) adjustRamp(now time.Time) {
 		frac = 0.1 + 0.9*float64(elapsed)/float64(t.rampUp)
 	}
 	if frac >= 1 {
-		t.lim.SetLimitAt(now, t.full)
+		t.setRate(now, t.full)
 		t.lim.SetBurstAt(now, t.burst)
 		t.ramping.Store(false)
 		return
 	}
 	want := rate.Limit(float64(t.full) * frac)
 	if cur := t.lim.Limit(); want > cur*1.05 || want < cur*0.95 {
-		t.lim.SetLimitAt(now, want)
+		t.setRate(now, want)
 	}
 }
 

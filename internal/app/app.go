@@ -122,6 +122,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		MaxChunks:     cfg.Engine.MaxChunks,
 		ChunkParallel: cfg.Engine.ChunkParallel,
 		PlanParallel:  planParallel(cfg.Engine.PlanParallel),
+		PlanRetry:     cfg.Engine.PlanRetry,
 		PollInterval:  cfg.Engine.PollInterval,
 		Owner:         cfg.Engine.InstanceID,
 		Metrics:       m,

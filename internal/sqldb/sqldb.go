@@ -6,9 +6,12 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -47,6 +50,41 @@ func IsRetryable(err error) bool {
 		return me.Number == errLockDeadlock || me.Number == errLockWaitTimeout
 	}
 	return false
+}
+
+// Server errors that mean the connection or the server, not the
+// statement, failed: the same statement may work on the next try.
+const (
+	errConnCount      = 1040 // ER_CON_COUNT_ERROR: too many connections
+	errServerShutdown = 1053 // ER_SERVER_SHUTDOWN
+	errQueryKilled    = 1317 // ER_QUERY_INTERRUPTED
+	errConnKilled     = 1927 // ER_CONNECTION_KILLED (MariaDB)
+)
+
+// IsStatementError reports an error that is the database's answer to the
+// statement itself (an unknown column or table, a syntax error, a refused
+// privilege, a value out of range) or that came from the caller's own
+// checks before any statement was sent: running the same statement again
+// gives the same error. Connection losses, timeouts, deadlocks and lock
+// waits, a killed query or a server shutting down are not: those may pass
+// on the next try.
+func IsStatementError(err error) bool {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case errLockDeadlock, errLockWaitTimeout, errConnCount, errServerShutdown, errQueryKilled, errConnKilled:
+			return false
+		}
+	}
+	return true
 }
 
 // IsDuplicateEntry reports MySQL's ER_DUP_ENTRY (a UNIQUE key clash).
