@@ -49,6 +49,9 @@ type Options struct {
 	// BroadcastTTL caches GET /push/broadcasts/{id} rows this long (0: no
 	// cache); see readCache.
 	BroadcastTTL time.Duration
+	// PreviewTTL keeps audience previews' counts this long (0: no cache);
+	// see previewCache.
+	PreviewTTL time.Duration
 	// HandBackTimeout is how long a chunk may go on being handed back by
 	// every instance that claims it (none can run it: a named audience no
 	// configuration has) before its broadcast fails.
@@ -110,6 +113,8 @@ type Service struct {
 	pacer   *pacer   // paced broadcasts' rates
 	runs    runSet   // chunks running here
 	refused refusals // broadcasts this instance handed back
+
+	previews previewCache // audience previews' counts
 }
 
 // New builds a Service.
@@ -140,6 +145,7 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 		reads: readCache{ttl: opt.BroadcastTTL},
 		lanes: newLanes(opt.ChunkParallel),
 	}
+	s.previews.ttl = opt.PreviewTTL
 	s.pacer = newPacer(leases, opt.Owner, opt.Rules.RateLimit, s.log, func(ctx context.Context, b *model.Broadcast) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
