@@ -43,6 +43,9 @@ type leaf struct {
 	path path
 	src  string
 	link *linkRule // non-nil: the rendered value must still be such a URL
+	// origin is a templated URL's scheme and host, which the rendered
+	// value must keep (overrides_link.go); nil for a static value.
+	origin *origin
 }
 
 // walker carries what the rules collect: the string values that may be
@@ -107,7 +110,7 @@ func (l *linkRule) check(p path, s string) error {
 
 // link is a URL. A templated one must fix its scheme and host before the
 // first action ("https://example.com/u/{{.id}}"); the rendered value is
-// checked again per target.
+// checked again per target, and must keep that scheme and host.
 func link(httpOK bool) rule {
 	l := &linkRule{httpOK: httpOK}
 	return func(w *walker, p path, v any) (any, error) {
@@ -125,7 +128,11 @@ func link(httpOK bool) rule {
 			}
 			return nil, err
 		}
-		w.leaves = append(w.leaves, leaf{path: p, src: s, link: l})
+		lf := leaf{path: p, src: s, link: l}
+		if templated {
+			lf.origin = templateOrigin(s, static)
+		}
+		w.leaves = append(w.leaves, lf)
 		return s, nil
 	}
 }

@@ -31,8 +31,12 @@ func platformFields(p [4]override) []audience.Named {
 }
 
 // checkPlatformTemplates parses the objects' strings as templates over the
-// audience's variables, naming the path of the first bad one.
+// audience's variables, naming the path of the first bad one. A templated
+// URL whose host no rendered value could keep is refused first.
 func checkPlatformTemplates(p [4]override, vars []string) error {
+	if err := checkLinkOrigins(p); err != nil {
+		return err
+	}
 	if _, err := audience.ParseFields(platformFields(p), vars); err != nil {
 		var te *audience.TemplateError
 		if errors.As(err, &te) {
@@ -83,8 +87,9 @@ func newPlatformTemplate(m model.Message) (*platformTemplate, error) {
 }
 
 // render is the objects for one target's variables. A rendered URL that
-// is no longer one is a *audience.TemplateError naming its path, like any
-// other template failure of the target.
+// is no longer one, or is on another scheme or host than its template
+// fixes, is a *audience.TemplateError naming its path, like any other
+// template failure of the target: that target is not sent.
 func (t *platformTemplate) render(vars map[string]string, base fanout.Platform) (fanout.Platform, error) {
 	values, err := t.fields.Render(vars)
 	if err != nil {
@@ -105,6 +110,11 @@ func (t *platformTemplate) render(vars map[string]string, base fanout.Platform) 
 			}
 			if l.link != nil {
 				if err := l.link.check(l.path, v); err != nil {
+					return base, &audience.TemplateError{Field: l.path.name, Err: err}
+				}
+			}
+			if l.origin != nil {
+				if err := l.origin.check(l.path, v); err != nil {
 					return base, &audience.TemplateError{Field: l.path.name, Err: err}
 				}
 			}

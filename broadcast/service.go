@@ -55,6 +55,9 @@ type Options struct {
 	// BroadcastTTL caches GET /push/broadcasts/{id} rows this long (0: no
 	// cache); see readCache.
 	BroadcastTTL time.Duration
+	// PreviewTTL keeps audience previews' counts this long (0: no cache);
+	// see previewCache.
+	PreviewTTL time.Duration
 	// HandBackTimeout is how long a chunk may go on being handed back by
 	// every instance that claims it (none can run it: a named audience no
 	// configuration has) before its broadcast fails.
@@ -118,6 +121,8 @@ type Service struct {
 	runs    runSet   // chunks running here
 	plans   planSet  // plans running here
 	refused refusals // broadcasts this instance handed back
+
+	previews previewCache // audience previews' counts
 }
 
 // New builds a Service.
@@ -152,6 +157,7 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 		reads:    readCache{ttl: opt.BroadcastTTL},
 		lanes:    newLanes(opt.ChunkParallel),
 	}
+	s.previews.ttl = opt.PreviewTTL
 	s.pacer = newPacer(leases, opt.Rules.RateLimit, s.log)
 	return s
 }
@@ -162,8 +168,9 @@ func (s *Service) Owner() string { return s.opt.Owner }
 // Start launches the dispatcher, which also resumes chunks that a crashed
 // instance left behind once their leases expire, the planner, which plans
 // broadcasts (and resumes the plans of a crashed instance), and the
-// promoter of scheduled broadcasts and waiting chunks. When ctx ends, the service stops as by Stop (the
-// engine must be started first). Starting twice does nothing.
+// promoter of scheduled broadcasts and waiting chunks. When ctx ends, the
+// service stops as by Stop (the engine must be started first). Starting
+// twice does nothing.
 func (s *Service) Start(ctx context.Context) {
 	if s.started.Swap(true) {
 		return

@@ -23,6 +23,14 @@ type Config struct {
 	AdminTokens     []string `yaml:"-"` // secrets come from the environment only
 	InternalToken   string   `yaml:"-"`
 
+	// MetricsAddr, when set, is a listener of its own serving GET /metrics
+	// only (for a scraper on a private network). MetricsToken is a bearer
+	// token that may read /metrics (and nothing else); the admin tokens
+	// may too. Without either, no one can read the metrics: they are not
+	// public.
+	MetricsAddr  string `yaml:"metrics_addr"`
+	MetricsToken string `yaml:"-"`
+
 	// FCMH2C speaks HTTP/2 without TLS to an http:// emulator endpoint.
 	FCMH2C bool `yaml:"fcm_h2c"`
 	// FCMCAFile is a PEM bundle to trust for the FCM endpoint (an emulator
@@ -152,13 +160,23 @@ type HTTP struct {
 	// SessionTTL is how long a console sign-in lasts (the cookie's and
 	// the server's session's lifetime).
 	SessionTTL time.Duration `yaml:"session_ttl"`
-	// SignInFailuresPerMinute limits failed console sign-ins per client
-	// address: a token cannot be guessed through the sign-in form.
+	// SignInFailuresPerMinute limits failed authentications per client
+	// address: wrong bearer tokens on any route and failed console
+	// sign-ins, together, so a token cannot be guessed either way.
 	SignInFailuresPerMinute float64 `yaml:"sign_in_failures_per_minute"`
 	// TrustedProxies are the CIDRs of reverse proxies whose
-	// X-Forwarded-For names the client (for the sign-in limit); empty: the
-	// connection's address is the client's.
+	// X-Forwarded-For names the client (for the failure limit) and whose
+	// X-Forwarded-Proto says the client used TLS (the session cookie's
+	// Secure flag); empty: the connection's address is the client's, and
+	// only a TLS connection to pushfan itself is TLS.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// PreviewsPerMinute limits the audience previews (POST /push/preview,
+	// POST /push/audiences/{name}/preview) per admin token.
+	PreviewsPerMinute float64 `yaml:"previews_per_minute"`
+	// PreviewCache is how long a preview's count is kept and shared by
+	// every caller of this instance (0: none): counting a large audience
+	// reads all of it, and the console previews as the operator types.
+	PreviewCache time.Duration `yaml:"preview_cache"`
 }
 
 // DB configures the MySQL pool.
@@ -228,6 +246,9 @@ func Defaults() Config {
 
 			SessionTTL:              12 * time.Hour,
 			SignInFailuresPerMinute: 5,
+
+			PreviewsPerMinute: 60,
+			PreviewCache:      30 * time.Second,
 		},
 		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},

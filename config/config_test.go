@@ -55,6 +55,10 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		"PUSHFAN_LOG_LEVEL":              with(map[string]string{"PUSHFAN_LOG_LEVEL": "loud"}),
 		"PUSHFAN_HOLD_EXPIRY":            with(map[string]string{"PUSHFAN_HOLD_EXPIRY": "0s"}),
 		"PUSHFAN_RELEASE_FOUR_EYES":      with(map[string]string{"PUSHFAN_RELEASE_FOUR_EYES": "maybe"}),
+		"PUSHFAN_METRICS_ADDR":           with(map[string]string{"PUSHFAN_METRICS_ADDR": "9090"}),
+		"PUSHFAN_METRICS_TOKEN":          with(map[string]string{"PUSHFAN_METRICS_TOKEN": "short"}),
+		"PUSHFAN_PREVIEWS_PER_MINUTE":    with(map[string]string{"PUSHFAN_PREVIEWS_PER_MINUTE": "0"}),
+		"PUSHFAN_PREVIEW_CACHE":          with(map[string]string{"PUSHFAN_PREVIEW_CACHE": "1h"}),
 	}
 	for name, m := range cases {
 		_, err := Load(env(m))
@@ -126,5 +130,33 @@ func TestParseAdminTokens(t *testing.T) {
 		if strings.Contains(err.Error(), "secret-0123") {
 			t.Errorf("error quotes the secret: %v", err)
 		}
+	}
+}
+
+// The metrics listener must differ from the API's; the metrics token is a
+// secret of the environment only, and preview settings have their
+// defaults.
+func TestMetricsAndPreviewSettings(t *testing.T) {
+	if _, err := Load(env(with(map[string]string{"PUSHFAN_HTTP_ADDR": "127.0.0.1:8080", "PUSHFAN_METRICS_ADDR": "127.0.0.1:8080"}))); err == nil || !strings.Contains(err.Error(), "PUSHFAN_METRICS_ADDR") {
+		t.Fatalf("the API's address as the metrics listener: %v", err)
+	}
+	cfg, err := Load(env(with(map[string]string{"PUSHFAN_METRICS_ADDR": "127.0.0.1:9090", "PUSHFAN_METRICS_TOKEN": "scrape-token-0123456789"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MetricsAddr != "127.0.0.1:9090" || cfg.MetricsToken != "scrape-token-0123456789" {
+		t.Fatalf("metrics settings %q %q", cfg.MetricsAddr, cfg.MetricsToken)
+	}
+	if d := Defaults(); d.MetricsAddr != "" || d.MetricsToken != "" || d.HTTP.PreviewsPerMinute != 60 || d.HTTP.PreviewCache != 30*time.Second {
+		t.Fatalf("defaults: metrics %q %q, previews %v per minute, cache %v", d.MetricsAddr, d.MetricsToken, d.HTTP.PreviewsPerMinute, d.HTTP.PreviewCache)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pushfan.yaml")
+	if err := os.WriteFile(path, []byte("metrics_addr: 127.0.0.1:9191\nhttp:\n  preview_cache: 5s\n  previews_per_minute: 20\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = Load(env(with(map[string]string{"PUSHFAN_CONFIG": path})))
+	if err != nil || cfg.MetricsAddr != "127.0.0.1:9191" || cfg.HTTP.PreviewCache != 5*time.Second || cfg.HTTP.PreviewsPerMinute != 20 {
+		t.Fatalf("from YAML: %v %q %v %v", err, cfg.MetricsAddr, cfg.HTTP.PreviewCache, cfg.HTTP.PreviewsPerMinute)
 	}
 }

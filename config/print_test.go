@@ -81,6 +81,7 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 		tok1     = "first-admin-token-0123456789"
 		tok2     = "second-admin-token-abcdefghij"
 		internal = "internal-cron-token-zyxwvut"
+		scraper  = "metrics-scrape-token-qponmlk"
 		password = "s3cr3t-p4ss"
 		tok3     = "third-admin-token-viewer-0001"
 		hash     = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -89,6 +90,7 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 		"PUSHFAN_MYSQL_DSN":              "pushfan:" + password + "@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
 		"PUSHFAN_ADMIN_TOKENS":           tok1 + "," + tok2 + ",ops:viewer:" + tok3 + ",cron:sender:sha256:" + hash,
 		"PUSHFAN_INTERNAL_TOKEN":         internal,
+		"PUSHFAN_METRICS_TOKEN":          scraper,
 		"PUSHFAN_FCM_ENDPOINT":           "http://127.0.0.1:9099/v1",
 		"PUSHFAN_FCM_PROJECT_ID":         "demo",
 		"GOOGLE_APPLICATION_CREDENTIALS": "/etc/pushfan/sa.json",
@@ -102,7 +104,7 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 		printed[s.Name] = s
 		all.WriteString(s.Name + "=" + s.Value + "\n")
 	}
-	for _, secret := range []string{tok1, tok2, tok3, hash, internal, password} {
+	for _, secret := range []string{tok1, tok2, tok3, hash, internal, scraper, password} {
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("%q appears in\n%s", secret, all.String())
 		}
@@ -110,6 +112,7 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 	for name, want := range map[string]string{
 		"PUSHFAN_ADMIN_TOKENS":           "****,****,ops:viewer:****,cron:sender:****",
 		"PUSHFAN_INTERNAL_TOKEN":         "****",
+		"PUSHFAN_METRICS_TOKEN":          "****",
 		"PUSHFAN_MYSQL_DSN":              "pushfan:****@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
 		"GOOGLE_APPLICATION_CREDENTIALS": "/etc/pushfan/sa.json",
 	} {

@@ -130,7 +130,23 @@ func (c *Config) validateServe() []error {
 		}
 	}
 	if c.HTTP.SignInFailuresPerMinute <= 0 {
-		bad("PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", "must be a positive number of failed sign-ins per minute per client address, got %v", c.HTTP.SignInFailuresPerMinute)
+		bad("PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", "must be a positive number of failed authentications (wrong bearer tokens and sign-ins) per minute per client address, got %v", c.HTTP.SignInFailuresPerMinute)
+	}
+	if c.HTTP.PreviewsPerMinute <= 0 {
+		bad("PUSHFAN_PREVIEWS_PER_MINUTE", "must be a positive number of audience previews per minute per token, got %v", c.HTTP.PreviewsPerMinute)
+	}
+	if c.HTTP.PreviewCache < 0 || c.HTTP.PreviewCache > 10*time.Minute {
+		bad("PUSHFAN_PREVIEW_CACHE", "must be from 0 (no cache) to 10m, got %v", c.HTTP.PreviewCache)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("PUSHFAN_METRICS_ADDR", "%q is not host:port such as 127.0.0.1:9090: %v", c.MetricsAddr, err)
+		} else if c.MetricsAddr == c.HTTPAddr {
+			bad("PUSHFAN_METRICS_ADDR", "%q is PUSHFAN_HTTP_ADDR too; the metrics listener needs an address of its own", c.MetricsAddr)
+		}
+	}
+	if c.MetricsToken != "" && len(c.MetricsToken) < 16 {
+		bad("PUSHFAN_METRICS_TOKEN", "is shorter than 16 characters")
 	}
 	if c.HTTP.TestSendsPerMinute <= 0 {
 		bad("PUSHFAN_TEST_SENDS_PER_MINUTE", "must be a positive number of test sends per minute per token, got %v", c.HTTP.TestSendsPerMinute)

@@ -34,7 +34,10 @@ const tokenKey = "pushfan.token"
 
 // requireBearer refuses requests without a token from ts (401) and GET-only
 // tokens on other methods (403); it stores the matched token for handlers.
-func requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
+// A presented token is an authentication attempt: a wrong one is charged
+// to the client address's failure budget, shared with the console's
+// sign-in, and once that is spent every bearer from the address is a 429.
+func (s *Server) requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if len(ts.tokens) == 0 {
@@ -46,7 +49,11 @@ func requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 				return unauthorized(c, realm, "send Authorization: Bearer <token>")
 			}
 			t := ts.match(strings.TrimSpace(token))
+			if err := s.failures.admit(c, t != nil); err != nil {
+				return err
+			}
 			if t == nil {
+				s.log.WarnContext(c.Request().Context(), "bearer token refused", "realm", realm, "remote", c.RealIP(), "path", c.Path())
 				return unauthorized(c, realm, "the bearer token is not valid")
 			}
 			if err := mayChange(t, c.Request().Method); err != nil {
@@ -72,7 +79,7 @@ func mayChange(t *config.AdminToken, m string) error {
 // requireAdmin lets in an admin bearer token or, without an Authorization
 // header, a console session, whose changes must carry its CSRF token.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
-	bearer := requireBearer(s.admin, "admin")(next)
+	bearer := s.requireBearer(s.admin, "admin")(next)
 	return func(c echo.Context) error {
 		if s.sessions == nil || c.Request().Header.Get(echo.HeaderAuthorization) != "" {
 			return bearer(c)

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"pushfan/audience"
 	"pushfan/config"
 	"pushfan/internal/teststack"
 )
@@ -580,5 +583,115 @@ func TestWatchStreamEndsAtSignOut(t *testing.T) {
 	// the sign-out, not for the broadcast's end.
 	if s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", b.ID), nil, &cur); cur.Final() {
 		t.Fatalf("the broadcast is %s: want it still unfinished", cur.Status)
+	}
+}
+
+// The session cookie is Secure when the client used TLS: X-Forwarded-Proto
+// says so only from a proxy in PUSHFAN_TRUSTED_PROXIES, since anyone can
+// write the header.
+func TestSessionCookieSecureOnlyBehindATrustedProxy(t *testing.T) {
+	secure := func(s *teststack.Stack, proto string) bool {
+		t.Helper()
+		req, _ := http.NewRequest("POST", s.API.URL+"/console/api/session", strings.NewReader(`{"token":"`+teststack.AdminToken+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if proto != "" {
+			req.Header.Set("X-Forwarded-Proto", proto)
+		}
+		resp, err := s.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == "pushfan_session" && resp.StatusCode == 200 {
+				return c.Secure
+			}
+		}
+		t.Fatalf("sign-in with X-Forwarded-Proto %q: %d, no session cookie", proto, resp.StatusCode)
+		return false
+	}
+	direct := consoleStack(t, nil)
+	if secure(direct, "https") {
+		t.Error("an untrusted client's X-Forwarded-Proto: https made the cookie Secure")
+	}
+	if secure(direct, "") {
+		t.Error("a plain HTTP sign-in got a Secure cookie")
+	}
+	proxied := consoleStack(t, func(c *config.Config) { c.HTTP.TrustedProxies = []string{"127.0.0.1/32"} })
+	if !secure(proxied, "https") {
+		t.Error("a trusted proxy's X-Forwarded-Proto: https did not make the cookie Secure")
+	}
+	if secure(proxied, "https, http") || secure(proxied, "") {
+		t.Error("the cookie is Secure though the trusted proxy says (last) http, or nothing")
+	}
+}
+
+// otherSender is a second sender token for the preview tests.
+const otherSender = "second-sender-token-0123456789"
+
+type previewAnswer struct {
+	Count  int64    `json:"count"`
+	Sample []uint64 `json:"sample_user_ids"`
+}
+
+// A preview's count is kept for PUSHFAN_PREVIEW_CACHE and shared by every
+// caller of the instance: the console counts as the operator types, and a
+// count of a large audience reads all of it.
+func TestPreviewCountsAreCachedForEveryCaller(t *testing.T) {
+	s := consoleStack(t, func(c *config.Config) {
+		c.AdminTokens = append(c.AdminTokens, "second:sender:"+otherSender)
+		c.HTTP.PreviewCache = 10 * time.Minute
+	})
+	s.SeedTokens(1, tokens("ok-", 30))
+	all := map[string]any{"audience": map[string]any{"all": true}}
+	var p previewAnswer
+	if resp := s.Do("POST", "/push/preview", all, &p); resp.StatusCode != 200 || p.Count != 30 || len(p.Sample) != 10 {
+		t.Fatalf("first preview: %d %+v", resp.StatusCode, p)
+	}
+	s.SeedTokens(31, tokens("more-", 20))
+	var again previewAnswer
+	if resp := s.DoAuth("POST", "/push/preview", otherSender, all, &again); resp.StatusCode != 200 || again.Count != 30 || !slices.Equal(again.Sample, p.Sample) {
+		t.Fatalf("the same audience again, from another token: %d %+v, want the first count, 30 (cached)", resp.StatusCode, again)
+	}
+	// Another audience is counted afresh.
+	ids := map[string]any{"audience": map[string]any{"user_ids": []int{31, 32, 33, 1}}}
+	if resp := s.Do("POST", "/push/preview", ids, &p); resp.StatusCode != 200 || p.Count != 4 {
+		t.Fatalf("user ids 31-33 and 1: %d %+v, want 4", resp.StatusCode, p)
+	}
+	// A broadcast counts the live audience, whatever a preview saw.
+	var b teststack.Broadcast
+	if s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b); b.Targeted != 50 {
+		t.Fatalf("broadcast targeted %d, want 50", b.Targeted)
+	}
+}
+
+// Previews are limited per token (PUSHFAN_PREVIEWS_PER_MINUTE, burst ten
+// seconds' worth), both routes together, with the 429 of the other limits.
+func TestPreviewsAreRateLimitedPerToken(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.AdminTokens = []string{teststack.AdminToken, "second:sender:" + otherSender}
+		c.HTTP.PreviewsPerMinute = 1 // a burst of 1, then one a minute
+		c.Audiences = []audience.Definition{{Name: "low_ids", Params: map[string]string{"max_user": "int"},
+			SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t WHERE t.id > :after AND t.user_id <= :max_user ORDER BY t.id LIMIT :limit"}}
+	}})
+	s.SeedTokens(1, tokens("ok-", 5))
+	if resp := s.Do("POST", "/push/preview", map[string]any{"audience": map[string]any{"user_ids": []int{1}}}, nil); resp.StatusCode != 200 {
+		t.Fatalf("first preview: %d", resp.StatusCode)
+	}
+	for _, path := range []string{"/push/preview", "/push/audiences/low_ids/preview"} {
+		body := map[string]any{"audience": map[string]any{"all": true}}
+		if path != "/push/preview" {
+			body = map[string]any{"params": map[string]any{"max_user": 3}}
+		}
+		var e teststack.ErrorBody
+		resp := s.Do("POST", path, body, &e)
+		secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != 429 || e.Error.Code != "rate_limited" || err != nil || secs < 1 || secs > 60 {
+			t.Fatalf("%s over the budget: %d %+v Retry-After %q", path, resp.StatusCode, e, resp.Header.Get("Retry-After"))
+		}
+	}
+	var p previewAnswer
+	if resp := s.DoAuth("POST", "/push/audiences/low_ids/preview", otherSender, map[string]any{"params": map[string]any{"max_user": 3}}, &p); resp.StatusCode != 200 || p.Count != 3 {
+		t.Fatalf("another token's preview: %d %+v", resp.StatusCode, p)
 	}
 }

@@ -86,7 +86,8 @@ func TestOpenAPIDocumentMatchesRoutes(t *testing.T) {
 
 // TestOpenAPIDocumentCoversErrors checks each operation lists the error
 // answers the middleware gives it whatever the handler does: 500 always,
-// 401 behind a token, 403 for a viewer's write, 400 and 413 with a body.
+// 401 behind a token, 429 behind a bearer token, 403 for a viewer's write,
+// 400 and 413 with a body.
 func TestOpenAPIDocumentCoversErrors(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for path, item := range doc.Paths.Map() {
@@ -99,6 +100,19 @@ func TestOpenAPIDocumentCoversErrors(t *testing.T) {
 			}
 			if secured && method != http.MethodGet && strings.HasPrefix(path, "/push/") {
 				want = append(want, "403")
+			}
+			// A bearer token is charged to the address's failed
+			// authentication budget, whose 429 any such route may answer.
+			bearer := op.Security == nil
+			if op.Security != nil {
+				for _, req := range *op.Security {
+					for scheme := range req {
+						bearer = bearer || strings.HasSuffix(scheme, "Bearer")
+					}
+				}
+			}
+			if bearer {
+				want = append(want, "429")
 			}
 			if op.RequestBody != nil {
 				want = append(want, "400", "413")

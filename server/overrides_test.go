@@ -246,3 +246,76 @@ func TestCronJobPlatformOverrides(t *testing.T) {
 		t.Fatalf("CheckJobs: %v", err)
 	}
 }
+
+// A templated link keeps the host its template fixes: a row whose value
+// would move it to another host ("https://example.com" + "@evil.com/x")
+// fails that target with TEMPLATE_ERROR, counted and never sent; a template
+// whose first action is inside the host is refused with a 400 naming it.
+func TestTemplatedLinksKeepTheirHost(t *testing.T) {
+	s := renewalStack(t)
+	s.Emu.RecordMessages()
+	// Users 5, 10, 15 and 20 hold a value that ends the host's user name.
+	s.MustExec("UPDATE subscriptions SET plan = IF(user_id % 5 = 0, '@evil.com/x', '/renew')")
+	aud := map[string]any{"name": "renewal_due", "params": map[string]any{"days_before": 3, "locale": "en"}}
+	var b overrideBroadcast
+	resp := s.Do("POST", "/push/broadcast", map[string]any{
+		"title":    "Renewal",
+		"audience": aud,
+		"android":  asJSON(t, `{"notification":{"image":"https://img.example.com{{.plan}}"}}`),
+		"webpush":  asJSON(t, `{"fcm_options":{"link":"https://example.com{{.plan}}"}}`),
+	}, &b)
+	if resp.StatusCode != 200 || b.Status != "completed" || b.Targeted != 20 || b.Succeeded != 16 || b.Failed != 4 || b.Errors["TEMPLATE_ERROR"] != 4 {
+		t.Fatalf("broadcast: %d %+v", resp.StatusCode, b.Broadcast)
+	}
+	for uid := 1; uid <= 20; uid++ {
+		tok := fmt.Sprintf("ok-%d", uid-1)
+		if uid%5 == 0 {
+			if raw, sent := s.Emu.LastMessage(tok); sent {
+				t.Fatalf("user %d's link to another host was sent: %s", uid, raw)
+			}
+			continue
+		}
+		m := lastMessage(t, s, tok)
+		image := m["android"].(map[string]any)["notification"].(map[string]any)["image"]
+		link := m["webpush"].(map[string]any)["fcm_options"].(map[string]any)["link"]
+		if image != "https://img.example.com/renew" || link != "https://example.com/renew" {
+			t.Fatalf("user %d: image %v, link %v", uid, image, link)
+		}
+	}
+	if n := s.Emu.Stats().Accepted; n != 16 {
+		t.Fatalf("the emulator accepted %d, want 16", n)
+	}
+	var failures struct {
+		Failures []struct {
+			UserID  uint64 `json:"user_id"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"failures"`
+	}
+	s.Do("GET", fmt.Sprintf("/push/broadcasts/%d/failures", b.ID), nil, &failures)
+	if len(failures.Failures) != 4 {
+		t.Fatalf("failures: %+v", failures)
+	}
+	for _, f := range failures.Failures {
+		if f.UserID%5 != 0 || f.Code != "TEMPLATE_ERROR" || !strings.Contains(f.Message, "android.notification.image") || !strings.Contains(f.Message, "img.example.com") {
+			t.Fatalf("failure %+v", f)
+		}
+	}
+
+	// The first action inside the host: no row could keep it.
+	for _, c := range []struct{ key, value, field string }{
+		{"webpush", `{"fcm_options":{"link":"https://api{{.plan}}.example.com/x"}}`, "webpush.fcm_options.link"},
+		{"android", `{"notification":{"image":"https://example.com:{{.plan}}/x"}}`, "android.notification.image"},
+		{"apns", `{"fcm_options":{"image":"https://cdn.{{.plan}}/x"}}`, "apns.fcm_options.image"},
+	} {
+		var e teststack.ErrorBody
+		resp := s.Do("POST", "/push/broadcast", map[string]any{"title": "Renewal", "audience": aud, c.key: asJSON(t, c.value)}, &e)
+		if resp.StatusCode != 400 || e.Error.Code != "invalid_value" || e.Error.Field != c.field {
+			t.Errorf("%s %s: %d %+v, want 400 invalid_value naming %s", c.key, c.value, resp.StatusCode, e, c.field)
+		}
+	}
+	var n int
+	if err := s.SQL.Get(&n, "SELECT COUNT(*) FROM broadcasts"); err != nil || n != 1 {
+		t.Fatalf("%d broadcasts stored (err %v), want only the first", n, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,9 @@ func securityStack(t *testing.T, perMinute float64) *teststack.Stack {
 		if perMinute > 0 {
 			c.HTTP.SubmitPerMinute = perMinute
 		}
+		// The tests send wrong tokens on purpose; the failure budget
+		// has tests of its own (authfailures_test.go).
+		c.HTTP.SignInFailuresPerMinute = 1000
 	}})
 }
 
@@ -100,7 +104,7 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 	if b.Failed == 0 || b.Succeeded == 0 {
 		t.Fatalf("broadcast %+v proves nothing", b)
 	}
-	m := scrape(t, s.HTTP, s.API.URL+"/metrics")
+	m := scrape(t, s.HTTP, s.API.URL+"/metrics", viewerToken)
 	if got := m[`pushfan_broadcast_targets_total{code="OK",result="succeeded"}`]; got != float64(b.Succeeded) {
 		t.Fatalf("succeeded metric %v, broadcast %d", got, b.Succeeded)
 	}
@@ -145,14 +149,25 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 	}
 }
 
-// scrape reads a Prometheus text exposition into name{labels} → value.
-func scrape(t *testing.T, client *http.Client, url string) map[string]float64 {
+// scrape reads a Prometheus text exposition into name{labels} → value,
+// sending token as a bearer ("" sends none).
+func scrape(t *testing.T, client *http.Client, url, token string) map[string]float64 {
 	t.Helper()
-	resp, err := client.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -168,4 +183,89 @@ func scrape(t *testing.T, client *http.Client, url string) map[string]float64 {
 		out[line[:i]] = v
 	}
 	return out
+}
+
+// GET /metrics is not public: on the API's listener it takes the metrics
+// token or an admin token, and the metrics token opens nothing else.
+// PUSHFAN_METRICS_ADDR serves it on a listener of its own, without a token
+// unless PUSHFAN_METRICS_TOKEN is set.
+func TestMetricsNeedAToken(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.AdminTokens = []string{teststack.AdminToken, "dashboard:viewer:" + viewerToken}
+		c.MetricsToken = metricsToken
+		c.HTTP.SignInFailuresPerMinute = 1000
+	}})
+	var e teststack.ErrorBody
+	resp := s.DoAuth("GET", "/metrics", "", nil, &e)
+	if resp.StatusCode != 401 || e.Error.Code != "unauthorized" || resp.Header.Get("WWW-Authenticate") != `Bearer realm="pushfan-metrics"` {
+		t.Fatalf("GET /metrics without a token: %d %+v %q", resp.StatusCode, e, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp := s.DoAuth("GET", "/metrics", "wrong-token-0123456789", nil, &e); resp.StatusCode != 401 {
+		t.Fatalf("GET /metrics with a wrong token: %d", resp.StatusCode)
+	}
+	for _, tok := range []string{metricsToken, viewerToken, teststack.AdminToken} {
+		if m := scrape(t, s.HTTP, s.API.URL+"/metrics", tok); m["go_goroutines"] == 0 {
+			t.Fatalf("scrape with %s: no go_goroutines", tok)
+		}
+	}
+	for _, path := range []string{"/push/stats", "/push/broadcasts"} {
+		if resp := s.DoAuth("GET", path, metricsToken, nil, &e); resp.StatusCode != 401 {
+			t.Fatalf("the metrics token on GET %s: %d, want 401", path, resp.StatusCode)
+		}
+	}
+	if srv := s.First.App.API.MetricsServer(); srv != nil {
+		t.Fatalf("a metrics listener without PUSHFAN_METRICS_ADDR: %s", srv.Addr)
+	}
+
+	// Without a metrics token, an admin token still reads them; no one else.
+	plain := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.MetricsAddr = "127.0.0.1:0" }})
+	if resp := plain.DoAuth("GET", "/metrics", "", nil, &e); resp.StatusCode != 401 {
+		t.Fatalf("no metrics token, GET /metrics without a token: %d", resp.StatusCode)
+	}
+	scrape(t, plain.HTTP, plain.API.URL+"/metrics", teststack.AdminToken)
+	// The listener of its own needs no token when none is set...
+	own := metricsListener(t, plain)
+	if m := scrape(t, http.DefaultClient, own+"/metrics", ""); m["go_goroutines"] == 0 {
+		t.Fatal("the metrics listener: no go_goroutines")
+	}
+	// ... and serves nothing else.
+	if code := getStatus(t, own+"/push/stats"); code != 404 {
+		t.Fatalf("the metrics listener answered GET /push/stats with %d, want 404", code)
+	}
+	// With a token set, it takes the token there too.
+	guarded := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.MetricsAddr = "127.0.0.1:0"
+		c.MetricsToken = metricsToken
+	}})
+	own = metricsListener(t, guarded)
+	if code := getStatus(t, own+"/metrics"); code != 401 {
+		t.Fatalf("the guarded metrics listener without a token: %d, want 401", code)
+	}
+	scrape(t, http.DefaultClient, own+"/metrics", metricsToken)
+}
+
+// metricsListener serves the stack's PUSHFAN_METRICS_ADDR server on a
+// loopback port and returns its base URL.
+func metricsListener(t *testing.T, s *teststack.Stack) string {
+	t.Helper()
+	srv := s.First.App.API.MetricsServer()
+	if srv == nil {
+		t.Fatal("no metrics server though PUSHFAN_METRICS_ADDR is set")
+	}
+	ts := httptest.NewUnstartedServer(srv.Handler)
+	ts.Config = srv
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// getStatus is the status of a GET without a token.
+func getStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

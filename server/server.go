@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"time"
@@ -49,18 +48,26 @@ type Server struct {
 	internal     tokenSet
 	openAPIDoc   []byte // GET /openapi.json, copied once
 
-	// The console: sessions (nil: no sign-in), failed sign-ins, the
-	// live-watch streams, and the cluster view.
+	// The console: sessions (nil: no sign-in), the live-watch streams,
+	// and the cluster view.
 	sessions SessionStore
-	signins  *keyedLimiters // failed sign-ins per client address
 	watch    *watchHub
 	cluster  func(context.Context) (model.Cluster, error)
+
+	// failures is the failed-authentication budget per client address
+	// (bearer tokens and sign-ins); proxies are the trusted reverse
+	// proxies; metricsTokens may read GET /metrics.
+	failures      *authFailures
+	proxies       trustedProxies
+	metricsTokens tokenSet
 }
 
 // Option adjusts a Server.
 type Option func(*Server)
 
-// WithMetrics serves h (a Prometheus handler) at GET /metrics.
+// WithMetrics serves h (a Prometheus handler) at GET /metrics, to the
+// metrics token and the admin tokens (and on PUSHFAN_METRICS_ADDR: see
+// MetricsServer).
 func WithMetrics(h http.Handler) Option { return func(s *Server) { s.metrics = h } }
 
 // WithAudiences makes named audiences (checked against the database)
@@ -94,12 +101,14 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 		o(s)
 	}
 	// Burst: a minute's worth, so a mistyped paste or two costs nothing.
-	s.signins = newKeyedLimiters(cfg.HTTP.SignInFailuresPerMinute, int(cfg.HTTP.SignInFailuresPerMinute))
+	s.failures = newAuthFailures(cfg.HTTP.SignInFailuresPerMinute)
+	s.proxies = parseProxies(cfg.HTTP.TrustedProxies)
+	s.metricsTokens = metricsTokens(cfg.MetricsToken, tokens)
 	s.watch = newWatchHub(svc.Peek, s.view, log)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.IPExtractor = clientAddr(cfg.HTTP.TrustedProxies)
+	e.IPExtractor = s.proxies.clientAddr()
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator:        newRequestID,
@@ -113,7 +122,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openAPI)
 	if s.metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(s.metrics))
+		e.GET("/metrics", echo.WrapHandler(s.metrics), s.requireBearer(s.metricsTokens, "metrics"))
 	}
 
 	s.routeConsole(e)
@@ -134,13 +143,16 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.GET("/broadcasts/:id/failures", s.listFailures)
 	push.GET("/stats", s.stats)
 	push.GET("/audiences", s.listAudiences)
-	push.POST("/audiences/:name/preview", s.previewAudience)
+	// Previews count audiences as the console's operator types: one
+	// budget per token for both routes (the counts are cached too).
+	previews := newSubmitLimiter(cfg.HTTP.PreviewsPerMinute, "previews")
+	push.POST("/audiences/:name/preview", s.previewAudience, previews.middleware)
 	push.GET("/cron", s.listJobs)
-	push.POST("/preview", s.previewBroadcastAudience)
+	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast)
 	push.GET("/cluster", s.getCluster)
 
-	internal := e.Group("/internal", requireBearer(s.internal, "internal"))
+	internal := e.Group("/internal", s.requireBearer(s.internal, "internal"))
 	internal.POST("/cron/:job", s.triggerJob)
 	s.echo = e
 	return s
@@ -176,22 +188,6 @@ func (s *Server) HTTPServer() *http.Server {
 		_ = s.watch.stop(ctx)
 	})
 	return srv
-}
-
-// clientAddr is how the client's address is read (it keys the sign-in
-// limit): the connection's, or X-Forwarded-For's behind the configured
-// proxies only, since anyone can write that header.
-func clientAddr(proxies []string) echo.IPExtractor {
-	if len(proxies) == 0 {
-		return echo.ExtractIPDirect()
-	}
-	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
-	for _, p := range proxies {
-		if _, n, err := net.ParseCIDR(p); err == nil { // Validate refused the others
-			opts = append(opts, echo.TrustIPRange(n))
-		}
-	}
-	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

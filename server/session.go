@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -66,9 +65,11 @@ func randomToken() string {
 }
 
 // signIn exchanges an admin token for a session: POST /console/api/session
-// {"token": "..."}. Every attempt is charged to the client address's
-// budget first and refunded when it succeeds, so parallel guesses are
-// limited as well as sequential ones.
+// {"token": "..."}. Every attempt that does not sign in (a wrong token, a
+// bad body) is charged to the client address's failure budget, which
+// bearer tokens share (authFailures), in one step with the check, so
+// parallel guesses are limited as well as sequential ones; a success costs
+// nothing.
 func (s *Server) signIn(c echo.Context) error {
 	if s.sessions == nil {
 		return &APIError{Status: http.StatusNotFound, Code: "sessions_disabled", Message: "console sign-in is not configured on this server"}
@@ -83,27 +84,26 @@ func (s *Server) signIn(c echo.Context) error {
 	if err := sameOrigin(c); err != nil {
 		return err
 	}
-	ip := c.RealIP()
-	attempt := s.signins.reserve(signInKey(ip))
-	if wait := attempt.Delay(); wait > 0 {
-		attempt.Cancel()
-		return rateLimited(c, wait, "too many failed sign-ins from this address")
-	}
 	var req struct {
 		Token string `json:"token"`
 	}
-	if err := decodeStrict(c.Request().Body, &req); err != nil {
+	bad := decodeStrict(c.Request().Body, &req)
+	var t *config.AdminToken
+	if bad == nil && req.Token != "" {
+		t = s.admin.match(req.Token)
+	}
+	if err := s.failures.admit(c, t != nil); err != nil {
 		return err
 	}
-	if req.Token == "" {
+	switch {
+	case bad != nil:
+		return bad
+	case req.Token == "":
 		return badRequest("missing_field", "token", "token is required: paste an admin token (PUSHFAN_ADMIN_TOKENS)")
-	}
-	t := s.admin.match(req.Token)
-	if t == nil {
-		s.log.WarnContext(c.Request().Context(), "console sign-in refused", "remote", ip)
+	case t == nil:
+		s.log.WarnContext(c.Request().Context(), "console sign-in refused", "remote", c.RealIP())
 		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Field: "token", Message: "that is not a valid admin token"}
 	}
-	attempt.Cancel() // a success costs nothing
 	ctx := c.Request().Context()
 	// Signing in again replaces the browser's old session, on the server
 	// too.
@@ -121,8 +121,8 @@ func (s *Server) signIn(c echo.Context) error {
 		return err
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
-		MaxAge: int(s.cfg.HTTP.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
-	s.log.InfoContext(ctx, "console sign-in", "token", t.Name, "remote", ip)
+		MaxAge: int(s.cfg.HTTP.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.overTLS(c)})
+	s.log.InfoContext(ctx, "console sign-in", "token", t.Name, "remote", c.RealIP())
 	return c.JSON(http.StatusOK, viewSession(t, &sess))
 }
 
@@ -149,7 +149,7 @@ func (s *Server) signOut(c echo.Context) error {
 	noStore(c)
 	clearCookie := func() {
 		c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
+			SameSite: http.SameSiteStrictMode, Secure: s.overTLS(c)})
 	}
 	sess, t, err := s.session(c)
 	if err != nil {
@@ -216,13 +216,4 @@ func sameOrigin(c echo.Context) error {
 	default:
 		return &APIError{Status: http.StatusForbidden, Code: "csrf_failed", Message: "the browser says this request comes from another origin (Sec-Fetch-Site: " + site + ")"}
 	}
-}
-
-// signInKey is the sign-in budget's key for a client address: an IPv6
-// address counts by its /64, which one host can fill.
-func signInKey(addr string) string {
-	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
-		return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
-	}
-	return addr
 }

@@ -129,6 +129,7 @@ func (s *service) scrapeLatency(ctx context.Context) (histogram, bool) {
 	if err != nil {
 		return histogram{}, false
 	}
+	req.Header.Set("Authorization", "Bearer "+adminToken) // /metrics is not public
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return histogram{}, false

@@ -18,7 +18,8 @@ import (
 // closes at once; the scheduler and retention stop; the service stops
 // taking work, which also lets requests waiting on a broadcast answer, and
 // its chunk runs checkpoint and release their leases; the HTTP server
-// drains; the engine's workers end; the sender and the pool close.
+// drains; the engine's workers end; the sender and the pool close; last,
+// the metrics listener (PUSHFAN_METRICS_ADDR), if there is one.
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	pool, err := openDB(ctx, cfg, log)
 	if err != nil {
@@ -35,6 +36,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		inst.Sender.Close()
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
 	}
+	// PUSHFAN_METRICS_ADDR: /metrics on a listener of its own.
+	metricsSrv := inst.API.MetricsServer()
+	var metricsLn net.Listener
+	if metricsSrv != nil {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
+			inst.Sender.Close()
+			return fmt.Errorf("listening on %s (PUSHFAN_METRICS_ADDR): %w", cfg.MetricsAddr, err)
+		}
+	}
 	// The parts run on a context of their own: shutdown stops them one by
 	// one, in order, rather than all at once when ctx ends.
 	inst.Start(context.WithoutCancel(ctx))
@@ -47,6 +58,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if metricsSrv != nil {
+		log.Info("serving metrics", "addr", metricsLn.Addr().String())
+		go func() {
+			if err := metricsSrv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("the metrics listener stopped", "addr", cfg.MetricsAddr, "err", err)
+			}
+		}()
+	}
 	var failed error
 	select {
 	case err := <-serveErr:
@@ -63,6 +82,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	stopErr := inst.Stop(sctx)
 	if err := <-shutdownDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		stopErr = errors.Join(stopErr, fmt.Errorf("http shutdown: %w", err))
+	}
+	if metricsSrv != nil {
+		// Last: the metrics stay readable while the rest stops.
+		if err := metricsSrv.Shutdown(sctx); err != nil {
+			_ = metricsSrv.Close()
+		}
 	}
 	if failed == nil {
 		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -138,6 +138,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		},
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,
+		PreviewTTL:      cfg.HTTP.PreviewCache,
 		HandBackTimeout: cfg.Engine.HandBackTimeout,
 		HoldExpiry:      cfg.Engine.HoldExpiry,
 		FourEyes:        cfg.Engine.ReleaseFourEyes,

@@ -119,6 +119,8 @@ func New(t testing.TB, o Options) *Stack {
 	cfg.Engine.ChunkWidth = 1000 // several chunks even for small test audiences
 	cfg.HTTP.SubmitPerMinute = 100000
 	cfg.HTTP.TestSendsPerMinute = 100000
+	cfg.HTTP.PreviewsPerMinute = 100000
+	cfg.HTTP.PreviewCache = 0   // tests preview right after they seed
 	cfg.HTTP.StatsCache = 0     // tests read totals right after a broadcast
 	cfg.HTTP.BroadcastCache = 0 // and broadcasts right after they change
 	cfg.Engine.StartSpread = 0  // tests that time a start set the spread they mean

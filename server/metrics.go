@@ -1,0 +1,61 @@
+package server
+
+import (
+	"crypto/sha256"
+	"log/slog"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"pushfan/config"
+)
+
+// The metrics say how much is sent to whom and when, and name the
+// deployment's broadcasts' triggers and errors: they are not public. GET
+// /metrics on the API's listener takes PUSHFAN_METRICS_TOKEN or an admin
+// token as a bearer; PUSHFAN_METRICS_ADDR adds a listener of its own for
+// scrapers on a private network.
+
+// metricsTokens may read the metrics: the metrics token (named "metrics",
+// a viewer, so it opens nothing else: only this route accepts it) and the
+// admin tokens.
+func metricsTokens(token string, admin []config.AdminToken) tokenSet {
+	ts := tokenSet{tokens: slices.Clone(admin)}
+	if token != "" {
+		ts.tokens = append(ts.tokens, config.AdminToken{Name: "metrics", Role: config.RoleViewer, Hash: sha256.Sum256([]byte(token))})
+	}
+	return ts
+}
+
+// MetricsServer is the http.Server of PUSHFAN_METRICS_ADDR, which serves
+// GET /metrics alone: to anyone who reaches the address (bind it to a
+// private interface), or, when PUSHFAN_METRICS_TOKEN is set, to the tokens
+// the API's /metrics takes. nil when the address is not set.
+func (s *Server) MetricsServer() *http.Server {
+	if s.cfg.MetricsAddr == "" || s.metrics == nil {
+		return nil
+	}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.IPExtractor = s.proxies.clientAddr()
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.requestContext)
+	e.Use(s.recoverPanics)
+	var auth []echo.MiddlewareFunc
+	if s.cfg.MetricsToken != "" {
+		auth = append(auth, s.requireBearer(s.metricsTokens, "metrics"))
+	}
+	e.GET("/metrics", echo.WrapHandler(s.metrics), auth...)
+	return &http.Server{
+		Addr:              s.cfg.MetricsAddr,
+		Handler:           e,
+		ReadTimeout:       s.cfg.HTTP.ReadTimeout,
+		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
+		WriteTimeout:      s.cfg.HTTP.WriteTimeout,
+		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
