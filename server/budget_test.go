@@ -230,3 +230,37 @@ func TestA429OnOneInstancePausesTheOther(t *testing.T) {
 		t.Fatalf("final %+v, %d accepted in all; want %d exactly", final, total, n)
 	}
 }
+
+// Two processes wrongly started under one instance id split a paced
+// broadcast's rate like two instances do: each counts the chunks it runs
+// itself, not the leases in its name (which both of them hold), so the
+// pair sends at max_rate, not twice it.
+func TestTwoProcessesUnderOneIDKeepTheMaxRate(t *testing.T) {
+	const n, maxRate = 600, 100
+	s := teststack.New(t, teststack.Options{
+		Emulator: fcmemu.Config{Latency: 5 * time.Millisecond},
+		Configure: func(c *config.Config) {
+			c.Engine.ChunkWidth = n / 6
+			c.Engine.InstanceID = "twin"
+		},
+	})
+	s.AddInstance() // the same id
+	s.SeedTokens(1, tokens("ok-", n))
+	arr := watchArrivals(t, s.Emu)
+	var b teststack.Broadcast
+	s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "t", "audience": map[string]any{"all": true}, "max_rate": maxRate}, &b)
+	final := s.WaitFinished(b.ID, time.Minute)
+	arr.end()
+	took := final.FinishedAt.Sub(*final.StartedAt)
+	busiest := arr.busiestSecond()
+	t.Logf("max_rate %d on two processes named twin: %d sends in %v; busiest second %d; chunks %+v", maxRate, n, took.Round(time.Millisecond), busiest, final.Chunks)
+	if final.Status != "completed" || final.Succeeded != n || s.Emu.Stats().Accepted != n {
+		t.Fatalf("final %+v", final)
+	}
+	if busiest > maxRate*105/100+2*maxRate/50 {
+		t.Fatalf("%d sends arrived within one second: the twins each ran the whole pace of %d", busiest, maxRate)
+	}
+	if took < time.Duration(float64(n-2*maxRate/50)/maxRate*float64(time.Second)) {
+		t.Fatalf("%d sends took %v: faster than max_rate %d allows", n, took, maxRate)
+	}
+}

@@ -218,3 +218,44 @@ func TestResendRefusals(t *testing.T) {
 		t.Fatalf("%d resend broadcasts stored by refused requests (%v)", n, err)
 	}
 }
+
+// A resend keeps the original's quiet hours (and local time): failures
+// resent while their users are inside the quiet window wait for its end,
+// as the original's sends would have.
+func TestResendKeepsTheQuietHours(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.MaxAttempts = 2 }})
+	down := tokens("unavailable-", 5)
+	s.SeedTokens(1, down)
+	s.MustExec("UPDATE users SET timezone = 'UTC'")
+	// A window starting seconds from now: the original goes out before it,
+	// the resend comes inside it.
+	start := time.Now().UTC().Add(6 * time.Second).Truncate(time.Second)
+	quiet := map[string]any{"start": start.Format("15:04:05"), "end": start.Add(time.Hour).Format("15:04:05")}
+	var orig teststack.Broadcast
+	s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "t", "audience": map[string]any{"all": true}, "quiet_hours": quiet}, &orig)
+	orig = s.WaitFinished(orig.ID, 30*time.Second)
+	if orig.Failed != 5 || orig.Deferred == nil || *orig.Deferred != 0 {
+		t.Fatalf("original: %+v, want 5 failed, none deferred", orig)
+	}
+	if time.Now().After(start) {
+		t.Skipf("the original took until %v, past the window's start %v: the machine is too slow for this test", time.Now(), start)
+	}
+	wantCounts(t, s, down, 2, 0)
+	time.Sleep(time.Until(start) + 100*time.Millisecond)
+	var r teststack.Broadcast
+	if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/resend?wait=0", orig.ID), nil, &r); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("resend: %d %+v", resp.StatusCode, r)
+	}
+	r = s.WaitPlanned(r.ID, 10*time.Second)
+	if r.QuietHours == nil || r.QuietHours.Start != quiet["start"] || r.Deferred == nil || *r.Deferred != 5 || waiting(r) != 5 || r.Targeted != 5 {
+		t.Fatalf("resend: %+v, want the original's quiet hours, its 5 targets deferred and waiting", r)
+	}
+	time.Sleep(300 * time.Millisecond) // several dispatcher polls
+	wantCounts(t, s, down, 2, 0)
+	var c teststack.Broadcast
+	s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/cancel", r.ID), nil, &c)
+	if c.Status != "canceled" || c.Canceled != 5 {
+		t.Fatalf("canceled resend: %+v", c)
+	}
+	wantCounts(t, s, down, 2, 0)
+}
