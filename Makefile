@@ -12,7 +12,7 @@ GOFMT ?= $(shell $(GO) env GOROOT 2>/dev/null)/bin/gofmt
 BIN := bin/pushfan
 
 .DEFAULT_GOAL := help
-.PHONY: help build run stop test lint bench-go bench bench-sweep bench-quota bench-latency tidy clean
+.PHONY: help build run stop test lint bench-go bench bench-sweep bench-quota bench-latency bench-scale tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -72,10 +72,15 @@ BENCH := bin/pushfan-bench
 
 # The drivers read N, C, LATENCY, JITTER, MODE (http1|h2c|tls), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=http1 REPEAT=3), then the latency sweep
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=http1 REPEAT=3), then the latency sweep and the scale run
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
 	GO=$(GO) $(BENCH) latency --build=false
+	GO=$(GO) $(BENCH) scale --build=false
+
+bench-scale: ## SCALE_N=10000000 tokens in 16 zones at the defaults: submit per audience kind, targeted and first send, first minute, cancel per state, 3-user send beside 20 waiting, RSS
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) scale
 
 bench-latency: ## pushfan at its defaults vs emulator LATENCIES=10ms,30ms,100ms,300ms over LATENCY_MODES=http1,tls
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"pushfan/internal/sqldb"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
@@ -199,7 +198,7 @@ func (s *Service) runPlan(pc *lease.PlanClaim) {
 		var full bool
 		// A connection lost or a timeout is retried here; an error in the
 		// audience itself (its SQL, a table gone) is a failed attempt.
-		if err := s.retryDBUnless(ctx, "reading the audience", sqldb.IsStatementError, func(c context.Context) (err error) {
+		if err := s.retryDBUnless(ctx, "reading the audience", repository.IsStatementError, func(c context.Context) (err error) {
 			rows, full, err = read(c, pc.Cursor, pc.MaxCursor)
 			return err
 		}); err != nil {

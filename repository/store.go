@@ -91,3 +91,9 @@ func (s *Store) TryLock(ctx context.Context, name string) (release func(), ok bo
 		conn.Close()
 	}, true, nil
 }
+
+// IsStatementError reports an error that is the database's answer to the
+// statement itself, or the store's own refusal, rather than a lost
+// connection, a timeout or a lock conflict: trying again gives the same
+// error (see sqldb.IsStatementError).
+func IsStatementError(err error) bool { return sqldb.IsStatementError(err) }

@@ -9,6 +9,10 @@
 //	pushfan-bench sweep     the broadcast alone at several concurrencies
 //	pushfan-bench quota     N=1M against an emulator enforcing FCM's 600k/min quota, at
 //	                        pushfan's default rate limit: sustained rate, 429s, lost tokens
+//	pushfan-bench scale     SCALE_N=10M tokens in 16 zones, one serve at its defaults: the submit of
+//	                        every audience kind, time to targeted and to the first send, the
+//	                        first minute's sends/s, cancel per state, a 3-user send beside
+//	                        20 × 1M waiting local-time broadcasts, peak RSS (see scale.go)
 //	pushfan-bench latency   the broadcast at pushfan's default configuration (concurrency,
 //	                        rate limit) against emulator latencies LATENCIES=10ms,30ms,100ms,300ms,
 //	                        over each of LATENCY_MODES=http1,tls: throughput, sends in flight,
@@ -20,7 +24,7 @@
 // stops them on exit, error or Ctrl-C. Results: a table on stdout and every
 // figure in OUT (JSON). Settings come from flags or, as defaults, from the
 // environment: N, C, LATENCY, JITTER, MODE (http1|h2c|tls), OUT, REPEAT,
-// SMALL_N, PROBE_N, MULTICAST_N, SEQ_N, RATE_LIMIT, SWEEP, SWEEP_PER_WORKER,
+// SMALL_N, PROBE_N, MULTICAST_N, SEQ_N, RATE_LIMIT, SWEEP, SWEEP_PER_WORKER, SCALE_N,
 // QUOTA, QUOTA_WINDOW, LATENCIES, LATENCY_MODES, BASELINES, DROP_DB, SERVE_ENV. Run it from the repository root
 // (make bench does).
 package main
@@ -79,6 +83,7 @@ type options struct {
 	bin            string
 	build          bool
 	serveEnv       []string
+	scaleN         int
 }
 
 func envString(key, def string) string {
@@ -121,11 +126,11 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.kind, args = args[0], args[1:]
 	}
 	switch o.kind {
-	case "bench", "sweep", "quota", "latency":
+	case "bench", "sweep", "quota", "latency", "scale":
 	default:
-		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota or latency)", o.kind)
+		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency or scale)", o.kind)
 	}
-	defN, defRepeat, defRate := 100_000, 3, "1000000"
+	defN, defRepeat, defRate, defLatency := 100_000, 3, "1000000", 30*time.Millisecond
 	switch o.kind {
 	case "sweep":
 		defRepeat = 1
@@ -133,12 +138,15 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		defN, defRepeat, defRate = 1_000_000, 1, ""
 	case "latency":
 		defRepeat, defRate = 1, "" // pushfan's defaults: that is the point
+	case "scale":
+		defRepeat, defRate, defLatency = 1, "", 5*time.Millisecond
 	}
 	fs := flag.NewFlagSet("pushfan-bench "+o.kind, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.n, "n", envInt("N", defN), "tokens in the audience (env N)")
 	fs.IntVar(&o.c, "c", envInt("C", 512), "pushfan's PUSHFAN_CONCURRENCY and the raw probe's goroutines (env C)")
-	fs.DurationVar(&o.latency, "latency", envDuration("LATENCY", 30*time.Millisecond), "emulator latency per send (env LATENCY)")
+	fs.DurationVar(&o.latency, "latency", envDuration("LATENCY", defLatency), "emulator latency per send (env LATENCY; 5ms for scale)")
+	fs.IntVar(&o.scaleN, "scale-n", envInt("SCALE_N", 10_000_000), "scale: tokens, two per user, in 16 zones (env SCALE_N)")
 	fs.DurationVar(&o.jitter, "jitter", envDuration("JITTER", 5*time.Millisecond), "emulator uniform extra latency (env JITTER)")
 	fs.StringVar(&o.mode, "mode", envString("MODE", "http1"), "wire protocol to the emulator: http1, h2c or tls (env MODE)")
 	fs.StringVar(&o.out, "out", envString("OUT", ""), "JSON result file (env OUT; default bench-results/<timestamp>-<command>.json)")
@@ -282,6 +290,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		err = b.runQuota(ctx, rep)
 	case "latency":
 		err = b.runLatency(ctx, rep)
+	case "scale":
+		err = b.runScale(ctx, rep)
 	}
 	rep.FinishedAt = time.Now().UTC()
 	rep.Machine.LoadAvgEnd = loadAvg()

@@ -25,7 +25,11 @@ type service struct {
 	p    *proc
 	base string
 	http *http.Client
+	db   benchDB
 }
+
+// dsn is the database the service runs on.
+func (s *service) dsn() string { return s.db.dsn }
 
 type serviceSpec struct {
 	db          benchDB
@@ -64,7 +68,7 @@ func startService(ctx context.Context, bin, dir, name string, emu *emulator, spe
 	if err != nil {
 		return nil, err
 	}
-	s := &service{p: p, base: "http://" + addr, http: &http.Client{Timeout: 30 * time.Second}}
+	s := &service{p: p, base: "http://" + addr, http: &http.Client{Timeout: 30 * time.Second}, db: spec.db}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := s.http.Get(s.base + "/readyz")

@@ -74,6 +74,7 @@ type report struct {
 	Sweep      []*pushfanRun  `json:"sweep,omitempty"`
 	Quota      *pushfanRun    `json:"quota,omitempty"`
 	Latency    []*pushfanRun  `json:"latency_sweep,omitempty"`
+	Scale      *scaleReport   `json:"scale,omitempty"`
 	Summary    *summary       `json:"summary,omitempty"`
 	Targets    []target       `json:"targets,omitempty"`
 }
@@ -108,7 +109,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -341,6 +342,9 @@ func (r *report) print(w io.Writer) {
 				x.CPUMicrosPerMsg, x.PeakRSSMB, x.EmuConnections, x.EmuMaxInFlight, msOrNA(x.LatencyP99MS))
 		}
 		tw.Flush()
+	}
+	if r.Scale != nil {
+		r.printScale(w)
 	}
 	if s := r.Summary; s != nil {
 		fmt.Fprintf(w, "\nmedians over %d run(s): pushfan %.0f sends/s, %.1f µs CPU/send, peak RSS %.1f MB, emulator %.1f µs/request\n",
