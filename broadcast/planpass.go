@@ -22,6 +22,9 @@ import (
 //     audience, so these chunks carry their target lists: membership is
 //     fixed here, and a user who changes zone afterwards is in exactly one
 //     chunk, sent and counted once.
+//   - A resend: its chunks carry their target lists too (the failures it
+//     goes over are read once, here), so that sending them reads tokens
+//     by id rather than the original's failures again for every page.
 //
 // Memory is bounded by the open chunks (one per instant, at most width
 // targets each), never by the audience. Between steps, the open chunks are
@@ -60,7 +63,7 @@ type due struct {
 // zone def.
 func newPlanPass(b *model.Broadcast, width uint64, now time.Time, def *time.Location, cursor uint64, seq int, building []lease.Plan) *planPass {
 	p := &planPass{
-		width: int64(max(width, 1)), local: b.Audience.Local, lists: b.Audience.Local != nil,
+		width: int64(max(width, 1)), local: b.Audience.Local, lists: b.Audience.Local != nil || b.Audience.ResendOf != 0,
 		now: now, def: def, dues: map[zoneKey]due{}, open: map[int64]*lease.Plan{}, touched: map[int64]bool{},
 		seq: seq, cursor: cursor,
 	}
@@ -78,7 +81,10 @@ func newPlanPass(b *model.Broadcast, width uint64, now time.Time, def *time.Loca
 // add assigns the target at cursor, whose user's zone column is zone
 // (hasZone false: NULL). Targets come in ascending cursor order.
 func (p *planPass) add(cursor uint64, zone string, hasZone bool) error {
-	if cursor <= p.cursor {
+	switch {
+	case cursor == p.cursor && cursor != 0:
+		return nil // the same target twice (a resend over two failure rows of one token): one chunk, once
+	case cursor <= p.cursor:
 		return fmt.Errorf("plan: target %d does not follow %d", cursor, p.cursor)
 	}
 	d, err := p.dueOf(zoneKey{zone, hasZone})

@@ -9,6 +9,8 @@ import (
 
 	"pushfan/internal/sqldb"
 	"pushfan/model"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // PlanRow is one target as a plan reads it: its token id and, for a plan
@@ -47,28 +49,49 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 	if limit <= 0 {
 		return dst, fmt.Errorf("plan page: limit %d must be positive", limit)
 	}
-	cond, args, empty, err := audienceFilter(s.schema, a)
-	if err != nil {
-		return dst, fmt.Errorf("plan page: %w", err)
-	}
-	if empty || upto <= after {
-		return dst, nil
-	}
 	sc := s.schema
 	zone := "NULL"
 	if withZone {
 		zone = sc.uTimezone
 	}
-	hint := ""
-	if a.All {
-		hint = "STRAIGHT_JOIN " // a primary-key range walk that stops after limit rows (see AudiencePage)
+	var query string
+	var full []any
+	if a.ResendOf != 0 {
+		// A resend reads its original's failures in token order, by their
+		// (broadcast_id, token_id) index, and keeps the still-valid ones:
+		// one pass over the failures, never one over the tokens.
+		if len(a.Codes) == 0 || upto <= after {
+			return dst, nil
+		}
+		var err error
+		query, full, err = sqlx.In("SELECT STRAIGHT_JOIN f.token_id, "+zone+
+			" FROM broadcast_failures f FORCE INDEX (idx_broadcast_failures_token) JOIN "+sc.tokensTable+" t ON "+sc.tID+" = f.token_id"+
+			" JOIN "+sc.usersTable+" u ON "+sc.uID+" = "+sc.tUser+
+			" WHERE f.broadcast_id = ? AND f.token_id > ? AND f.token_id <= ? AND f.code IN (?) AND "+sc.base+
+			" ORDER BY f.token_id LIMIT ?", a.ResendOf, after, upto, a.Codes, limit)
+		if err != nil {
+			return dst, fmt.Errorf("plan page: expand resend codes: %w", err)
+		}
+	} else {
+		cond, args, empty, err := audienceFilter(sc, a)
+		if err != nil {
+			return dst, fmt.Errorf("plan page: %w", err)
+		}
+		if empty || upto <= after {
+			return dst, nil
+		}
+		hint := ""
+		if a.All {
+			hint = "STRAIGHT_JOIN " // a primary-key range walk that stops after limit rows (see AudiencePage)
+		}
+		full = make([]any, 0, len(args)+3)
+		full = append(full, after, upto)
+		full = append(full, args...)
+		full = append(full, limit)
+		query = "SELECT " + hint + sc.tID + ", " + zone + " FROM " + sc.from + " WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND " + cond +
+			" ORDER BY " + sc.tID + " LIMIT ?"
 	}
-	full := make([]any, 0, len(args)+3)
-	full = append(full, after, upto)
-	full = append(full, args...)
-	full = append(full, limit)
-	rows, err := q.QueryContext(ctx, "SELECT "+hint+sc.tID+", "+zone+" FROM "+sc.from+" WHERE "+sc.tID+" > ? AND "+sc.tID+" <= ? AND "+cond+
-		" ORDER BY "+sc.tID+" LIMIT ?", full...)
+	rows, err := q.QueryContext(ctx, query, full...)
 	if err != nil {
 		return dst, fmt.Errorf("plan page after %d: %w", after, err)
 	}
