@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"pushfan/internal/clock"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
@@ -29,6 +30,14 @@ const (
 	// namedStepRows is the same for a named audience, whose pages are its
 	// own SQL with all of its columns.
 	namedStepRows = 5000
+	// planLead is how far ahead of its sends, in seconds of the project's
+	// budget, a plan may run at full speed while this instance sends:
+	// beyond it, the plan yields (see rest) so as not to take the CPU and
+	// the database from the sends it is ahead of.
+	planLead = 5
+	// planYield bounds a rest: at most this many times as long as the step
+	// took (a tenth of the plan's speed, when the sends never leave room).
+	planYield = 9
 	// planAttempts bounds the failed attempts at planning a broadcast
 	// (its audience cannot be read: an error in the deployment's SQL, a
 	// table gone) before it ends failed with the reason.
@@ -194,6 +203,7 @@ func (s *Service) runPlan(pc *lease.PlanClaim) {
 			s.releasePlan(bg, log, pc)
 			return
 		}
+		stepStart := time.Now()
 		var rows []repository.PlanRow
 		var full bool
 		// A connection lost or a timeout is retried here; an error in the
@@ -237,8 +247,47 @@ func (s *Service) runPlan(pc *lease.PlanClaim) {
 			s.finishBroadcast(bg, b.ID) // an empty audience ends here
 			return
 		}
+		if err := s.rest(ctx, pc, time.Since(stepStart)); err != nil {
+			s.releasePlan(bg, log, pc)
+			return
+		}
 	}
 }
+
+// rest is the pause of a plan between two steps while this instance
+// sends and the plan is more than planLead seconds of the budget ahead of
+// its broadcast's sends: the next step waits until the sends run at their
+// rate limit (most permits wait for the rate: the CPU and the database have
+// room to spare), or planYield times the last step's duration at most. A
+// plan then uses the headroom the sends leave, all of it on a machine with
+// room (the database elsewhere), and at least a tenth of its speed on one
+// where the sends take every core; one that nothing sends beside plans at
+// full speed.
+func (s *Service) rest(ctx context.Context, pc *lease.PlanClaim, step time.Duration) error {
+	budget := s.opt.Rules.RateLimit
+	if budget <= 0 {
+		budget = 10000
+	}
+	if !s.engine.Busy() || float64(pc.Targeted-pc.Attempted) <= planLead*budget {
+		return nil
+	}
+	deadline := time.Now().Add(planYield * step)
+	w0, p0 := s.engine.PermitWaits()
+	for time.Now().Before(deadline) {
+		if err := clock.Sleep(ctx, restProbe); err != nil {
+			return err
+		}
+		w, p := s.engine.PermitWaits()
+		if n := p - p0; n > 0 && float64(w-w0) > 0.5*float64(n) {
+			return nil // the sends are held by their rate: room for a step
+		}
+		w0, p0 = w, p
+	}
+	return nil
+}
+
+// restProbe is how often a resting plan looks at the sends.
+const restProbe = 20 * time.Millisecond
 
 // planRead reads one step of a plan: targets after `after` up to upto, and
 // whether the page was full (more may follow).

@@ -22,9 +22,11 @@ import (
 //     audience, so these chunks carry their target lists: membership is
 //     fixed here, and a user who changes zone afterwards is in exactly one
 //     chunk, sent and counted once.
-//   - A resend: its chunks carry their target lists too (the failures it
-//     goes over are read once, here), so that sending them reads tokens
-//     by id rather than the original's failures again for every page.
+//   - A resend, or a user_ids audience: their chunks carry their target
+//     lists too (the failures, or the users' tokens, are read once, here),
+//     so that sending them reads tokens by id rather than the failures or
+//     the user list again for every page, across a range of the table that
+//     a sparse audience spreads over all of it.
 //
 // Memory is bounded by the open chunks (one per instant, at most width
 // targets each), never by the audience. Between steps, the open chunks are
@@ -63,7 +65,7 @@ type due struct {
 // zone def.
 func newPlanPass(b *model.Broadcast, width uint64, now time.Time, def *time.Location, cursor uint64, seq int, building []lease.Plan) *planPass {
 	p := &planPass{
-		width: int64(max(width, 1)), local: b.Audience.Local, lists: b.Audience.Local != nil || b.Audience.ResendOf != 0,
+		width: int64(max(width, 1)), local: b.Audience.Local, lists: b.Audience.Local != nil || b.Audience.ResendOf != 0 || len(b.Audience.UserIDs) > 0,
 		now: now, def: def, dues: map[zoneKey]due{}, open: map[int64]*lease.Plan{}, touched: map[int64]bool{},
 		seq: seq, cursor: cursor,
 	}

@@ -81,7 +81,7 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 	dst = dst[:0]
 	i, _ := slices.BinarySearch(l.ids, after+1)
 	for len(dst) < limit && i < len(l.ids) {
-		n := min(limit-len(dst), len(l.ids)-i)
+		n := min(limit-len(dst), len(l.ids)-i, repository.MaxIDsPerRead)
 		batch := l.ids[i : i+n]
 		i += n
 		c, cancel := context.WithTimeout(ctx, l.timeout)

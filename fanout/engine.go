@@ -135,6 +135,17 @@ func (e *Engine) Demand() float64 {
 	return sum
 }
 
+// Busy reports whether any Run is in progress: a broadcast's planner
+// yields to the sends while it is.
+func (e *Engine) Busy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unpaced > 0 || e.urgent > 0 || len(e.pacers) > 0
+}
+
+// PermitWaits is the throttle's (see Throttle.PermitWaits).
+func (e *Engine) PermitWaits() (waited, permits int64) { return e.throttle.PermitWaits() }
+
 // track counts job's Run in or (by the returned func) out, for Demand.
 func (e *Engine) track(job Job) func() {
 	e.mu.Lock()

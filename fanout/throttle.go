@@ -54,6 +54,11 @@ type Throttle struct {
 	// reserve).
 	raised atomic.Pointer[chan struct{}]
 
+	// permits and waited count the permits given, and those that had to
+	// wait for the rate: while most wait, the sends run at their limit with
+	// CPU to spare (see PermitWaits).
+	permits, waited atomic.Int64
+
 	urgent   atomic.Int64 // urgent waiters
 	urgentMu sync.Mutex
 	gate     chan struct{} // closed when the last urgent waiter leaves
@@ -273,11 +278,14 @@ func (t *Throttle) reserve(ctx context.Context) error {
 		r := t.lim.ReserveN(now, 1)
 		d := r.DelayFrom(now)
 		if d == 0 {
+			t.permits.Add(1)
 			return nil
 		}
 		timer := time.NewTimer(d)
 		select {
 		case <-timer.C:
+			t.permits.Add(1)
+			t.waited.Add(1)
 			return nil
 		case <-raised:
 			timer.Stop()
@@ -289,6 +297,12 @@ func (t *Throttle) reserve(ctx context.Context) error {
 		}
 	}
 }
+
+// PermitWaits returns how many permits the throttle has given, and how
+// many of them had to wait for the rate. Between two reads, a high share
+// of waits means the sends are held by their rate limit, not by the CPU:
+// there is room for other work (a broadcast's plan) beside them.
+func (t *Throttle) PermitWaits() (waited, permits int64) { return t.waited.Load(), t.permits.Load() }
 
 // adjustRamp raises the limit linearly from 10% to 100% over rampUp after a
 // pause. Called with t.mu held.

@@ -53,6 +53,10 @@ type PlanClaim struct {
 	Failures    int    // earlier attempts that failed
 	Class       Class
 	Building    []Plan // the chunks an earlier holder was filling
+	// Targeted and Attempted are the broadcast's planned targets and
+	// those with an outcome, as the last step read them: how far the plan
+	// runs ahead of the sends.
+	Targeted, Attempted int64
 }
 
 // ClaimPlan leases the plan of one broadcast that needs planning and
@@ -152,8 +156,9 @@ func (s *Store) CommitStep(ctx context.Context, pc *PlanClaim, st Step, lease ti
 		var epoch, cursor uint64
 		var seq int
 		var planning bool
-		err := tx.QueryRowContext(ctx, "SELECT plan_epoch, plan_cursor, plan_seq, planning FROM broadcasts WHERE id = ? FOR UPDATE", pc.BroadcastID).
-			Scan(&epoch, &cursor, &seq, &planning)
+		err := tx.QueryRowContext(ctx, `SELECT plan_epoch, plan_cursor, plan_seq, planning, targeted, succeeded + failed + canceled
+			FROM broadcasts WHERE id = ? FOR UPDATE`, pc.BroadcastID).
+			Scan(&epoch, &cursor, &seq, &planning, &pc.Targeted, &pc.Attempted)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("broadcast gone: %w", ErrLost)
@@ -183,6 +188,7 @@ func (s *Store) CommitStep(ctx context.Context, pc *PlanClaim, st Step, lease ti
 		return err
 	}
 	pc.Cursor, pc.Seq = st.Cursor, st.Seq
+	pc.Targeted += st.Added
 	if st.MaxCursor > 0 {
 		pc.MaxCursor, pc.Width = st.MaxCursor, st.Width
 	}

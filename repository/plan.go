@@ -120,15 +120,27 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 	return dst, nil
 }
 
+// MaxIDsPerRead is how many ids TargetsByID reads in one statement.
+// MariaDB turns an IN list of in_predicate_conversion_threshold (1000)
+// values or more into a join with a derived table, which it may read by a
+// scan of the whole index: below it, the list is as many primary-key
+// lookups. The statement also bounds the ids by their first and last, so
+// a lower threshold set by an operator costs a range of the chunk, never
+// the table.
+const MaxIDsPerRead = 500
+
 // TargetsByID appends to dst[:0] the targets among ids (ascending token
-// ids a plan fixed for a chunk) that are still valid, with push still
-// enabled for their users, in id order: a chunk with a target list pages
-// it with this, and a token invalidated or a user disabled since the plan
-// is not sent to.
+// ids a plan fixed for a chunk, at most MaxIDsPerRead) that are still
+// valid, with push still enabled for their users, in id order: a chunk
+// with a target list pages it with this, and a token invalidated or a
+// user disabled since the plan is not sent to.
 func (s *Store) TargetsByID(ctx context.Context, ids []uint64, dst []Target) ([]Target, error) {
 	dst = dst[:0]
 	if len(ids) == 0 {
 		return dst, nil
+	}
+	if len(ids) > MaxIDsPerRead {
+		return dst, fmt.Errorf("targets by id: %d ids, at most %d a read", len(ids), MaxIDsPerRead)
 	}
 	var in strings.Builder
 	in.Grow(len(ids) * 9)
@@ -139,8 +151,8 @@ func (s *Store) TargetsByID(ctx context.Context, ids []uint64, dst []Target) ([]
 		in.WriteString(strconv.FormatUint(id, 10)) // integers the plan stored, never request text
 	}
 	sc := s.schema
-	rows, err := s.db.QueryContext(ctx, "SELECT STRAIGHT_JOIN "+sc.targetColumns()+" FROM "+sc.from+" WHERE "+sc.tID+" IN ("+in.String()+") AND "+sc.base+
-		" ORDER BY "+sc.tID)
+	rows, err := s.db.QueryContext(ctx, "SELECT STRAIGHT_JOIN "+sc.targetColumns()+" FROM "+sc.from+" WHERE "+sc.tID+" BETWEEN ? AND ? AND "+
+		sc.tID+" IN ("+in.String()+") AND "+sc.base+" ORDER BY "+sc.tID, ids[0], ids[len(ids)-1])
 	if err != nil {
 		return dst, fmt.Errorf("targets by id from %d: %w", ids[0], err)
 	}

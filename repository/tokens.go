@@ -23,8 +23,10 @@ type Invalidation struct {
 }
 
 // invalidateChunk bounds the IN list of one UPDATE: small enough to keep each
-// statement's row locks short-lived, large enough to need few round trips.
-const invalidateChunk = 1000
+// statement's row locks short-lived, large enough to need few round trips,
+// and below MariaDB's in_predicate_conversion_threshold (1000), past which
+// the list becomes a derived table that an UPDATE reads by a full scan.
+const invalidateChunk = 500
 
 // maxReasonRunes is device_tokens.invalid_reason's width.
 const maxReasonRunes = 64
