@@ -81,9 +81,8 @@ const (
 	ParamAfter = "after"
 	ParamLimit = "limit"
 	// ParamUpto, when the query uses it ("AND <cursor> <= :upto"), bounds a
-	// page by its chunk's upper cursor: the audience is then split into
-	// cursor ranges sent in parallel, like the built-in ones. Without it
-	// the audience is one chunk.
+	// page by its chunk's upper cursor, so no page reads past its chunk.
+	// Without it, PageRange drops the rows past the chunk's end.
 	ParamUpto = "upto"
 )
 
@@ -125,7 +124,6 @@ type Audience struct {
 	query       string            // rewritten with positional ?
 	argNames    []string          // argNames[i] is the parameter of the i-th ?
 	params      map[string]string // declared name -> type
-	splittable  bool              // the query bounds pages with :upto
 
 	mu      sync.RWMutex
 	checked bool
@@ -256,7 +254,6 @@ func compileOne(i int, d Definition) (*Audience, error) {
 		query:       sc.query,
 		argNames:    sc.names,
 		params:      maps.Clone(d.Params),
-		splittable:  used[ParamUpto],
 	}, nil
 }
 
@@ -283,10 +280,6 @@ func (a *Audience) Name() string { return a.name }
 
 // Description returns the audience's description (may be empty).
 func (a *Audience) Description() string { return a.description }
-
-// Splittable reports whether the query uses :upto, so that its audience
-// can be split into cursor ranges.
-func (a *Audience) Splittable() bool { return a.splittable }
 
 // SQL returns the query as configured (with named placeholders).
 func (a *Audience) SQL() string { return a.sql }

@@ -42,8 +42,8 @@ func (b Bound) Page(ctx context.Context, db *sqlx.DB, after uint64, limit int, d
 
 // PageRange is Page for the cursors in (after, upto], a chunk's range. A
 // query that uses :upto stops there itself; for one that does not, the
-// rows beyond upto are dropped here (a chunk of such an audience is the
-// whole of it, so this only ever trims the end).
+// rows beyond upto are dropped here (the chunk's last page is short, and
+// the next chunk reads them).
 func (b Bound) PageRange(ctx context.Context, db *sqlx.DB, after, upto uint64, limit int, dst []Row) ([]Row, error) {
 	rows, err := b.page(ctx, db, after, upto, limit, dst, true)
 	if err != nil {
@@ -253,64 +253,4 @@ func (b Bound) Preview(ctx context.Context, db *sqlx.DB, n int) (count int64, sa
 		}
 		after = buf[len(buf)-1].Cursor
 	}
-}
-
-// CursorBounds returns the lowest and highest cursor of the audience now
-// (ok false when it is empty), for splitting it into chunks. It probes with
-// pages of one row: the first row gives the lowest; the highest is found
-// by doubling a bound past the end and bisecting back, about 2·log2(max)
-// one-row queries, each an index seek for a keyset query.
-func (b Bound) CursorBounds(ctx context.Context, db *sqlx.DB) (lo, hi uint64, ok bool, err error) {
-	var buf []Row
-	probe := func(after uint64) (bool, error) {
-		var err error
-		buf, err = b.page(ctx, db, after, math.MaxUint64, 1, buf, false)
-		return len(buf) > 0, err
-	}
-	if _, err := probe(0); err != nil || len(buf) == 0 {
-		return 0, 0, false, err
-	}
-	lo = buf[0].Cursor
-	// Invariant: some row has a cursor > below; none has one > above.
-	below, above := lo, uint64(0)
-	for step := uint64(1); ; step *= 2 {
-		next := lo + step
-		if next < lo || step == 1<<63 {
-			above = math.MaxUint64
-			break
-		}
-		more, err := probe(next)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		if !more {
-			above = next
-			break
-		}
-		below = next
-	}
-	// Some row has a cursor > below-? The row at lo exists; find the
-	// largest x with a row > x, then hi = x + 1's row.
-	more, err := probe(below)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	if !more {
-		return lo, lo, true, nil // below == lo and nothing after it
-	}
-	for above-below > 1 {
-		mid := below + (above-below)/2
-		more, err := probe(mid)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		if more {
-			below = mid
-		} else {
-			above = mid
-		}
-	}
-	// Rows exist after below, none after above = below+1: the highest
-	// cursor is above.
-	return lo, above, true, nil
 }

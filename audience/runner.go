@@ -30,8 +30,3 @@ func (r *Runner) Cursors(ctx context.Context, b Bound, after uint64, limit int, 
 func (r *Runner) Preview(ctx context.Context, b Bound, n int) (int64, []uint64, error) {
 	return b.Preview(ctx, r.db, n)
 }
-
-// Bounds returns b's lowest and highest cursor (see Bound.CursorBounds).
-func (r *Runner) Bounds(ctx context.Context, b Bound) (lo, hi uint64, ok bool, err error) {
-	return b.CursorBounds(ctx, r.db)
-}

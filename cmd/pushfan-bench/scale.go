@@ -50,8 +50,68 @@ type scaleReport struct {
 	Urgent          urgentFigures      `json:"three_user_send"`
 	PeakRSSMB       float64            `json:"peak_rss_mb"`
 	PlanRowsPerS    float64            `json:"plan_targets_per_s"`
-	Checkpoints     int64              `json:"checkpoints,omitempty"`
 	ChunkRowsPlaced int64              `json:"chunks_of_the_all"`
+	// DB is what the server did per second over the first minute of the
+	// "all" (SHOW GLOBAL STATUS deltas: statements and InnoDB rows), for
+	// the capacity model; Tables the sizes of pushfan's tables then.
+	DB     map[string]float64   `json:"db_per_second_first_minute"`
+	Tables map[string]tableSize `json:"tables_during_the_all"`
+}
+
+// tableSize is one table's rows and bytes (information_schema estimates).
+type tableSize struct {
+	Rows       int64 `json:"rows"`
+	DataBytes  int64 `json:"data_bytes"`
+	IndexBytes int64 `json:"index_bytes"`
+}
+
+// dbCounters are the server status counters the capacity model uses.
+var dbCounters = []string{"Com_select", "Com_insert", "Com_update", "Com_delete", "Com_commit",
+	"Innodb_rows_read", "Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted", "Questions"}
+
+func globalStatus(ctx context.Context, db *sql.DB) (map[string]float64, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	want := map[string]bool{}
+	for _, c := range dbCounters {
+		want[c] = true
+	}
+	out := map[string]float64{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		if want[k] {
+			var f float64
+			fmt.Sscan(v, &f)
+			out[k] = f
+		}
+	}
+	return out, rows.Err()
+}
+
+func tableSizes(ctx context.Context, db *sql.DB) (map[string]tableSize, error) {
+	rows, err := db.QueryContext(ctx, `SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0), COALESCE(INDEX_LENGTH, 0)
+		FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
+		AND TABLE_NAME IN ('broadcasts', 'broadcast_chunks', 'broadcast_failures', 'device_tokens', 'users')`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]tableSize{}
+	for rows.Next() {
+		var name string
+		var t tableSize
+		if err := rows.Scan(&name, &t.Rows, &t.DataBytes, &t.IndexBytes); err != nil {
+			return nil, err
+		}
+		out[name] = t
+	}
+	return out, rows.Err()
 }
 
 // urgentFigures are a 3-user transactional send's submit-to-delivered
@@ -311,6 +371,10 @@ func (m *scaleMeasure) firstMinute(ctx context.Context) error {
 		return err
 	}
 	cpu0, _ := procCPU(m.svc.p.pid())
+	db0, err := globalStatus(ctx, m.db)
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	v, took, err := m.post(ctx, "/push/broadcast?wait=0", map[string]any{"title": "a", "audience": map[string]any{"all": true}})
 	if err != nil {
@@ -341,6 +405,18 @@ func (m *scaleMeasure) firstMinute(ctx context.Context) error {
 		if err := sleep(ctx, 5*time.Millisecond); err != nil {
 			return err
 		}
+	}
+	db1, err := globalStatus(ctx, m.db)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(t0).Seconds()
+	m.sr.DB = map[string]float64{}
+	for k, v := range db1 {
+		m.sr.DB[k] = (v - db0[k]) / secs
+	}
+	if m.sr.Tables, err = tableSizes(ctx, m.db); err != nil {
+		return err
 	}
 	m.sr.First60PerS = float64(last) / 60
 	m.sr.MinSecondPerS = m.sr.PerSecond[0]
@@ -554,6 +630,17 @@ func (r *report) printScale(w io.Writer) {
 	fmt.Fprintf(w, "\na 3-user send, submit to delivered (median of 20): %.1f ms idle, %.1f ms with %d waiting chunks (%.2fx)\n",
 		s.Urgent.IdleMS, s.Urgent.WaitingMS, s.Urgent.WaitingChunks, s.Urgent.Ratio)
 	fmt.Fprintf(w, "peak RSS of serve: %.1f MB\n", s.PeakRSSMB)
+	if len(s.DB) > 0 {
+		fmt.Fprintf(w, "database per second over the first minute of the all:")
+		for _, k := range dbCounters {
+			fmt.Fprintf(w, " %s %.0f", k, s.DB[k])
+		}
+		fmt.Fprintln(w)
+		for _, k := range []string{"broadcast_chunks", "broadcasts", "device_tokens", "users"} {
+			t := s.Tables[k]
+			fmt.Fprintf(w, "  %s: %d rows, %.1f MB data, %.1f MB index\n", k, t.Rows, float64(t.DataBytes)/1e6, float64(t.IndexBytes)/1e6)
+		}
+	}
 }
 
 func sortedKeys(m map[string]float64) []string {
