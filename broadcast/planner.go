@@ -20,9 +20,9 @@ import (
 // pass (planPass), on any instance. Each step stores the chunks it
 // completed at once, so sending starts with the first ones while the rest
 // is planned, and a takeover resumes the plan from its stored cursor.
-// Only a bounded audience (user_ids, at most PUSHFAN_MAX_USER_IDS users)
-// is planned inside the submit itself (planNow), so that a one-user
-// transactional send waits for nothing.
+// Only a short user_ids list (planNowUsers) is planned inside the submit
+// itself (planNow), so that a one-user transactional send waits for
+// nothing.
 const (
 	// planStepRows is how many targets one plan step reads: a primary-key
 	// range of the tokens table, tens of milliseconds on a large table.
@@ -44,11 +44,18 @@ const (
 	planAttempts = 5
 )
 
-// planNow plans a bounded audience inside the submit's transaction, or
-// returns nil for one planned after the answer (repository.Planner).
+// planNowUsers is the largest user_ids audience planned inside its submit:
+// a transactional send (PUSHFAN_TRANSACTIONAL_USERS, 100) waits for no
+// planner, and a longer list (up to PUSHFAN_MAX_USER_IDS) answers at once
+// like every other audience.
+const planNowUsers = 1000
+
+// planNow plans a small user_ids audience inside the submit's
+// transaction, or returns nil for one planned after the answer
+// (repository.Planner).
 func (s *Service) planNow(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*lease.Step, error) {
 	a := b.Audience
-	if a.Name != "" || a.ResendOf != 0 || len(a.UserIDs) == 0 {
+	if a.Name != "" || a.ResendOf != 0 || len(a.UserIDs) == 0 || len(a.UserIDs) > planNowUsers {
 		return nil, nil
 	}
 	maxID, err := s.store.MaxTokenID(ctx, tx)

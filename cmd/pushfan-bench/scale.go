@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
@@ -43,12 +45,15 @@ type scaleReport struct {
 	FirstSendMS   float64            `json:"first_send_ms"`
 	// PerSecond is the emulator's accepted sends in each of the first 60
 	// seconds of the 10M "all".
-	PerSecond       []int64            `json:"sends_per_second"`
-	First60PerS     float64            `json:"first_60s_per_s"`
-	MinSecondPerS   int64              `json:"min_second_per_s"`
-	CancelMS        map[string]float64 `json:"cancel_ms"`
-	Urgent          urgentFigures      `json:"three_user_send"`
-	PeakRSSMB       float64            `json:"peak_rss_mb"`
+	PerSecond     []int64            `json:"sends_per_second"`
+	First60PerS   float64            `json:"first_60s_per_s"`
+	MinSecondPerS int64              `json:"min_second_per_s"`
+	CancelMS      map[string]float64 `json:"cancel_ms"`
+	Urgent        urgentFigures      `json:"three_user_send"`
+	PeakRSSMB     float64            `json:"peak_rss_mb"`
+	// RSSByPhase is the serve's highest resident set (sampled every 100
+	// ms) while each phase of the run went on.
+	RSSByPhase      map[string]float64 `json:"rss_mb_by_phase"`
 	PlanRowsPerS    float64            `json:"plan_targets_per_s"`
 	ChunkRowsPlaced int64              `json:"chunks_of_the_all"`
 	// DB is what the server did per second over the first minute of the
@@ -66,8 +71,8 @@ type tableSize struct {
 }
 
 // dbCounters are the server status counters the capacity model uses.
-var dbCounters = []string{"Com_select", "Com_insert", "Com_update", "Com_delete", "Com_commit",
-	"Innodb_rows_read", "Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted", "Questions"}
+var dbCounters = []string{"Questions", "Com_select", "Com_insert", "Com_update", "Com_delete", "Com_commit",
+	"Handler_read_key", "Handler_read_next", "Handler_read_rnd_next", "Handler_write", "Handler_update", "Handler_delete"}
 
 func globalStatus(ctx context.Context, db *sql.DB) (map[string]float64, error) {
 	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS")
@@ -125,6 +130,13 @@ type urgentFigures struct {
 
 const scaleZoneCount = 16
 
+// scalePhase reports whether the scale run measures phase (SCALE_PHASES,
+// a comma-separated subset of kinds, minute, cancels, waiting; all by
+// default): a partial run is for looking into one figure.
+func (o options) scalePhase(phase string) bool {
+	return o.scalePhases == "" || slices.Contains(strings.Split(o.scalePhases, ","), phase)
+}
+
 // scaleZones are the 16 fixed-offset IANA zones users are spread over.
 func scaleZones() []string {
 	var z []string
@@ -172,14 +184,23 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 	}
 	defer conn.Close()
 	m := &scaleMeasure{b: b, svc: svc, emu: emu, db: conn, sr: sr}
-	if err := m.allKinds(ctx); err != nil {
-		return err
+	stopRSS := m.sampleRSS(ctx)
+	defer stopRSS()
+	if b.o.scalePhase("kinds") {
+		if err := m.allKinds(ctx); err != nil {
+			return err
+		}
 	}
-	if err := m.firstMinute(ctx); err != nil {
-		return err
+	if b.o.scalePhase("minute") {
+		if err := m.firstMinute(ctx); err != nil {
+			return err
+		}
 	}
-	if err := m.cancels(ctx); err != nil {
-		return err
+	if b.o.scalePhase("cancels") {
+		m.setPhase("cancels")
+		if err := m.cancels(ctx); err != nil {
+			return err
+		}
 	}
 	hwm, err := procStatusKB(svc.p.pid(), "VmHWM")
 	if err != nil {
@@ -187,6 +208,10 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 	}
 	sr.PeakRSSMB = float64(hwm) / 1024
 	svc.stop()
+	if !b.o.scalePhase("waiting") {
+		rep.scaleTargets()
+		return nil
+	}
 
 	// The 3-user send, on a 1M-token database: idle, then with 20
 	// local-time broadcasts of all its tokens waiting.
@@ -201,6 +226,9 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 	}
 	defer wconn.Close()
 	wm := &scaleMeasure{b: b, svc: wsvc, emu: emu, db: wconn, sr: sr}
+	stopRSS()
+	stopRSS = wm.sampleRSS(ctx)
+	wm.setPhase("20 waiting broadcasts and 3-user sends (1M tokens)")
 	if err := wm.urgentWithWaiting(ctx); err != nil {
 		return err
 	}
@@ -232,6 +260,49 @@ type scaleMeasure struct {
 	emu *emulator
 	db  *sql.DB
 	sr  *scaleReport
+
+	mu    sync.Mutex
+	phase string
+}
+
+func (m *scaleMeasure) setPhase(p string) {
+	m.mu.Lock()
+	m.phase = p
+	m.mu.Unlock()
+}
+
+// sampleRSS records the serve's resident set every 100 ms under the
+// current phase, until the returned func is called.
+func (m *scaleMeasure) sampleRSS(ctx context.Context) (stop func()) {
+	if m.sr.RSSByPhase == nil {
+		m.sr.RSSByPhase = map[string]float64{}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-t.C:
+			}
+			kb, err := procStatusKB(m.svc.p.pid(), "VmRSS")
+			if err != nil {
+				continue
+			}
+			m.mu.Lock()
+			if p := m.phase; p != "" {
+				m.sr.RSSByPhase[p] = max(m.sr.RSSByPhase[p], float64(kb)/1024)
+			}
+			m.mu.Unlock()
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 func (m *scaleMeasure) post(ctx context.Context, path string, body any) (broadcastView, time.Duration, error) {
@@ -326,6 +397,7 @@ func (m *scaleMeasure) allKinds(ctx context.Context) error {
 		{"release of a held one", fmt.Sprintf("/push/broadcasts/%d/release", held.ID), nil},
 	}
 	for _, k := range kinds {
+		m.setPhase("plan: " + k.name)
 		t0 := time.Now()
 		v, took, err := m.post(ctx, k.path, k.body)
 		if err != nil {
@@ -347,6 +419,7 @@ func (m *scaleMeasure) allKinds(ctx context.Context) error {
 			}
 		}
 	}
+	m.setPhase("")
 	// The deployment's default quiet hours: its own serve, for the submit.
 	qsvc, err := m.b.scaleService(ctx, m.emu, benchDB{dsn: m.svc.dsn()}, "serve-quiet", "PUSHFAN_QUIET_HOURS=22:00-08:00", "PUSHFAN_PLAN_PARALLEL=0")
 	if err != nil {
@@ -370,6 +443,8 @@ func (m *scaleMeasure) firstMinute(ctx context.Context) error {
 	if err := m.emu.reset(ctx); err != nil {
 		return err
 	}
+	m.setPhase("first minute of an all")
+	defer m.setPhase("")
 	cpu0, _ := procCPU(m.svc.p.pid())
 	db0, err := globalStatus(ctx, m.db)
 	if err != nil {
@@ -424,7 +499,12 @@ func (m *scaleMeasure) firstMinute(ctx context.Context) error {
 		m.sr.MinSecondPerS = min(m.sr.MinSecondPerS, n)
 	}
 	if _, ok := m.sr.TargetedKnown["all (sent)"]; !ok {
-		if pv, err := m.get(ctx, v.ID); err == nil && pv.Planned() {
+		m.setPhase("the all, after its first minute, until planned")
+		pv, _, err := m.waitPlanned(ctx, v.ID, t0)
+		if err != nil {
+			return err
+		}
+		if pv.Planned() {
 			m.sr.TargetedKnown["all (sent)"] = pv.PlannedAt.Sub(pv.CreatedAt).Seconds()
 		}
 	}
@@ -630,6 +710,9 @@ func (r *report) printScale(w io.Writer) {
 	fmt.Fprintf(w, "\na 3-user send, submit to delivered (median of 20): %.1f ms idle, %.1f ms with %d waiting chunks (%.2fx)\n",
 		s.Urgent.IdleMS, s.Urgent.WaitingMS, s.Urgent.WaitingChunks, s.Urgent.Ratio)
 	fmt.Fprintf(w, "peak RSS of serve: %.1f MB\n", s.PeakRSSMB)
+	for _, k := range sortedKeys(s.RSSByPhase) {
+		fmt.Fprintf(w, "  RSS while %s: %.1f MB\n", k, s.RSSByPhase[k])
+	}
 	if len(s.DB) > 0 {
 		fmt.Fprintf(w, "database per second over the first minute of the all:")
 		for _, k := range dbCounters {
