@@ -105,31 +105,56 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 	return id, createdAt, nil
 }
 
-// GetBroadcast returns the broadcast with its per-code error counts.
+// GetBroadcast returns the broadcast with its per-code error and variant
+// counts. It reads the row and the counts in one statement, hence from one
+// snapshot: while a broadcast runs, Errors always sums to what Failed says.
 func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*model.Broadcast, error) {
-	bs, err := s.readBroadcasts(ctx, " WHERE id = ?", id)
+	var errorsJSON, variantsJSON sql.NullString
+	b, err := scanBroadcast(s.db.QueryRowContext(ctx, selectOneBroadcast+" WHERE id = ?", id), &errorsJSON, &variantsJSON)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get broadcast %d: %w", id, err)
 	}
-	if len(bs) == 0 {
-		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
+	for _, c := range []struct {
+		raw sql.NullString
+		dst *map[string]int64
+	}{{errorsJSON, &b.Errors}, {variantsJSON, &b.Variants}} {
+		if c.raw.Valid {
+			if *c.dst == nil {
+				*c.dst = map[string]int64{}
+			}
+			if err := json.Unmarshal([]byte(c.raw.String), c.dst); err != nil {
+				return nil, fmt.Errorf("broadcast %d: decode counts: %w", id, err)
+			}
+		}
 	}
-	return bs[0], nil
+	return b, nil
 }
 
-// selectBroadcast reads broadcast rows; scanBroadcast decodes one. Every
-// figure is a column of the row itself (no subquery per row): lists of
-// broadcasts cost one statement for the rows and one each for their
-// error and variant counts (readBroadcasts).
-const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
+// broadcastColumns are a broadcast row's columns, in scanBroadcast's
+// order. Every figure is a column of the row itself: lists of broadcasts
+// cost one statement for the rows and one each for their error and
+// variant counts (readBroadcasts), never a subquery per row.
+const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, audience,
 		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
 		error, created_at, started_at, finished_at,
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
-		deferred, zone_fallbacks, waiting, planning, planned_at
+		deferred, zone_fallbacks, waiting, planning, planned_at`
+
+// selectBroadcast reads broadcast rows; selectOneBroadcast one row with
+// its error and variant counts as JSON objects, for a single read.
+const (
+	selectBroadcast    = "SELECT " + broadcastColumns + " FROM broadcasts b"
+	selectOneBroadcast = "SELECT " + broadcastColumns + `,
+		(SELECT JSON_OBJECTAGG(e.code, e.count) FROM broadcast_errors e WHERE e.broadcast_id = b.id),
+		(SELECT JSON_OBJECTAGG(v.variant, v.targets) FROM broadcast_variants v WHERE v.broadcast_id = b.id)
 	FROM broadcasts b`
+)
 
 // readBroadcasts runs selectBroadcast with the rest of a query (where,
 // order, limit) and adds each row's error and variant counts. It reads in
@@ -137,7 +162,9 @@ const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, mess
 // runs, its Errors always sum to what Failed says, and its Variants to
 // Succeeded + Failed.
 func (s *Store) readBroadcasts(ctx context.Context, rest string, args ...any) ([]*model.Broadcast, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	// The server's default isolation, REPEATABLE READ, gives the
+	// transaction one snapshot from its first read.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
@@ -208,7 +235,9 @@ func readCounts(ctx context.Context, tx *sql.Tx, q string, add func(id uint64, k
 	return rows.Err()
 }
 
-func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error) {
+// scanBroadcast decodes a row of broadcastColumns, then any extra
+// columns into extra.
+func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Broadcast, error) {
 	var (
 		b                         model.Broadcast
 		status, msg, aud          string
@@ -222,7 +251,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		releasedAt, holdExpiresAt sql.NullTime
 		startsAt, plannedAt       sql.NullTime
 	)
-	if err := row.Scan(
+	if err := row.Scan(append([]any{
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
 		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt,
@@ -230,7 +259,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
 		&b.Class, &b.MaxRate, &deliverMS,
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
-		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt); err != nil {
+		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
