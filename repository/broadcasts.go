@@ -122,7 +122,7 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*model.Broadcast, 
 // broadcasts cost one statement for the rows and one each for their
 // error and variant counts (readBroadcasts).
 const selectBroadcast = `SELECT id, status, dry_run, invalidate_on_dry_run, message, audience,
-		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
+		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens, writeback_failures,
 		error, created_at, started_at, finished_at,
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
@@ -224,7 +224,7 @@ func scanBroadcast(row interface{ Scan(...any) error }) (*model.Broadcast, error
 	)
 	if err := row.Scan(
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
-		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
+		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated, &b.WriteBackFailures,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,

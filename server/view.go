@@ -17,16 +17,19 @@ type broadcastView struct {
 	Canceled          int64            `json:"canceled"`
 	Errors            map[string]int64 `json:"errors"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
-	Error             *string          `json:"error"`
-	Message           model.Message    `json:"message"`
-	Audience          model.Audience   `json:"audience"`
-	RequestID         string           `json:"request_id,omitempty"`
-	CreatedBy         string           `json:"created_by,omitempty"`
-	Trigger           string           `json:"trigger"`
-	SendAt            *time.Time       `json:"send_at,omitempty"`
-	JobName           string           `json:"job_name,omitempty"`
-	FireTime          *time.Time       `json:"fire_time,omitempty"`
-	CreatedAt         time.Time        `json:"created_at"`
+	// WriteBackFailures counts dead tokens not written back to a mapped
+	// schema's table: its on_dead kept failing (their failures are stored).
+	WriteBackFailures int64          `json:"writeback_failures"`
+	Error             *string        `json:"error"`
+	Message           model.Message  `json:"message"`
+	Audience          model.Audience `json:"audience"`
+	RequestID         string         `json:"request_id,omitempty"`
+	CreatedBy         string         `json:"created_by,omitempty"`
+	Trigger           string         `json:"trigger"`
+	SendAt            *time.Time     `json:"send_at,omitempty"`
+	JobName           string         `json:"job_name,omitempty"`
+	FireTime          *time.Time     `json:"fire_time,omitempty"`
+	CreatedAt         time.Time      `json:"created_at"`
 	// PlannedAt is when the audience's plan was complete (null while it
 	// is planned: targeted is then the targets planned so far).
 	PlannedAt  *time.Time `json:"planned_at"`
@@ -74,7 +77,7 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
 		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,
-		Errors: b.Errors, InvalidatedTokens: b.Invalidated,
+		Errors: b.Errors, InvalidatedTokens: b.Invalidated, WriteBackFailures: b.WriteBackFailures,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
 		CreatedAt: b.CreatedAt, PlannedAt: b.PlannedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
