@@ -31,7 +31,7 @@ const (
 // The retries of one checkpoint stay well within the lease, which is not
 // renewed meanwhile: a token is left out at the latest a quarter of the
 // lease after the checkpoint's first failure, and no wait is longer than
-// an eighth of it (a lease is at least 3 checkpoint intervals).
+// an eighth of it.
 const (
 	writeBackWithin  = 4 // the budget is Lease / writeBackWithin
 	writeBackMaxWait = 8 // each wait is at most Lease / writeBackMaxWait
@@ -41,7 +41,8 @@ const (
 // pending checkpoint, and whether the run's write-back is broken (the last
 // checkpoint with dead tokens left some out), in which case a token that
 // fails is given one more attempt only, so that a statement that always
-// fails costs each checkpoint one failed attempt, not a backoff.
+// fails costs each later checkpoint two failed attempts and one short
+// wait, not the whole backoff.
 //
 // Leaving tokens out changes the pending checkpoint, which the lease
 // protocol allows only where no attempt of it can have committed: the set

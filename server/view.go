@@ -17,19 +17,17 @@ type broadcastView struct {
 	Canceled          int64            `json:"canceled"`
 	Errors            map[string]int64 `json:"errors"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
-	// WriteBackFailures counts dead tokens not written back to a mapped
-	// schema's table: its on_dead kept failing (their failures are stored).
-	WriteBackFailures int64          `json:"writeback_failures"`
-	Error             *string        `json:"error"`
-	Message           model.Message  `json:"message"`
-	Audience          model.Audience `json:"audience"`
-	RequestID         string         `json:"request_id,omitempty"`
-	CreatedBy         string         `json:"created_by,omitempty"`
-	Trigger           string         `json:"trigger"`
-	SendAt            *time.Time     `json:"send_at,omitempty"`
-	JobName           string         `json:"job_name,omitempty"`
-	FireTime          *time.Time     `json:"fire_time,omitempty"`
-	CreatedAt         time.Time      `json:"created_at"`
+	WriteBackFailures int64            `json:"writeback_failures"` // on_dead kept failing (see the OpenAPI document)
+	Error             *string          `json:"error"`
+	Message           model.Message    `json:"message"`
+	Audience          model.Audience   `json:"audience"`
+	RequestID         string           `json:"request_id,omitempty"`
+	CreatedBy         string           `json:"created_by,omitempty"`
+	Trigger           string           `json:"trigger"`
+	SendAt            *time.Time       `json:"send_at,omitempty"`
+	JobName           string           `json:"job_name,omitempty"`
+	FireTime          *time.Time       `json:"fire_time,omitempty"`
+	CreatedAt         time.Time        `json:"created_at"`
 	// PlannedAt is when the audience's plan was complete (null while it
 	// is planned: targeted is then the targets planned so far).
 	PlannedAt  *time.Time `json:"planned_at"`
