@@ -31,6 +31,9 @@ type chunkRun struct {
 	pendingAt time.Time
 	// gate holds the engine's producer while outcomes go unstored.
 	gate *storeGate
+	// wb retries pending's write-back of dead tokens, and leaves out the
+	// tokens whose write-back keeps failing (see writeback.go).
+	wb writeBacks
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -50,6 +53,7 @@ func (s *Service) runChunk(c *lease.Claim) {
 	r := &chunkRun{
 		s: s, c: c, b: b, p: &fanout.Progress{}, stop: stop,
 		gate: newStoreGate(s.opt.FlushInterval, time.Now()),
+		wb:   writeBacks{lease: s.opt.Lease},
 		log:  s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}
 	// Even a run that stops before the engine starts checkpoints the claim's
@@ -150,8 +154,25 @@ func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end lease.End
 	return r.attempt(ctx)
 }
 
-// attempt stores r.pending once.
+// attempt stores r.pending. A write-back of its dead tokens that fails is
+// retried here, after its backoff, until the checkpoint is stored without
+// the tokens whose write-back keeps failing (see writeback.go): within a
+// fraction of the lease, and without the caller's own retry pauses.
 func (r *chunkRun) attempt(ctx context.Context) (lease.Result, error) {
+	for {
+		res, err := r.attemptOnce(ctx)
+		var wbe *repository.WriteBackError
+		if !errors.As(err, &wbe) {
+			return res, err
+		}
+		if err := r.wb.wait(ctx); err != nil {
+			return lease.Result{}, fmt.Errorf("waiting to retry a write-back: %w", err)
+		}
+	}
+}
+
+// attemptOnce stores r.pending once.
+func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.s.opt.DBTimeout)
 	defer cancel()
 	cp := r.pending
@@ -164,10 +185,19 @@ func (r *chunkRun) attempt(ctx context.Context) (lease.Result, error) {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
 		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
+		r.s.opt.Metrics.WriteBackSkipped(cp.WriteBackFailures)
+		r.logSkipped(ctx, r.wb.stored(true))
 	case errors.Is(err, lease.ErrLost):
 		r.pending = nil
+		r.wb.stored(false)
 	default:
 		r.s.opt.Metrics.CheckpointFailed()
+		skips, isWriteBack := r.wb.attemptFailed(err, time.Now())
+		if isWriteBack {
+			cp.WriteBackFailures = skips
+			r.log.WarnContext(ctx, "writing dead tokens back failed; retrying the checkpoint", "err", err,
+				"in", time.Until(r.wb.due).Round(time.Millisecond), "left_out", skips)
+		}
 	}
 	return res, err
 }
@@ -191,7 +221,9 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 	if len(c.Failures) > 0 {
 		fs, dead := r.failures(c.Failures)
 		cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
-			return r.s.store.WriteOutcomes(ctx, tx, fs, dead)
+			kept := r.wb.keep(dead)
+			r.wb.ran = len(kept) > 0
+			return r.s.store.WriteOutcomes(ctx, tx, fs, kept)
 		}
 	}
 	return cp

@@ -78,6 +78,9 @@ type Metrics interface {
 	BroadcastFinished(status, trigger string, took time.Duration)
 	ChunkClaimed(takeover bool)
 	CheckpointFailed()
+	// WriteBackSkipped counts dead tokens a checkpoint stored without
+	// their write-back to a mapped schema's table (on_dead kept failing).
+	WriteBackSkipped(n int64)
 }
 
 type noMetrics struct{}
@@ -86,6 +89,7 @@ func (noMetrics) Committed(int64, int64, map[string]int64, int64) {}
 func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
 func (noMetrics) ChunkClaimed(bool)                               {}
 func (noMetrics) CheckpointFailed()                               {}
+func (noMetrics) WriteBackSkipped(int64)                          {}
 
 // Service runs broadcasts: it takes submits, and its dispatcher claims and
 // runs chunks. Start starts the dispatcher; Stop stops it (safe twice).

@@ -39,8 +39,13 @@ type Checkpoint struct {
 	// Effects writes what the outcomes carry beyond counters (failure rows,
 	// dead tokens) inside the checkpoint's transaction and returns how many
 	// tokens it invalidated. It runs only when the checkpoint is applied,
-	// never for a replay; nil writes nothing.
+	// never for a replay; nil writes nothing. An error rolls the whole
+	// checkpoint back.
 	Effects func(ctx context.Context, tx *sql.Tx) (invalidated int64, err error)
+	// WriteBackFailures counts the dead tokens whose Effects leave out
+	// their write-back to the app's table (it kept failing), added to the
+	// broadcast's writeback_failures.
+	WriteBackFailures int64
 	// Variants are the targets sent per message variant (a localized
 	// message's languages), added to the broadcast's; nil for none.
 	Variants map[string]int64
@@ -158,7 +163,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 				return fmt.Errorf("chunk counts: %w", err)
 			}
 		}
-		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, canceled, res.Invalidated, cp.Errors); err != nil {
+		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, canceled, res.Invalidated, cp.WriteBackFailures, cp.Errors); err != nil {
 			return err
 		}
 		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
@@ -186,11 +191,11 @@ func readCancel(ctx context.Context, tx *sql.Tx, id uint64, res *Result) error {
 // addCounts adds outcome counters to a broadcast. It is the only writer of
 // the counters besides Stop, and runs in the same transaction as the
 // chunk row that records them, so they are never added twice.
-func addCounts(ctx context.Context, tx *sql.Tx, id uint64, succeeded, failed, canceled, invalidated int64, errs map[string]int64) error {
-	if succeeded != 0 || failed != 0 || canceled != 0 || invalidated != 0 {
+func addCounts(ctx context.Context, tx *sql.Tx, id uint64, succeeded, failed, canceled, invalidated, writeBackFailures int64, errs map[string]int64) error {
+	if succeeded != 0 || failed != 0 || canceled != 0 || invalidated != 0 || writeBackFailures != 0 {
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET succeeded = succeeded + ?, failed = failed + ?,
-			canceled = canceled + ?, invalidated_tokens = invalidated_tokens + ? WHERE id = ?`,
-			succeeded, failed, canceled, invalidated, id); err != nil {
+			canceled = canceled + ?, invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ? WHERE id = ?`,
+			succeeded, failed, canceled, invalidated, writeBackFailures, id); err != nil {
 			return fmt.Errorf("add counters: %w", err)
 		}
 	}

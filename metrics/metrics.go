@@ -27,6 +27,7 @@ type Metrics struct {
 	chunkClaims     *prometheus.CounterVec
 	invalidations   prometheus.Counter
 	checkpointFails prometheus.Counter
+	writeBackFails  prometheus.Counter
 	workers         prometheus.Gauge
 	rateShare       prometheus.Gauge
 	rateMembers     prometheus.Gauge
@@ -82,6 +83,10 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_checkpoint_failures_total",
 			Help: "Chunk checkpoints that could not be stored (retried at the next one).",
 		}),
+		writeBackFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_writeback_failures_total",
+			Help: "Dead tokens whose write-back to a mapped schema's table (schema.tokens.on_dead) kept failing, stored without it (their failure rows are stored). Equals the broadcasts' writeback_failures.",
+		}),
 		workers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pushfan_fcm_workers",
 			Help: "Sending goroutines now: the pool follows the rate times the send latency, within PUSHFAN_CONCURRENCY.",
@@ -97,7 +102,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 	}
 	m.sendOK = m.sendAttempts.WithLabelValues("success", "OK")
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
-		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.workers, m.rateShare, m.rateMembers,
+		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
@@ -170,3 +175,10 @@ func (m *Metrics) ChunkClaimed(takeover bool) {
 
 // CheckpointFailed counts a checkpoint that was not stored.
 func (m *Metrics) CheckpointFailed() { m.checkpointFails.Inc() }
+
+// WriteBackSkipped counts dead tokens stored without their write-back.
+func (m *Metrics) WriteBackSkipped(n int64) {
+	if n > 0 {
+		m.writeBackFails.Add(float64(n))
+	}
+}

@@ -78,6 +78,9 @@ const VariantDefault = "default"
 type Counts struct {
 	Targeted, Succeeded, Failed, Canceled, Invalidated int64
 	Errors                                             map[string]int64
+	// WriteBackFailures counts dead tokens whose write-back to a mapped
+	// schema's table (tokens.on_dead) kept failing and was skipped.
+	WriteBackFailures int64
 	// Variants counts the targets sent (succeeded or failed) per language
 	// of a localized message, VariantDefault included; nil otherwise.
 	Variants map[string]int64

@@ -138,7 +138,7 @@ func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*model.Broadcast, 
 // cost one statement for the rows and one each for their error and
 // variant counts (readBroadcasts), never a subquery per row.
 const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, audience,
-		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens,
+		request_id, created_by, targeted, succeeded, failed, canceled, invalidated_tokens, writeback_failures,
 		error, created_at, started_at, finished_at,
 		max_token_id, cancel_requested, idempotency_key, request_hash,
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
@@ -253,7 +253,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 	)
 	if err := row.Scan(append([]any{
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
-		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated,
+		&b.RequestID, &createdBy, &b.Targeted, &b.Succeeded, &b.Failed, &b.Canceled, &b.Invalidated, &b.WriteBackFailures,
 		&errText, &b.CreatedAt, &startedAt, &finishedAt,
 		&b.MaxTokenID, &b.CancelRequested, &idemKey, &reqHash,
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,

@@ -60,22 +60,27 @@ func appDB(t *testing.T, dsn string) string {
 // database (created here, dropped at the end) through the mapping, and
 // returns it with the app database's name.
 func mappedStack(t *testing.T, configure func(c *config.Config, db string)) (*teststack.Stack, string) {
+	return mappedStackWith(t, teststack.Options{}, configure)
+}
+
+// mappedStackWith is mappedStack with more of the stack's options (its
+// Configure and Prepare are mappedStack's).
+func mappedStackWith(t *testing.T, o teststack.Options, configure func(c *config.Config, db string)) (*teststack.Stack, string) {
 	var db string
-	s := teststack.New(t, teststack.Options{
-		Configure: func(c *config.Config) {
-			db = appDB(t, c.MySQLDSN)
-			c.Schema = mapping(db)
-			if configure != nil {
-				configure(c, db)
-			}
-		},
-		Prepare: func(s *teststack.Stack) {
-			s.MustExec("CREATE DATABASE " + db)
-			t.Cleanup(func() { _, _ = s.SQL.Exec("DROP DATABASE IF EXISTS " + db) })
-			s.MustExec(fmt.Sprintf(appMembersDDL, db))
-			s.MustExec(fmt.Sprintf(appDevicesDDL, db))
-		},
-	})
+	o.Configure = func(c *config.Config) {
+		db = appDB(t, c.MySQLDSN)
+		c.Schema = mapping(db)
+		if configure != nil {
+			configure(c, db)
+		}
+	}
+	o.Prepare = func(s *teststack.Stack) {
+		s.MustExec("CREATE DATABASE " + db)
+		t.Cleanup(func() { _, _ = s.SQL.Exec("DROP DATABASE IF EXISTS " + db) })
+		s.MustExec(fmt.Sprintf(appMembersDDL, db))
+		s.MustExec(fmt.Sprintf(appDevicesDDL, db))
+	}
+	s := teststack.New(t, o)
 	return s, db
 }
 

@@ -17,6 +17,7 @@ type broadcastView struct {
 	Canceled          int64            `json:"canceled"`
 	Errors            map[string]int64 `json:"errors"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
+	WriteBackFailures int64            `json:"writeback_failures"` // on_dead kept failing (see the OpenAPI document)
 	Error             *string          `json:"error"`
 	Message           model.Message    `json:"message"`
 	Audience          model.Audience   `json:"audience"`
@@ -74,7 +75,7 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
 		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,
-		Errors: b.Errors, InvalidatedTokens: b.Invalidated,
+		Errors: b.Errors, InvalidatedTokens: b.Invalidated, WriteBackFailures: b.WriteBackFailures,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
 		CreatedAt: b.CreatedAt, PlannedAt: b.PlannedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,

@@ -16,6 +16,7 @@ type Broadcast struct {
 	Canceled          int64            `json:"canceled"`
 	Errors            map[string]int64 `json:"errors"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
+	WriteBackFailures int64            `json:"writeback_failures"`
 	Error             *string          `json:"error"`
 	CreatedAt         time.Time        `json:"created_at"`
 	PlannedAt         *time.Time       `json:"planned_at"`

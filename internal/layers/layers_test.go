@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"cron": {"internal/lifecycle"},
 	// The chunk protocol and the storage.
 	"lease":      {"internal/sqldb"},
-	"repository": {"model", "lease", "internal/sqldb", "internal/clock"},
+	"repository": {"model", "lease", "internal/sqldb", "internal/clock", "internal/logging"},
 	"retention":  {"internal/clock", "internal/lifecycle"},
 	"metrics":    {"fanout"},
 	"quota":      {"fanout", "internal/lifecycle", "internal/sqldb"}, // the cluster's rate budget, over MySQL
