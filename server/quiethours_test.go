@@ -51,7 +51,7 @@ func submit(t *testing.T, s *teststack.Stack, body map[string]any) teststack.Bro
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("submit %v: %d %+v", body, resp.StatusCode, b)
 	}
-	return b
+	return s.WaitPlanned(b.ID, 10*time.Second) // its counts, once planned
 }
 
 // assertDeferredOne checks a broadcast whose one target (tok) the quiet window
