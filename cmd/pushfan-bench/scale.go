@@ -226,8 +226,11 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 	}
 	defer wconn.Close()
 	wm := &scaleMeasure{b: b, svc: wsvc, emu: emu, db: wconn, sr: sr}
+	// Both samplers write sr.RSSByPhase: the first stops before the
+	// second starts.
 	stopRSS()
-	stopRSS = wm.sampleRSS(ctx)
+	stopWaitingRSS := wm.sampleRSS(ctx)
+	defer stopWaitingRSS()
 	wm.setPhase("20 waiting broadcasts and 3-user sends (1M tokens)")
 	if err := wm.urgentWithWaiting(ctx); err != nil {
 		return err

@@ -50,6 +50,10 @@ export async function render(ctx) {
     count('targeted', 'Targeted'), count('succeeded', 'Succeeded'), count('failed', 'Failed'),
     count('canceled', 'Canceled'), count('waiting', 'Waiting'), count('pending', 'Pending'));
   const pace = h('p', {class: 'muted'});
+  // While the audience is still being planned, targeted is what the plan
+  // has counted so far.
+  const planning = h('p', {id: 'planning-note', class: 'muted', hidden: true},
+    'The audience is still being planned: Targeted is what the plan has counted so far.');
 
   const chart = s('svg', {id: 'rate-chart', class: 'chart', role: 'img', 'aria-label': 'Sends per second'});
 
@@ -88,7 +92,7 @@ export async function render(ctx) {
     sender ? actions : null,
     actionError,
     h('section', {class: 'card', 'aria-labelledby': 'progress-h'},
-      h('h2', {id: 'progress-h'}, 'Progress'), progress, legend, pace),
+      h('h2', {id: 'progress-h'}, 'Progress'), progress, legend, planning, pace),
     testCard,
     h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
       h('h2', {id: 'rate-h'}, 'Sends per second'), chart),
@@ -110,6 +114,7 @@ export async function render(ctx) {
     dryTag.hidden = !b.dry_run;
     subtitle.textContent = `${b.trigger}${b.created_by ? ' by ' + b.created_by : ''} · ${headline(b)}`;
 
+    planning.hidden = Boolean(b.planned_at) || isFinal(b.status) || b.status === 'held' || b.status === 'scheduled';
     const waiting = b.waiting || 0;
     const done = b.succeeded + b.failed + b.canceled;
     const pending = Math.max(0, b.targeted - done - waiting);
