@@ -145,7 +145,10 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 			set += "lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
 			args = append(args, cp.Lease.Microseconds())
 		case Done:
-			set += "status = 'done', done_by = lease_owner, lease_owner = NULL, lease_until = NULL, claim_token = NULL"
+			// A done chunk's target list is read by nothing again: dropping
+			// it keeps a local-time broadcast's 1–2 bytes per target from
+			// staying for the retention period.
+			set += "status = 'done', done_by = lease_owner, target_ids = NULL, lease_owner = NULL, lease_until = NULL, claim_token = NULL"
 		case Release:
 			set += "status = 'pending', lease_owner = NULL, lease_until = NULL, claim_token = NULL"
 		}

@@ -45,7 +45,7 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 		if closed > 0 {
 			if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET status = 'done', done_by = 'canceled', epoch = epoch + 1,
 					committed = GREATEST(CAST(COALESCE(targets, 0) AS SIGNED), CAST(committed AS SIGNED)), cursor_id = hi_id, done_ranges = NULL,
-					lease_owner = NULL, lease_until = NULL, claim_token = NULL`+idle, id); err != nil {
+					target_ids = NULL, lease_owner = NULL, lease_until = NULL, claim_token = NULL`+idle, id); err != nil {
 				return fmt.Errorf("close chunks: %w", err)
 			}
 		}

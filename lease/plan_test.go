@@ -299,3 +299,46 @@ func TestChunkEndsPacingAndListsReadNoOtherChunks(t *testing.T) {
 		t.Fatalf("listing broadcasts read %d chunk rows, want none", list)
 	}
 }
+
+// A chunk's target list is dropped once nothing reads it again: when the
+// chunk is done, and when a cancel closes it. (A local-time plan stores
+// 1–2 bytes per target, which stayed for the retention period.)
+func TestDoneChunksDropTheirTargetLists(t *testing.T) {
+	f := newFixture(t)
+	id := f.planned()
+	pc := f.claimPlan("a")
+	ids := func(lo uint64) []uint64 { return []uint64{lo + 1, lo + 5, lo + 9} }
+	if err := f.s.CommitStep(f.ctx(), pc, lease.Step{Cursor: 30, Seq: 2, Added: 6, Done: true,
+		Chunks: []lease.Plan{{Seq: 0, Lo: 0, Hi: 10, Targets: 3, IDs: ids(0)}, {Seq: 1, Lo: 10, Hi: 20, Targets: 3, IDs: ids(10), NotBefore: at(time.Hour)}}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	lists := func() (n int) {
+		t.Helper()
+		if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*) FROM broadcast_chunks WHERE broadcast_id = ? AND target_ids IS NOT NULL", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := lists(); n != 2 {
+		t.Fatalf("%d chunks hold a target list after the plan, want 2", n)
+	}
+	c := f.claim("sender")
+	if c == nil || c.Seq != 0 || !slices.Equal(c.IDs, ids(0)) {
+		t.Fatalf("claimed %+v, want chunk 0 with its list", c)
+	}
+	if _, err := f.s.Checkpoint(f.ctx(), c, lease.Checkpoint{Cursor: c.Hi, Succeeded: 3, End: lease.Done}); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists(); n != 1 {
+		t.Fatalf("%d chunks hold a target list after chunk 0 is done, want 1 (the waiting one)", n)
+	}
+	if _, err := f.s.Stop(f.ctx(), id, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists(); n != 0 {
+		t.Fatalf("%d chunks hold a target list after the cancel, want 0", n)
+	}
+	if c := f.counts(id); c.succeeded != 3 || c.canceled != 3 || c.targeted != 6 {
+		t.Fatalf("final %+v, want 3 succeeded, 3 canceled of 6", c)
+	}
+}
