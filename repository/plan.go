@@ -156,19 +156,8 @@ func (s *Store) TargetsByID(ctx context.Context, ids []uint64, dst []Target) ([]
 	if err != nil {
 		return dst, fmt.Errorf("targets by id from %d: %w", ids[0], err)
 	}
-	defer rows.Close()
-	var locale sql.RawBytes
-	var locales localeInterner
-	for rows.Next() {
-		dst = append(dst, Target{})
-		t := &dst[len(dst)-1]
-		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale); err != nil {
-			return dst[:0], fmt.Errorf("targets by id: scan: %w", err)
-		}
-		t.Locale = locales.intern(locale)
-	}
-	if err := rows.Err(); err != nil {
-		return dst[:0], fmt.Errorf("targets by id from %d: %w", ids[0], err)
+	if dst, err = scanTargets(rows, dst); err != nil {
+		return dst, fmt.Errorf("targets by id from %d: %w", ids[0], err)
 	}
 	return dst, nil
 }

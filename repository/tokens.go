@@ -202,19 +202,8 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 	if err != nil {
 		return dst, fmt.Errorf("audience page after %d: %w", after, err)
 	}
-	defer rows.Close()
-	var locale sql.RawBytes
-	var locales localeInterner
-	for rows.Next() {
-		dst = append(dst, Target{})
-		t := &dst[len(dst)-1]
-		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale); err != nil {
-			return dst[:0], fmt.Errorf("audience page: scan: %w", err)
-		}
-		t.Locale = locales.intern(locale)
-	}
-	if err := rows.Err(); err != nil {
-		return dst[:0], fmt.Errorf("audience page after %d: %w", after, err)
+	if dst, err = scanTargets(rows, dst); err != nil {
+		return dst, fmt.Errorf("audience page after %d: %w", after, err)
 	}
 	return dst, nil
 }
@@ -235,4 +224,25 @@ func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, err
 		return 0, fmt.Errorf("count audience: %w", err)
 	}
 	return n, nil
+}
+
+// scanTargets appends the targets rows holds (token id, user id, token,
+// locale: the schema's targetColumns) to dst and closes rows; on an error
+// it returns dst emptied.
+func scanTargets(rows *sql.Rows, dst []Target) ([]Target, error) {
+	defer rows.Close()
+	var locale sql.RawBytes
+	var locales localeInterner
+	for rows.Next() {
+		dst = append(dst, Target{})
+		t := &dst[len(dst)-1]
+		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale); err != nil {
+			return dst[:0], fmt.Errorf("scan target: %w", err)
+		}
+		t.Locale = locales.intern(locale)
+	}
+	if err := rows.Err(); err != nil {
+		return dst[:0], err
+	}
+	return dst, nil
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/sha256"
-	"log/slog"
 	"net/http"
 	"slices"
 
@@ -48,14 +47,5 @@ func (s *Server) MetricsServer() *http.Server {
 		auth = append(auth, s.requireBearer(s.metricsTokens, "metrics"))
 	}
 	e.GET("/metrics", echo.WrapHandler(s.metrics), auth...)
-	return &http.Server{
-		Addr:              s.cfg.MetricsAddr,
-		Handler:           e,
-		ReadTimeout:       s.cfg.HTTP.ReadTimeout,
-		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
-		WriteTimeout:      s.cfg.HTTP.WriteTimeout,
-		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	return s.httpServer(s.cfg.MetricsAddr, e)
 }

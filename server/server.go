@@ -170,16 +170,7 @@ func (s *Server) Stop(ctx context.Context) error { return s.watch.stop(ctx) }
 // client cannot hold a connection forever. Its Shutdown ends the watch
 // streams (Stop).
 func (s *Server) HTTPServer() *http.Server {
-	srv := &http.Server{
-		Addr:              s.cfg.HTTPAddr,
-		Handler:           s.echo,
-		ReadTimeout:       s.cfg.HTTP.ReadTimeout,
-		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
-		WriteTimeout:      s.cfg.HTTP.WriteTimeout,
-		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	srv := s.httpServer(s.cfg.HTTPAddr, s.echo)
 	// Shutdown waits for the streams' handlers, which end once the hub
 	// has stopped; Stop (with its deadline) waits for the pollers.
 	srv.RegisterOnShutdown(func() {
@@ -188,6 +179,21 @@ func (s *Server) HTTPServer() *http.Server {
 		_ = s.watch.stop(ctx)
 	})
 	return srv
+}
+
+// httpServer serves h on addr with the configured timeouts, so that no
+// client can hold a connection forever.
+func (s *Server) httpServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadTimeout:       s.cfg.HTTP.ReadTimeout,
+		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
+		WriteTimeout:      s.cfg.HTTP.WriteTimeout,
+		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
 }
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
