@@ -85,6 +85,7 @@ type options struct {
 	serveEnv       []string
 	scaleN         int
 	scalePhases    string
+	scalePool      bool
 }
 
 func envString(key, def string) string {
@@ -148,6 +149,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.c, "c", envInt("C", 512), "pushfan's PUSHFAN_CONCURRENCY and the raw probe's goroutines (env C)")
 	fs.DurationVar(&o.latency, "latency", envDuration("LATENCY", defLatency), "emulator latency per send (env LATENCY; 5ms for scale)")
 	fs.IntVar(&o.scaleN, "scale-n", envInt("SCALE_N", 10_000_000), "scale: tokens, two per user, in 16 zones (env SCALE_N)")
+	fs.BoolVar(&o.scalePool, "scale-buffer-pool", envString("SCALE_BUFFER_POOL", "fit") != "keep", "scale: raise innodb_buffer_pool_size to hold the seeded tables for the run (env SCALE_BUFFER_POOL=fit, the default; keep measures the server's own)")
 	fs.StringVar(&o.scalePhases, "scale-phases", envString("SCALE_PHASES", ""), "scale: only these of kinds,minute,cancels,waiting (env SCALE_PHASES; default all)")
 	fs.DurationVar(&o.jitter, "jitter", envDuration("JITTER", 5*time.Millisecond), "emulator uniform extra latency (env JITTER)")
 	fs.StringVar(&o.mode, "mode", envString("MODE", "http1"), "wire protocol to the emulator: http1, h2c or tls (env MODE)")

@@ -36,10 +36,14 @@ import (
 
 // scaleReport is the scale run's figures (in the JSON file under "scale").
 type scaleReport struct {
-	Tokens        int                `json:"tokens"`
-	Zones         int                `json:"zones"`
-	RateLimit     float64            `json:"rate_limit_per_s"`
-	SeedSeconds   float64            `json:"seed_seconds,omitempty"`
+	Tokens      int     `json:"tokens"`
+	Zones       int     `json:"zones"`
+	RateLimit   float64 `json:"rate_limit_per_s"`
+	SeedSeconds float64 `json:"seed_seconds,omitempty"`
+	// BufferPoolMB is MariaDB's innodb_buffer_pool_size during the run
+	// (and RaisedFromMB what it was, when the run raised it).
+	BufferPoolMB  float64            `json:"buffer_pool_mb"`
+	RaisedFromMB  float64            `json:"buffer_pool_raised_from_mb,omitempty"`
 	SubmitMS      map[string]float64 `json:"submit_ms"`
 	TargetedKnown map[string]float64 `json:"targeted_known_s"`
 	FirstSendMS   float64            `json:"first_send_ms"`
@@ -137,6 +141,50 @@ func (o options) scalePhase(phase string) bool {
 	return o.scalePhases == "" || slices.Contains(strings.Split(o.scalePhases, ","), phase)
 }
 
+// fitBufferPool sizes MariaDB's buffer pool to hold db's tables with a
+// quarter to spare, unless SCALE_BUFFER_POOL=keep, and returns what puts
+// the old size back. A deployment of this size needs that (docs/
+// CAPACITY.md): MariaDB's default of 128 MB turns every plan step and page
+// into disk reads, and the run would measure the disk.
+func (b *bench) fitBufferPool(ctx context.Context, db benchDB, sr *scaleReport) (restore func(), err error) {
+	conn, err := sql.Open("mysql", db.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var have, tables int64
+	if err := conn.QueryRowContext(ctx, "SELECT @@innodb_buffer_pool_size").Scan(&have); err != nil {
+		return nil, fmt.Errorf("buffer pool size: %w", err)
+	}
+	sr.BufferPoolMB = float64(have) / (1 << 20)
+	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(SUM(DATA_LENGTH + INDEX_LENGTH), 0) FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = DATABASE()`).Scan(&tables); err != nil {
+		return nil, fmt.Errorf("table sizes: %w", err)
+	}
+	const gb = 1 << 30
+	want := (tables*5/4 + gb - 1) / gb * gb
+	if !b.o.scalePool || have >= want {
+		b.logf("buffer pool %d MB, the tables %d MB", have>>20, tables>>20)
+		return func() {}, nil
+	}
+	if _, err := conn.ExecContext(ctx, "SET GLOBAL innodb_buffer_pool_size = ?", want); err != nil {
+		return nil, fmt.Errorf("raise the buffer pool to %d MB: %w", want>>20, err)
+	}
+	sr.RaisedFromMB, sr.BufferPoolMB = sr.BufferPoolMB, float64(want)/(1<<20)
+	b.logf("buffer pool raised from %d MB to %d MB for the run, to hold the tables' %d MB (SCALE_BUFFER_POOL=keep measures %d MB)",
+		have>>20, want>>20, tables>>20, have>>20)
+	return func() {
+		conn, err := sql.Open("mysql", db.dsn)
+		if err == nil {
+			defer conn.Close()
+			_, err = conn.ExecContext(context.Background(), "SET GLOBAL innodb_buffer_pool_size = ?", have)
+		}
+		if err != nil {
+			b.logf("could not put the buffer pool back to %d MB: %v", have>>20, err)
+		}
+	}, nil
+}
+
 // scaleZones are the 16 fixed-offset IANA zones users are spread over.
 func scaleZones() []string {
 	var z []string
@@ -166,6 +214,11 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 	if err != nil {
 		return err
 	}
+	restore, err := b.fitBufferPool(ctx, db, sr)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	emu, err := b.emulator(ctx, 0)
 	if err != nil {
 		return err
@@ -700,7 +753,12 @@ func (r *report) printScale(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\n", k, s.SubmitMS[k], known)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nplan of a send_at_local: %.0f targets/s; the 10M all: %d chunks\n", s.PlanRowsPerS, s.ChunkRowsPlaced)
+	if s.RaisedFromMB > 0 {
+		fmt.Fprintf(w, "\nMariaDB buffer pool: %.0f MB for the run (the server's own: %.0f MB)\n", s.BufferPoolMB, s.RaisedFromMB)
+	} else {
+		fmt.Fprintf(w, "\nMariaDB buffer pool: %.0f MB (the server's own)\n", s.BufferPoolMB)
+	}
+	fmt.Fprintf(w, "plan of a send_at_local: %.0f targets/s; the 10M all: %d chunks\n", s.PlanRowsPerS, s.ChunkRowsPlaced)
 	fmt.Fprintf(w, "first send %.0f ms after the submit; %.0f sends/s over the first 60 s (%.1f%% of the limit); slowest second %d\n",
 		s.FirstSendMS, s.First60PerS, 100*s.First60PerS/s.RateLimit, s.MinSecondPerS)
 	fmt.Fprintf(w, "per second: %s\n", joinInts(s.PerSecond))
