@@ -31,12 +31,10 @@ func TestWantFollowsRateAndLatency(t *testing.T) {
 	}
 }
 
-// latencySender answers every send after the latency it is set to, and
-// not before stalled is closed, if it is set.
+// latencySender answers every send after the latency it is set to.
 type latencySender struct {
 	latency atomic.Int64
 	sent    atomic.Int64
-	stalled atomic.Pointer[chan struct{}]
 }
 
 func (l *latencySender) Prepare(m *Message) (Prepared, error) { return senderFunc(l.send).Prepare(m) }
@@ -46,13 +44,6 @@ func (l *latencySender) send(ctx context.Context, _ *Message, _ string) Outcome 
 	case <-time.After(time.Duration(l.latency.Load())):
 	case <-ctx.Done():
 		return Outcome{Class: Transient, Code: "CANCELED"}
-	}
-	if c := l.stalled.Load(); c != nil {
-		select {
-		case <-*c:
-		case <-ctx.Done():
-			return Outcome{Class: Transient, Code: "CANCELED"}
-		}
 	}
 	l.sent.Add(1)
 	return Outcome{}
@@ -86,40 +77,6 @@ func TestPoolFollowsLatency(t *testing.T) {
 		n, _ := e.Workers()
 		return n <= fast+8
 	})
-	cancel()
-	<-done
-}
-
-// A stall in which no send completes (a host starved of CPU, a paused
-// peer) is not a longer round trip: once sends have been timed, the pool
-// does not grow through it. It used to double its estimate every quiet
-// interval, and a 600 ms stall at 2,000/s and 5 ms took it from 29
-// workers to about a thousand.
-func TestPoolDoesNotGrowThroughAStall(t *testing.T) {
-	s := &latencySender{}
-	s.latency.Store(int64(5 * time.Millisecond))
-	e := testEngineWith(t, Config{Concurrency: 4096, PageSize: 200, MaxAttempts: 2, RetryMaxDelay: time.Second}, s, NewThrottle(2000, 0, 0))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		ts := makeTargets(200000, func(i int) string { return fmt.Sprintf("ok-%d", i) })
-		done <- e.Run(ctx, Job{Message: &Message{}, Source: &sliceSource{ts}, Progress: &Progress{}})
-	}()
-	waitFor(t, "500 sends at 5 ms before the stall", func() bool { return s.sent.Load() >= 500 })
-	fast := want(2000, 5*time.Millisecond, 4096)
-	stall := make(chan struct{})
-	s.stalled.Store(&stall)
-	time.Sleep(600 * time.Millisecond)
-	s.stalled.Store(nil)
-	close(stall)
-	after := s.sent.Load()
-	waitFor(t, "500 sends after the stall", func() bool { return s.sent.Load() >= after+500 })
-	// The stalled sends end timed at up to 600 ms, which may double the
-	// estimate for an interval or two: a few times fast, not the ceiling.
-	if _, peak := e.Workers(); peak > 4*fast {
-		t.Fatalf("the pool peaked at %d workers through a stall, want at most %d (4x the %d that 2,000/s at 5 ms asks)", peak, 4*fast, fast)
-	}
 	cancel()
 	<-done
 }

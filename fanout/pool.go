@@ -22,13 +22,8 @@ import (
 // a ceiling, which also bounds memory and connections.
 //
 // The pool starts small (sized for assumedLatency). Latency is only known
-// once sends complete, and at 300 ms none has in the first interval: until
-// the first send has been timed, an interval with sends in flight and none
-// ended doubles the estimate. After that, only timed sends move it (at
-// most doubling per interval): a stall in which nothing completes (the
-// host starved of CPU for a few hundred ms, a pause of the peer) is not a
-// longer round trip, and growing through it opened thousands of workers
-// and connections that the stall's end left idle, about 100 MB at 10k/s.
+// once sends complete, and at 300 ms none has in the first interval: an
+// interval with sends in flight and none ended doubles the estimate.
 // (Growing on "every worker busy" instead runs away when sends are slow for
 // a reason more workers do not cure, such as connections being set up.)
 type pool struct {
@@ -41,12 +36,11 @@ type pool struct {
 	peak         atomic.Int64 // most workers at once, for the bench
 	// The sends that ended since the controller last looked, and the
 	// durations of the first len(samples) of them.
-	sends    atomic.Int64
-	samples  [256]atomic.Int64
-	latency  time.Duration // smoothed; the controller's own
-	measured bool          // a send has been timed: latency is no longer a guess
-	quiet    int           // intervals in a row with sends in flight and none ended
-	trim     chan struct{} // wakes idle workers above the target to leave
+	sends   atomic.Int64
+	samples [256]atomic.Int64
+	latency time.Duration // smoothed; the controller's own
+	quiet   int           // intervals in a row with sends in flight and none ended
+	trim    chan struct{} // wakes idle workers above the target to leave
 }
 
 const (
@@ -157,12 +151,12 @@ func (e *Engine) control(p *pool) {
 			// for a wait that more workers only lengthen.
 			med := p.median(int(min(n, int64(len(p.samples)))))
 			p.latency = min((p.latency+med)/2, 2*p.latency)
-			p.measured, p.quiet = true, 0
-		case p.busy.Load() > 0 && !p.measured:
-			// No send timed yet, and sends in flight for longer than the
-			// guess: the round trip is longer, at least twice it. Doubling
-			// finds 300 ms in three intervals. (At a few sends a second,
-			// quiet intervals shorter than the estimate are just gaps.)
+			p.quiet = 0
+		case p.busy.Load() > 0:
+			// Sends in flight and none ended for longer than the estimate:
+			// the round trip is longer, at least twice it. Doubling finds
+			// 300 ms in three intervals. (At a few sends a second, quiet
+			// intervals shorter than the estimate are just gaps.)
 			if p.quiet++; time.Duration(p.quiet)*controlInterval > p.latency {
 				p.latency = max(2*p.latency, controlInterval)
 			}
