@@ -23,8 +23,8 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 say "installing Debian's chromium (the console's browser tests need it)"
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y -q --no-install-recommends chromium </dev/null; then
-	apt-get update -q </dev/null
-	apt-get install -y -q --no-install-recommends chromium </dev/null
+if ! apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends chromium </dev/null; then
+	apt-get -o DPkg::Lock::Timeout=600 update -q </dev/null
+	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends chromium </dev/null
 fi
 "$bin" --version >&2

@@ -105,8 +105,8 @@ install_mariadb() {
 	have apt-get || return 1
 	say "MariaDB is not installed; installing mariadb-server and mariadb-client with apt-get ..."
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q </dev/null >&2
-	apt-get install -y -q --no-install-recommends mariadb-server mariadb-client </dev/null >&2
+	apt-get -o DPkg::Lock::Timeout=600 update -q </dev/null >&2
+	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends mariadb-server mariadb-client </dev/null >&2
 }
 
 start_server() {
@@ -201,8 +201,8 @@ if [ -z "$CLIENT" ]; then
 	if is_root && have apt-get; then
 		say "installing mariadb-client to check the login ..."
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -q </dev/null >&2 || true
-		apt-get install -y -q --no-install-recommends mariadb-client </dev/null >&2 || true
+		apt-get -o DPkg::Lock::Timeout=600 update -q </dev/null >&2 || true
+		apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends mariadb-client </dev/null >&2 || true
 		find_clients
 	fi
 	if [ -z "$CLIENT" ]; then
