@@ -172,11 +172,14 @@ func TestDeliverOverSpreadsTheBroadcast(t *testing.T) {
 	t.Logf("deliver_over %v on two instances: %d sends in %v; by second %v (even: %.0f); busiest second %d",
 		over, n, took.Round(time.Millisecond), arr.perSecond(), even, busiest)
 	// It ends near the deadline, not early (nor much late), and no second
-	// carries much more than an even share (it catches up after the start).
+	// carries much more than an even share. It catches up after the start:
+	// on a loaded machine the first second carried 150 and the pace asked
+	// 283/s of the rest, and a sliding second then saw 423 (the whole
+	// broadcast unpaced arrives within half a second, 1,000).
 	if took < over-300*time.Millisecond || took > over+2*time.Second {
 		t.Fatalf("%d sends over %v took %v", n, over, took)
 	}
-	if float64(busiest) > 1.5*even {
+	if float64(busiest) > 2*even {
 		t.Fatalf("%d sends arrived within one second; spread evenly it is %.0f", busiest, even)
 	}
 }
