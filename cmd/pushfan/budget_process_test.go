@@ -8,6 +8,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +20,7 @@ import (
 
 	"pushfan/fcmemu"
 	"pushfan/internal/demo"
+	"pushfan/internal/teststack"
 )
 
 // The drills' quota: 4,000 messages a second, counted per 10 s window (a
@@ -255,6 +258,24 @@ func TestKillOneOfThreeRebalancesTheBudget(t *testing.T) {
 	}
 	killed := time.Now()
 	procs[2].WaitExit(t, "kill -9")
+	// The survivors take up the dead one's share: their budget shares add
+	// up to the quota, split between two members. (This, not their send
+	// rate, is what the budget decides: on a loaded 2-vCPU machine three
+	// replicas reached only 2,078/s of the 4,000 before the kill.)
+	var shares [2]float64
+	teststack.WaitEvery(t, "the two survivors' shares to add up to the quota, split between 2 members", 10*time.Second, 100*time.Millisecond, func() bool {
+		total := 0.0
+		for i, p := range procs[:2] {
+			share, members := rateShare(t, p)
+			if members != 2 {
+				return false
+			}
+			shares[i] = share
+			total += share
+		}
+		return total >= 0.95*quotaRate
+	})
+	shareAt := time.Since(killed)
 	final := e.waitFinished(procs[0], b.ID)
 	s.end()
 	dups := e.verify(final)
@@ -262,16 +283,50 @@ func TestKillOneOfThreeRebalancesTheBudget(t *testing.T) {
 	secs := s.perSecond(killed, killed.Add(8*time.Second))
 	after := s.rate(killed.Add(3*time.Second), killed.Add(8*time.Second))
 	st := e.emu.Stats()
-	t.Logf("kill -9 of one of three at 30%%: %.0f sends/s in the 2 s before, then by second %s, %.0f/s from 3 s to 8 s after (quota %d/s); %d of %d requests answered 429; takeovers %d, duplicates %d",
-		before, fmtRates(secs), after, quotaRate, st.ByCode["RATE_LIMIT_EXCEEDED"], st.Requests, final.Chunks.Takeovers, dups)
+	t.Logf("kill -9 of one of three at 30%%: %.0f sends/s in the 2 s before, then by second %s, %.0f/s from 3 s to 8 s after (quota %d/s); survivors' shares %.0f + %.0f/s %v after the kill; %d of %d requests answered 429; takeovers %d, duplicates %d",
+		before, fmtRates(secs), after, quotaRate, shares[0], shares[1], shareAt.Round(100*time.Millisecond), st.ByCode["RATE_LIMIT_EXCEEDED"], st.Requests, final.Chunks.Takeovers, dups)
 	if dups > e.bound(before) {
 		t.Fatalf("%d duplicates, above the documented bound %d", dups, e.bound(before))
 	}
-	// Two thirds of the quota is what the survivors had; taking up the
-	// dead one's share means going well past it.
-	if after < 0.85*quotaRate {
-		t.Fatalf("the two survivors sent %.0f/s from 3 s after the kill, want near the quota %d/s: they did not take up its share", after, quotaRate)
+	// And they use it. When the three sent at the quota, the survivors on
+	// their old shares would send two thirds of it; on the dead one's
+	// share too, well past that. (When the machine, not the quota, held
+	// the three back, the rate says nothing about the budget: the shares
+	// above are the check then. Under load the survivors also run short
+	// of chunks until the dead one's leases expire.)
+	if before >= 0.9*quotaRate && after < 0.8*quotaRate {
+		t.Fatalf("the two survivors sent %.0f/s from 3 s after the kill, against %.0f/s by three before it: they did not take up its share", after, before)
 	}
+}
+
+// rateShare reads p's share of the rate budget and the members it is
+// split between from its /metrics.
+func rateShare(t *testing.T, p *proc) (share, members float64) {
+	t.Helper()
+	req, err := http.NewRequest("GET", p.URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+procToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0 // not answering now: the wait tries again
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var v float64
+		if _, err := fmt.Sscanf(line, "pushfan_rate_share %g", &v); err == nil {
+			share = v
+		}
+		if _, err := fmt.Sscanf(line, "pushfan_rate_members %g", &v); err == nil {
+			members = v
+		}
+	}
+	return share, members
 }
 
 func fmtRates(rs []float64) string {
