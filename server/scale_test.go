@@ -118,7 +118,7 @@ func TestSubmitsOfEveryKindReadNoTarget(t *testing.T) {
 
 	s.AddInstanceWith(func(c *config.Config) { c.Engine.PlanParallel = 2 }) // plans
 	for _, k := range kinds {
-		b := s.WaitPlanned(ids[k.name], time.Minute)
+		b := s.WaitPlanned(ids[k.name], 3*time.Minute) // 300k-target plans, one after another, on a loaded machine
 		if b.Targeted != k.want {
 			t.Fatalf("%s: planned %d targets, want %d", k.name, b.Targeted, k.want)
 		}
