@@ -27,8 +27,8 @@ type chunkRun struct {
 	// failed or its outcome is unknown. It is retried exactly as it is
 	// before anything newer is prepared (see lease.Store.Checkpoint).
 	pending *lease.Checkpoint
-	// pendingAt is when pending's outcomes were taken from the engine.
-	pendingAt time.Time
+	// pendingMark is when pending's outcomes were taken from the engine.
+	pendingMark gateMark
 	// gate holds the engine's producer while outcomes go unstored.
 	gate *storeGate
 	// wb retries pending's write-back of dead tokens, and leaves out the
@@ -52,9 +52,11 @@ func (s *Service) runChunk(c *lease.Claim) {
 	defer stop(nil)
 	r := &chunkRun{
 		s: s, c: c, b: b, p: &fanout.Progress{}, stop: stop,
-		gate: newStoreGate(s.opt.FlushInterval, time.Now()),
-		wb:   writeBacks{lease: s.opt.Lease},
-		log:  s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
+		gate: newStoreGate(s.opt.FlushInterval, time.Now(), func() int64 {
+			return int64(s.engine.RunShare() * window(s.opt.FlushInterval).Seconds())
+		}),
+		wb:  writeBacks{lease: s.opt.Lease},
+		log: s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}
 	// Even a run that stops before the engine starts checkpoints the claim's
 	// cursor and done ranges, never fewer.
@@ -148,7 +150,7 @@ func (r *chunkRun) checkpoint(ctx context.Context, resumable bool, end lease.End
 			return res, err
 		}
 	}
-	r.pendingAt = time.Now()
+	r.pendingMark = r.gate.mark()
 	cp := r.prepare(resumable, end, cancelRest)
 	r.pending = &cp
 	return r.attempt(ctx)
@@ -180,7 +182,7 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 	switch {
 	case err == nil:
 		r.pending = nil
-		r.gate.confirmed(r.pendingAt)
+		r.gate.confirmed(r.pendingMark)
 		if res.Replayed {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}

@@ -16,49 +16,89 @@ const commitAllowance = 50 * time.Millisecond
 // commit takes longer than the allowance.
 const confirmOpen = 20 * time.Millisecond
 
+// minUnstored is the fewest sends a run may have past its last stored
+// checkpoint, whatever its share of the rate: a run at the trickle a
+// member joins with still sends.
+const minUnstored = 16
+
 // storeGate holds a chunk run's producer while its progress is not stored.
 // Outcomes since the last confirmed checkpoint are what a kill -9 repeats;
 // without the gate, a database that stalls for seconds lets a run keep
 // sending for seconds, and a crash then repeats all of it (measured: 16,524
-// duplicates of 60,000 after a 2 s stall, against a bound of 1,858). With
-// it, a run sends at most FlushInterval + commitAllowance of targets past
-// its last stored checkpoint (confirmOpen more when commits are slower
-// than that), plus the sends already in flight: the
-// producer stops handing out targets, and a worker that took one checks
-// the gate again once it has its rate permit.
+// duplicates of 60,000 after a 2 s stall, against a bound of 1,858).
 //
-// A commit slower than the allowance would close the gate for good (by the
-// time it is confirmed, its outcomes are older than maxAge), so each
-// confirmed checkpoint also opens it for confirmOpen: with slow commits a
-// run sends in short bursts between them, and a crash repeats at most
-// confirmOpen more.
+// Two limits hold a new send, and a worker that took a target checks them
+// again once it has its rate permit:
+//
+//   - time: nothing new goes once the last stored checkpoint's outcomes are
+//     older than FlushInterval + commitAllowance. A commit slower than that
+//     would close the gate for good (by the time it is confirmed, its
+//     outcomes are older than maxAge), so each confirmed checkpoint also
+//     opens it for confirmOpen: with slow commits a run sends in short
+//     bursts between them.
+//   - count: the sends that passed the gate since the last stored
+//     checkpoint's outcomes were taken stay under the run's part of
+//     window × the rate limit (see Engine.RunShare). Time alone does not
+//     bound them: while the gate is closed the rate limiter's bucket
+//     refills, and when it opens every worker waiting at it spends the
+//     bucket at once (100 ms of the limit), however slow the sends were
+//     before. Under a loaded machine's slow commits that burst took a
+//     kill -9 drill to 1,385 duplicates against its bound of 1,118.
+//
+// So a crash repeats at most the sends in flight plus window (FlushInterval
+// + commitAllowance + confirmOpen) of sends at the rate limit, summed over
+// the runs of the instance.
 type storeGate struct {
-	maxAge      time.Duration
+	maxAge time.Duration
+	// allowed is how many sends may be past the last stored checkpoint
+	// now: the run's part of window × the rate limit.
+	allowed func() int64
+
 	mu          sync.Mutex
 	stored      time.Time     // when the last confirmed checkpoint's outcomes were taken
 	confirmedAt time.Time     // when it was confirmed
+	passed      int64         // sends that passed the gate since the run began
+	storedAt    int64         // passed when the last confirmed checkpoint's outcomes were taken
 	opened      chan struct{} // closed (and replaced) at every confirmed checkpoint
 }
 
-func newStoreGate(flush time.Duration, now time.Time) *storeGate {
-	return &storeGate{maxAge: flush + commitAllowance, stored: now, confirmedAt: now, opened: make(chan struct{})}
+// gateMark is the moment a checkpoint's outcomes are taken: confirmed
+// with it, the checkpoint covers the sends that had passed by then.
+type gateMark struct {
+	at     time.Time
+	passed int64
+}
+
+// window is how long a run may send past its last stored checkpoint.
+func window(flush time.Duration) time.Duration { return flush + commitAllowance + confirmOpen }
+
+func newStoreGate(flush time.Duration, now time.Time, allowed func() int64) *storeGate {
+	return &storeGate{maxAge: flush + commitAllowance, allowed: allowed, stored: now, confirmedAt: now, opened: make(chan struct{})}
 }
 
 // open reports whether the gate is open (called with g.mu held).
 func (g *storeGate) open() bool {
+	if g.passed-g.storedAt >= max(g.allowed(), minUnstored) {
+		return false
+	}
 	return time.Since(g.stored) <= g.maxAge || time.Since(g.confirmedAt) <= confirmOpen
 }
 
 // Open reports whether a new send may go: the last stored checkpoint is
-// recent, or was just confirmed.
+// recent, or was just confirmed, and the sends past it are few. A true
+// answer counts as a send (the worker that asks sends at once).
 func (g *storeGate) Open() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.open()
+	if !g.open() {
+		return false
+	}
+	g.passed++
+	return true
 }
 
-// Wait returns at once while the last stored checkpoint is recent, else
-// when a newer one is stored or ctx ends.
+// Wait returns at once while the gate is open, else when a newer
+// checkpoint is stored or ctx ends.
 func (g *storeGate) Wait(ctx context.Context) error {
 	for {
 		g.mu.Lock()
@@ -75,12 +115,19 @@ func (g *storeGate) Wait(ctx context.Context) error {
 	}
 }
 
-// confirmed records that the outcomes taken at `taken` are stored.
-func (g *storeGate) confirmed(taken time.Time) {
+// mark is taken with a checkpoint's outcomes.
+func (g *storeGate) mark() gateMark {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if taken.After(g.stored) {
-		g.stored, g.confirmedAt = taken, time.Now()
+	return gateMark{at: time.Now(), passed: g.passed}
+}
+
+// confirmed records that the checkpoint taken at m is stored.
+func (g *storeGate) confirmed(m gateMark) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !m.at.Before(g.stored) {
+		g.stored, g.confirmedAt, g.storedAt = m.at, time.Now(), m.passed
 		close(g.opened)
 		g.opened = make(chan struct{})
 	}

@@ -143,6 +143,20 @@ func (e *Engine) Busy() bool {
 	return e.unpaced > 0 || e.urgent > 0 || len(e.pacers) > 0
 }
 
+// RunShare is the rate limit split evenly over the Runs in progress (the
+// whole limit when none runs): what a chunk run's store gate lets one run
+// have past its last checkpoint, so that the runs of an instance together
+// stay within the limit's worth whatever the rate limiter's bucket holds.
+func (e *Engine) RunShare() float64 {
+	e.mu.Lock()
+	runs := e.unpaced + e.urgent
+	for _, n := range e.pacers {
+		runs += n
+	}
+	e.mu.Unlock()
+	return e.throttle.Limit() / float64(max(runs, 1))
+}
+
 // PermitWaits is the throttle's (see Throttle.PermitWaits).
 func (e *Engine) PermitWaits() (waited, permits int64) { return e.throttle.PermitWaits() }
 

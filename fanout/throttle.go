@@ -25,7 +25,9 @@ import (
 // Urgent sends (a transactional broadcast's, WaitUrgent) go first: while
 // one waits for a permit, bulk waiters hold back.
 type Throttle struct {
-	lim    *rate.Limiter
+	// lim is replaced, never changed in place, only by Fill (under mu); the
+	// other writers change it in place under mu, and Wait loads it.
+	lim    atomic.Pointer[rate.Limiter]
 	rampUp time.Duration
 	window time.Duration
 	now    func() time.Time
@@ -81,8 +83,9 @@ func NewThrottle(perSecond float64, rampUp, window time.Duration) *Throttle {
 	if window <= 0 {
 		window = time.Minute
 	}
-	t := &Throttle{lim: rate.NewLimiter(0, 1), rampUp: rampUp, window: window, now: time.Now, changed: make(chan struct{}, 1),
+	t := &Throttle{rampUp: rampUp, window: window, now: time.Now, changed: make(chan struct{}, 1),
 		renewed: make(chan struct{})}
+	t.lim.Store(rate.NewLimiter(0, 1))
 	t.epoch = t.now()
 	t.grantEnd.Store(math.MaxInt64)
 	raised := make(chan struct{})
@@ -126,15 +129,36 @@ func (t *Throttle) SetLimit(perSecond float64) {
 	if !t.ramping.Load() {
 		now := t.now()
 		t.setRate(now, full)
-		t.lim.SetBurstAt(now, burst)
+		t.lim.Load().SetBurstAt(now, burst)
 	}
+}
+
+// Fill fills the bucket to its burst at the rate SetLimit set, as a
+// limiter that had held that rate would be after being idle. Package
+// quota calls it when this instance starts sending with no other sender
+// about: until then it was held at the trickle, whose bucket is nearly
+// empty, and a first second begun with an empty bucket falls short of the
+// rate by the time the first sends took to start. A full bucket at any
+// instant is within the window's quota (see NewThrottle). Nothing is
+// filled during a pause's ramp.
+func (t *Throttle) Fill() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ramping.Load() || t.lim.Load().Limit() != t.full {
+		return
+	}
+	// rate.Limiter cannot set its tokens; a new one starts full.
+	t.lim.Store(rate.NewLimiter(t.full, t.burst))
+	// Waiters holding a reservation of the old limiter ask the new one.
+	next := make(chan struct{})
+	close(*t.raised.Swap(&next))
 }
 
 // setRate sets the limiter's rate, waking the waiters of a lower one.
 // Called with t.mu held.
 func (t *Throttle) setRate(now time.Time, r rate.Limit) {
-	up := r > t.lim.Limit()
-	t.lim.SetLimitAt(now, r)
+	up := r > t.lim.Load().Limit()
+	t.lim.Load().SetLimitAt(now, r)
 	if up {
 		next := make(chan struct{})
 		close(*t.raised.Swap(&next))
@@ -275,7 +299,7 @@ func (t *Throttle) reserve(ctx context.Context) error {
 	for {
 		raised := *t.raised.Load()
 		now := t.now()
-		r := t.lim.ReserveN(now, 1)
+		r := t.lim.Load().ReserveN(now, 1)
 		d := r.DelayFrom(now)
 		if d == 0 {
 			t.permits.Add(1)
@@ -317,12 +341,12 @@ func (t *Throttle) adjustRamp(now time.Time) {
 	}
 	if frac >= 1 {
 		t.setRate(now, t.full)
-		t.lim.SetBurstAt(now, t.burst)
+		t.lim.Load().SetBurstAt(now, t.burst)
 		t.ramping.Store(false)
 		return
 	}
 	want := rate.Limit(float64(t.full) * frac)
-	if cur := t.lim.Limit(); want > cur*1.05 || want < cur*0.95 {
+	if cur := t.lim.Load().Limit(); want > cur*1.05 || want < cur*0.95 {
 		t.setRate(now, want)
 	}
 }
@@ -355,7 +379,7 @@ func (t *Throttle) hold(until time.Time) bool {
 	t.ramping.Store(true)
 	// Drop the burst to one so the bucket filled during the pause cannot
 	// release a herd at the boundary, and start the ramp at 10%.
-	t.lim.SetBurstAt(until, 1)
-	t.lim.SetLimitAt(until, t.full*0.1)
+	t.lim.Load().SetBurstAt(until, 1)
+	t.lim.Load().SetLimitAt(until, t.full*0.1)
 	return true
 }

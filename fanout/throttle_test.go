@@ -91,3 +91,44 @@ func TestThrottleRaisedWakesPermitsReservedAtTheLowRate(t *testing.T) {
 	}
 	t.Logf("%d waiters reserved at 1/s had their permits %v after the rise", waiters, time.Since(start).Round(time.Millisecond))
 }
+
+// A throttle raised from the trickle starts with the trickle's nearly empty
+// bucket; Fill gives it the full burst of its new rate at once, as a
+// limiter held at that rate while idle would have (the first second of a
+// lone broadcast). A pause's ramp is never filled.
+func TestThrottleFillGivesTheBurstAtOnce(t *testing.T) {
+	const rate = 1000 // burst: 100 ms worth, 100 permits
+	burstOf := func(th *Throttle) int {
+		n := 0
+		for n < 1000 {
+			waited, _ := th.PermitWaits()
+			if err := th.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if w, _ := th.PermitWaits(); w > waited {
+				return n
+			}
+			n++
+		}
+		return n
+	}
+	th := NewThrottle(rate/100, 0, 0) // the trickle
+	burstOf(th)                       // spend its bucket
+	th.SetLimit(rate)
+	if n := burstOf(th); n > 10 {
+		t.Fatalf("%d permits without waiting right after a raise from the trickle, want its few", n)
+	}
+	th.SetLimit(rate / 100)
+	burstOf(th)
+	th.SetLimit(rate)
+	th.Fill()
+	if n := burstOf(th); n < 95 || n > 100 {
+		t.Fatalf("%d permits without waiting after Fill, want the burst of 100", n)
+	}
+
+	th.Pause(time.Now().Add(10 * time.Millisecond))
+	th.Fill()
+	if n := burstOf(th); n > 1 {
+		t.Fatalf("%d permits without waiting after a pause and Fill, want at most 1 (the ramp's burst)", n)
+	}
+}

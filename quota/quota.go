@@ -556,6 +556,7 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member, read 
 	}
 	partFor := func(d float64) float64 { return split(c.opt.Limit, append([]float64{demandOf(d)}, rest...))[0] }
 	share, count := partFor(demand), len(rest)+1
+	fill := false
 	if !c.confirm.IsZero() && now.After(c.confirm) {
 		c.confirm = time.Time{}
 	}
@@ -567,6 +568,9 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member, read 
 		// unseen. A beat soon after sees them.
 		share = min(share, c.opt.Limit/float64(live))
 		c.granted, c.confirm = demand, now.Add(confirmAfter)
+		// Nobody sent beside it: its bucket may be full at once (see
+		// fanout.Throttle.Fill), not refill from the trickle's.
+		fill = true
 	case c.raising.IsZero() || now.Sub(c.raising) < c.opt.JoinWait || !c.madeRoom(others, read, now):
 		if c.raising.IsZero() {
 			c.raising = now
@@ -580,6 +584,9 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member, read 
 		c.granted, c.raising = demand, time.Time{}
 	}
 	c.setShare(share, count)
+	if fill {
+		c.throttle.Fill()
+	}
 }
 
 // madeRoom reports whether every other sender's share leaves room for this

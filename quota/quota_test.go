@@ -461,3 +461,33 @@ func TestAFallingDemandLowersTheShareBeforeTheOthersSeeIt(t *testing.T) {
 		t.Fatalf("the shares added up to %.1f/s at one moment, over the limit %d", h, limit)
 	}
 }
+
+// An instance that starts sending with nobody else sending gets its whole
+// burst at once (fanout.Throttle.Fill), not the trickle's nearly empty
+// bucket: the first second of a broadcast on an idle cluster runs at the
+// rate.
+func TestALoneJoinStartsWithAFullBucket(t *testing.T) {
+	db := testdb.New(t).SQL.DB
+	a := join(t, db, "a")
+	waitShare(t, "idle", a, limit*0.01)
+	a.set(math.Inf(1))
+	waitShare(t, "a alone", a, limit)
+	start := time.Now()
+	free := 0
+	for free < limit {
+		waited, _ := a.throttle.PermitWaits()
+		if err := a.throttle.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if w, _ := a.throttle.PermitWaits(); w > waited {
+			break
+		}
+		free++
+	}
+	// The burst is 100 ms of the limit (900); a bucket refilling from the
+	// trickle's holds what the time since the raise gave it.
+	refill := int(limit * time.Since(start).Seconds())
+	if free < limit/10-refill-10 {
+		t.Fatalf("%d permits without waiting after a lone join (%v after the raise), want the burst of %d", free, time.Since(start).Round(time.Millisecond), limit/10)
+	}
+}

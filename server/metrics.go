@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/sha256"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 
 	"github.com/labstack/echo/v4"
@@ -28,9 +29,12 @@ func metricsTokens(token string, admin []config.AdminToken) tokenSet {
 }
 
 // MetricsServer is the http.Server of PUSHFAN_METRICS_ADDR, which serves
-// GET /metrics alone: to anyone who reaches the address (bind it to a
-// private interface), or, when PUSHFAN_METRICS_TOKEN is set, to the tokens
-// the API's /metrics takes. nil when the address is not set.
+// GET /metrics and Go's profiles under /debug/pprof/ (what an operator
+// reads to see where a busy instance spends its CPU and memory): to anyone
+// who reaches the address (bind it to a private interface), or, when
+// PUSHFAN_METRICS_TOKEN is set, to the tokens the API's /metrics takes.
+// The profiles are never on the API's listener. nil when the address is
+// not set.
 func (s *Server) MetricsServer() *http.Server {
 	if s.cfg.MetricsAddr == "" || s.metrics == nil {
 		return nil
@@ -47,5 +51,10 @@ func (s *Server) MetricsServer() *http.Server {
 		auth = append(auth, s.requireBearer(s.metricsTokens, "metrics"))
 	}
 	e.GET("/metrics", echo.WrapHandler(s.metrics), auth...)
+	// pprof.Index serves every named profile (heap, goroutine, allocs, ...)
+	// below its prefix; the CPU profile and trace are handlers of their own.
+	e.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(pprof.Index)), auth...)
+	e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)), auth...)
+	e.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)), auth...)
 	return s.httpServer(s.cfg.MetricsAddr, e)
 }

@@ -228,7 +228,14 @@ func TestMetricsNeedAToken(t *testing.T) {
 	if m := scrape(t, http.DefaultClient, own+"/metrics", ""); m["go_goroutines"] == 0 {
 		t.Fatal("the metrics listener: no go_goroutines")
 	}
-	// ... and serves nothing else.
+	// ... nor do Go's profiles there, which the API's listener never serves...
+	if code := getStatus(t, own+"/debug/pprof/goroutine?debug=1"); code != 200 {
+		t.Fatalf("the metrics listener's goroutine profile: %d, want 200", code)
+	}
+	if resp := plain.DoAuth("GET", "/debug/pprof/goroutine?debug=1", teststack.AdminToken, nil, &e); resp.StatusCode != 404 {
+		t.Fatalf("the API listener served a profile to an admin: %d, want 404", resp.StatusCode)
+	}
+	// ... and it serves nothing else.
 	if code := getStatus(t, own+"/push/stats"); code != 404 {
 		t.Fatalf("the metrics listener answered GET /push/stats with %d, want 404", code)
 	}
@@ -238,8 +245,10 @@ func TestMetricsNeedAToken(t *testing.T) {
 		c.MetricsToken = metricsToken
 	}})
 	own = metricsListener(t, guarded)
-	if code := getStatus(t, own+"/metrics"); code != 401 {
-		t.Fatalf("the guarded metrics listener without a token: %d, want 401", code)
+	for _, path := range []string{"/metrics", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
+		if code := getStatus(t, own+path); code != 401 {
+			t.Fatalf("the guarded metrics listener without a token, GET %s: %d, want 401", path, code)
+		}
 	}
 	scrape(t, http.DefaultClient, own+"/metrics", metricsToken)
 }
