@@ -64,6 +64,8 @@ import (
 	"strings"
 	"sync"
 
+	"pushfan/config"
+
 	"github.com/jmoiron/sqlx"
 )
 
@@ -105,15 +107,9 @@ const maxNameLen = 64
 // a configured audience may not shadow them.
 var builtinNames = []string{"all", "user_ids"}
 
-// Definition is a named audience from the YAML config.
-type Definition struct {
-	Name        string `yaml:"name" json:"name"`
-	Description string `yaml:"description" json:"description,omitempty"`
-	// Params maps each parameter name to its type (TypeInt, TypeString,
-	// TypeBool, TypeDate).
-	Params map[string]string `yaml:"params" json:"params,omitempty"`
-	SQL    string            `yaml:"sql" json:"sql"`
-}
+// Definition is a named audience as the YAML config holds it
+// (config.Audience); Compile turns definitions into Audiences.
+type Definition = config.Audience
 
 // Audience is a compiled Definition. It is safe for concurrent use once
 // Check has returned.

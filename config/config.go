@@ -6,8 +6,6 @@ package config
 import (
 	"time"
 
-	"pushfan/audience"
-	"pushfan/cron"
 	"pushfan/model"
 )
 
@@ -41,9 +39,9 @@ type Config struct {
 	FCMClient string `yaml:"fcm_client"`
 
 	// Audiences are named SQL audiences over the deployment's own tables.
-	Audiences []audience.Definition `yaml:"audiences"`
+	Audiences []Audience `yaml:"audiences"`
 	// Jobs are recurring broadcasts.
-	Jobs []cron.Job `yaml:"jobs"`
+	Jobs []Job `yaml:"jobs"`
 	// Schema maps the built-in audiences onto the deployment's own users
 	// and tokens tables; empty means the bundled tables.
 	Schema model.SchemaMapping `yaml:"schema"`

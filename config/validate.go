@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"pushfan/audience"
-	"pushfan/cron"
 )
 
 // Part is a group of settings one subcommand uses.
@@ -238,13 +235,6 @@ func (c *Config) validateServe() []error {
 	if c.HTTP.WriteTimeout > 0 && c.HTTP.WaitTimeout >= c.HTTP.WriteTimeout {
 		bad("PUSHFAN_WAIT_TIMEOUT", "(%v) must be shorter than PUSHFAN_HTTP_WRITE_TIMEOUT (%v)", c.HTTP.WaitTimeout, c.HTTP.WriteTimeout)
 	}
-	// Named audiences and jobs are checked here for what needs no database;
-	// serve also prepares every audience's query at start-up.
-	if _, err := audience.Compile(c.Audiences); err != nil {
-		bad("PUSHFAN_CONFIG", "audiences: %v", err)
-	}
-	if _, err := cron.Compile(c.Jobs); err != nil {
-		bad("PUSHFAN_CONFIG", "jobs: %v", err)
-	}
+	// Named audiences and jobs are the domain's to compile (app.CheckDefinitions).
 	return errs
 }

@@ -528,7 +528,7 @@ func (r *run) attempt(it item, sc *sendScope, p *pool) {
 	}
 	it.attempts += int32(max(out.Requests, 1))
 
-	r.e.metrics.SendDone(took, out)
+	r.e.metrics.SendDone(took, out.Class.String(), out.Code)
 	switch out.Class {
 	case Success:
 		r.done(it, outSucceeded, nil)

@@ -111,7 +111,7 @@ func (e *Engine) attemptNow(ctx context.Context, p Prepared, token string, used 
 		if errors.Is(context.Cause(ctx), errSendTimeout) && out.Class == Transient {
 			out.Code = CodeTimeout
 		}
-		e.metrics.SendDone(time.Since(start), out)
+		e.metrics.SendDone(time.Since(start), out.Class.String(), out.Code)
 	}()
 	return p.Send(ctx, token, Budget{Used: used, Max: e.cfg.MaxAttempts})
 }

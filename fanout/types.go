@@ -81,10 +81,13 @@ type Gate interface {
 }
 
 // Metrics hears about every send attempt (from worker goroutines, so it
-// must be cheap and safe for concurrent use).
+// must be cheap and safe for concurrent use). It gets plain values, so a
+// metrics package needs none of the engine's types.
 type Metrics interface {
 	SendStarted()
-	SendDone(d time.Duration, out Outcome)
+	// SendDone: an attempt took d and ended in class (Class.String:
+	// success, dead, transient, fatal, rejected) with code ("" on success).
+	SendDone(d time.Duration, class, code string)
 	Retried()
 	RateWaited(d time.Duration)
 	Workers(n int) // the pool's size, as the controller set it
@@ -92,11 +95,11 @@ type Metrics interface {
 
 type noMetrics struct{}
 
-func (noMetrics) SendStarted()                    {}
-func (noMetrics) SendDone(time.Duration, Outcome) {}
-func (noMetrics) Retried()                        {}
-func (noMetrics) RateWaited(time.Duration)        {}
-func (noMetrics) Workers(int)                     {}
+func (noMetrics) SendStarted()                           {}
+func (noMetrics) SendDone(time.Duration, string, string) {}
+func (noMetrics) Retried()                               {}
+func (noMetrics) RateWaited(time.Duration)               {}
+func (noMetrics) Workers(int)                            {}
 
 // Platform is a message's FCM platform overrides, each nil when absent,
 // each the REST API's JSON object (package fcm turns them into the SDK's

@@ -184,6 +184,13 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 	return res, nil
 }
 
+// Column widths, kept in Go so strict SQL mode never rejects a checkpoint
+// over an over-long code or reason.
+const (
+	maxCodeRunes    = 64  // broadcast_errors.code, broadcast_variants.variant
+	maxRefusalBytes = 255 // broadcast_chunks.refusal
+)
+
 func readCancel(ctx context.Context, tx *sql.Tx, id uint64, res *Result) error {
 	if err := tx.QueryRowContext(ctx, "SELECT cancel_requested FROM broadcasts WHERE id = ?", id).Scan(&res.CancelRequested); err != nil {
 		return fmt.Errorf("read cancel flag: %w", err)
@@ -221,7 +228,7 @@ func AddErrorCounts(ctx context.Context, tx sqldb.Execer, id uint64, errs map[st
 	}
 	args := make([]any, 0, 3*len(codes))
 	for _, code := range codes {
-		args = append(args, id, clampCode(code), errs[code])
+		args = append(args, id, sqldb.ClampRunes(code, maxCodeRunes), errs[code])
 	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO broadcast_errors (broadcast_id, code, count) VALUES "+
 		sqldb.Placeholders(len(codes), 3)+" ON DUPLICATE KEY UPDATE count = count + VALUES(count)", args...)
@@ -229,18 +236,6 @@ func AddErrorCounts(ctx context.Context, tx sqldb.Execer, id uint64, errs map[st
 		return fmt.Errorf("upsert error counts: %w", err)
 	}
 	return nil
-}
-
-// clampCode keeps a code within broadcast_errors.code (64 characters).
-func clampCode(code string) string {
-	n := 0
-	for i := range code {
-		if n == 64 {
-			return code[:i]
-		}
-		n++
-	}
-	return code
 }
 
 // HandBack returns a chunk that this instance cannot run (its
@@ -265,7 +260,7 @@ func (s *Store) HandBack(ctx context.Context, c *Claim, reason string) (unrunnab
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET status = 'pending', lease_owner = NULL, lease_until = NULL, claim_token = NULL,
 				refused_at = COALESCE(refused_at, UTC_TIMESTAMP(6)), refusal = ? WHERE broadcast_id = ? AND seq = ?`,
-			clampReason(reason), c.BroadcastID, c.Seq); err != nil {
+			sqldb.ClampBytes(reason, maxRefusalBytes), c.BroadcastID, c.Seq); err != nil {
 			return fmt.Errorf("hand back: %w", err)
 		}
 		var us int64
@@ -278,15 +273,4 @@ func (s *Store) HandBack(ctx context.Context, c *Claim, reason string) (unrunnab
 		return 0, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}
 	return unrunnable, nil
-}
-
-func clampReason(s string) string {
-	if len(s) <= 255 {
-		return s
-	}
-	cut := 255
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut]
 }

@@ -10,9 +10,6 @@ import (
 	"pushfan/internal/sqldb"
 )
 
-// maxErrorBytes is broadcasts.error's width (TEXT).
-const maxErrorBytes = 65535
-
 // Stop cancels broadcast id (errMsg empty) or fails it with errMsg (the
 // first reason wins), in one transaction:
 //
@@ -51,7 +48,7 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 		}
 		var reason any
 		if errMsg != "" {
-			reason = clampBytes(errMsg, maxErrorBytes)
+			reason = sqldb.ClampBytes(errMsg, sqldb.MaxTextBytes)
 		}
 		// A held broadcast has no chunks either; its counted audience
 		// becomes canceled (canceled = targeted first: SET runs left to
@@ -219,17 +216,6 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 		}
 	}
 	return finished, err
-}
-
-// clampBytes cuts s to at most n bytes on a rune boundary.
-func clampBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
 
 // Row is a chunk as stored, for operators and tests.

@@ -27,7 +27,7 @@ func AddVariantCounts(ctx context.Context, tx sqldb.Execer, id uint64, variants 
 	}
 	args := make([]any, 0, 3*len(names))
 	for _, v := range names {
-		args = append(args, id, clampCode(v), variants[v])
+		args = append(args, id, sqldb.ClampRunes(v, maxCodeRunes), variants[v])
 	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO broadcast_variants (broadcast_id, variant, targets) VALUES "+
 		sqldb.Placeholders(len(names), 3)+" ON DUPLICATE KEY UPDATE targets = targets + VALUES(targets)", args...)

@@ -9,8 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"pushfan/fanout"
 )
 
 // Metrics holds every collector.
@@ -100,7 +98,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
 		}),
 	}
-	m.sendOK = m.sendAttempts.WithLabelValues("success", "OK")
+	m.sendOK = m.sendAttempts.WithLabelValues(classSuccess, "OK")
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
 		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers,
 		collectors.NewGoCollector(),
@@ -110,6 +108,9 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 	}
 	return m
 }
+
+// classSuccess is the engine's name of an accepted send's class.
+const classSuccess = "success"
 
 // Workers implements fanout.Metrics.
 func (m *Metrics) Workers(n int) { m.workers.Set(float64(n)) }
@@ -124,14 +125,14 @@ func (m *Metrics) Share(perSecond float64, members int) {
 func (m *Metrics) SendStarted() { m.inFlight.Inc() }
 
 // SendDone implements fanout.Metrics.
-func (m *Metrics) SendDone(d time.Duration, out fanout.Outcome) {
+func (m *Metrics) SendDone(d time.Duration, class, code string) {
 	m.inFlight.Dec()
 	m.sendDuration.Observe(d.Seconds())
-	if out.Class == fanout.Success {
+	if class == classSuccess {
 		m.sendOK.Inc()
 		return
 	}
-	m.sendAttempts.WithLabelValues(out.Class.String(), out.Code).Inc()
+	m.sendAttempts.WithLabelValues(class, code).Inc()
 }
 
 // Retried implements fanout.Metrics.

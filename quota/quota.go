@@ -103,7 +103,6 @@ import (
 	"sync"
 	"time"
 
-	"pushfan/fanout"
 	"pushfan/internal/lifecycle"
 	"pushfan/internal/sqldb"
 )
@@ -145,7 +144,7 @@ type Coordinator struct {
 	db       *sql.DB
 	log      *slog.Logger
 	opt      Options
-	throttle *fanout.Throttle
+	throttle Limiter
 	// demand is the rate this instance can use now: 0 when idle, +Inf when
 	// a broadcast takes all it gets (the engine's Demand).
 	demand func() float64
@@ -194,7 +193,7 @@ func (c *Coordinator) at(ctx context.Context, stage string) {
 
 // New returns a Coordinator for throttle; demand reports the rate the
 // instance can use (see Coordinator.demand).
-func New(db *sql.DB, log *slog.Logger, throttle *fanout.Throttle, demand func() float64, opt Options) *Coordinator {
+func New(db *sql.DB, log *slog.Logger, throttle Limiter, demand func() float64, opt Options) *Coordinator {
 	if opt.Interval <= 0 {
 		opt.Interval = 250 * time.Millisecond
 	}

@@ -22,7 +22,6 @@ const (
 	maxRequestIDRunes = 64
 	maxCreatedByRunes = 64
 	maxCodeRunes      = 64
-	maxErrorBytes     = 65535 // TEXT
 )
 
 // CreateBroadcast inserts b with status queued (or b.Status if set) and sets
@@ -81,9 +80,9 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
-		clampText(b.RequestID, maxRequestIDRunes), nullIfEmpty(clampText(b.CreatedBy, maxCreatedByRunes)),
+		sqldb.ClampRunes(b.RequestID, maxRequestIDRunes), nullIfEmpty(sqldb.ClampRunes(b.CreatedBy, maxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
-		nullIfEmpty(clampBytes(b.Error, maxErrorBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
+		nullIfEmpty(sqldb.ClampBytes(b.Error, sqldb.MaxTextBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
 		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),

@@ -44,7 +44,7 @@ func (s *Store) RecordSkippedFires(ctx context.Context, job string, fires []time
 		q := "INSERT IGNORE INTO cron_skipped_fires (job_name, fire_time, reason) VALUES " + sqldb.RepeatRows(n, "(?, ?, ?)")
 		args := make([]any, 0, 3*n)
 		for _, f := range fires[:n] {
-			args = append(args, job, dbTime(f), clampText(reason, 255))
+			args = append(args, job, dbTime(f), sqldb.ClampRunes(reason, 255))
 		}
 		if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("record skipped fires of %s: %w", job, err)

@@ -29,7 +29,7 @@ func insertFailures(ctx context.Context, tx *sql.Tx, fs []model.Failure) error {
 				created = dbTime(f.CreatedAt)
 			}
 			args = append(args, f.BroadcastID, f.TokenID, f.UserID,
-				clampText(f.Code, maxCodeRunes), clampText(f.Message, maxFailureMsgRunes),
+				sqldb.ClampRunes(f.Code, maxCodeRunes), sqldb.ClampRunes(f.Message, maxFailureMsgRunes),
 				max(f.Attempts, 0), created)
 		}
 		q := "INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code, message, attempts, created_at) VALUES " +

@@ -47,7 +47,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.St
 		case model.Status(cur) != model.StatusHeld:
 			return fmt.Errorf("broadcast %d is %s: %w", id, cur, ErrNotHeld)
 		}
-		by := nullIfEmpty(clampText(by, maxCreatedByRunes))
+		by := nullIfEmpty(sqldb.ClampRunes(by, maxCreatedByRunes))
 		status = model.StatusPlanning
 		if ahead {
 			status = model.StatusScheduled

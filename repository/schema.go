@@ -163,8 +163,10 @@ func or(s, dflt string) string {
 }
 
 // namedParams rewrites on_dead's :id, :token and :code to positional ?
-// and returns the names in order. Quoted strings, quoted identifiers and
-// comments are copied as they are, so a ':' inside them is no parameter.
+// and returns the names in order. Quoted strings and quoted identifiers
+// are copied as they are, so a ':' inside them is no parameter. Comments
+// are not recognised: a ':name' inside one counts as a parameter (and an
+// unknown name is refused), so an on_dead statement carries none.
 func namedParams(s string) (string, []string, error) {
 	var b strings.Builder
 	var names []string

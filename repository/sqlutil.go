@@ -2,9 +2,7 @@ package repository
 
 import (
 	"database/sql"
-	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // dbTime converts t to what a DATETIME(6) column will hold: UTC, truncated to
@@ -44,42 +42,6 @@ func nullIfEmpty(s string) any {
 		return nil
 	}
 	return s
-}
-
-// clampText makes s storable in a utf8mb4 column of maxRunes characters under
-// strict SQL mode, which rejects both invalid UTF-8 and over-long values:
-// invalid bytes become U+FFFD and the tail is cut on a rune boundary.
-func clampText(s string, maxRunes int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= maxRunes { // bytes >= runes, so this is the cheap common case
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == maxRunes {
-			return s[:i]
-		}
-		n++
-	}
-	return s
-}
-
-// clampBytes cuts s to at most maxBytes bytes on a rune boundary (for TEXT
-// columns, whose limit is in bytes).
-func clampBytes(s string, maxBytes int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= maxBytes {
-		return s
-	}
-	cut := maxBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }
 
 func triggerOrAPI(t string) string {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"pushfan/internal/sqldb"
 	"pushfan/model"
 
 	"github.com/jmoiron/sqlx"
@@ -60,7 +61,7 @@ func invalidateTokens(ctx context.Context, db execer, items []Invalidation, at t
 	byID := make(map[string][]uint64)
 	byToken := make(map[string][]string) // named audiences may not return token ids
 	for _, it := range items {
-		r := clampText(it.Reason, maxReasonRunes)
+		r := sqldb.ClampRunes(it.Reason, maxReasonRunes)
 		if it.TokenID == 0 {
 			byToken[r] = append(byToken[r], it.Token)
 		} else {

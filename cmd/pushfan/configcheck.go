@@ -39,6 +39,9 @@ func configCommand(args []string, getenv config.Getenv, stdout, stderr io.Writer
 // every problem when it is invalid.
 func configCheck(getenv config.Getenv, stdout, stderr io.Writer) error {
 	cfg, err := config.Load(getenv)
+	if err == nil {
+		err = app.CheckDefinitions(cfg)
+	}
 	if err == nil && cfg.Schema.Mapped() {
 		err = checkSchema(cfg)
 	}
@@ -100,7 +103,7 @@ func configProblems(cfg config.Config, err error) []string {
 	for _, p := range problems {
 		seen[p] = true
 	}
-	if verr := cfg.Validate(); verr != nil {
+	for _, verr := range []error{cfg.Validate(), app.CheckDefinitions(cfg)} {
 		for _, p := range flattenErrors(verr) {
 			if !seen[p] {
 				seen[p] = true

@@ -170,6 +170,36 @@ func TestConfigCheckYAML(t *testing.T) {
 	}
 }
 
+// Named audiences and jobs are compiled by their own packages, not by
+// config: the check still reports their problems, each under
+// PUSHFAN_CONFIG, together with the settings' own.
+func TestConfigCheckReportsAudienceAndJobProblems(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "defs.yaml")
+	yaml := "audiences:\n  - name: all\n    sql: SELECT 1\n" +
+		"jobs:\n  - name: j\n    schedule: \"not a schedule\"\n    audience: {all: true}\n    message: {title: t}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := goodEnv()
+	env["PUSHFAN_CONFIG"] = path
+	env["PUSHFAN_PAGE_SIZE"] = "0" // a setting's problem beside them
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	var stdout, stderr bytes.Buffer
+	if err := configCheck(getenv, &stdout, &stderr); err == nil {
+		t.Fatalf("a config with a bad audience and job passed:\n%s", stdout.String())
+	}
+	for _, want := range []string{"PUSHFAN_CONFIG: audiences:", "PUSHFAN_CONFIG: jobs:", "PUSHFAN_PAGE_SIZE"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	delete(env, "PUSHFAN_PAGE_SIZE")
+	stderr.Reset()
+	if err := configCheck(getenv, &stdout, &stderr); err == nil || !strings.Contains(stderr.String(), "PUSHFAN_CONFIG: jobs:") {
+		t.Fatalf("valid settings with a bad job: err %v\n%s", err, stderr.String())
+	}
+}
+
 // TestConfigCheckExitStatus runs the real binary: exit 0 on a good
 // configuration, 1 with the problems on stderr on a bad one.
 func TestConfigCheckExitStatus(t *testing.T) {

@@ -61,7 +61,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	named := audience.NewRunner(pool)
 	audiences, err := audience.Compile(cfg.Audiences)
 	if err != nil {
-		return nil, fmt.Errorf("audiences: %w", err)
+		return nil, fmt.Errorf("PUSHFAN_CONFIG: audiences: %w", err)
 	}
 	var checkErrs []error
 	byName := map[string]*audience.Audience{}
@@ -82,7 +82,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	}
 	jobs, err := cron.Compile(cfg.Jobs)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+		return nil, fmt.Errorf("PUSHFAN_CONFIG: jobs: %w", err)
 	}
 	sender, err := fcm.New(ctx, fcm.Options{
 		Endpoint:        cfg.FCMEndpoint,

@@ -26,24 +26,24 @@ var allowed = map[string][]string{
 	"internal/logging":   nil,
 	"internal/sqldb":     nil,
 	"internal/apiclient": nil,
-	"audience":           nil, // named audiences: SQL over an injected pool
-	"fcmemu":             nil, // the emulator knows nothing of pushfan
+	"audience":           {"config"}, // named audiences: SQL over an injected pool, compiled from the config's definitions
+	"fcmemu":             nil,        // the emulator knows nothing of pushfan
 	// The engine: targets in, classified outcomes out. No HTTP, no FCM.
 	"fanout": {"internal/clock", "internal/lifecycle"},
 	// The FCM client implements the engine's Sender.
 	"fcm": {"fanout"},
 	// Schedules and their scheduler, behind a Submitter.
-	"cron": {"internal/lifecycle"},
+	"cron": {"config", "internal/lifecycle"},
 	// The chunk protocol and the storage.
 	"lease":      {"internal/sqldb"},
 	"repository": {"model", "lease", "internal/sqldb", "internal/clock", "internal/logging"},
 	"retention":  {"internal/clock", "internal/lifecycle"},
-	"metrics":    {"fanout"},
-	"quota":      {"fanout", "internal/lifecycle", "internal/sqldb"}, // the cluster's rate budget, over MySQL
+	"metrics":    nil,                                      // Prometheus collectors; fanout.Metrics takes plain values
+	"quota":      {"internal/lifecycle", "internal/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
 	// The domain: request rules, submit, dispatch, chunk runs, finish.
 	// fcm: only its error-code vocabulary (which codes a resend may cover).
 	"broadcast": {"audience", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/clock", "internal/lifecycle", "internal/logging"},
-	"config":    {"audience", "cron", "model"},
+	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
 	"server":         {"audience", "broadcast", "config", "console", "cron", "fcm", "model", "internal/logging", "server/openapi"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it

@@ -1,7 +1,8 @@
 -- Broadcasts and their per-error-code counters.
 --
 -- Counters live on the broadcast row and are only ever incremented inside one
--- transaction together with broadcast_errors (Store.AddProgress), so a reader
+-- transaction together with broadcast_errors (a chunk's checkpoint, package
+-- lease: Store.Checkpoint), so a reader
 -- sees failed == sum(broadcast_errors.count) at any instant.
 -- message and audience are JSON kept in LONGTEXT (MariaDB's JSON is an alias
 -- of that anyway); the CHECK keeps garbage out on both MariaDB and MySQL 8.

@@ -1,4 +1,4 @@
-package repository
+package sqldb
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestClampText(t *testing.T) {
+func TestClampRunes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   string
@@ -20,8 +20,8 @@ func TestClampText(t *testing.T) {
 		{"日本語テキスト", 3, "日本語"},
 		{"a\xffb", 10, "a\uFFFDb"},
 	} {
-		if got := clampText(tc.in, tc.max); got != tc.want {
-			t.Errorf("clampText(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		if got := ClampRunes(tc.in, tc.max); got != tc.want {
+			t.Errorf("ClampRunes(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
 	}
 }
@@ -29,11 +29,14 @@ func TestClampText(t *testing.T) {
 func TestClampBytes(t *testing.T) {
 	t.Parallel()
 	s := strings.Repeat("é", 10) // 20 bytes
-	got := clampBytes(s, 7)
+	got := ClampBytes(s, 7)
 	if got != "ééé" || !utf8.ValidString(got) {
-		t.Fatalf("clampBytes = %q", got)
+		t.Fatalf("ClampBytes = %q", got)
 	}
-	if clampBytes("abc", 7) != "abc" {
+	if ClampBytes("abc", 7) != "abc" {
 		t.Fatal("short string changed")
+	}
+	if got := ClampBytes("a\xffb", 7); got != "a\uFFFDb" {
+		t.Fatalf("ClampBytes of invalid UTF-8 = %q", got)
 	}
 }

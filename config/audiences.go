@@ -1,0 +1,12 @@
+package config
+
+// Audience is a named audience from the YAML config (`audiences:`), as
+// written there: package audience compiles and checks it.
+type Audience struct {
+	Name        string `yaml:"name" json:"name"`
+	Description string `yaml:"description" json:"description,omitempty"`
+	// Params maps each parameter name to its type (int, string, bool,
+	// date: audience.TypeInt, ...).
+	Params map[string]string `yaml:"params" json:"params,omitempty"`
+	SQL    string            `yaml:"sql" json:"sql"`
+}

@@ -1,0 +1,23 @@
+package quota
+
+import "time"
+
+// Limiter is the instance's rate limiter, which the Coordinator keeps at
+// the instance's share of the budget (fanout.Throttle is the one pushfan
+// runs). The Coordinator needs nothing else of the engine.
+type Limiter interface {
+	// SetLimit sets the rate, in messages a second.
+	SetLimit(perSecond float64)
+	// Fill fills the limiter's bucket at its rate: the instance starts
+	// sending with nobody else sending.
+	Fill()
+	// GrantUntil bounds the share: from until on no permit is given until
+	// a later call; the zero time lifts the bound.
+	GrantUntil(until time.Time)
+	// Hold pauses sending until until, for a pause another instance
+	// published.
+	Hold(until time.Time)
+	// OnPause installs fn, called when a 429 pauses this instance, so the
+	// pause is published to the others.
+	OnPause(fn func(until time.Time))
+}
