@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"pushfan/lease"
 	"pushfan/model"
-	"pushfan/repository"
 )
 
 // Errors of holding and releasing, which the HTTP layer maps to statuses.
@@ -62,7 +62,7 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 		return err
 	}
 	s.reads.forget(b.ID)
-	return s.store.SetHeldTargets(ctx, b.ID, n)
+	return s.leases.SetHeldTargets(ctx, b.ID, n)
 }
 
 // Release lets held broadcast id go, released by the token named by: it
@@ -85,11 +85,11 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 		return nil, fmt.Errorf("broadcast %d was created by %q: %w", id, b.CreatedBy, ErrFourEyes)
 	}
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	status, err := s.store.ReleaseHeld(dbctx, id, by)
+	status, err := s.leases.ReleaseHeld(dbctx, id, by)
 	cancel()
 	s.reads.forget(id)
 	switch {
-	case errors.Is(err, repository.ErrNotHeld):
+	case errors.Is(err, lease.ErrNotHeld):
 		// A concurrent release or cancel won, or our own commit did and
 		// its answer was lost: the row says which.
 		cur, gerr := s.Get(context.WithoutCancel(ctx), id)
@@ -97,7 +97,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 			return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotHeld)
 		}
 		return cur, nil
-	case errors.Is(err, repository.ErrNotFound):
+	case errors.Is(err, lease.ErrNotFound):
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("releasing broadcast %d: %w", id, err)
@@ -116,7 +116,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 // expireHolds cancels held broadcasts nobody released in time (on exactly
 // one instance each, see Store.ExpireHolds). The promoter calls it.
 func (s *Service) expireHolds(ctx context.Context) error {
-	ids, err := s.store.ExpireHolds(ctx)
+	ids, err := s.leases.ExpireHolds(ctx)
 	for _, id := range ids {
 		s.reads.forget(id)
 		s.log.InfoContext(ctx, "held broadcast expired unreleased: canceled", "broadcast_id", id)

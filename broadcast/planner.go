@@ -52,7 +52,7 @@ const planNowUsers = 1000
 
 // planNow plans a small user_ids audience inside the submit's
 // transaction, or returns nil for one planned after the answer
-// (repository.Planner).
+// (lease.Planner).
 func (s *Service) planNow(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*lease.Step, error) {
 	a := b.Audience
 	if a.Name != "" || a.ResendOf != 0 || len(a.UserIDs) == 0 || len(a.UserIDs) > planNowUsers {

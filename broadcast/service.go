@@ -224,7 +224,7 @@ func (s *Service) sweep(what string, fn func(context.Context) error) {
 }
 
 func (s *Service) promoteScheduled(ctx context.Context) error {
-	ids, err := s.store.PromoteDue(ctx)
+	ids, err := s.leases.PromoteDue(ctx)
 	for _, id := range ids {
 		s.reads.forget(id)
 		s.log.InfoContext(ctx, "scheduled broadcast is due: planning", "broadcast_id", id)
@@ -361,7 +361,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 	b.SubmitToken = lease.NewToken()
 	b.StartsAt = s.startsAt(b)
 	err = s.retryDB(ctx, "submitting broadcast", func(c context.Context) error {
-		err := s.store.SubmitBroadcast(c, b, s.planNow)
+		err := s.leases.Submit(c, b, s.planNow)
 		if err == nil || errors.Is(err, repository.ErrDuplicateKey) {
 			return err
 		}

@@ -213,7 +213,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Cl
 		class = " AND class_rank IN (" + strings.Join(ranks, ",") + ")"
 	}
 	if len(o.Skip) > 0 {
-		skip = " AND broadcast_id NOT IN (" + strings.TrimSuffix(strings.Repeat("?,", len(o.Skip)), ",") + ")"
+		skip = " AND broadcast_id NOT IN (" + sqldb.InList(len(o.Skip)) + ")"
 		for _, id := range o.Skip {
 			skipArgs = append(skipArgs, id)
 		}

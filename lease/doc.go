@@ -21,10 +21,32 @@
 // the last without reading the others, and Finish ends the broadcast,
 // folding its chunk rows into a summary on the broadcast row.
 //
-// A broadcast row moves planning ──(a chunk claimed)──▶ running, or
-// planning ──(plan complete)──▶ queued ──▶ running, then to completed,
-// canceled or failed (Finish); scheduled and held rows become planning
-// when they are due or released.
+// A broadcast row's status and counters are this package's alone: no
+// other package writes them (package repository inserts the row for
+// Submit and Create, and reads it). Its states, and who moves it:
+//
+//	from                       to                           by
+//	(new)                      planning, queued,            Submit (queued when the submit planned it whole,
+//	                           scheduled, held                a short user_ids list; scheduled with a start
+//	                                                          ahead; held waiting for a release)
+//	(new)                      as given                     Create (an import, or a test's fixture: no plan)
+//	scheduled                  planning                     PromoteDue (its start has come)
+//	held                       planning, scheduled          ReleaseHeld (scheduled: its start is still ahead)
+//	held                       canceled                     ExpireHolds (nobody released it in time)
+//	scheduled, held            canceled, failed             Stop (no chunks yet: final at once)
+//	planning                   queued                       CommitStep (the plan's last step)
+//	planning, queued           running                      Claim (a chunk claimed)
+//	planning, queued, running  (flagged)                    Stop: the cancel flag and the error, which every
+//	                                                          running chunk sees; the idle chunks closed
+//	planning, queued, running  completed, canceled, failed  Finish (planned, every chunk done: canceled if
+//	                                                          flagged, failed with an error)
+//	completed, canceled,       -                            final: Stop answers ErrFinished (a cancel
+//	failed                                                    repeated on a canceled one is a no-op)
+//
+// Any other call leaves the row as it is: ReleaseHeld answers ErrNotHeld,
+// the sweeps (PromoteDue, ExpireHolds) select only their status, Finish
+// ends nothing that is not planned or has open chunks
+// (TestBroadcastTransitionsFollowTheStateMachine walks every pair).
 //
 // Three rules make it exact:
 //
@@ -50,8 +72,8 @@
 //     the cursor and skips the ranges, so after a crash only the sends in
 //     flight and those since the last checkpoint are repeated.
 //
-// The package writes the chunk rows and a broadcast's run state (status,
-// counters, per-code error counts, cancel flag). What a checkpoint carries
-// beyond counters (failure rows, dead tokens) is written by the caller's
-// Effects inside the same transaction.
+// The package writes the chunk rows and a broadcast's state (status,
+// counters, per-code error counts, cancel flag, plan lease). What a
+// checkpoint carries beyond counters (failure rows, dead tokens) is written
+// by the caller's Effects inside the same transaction.
 package lease

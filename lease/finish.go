@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"pushfan/internal/sqldb"
+	"pushfan/model"
 )
 
 // Stop cancels broadcast id (errMsg empty) or fails it with errMsg (the
@@ -50,15 +51,13 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 		if errMsg != "" {
 			reason = sqldb.ClampBytes(errMsg, sqldb.MaxTextBytes)
 		}
-		// A held broadcast has no chunks either; its counted audience
-		// becomes canceled (canceled = targeted first: SET runs left to
-		// right), so the counts add up as for any canceled broadcast.
-		res, err := tx.ExecContext(ctx, `UPDATE broadcasts SET canceled = targeted, status = IF(? IS NULL, 'canceled', 'failed'), error = COALESCE(error, ?),
-				cancel_requested = 1, finished_at = UTC_TIMESTAMP(6) WHERE id = ? AND status IN ('scheduled', 'held')`, reason, reason, id)
-		if err != nil {
-			return fmt.Errorf("end scheduled: %w", err)
+		end := model.StatusCanceled
+		if reason != nil {
+			end = model.StatusFailed
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
+		if n, err := endUnstarted(ctx, tx, end, reason, []uint64{id}, model.StatusScheduled, model.StatusHeld); err != nil {
+			return fmt.Errorf("end scheduled: %w", err)
+		} else if n == 1 {
 			final = true
 			return nil
 		}
@@ -84,6 +83,27 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 		return nil
 	})
 	return final, err
+}
+
+// endUnstarted ends the broadcasts ids that are in one of the statuses
+// from, which have no chunks yet (scheduled, held), as status end with
+// reason (nil: none) as their error. Their counted audience becomes
+// canceled (canceled = targeted first: SET runs left to right), so the
+// counts add up as for any ended broadcast. It returns how many it ended.
+func endUnstarted(ctx context.Context, tx *sql.Tx, end model.Status, reason any, ids []uint64, from ...model.Status) (int64, error) {
+	in, args := idArgs(ids)
+	statuses := make([]any, len(from))
+	for i, st := range from {
+		statuses[i] = string(st)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE broadcasts SET canceled = targeted, status = ?, error = COALESCE(error, ?),
+			cancel_requested = 1, finished_at = UTC_TIMESTAMP(6)
+		WHERE status IN (`+sqldb.InList(len(from))+`) AND id IN (`+in+`)`,
+		append(append([]any{string(end), reason}, statuses...), args...)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // Unfinished returns up to limit broadcasts that are queued or running,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"pushfan/internal/sqldb"
@@ -71,7 +70,7 @@ func (s *Store) ClaimPlan(ctx context.Context, owner string, lease time.Duration
 		var not string
 		args := make([]any, 0, len(skip))
 		if len(skip) > 0 {
-			not = " AND id NOT IN (" + strings.TrimSuffix(strings.Repeat("?,", len(skip)), ",") + ")"
+			not = " AND id NOT IN (" + sqldb.InList(len(skip)) + ")"
 			for _, id := range skip {
 				args = append(args, id)
 			}

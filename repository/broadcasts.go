@@ -12,7 +12,6 @@ import (
 
 	"pushfan/internal/clock"
 	"pushfan/internal/sqldb"
-	"pushfan/lease"
 	"pushfan/model"
 )
 
@@ -20,58 +19,32 @@ import (
 // an over-long informational string.
 const (
 	maxRequestIDRunes = 64
-	maxCreatedByRunes = 64
+	// MaxCreatedByRunes is created_by's and released_by's width.
+	MaxCreatedByRunes = 64
 	maxCodeRunes      = 64
 )
 
-// CreateBroadcast inserts b with status queued (or b.Status if set) and sets
-// b.ID and b.CreatedAt (taken from the database clock, so all created_at
-// values share one clock). Counters, error and times already set on b are
-// stored too, which lets tools import finished broadcasts.
-func (s *Store) CreateBroadcast(ctx context.Context, b *model.Broadcast) error {
-	if b.Status == "" {
-		b.Status = model.StatusQueued
-	}
+// InsertBroadcast inserts b's row inside tx, with the status and counters
+// b holds, and sets b.ID and b.CreatedAt (taken from the database clock,
+// so all created_at values share one clock). Which status a broadcast is
+// stored with is package lease's (Submit, Create), which calls it: the
+// row alone, without its per-code counts. With b.IdempotencyKey set and
+// already used, it returns ErrDuplicateKey.
+func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error {
 	if !b.Status.Valid() {
-		return fmt.Errorf("create broadcast: invalid status %q", b.Status)
+		return fmt.Errorf("insert broadcast: invalid status %q", b.Status)
 	}
 	if b.Audience.All && len(b.Audience.UserIDs) > 0 {
-		return fmt.Errorf("create broadcast: %w", errAmbiguousAudience) // fail now, not when sending
+		return fmt.Errorf("insert broadcast: %w", errAmbiguousAudience) // fail now, not when sending
 	}
-	msg, aud, err := encodeContent(b)
+	msg, err := json.Marshal(b.Message)
 	if err != nil {
-		return fmt.Errorf("create broadcast: %w", err)
+		return fmt.Errorf("encode message: %w", err)
 	}
-	var (
-		id        uint64
-		createdAt time.Time
-	)
-	err = sqldb.InTx(ctx, s.db.DB, s.log, "create broadcast", func(tx *sql.Tx) error {
-		id, createdAt, err = insertBroadcast(ctx, tx, b, string(msg), string(aud))
-		return err
-	})
+	aud, err := json.Marshal(b.Audience)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode audience: %w", err)
 	}
-	b.ID = id
-	b.CreatedAt = createdAt.UTC()
-	return nil
-}
-
-// encodeContent returns b's message and audience as the JSON stored.
-func encodeContent(b *model.Broadcast) (msg, aud []byte, err error) {
-	if msg, err = json.Marshal(b.Message); err != nil {
-		return nil, nil, fmt.Errorf("encode message: %w", err)
-	}
-	if aud, err = json.Marshal(b.Audience); err != nil {
-		return nil, nil, fmt.Errorf("encode audience: %w", err)
-	}
-	return msg, aud, nil
-}
-
-// insertBroadcast inserts b inside tx and returns its id and creation time.
-func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, aud string) (uint64, time.Time, error) {
-	var createdAt time.Time
 	b.Trigger = triggerOrAPI(b.Trigger)
 	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
@@ -79,8 +52,8 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
 		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(b.Status), b.DryRun, b.InvalidateOnDryRun, msg, aud,
-		sqldb.ClampRunes(b.RequestID, maxRequestIDRunes), nullIfEmpty(sqldb.ClampRunes(b.CreatedBy, maxCreatedByRunes)),
+		string(b.Status), b.DryRun, b.InvalidateOnDryRun, string(msg), string(aud),
+		sqldb.ClampRunes(b.RequestID, maxRequestIDRunes), nullIfEmpty(sqldb.ClampRunes(b.CreatedBy, MaxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
 		nullIfEmpty(sqldb.ClampBytes(b.Error, sqldb.MaxTextBytes)), timeArg(b.StartedAt), timeArg(b.FinishedAt),
 		b.MaxTokenID, nullIfEmpty(b.IdempotencyKey), nullIfEmpty(b.RequestHash),
@@ -88,20 +61,21 @@ func insertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast, msg, a
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
 		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks, b.Status == model.StatusPlanning)
 	if err != nil {
-		return 0, createdAt, fmt.Errorf("insert: %w", err)
+		if sqldb.IsDuplicateEntry(err) && strings.Contains(err.Error(), "uq_broadcasts_idempotency") {
+			return ErrDuplicateKey
+		}
+		return fmt.Errorf("insert: %w", err)
 	}
 	last, err := res.LastInsertId()
 	if err != nil {
-		return 0, createdAt, fmt.Errorf("insert id: %w", err)
+		return fmt.Errorf("insert id: %w", err)
 	}
-	id := uint64(last)
-	if err := lease.AddErrorCounts(ctx, tx, id, b.Errors); err != nil {
-		return 0, createdAt, err
+	var createdAt time.Time
+	if err := tx.QueryRowContext(ctx, "SELECT created_at FROM broadcasts WHERE id = ?", last).Scan(&createdAt); err != nil {
+		return fmt.Errorf("read created_at: %w", err)
 	}
-	if err := tx.QueryRowContext(ctx, "SELECT created_at FROM broadcasts WHERE id = ?", id).Scan(&createdAt); err != nil {
-		return 0, createdAt, fmt.Errorf("read created_at: %w", err)
-	}
-	return id, createdAt, nil
+	b.ID, b.CreatedAt = uint64(last), createdAt.UTC()
+	return nil
 }
 
 // GetBroadcast returns the broadcast with its per-code error and variant
@@ -333,67 +307,6 @@ func (s *Store) ListBroadcasts(ctx context.Context, f model.ListFilter) ([]*mode
 // ErrDuplicateKey: a broadcast with this idempotency key exists.
 var ErrDuplicateKey = errors.New("idempotency key already used")
 
-// Planner plans a broadcast at submit, inside the transaction that stores
-// it: the whole plan of a bounded audience (user_ids, which reads a capped
-// list of users), or nil for an audience whose plan reads the tables and
-// so is made in steps after the submit has answered, by any instance
-// (package lease: ClaimPlan, CommitStep).
-type Planner func(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*lease.Step, error)
-
-// SubmitBroadcast stores b, in one transaction with its whole plan when
-// plan makes it at once (status queued with its chunks) or else as
-// planning (its plan follows, on any instance); or scheduled (b.SendAt
-// set; PromoteDue makes it planning when it is due), or held
-// (b.HoldExpiresAt set; ReleaseHeld). So no broadcast exists without
-// the work that completes it. b.SubmitToken, when set, makes the submit
-// recognisable after a lost commit answer (FindBySubmitToken). With
-// b.IdempotencyKey set and already used, it returns ErrDuplicateKey.
-func (s *Store) SubmitBroadcast(ctx context.Context, b *model.Broadcast, plan Planner) error {
-	if b.Audience.All && len(b.Audience.UserIDs) > 0 {
-		return fmt.Errorf("submit broadcast: %w", errAmbiguousAudience)
-	}
-	msg, aud, err := encodeContent(b)
-	if err != nil {
-		return fmt.Errorf("submit broadcast: %w", err)
-	}
-	err = sqldb.InTx(ctx, s.db.DB, s.log, "submit broadcast", func(tx *sql.Tx) error {
-		b.Status = model.StatusPlanning
-		switch {
-		case b.HoldExpiresAt != nil:
-			b.Status = model.StatusHeld // planned when released (ReleaseHeld)
-		case b.SendAt != nil || b.StartsAt != nil: // StartsAt alone: a cron fire's spread start
-			b.Status = model.StatusScheduled
-		}
-		var st *lease.Step
-		if b.Status == model.StatusPlanning {
-			var err error
-			if st, err = plan(ctx, tx, b); err != nil {
-				return err
-			}
-			if st != nil {
-				b.Status = model.StatusQueued
-			}
-		}
-		id, createdAt, err := insertBroadcast(ctx, tx, b, string(msg), string(aud))
-		if err != nil {
-			if sqldb.IsDuplicateEntry(err) && strings.Contains(err.Error(), "uq_broadcasts_idempotency") {
-				return ErrDuplicateKey
-			}
-			return err
-		}
-		b.ID, b.CreatedAt = id, createdAt.UTC()
-		if st == nil {
-			return nil
-		}
-		b.MaxTokenID, b.Targeted, b.Deferred, b.ZoneFallbacks = st.MaxCursor, st.Added, st.Deferred, st.ZoneFallbacks
-		return lease.StorePlan(ctx, tx, b.ID, chunkClass(b), *st)
-	})
-	if errors.Is(err, ErrDuplicateKey) {
-		return fmt.Errorf("submit broadcast: %w", ErrDuplicateKey)
-	}
-	return err
-}
-
 // FindByIdempotencyKey returns the broadcast submitted with key.
 func (s *Store) FindByIdempotencyKey(ctx context.Context, key string) (*model.Broadcast, error) {
 	return s.findBy(ctx, "idempotency_key", key)
@@ -428,54 +341,13 @@ func (s *Store) findBy(ctx context.Context, column, value string) (*model.Broadc
 	return s.GetBroadcast(ctx, id)
 }
 
-// PromoteDue makes up to 100 scheduled broadcasts whose start (starts_at:
-// send_at or the fire time plus the start spread; send_at on older rows)
-// has come planning, and returns their ids: their audiences are
-// snapshotted when they are due, and planned by any instance, each on its
-// own (a broadcast that cannot be planned fails alone). Row locks with
-// SKIP LOCKED make each promotion happen on exactly one instance however
-// many poll at once; a promotion repeated after a lost commit answer finds
-// nothing due.
-func (s *Store) PromoteDue(ctx context.Context) ([]uint64, error) {
-	var ids []uint64
-	err := sqldb.InTx(ctx, s.db.DB, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
-		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
-			ORDER BY COALESCE(starts_at, send_at), id LIMIT 100 FOR UPDATE SKIP LOCKED`)
-		if err != nil {
-			return fmt.Errorf("select due: %w", err)
-		}
-		for rows.Next() {
-			var id uint64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("select due: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		in, args := idArgs(ids)
-		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'planning', planning = 1 WHERE status = 'scheduled' AND id IN ("+in+")", args...); err != nil {
-			return fmt.Errorf("due: %w", err)
-		}
-		return nil
-	})
-	return ids, err
-}
-
 // idArgs is an IN list's placeholders and arguments.
 func idArgs(ids []uint64) (string, []any) {
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
 	}
-	return strings.TrimSuffix(strings.Repeat("?,", len(ids)), ","), args
+	return sqldb.InList(len(ids)), args
 }
 
 // Retention batch sizes: small enough that no statement holds locks for
@@ -514,7 +386,7 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 			}
 		}
 	}
-	in := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+	in := sqldb.InList(len(ids))
 	args := make([]any, 0, len(ids)+1)
 	for _, id := range ids {
 		args = append(args, id)
@@ -568,9 +440,6 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 	}
 	return deleted, nil
 }
-
-// chunkClass ranks a broadcast's chunks for claims.
-func chunkClass(b *model.Broadcast) lease.Class { return lease.ClassOf(b.Class, b.Paced()) }
 
 func classOrBulk(class string) string {
 	if class == "" {

@@ -28,7 +28,7 @@ func TestBroadcastRoundTrip(t *testing.T) {
 		MaxRate:     250.5,
 		DeliverOver: 90*time.Second + 250*time.Millisecond,
 	}
-	if err := s.CreateBroadcast(ctx(t), b); err != nil {
+	if err := leases(s).Create(ctx(t), b); err != nil {
 		t.Fatal(err)
 	}
 	if b.ID == 0 || b.Status != model.StatusQueued {
@@ -52,7 +52,7 @@ func TestBroadcastRoundTrip(t *testing.T) {
 
 	// A second one with defaults: all audience, no optional fields.
 	b2 := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}
-	if err := s.CreateBroadcast(ctx(t), b2); err != nil {
+	if err := leases(s).Create(ctx(t), b2); err != nil {
 		t.Fatal(err)
 	}
 	got2, err := s.GetBroadcast(ctx(t), b2.ID)
@@ -72,7 +72,7 @@ func TestCreateBroadcastValidates(t *testing.T) {
 		{Status: "bogus", Audience: model.Audience{All: true}},
 		{Audience: model.Audience{All: true, UserIDs: []uint64{1}}},
 	} {
-		if err := s.CreateBroadcast(ctx(t), b); err == nil || b.ID != 0 {
+		if err := leases(s).Create(ctx(t), b); err == nil || b.ID != 0 {
 			t.Errorf("CreateBroadcast(%+v): want error, got id %d err %v", b, b.ID, err)
 		}
 	}

@@ -7,9 +7,14 @@ import (
 	"time"
 
 	"pushfan/internal/testdb"
+	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
 )
+
+// leases is the state owner on s's database, which stores broadcasts with
+// their status (fixtures: lease.Store.Create).
+func leases(s *repository.Store) *lease.Store { return lease.New(s.DB().DB, nil) }
 
 // newStore gives the test its own migrated database.
 func newStore(t testing.TB) *repository.Store {

@@ -3,6 +3,7 @@ package repository
 import (
 	"strings"
 
+	"pushfan/internal/sqldb"
 	"pushfan/model"
 )
 
@@ -15,7 +16,7 @@ func (sc *Schema) zoneCondition(z model.ZoneFilter) (string, []any) {
 	var parts []string
 	var args []any
 	if len(z.Names) > 0 {
-		parts = append(parts, sc.uTimezone+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(z.Names)), ",")+")")
+		parts = append(parts, sc.uTimezone+" IN ("+sqldb.InList(len(z.Names))+")")
 		for _, n := range z.Names {
 			args = append(args, n)
 		}

@@ -21,7 +21,7 @@ func TestStatsExcludesDryRuns(t *testing.T) {
 	add := func(dry bool, d model.Counts) {
 		t.Helper()
 		b := &model.Broadcast{DryRun: dry, Audience: model.Audience{All: true}, Counts: d}
-		if err := s.CreateBroadcast(ctx(t), b); err != nil {
+		if err := leases(s).Create(ctx(t), b); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"pushfan/internal/sqldb"
 	"pushfan/internal/testdb"
+	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
 	"pushfan/retention"
@@ -34,7 +35,7 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 		if finished == nil {
 			b.Status = model.StatusRunning
 		}
-		if err := store.CreateBroadcast(ctx, b); err != nil {
+		if err := lease.New(tdb.SQL.DB, nil).Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		fs := make([]model.Failure, 2500) // more than one delete batch

@@ -202,7 +202,7 @@ func TestResendRefusals(t *testing.T) {
 	// 409 for a named audience's broadcast: its failures carry no token id.
 	named := &model.Broadcast{Status: model.StatusCompleted, Message: model.Message{Title: "n"},
 		Audience: model.Audience{Name: "vip", Params: []byte(`{}`)}, Counts: model.Counts{Failed: 1, Targeted: 1, Errors: map[string]int64{"UNAVAILABLE": 1}}}
-	if err := s.Store.CreateBroadcast(t.Context(), named); err != nil {
+	if err := s.Leases.Create(t.Context(), named); err != nil {
 		t.Fatal(err)
 	}
 	s.MustExec("INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code) VALUES (?, 0, 7, 'UNAVAILABLE')", named.ID)

@@ -35,8 +35,8 @@ var allowed = map[string][]string{
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/lifecycle"},
 	// The chunk protocol and the storage.
-	"lease":      {"internal/sqldb"},
-	"repository": {"model", "lease", "internal/sqldb", "internal/clock", "internal/logging"},
+	"lease":      {"internal/sqldb", "model", "repository"},                         // the one owner of broadcasts' and chunks' statuses and counters
+	"repository": {"model", "internal/sqldb", "internal/clock", "internal/logging"}, // reads and inserts by entity; no transitions
 	"retention":  {"internal/clock", "internal/lifecycle"},
 	"metrics":    nil,                                      // Prometheus collectors; fanout.Metrics takes plain values
 	"quota":      {"internal/lifecycle", "internal/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter

@@ -144,7 +144,12 @@ func tryTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // Placeholders returns "(?,?,...),(?,?,...)": rows groups of cols
 // placeholders, for multi-row INSERTs.
 func Placeholders(rows, cols int) string {
-	return RepeatRows(rows, "("+strings.TrimSuffix(strings.Repeat("?,", cols), ",")+")")
+	return RepeatRows(rows, "("+InList(cols)+")")
+}
+
+// InList returns n placeholders, "?,?,?", for an IN list.
+func InList(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
 // RepeatRows joins rows copies of one VALUES tuple with commas.

@@ -1,19 +1,23 @@
-package repository
+package lease
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"pushfan/internal/sqldb"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // ErrNotHeld: the broadcast is not in status held (already released,
 // canceled, expired, or never held), so it cannot be released.
 var ErrNotHeld = errors.New("broadcast is not held")
+
+// HoldExpired is the error a held broadcast ends with when nobody released
+// it in time (status canceled).
+const HoldExpired = "hold expired"
 
 // SetHeldTargets records a held broadcast's counted audience. It only
 // touches a broadcast that is still held: a count that lands after a
@@ -34,7 +38,7 @@ func (s *Store) SetHeldTargets(ctx context.Context, id uint64, n int64) error {
 // status) when the broadcast is not held, ErrNotFound for an unknown id.
 func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.Status, error) {
 	var status model.Status
-	err := sqldb.InTx(ctx, s.db.DB, s.log, "release held broadcast", func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, s.db, s.log, "release held broadcast", func(tx *sql.Tx) error {
 		var cur string
 		var ahead bool
 		err := tx.QueryRowContext(ctx, `SELECT status, COALESCE(COALESCE(starts_at, send_at) > UTC_TIMESTAMP(6), 0)
@@ -47,25 +51,24 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.St
 		case model.Status(cur) != model.StatusHeld:
 			return fmt.Errorf("broadcast %d is %s: %w", id, cur, ErrNotHeld)
 		}
-		by := nullIfEmpty(sqldb.ClampRunes(by, maxCreatedByRunes))
 		status = model.StatusPlanning
 		if ahead {
 			status = model.StatusScheduled
 		}
+		var released any // released_by is NULL for an empty name
+		if by = sqldb.ClampRunes(by, repository.MaxCreatedByRunes); by != "" {
+			released = by
+		}
 		// targeted was the held count, an estimate: the plan counts it
 		// again, exactly.
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = ?, planning = ?, targeted = 0,
-				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, string(status), !ahead, by, id); err != nil {
+				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, string(status), !ahead, released, id); err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
 		return nil
 	})
 	return status, err
 }
-
-// HoldExpired is the error a held broadcast ends with when nobody released
-// it in time (status canceled).
-const HoldExpired = "hold expired"
 
 // ExpireHolds cancels up to 100 held broadcasts whose hold_expires_at has
 // passed (by the database's clock), with error HoldExpired and their whole
@@ -75,41 +78,73 @@ const HoldExpired = "hold expired"
 // concurrent release or cancel got first.
 func (s *Store) ExpireHolds(ctx context.Context) ([]uint64, error) {
 	var ids []uint64
-	err := sqldb.InTx(ctx, s.db.DB, s.log, "expire held broadcasts", func(tx *sql.Tx) error {
-		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
+	err := sqldb.InTx(ctx, s.db, s.log, "expire held broadcasts", func(tx *sql.Tx) error {
+		var err error
+		ids, err = lockedIDs(ctx, tx, `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
 			WHERE status = 'held' AND hold_expires_at <= UTC_TIMESTAMP(6) ORDER BY hold_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED`)
-		if err != nil {
-			return fmt.Errorf("select expired holds: %w", err)
+		if err != nil || len(ids) == 0 {
+			return err
 		}
-		for rows.Next() {
-			var id uint64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("select expired holds: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("select expired holds: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		args := make([]any, 0, len(ids)+1)
-		args = append(args, HoldExpired)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		// canceled = targeted first: SET runs left to right.
-		_, err = tx.ExecContext(ctx, `UPDATE broadcasts SET canceled = targeted, status = 'canceled', error = ?, cancel_requested = 1,
-				finished_at = UTC_TIMESTAMP(6)
-			WHERE status = 'held' AND id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, args...)
-		if err != nil {
+		if _, err := endUnstarted(ctx, tx, model.StatusCanceled, HoldExpired, ids, model.StatusHeld); err != nil {
 			return fmt.Errorf("expire holds: %w", err)
 		}
 		return nil
 	})
 	return ids, err
+}
+
+// PromoteDue makes up to 100 scheduled broadcasts whose start (starts_at:
+// send_at or the fire time plus the start spread; send_at on older rows)
+// has come planning, and returns their ids: their audiences are
+// snapshotted when they are due, and planned by any instance, each on its
+// own (a broadcast that cannot be planned fails alone). Row locks with
+// SKIP LOCKED make each promotion happen on exactly one instance however
+// many poll at once; a promotion repeated after a lost commit answer finds
+// nothing due.
+func (s *Store) PromoteDue(ctx context.Context) ([]uint64, error) {
+	var ids []uint64
+	err := sqldb.InTx(ctx, s.db, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
+		var err error
+		ids, err = lockedIDs(ctx, tx, `SELECT id FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
+			ORDER BY COALESCE(starts_at, send_at), id LIMIT 100 FOR UPDATE SKIP LOCKED`)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		in, args := idArgs(ids)
+		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'planning', planning = 1 WHERE status = 'scheduled' AND id IN ("+in+")", args...); err != nil {
+			return fmt.Errorf("due: %w", err)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// lockedIDs runs q, a SELECT of ids FOR UPDATE SKIP LOCKED, in tx.
+func lockedIDs(ctx context.Context, tx *sql.Tx, q string) ([]uint64, error) {
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("select due rows: %w", err)
+	}
+	defer rows.Close()
+	var ids []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("select due rows: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("select due rows: %w", err)
+	}
+	return ids, nil
+}
+
+// idArgs is an IN list's placeholders and arguments.
+func idArgs(ids []uint64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return sqldb.InList(len(ids)), args
 }

@@ -1,4 +1,4 @@
-package repository_test
+package lease_test
 
 import (
 	"context"
@@ -8,10 +8,27 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/internal/testdb"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
 )
+
+// heldStores gives the test its own migrated database: the reads, and the
+// state owner.
+func heldStores(t *testing.T) (*repository.Store, *lease.Store) {
+	t.Helper()
+	tdb := testdb.New(t)
+	return tdb.Store, lease.New(tdb.SQL.DB, nil)
+}
+
+// ctx returns a context that ends with the test (and after a minute at most),
+// so a hung query fails the test instead of the whole run.
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
 
 // noPlan leaves every broadcast to be planned after its submit.
 func noPlan(context.Context, *sql.Tx, *model.Broadcast) (*lease.Step, error) { return nil, nil }
@@ -20,25 +37,25 @@ func noPlan(context.Context, *sql.Tx, *model.Broadcast) (*lease.Step, error) { r
 // once, leave the unexpired one held, and count its audience canceled.
 func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s, leases := heldStores(t)
 	past := time.Now().Add(-time.Minute).UTC()
 	future := time.Now().Add(time.Hour).UTC()
 	var expired []uint64
 	for i := 0; i < 30; i++ {
 		b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}, HoldExpiresAt: &past}
-		if err := s.SubmitBroadcast(ctx(t), b, noPlan); err != nil {
+		if err := leases.Submit(ctx(t), b, noPlan); err != nil {
 			t.Fatal(err)
 		}
 		if b.Status != model.StatusHeld {
 			t.Fatalf("submitted with HoldExpiresAt: status %s", b.Status)
 		}
-		if err := s.SetHeldTargets(ctx(t), b.ID, int64(i+1)); err != nil {
+		if err := leases.SetHeldTargets(ctx(t), b.ID, int64(i+1)); err != nil {
 			t.Fatal(err)
 		}
 		expired = append(expired, b.ID)
 	}
 	keep := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}, HoldExpiresAt: &future}
-	if err := s.SubmitBroadcast(ctx(t), keep, noPlan); err != nil {
+	if err := leases.Submit(ctx(t), keep, noPlan); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -47,7 +64,7 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				ids, err := s.ExpireHolds(ctx(t))
+				ids, err := leases.ExpireHolds(ctx(t))
 				if err != nil {
 					t.Error(err)
 					return
@@ -72,7 +89,7 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Status != model.StatusCanceled || b.Error != repository.HoldExpired || b.Canceled != int64(i+1) || b.Targeted != int64(i+1) || b.FinishedAt == nil {
+		if b.Status != model.StatusCanceled || b.Error != lease.HoldExpired || b.Canceled != int64(i+1) || b.Targeted != int64(i+1) || b.FinishedAt == nil {
 			t.Fatalf("expired hold %+v", b)
 		}
 	}
@@ -84,13 +101,13 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 		t.Fatalf("unexpired hold: %+v, %v", b, err)
 	}
 	// A count landing after the hold ended changes nothing.
-	if err := s.SetHeldTargets(ctx(t), expired[0], 999); err != nil {
+	if err := leases.SetHeldTargets(ctx(t), expired[0], 999); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := s.GetBroadcast(ctx(t), expired[0]); b.Targeted != 1 {
 		t.Fatalf("a late count overwrote an expired hold's targeted: %d", b.Targeted)
 	}
-	if _, err := s.ReleaseHeld(ctx(t), expired[0], "x"); !errors.Is(err, repository.ErrNotHeld) {
+	if _, err := leases.ReleaseHeld(ctx(t), expired[0], "x"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("release of an expired hold: %v", err)
 	}
 }
