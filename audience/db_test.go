@@ -9,7 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"pushfan/internal/testdb"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/model"
 	"pushfan/repository"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"pushfan/fanout"
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/logging"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"

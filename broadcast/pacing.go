@@ -12,7 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"pushfan/fanout"
-	"pushfan/internal/clock"
+	"pushfan/internal/platform/clock"
 	"pushfan/lease"
 	"pushfan/model"
 )

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"pushfan/internal/clock"
+	"pushfan/internal/platform/clock"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"

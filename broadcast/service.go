@@ -14,8 +14,8 @@ import (
 
 	"pushfan/audience"
 	"pushfan/fanout"
-	"pushfan/internal/lifecycle"
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/lifecycle"
+	"pushfan/internal/platform/logging"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"

@@ -9,7 +9,7 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/fanout"
-	"pushfan/internal/testdb"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 )
 

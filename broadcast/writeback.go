@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/logging"
 	"pushfan/repository"
 )
 

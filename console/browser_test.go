@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"pushfan/internal/apiclient"
+	"pushfan/internal/devtools/apiclient"
 )
 
 // api calls the server with the sender's bearer token (setting up what a

@@ -23,9 +23,9 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"pushfan/fcmemu"
-	"pushfan/internal/demo"
-	"pushfan/internal/testdb"
-	"pushfan/internal/teststack"
+	"pushfan/internal/devtools/demo"
+	"pushfan/internal/testsupport/testdb"
+	"pushfan/internal/testsupport/teststack"
 )
 
 const (

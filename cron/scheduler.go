@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"pushfan/internal/lifecycle"
+	"pushfan/internal/platform/lifecycle"
 )
 
 // ErrFireConflict: the fire was already started by an instance with a

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"pushfan/internal/clock"
-	"pushfan/internal/lifecycle"
+	"pushfan/internal/platform/clock"
+	"pushfan/internal/platform/lifecycle"
 )
 
 // Config tunes one Engine.

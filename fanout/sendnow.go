@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"pushfan/internal/clock"
+	"pushfan/internal/platform/clock"
 )
 
 // SendNow sends msg to each of a handful of tokens at once, outside any Run,

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"pushfan/internal/clock"
+	"pushfan/internal/platform/clock"
 )
 
 // Throttle is the process's rate limit, shared by every broadcast (FCM's

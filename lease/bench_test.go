@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/demo"
-	"pushfan/internal/testdb"
+	"pushfan/internal/devtools/demo"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"

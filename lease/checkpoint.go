@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 )
 
 // End says what a checkpoint does with the lease.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 )
 
 // Chunk statuses.

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 	"pushfan/repository"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/testdb"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"

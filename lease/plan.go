@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 )
 
 // Step is one stored piece of a broadcast's plan: the audience read up to

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 	"pushfan/repository"
 )

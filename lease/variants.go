@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 )
 
 // AddVariantCounts upserts per-variant target counts (a localized

@@ -103,8 +103,8 @@ import (
 	"sync"
 	"time"
 
-	"pushfan/internal/lifecycle"
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/lifecycle"
+	"pushfan/internal/platform/sqldb"
 )
 
 // Options tune a Coordinator.

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"pushfan/fanout"
-	"pushfan/internal/sqldb"
-	"pushfan/internal/testdb"
-	"pushfan/internal/teststack"
+	"pushfan/internal/platform/sqldb"
+	"pushfan/internal/testsupport/testdb"
+	"pushfan/internal/testsupport/teststack"
 	"pushfan/quota"
 )
 

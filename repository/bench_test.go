@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/demo"
+	"pushfan/internal/devtools/demo"
 	"pushfan/model"
 	"pushfan/repository"
 )

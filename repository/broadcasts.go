@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"pushfan/internal/clock"
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/clock"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
 

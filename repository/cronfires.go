@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
 

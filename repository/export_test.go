@@ -6,7 +6,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
 

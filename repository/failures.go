@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
 

@@ -3,7 +3,7 @@ package repository
 import (
 	"strings"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
 

@@ -11,7 +11,7 @@ import (
 	"log/slog"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 
 	"github.com/pressly/goose/v3"
 )

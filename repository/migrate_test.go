@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"pushfan/internal/sqldb"
-	"pushfan/internal/testdb"
+	"pushfan/internal/platform/sqldb"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/model"
 	"pushfan/repository"
 )

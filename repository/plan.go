@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 
 	"github.com/jmoiron/sqlx"

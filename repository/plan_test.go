@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"pushfan/internal/demo"
+	"pushfan/internal/devtools/demo"
 	"pushfan/model"
 	"pushfan/repository"
 )

@@ -27,7 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 
 	"github.com/jmoiron/sqlx"
 )

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 
 	"github.com/jmoiron/sqlx"

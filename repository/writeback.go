@@ -9,7 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/logging"
 	"pushfan/model"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 	"pushfan/repository"
 )

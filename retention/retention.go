@@ -16,8 +16,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"pushfan/internal/clock"
-	"pushfan/internal/lifecycle"
+	"pushfan/internal/platform/clock"
+	"pushfan/internal/platform/lifecycle"
 )
 
 // Store is what a pass needs from storage.

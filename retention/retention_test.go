@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/sqldb"
-	"pushfan/internal/testdb"
+	"pushfan/internal/platform/sqldb"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"

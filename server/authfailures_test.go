@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 const metricsToken = "metrics-scraper-token-0123456789"

@@ -12,7 +12,7 @@ import (
 
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // arrivals samples an emulator's accepted count every 20 ms.

@@ -11,8 +11,8 @@ import (
 	"pushfan/audience"
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/demo"
-	"pushfan/internal/teststack"
+	"pushfan/internal/devtools/demo"
+	"pushfan/internal/testsupport/teststack"
 	"pushfan/lease"
 	"pushfan/model"
 )

@@ -15,7 +15,7 @@ import (
 
 	"pushfan/audience"
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // session is a console sign-in as a browser holds it: the cookie and the

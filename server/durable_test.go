@@ -10,7 +10,7 @@ import (
 
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 func TestLargeBroadcastAnswers202AndShowsProgress(t *testing.T) {

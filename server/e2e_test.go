@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // Both FCM clients (PUSHFAN_FCM_CLIENT) go through the whole stack.

@@ -6,7 +6,7 @@ import (
 
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // A proxy between the only instance and MariaDB faults every 5th COMMIT:

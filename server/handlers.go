@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"pushfan/fcm"
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/logging"
 	"pushfan/model"
 )
 

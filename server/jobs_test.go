@@ -9,7 +9,7 @@ import (
 	"pushfan/audience"
 	"pushfan/config"
 	"pushfan/cron"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 const internalToken = "internal-secret-0123456789"

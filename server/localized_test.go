@@ -11,7 +11,7 @@ import (
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/fcmemu"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // The variants of the localized tests: three languages and a base one.

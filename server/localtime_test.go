@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // seedZoned seeds one user (and token prefix+i) per zone entry, user ids

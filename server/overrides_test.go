@@ -11,7 +11,7 @@ import (
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/fcm"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // overrideBroadcast is the broadcast object with its stored message.

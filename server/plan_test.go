@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // Zone membership is fixed when the audience is planned: a user who moves

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // defaultQuiet is the deployment's quiet hours in these tests.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // GET /push/broadcasts/{id} serves a row at most PUSHFAN_BROADCAST_CACHE

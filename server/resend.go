@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"pushfan/broadcast"
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/logging"
 )
 
 // resendRequest is the optional body of POST /push/broadcasts/{id}/resend.

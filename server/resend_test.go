@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 	"pushfan/model"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 func tokens(prefix string, n int) []string {

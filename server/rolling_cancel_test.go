@@ -7,7 +7,7 @@ import (
 	"pushfan/audience"
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // Rolling deploy: the cancel lands on an instance whose configuration lacks

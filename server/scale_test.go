@@ -8,8 +8,8 @@ import (
 
 	"pushfan/audience"
 	"pushfan/config"
-	"pushfan/internal/testdb"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/testdb"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // The scale tests prove the algorithm on a few hundred thousand tokens by

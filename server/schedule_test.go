@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 type listPage struct {

@@ -11,10 +11,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"pushfan/audience"
+	"pushfan/cmd/pushfan/app"
 	"pushfan/config"
-	"pushfan/internal/app"
-	"pushfan/internal/sqldb"
-	"pushfan/internal/teststack"
+	"pushfan/internal/platform/sqldb"
+	"pushfan/internal/testsupport/teststack"
 	"pushfan/model"
 )
 

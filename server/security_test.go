@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 const (

@@ -21,7 +21,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/cron"
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/openapi"
 )

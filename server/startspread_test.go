@@ -9,7 +9,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/cron"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // spreadView is the broadcast object's scheduling fields.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"pushfan/config"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // testSendAnswer is POST /push/test's answer as a client reads it.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"pushfan/internal/apiclient"
+	"pushfan/internal/devtools/apiclient"
 )
 
 const (

@@ -31,7 +31,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"pushfan/internal/apiclient"
+	"pushfan/internal/devtools/apiclient"
 )
 
 type options struct {

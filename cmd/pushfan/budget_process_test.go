@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"pushfan/fcmemu"
-	"pushfan/internal/demo"
-	"pushfan/internal/teststack"
+	"pushfan/internal/devtools/demo"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // The drills' quota: 4,000 messages a second, counted per 10 s window (a

@@ -6,9 +6,9 @@ import (
 	"io"
 	"strings"
 
+	"pushfan/cmd/pushfan/app"
 	"pushfan/config"
-	"pushfan/internal/app"
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/repository"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"pushfan/config"
-	"pushfan/internal/testdb"
+	"pushfan/internal/testsupport/testdb"
 )
 
 // config check tests a schema mapping against the database as start-up

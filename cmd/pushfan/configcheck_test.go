@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"pushfan/config"
-	"pushfan/internal/testdb"
+	"pushfan/internal/testsupport/testdb"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"pushfan/config"
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 	"pushfan/repository"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/logging"
+	"pushfan/internal/platform/logging"
 )
 
 const usage = `pushfan: self-hosted FCM broadcast fan-out

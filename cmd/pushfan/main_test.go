@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // binary is built once for the package's tests.

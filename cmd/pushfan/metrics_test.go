@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"pushfan/internal/testdb"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/testdb"
+	"pushfan/internal/testsupport/teststack"
 )
 
 // `pushfan serve` with PUSHFAN_METRICS_ADDR serves the metrics there

@@ -28,14 +28,14 @@ import (
 	"time"
 
 	"pushfan/config"
-	"pushfan/internal/apiclient"
-	"pushfan/internal/demo"
+	"pushfan/internal/devtools/apiclient"
+	"pushfan/internal/devtools/demo"
 
 	"github.com/jmoiron/sqlx"
 
 	"pushfan/fcmemu"
-	"pushfan/internal/testdb"
-	"pushfan/internal/teststack"
+	"pushfan/internal/testsupport/testdb"
+	"pushfan/internal/testsupport/teststack"
 	"pushfan/lease"
 )
 

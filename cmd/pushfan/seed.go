@@ -8,7 +8,7 @@ import (
 	"log/slog"
 
 	"pushfan/config"
-	"pushfan/internal/demo"
+	"pushfan/internal/devtools/demo"
 	"pushfan/model"
 	"pushfan/repository"
 )

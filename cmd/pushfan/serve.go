@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"pushfan/cmd/pushfan/app"
 	"pushfan/config"
-	"pushfan/internal/app"
 )
 
 // serve runs one instance until ctx ends (SIGTERM, SIGINT), then shuts it

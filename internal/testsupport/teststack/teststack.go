@@ -19,18 +19,18 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/apiclient"
-	"pushfan/internal/demo"
-	"pushfan/internal/sqldb"
+	"pushfan/internal/devtools/apiclient"
+	"pushfan/internal/devtools/demo"
+	"pushfan/internal/platform/sqldb"
 
 	"github.com/jmoiron/sqlx"
 
 	"pushfan/broadcast"
+	"pushfan/cmd/pushfan/app"
 	"pushfan/config"
 	"pushfan/fcmemu"
-	"pushfan/internal/app"
-	"pushfan/internal/logging"
-	"pushfan/internal/testdb"
+	"pushfan/internal/platform/logging"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/repository"
 )

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/demo"
-	"pushfan/internal/testdb"
+	"pushfan/internal/devtools/demo"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/model"
 )
 

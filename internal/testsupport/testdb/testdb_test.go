@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"pushfan/internal/sqldb"
-	"pushfan/internal/testdb"
+	"pushfan/internal/platform/sqldb"
+	"pushfan/internal/testsupport/testdb"
 )
 
 func TestNewGivesMigratedPrivateDatabaseAndDropsIt(t *testing.T) {

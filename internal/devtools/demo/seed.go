@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pushfan/internal/sqldb"
+	"pushfan/internal/platform/sqldb"
 
 	"github.com/jmoiron/sqlx"
 )

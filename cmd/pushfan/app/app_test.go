@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"pushfan/audience"
+	"pushfan/cmd/pushfan/app"
 	"pushfan/config"
 	"pushfan/cron"
-	"pushfan/internal/app"
-	"pushfan/internal/testdb"
+	"pushfan/internal/testsupport/testdb"
 )
 
 func baseConfig(dsn string) config.Config {

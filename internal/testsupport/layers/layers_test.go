@@ -1,0 +1,164 @@
+// Package layers holds one test: the map of which pushfan package may
+// import which. It keeps the README's "How it works" true: storage and the
+// engine never import the API, the engine knows nothing of HTTP or FCM,
+// and a new package must say where it sits before it lands.
+package layers
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// allowed lists, for every package (by its path below the module), the
+// pushfan packages its non-test files may import.
+var allowed = map[string][]string{
+	// The domain's plain types and the shared helpers: no pushfan imports.
+	"model":                       nil,
+	"internal/platform/clock":     nil,
+	"internal/platform/lifecycle": nil,
+	"internal/platform/logging":   nil,
+	"internal/platform/sqldb":     nil,
+	"internal/devtools/apiclient": nil,
+	"audience":                    {"config"}, // named audiences: SQL over an injected pool, compiled from the config's definitions
+	"fcmemu":                      nil,        // the emulator knows nothing of pushfan
+	// The engine: targets in, classified outcomes out. No HTTP, no FCM.
+	"fanout": {"internal/platform/clock", "internal/platform/lifecycle"},
+	// The FCM client implements the engine's Sender.
+	"fcm": {"fanout"},
+	// Schedules and their scheduler, behind a Submitter.
+	"cron": {"config", "internal/platform/lifecycle"},
+	// The chunk protocol and the storage.
+	"lease":      {"internal/platform/sqldb", "model", "repository"},                                           // the one owner of broadcasts' and chunks' statuses and counters
+	"repository": {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging"}, // reads and inserts by entity; no transitions
+	"retention":  {"internal/platform/clock", "internal/platform/lifecycle"},
+	"metrics":    nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
+	"quota":      {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
+	// The domain: request rules, submit, dispatch, chunk runs, finish.
+	// fcm: only its error-code vocabulary (which codes a resend may cover).
+	"broadcast": {"audience", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/platform/clock", "internal/platform/lifecycle", "internal/platform/logging"},
+	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
+	// The HTTP API: decode, call the domain, render.
+	"server":         {"audience", "broadcast", "config", "console", "cron", "fcm", "model", "internal/platform/logging", "server/openapi"},
+	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
+	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
+	// Wiring and the binaries.
+	"cmd/pushfan/app":   {"audience", "broadcast", "config", "cron", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server"},
+	"cmd/pushfan":       {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "model", "repository"},
+	"cmd/pushfan-bench": {"config", "internal/devtools/apiclient"}, // config: the defaults a latency sweep runs at
+	"cmd/pushfan-load":  {"internal/devtools/apiclient"},
+	// Demo data and test support.
+	"internal/devtools/demo":         {"internal/platform/sqldb"},
+	"internal/testsupport/testdb":    {"internal/platform/sqldb", "repository"},
+	"internal/testsupport/teststack": {"broadcast", "config", "fcmemu", "internal/devtools/apiclient", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "internal/testsupport/testdb", "lease", "repository", "server/openapi"},
+	"internal/testsupport/layers":    nil,
+}
+
+// layer ranks every package, from the bottom (0): a package may import
+// only from layers below its own, so every arrow of the map points down
+// and the rooms read top to bottom: the binaries and test support, the
+// wiring, the API, the domain, the state owner, storage and the
+// services beside it, the engine and plain settings, the platform.
+var layer = map[string]int{
+	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
+	"internal/platform/sqldb": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "internal/devtools/apiclient": 0,
+	"config": 1, "fanout": 1, "metrics": 1,
+	"audience": 2, "cron": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
+	"lease":                       3,
+	"broadcast":                   4,
+	"server":                      5,
+	"cmd/pushfan/app":             6,
+	"internal/devtools/demo":      7,
+	"internal/testsupport/testdb": 7,
+	"internal/testsupport/layers": 7,
+	"cmd/pushfan":                 8, "cmd/pushfan-bench": 8, "cmd/pushfan-load": 8,
+	"internal/testsupport/teststack": 8,
+}
+
+// Every arrow the map allows points to a lower layer.
+func TestTheMapPointsDown(t *testing.T) {
+	for pkg, deps := range allowed {
+		from, ok := layer[pkg]
+		if !ok {
+			t.Errorf("%s has no layer", pkg)
+			continue
+		}
+		for _, dep := range deps {
+			if to, ok := layer[dep]; !ok || to >= from {
+				t.Errorf("%s (layer %d) may import %s (layer %d): an arrow that does not point down", pkg, from, dep, to)
+			}
+		}
+	}
+}
+
+func TestImportsFollowTheLayers(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		seen[rel] = true
+		want, ok := allowed[rel]
+		if !ok {
+			t.Errorf("package %s is not on the map: add it to allowed and layer in internal/testsupport/layers (and to the README's tree)", rel)
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			dep, ok := strings.CutPrefix(p, "pushfan/")
+			if !ok {
+				continue
+			}
+			if !slices.Contains(want, dep) {
+				t.Errorf("%s imports pushfan/%s, which its layer does not allow (allowed: %v)", filepath.ToSlash(mustRel(root, path)), dep, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	for pkg := range allowed {
+		if !seen[pkg] && pkg != "internal/testsupport/layers" {
+			gone = append(gone, pkg)
+		}
+	}
+	sort.Strings(gone)
+	if len(gone) > 0 {
+		t.Errorf("packages on the map that no longer exist: %v", gone)
+	}
+}
+
+func mustRel(root, path string) string {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return path
+	}
+	return rel
+}
