@@ -1,0 +1,189 @@
+package broadcast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"pushfan/internal/platform/logging"
+	"pushfan/lease"
+	"pushfan/model"
+	"pushfan/repository"
+)
+
+// Validate checks spec by the request rules, with the service's clock for
+// send_at: a *FieldError names a broken rule.
+func (s *Service) Validate(spec Spec) (Request, error) { return s.opt.Rules.Validate(spec, s.now()) }
+
+// Request is a validated broadcast submission.
+type Request struct {
+	Message            model.Message
+	Audience           model.Audience
+	DryRun             bool
+	InvalidateOnDryRun bool
+	RequestID          string
+	CreatedBy          string
+	// IdempotencyKey, with RequestHash (a digest of the request), makes a
+	// repeated submit return the first broadcast instead of sending again.
+	IdempotencyKey string
+	RequestHash    string
+	// SendAt schedules the broadcast (status scheduled until then).
+	SendAt *time.Time
+	// Trigger is api, schedule, cron or resend; JobName and FireTime name a
+	// cron fire.
+	Trigger  string
+	JobName  string
+	FireTime *time.Time
+	// Class and pacing (see model.Broadcast).
+	Class       string
+	MaxRate     float64
+	DeliverOver time.Duration
+	// Hold stores the broadcast held until Release; ParentID names the
+	// broadcast a resend goes over.
+	Hold     bool
+	ParentID uint64
+}
+
+// Submit stores the broadcast and its chunks; the dispatchers (of any
+// instance) send it. A repeat of an idempotent request returns the
+// original broadcast and existing=true.
+func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, existing bool, err error) {
+	if req.IdempotencyKey != "" && req.RequestHash == "" {
+		req.RequestHash = requestHash(req)
+	}
+	if s.stopping.Load() {
+		return nil, false, ErrShuttingDown
+	}
+	if req.IdempotencyKey != "" {
+		if b, err := s.existing(ctx, req); b != nil || err != nil {
+			return b, b != nil, err
+		}
+	}
+	b = &model.Broadcast{
+		DryRun:             req.DryRun,
+		InvalidateOnDryRun: req.InvalidateOnDryRun,
+		Message:            req.Message,
+		Audience:           req.Audience,
+		RequestID:          req.RequestID,
+		CreatedBy:          req.CreatedBy,
+		IdempotencyKey:     req.IdempotencyKey,
+		RequestHash:        req.RequestHash,
+		SendAt:             req.SendAt,
+		Trigger:            req.Trigger,
+		JobName:            req.JobName,
+		FireTime:           req.FireTime,
+		Class:              req.Class,
+		MaxRate:            req.MaxRate,
+		DeliverOver:        req.DeliverOver,
+		ParentID:           req.ParentID,
+	}
+	if req.Hold {
+		at := s.now().Add(s.holdExpiry()).UTC()
+		b.HoldExpiresAt = &at
+	}
+	if b.Trigger == "" {
+		b.Trigger = "api"
+		if b.SendAt != nil {
+			b.Trigger = "schedule"
+		}
+	}
+	// The token makes the submit safe to retry: a commit whose answer was
+	// lost is found by it, and its unique key stops a second row.
+	b.SubmitToken = lease.NewToken()
+	b.StartsAt = s.startsAt(b)
+	err = s.retryDB(ctx, "submitting broadcast", func(c context.Context) error {
+		err := s.leases.Submit(c, b, s.planNow)
+		if err == nil || errors.Is(err, repository.ErrDuplicateKey) {
+			return err
+		}
+		found, ferr := s.store.FindBySubmitToken(c, b.SubmitToken)
+		if ferr != nil {
+			return err // not stored (or unknown yet): try again
+		}
+		s.log.WarnContext(ctx, "a submit whose commit answer was lost had been stored", "broadcast_id", found.ID, "err", err)
+		*b = *found
+		return nil
+	})
+	if errors.Is(err, repository.ErrDuplicateKey) {
+		// A concurrent request with the same key won the insert, or our own
+		// first attempt did and its answer was lost.
+		found, err := s.existing(ctx, req)
+		if err != nil || found == nil || found.SubmitToken != b.SubmitToken {
+			return found, found != nil, err
+		}
+		b = found
+	} else if err != nil {
+		return nil, false, err
+	}
+	log := s.log.With("broadcast_id", b.ID)
+	if b.Status == model.StatusHeld {
+		s.held(logging.WithRequestID(s.claiming, req.RequestID), b)
+		return b, false, nil
+	}
+	switch b.Status {
+	case model.StatusScheduled:
+		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "starts_at", b.StartsAt, "trigger", b.Trigger)
+	case model.StatusPlanning:
+		log.InfoContext(ctx, "broadcast stored; planning its audience", "dry_run", b.DryRun, "trigger", b.Trigger)
+		s.wakePlanner()
+	default:
+		log.InfoContext(ctx, "broadcast queued", "targeted", b.Targeted, "max_token_id", b.MaxTokenID, "dry_run", b.DryRun, "trigger", b.Trigger)
+		s.finishBroadcast(logging.WithRequestID(s.claiming, req.RequestID), b.ID) // nobody in the audience: it ends at once
+		s.poke()
+	}
+	return b, false, nil
+}
+
+// finishBroadcast ends the broadcast if it is planned and no chunk is left
+// open (one row read when not). Any instance may call it any number of
+// times; one call finishes the broadcast.
+func (s *Service) finishBroadcast(ctx context.Context, id uint64) {
+	var finished bool
+	if err := s.retryDB(ctx, "finishing broadcast", func(c context.Context) (err error) {
+		finished, err = s.leases.Finish(c, id)
+		return err
+	}); err != nil {
+		s.log.ErrorContext(ctx, "finishing the broadcast failed; the next chunk to end retries", "broadcast_id", id, "err", err)
+		return
+	}
+	if !finished {
+		return
+	}
+	s.reads.forget(id)
+	b, err := s.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	var took time.Duration
+	if b.StartedAt != nil && b.FinishedAt != nil {
+		took = b.FinishedAt.Sub(*b.StartedAt)
+	}
+	s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
+	s.log.InfoContext(ctx, "broadcast finished", "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
+		"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
+}
+
+func (s *Service) existing(ctx context.Context, req Request) (*model.Broadcast, error) {
+	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	b, err := s.store.FindByIdempotencyKey(dbctx, req.IdempotencyKey)
+	if errors.Is(err, repository.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if b.RequestHash != req.RequestHash {
+		return nil, fmt.Errorf("key %q belongs to broadcast %d: %w", req.IdempotencyKey, b.ID, ErrIdempotencyConflict)
+	}
+	return b, nil
+}
+
+// poke wakes the dispatcher (new work was submitted here).
+func (s *Service) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}

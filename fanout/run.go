@@ -1,0 +1,265 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"pushfan/internal/platform/clock"
+)
+
+// Job is one Run's input.
+type Job struct {
+	BroadcastID uint64
+	Message     *Message
+	Source      Source
+	// After is the resume cursor: only targets with Cursor > After are sent.
+	After uint64
+	// Skip are ranges above After (sorted, disjoint) whose targets a
+	// previous run already has outcomes for: they are not sent again, and
+	// they stay in Progress's done ranges until the cursor passes them.
+	Skip     []Range
+	Progress *Progress // required; the caller commits from it while Run works
+	// Personalize, if set, builds each target's message instead of Message.
+	Personalize Personalizer
+	// Variants, if set, picks each target's message among a few prepared
+	// ones (instead of Message) and counts targets per variant.
+	Variants *Variants
+	// Urgent (a transactional broadcast) goes ahead of bulk runs: its
+	// targets take the urgent queue and its sends the first permits.
+	Urgent bool
+	// Pace, if set, spreads the run's targets: each waits for it before it
+	// is handed to the workers (never a worker waiting on it).
+	Pace Pacer
+	// Gate, if set, is waited on before each new target is handed to the
+	// workers (retries of failed sends do not wait: they cannot repeat).
+	Gate Gate
+}
+
+// item is one target on its way through the engine. It travels by value so
+// the hot path allocates nothing per target for bookkeeping.
+type item struct {
+	r         *run
+	t         Target
+	pg        *page
+	idx       int32 // index in pg
+	attempts  int32 // requests so far (a Sender's own retries included)
+	retries   int32 // engine-level re-queues so far
+	firstFail time.Time
+	due       time.Time
+}
+
+// Run sends job.Message to every target of job.Source and returns when each
+// one has ended succeeded, failed or canceled, and its own goroutines have
+// exited. The engine must be started (ErrNotRunning otherwise).
+//
+// Cancelling ctx stops taking new work: queued and waiting targets are
+// counted canceled, while sends already in flight finish (bounded by
+// SendTimeout) so their outcome is known. Run then returns ctx's cause.
+// A Fatal outcome stops the run the same way and returns *ErrFatal.
+func (e *Engine) Run(ctx context.Context, job Job) error {
+	if job.Message == nil || job.Source == nil || job.Progress == nil {
+		return errors.New("fanout: job needs a message, a source and a progress")
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	job.Progress.Reset(job.After, job.Skip)
+	prepared, err := e.sender.Prepare(job.Message)
+	if err != nil {
+		return &ErrFatal{Outcome: Outcome{Class: Fatal, Code: CodeMessage, Detail: err.Error()}}
+	}
+	variants, err := e.prepareVariants(job)
+	if err != nil {
+		return err
+	}
+	if !e.runs.Add() {
+		return ErrNotRunning // stopped
+	}
+	defer e.runs.Done()
+	defer e.track(job)()
+	e.mu.Lock()
+	p := e.pool
+	e.mu.Unlock()
+	if p == nil {
+		return ErrNotRunning // never started
+	}
+	work := p.bulk
+	if job.Urgent {
+		work = p.urgent
+	}
+	r := &run{
+		e:     e,
+		job:   job,
+		p:     job.Progress,
+		ctx:   runCtx,
+		stop:  stop,
+		msg:   prepared,
+		vmsgs: variants,
+		work:  work,
+		slots: make(chan struct{}, 2*e.cfg.PageSize+e.cfg.Concurrency),
+		queue: newDelayQueue(),
+		log:   e.log.With("broadcast_id", job.BroadcastID),
+	}
+	r.start()
+	// nil after a full run; the parent's cause after a cancel; *ErrFatal or
+	// the Source's error when the run stopped itself.
+	return context.Cause(runCtx)
+}
+
+type run struct {
+	e       *Engine
+	job     Job
+	p       *Progress
+	ctx     context.Context
+	stop    context.CancelCauseFunc
+	msg     Prepared      // the job's message, prepared once
+	vmsgs   []Prepared    // Job.Variants' messages, prepared once (nil without, or with a Personalize)
+	work    chan<- item   // the pool's queue for this run's class
+	slots   chan struct{} // outstanding targets: bounds memory during retry storms
+	queue   *delayQueue
+	pending sync.WaitGroup // targets read and not yet finished
+	log     *slog.Logger
+}
+
+func (r *run) start() {
+	var helpers sync.WaitGroup
+	stopQueue := make(chan struct{})
+	helpers.Go(func() { r.queue.run(r.ctx, stopQueue, r.work, r.cancelItem, r.job.Pace) })
+
+	r.produce() // in this goroutine: returns when the Source is exhausted or the run stops
+	r.pending.Wait()
+	close(stopQueue)
+	helpers.Wait()
+}
+
+// produce pages the Source into the work channel, stepping over the
+// Job's Skip ranges without reading them.
+func (r *run) produce() {
+	after := r.job.After
+	skip := r.job.Skip
+	for len(skip) > 0 && skip[0].Hi <= after {
+		skip = skip[1:]
+	}
+	var buf []Target
+	for r.ctx.Err() == nil {
+		if len(skip) > 0 && skip[0].Lo <= after+1 {
+			// The next targets were sent by an earlier run: record the
+			// range as done and page on after it.
+			r.p.addDone(skip[0])
+			after = skip[0].Hi
+			skip = skip[1:]
+			continue
+		}
+		var err error
+		buf, err = r.page(after, buf)
+		if err != nil {
+			r.stop(err)
+			return
+		}
+		if len(buf) == 0 {
+			return
+		}
+		full := len(buf) == r.e.cfg.PageSize
+		// Cut the page where a skip range begins: the page shows that no
+		// target lies between the last one kept and the range.
+		cut := false
+		if len(skip) > 0 {
+			for i, t := range buf {
+				if t.Cursor >= skip[0].Lo {
+					buf, cut = buf[:i], true
+					break
+				}
+			}
+		}
+		if len(buf) > 0 {
+			if !r.enqueue(buf) {
+				return
+			}
+			after = buf[len(buf)-1].Cursor
+		}
+		switch {
+		case cut:
+			r.p.addDone(skip[0])
+			after = max(after, skip[0].Hi)
+			skip = skip[1:]
+		case !full:
+			return // a short page is the last one (skip ranges beyond it hold no targets now)
+		}
+	}
+}
+
+// enqueue hands one page's targets to the workers; false when the run
+// stopped meanwhile (the targets not handed over are canceled).
+func (r *run) enqueue(buf []Target) bool {
+	pg := newPage(buf)
+	if r.job.Variants != nil {
+		r.job.Variants.pickAll(pg, buf)
+	}
+	r.p.addPage(pg)
+	r.pending.Add(len(buf))
+	for i, t := range buf {
+		it := item{r: r, t: t, pg: pg, idx: int32(i)}
+		if r.job.Gate != nil {
+			if err := r.job.Gate.Wait(r.ctx); err != nil {
+				r.cancelRest(pg, i)
+				return false
+			}
+		}
+		if r.job.Pace != nil {
+			if err := r.job.Pace.Wait(r.ctx); err != nil {
+				r.cancelRest(pg, i)
+				return false
+			}
+		}
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.ctx.Done():
+			r.cancelRest(pg, i)
+			return false
+		}
+		select {
+		case r.work <- it:
+		case <-r.ctx.Done():
+			<-r.slots
+			r.cancelRest(pg, i)
+			return false
+		}
+	}
+	return true
+}
+
+// page reads one page, retrying briefly so a database blip does not fail
+// the whole broadcast.
+func (r *run) page(after uint64, buf []Target) ([]Target, error) {
+	const tries = 6
+	var err error
+	for try := 1; try <= tries; try++ {
+		buf, err = r.job.Source.Page(r.ctx, after, r.e.cfg.PageSize, buf)
+		if err == nil || r.ctx.Err() != nil {
+			break
+		}
+		r.log.WarnContext(r.ctx, "reading audience page failed, retrying", "after", after, "try", try, "err", err)
+		if clock.Sleep(r.ctx, backoff(200*time.Millisecond, 5*time.Second, try)+100*time.Millisecond) != nil {
+			break
+		}
+	}
+	if err != nil && r.ctx.Err() == nil {
+		return buf, fmt.Errorf("reading audience after token %d: %w", after, err)
+	}
+	if r.ctx.Err() != nil {
+		return buf[:0], nil
+	}
+	return buf, nil
+}
+
+// cancelRest finishes, as canceled, the targets of pg from index from on
+// that were never enqueued.
+func (r *run) cancelRest(pg *page, from int) {
+	for i := from; i < len(pg.ids); i++ {
+		pg.finish(int32(i), outCanceled, nil)
+		r.pending.Done()
+	}
+}
