@@ -112,21 +112,9 @@ func endUnstarted(ctx context.Context, tx *sql.Tx, end model.Status, reason any,
 // too long). Any instance finishes them. It reads the open broadcasts'
 // rows only, never a chunk row.
 func (s *Store) Unfinished(ctx context.Context, limit int) ([]uint64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM broadcasts WHERE status IN ('planning', 'queued', 'running')
+	ids, err := queryIDs(ctx, s.db, `SELECT id FROM broadcasts WHERE status IN ('planning', 'queued', 'running')
 		AND planning = 0 AND open_chunks = 0 ORDER BY id LIMIT ?`, limit)
 	if err != nil {
-		return nil, fmt.Errorf("unfinished broadcasts: %w", err)
-	}
-	defer rows.Close()
-	var ids []uint64
-	for rows.Next() {
-		var id uint64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("unfinished broadcasts: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("unfinished broadcasts: %w", err)
 	}
 	return ids, nil

@@ -80,10 +80,13 @@ func (s *Store) ExpireHolds(ctx context.Context) ([]uint64, error) {
 	var ids []uint64
 	err := sqldb.InTx(ctx, s.db, s.log, "expire held broadcasts", func(tx *sql.Tx) error {
 		var err error
-		ids, err = lockedIDs(ctx, tx, `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
+		ids, err = queryIDs(ctx, tx, `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
 			WHERE status = 'held' AND hold_expires_at <= UTC_TIMESTAMP(6) ORDER BY hold_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED`)
-		if err != nil || len(ids) == 0 {
-			return err
+		if err != nil {
+			return fmt.Errorf("select expired holds: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
 		}
 		if _, err := endUnstarted(ctx, tx, model.StatusCanceled, HoldExpired, ids, model.StatusHeld); err != nil {
 			return fmt.Errorf("expire holds: %w", err)
@@ -105,10 +108,13 @@ func (s *Store) PromoteDue(ctx context.Context) ([]uint64, error) {
 	var ids []uint64
 	err := sqldb.InTx(ctx, s.db, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
 		var err error
-		ids, err = lockedIDs(ctx, tx, `SELECT id FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
+		ids, err = queryIDs(ctx, tx, `SELECT id FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
 			ORDER BY COALESCE(starts_at, send_at), id LIMIT 100 FOR UPDATE SKIP LOCKED`)
-		if err != nil || len(ids) == 0 {
-			return err
+		if err != nil {
+			return fmt.Errorf("select due: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
 		}
 		in, args := idArgs(ids)
 		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'planning', planning = 1 WHERE status = 'scheduled' AND id IN ("+in+")", args...); err != nil {
@@ -119,25 +125,23 @@ func (s *Store) PromoteDue(ctx context.Context) ([]uint64, error) {
 	return ids, err
 }
 
-// lockedIDs runs q, a SELECT of ids FOR UPDATE SKIP LOCKED, in tx.
-func lockedIDs(ctx context.Context, tx *sql.Tx, q string) ([]uint64, error) {
-	rows, err := tx.QueryContext(ctx, q)
+// queryIDs runs q, a SELECT of ids (FOR UPDATE SKIP LOCKED in a sweep's
+// transaction), and returns them.
+func queryIDs(ctx context.Context, db sqldb.Querier, q string, args ...any) ([]uint64, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("select due rows: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	var ids []uint64
 	for rows.Next() {
 		var id uint64
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("select due rows: %w", err)
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("select due rows: %w", err)
-	}
-	return ids, nil
+	return ids, rows.Err()
 }
 
 // idArgs is an IN list's placeholders and arguments.
