@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"pushfan/broadcast/message"
 	"pushfan/fanout"
 	"pushfan/internal/platform/logging"
 	"pushfan/lease"
@@ -64,12 +65,12 @@ func (s *Service) runChunk(c *lease.Claim) {
 	if c.Takeover {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
-	msg := engineMessage(b.Message, collapseKey(b.ID), b.DryRun)
+	msg := message.Engine(b.Message, message.CollapseKey(b.ID), b.DryRun)
 	src, err := s.source(b, c)
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
 	if err == nil {
-		personalize, variants, err = personalizer(b, msg)
+		personalize, variants, err = message.Personalizer(b, msg)
 	}
 	switch {
 	case b.CancelRequested || b.Status.Final():

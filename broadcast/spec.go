@@ -5,22 +5,26 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/url"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"pushfan/audience"
+	"pushfan/broadcast/message"
 	"pushfan/model"
 )
 
-// MaxPayloadBytes is FCM's limit on a message's payload, measured as the
-// compact JSON {"data":...,"notification":...} (null when absent) followed
-// by ,"android":...,"apns":...,"webpush":...,"fcm_options":... for those
-// present, exactly as the bundled emulator measures it.
-const MaxPayloadBytes = 4096
+// FieldError is a request rule that a Spec breaks (message.FieldError):
+// the HTTP layer answers it with a 400 naming the field.
+type FieldError = message.FieldError
+
+// MaxPayloadBytes is FCM's limit on a message's payload (see message).
+const MaxPayloadBytes = message.MaxPayloadBytes
+
+func fieldError(code, field, format string, args ...any) *FieldError {
+	return message.FieldErrorf(code, field, format, args...)
+}
 
 // Spec is a broadcast as a request body or a cron job describes it, before
 // the request rules have checked it. Its JSON is the API's.
@@ -68,24 +72,6 @@ type AudienceSpec struct {
 	Params  map[string]any `json:"params"`
 }
 
-// FieldError is a request rule that a Spec breaks: a stable snake_case
-// code, the field at fault ("" when it is the request as a whole), and a
-// human sentence. The HTTP layer answers it with a 400.
-type FieldError struct {
-	Code, Field, Message string
-}
-
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Code + ": " + e.Message
-	}
-	return e.Code + " (" + e.Field + "): " + e.Message
-}
-
-func fieldError(code, field, format string, args ...any) *FieldError {
-	return &FieldError{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
 // Rules are the request rules a Spec must keep before anything is stored
 // or sent. Every entry point (the API, cron jobs) goes through them.
 type Rules struct {
@@ -131,15 +117,15 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		}
 	}
 	for k := range spec.Data {
-		if err := checkDataKey(k); err != nil {
+		if err := message.CheckDataKey(k); err != nil {
 			return out, err
 		}
 	}
-	plat, err := parsePlatform([4]json.RawMessage{spec.Android, spec.APNS, spec.Webpush, spec.FCMOptions})
+	plat, err := message.ParseOverrides(spec.Android, spec.APNS, spec.Webpush, spec.FCMOptions)
 	if err != nil {
 		return out, err
 	}
-	if n := payloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + platformSize(plat); n > MaxPayloadBytes {
+	if n := message.PayloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + plat.Size(); n > MaxPayloadBytes {
 		return out, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image, data and the android, apns, webpush and fcm_options objects with pushfan's collapse keys, together)", n, MaxPayloadBytes)
 	}
 	a, vars, err := r.audience(spec.Audience)
@@ -153,13 +139,13 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		}
 		return out, fieldError("template_error", "", "%v", err)
 	}
-	if err := validateLocalized(spec, vars, platformSize(plat)); err != nil {
+	if err := message.ValidateLocalized(spec.Localized, spec.Image, spec.Data, vars, plat.Size()); err != nil {
 		return out, err
 	}
-	if err := checkPlatformTemplates(plat, vars); err != nil {
+	if err := plat.CheckTemplates(vars); err != nil {
 		return out, err
 	}
-	msg, err := platformMessage(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized}, plat)
+	msg, err := plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized})
 	if err != nil {
 		return out, err
 	}
@@ -270,20 +256,6 @@ func (r Rules) pacing(spec Spec, a model.Audience) (pacing, error) {
 	return p, nil
 }
 
-// checkDataKey refuses the keys FCM reserves.
-func checkDataKey(k string) error {
-	lk := strings.ToLower(k)
-	switch {
-	case k == "":
-		return fieldError("reserved_data_key", "data", "data keys must not be empty")
-	case lk == "from" || lk == "message_type" || lk == "notification":
-		return fieldError("reserved_data_key", "data."+k, "data key %q is reserved by FCM", k)
-	case strings.HasPrefix(lk, "google.") || strings.HasPrefix(lk, "gcm."):
-		return fieldError("reserved_data_key", "data."+k, "data key %q is reserved by FCM (keys starting with google. or gcm.)", k)
-	}
-	return nil
-}
-
 // audience validates the audience and returns the template variables its
 // rows carry (none for the built-in audiences).
 func (r Rules) audience(a *AudienceSpec) (model.Audience, []string, error) {
@@ -354,28 +326,6 @@ func (r Rules) named(a *AudienceSpec) (model.Audience, []string, error) {
 		vars = []string{}
 	}
 	return model.Audience{Name: a.Name, Params: raw}, vars, nil
-}
-
-// payloadSize measures the payload as FCM does for its 4096-byte limit:
-// the notification and data objects, as compact JSON.
-func payloadSize(title, body, image string, data map[string]string) int {
-	type notification struct {
-		Title string `json:"title,omitempty"`
-		Body  string `json:"body,omitempty"`
-		Image string `json:"image,omitempty"`
-	}
-	p := struct {
-		Data         map[string]string `json:"data"`
-		Notification *notification     `json:"notification"`
-	}{Data: data}
-	if title != "" || body != "" || image != "" {
-		p.Notification = &notification{title, body, image}
-	}
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return math.MaxInt // unreachable for strings; refuse rather than guess
-	}
-	return len(raw)
 }
 
 // requestHash digests what a request asks for, so a reused Idempotency-Key

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"pushfan/broadcast/message"
 	"pushfan/fanout"
 	"pushfan/model"
 	"pushfan/repository"
@@ -192,8 +193,8 @@ func (s *Service) validateTest(spec TestSpec) (msg *fanout.Message, userIDs []ui
 	// the device, and it collapses with no broadcast nor another test send.
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	msg = engineMessage(req.Message, "pushfan-test-"+hex.EncodeToString(b[:]), false)
-	personalize, variants, err := personalizer(&model.Broadcast{Message: req.Message}, msg)
+	msg = message.Engine(req.Message, "pushfan-test-"+hex.EncodeToString(b[:]), false)
+	personalize, variants, err := message.Personalizer(&model.Broadcast{Message: req.Message}, msg)
 	if err != nil {
 		return nil, nil, nil, fieldError("template_error", "", "%v", err)
 	}

@@ -40,9 +40,12 @@ var allowed = map[string][]string{
 	"retention":  {"internal/platform/clock", "internal/platform/lifecycle"},
 	"metrics":    nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
 	"quota":      {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
+	// The message: rules, platform overrides, localized variants and
+	// templates, rendered per target.
+	"broadcast/message": {"audience", "fanout", "model"},
 	// The domain: request rules, submit, dispatch, chunk runs, finish.
 	// fcm: only its error-code vocabulary (which codes a resend may cover).
-	"broadcast": {"audience", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/platform/clock", "internal/platform/lifecycle", "internal/platform/logging"},
+	"broadcast": {"audience", "broadcast/message", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/platform/clock", "internal/platform/lifecycle", "internal/platform/logging"},
 	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
 	"server":         {"audience", "broadcast", "config", "console", "cron", "fcm", "model", "internal/platform/logging", "server/openapi"},
@@ -71,6 +74,7 @@ var layer = map[string]int{
 	"config": 1, "fanout": 1, "metrics": 1,
 	"audience": 2, "cron": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
 	"lease":                       3,
+	"broadcast/message":           3,
 	"broadcast":                   4,
 	"server":                      5,
 	"cmd/pushfan/app":             6,

@@ -1,4 +1,4 @@
-package broadcast
+package message
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ func parsePlatform(raw [4]json.RawMessage) ([4]override, error) {
 		}
 		var v any
 		if err := json.Unmarshal(r, &v); err != nil {
-			return out, fieldError("invalid_value", overrideNames[i], "%s is not valid JSON: %v", overrideNames[i], err)
+			return out, FieldErrorf("invalid_value", overrideNames[i], "%s is not valid JSON: %v", overrideNames[i], err)
 		}
 		if v == nil {
 			continue
@@ -86,7 +86,7 @@ func encodePlatform(p [4]override) ([4]json.RawMessage, error) {
 // limit counts (see payloadSize), as sent: with pushfan's collapse keys
 // where the request set none, for the longest broadcast id.
 func platformSize(p [4]override) int {
-	longest := collapseKey(math.MaxUint64)
+	longest := CollapseKey(math.MaxUint64)
 	n := 0
 	for i, o := range p {
 		tree := o.tree
@@ -160,7 +160,7 @@ func locArgs(r rule, pairs ...[2]string) rule {
 		for _, pr := range pairs {
 			if _, args := m[pr[0]]; args {
 				if _, key := m[pr[1]]; !key {
-					return nil, fieldError("invalid_value", p.key(pr[0]).name, "%s needs %s", p.key(pr[0]).name, p.key(pr[1]).name)
+					return nil, FieldErrorf("invalid_value", p.key(pr[0]).name, "%s needs %s", p.key(pr[0]).name, p.key(pr[1]).name)
 				}
 			}
 		}
@@ -219,7 +219,7 @@ func timestamp() rule {
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return nil, fieldError("invalid_value", p.name, "%s must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got %q", p.name, s)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got %q", p.name, s)
 		}
 		return t.UTC().Format("2006-01-02T15:04:05.000000000Z"), nil
 	}
@@ -245,7 +245,7 @@ func lightSettings() rule {
 		m := out.(map[string]any)
 		c, ok := m["color"].(map[string]any)
 		if !ok {
-			return nil, fieldError("invalid_value", p.key("color").name, "%s is required, e.g. {\"red\":1,\"green\":0.5,\"blue\":0}", p.key("color").name)
+			return nil, FieldErrorf("invalid_value", p.key("color").name, "%s is required, e.g. {\"red\":1,\"green\":0.5,\"blue\":0}", p.key("color").name)
 		}
 		norm := map[string]any{}
 		for _, ch := range []string{"red", "green", "blue", "alpha"} {
@@ -391,7 +391,7 @@ func webpushRule() rule {
 				return nil, err
 			}
 			if _, ok := out.(map[string]any)["link"]; !ok {
-				return nil, fieldError("invalid_value", p.key("link").name, "%s is required when webpush.fcm_options is set", p.key("link").name)
+				return nil, FieldErrorf("invalid_value", p.key("link").name, "%s is required when webpush.fcm_options is set", p.key("link").name)
 			}
 			return out, nil
 		},
@@ -416,7 +416,7 @@ func headerRule(known map[string]rule, canon func(string) string) rule {
 				return nil, unknownField(p.key(k), known)
 			}
 			if _, dup := out[name]; dup {
-				return nil, fieldError("invalid_value", kp.name, "header %s is given twice", name)
+				return nil, FieldErrorf("invalid_value", kp.name, "header %s is given twice", name)
 			}
 			if _, ok := m[k].(string); !ok {
 				return nil, typeError(kp, `a string (header values are strings, e.g. "10")`, m[k])
@@ -447,7 +447,7 @@ func pattern(re *regexp.Regexp, want string) rule {
 			return nil, nil
 		}
 		if !re.MatchString(s) {
-			return nil, fieldError("invalid_value", p.name, "%s must be %s, got %q", p.name, want, s)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be %s, got %q", p.name, want, s)
 		}
 		return s, nil
 	}
@@ -461,7 +461,7 @@ func maxBytes(n int) rule {
 			return nil, typeError(p, "a string", v)
 		}
 		if len(s) > n {
-			return nil, fieldError("invalid_value", p.name, "%s must be at most %d bytes, got %d", p.name, n, len(s))
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be at most %d bytes, got %d", p.name, n, len(s))
 		}
 		if s == "" {
 			return nil, nil

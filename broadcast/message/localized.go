@@ -1,4 +1,4 @@
-package broadcast
+package message
 
 import (
 	"errors"
@@ -26,51 +26,51 @@ var localeTag = regexp.MustCompile(`^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*$`)
 
 const maxLocaleLen = 35
 
-// validateLocalized checks the localized variants of spec: well-formed
+// ValidateLocalized checks a message's localized variants: well-formed
 // distinct tags, a title or body each, valid UTF-8, templates over the
 // audience's vars, and FCM's payload limit for each variant (the largest
 // one decides). Fields are named localized.<key>[.title|.body].
-func validateLocalized(spec Spec, vars []string, platformBytes int) error {
-	if len(spec.Localized) == 0 {
+func ValidateLocalized(localized map[string]model.Localized, image string, data map[string]string, vars []string, platformBytes int) error {
+	if len(localized) == 0 {
 		return nil
 	}
-	if len(spec.Localized) > MaxLocales {
-		return fieldError("too_many_locales", "localized", "localized has %d languages; at most %d are allowed", len(spec.Localized), MaxLocales)
+	if len(localized) > MaxLocales {
+		return FieldErrorf("too_many_locales", "localized", "localized has %d languages; at most %d are allowed", len(localized), MaxLocales)
 	}
-	seen := make(map[string]string, len(spec.Localized))
+	seen := make(map[string]string, len(localized))
 	largest, largestKey := 0, ""
-	for _, key := range slices.Sorted(maps.Keys(spec.Localized)) {
+	for _, key := range slices.Sorted(maps.Keys(localized)) {
 		field := "localized." + key
 		if len(key) > maxLocaleLen || !localeTag.MatchString(key) {
-			return fieldError("invalid_locale", field, "%q is not a language tag such as \"ko\", \"ja\" or \"pt-BR\" (a 2- or 3-letter language, then subtags of 1-8 letters or digits separated by \"-\")", key)
+			return FieldErrorf("invalid_locale", field, "%q is not a language tag such as \"ko\", \"ja\" or \"pt-BR\" (a 2- or 3-letter language, then subtags of 1-8 letters or digits separated by \"-\")", key)
 		}
 		norm := normalizeLocale(key)
 		if other, dup := seen[norm]; dup {
-			return fieldError("duplicate_locale", field, "%q and %q are the same language tag (matching ignores case and treats _ as -)", other, key)
+			return FieldErrorf("duplicate_locale", field, "%q and %q are the same language tag (matching ignores case and treats _ as -)", other, key)
 		}
 		seen[norm] = key
-		v := spec.Localized[key]
+		v := localized[key]
 		if v.Title == "" && v.Body == "" {
-			return fieldError("empty_message", field, "the %s variant is empty: set its title or body", key)
+			return FieldErrorf("empty_message", field, "the %s variant is empty: set its title or body", key)
 		}
 		for _, f := range []struct{ name, v string }{{"title", v.Title}, {"body", v.Body}} {
 			if !utf8.ValidString(f.v) {
-				return fieldError("invalid_value", field+"."+f.name, "%s.%s is not valid UTF-8", field, f.name)
+				return FieldErrorf("invalid_value", field+"."+f.name, "%s.%s is not valid UTF-8", field, f.name)
 			}
 		}
 		if _, err := audience.ParseTemplate(v.Title, v.Body, nil, vars); err != nil {
 			var te *audience.TemplateError
 			if errors.As(err, &te) {
-				return fieldError("template_error", field+"."+te.Field, "%v", err)
+				return FieldErrorf("template_error", field+"."+te.Field, "%v", err)
 			}
-			return fieldError("template_error", field, "%v", err)
+			return FieldErrorf("template_error", field, "%v", err)
 		}
-		if n := payloadSize(v.Title, v.Body, spec.Image, spec.Data) + platformBytes; n > largest {
+		if n := PayloadSize(v.Title, v.Body, image, data) + platformBytes; n > largest {
 			largest, largestKey = n, key
 		}
 	}
 	if largest > MaxPayloadBytes {
-		return fieldError("payload_too_large", "localized."+largestKey, "the %s variant's payload is %d bytes; FCM allows at most %d (its title and body with the image, data and platform objects)", largestKey, largest, MaxPayloadBytes)
+		return FieldErrorf("payload_too_large", "localized."+largestKey, "the %s variant's payload is %d bytes; FCM allows at most %d (its title and body with the image, data and platform objects)", largestKey, largest, MaxPayloadBytes)
 	}
 	return nil
 }

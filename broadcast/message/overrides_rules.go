@@ -1,4 +1,4 @@
-package broadcast
+package message
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ type walker struct {
 }
 
 func typeError(p path, want string, v any) error {
-	return fieldError("invalid_type", p.name, "%s must be %s, got %s", p.name, want, jsonKind(v))
+	return FieldErrorf("invalid_type", p.name, "%s must be %s, got %s", p.name, want, jsonKind(v))
 }
 
 func jsonKind(v any) string {
@@ -84,7 +84,7 @@ func text() rule {
 			return nil, typeError(p, "a string", v)
 		}
 		if !utf8.ValidString(s) {
-			return nil, fieldError("invalid_value", p.name, "%s is not valid UTF-8", p.name)
+			return nil, FieldErrorf("invalid_value", p.name, "%s is not valid UTF-8", p.name)
 		}
 		if s == "" {
 			return nil, nil
@@ -103,9 +103,9 @@ func (l *linkRule) check(p path, s string) error {
 		return nil
 	}
 	if l.httpOK {
-		return fieldError("invalid_value", p.name, "%s must be an http(s) URL, got %q", p.name, s)
+		return FieldErrorf("invalid_value", p.name, "%s must be an http(s) URL, got %q", p.name, s)
 	}
-	return fieldError("invalid_value", p.name, "%s must be an https URL, got %q", p.name, s)
+	return FieldErrorf("invalid_value", p.name, "%s must be an https URL, got %q", p.name, s)
 }
 
 // link is a URL. A templated one must fix its scheme and host before the
@@ -124,7 +124,7 @@ func link(httpOK bool) rule {
 		static, _, templated := strings.Cut(s, "{{")
 		if err := l.check(p, static); err != nil {
 			if templated {
-				return nil, fieldError("invalid_value", p.name, "%s: a templated URL must start with its scheme and host, as in https://example.com/{{.id}}, got %q", p.name, s)
+				return nil, FieldErrorf("invalid_value", p.name, "%s: a templated URL must start with its scheme and host, as in https://example.com/{{.id}}, got %q", p.name, s)
 			}
 			return nil, err
 		}
@@ -153,7 +153,7 @@ func enum(values ...string) rule {
 				return c, nil
 			}
 		}
-		return nil, fieldError("invalid_value", p.name, "%s must be one of %s, got %q", p.name, strings.Join(values, ", "), s)
+		return nil, FieldErrorf("invalid_value", p.name, "%s must be one of %s, got %q", p.name, strings.Join(values, ", "), s)
 	}
 }
 
@@ -173,10 +173,10 @@ func duration(max time.Duration, ms bool) rule {
 		}
 		d, err := parseProtoDuration(s)
 		if err != nil || d > max {
-			return nil, fieldError("invalid_value", p.name, "%s must be a duration in seconds such as \"600s\" or \"0.5s\", between 0s and %ds, got %q", p.name, int64(max/time.Second), s)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be a duration in seconds such as \"600s\" or \"0.5s\", between 0s and %ds, got %q", p.name, int64(max/time.Second), s)
 		}
 		if ms && d%time.Millisecond != 0 {
-			return nil, fieldError("invalid_value", p.name, "%s must be a whole number of milliseconds, got %q", p.name, s)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be a whole number of milliseconds, got %q", p.name, s)
 		}
 		return protoDuration(d), nil
 	}
@@ -222,7 +222,7 @@ func color() rule {
 			return nil, nil
 		}
 		if !colorPattern.MatchString(s) {
-			return nil, fieldError("invalid_value", p.name, "%s must be a color in the #rrggbb form, got %q", p.name, s)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be a color in the #rrggbb form, got %q", p.name, s)
 		}
 		return s, nil
 	}
@@ -250,7 +250,7 @@ func integer(min, max int64) rule {
 			return nil, typeError(p, "a whole number", v)
 		}
 		if f != math.Trunc(f) || f < float64(min) || f > float64(max) {
-			return nil, fieldError("invalid_value", p.name, "%s must be a whole number between %d and %d, got %v", p.name, min, max, f)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be a whole number between %d and %d, got %v", p.name, min, max, f)
 		}
 		return f, nil
 	}
@@ -261,7 +261,7 @@ func flag() rule {
 	return func(_ *walker, p path, v any) (any, error) {
 		f, ok := v.(float64)
 		if !ok || (f != 0 && f != 1) {
-			return nil, fieldError("invalid_value", p.name, "%s must be 0 or 1, got %v", p.name, v)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be 0 or 1, got %v", p.name, v)
 		}
 		if f == 0 {
 			return nil, nil
@@ -278,7 +278,7 @@ func number(min, max float64) rule {
 			return nil, typeError(p, "a number", v)
 		}
 		if f < min || f > max {
-			return nil, fieldError("invalid_value", p.name, "%s must be between %v and %v, got %v", p.name, min, max, f)
+			return nil, FieldErrorf("invalid_value", p.name, "%s must be between %v and %v, got %v", p.name, min, max, f)
 		}
 		return f, nil
 	}
@@ -343,10 +343,10 @@ func dataMap() rule {
 		}
 		out := make(map[string]any, len(m))
 		for _, k := range sortedKeys(m) {
-			if err := checkDataKey(k); err != nil {
+			if err := CheckDataKey(k); err != nil {
 				var fe *FieldError
 				if errors.As(err, &fe) {
-					return nil, fieldError(fe.Code, p.key(k).name, "%s", fe.Message)
+					return nil, FieldErrorf(fe.Code, p.key(k).name, "%s", fe.Message)
 				}
 				return nil, err
 			}
@@ -356,7 +356,7 @@ func dataMap() rule {
 				return nil, typeError(kp, "a string (FCM data values are strings)", m[k])
 			}
 			if !utf8.ValidString(s) {
-				return nil, fieldError("invalid_value", kp.name, "%s is not valid UTF-8", kp.name)
+				return nil, FieldErrorf("invalid_value", kp.name, "%s is not valid UTF-8", kp.name)
 			}
 			out[k] = s
 			if s != "" {
@@ -400,7 +400,7 @@ func fields(members map[string]rule) rule {
 }
 
 func unknownField(p path, members map[string]rule) error {
-	return fieldError("unknown_field", p.name, "unknown field %q (known here: %s)", p.name, strings.Join(sortedKeys(members), ", "))
+	return FieldErrorf("unknown_field", p.name, "unknown field %q (known here: %s)", p.name, strings.Join(sortedKeys(members), ", "))
 }
 
 // freeJSON is any JSON value, kept as it is (APNs custom payload keys);

@@ -1,4 +1,4 @@
-package broadcast
+package message
 
 import (
 	"net/url"
@@ -68,7 +68,7 @@ func (o *origin) check(p path, s string) error {
 	if err == nil && strings.EqualFold(u.Scheme, o.scheme) && strings.EqualFold(u.Host, o.host) {
 		return nil
 	}
-	return fieldError("invalid_value", p.name, "%s must stay on %s://%s, the scheme and host its template fixes, but rendered %q", p.name, o.scheme, o.host, s)
+	return FieldErrorf("invalid_value", p.name, "%s must stay on %s://%s, the scheme and host its template fixes, but rendered %q", p.name, o.scheme, o.host, s)
 }
 
 // checkLinkOrigins refuses a request whose templated URL has its first
@@ -77,7 +77,7 @@ func checkLinkOrigins(p [4]override) error {
 	for _, o := range p {
 		for _, l := range o.leaves {
 			if l.origin != nil && l.origin.inHost {
-				return fieldError("invalid_value", l.path.name, "%s: the first template action is inside the host, which a templated URL must fix; end the host with / before it, as in https://example.com/{{.id}}, got %q", l.path.name, l.src)
+				return FieldErrorf("invalid_value", l.path.name, "%s: the first template action is inside the host, which a templated URL must fix; end the host with / before it, as in https://example.com/{{.id}}, got %q", l.path.name, l.src)
 			}
 		}
 	}

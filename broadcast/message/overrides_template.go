@@ -1,4 +1,4 @@
-package broadcast
+package message
 
 import (
 	"encoding/json"
@@ -13,10 +13,10 @@ import (
 	"pushfan/model"
 )
 
-// collapseKey is pushfan's default collapse key of broadcast id (Android
+// CollapseKey is pushfan's default collapse key of broadcast id (Android
 // collapse_key, APNs apns-collapse-id), which makes a rare duplicate send
 // collapse on the device. A request's own collapse key wins.
-func collapseKey(id uint64) string { return "pushfan-" + strconv.FormatUint(id, 10) }
+func CollapseKey(id uint64) string { return "pushfan-" + strconv.FormatUint(id, 10) }
 
 // platformFields lists every string of the objects that may be a template,
 // named by its path.
@@ -40,9 +40,9 @@ func checkPlatformTemplates(p [4]override, vars []string) error {
 	if _, err := audience.ParseFields(platformFields(p), vars); err != nil {
 		var te *audience.TemplateError
 		if errors.As(err, &te) {
-			return fieldError("template_error", te.Field, "%v", err)
+			return FieldErrorf("template_error", te.Field, "%v", err)
 		}
-		return fieldError("template_error", "", "%v", err)
+		return FieldErrorf("template_error", "", "%v", err)
 	}
 	return nil
 }

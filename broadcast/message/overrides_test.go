@@ -1,4 +1,4 @@
-package broadcast
+package message
 
 import (
 	"encoding/json"
