@@ -51,12 +51,15 @@ const minUnstored = 16
 type storeGate struct {
 	maxAge time.Duration
 	// allowed is how many sends may be past the last stored checkpoint
-	// now: the run's part of window × the rate limit.
+	// now: the run's part of window × the rate limit. It is read at every
+	// checkpoint (mark) into limit, never per send: it takes the engine's
+	// and the throttle's locks.
 	allowed func() int64
 
 	mu          sync.Mutex
 	stored      time.Time     // when the last confirmed checkpoint's outcomes were taken
 	confirmedAt time.Time     // when it was confirmed
+	limit       int64         // allowed, as the last mark read it (minUnstored at least)
 	passed      int64         // sends that passed the gate since the run began
 	storedAt    int64         // passed when the last confirmed checkpoint's outcomes were taken
 	opened      chan struct{} // closed (and replaced) at every confirmed checkpoint
@@ -73,12 +76,13 @@ type gateMark struct {
 func window(flush time.Duration) time.Duration { return flush + commitAllowance + confirmOpen }
 
 func newStoreGate(flush time.Duration, now time.Time, allowed func() int64) *storeGate {
-	return &storeGate{maxAge: flush + commitAllowance, allowed: allowed, stored: now, confirmedAt: now, opened: make(chan struct{})}
+	return &storeGate{maxAge: flush + commitAllowance, allowed: allowed, limit: max(allowed(), minUnstored),
+		stored: now, confirmedAt: now, opened: make(chan struct{})}
 }
 
 // open reports whether the gate is open (called with g.mu held).
 func (g *storeGate) open() bool {
-	if g.passed-g.storedAt >= max(g.allowed(), minUnstored) {
+	if g.passed-g.storedAt >= g.limit {
 		return false
 	}
 	return time.Since(g.stored) <= g.maxAge || time.Since(g.confirmedAt) <= confirmOpen
@@ -115,10 +119,13 @@ func (g *storeGate) Wait(ctx context.Context) error {
 	}
 }
 
-// mark is taken with a checkpoint's outcomes.
+// mark is taken with a checkpoint's outcomes; it also reads the run's
+// allowance anew (the runs of the instance, and its share, change).
 func (g *storeGate) mark() gateMark {
+	limit := max(g.allowed(), minUnstored)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.limit = limit
 	return gateMark{at: time.Now(), passed: g.passed}
 }
 

@@ -84,7 +84,8 @@ func TestStoreGateCountsTheSendsPastTheLastCheckpoint(t *testing.T) {
 	if !g.Open() {
 		t.Fatal("a stored checkpoint left the gate closed")
 	}
-	// A share below the floor still lets the run send.
+	// A share below the floor still lets the run send (the allowance is
+	// read anew at every checkpoint).
 	allowed = 1
 	g.confirmed(g.mark())
 	for i := range minUnstored {
