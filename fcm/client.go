@@ -50,7 +50,7 @@ const defaultFCMEndpoint = "https://fcm.googleapis.com/v1"
 
 // The two ways Client can send.
 const (
-	// ClientDirect posts a body encoded once per message (fcmdirect.go).
+	// ClientDirect posts a body encoded once per message (direct.go).
 	ClientDirect = "direct"
 	// ClientSDK calls messaging.Client.Send for every token.
 	ClientSDK = "sdk"
