@@ -341,15 +341,6 @@ func (s *Store) findBy(ctx context.Context, column, value string) (*model.Broadc
 	return s.GetBroadcast(ctx, id)
 }
 
-// idArgs is an IN list's placeholders and arguments.
-func idArgs(ids []uint64) (string, []any) {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	return sqldb.InList(len(ids)), args
-}
-
 // Retention batch sizes: small enough that no statement holds locks for
 // long next to the checkpoints of running broadcasts.
 const (
