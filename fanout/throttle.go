@@ -133,22 +133,31 @@ func (t *Throttle) SetLimit(perSecond float64) {
 	}
 }
 
-// Fill fills the bucket to its burst at the rate SetLimit set, as a
-// limiter that had held that rate would be after being idle. Package
-// quota calls it when this instance starts sending with no other sender
-// about: until then it was held at the trickle, whose bucket is nearly
-// empty, and a first second begun with an empty bucket falls short of the
-// rate by the time the first sends took to start. A full bucket at any
-// instant is within the window's quota (see NewThrottle). Nothing is
-// filled during a pause's ramp.
-func (t *Throttle) Fill() {
+// Fill gives the bucket what a limiter held at the rate SetLimit set
+// would hold after idle without a send: its burst at most, the rate's
+// worth of idle below that. Package quota calls it when this instance
+// starts sending with nobody else sending, after it was idle: until then it
+// was held at the trickle, whose bucket is nearly empty, and a first second
+// begun with an empty bucket falls short of the rate by the time the first
+// sends took to start. A token bucket allows at most its burst plus the
+// rate's worth in any span, whatever its idle times: that is what the
+// rate's lowering keeps within the window's quota (see NewThrottle), and
+// the idle is what pays for the refill. Nothing is filled during a
+// pause's ramp.
+func (t *Throttle) Fill(idle time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ramping.Load() || t.lim.Load().Limit() != t.full {
+	if t.ramping.Load() || t.lim.Load().Limit() != t.full || idle <= 0 {
 		return
 	}
-	// rate.Limiter cannot set its tokens; a new one starts full.
-	t.lim.Store(rate.NewLimiter(t.full, t.burst))
+	// rate.Limiter cannot set its tokens: a new one starts full, and takes
+	// what the idle did not give.
+	lim := rate.NewLimiter(t.full, t.burst)
+	now := t.now()
+	if give := int(float64(t.full) * idle.Seconds()); give < t.burst {
+		lim.AllowN(now, t.burst-give)
+	}
+	t.lim.Store(lim)
 	// Waiters holding a reservation of the old limiter ask the new one.
 	next := make(chan struct{})
 	close(*t.raised.Swap(&next))

@@ -93,9 +93,9 @@ func TestThrottleRaisedWakesPermitsReservedAtTheLowRate(t *testing.T) {
 }
 
 // A throttle raised from the trickle starts with the trickle's nearly empty
-// bucket; Fill gives it the full burst of its new rate at once, as a
-// limiter held at that rate while idle would have (the first second of a
-// lone broadcast). A pause's ramp is never filled.
+// bucket; Fill gives it what idle at its new rate would have: the full
+// burst after a long idle, the rate's worth of a short one (the first
+// second of a lone broadcast). A pause's ramp is never filled.
 func TestThrottleFillGivesTheBurstAtOnce(t *testing.T) {
 	const rate = 1000 // burst: 100 ms worth, 100 permits
 	burstOf := func(th *Throttle) int {
@@ -121,13 +121,21 @@ func TestThrottleFillGivesTheBurstAtOnce(t *testing.T) {
 	th.SetLimit(rate / 100)
 	burstOf(th)
 	th.SetLimit(rate)
-	th.Fill()
+	th.Fill(time.Second)
 	if n := burstOf(th); n < 95 || n > 100 {
 		t.Fatalf("%d permits without waiting after Fill, want the burst of 100", n)
 	}
+	// After a short idle, only what it gave: 30 ms at 1,000/s.
+	th.SetLimit(rate / 100)
+	burstOf(th)
+	th.SetLimit(rate)
+	th.Fill(30 * time.Millisecond)
+	if n := burstOf(th); n < 28 || n > 40 {
+		t.Fatalf("%d permits without waiting after Fill(30ms), want the 30 the idle gave", n)
+	}
 
 	th.Pause(time.Now().Add(10 * time.Millisecond))
-	th.Fill()
+	th.Fill(time.Second)
 	if n := burstOf(th); n > 1 {
 		t.Fatalf("%d permits without waiting after a pause and Fill, want at most 1 (the ramp's burst)", n)
 	}

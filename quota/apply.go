@@ -41,8 +41,8 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member, read 
 		// unseen. A beat soon after sees them.
 		share = min(share, c.opt.Limit/float64(live))
 		c.granted, c.confirm = demand, now.Add(confirmAfter)
-		// Nobody sent beside it: its bucket may be full at once (see
-		// fanout.Throttle.Fill), not refill from the trickle's.
+		// Nobody sent beside it, and it was idle: its bucket holds what the
+		// idle gave it (see fanout.Throttle.Fill), not the trickle's.
 		fill = true
 	case c.raising.IsZero() || now.Sub(c.raising) < c.opt.JoinWait || !c.madeRoom(others, read, now):
 		if c.raising.IsZero() {
@@ -58,7 +58,9 @@ func (c *Coordinator) apply(sending bool, demand float64, others []member, read 
 	}
 	c.setShare(share, count)
 	if fill {
-		c.throttle.Fill()
+		// Idle since its last heartbeat at least: a member leaves only
+		// after an Interval without demand.
+		c.throttle.Fill(c.opt.Interval)
 	}
 }
 

@@ -8,9 +8,9 @@ import "time"
 type Limiter interface {
 	// SetLimit sets the rate, in messages a second.
 	SetLimit(perSecond float64)
-	// Fill fills the limiter's bucket at its rate: the instance starts
-	// sending with nobody else sending.
-	Fill()
+	// Fill gives the limiter's bucket what idle at its rate would have
+	// given it: the instance starts sending with nobody else sending.
+	Fill(idle time.Duration)
 	// GrantUntil bounds the share: from until on no permit is given until
 	// a later call; the zero time lifts the bound.
 	GrantUntil(until time.Time)
