@@ -77,23 +77,12 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.St
 // exactly one instance however many look at once, and never to one a
 // concurrent release or cancel got first.
 func (s *Store) ExpireHolds(ctx context.Context) ([]uint64, error) {
-	var ids []uint64
-	err := sqldb.InTx(ctx, s.db, s.log, "expire held broadcasts", func(tx *sql.Tx) error {
-		var err error
-		ids, err = queryIDs(ctx, tx, `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
-			WHERE status = 'held' AND hold_expires_at <= UTC_TIMESTAMP(6) ORDER BY hold_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED`)
-		if err != nil {
-			return fmt.Errorf("select expired holds: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		if _, err := endUnstarted(ctx, tx, model.StatusCanceled, HoldExpired, ids, model.StatusHeld); err != nil {
-			return fmt.Errorf("expire holds: %w", err)
-		}
-		return nil
-	})
-	return ids, err
+	return s.sweep(ctx, "expire held broadcasts", `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
+		WHERE status = 'held' AND hold_expires_at <= UTC_TIMESTAMP(6) ORDER BY hold_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED`,
+		func(tx *sql.Tx, ids []uint64) error {
+			_, err := endUnstarted(ctx, tx, model.StatusCanceled, HoldExpired, ids, model.StatusHeld)
+			return err
+		})
 }
 
 // PromoteDue makes up to 100 scheduled broadcasts whose start (starts_at:
@@ -105,24 +94,34 @@ func (s *Store) ExpireHolds(ctx context.Context) ([]uint64, error) {
 // many poll at once; a promotion repeated after a lost commit answer finds
 // nothing due.
 func (s *Store) PromoteDue(ctx context.Context) ([]uint64, error) {
+	return s.sweep(ctx, "promote scheduled broadcasts", `SELECT id FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
+		ORDER BY COALESCE(starts_at, send_at), id LIMIT 100 FOR UPDATE SKIP LOCKED`,
+		func(tx *sql.Tx, ids []uint64) error {
+			in, args := idArgs(ids)
+			_, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'planning', planning = 1 WHERE status = 'scheduled' AND id IN ("+in+")", args...)
+			return err
+		})
+}
+
+// sweep is one transaction of a timed sweep: it locks the rows q selects
+// (SKIP LOCKED: each row is swept by one instance however many look at
+// once), applies the transition to them, and returns their ids.
+func (s *Store) sweep(ctx context.Context, what, q string, apply func(tx *sql.Tx, ids []uint64) error) ([]uint64, error) {
 	var ids []uint64
-	err := sqldb.InTx(ctx, s.db, s.log, "promote scheduled broadcasts", func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, s.db, s.log, what, func(tx *sql.Tx) error {
 		var err error
-		ids, err = queryIDs(ctx, tx, `SELECT id FROM broadcasts WHERE status = 'scheduled' AND COALESCE(starts_at, send_at) <= UTC_TIMESTAMP(6)
-			ORDER BY COALESCE(starts_at, send_at), id LIMIT 100 FOR UPDATE SKIP LOCKED`)
-		if err != nil {
-			return fmt.Errorf("select due: %w", err)
+		if ids, err = queryIDs(ctx, tx, q); err != nil {
+			return fmt.Errorf("select: %w", err)
 		}
 		if len(ids) == 0 {
 			return nil
 		}
-		in, args := idArgs(ids)
-		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET status = 'planning', planning = 1 WHERE status = 'scheduled' AND id IN ("+in+")", args...); err != nil {
-			return fmt.Errorf("due: %w", err)
-		}
-		return nil
+		return apply(tx, ids)
 	})
-	return ids, err
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return ids, nil
 }
 
 // queryIDs runs q, a SELECT of ids (FOR UPDATE SKIP LOCKED in a sweep's
