@@ -37,6 +37,9 @@ type Config struct {
 	// FCMClient is how requests are made: "direct" (a body encoded once per
 	// message, the default) or "sdk" (messaging.Client.Send per token).
 	FCMClient string `yaml:"fcm_client"`
+	// FCMHTTP2 is the direct client's HTTP/2 client: "pushfan" (its own,
+	// the default: fcm/h2pool.go) or "net/http" (Go's, which the SDK uses).
+	FCMHTTP2 string `yaml:"fcm_http2"`
 
 	// Audiences are named SQL audiences over the deployment's own tables.
 	Audiences []Audience `yaml:"audiences"`
@@ -199,6 +202,7 @@ func Defaults() Config {
 		MySQLDSN:  "root@tcp(127.0.0.1:3306)/pushfan?parseTime=true",
 		HTTPAddr:  ":8080",
 		FCMClient: "direct",
+		FCMHTTP2:  "pushfan",
 		Engine: Engine{
 			Concurrency:        4096,
 			PageSize:           1000,

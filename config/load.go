@@ -91,6 +91,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_FCM_CA_FILE", str(&c.FCMCAFile)},
 		{"PUSHFAN_FCM_H2C", boolean(&c.FCMH2C)},
 		{"PUSHFAN_FCM_CLIENT", str(&c.FCMClient)},
+		{"PUSHFAN_FCM_HTTP2", str(&c.FCMHTTP2)},
 		{"GOOGLE_APPLICATION_CREDENTIALS", str(&c.CredentialsFile)},
 		{"PUSHFAN_ADMIN_TOKENS", list(&c.AdminTokens)},
 		{"PUSHFAN_INTERNAL_TOKEN", str(&c.InternalToken)},

@@ -182,6 +182,9 @@ func (c *Config) validateServe() []error {
 	if c.FCMClient != "direct" && c.FCMClient != "sdk" {
 		bad("PUSHFAN_FCM_CLIENT", "must be direct or sdk, got %q", c.FCMClient)
 	}
+	if c.FCMHTTP2 != "pushfan" && c.FCMHTTP2 != "net/http" {
+		bad("PUSHFAN_FCM_HTTP2", "must be pushfan or net/http, got %q", c.FCMHTTP2)
+	}
 	if c.FCMH2C && !strings.HasPrefix(c.FCMEndpoint, "http://") {
 		bad("PUSHFAN_FCM_H2C", "needs an http:// PUSHFAN_FCM_ENDPOINT (an emulator); real FCM negotiates HTTP/2 over TLS by itself")
 	}

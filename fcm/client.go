@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -43,7 +44,20 @@ type Options struct {
 	// Client picks how requests are made: ClientDirect (the default) or
 	// ClientSDK. Both send the same HTTP v1 request over the same transport.
 	Client string
+	// HTTP2 picks the direct client's HTTP/2 client: HTTP2Pushfan (the
+	// default, h2*.go) or HTTP2NetHTTP (net/http's, as the SDK uses).
+	HTTP2 string
+	// Log gets the client's warnings; nil discards them.
+	Log *slog.Logger
 }
+
+// The direct client's two HTTP/2 clients.
+const (
+	// HTTP2Pushfan sends over pushfan's own HTTP/2 client (h2pool.go).
+	HTTP2Pushfan = "pushfan"
+	// HTTP2NetHTTP sends over net/http's HTTP/2 client.
+	HTTP2NetHTTP = "net/http"
+)
 
 // defaultFCMEndpoint is Google's FCM HTTP v1 base URL (the SDK's default).
 const defaultFCMEndpoint = "https://fcm.googleapis.com/v1"
@@ -77,6 +91,15 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("fcm: client must be %q or %q, got %q", ClientDirect, ClientSDK, o.Client)
 	}
+	switch o.HTTP2 {
+	case "", HTTP2Pushfan, HTTP2NetHTTP:
+	default:
+		return nil, fmt.Errorf("fcm: HTTP/2 client must be %q or %q, got %q", HTTP2Pushfan, HTTP2NetHTTP, o.HTTP2)
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	plain, err := baseTransport(o)
 	if err != nil {
 		return nil, err
@@ -89,6 +112,9 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	projectID := o.ProjectID
 	endpoint := strings.TrimRight(o.Endpoint, "/")
 	var hc *http.Client
+	// recorder makes the authenticated transport hand back the headers it
+	// would send (h2headers.go); nil: there is no authentication.
+	var recorder http.RoundTripper
 	if o.Endpoint != "" {
 		hc = &http.Client{Transport: budget}
 	} else {
@@ -101,8 +127,10 @@ func New(ctx context.Context, o Options) (*Client, error) {
 				return nil, err
 			}
 		}
-		// NewTransport adds Google auth on top of our tuned, budgeted base.
-		authed, err := htransport.NewTransport(ctx, budget,
+		// NewTransport adds Google auth on top of our tuned, budgeted base;
+		// a request marked by withHeaderRecorder stops under the auth, so
+		// that the HTTP/2 client sends the same headers with the same token.
+		authed, err := htransport.NewTransport(ctx, &recordOrSend{send: budget},
 			option.WithAuthCredentialsFile(option.ServiceAccount, o.CredentialsFile),
 			option.WithScopes("https://www.googleapis.com/auth/firebase.messaging", "https://www.googleapis.com/auth/cloud-platform"),
 		)
@@ -110,12 +138,19 @@ func New(ctx context.Context, o Options) (*Client, error) {
 			return nil, fmt.Errorf("fcm: building authenticated transport: %w", err)
 		}
 		hc = &http.Client{Transport: authed}
+		recorder = authed
 	}
 	if projectID == "" {
 		return nil, errors.New("fcm: a project id is required")
 	}
 	if o.Client != ClientSDK {
-		return &Client{direct: newDirectClient(hc, endpoint, projectID), transport: base, projectID: projectID}, nil
+		direct := newDirectClient(hc, endpoint, projectID)
+		if h2 && o.HTTP2 != HTTP2NetHTTP {
+			if direct.h2, err = newH2Client(direct, plain, o, recorder, log); err != nil {
+				return nil, err
+			}
+		}
+		return &Client{direct: direct, transport: base, projectID: projectID}, nil
 	}
 	opts := []option.ClientOption{option.WithHTTPClient(hc)}
 	if o.Endpoint != "" {
@@ -203,8 +238,14 @@ func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
 	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun}, nil
 }
 
-// Close releases idle connections.
-func (c *Client) Close() { c.transport.CloseIdleConnections() }
+// Close releases idle connections, and closes the HTTP/2 client's
+// connections: it returns when their goroutines have ended.
+func (c *Client) Close() {
+	c.transport.CloseIdleConnections()
+	if c.direct != nil && c.direct.h2 != nil {
+		c.direct.h2.close()
+	}
+}
 
 // sdkMessage is the SDK's message for msg, without a token: its platform
 // overrides (platform.go), then pushfan's collapse keys where they set

@@ -58,6 +58,9 @@ type directClient struct {
 	// modify the request (Google's auth transports clone it before adding
 	// Authorization).
 	header http.Header
+	// h2, when not nil, carries the sends over HTTP/2 (h2pool.go) until
+	// the server turns out not to speak it.
+	h2 *h2Pool
 }
 
 func newDirectClient(client *http.Client, endpoint, projectID string) *directClient {
@@ -123,6 +126,12 @@ func appendJSONToken(b []byte, token string) []byte {
 // Send makes one attempt: exactly one HTTP request (the engine retries).
 func (p *directPrepared) Send(ctx context.Context, token string, _ fanout.Budget) fanout.Outcome {
 	d := p.d
+	if d.h2 != nil && !d.h2.noH2.Load() {
+		r := d.h2.roundTrip(ctx, p.body(token))
+		if !errors.Is(r.err, errNoH2) {
+			return outcome(ctx, r)
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token)))
 	if err != nil {
 		return fanout.Outcome{Class: fanout.Fatal, Code: CodeUnknown, Detail: err.Error(), Requests: 1}
@@ -149,6 +158,22 @@ func (p *directPrepared) Send(ctx context.Context, token string, _ fanout.Budget
 		return fanout.Outcome{Class: fanout.Transient, Code: fanout.CodeTimeout, Detail: err.Error(), Requests: 1}
 	}
 	out := classifyResponse(resp.StatusCode, resp.Header, raw)
+	out.Requests = 1
+	return out
+}
+
+// outcome classifies an answer of the HTTP/2 client as Send does
+// net/http's.
+func outcome(ctx context.Context, r h2Result) fanout.Outcome {
+	switch {
+	case r.err != nil && ctx.Err() != nil:
+		return fanout.Outcome{Class: fanout.Transient, Code: fanout.CodeTimeout, Detail: r.err.Error(), Requests: 1}
+	case r.err != nil:
+		return fanout.Outcome{Class: fanout.Transient, Code: CodeNetwork, Detail: r.err.Error(), Requests: 1}
+	case r.status >= 200 && r.status < 300:
+		return fanout.Outcome{Class: fanout.Success, Requests: 1, MessageID: messageName(r.body)}
+	}
+	out := classifyResponse(r.status, r.header, r.body)
 	out.Requests = 1
 	return out
 }

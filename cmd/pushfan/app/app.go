@@ -91,6 +91,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		CAFile:          cfg.FCMCAFile,
 		H2C:             cfg.FCMH2C,
 		Client:          cfg.FCMClient,
+		HTTP2:           cfg.FCMHTTP2,
+		Log:             log,
 		Concurrency:     cfg.Engine.Concurrency,
 	})
 	if err != nil {
