@@ -70,9 +70,9 @@ bench-go: ## run the Go benchmarks (no tests; engine, throttle, SDK vs raw send,
 
 BENCH := bin/pushfan-bench
 
-# The drivers read N, C, LATENCY, JITTER, MODE (http1|h2c|tls), OUT, REPEAT, SERVE_ENV, ...
+# The drivers read N, C, LATENCY, JITTER, MODE (tls|http1|h2c; tls, the production wire, by default), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=http1 REPEAT=3), then the latency sweep and the scale run
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep and the scale run
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
 	GO=$(GO) $(BENCH) latency --build=false
@@ -82,7 +82,7 @@ bench-scale: ## SCALE_N=10000000 tokens in 16 zones at the defaults: submit per 
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) scale
 
-bench-latency: ## pushfan at its defaults vs emulator LATENCIES=10ms,30ms,100ms,300ms over LATENCY_MODES=http1,tls
+bench-latency: ## pushfan at its defaults vs emulator LATENCIES=10ms,30ms,100ms,300ms over LATENCY_MODES=tls,http1
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) latency
 

@@ -15,7 +15,7 @@
 //	                        20 × 1M waiting local-time broadcasts, peak RSS (see scale.go)
 //	pushfan-bench latency   the broadcast at pushfan's default configuration (concurrency,
 //	                        rate limit) against emulator latencies LATENCIES=10ms,30ms,100ms,300ms,
-//	                        over each of LATENCY_MODES=http1,tls: throughput, sends in flight,
+//	                        over each of LATENCY_MODES=tls,http1: throughput, sends in flight,
 //	                        connections, RSS
 //
 // It ensures MariaDB (scripts/ensure-mysql.sh), builds bin/pushfan, seeds its
@@ -23,7 +23,7 @@
 // tokens), starts `pushfan emulator` and `pushfan serve` as processes, and
 // stops them on exit, error or Ctrl-C. Results: a table on stdout and every
 // figure in OUT (JSON). Settings come from flags or, as defaults, from the
-// environment: N, C, LATENCY, JITTER, MODE (http1|h2c|tls), OUT, REPEAT,
+// environment: N, C, LATENCY, JITTER, MODE (tls|http1|h2c, tls by default), OUT, REPEAT,
 // SMALL_N, PROBE_N, MULTICAST_N, SEQ_N, RATE_LIMIT, SWEEP, SWEEP_PER_WORKER, SCALE_N,
 // QUOTA, QUOTA_WINDOW, LATENCIES, LATENCY_MODES, BASELINES, DROP_DB, SERVE_ENV. Run it from the repository root
 // (make bench does).

@@ -220,8 +220,9 @@ func (r *report) targetsOther() {
 		}
 		r.Targets = append(r.Targets, target{Name: fmt.Sprintf("rate at %s over %s", x.EmuLatency, x.Mode),
 			Want: fmt.Sprintf("≥ 95%% of %.0f/s", limit),
-			Got:  fmt.Sprintf("%.0f/s = %.1f%% (%d in flight, %d connections)", rate, 100*rate/limit, x.EmuMaxInFlight, x.EmuConnections),
-			Met:  rate >= 0.95*limit && x.Missing == 0})
+			Got: fmt.Sprintf("%.0f/s = %.1f%% (%d in flight, %d connections, %.1f µs CPU/send, peak RSS %.0f MB)",
+				rate, 100*rate/limit, x.EmuMaxInFlight, x.EmuConnections, x.CPUMicrosPerMsg, x.PeakRSSMB),
+			Met: rate >= 0.95*limit && x.Missing == 0})
 	}
 	if q := r.Quota; q != nil {
 		limit := float64(r.Settings.Quota) / parseDur(r.Settings.QuotaWindow).Seconds()

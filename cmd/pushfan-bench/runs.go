@@ -174,8 +174,8 @@ func (b *bench) runLatency(ctx context.Context, rep *report) error {
 			if r != nil {
 				r.EmuLatency = lat.String()
 				rep.Latency = append(rep.Latency, r)
-				b.logf("  %.0f sends/s (sustained %.0f), %d in flight at most, %d connections, peak RSS %.1f MB",
-					r.SendsPerS, r.SustainedPerS, r.EmuMaxInFlight, r.EmuConnections, r.PeakRSSMB)
+				b.logf("  %.0f sends/s (sustained %.0f), %.1f µs CPU/send, %d in flight at most, %d connections, peak RSS %.1f MB",
+					r.SendsPerS, r.SustainedPerS, r.CPUMicrosPerMsg, r.EmuMaxInFlight, r.EmuConnections, r.PeakRSSMB)
 			}
 			if err != nil {
 				return err
