@@ -470,3 +470,29 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A connection whose stream ids run out takes no more streams: it
+// finishes the ones it has, closes, and the next send dials anew.
+func TestH2ClientStreamIDsRunOut(t *testing.T) {
+	emu := fcmemu.New(fcmemu.Config{}, slog.New(slog.DiscardHandler))
+	srv, ca, conns := tlsEmulator(t, emu.Handler(), true)
+	c := h2Client(t, srv.URL, ca, 4)
+	if out := send(t, c, &fanout.Message{Body: "x"}, "ok-1", fanout.Budget{Max: 1}); out.Class != fanout.Success {
+		t.Fatalf("first send: %+v", out)
+	}
+	pool := c.direct.h2
+	pool.mu.Lock()
+	conn := pool.conns[0]
+	pool.mu.Unlock()
+	conn.mu.Lock()
+	conn.nextID = lastStreamID - 2 // odd, like every client stream id
+	conn.mu.Unlock()
+	for i := range 3 {
+		if out := send(t, c, &fanout.Message{Body: "x"}, "ok-id-"+strconv.Itoa(i), fanout.Budget{Max: 1}); out.Class != fanout.Success {
+			t.Fatalf("send %d: %+v", i, out)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}

@@ -51,6 +51,11 @@ const (
 	pingInterval = 15 * time.Second
 	// idleConnTimeout closes a connection that carried no stream this long.
 	idleConnTimeout = 90 * time.Second
+	// lastStreamID is where a connection stops opening streams: stream
+	// ids are odd and below 2^31, and those of the streams it may still
+	// have queued (at most maxStreamsPerConn) must fit. At 16,000 sends a
+	// second a connection gets there in about a day.
+	lastStreamID = 1<<31 - 1 - 2*maxStreamsPerConn
 	// writeTimeout bounds one flush: a server that stops reading fails the
 	// connection instead of holding the writer.
 	writeTimeout = 10 * time.Second
@@ -356,6 +361,12 @@ func (c *h2Conn) writeBatch(hbuf *bytes.Buffer, enc *hpack.Encoder) error {
 		c.streams[s.id] = s
 		opened = append(opened, s)
 	}
+	// Stream ids running out: take no more streams, and close once the
+	// ones open are done (as after a GOAWAY).
+	spent := c.nextID >= lastStreamID && !c.goingAway
+	if spent {
+		c.goingAway = true
+	}
 	// DATA as the windows allow, the streams already waiting first.
 	maxFrame := int(c.maxFrame)
 	var chunks []dataChunk
@@ -383,6 +394,9 @@ func (c *h2Conn) writeBatch(hbuf *bytes.Buffer, enc *hpack.Encoder) error {
 		take(s)
 	}
 	c.mu.Unlock()
+	if spent {
+		c.pool.retire(c)
+	}
 	c.spare = open[:0]
 	clear(open[:cap(open)])
 
@@ -605,13 +619,13 @@ func (c *h2Conn) streamFailed(id uint32, code http2.ErrCode, err error) {
 func (c *h2Conn) onSettings(f *http2.SettingsFrame) error {
 	c.mu.Lock()
 	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return fmt.Errorf("fcm: HTTP/2 SETTINGS: %w", err)
+		}
 		switch s.ID {
 		case http2.SettingMaxConcurrentStreams:
 			c.limit.Store(min(s.Val, maxStreamsPerConn))
 		case http2.SettingInitialWindowSize:
-			if s.Val > 1<<31-1 {
-				return errors.New("fcm: HTTP/2 SETTINGS: window too large")
-			}
 			delta := int64(s.Val) - c.initSendWin
 			c.initSendWin = int64(s.Val)
 			for _, st := range c.streams {
