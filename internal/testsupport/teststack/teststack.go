@@ -10,12 +10,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -41,17 +43,20 @@ const AdminToken = "test-admin-token-0123456789"
 // Stack is a database, an emulator, and one or more pushfan instances
 // sharing them (the first one's parts are also the Stack's own fields).
 type Stack struct {
-	T       testing.TB
-	Store   *repository.Store
-	SQL     *sqlx.DB     // the pool under Store, for fixtures
-	Leases  *lease.Store // the chunk rows, for tests that look at them mid-run
-	DSN     string
-	Emu     *fcmemu.Emulator
-	EmuURL  string
-	API     *httptest.Server
-	Config  config.Config
-	Service *broadcast.Service
-	Proxy   *Proxy // between the instances and MariaDB, with Options.DBProxy
+	T      testing.TB
+	Store  *repository.Store
+	SQL    *sqlx.DB     // the pool under Store, for fixtures
+	Leases *lease.Store // the chunk rows, for tests that look at them mid-run
+	DSN    string
+	Emu    *fcmemu.Emulator
+	EmuURL string
+	// EmuServer serves the emulator (CloseClientConnections cuts every
+	// connection to it).
+	EmuServer *httptest.Server
+	API       *httptest.Server
+	Config    config.Config
+	Service   *broadcast.Service
+	Proxy     *Proxy // between the instances and MariaDB, with Options.DBProxy
 	// HTTP is the client Do uses, and the one a test making its own
 	// requests must use: it validates every request and response against
 	// the OpenAPI document (contract.go) and fails the test on a mismatch.
@@ -71,6 +76,9 @@ func (s *Stack) LogText() string {
 // Options adjust a stack before it starts.
 type Options struct {
 	Emulator fcmemu.Config
+	// EmulatorTLS serves the emulator over TLS + HTTP/2, as FCM, with its
+	// certificate in PUSHFAN_FCM_CA_FILE (plaintext HTTP/1.1 otherwise).
+	EmulatorTLS bool
 	// Configure may change the configuration (engine knobs, timeouts).
 	Configure func(*config.Config)
 	// CaptureLogs collects the JSON logs (LogText) instead of discarding them.
@@ -100,13 +108,25 @@ func New(t testing.TB, o Options) *Stack {
 	tdb := testdb.New(t)
 	store, dsn := tdb.Store, tdb.DSN
 	emu := fcmemu.New(o.Emulator, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	emuSrv := httptest.NewServer(emu.Handler())
+	emuSrv := httptest.NewUnstartedServer(emu.Handler())
+	var caFile string
+	if o.EmulatorTLS {
+		emuSrv.EnableHTTP2 = true
+		emuSrv.StartTLS()
+		caFile = filepath.Join(t.TempDir(), "emulator-ca.pem")
+		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: emuSrv.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		emuSrv.Start()
+	}
 	t.Cleanup(emuSrv.Close)
 
 	cfg := config.Defaults()
 	cfg.MySQLDSN = dsn
 	cfg.FCMEndpoint = emuSrv.URL + "/v1"
 	cfg.FCMProjectID = "test-project"
+	cfg.FCMCAFile = caFile
 	cfg.AdminTokens = []string{AdminToken}
 	cfg.Engine.Concurrency = 128
 	cfg.Engine.PageSize = 200
@@ -127,7 +147,7 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
-	s := &Stack{T: t, Store: store, SQL: tdb.SQL, Leases: lease.New(tdb.SQL.DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, logs: &lockedWriter{buf: &bytes.Buffer{}},
+	s := &Stack{T: t, Store: store, SQL: tdb.SQL, Leases: lease.New(tdb.SQL.DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, EmuServer: emuSrv, logs: &lockedWriter{buf: &bytes.Buffer{}},
 		HTTP: newContractClient(t, o.NoContract)}
 	if o.DBProxy {
 		s.Proxy = NewProxy(t, "127.0.0.1:3306")
