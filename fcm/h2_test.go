@@ -496,3 +496,46 @@ func TestH2ClientStreamIDsRunOut(t *testing.T) {
 		t.Fatalf("%d connections, want 2", n)
 	}
 }
+
+// The server's MAX_CONCURRENT_STREAMS is a connection's capacity.
+func TestH2ClientFollowsTheServersStreamLimit(t *testing.T) {
+	emu := fcmemu.New(fcmemu.Config{Latency: 200 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	srv := httptest.NewUnstartedServer(emu.Handler())
+	srv.EnableHTTP2 = true
+	srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 10}
+	var conns atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := h2Client(t, srv.URL, ca, 100)
+	// One send first: the server's SETTINGS arrive with its answer.
+	if out := send(t, c, &fanout.Message{Body: "x"}, "ok-first", fanout.Budget{Max: 1}); out.Class != fanout.Success {
+		t.Fatalf("first send: %+v", out)
+	}
+	p, err := c.Prepare(&fanout.Message{Body: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 25 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if out := p.Send(ctx, "ok-"+strconv.Itoa(i), fanout.Budget{Max: 1}); out.Class != fanout.Success {
+				t.Error(out)
+			}
+		})
+	}
+	wg.Wait()
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections for 25 sends at 10 streams each, want 3 (limit %d, dials %d, max in flight %d)", n, c.direct.h2.streamLimit.Load(), c.direct.h2.dials.Load(), emu.Stats().MaxInFlight)
+	}
+}

@@ -156,7 +156,9 @@ func startH2Conn(p *h2Pool, nc net.Conn, wg *sync.WaitGroup) (*h2Conn, error) {
 		maxFrame:    16384,
 		lastActive:  time.Now(),
 	}
-	c.limit.Store(perTransport) // until the server's SETTINGS say otherwise
+	// Until the server's SETTINGS say otherwise, what the last connection's
+	// said (FCM's limit does not change from one connection to the next).
+	c.limit.Store(p.streamLimit.Load())
 	_ = nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err := io.WriteString(bw, http2.ClientPreface)
 	if err == nil {
@@ -350,9 +352,16 @@ func (c *h2Conn) writeBatch(hbuf *bytes.Buffer, enc *hpack.Encoder) error {
 	c.wus = nil
 	open := c.queue
 	c.queue = c.spare[:0]
-	var opened []*h2Stream
+	var opened, later []*h2Stream
+	limit := int(c.limit.Load())
 	for _, s := range open {
 		if s.ended { // its send gave up before it was opened
+			continue
+		}
+		if len(c.streams) >= limit {
+			// The server lowered its limit below the streams the pool
+			// handed out: open these as others end.
+			later = append(later, s)
 			continue
 		}
 		s.id = c.nextID
@@ -361,6 +370,7 @@ func (c *h2Conn) writeBatch(hbuf *bytes.Buffer, enc *hpack.Encoder) error {
 		c.streams[s.id] = s
 		opened = append(opened, s)
 	}
+	c.queue = append(c.queue, later...)
 	// Stream ids running out: take no more streams, and close once the
 	// ones open are done (as after a GOAWAY).
 	spent := c.nextID >= lastStreamID && !c.goingAway
@@ -543,7 +553,11 @@ func (c *h2Conn) onHeaders(f *http2.MetaHeadersFrame) {
 		}
 	}
 	drained := c.drainedLocked()
+	waiting := ended && len(c.queue) > 0
 	c.mu.Unlock()
+	if waiting {
+		c.poke()
+	}
 	if ended {
 		c.pool.release(c)
 	}
@@ -582,6 +596,7 @@ func (c *h2Conn) onData(f *http2.DataFrame) {
 		}
 	}
 	drained := c.drainedLocked()
+	wake = wake || (ended && len(c.queue) > 0)
 	c.mu.Unlock()
 	if wake {
 		c.poke()
@@ -625,6 +640,7 @@ func (c *h2Conn) onSettings(f *http2.SettingsFrame) error {
 		switch s.ID {
 		case http2.SettingMaxConcurrentStreams:
 			c.limit.Store(min(s.Val, maxStreamsPerConn))
+			c.pool.streamLimit.Store(min(s.Val, maxStreamsPerConn))
 		case http2.SettingInitialWindowSize:
 			delta := int64(s.Val) - c.initSendWin
 			c.initSendWin = int64(s.Val)

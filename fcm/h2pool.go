@@ -15,12 +15,13 @@ import (
 // h2Pool is the HTTP/2 client: connections that each carry up to the
 // server's MAX_CONCURRENT_STREAMS (100 at FCM and the emulator), filled
 // one after the other; a connection is dialled only when every open one is
-// full, one per 100 sends waiting, and at most maxConns.
+// full, one per 100 sends waiting, and at most as many as the sends in
+// flight fill (concurrency / the streams a connection takes, + 1).
 type h2Pool struct {
-	dialer   *h2Dialer
-	headers  *h2Headers
-	maxConns int
-	log      *slog.Logger
+	dialer      *h2Dialer
+	headers     *h2Headers
+	concurrency int
+	log         *slog.Logger
 
 	// ctx ends at close: it bounds the dials.
 	ctx    context.Context
@@ -30,6 +31,9 @@ type h2Pool struct {
 	// TLS: sends go through net/http from then on.
 	noH2  atomic.Bool
 	dials atomic.Int64
+	// streamLimit is the last MAX_CONCURRENT_STREAMS a server sent: a new
+	// connection's capacity until its own SETTINGS arrive.
+	streamLimit atomic.Uint32
 
 	mu      sync.Mutex
 	conns   []*h2Conn        // taking new streams
@@ -50,10 +54,12 @@ type h2Pick struct {
 	err error
 }
 
-func newH2Pool(d *h2Dialer, h *h2Headers, maxConns int, log *slog.Logger) *h2Pool {
+func newH2Pool(d *h2Dialer, h *h2Headers, concurrency int, log *slog.Logger) *h2Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &h2Pool{dialer: d, headers: h, maxConns: max(maxConns, 1), log: log,
+	p := &h2Pool{dialer: d, headers: h, concurrency: max(concurrency, 1), log: log,
 		ctx: ctx, cancel: cancel, active: make(map[*h2Conn]int), all: make(map[*h2Conn]bool)}
+	p.streamLimit.Store(perTransport) // FCM's, and the emulator's
+	return p
 }
 
 // roundTrip sends body as one request and waits for its answer or for ctx.
@@ -127,7 +133,9 @@ func (p *h2Pool) dialLocked() {
 	if p.closed || p.noH2.Load() {
 		return
 	}
-	for len(p.waiters) > p.dialing*perTransport && len(p.conns)+p.dialing < p.maxConns {
+	per := max(int(p.streamLimit.Load()), 1) // a server may say 0 for a while
+	maxConns := p.concurrency/per + 1
+	for len(p.waiters) > p.dialing*per && len(p.conns)+p.dialing < maxConns {
 		p.dialing++
 		p.wg.Add(1)
 		go func() {
@@ -158,7 +166,7 @@ func (p *h2Pool) dial() {
 		// send for which no connection is coming would wait forever.
 		n := len(p.waiters)
 		if !errors.Is(err, errNoH2) {
-			n = min(n, max(len(p.waiters)-p.dialing*perTransport, 0))
+			n = min(n, max(len(p.waiters)-p.dialing*max(int(p.streamLimit.Load()), 1), 0))
 		}
 		for _, w := range p.waiters[:n] {
 			w.ch <- h2Pick{err: err}
@@ -176,6 +184,7 @@ func (p *h2Pool) dial() {
 	p.all[c] = true
 	p.active[c] = 0
 	p.handLocked(c)
+	p.dialLocked() // more waiting than it took
 	p.mu.Unlock()
 }
 
@@ -308,7 +317,5 @@ func newH2Client(d *directClient, plain *http.Transport, o Options, auth http.Ro
 		return nil, fmt.Errorf("fcm: endpoint: %w", err)
 	}
 	dialer := newH2Dialer(u, plain.TLSClientConfig, o.H2C && u.Scheme == "http")
-	// As many connections as the sends in flight fill, 100 streams each.
-	maxConns := max(o.Concurrency, 1)/perTransport + 1
-	return newH2Pool(dialer, newH2Headers(u, d.header, auth), maxConns, log), nil
+	return newH2Pool(dialer, newH2Headers(u, d.header, auth), o.Concurrency, log), nil
 }
