@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/url"
 	"time"
@@ -344,4 +345,13 @@ func requestHash(in Request) string {
 	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
+}
+
+// bind looks a named audience up and binds its stored parameters.
+func (r Rules) bind(a model.Audience) (audience.Bound, error) {
+	named, ok := r.Audiences[a.Name]
+	if !ok {
+		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
+	}
+	return named.BindJSON(a.Params)
 }

@@ -43,9 +43,18 @@ var allowed = map[string][]string{
 	// The message: rules, platform overrides, localized variants and
 	// templates, rendered per target.
 	"broadcast/message": {"audience", "fanout", "model"},
-	// The domain: request rules, submit, dispatch, chunk runs, finish.
-	// fcm: only its error-code vocabulary (which codes a resend may cover).
-	"broadcast": {"audience", "broadcast/message", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/platform/clock", "internal/platform/lifecycle", "internal/platform/logging"},
+	// What one instance's planner and runs share: its lease name, clock,
+	// lifecycle and database retries.
+	"broadcast/instance": {"internal/platform/lifecycle", "lease", "repository"},
+	// Planning: the audience into chunks, local time and quiet hours.
+	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "model", "repository"},
+	// Running: dispatch, chunk runs and checkpoints, the store gate, the
+	// pacer, finishing.
+	"broadcast/run": {"audience", "broadcast/instance", "broadcast/message", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
+	// The domain's facade: request rules, submit, held, resend, test send,
+	// reads; it wires plan and run. fcm: only its error-code vocabulary
+	// (which codes a resend may cover).
+	"broadcast": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
 	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
 	"server":         {"audience", "broadcast", "config", "console", "cron", "fcm", "model", "internal/platform/logging", "server/openapi"},
@@ -66,7 +75,8 @@ var allowed = map[string][]string{
 // layer ranks every package, from the bottom (0): a package may import
 // only from layers below its own, so every arrow of the map points down
 // and the rooms read top to bottom: the binaries and test support, the
-// wiring, the API, the domain, the state owner, storage and the
+// wiring, the API, the domain's facade, its planner and runs, what they
+// share, the state owner and the message, storage and the
 // services beside it, the engine and plain settings, the platform.
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
@@ -75,14 +85,17 @@ var layer = map[string]int{
 	"audience": 2, "cron": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
 	"lease":                       3,
 	"broadcast/message":           3,
-	"broadcast":                   4,
-	"server":                      5,
-	"cmd/pushfan/app":             6,
-	"internal/devtools/demo":      7,
-	"internal/testsupport/testdb": 7,
-	"internal/testsupport/layers": 7,
-	"cmd/pushfan":                 8, "cmd/pushfan-bench": 8, "cmd/pushfan-load": 8,
-	"internal/testsupport/teststack": 8,
+	"broadcast/instance":          4,
+	"broadcast/plan":              5,
+	"broadcast/run":               5,
+	"broadcast":                   6,
+	"server":                      7,
+	"cmd/pushfan/app":             8,
+	"internal/devtools/demo":      9,
+	"internal/testsupport/testdb": 9,
+	"internal/testsupport/layers": 9,
+	"cmd/pushfan":                 10, "cmd/pushfan-bench": 10, "cmd/pushfan-load": 10,
+	"internal/testsupport/teststack": 10,
 }
 
 // Every arrow the map allows points to a lower layer.
