@@ -80,3 +80,20 @@ func isAnswer(err error) bool {
 	return errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrFinished) ||
 		errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrDuplicateKey)
 }
+
+// Idle is a claim loop's pause after a claim that found no work (err: it
+// failed, logged as the claim of what): until wake, poll on idle, or the
+// end of claiming, when it returns false.
+func (in *Instance) Idle(idle *time.Timer, poll time.Duration, wake <-chan struct{}, what string, err error) bool {
+	if err != nil && in.Claiming.Err() == nil {
+		in.Log.Warn("claiming "+what+" failed", "err", err)
+	}
+	idle.Reset(poll)
+	select {
+	case <-in.Claiming.Done():
+		return false
+	case <-wake:
+	case <-idle.C:
+	}
+	return true
+}

@@ -133,15 +133,8 @@ func (s *Planner) loop() {
 		default: // every slot busy: wait for one
 		}
 		if pc == nil {
-			if err != nil && s.in.Claiming.Err() == nil {
-				s.in.Log.Warn("claiming a plan failed", "err", err)
-			}
-			idle.Reset(s.opt.PollInterval)
-			select {
-			case <-s.in.Claiming.Done():
+			if !s.in.Idle(idle, s.opt.PollInterval, s.wake, "a plan", err) {
 				return
-			case <-s.wake:
-			case <-idle.C:
 			}
 			continue
 		}

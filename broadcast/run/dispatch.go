@@ -27,15 +27,8 @@ func (s *Runner) dispatch() {
 			c, err = s.claim(classes)
 		}
 		if err != nil || c == nil {
-			if err != nil && s.in.Claiming.Err() == nil {
-				s.in.Log.Warn("claiming a chunk failed", "err", err)
-			}
-			idle.Reset(s.opt.PollInterval)
-			select {
-			case <-s.in.Claiming.Done():
+			if !s.in.Idle(idle, s.opt.PollInterval, s.wake, "a chunk", err) {
 				return
-			case <-s.wake:
-			case <-idle.C:
 			}
 			continue
 		}
