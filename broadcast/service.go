@@ -16,6 +16,7 @@ import (
 	"pushfan/broadcast/instance"
 	"pushfan/broadcast/plan"
 	"pushfan/broadcast/run"
+	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
@@ -72,6 +73,8 @@ type Options struct {
 	// StartSpread offsets the start of scheduled broadcasts and cron fires
 	// by up to this much (see startspread.go); 0 starts them on time.
 	StartSpread time.Duration
+	// Tags signs the event token of every send (nil: tracking is off).
+	Tags *engagement.Tagger
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -142,7 +145,7 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 	s.runner = run.New(s.in, store, leases, engine, run.Options{
 		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
 		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
-		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget,
+		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags,
 	})
 	s.planner = plan.New(s.in, store, leases, engine, s.runner, plan.Options{
 		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,

@@ -38,6 +38,8 @@ type Spec struct {
 	DryRun             bool              `json:"dry_run"`
 	SendAt             string            `json:"send_at"`
 	InvalidateOnDryRun bool              `json:"invalidate_on_dry_run"`
+	// Track: false sends without the event token (data["pushfan"]).
+	Track *bool `json:"track"`
 	// Class is the scheduling class, "transactional" or "bulk" (see
 	// model.ClassTransactional); empty picks by the audience.
 	Class string `json:"class"`
@@ -83,6 +85,9 @@ type Rules struct {
 	// RateLimit is the project's budget (messages a second), which a
 	// broadcast's pacing must fit in.
 	RateLimit float64
+	// Tracking: the deployment's messages carry event tokens
+	// (PUSHFAN_TRACKING), which count against the payload limit.
+	Tracking bool
 	// TransactionalUsers: a user_ids audience this small is transactional
 	// unless the request names a class.
 	TransactionalUsers int
@@ -126,8 +131,13 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err != nil {
 		return out, err
 	}
-	if n := message.PayloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + plat.Size(); n > MaxPayloadBytes {
-		return out, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image, data and the android, apns, webpush and fcm_options objects with pushfan's collapse keys, together)", n, MaxPayloadBytes)
+	tracked := r.Tracking && (spec.Track == nil || *spec.Track)
+	tagBytes := 0
+	if tracked {
+		tagBytes = message.TagBytes
+	}
+	if n := message.PayloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + plat.Size() + tagBytes; n > MaxPayloadBytes {
+		return out, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image, data, the event token and the android, apns, webpush and fcm_options objects with pushfan's collapse keys, together)", n, MaxPayloadBytes)
 	}
 	a, vars, err := r.audience(spec.Audience)
 	if err != nil {
@@ -140,13 +150,13 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		}
 		return out, fieldError("template_error", "", "%v", err)
 	}
-	if err := message.ValidateLocalized(spec.Localized, spec.Image, spec.Data, vars, plat.Size()); err != nil {
+	if err := message.ValidateLocalized(spec.Localized, spec.Image, spec.Data, vars, plat.Size()+tagBytes); err != nil {
 		return out, err
 	}
 	if err := plat.CheckTemplates(vars); err != nil {
 		return out, err
 	}
-	msg, err := plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized})
+	msg, err := plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized, Untracked: spec.Track != nil && !*spec.Track})
 	if err != nil {
 		return out, err
 	}

@@ -48,8 +48,31 @@ type Config struct {
 
 	Engine Engine `yaml:"engine"`
 	HTTP   HTTP   `yaml:"http"`
+	Events Events `yaml:"events"`
 	DB     DB     `yaml:"db"`
 	Log    Log    `yaml:"log"`
+}
+
+// Events configures engagement: the signed event token every message
+// carries (data["pushfan"]) and the public routes apps report to.
+type Events struct {
+	// Tracking is "on" (every broadcast's messages carry a token, unless
+	// the broadcast says "track": false) or "off".
+	Tracking string `yaml:"tracking"`
+	// Keys are "kid:secret" pairs: the first signs, all verify. Empty:
+	// pushfan generates a key at first start and keeps it in the database.
+	// Secrets come from the environment only.
+	Keys []string `yaml:"-"`
+	// TTL is how long after its send a token's events are taken.
+	TTL time.Duration `yaml:"ttl"`
+	// Origins may post events from a browser (CORS); "*" is any.
+	Origins []string `yaml:"origins"`
+	// PerAddress is how many event posts a second one client address may
+	// make (a burst of twice that).
+	PerAddress float64 `yaml:"per_address"`
+	// PublicURL is where apps reach pushfan's public routes (the click
+	// redirect); required when links are tracked.
+	PublicURL string `yaml:"public_url"`
 }
 
 // Engine tunes the fan-out.
@@ -227,6 +250,7 @@ func Defaults() Config {
 			StartSpread:     5 * time.Second,
 			DefaultTimezone: "UTC",
 		},
+		Events: Events{Tracking: "on", TTL: 7 * 24 * time.Hour, PerAddress: 20},
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,
 			ReadHeaderTimeout: 5 * time.Second,

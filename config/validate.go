@@ -85,6 +85,7 @@ func (c *Config) validateServe() []error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("PUSHFAN_HTTP_ADDR", "%q is not host:port: %v", c.HTTPAddr, err)
 	}
+	c.Events.validate(bad)
 	if c.FCMEndpoint != "" {
 		u, err := url.Parse(c.FCMEndpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

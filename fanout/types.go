@@ -36,6 +36,9 @@ type Message struct {
 	Platform Platform
 	// DryRun asks FCM to validate only (validate_only): nothing is delivered.
 	DryRun bool
+	// TagKey, when set, is a data key whose value each send fills with the
+	// Job's Tag for its target (see TaggedPrepared).
+	TagKey string
 }
 
 // Source pages the audience in ascending Cursor order.

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -198,9 +199,9 @@ func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
 		return nil, err
 	}
 	if c.direct != nil {
-		return c.direct.prepare(tmpl, msg.DryRun)
+		return c.direct.prepare(tmpl, msg.DryRun, msg.TagKey)
 	}
-	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun}, nil
+	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun, tagKey: msg.TagKey}, nil
 }
 
 // Close releases idle connections.
@@ -226,6 +227,20 @@ type sdkPrepared struct {
 	client *messaging.Client
 	tmpl   messaging.Message // shared read-only; each send copies it and sets Token
 	dryRun bool
+	tagKey string // the data key SendTagged fills
+}
+
+// SendTagged is Send with data[tagKey] = tag (a copy of the data per send:
+// the SDK path encodes every message anyway).
+func (p *sdkPrepared) SendTagged(ctx context.Context, token, tag string, b fanout.Budget) fanout.Outcome {
+	if p.tagKey == "" {
+		return p.Send(ctx, token, b)
+	}
+	q := *p
+	q.tmpl.Data = make(map[string]string, len(p.tmpl.Data)+1)
+	maps.Copy(q.tmpl.Data, p.tmpl.Data)
+	q.tmpl.Data[p.tagKey] = tag
+	return q.Send(ctx, token, b)
 }
 
 // Send makes one engine attempt, which may hide the SDK's own retries of

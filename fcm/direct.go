@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"runtime"
 	"strings"
@@ -73,15 +74,32 @@ func newDirectClient(client *http.Client, endpoint, projectID string) *directCli
 	}
 }
 
-// directPrepared is a message's request body cut at the token.
+// tagPlaceholder stands for a send's tag (the event token) in the data
+// of an encoded message template, as tokenPlaceholder for the token.
+const tagPlaceholder = "\x01pushfan-tag\x01"
+
+// encodedTagPlaceholder is tagPlaceholder as encoding/json writes it.
+var encodedTagPlaceholder = []byte(`"\u0001pushfan-tag\u0001"`)
+
+// directPrepared is a message's request body cut at the token, and at the
+// tag when the message has one: parts[0] token-or-tag parts[1] ... with
+// tagFirst saying which comes first (the SDK's encoding puts data first).
 type directPrepared struct {
-	d              *directClient
-	prefix, suffix []byte
+	d        *directClient
+	parts    [][]byte // 2 parts (no tag) or 3
+	tagFirst bool
 }
 
-// prepare encodes the request for tmpl once, with a placeholder token.
-func (d *directClient) prepare(tmpl messaging.Message, dryRun bool) (*directPrepared, error) {
+// prepare encodes the request for tmpl once, with a placeholder token (and
+// a placeholder tag at data[tagKey] when tagKey is set).
+func (d *directClient) prepare(tmpl messaging.Message, dryRun bool, tagKey string) (*directPrepared, error) {
 	tmpl.Token = tokenPlaceholder
+	if tagKey != "" {
+		data := make(map[string]string, len(tmpl.Data)+1)
+		maps.Copy(data, tmpl.Data)
+		data[tagKey] = tagPlaceholder
+		tmpl.Data = data
+	}
 	req := struct {
 		ValidateOnly bool               `json:"validate_only,omitempty"`
 		Message      *messaging.Message `json:"message,omitempty"`
@@ -94,15 +112,43 @@ func (d *directClient) prepare(tmpl messaging.Message, dryRun bool) (*directPrep
 	if i < 0 || bytes.Count(raw, encodedPlaceholder) != 1 {
 		return nil, errors.New("fcm: the encoded message does not hold the token exactly once")
 	}
-	return &directPrepared{d: d, prefix: raw[:i], suffix: raw[i+len(encodedPlaceholder):]}, nil
+	if tagKey == "" {
+		return &directPrepared{d: d, parts: [][]byte{raw[:i], raw[i+len(encodedPlaceholder):]}}, nil
+	}
+	j := bytes.Index(raw, encodedTagPlaceholder)
+	if j < 0 || bytes.Count(raw, encodedTagPlaceholder) != 1 {
+		return nil, errors.New("fcm: the encoded message does not hold the tag exactly once")
+	}
+	p := &directPrepared{d: d, tagFirst: j < i}
+	if p.tagFirst {
+		p.parts = [][]byte{raw[:j], raw[j+len(encodedTagPlaceholder) : i], raw[i+len(encodedPlaceholder):]}
+	} else {
+		p.parts = [][]byte{raw[:i], raw[i+len(encodedPlaceholder) : j], raw[j+len(encodedTagPlaceholder):]}
+	}
+	return p, nil
 }
 
-// body returns the request body for token.
-func (p *directPrepared) body(token string) []byte {
-	b := make([]byte, 0, len(p.prefix)+len(token)+2+len(p.suffix))
-	b = append(b, p.prefix...)
-	b = appendJSONToken(b, token)
-	return append(b, p.suffix...)
+// body returns the request body for token (and tag, when the message has
+// a tag; "" otherwise).
+func (p *directPrepared) body(token, tag string) []byte {
+	n := len(token) + len(tag) + 4
+	for _, part := range p.parts {
+		n += len(part)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, p.parts[0]...)
+	if len(p.parts) == 2 {
+		b = appendJSONToken(b, token)
+		return append(b, p.parts[1]...)
+	}
+	first, second := token, tag
+	if p.tagFirst {
+		first, second = tag, token
+	}
+	b = appendJSONToken(b, first)
+	b = append(b, p.parts[1]...)
+	b = appendJSONToken(b, second)
+	return append(b, p.parts[2]...)
 }
 
 // appendJSONToken appends token as a JSON string. Real tokens are plain
@@ -121,9 +167,14 @@ func appendJSONToken(b []byte, token string) []byte {
 }
 
 // Send makes one attempt: exactly one HTTP request (the engine retries).
-func (p *directPrepared) Send(ctx context.Context, token string, _ fanout.Budget) fanout.Outcome {
+func (p *directPrepared) Send(ctx context.Context, token string, b fanout.Budget) fanout.Outcome {
+	return p.SendTagged(ctx, token, "", b)
+}
+
+// SendTagged is Send with the message's tag set to tag.
+func (p *directPrepared) SendTagged(ctx context.Context, token, tag string, _ fanout.Budget) fanout.Outcome {
 	d := p.d
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token, tag)))
 	if err != nil {
 		return fanout.Outcome{Class: fanout.Fatal, Code: CodeUnknown, Detail: err.Error(), Requests: 1}
 	}

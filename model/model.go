@@ -60,6 +60,8 @@ type Message struct {
 	APNS       json.RawMessage `json:"apns,omitempty"`
 	Webpush    json.RawMessage `json:"webpush,omitempty"`
 	FCMOptions json.RawMessage `json:"fcm_options,omitempty"`
+	// Untracked messages carry no event token ("track": false).
+	Untracked bool `json:"untracked,omitempty"`
 }
 
 // Localized is one language's title and body. It replaces both: an empty

@@ -21,6 +21,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/cron"
+	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/openapi"
@@ -53,6 +54,7 @@ type Server struct {
 	sessions SessionStore
 	watch    *watchHub
 	cluster  func(context.Context) (model.Cluster, error)
+	events   *engagement.Ingester // the public event routes (nil: none)
 
 	// failures is the failed-authentication budget per client address
 	// (bearer tokens and sign-ins); proxies are the trusted reverse
@@ -126,6 +128,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	}
 
 	s.routeConsole(e)
+	s.routeEvents(e)
 
 	push := e.Group("/push", s.requireAdmin)
 	// A resend creates a broadcast too: one submit budget per token for both.

@@ -66,6 +66,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
 	msg := message.Engine(b.Message, message.CollapseKey(b.ID), b.DryRun)
+	tag := s.tagger(b, msg)
 	src, err := s.source(b, c)
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
@@ -104,10 +105,25 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		Urgent:      c.Class == lease.Transactional,
 		Pace:        pace,
 		Gate:        r.gate,
+		Tag:         tag,
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
 	r.finish(bg, runErr)
+}
+
+// tagger is the Job's Tag of b's sends, with msg's TagKey set; nil when
+// tracking is off, or b says "track": false.
+func (s *Runner) tagger(b *model.Broadcast, msg *fanout.Message) func(fanout.Target, int) string {
+	if s.opt.Tags == nil || b.Message.Untracked {
+		return nil
+	}
+	msg.TagKey = message.TagDataKey
+	return func(t fanout.Target, variant int) string {
+		// variant indexes the localized variants (the default last); -1:
+		// the message has none.
+		return s.opt.Tags.Tag(b.ID, t.Cursor, t.UserID, 0, variant+1)
+	}
 }
 
 // checkpointLoop stores progress every FlushInterval and renews the lease;

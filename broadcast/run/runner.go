@@ -18,6 +18,7 @@ import (
 
 	"pushfan/audience"
 	"pushfan/broadcast/instance"
+	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/lease"
 	"pushfan/model"
@@ -44,6 +45,8 @@ type Options struct {
 	// Changed is told when a broadcast's row changed here (cached reads
 	// of it are stale).
 	Changed func(id uint64)
+	// Tags signs each send's event token (nil: tracking is off).
+	Tags *engagement.Tagger
 }
 
 // Metrics is what the runs report (see package metrics).

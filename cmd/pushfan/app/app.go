@@ -19,6 +19,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/cron"
+	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/fcm"
 	"pushfan/lease"
@@ -43,6 +44,8 @@ type Instance struct {
 	// Quota keeps the engine's throttle at this instance's share of the
 	// FCM project's budget.
 	Quota *quota.Coordinator
+	// Events stores the engagement events apps post (group commits).
+	Events *engagement.Ingester
 }
 
 // New builds an instance on an open, migrated pool (sqldb.Open, then
@@ -113,6 +116,16 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	m := metrics.New(reg, pool.DB)
 	engine.SetMetrics(m)
 	leases := lease.New(pool.DB, log)
+	keys, err := eventKeys(ctx, cfg, store)
+	if err != nil {
+		sender.Close()
+		return nil, err
+	}
+	events := engagement.NewIngester(store, keys, log, cfg.DB.Timeout)
+	var tags *engagement.Tagger
+	if cfg.Events.TrackingOn() {
+		tags = engagement.NewTagger(keys, cfg.Events.TTL)
+	}
 	svc := broadcast.New(store, leases, engine, log, broadcast.Options{
 		Named:         named,
 		FlushInterval: cfg.Engine.FlushInterval,
@@ -131,6 +144,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			Horizon:    cfg.HTTP.ScheduleHorizon,
 			Audiences:  byName,
 			RateLimit:  cfg.Engine.RateLimit,
+			Tracking:   cfg.Events.TrackingOn(),
 
 			TransactionalUsers: cfg.Engine.TransactionalUsers,
 			DefaultZone:        zone,
@@ -143,6 +157,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		HoldExpiry:      cfg.Engine.HoldExpiry,
 		FourEyes:        cfg.Engine.ReleaseFourEyes,
 		StartSpread:     cfg.Engine.StartSpread,
+		Tags:            tags,
 	})
 	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
 		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
@@ -150,7 +165,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithAudiences(audiences), server.WithJobs(jobs),
-		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)))
+		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)), server.WithEvents(events))
 	if err := svc.CheckJobs(jobs); err != nil {
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
@@ -158,17 +173,18 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	budget.OnShare(m.Share)
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget}, nil
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the
 // rate budget's heartbeats, the broadcast service (dispatcher, promoter),
-// the job scheduler, retention. The HTTP API (API) is the caller's to
+// the events' writer, the job scheduler, retention. The HTTP API (API) is the caller's to
 // serve.
 func (i *Instance) Start(ctx context.Context) {
 	i.Engine.Start(ctx)
 	i.Quota.Start(ctx)
 	i.Service.Start(ctx)
+	i.Events.Start(ctx)
 	i.Scheduler.Start(ctx)
 	i.Retention.Start(ctx)
 }
@@ -180,7 +196,7 @@ func (i *Instance) Start(ctx context.Context) {
 // end, and the sender's connections close. It returns the parts' errors (a
 // missed deadline), having tried every part.
 func (i *Instance) Stop(ctx context.Context) error {
-	err := errors.Join(i.API.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
+	err := errors.Join(i.API.Stop(ctx), i.Events.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
 	i.Sender.Close()
 	return err
 }

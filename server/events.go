@@ -1,0 +1,116 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"pushfan/engagement"
+)
+
+// eventsBodyLimit bounds a POST /v1/events body: 100 events of a token
+// (at most 120 bytes), a type and a time are about 25 KB.
+const eventsBodyLimit = 64 << 10
+
+// WithEvents serves the apps' public engagement routes under /v1: the
+// events they report, by in.
+func WithEvents(in *engagement.Ingester) Option { return func(s *Server) { s.events = in } }
+
+// routeEvents adds the public routes: no admin token (the event tokens are
+// signed), CORS for PUSHFAN_EVENT_ORIGINS, and a budget per client
+// address.
+func (s *Server) routeEvents(e *echo.Echo) {
+	if s.events == nil {
+		return
+	}
+	perSecond := s.cfg.Events.PerAddress
+	addrs := newKeyedLimiters(perSecond*60, int(math.Ceil(2*perSecond)))
+	limit := func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := addrs.reserve(c.RealIP())
+			if d := r.Delay(); d > 0 {
+				r.Cancel()
+				return rateLimited(c, d, "this address posted too many events")
+			}
+			return next(c)
+		}
+	}
+	if len(s.cfg.Events.Origins) > 0 {
+		// On the echo, not the group: a preflight OPTIONS matches no route
+		// of the group, and must still be answered.
+		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
+			Skipper:      func(c echo.Context) bool { return !strings.HasPrefix(c.Request().URL.Path, "/v1/") },
+			AllowOrigins: s.cfg.Events.Origins,
+			AllowMethods: []string{http.MethodPost, http.MethodGet},
+			AllowHeaders: []string{echo.HeaderContentType},
+			MaxAge:       86400,
+		}))
+	}
+	e.POST("/v1/events", s.postEvents, limit)
+}
+
+type eventsRequest struct {
+	Events []eventJSON `json:"events"`
+}
+
+type eventJSON struct {
+	Token string `json:"token"`
+	Type  string `json:"type"`
+	At    string `json:"at,omitempty"`
+}
+
+type eventsAnswer struct {
+	Accepted   int            `json:"accepted"`
+	Duplicates int            `json:"duplicates"`
+	Refused    []eventRefusal `json:"refused"`
+}
+
+type eventRefusal struct {
+	Index int    `json:"index"`
+	Code  string `json:"code"`
+}
+
+// postEvents takes up to engagement.MaxEvents events and answers once the
+// genuine ones are stored: each event is accepted (counted), a duplicate
+// (that target's event of that type was counted already) or refused with
+// its code.
+func (s *Server) postEvents(c echo.Context) error {
+	body := http.MaxBytesReader(c.Response(), c.Request().Body, eventsBodyLimit)
+	var req eventsRequest
+	if err := decodeStrict(body, &req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &APIError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Message: fmt.Sprintf("the request body is larger than the %d-byte limit of an events post", eventsBodyLimit)}
+		}
+		return err
+	}
+	switch {
+	case len(req.Events) == 0:
+		return badRequest("invalid_events", "events", "events must hold 1 to %d events", engagement.MaxEvents)
+	case len(req.Events) > engagement.MaxEvents:
+		return badRequest("too_many_events", "events", "events holds %d events; at most %d a post", len(req.Events), engagement.MaxEvents)
+	}
+	raw := make([]engagement.RawEvent, len(req.Events))
+	for i, ev := range req.Events {
+		raw[i] = engagement.RawEvent{Token: ev.Token, Type: ev.Type, At: ev.At}
+	}
+	a, err := s.events.Ingest(c.Request().Context(), raw)
+	switch {
+	case errors.Is(err, engagement.ErrStopping):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; retry the events on another instance"}
+	case err != nil:
+		s.log.WarnContext(c.Request().Context(), "storing events failed", "err", err)
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "events_not_stored", Message: "the events could not be stored; retry them"}
+	}
+	out := eventsAnswer{Accepted: a.Accepted, Duplicates: a.Duplicates, Refused: make([]eventRefusal, len(a.Refused))}
+	for i, r := range a.Refused {
+		out.Refused[i] = eventRefusal{Index: r.Index, Code: r.Code}
+	}
+	return c.JSON(http.StatusOK, out)
+}
