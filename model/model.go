@@ -209,6 +209,9 @@ type Failure struct {
 type Stats struct {
 	Broadcasts, DryRuns, Targeted, Succeeded, Failed, Canceled, InvalidatedTokens int64
 	Errors                                                                        map[string]int64
+	// Opened and Clicked are distinct targets the apps reported (package
+	// engagement).
+	Opened, Clicked int64
 }
 
 // ListFilter selects broadcasts for the list endpoint.

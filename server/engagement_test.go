@@ -142,6 +142,42 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 	if want := map[string]int64{"opened": 310, "clicked": 10}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("counts %v, want %v", got, want)
 	}
+
+	// The API shows them: the broadcast's funnel, its series, the totals.
+	var view struct {
+		Engagement struct {
+			Received, Opened, Clicked, Dismissed int64
+			OpenRate                             float64  `json:"open_rate"`
+			P50                                  *float64 `json:"time_to_open_p50_s"`
+		}
+	}
+	s.Do("GET", fmt.Sprintf("/push/broadcasts/%d", id), nil, &view)
+	if e := view.Engagement; e.Opened != 310 || e.Clicked != 10 || e.Received != 0 || e.OpenRate != 0.31 || e.P50 == nil {
+		t.Fatalf("engagement %+v, want 310 opened, 10 clicked, open rate 0.31 and a median time to open", e)
+	}
+	var series struct {
+		Bucket string
+		Points []struct{ Opened, Clicked int64 }
+	}
+	s.Do("GET", fmt.Sprintf("/push/broadcasts/%d/engagement?bucket=1h", id), nil, &series)
+	var opened, clicked int64
+	for _, p := range series.Points {
+		opened, clicked = opened+p.Opened, clicked+p.Clicked
+	}
+	if series.Bucket != "1h" || opened != 310 || clicked != 10 {
+		t.Fatalf("series %+v: opened %d clicked %d, want 310 and 10", series, opened, clicked)
+	}
+	var st struct{ Opened, Clicked int64 }
+	s.Do("GET", "/push/stats", nil, &st)
+	if st.Opened != 310 || st.Clicked != 10 {
+		t.Fatalf("stats %+v, want 310 opened and 10 clicked", st)
+	}
+	var bad struct {
+		Error struct{ Field string } `json:"error"`
+	}
+	if resp := s.Do("GET", fmt.Sprintf("/push/broadcasts/%d/engagement?bucket=2m", id), nil, &bad); resp.StatusCode != http.StatusBadRequest || bad.Error.Field != "bucket" {
+		t.Fatalf("bucket=2m: %d %+v", resp.StatusCode, bad)
+	}
 }
 
 // Each refusal has its own code, and nothing refused is counted.

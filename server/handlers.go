@@ -137,7 +137,11 @@ func (s *Server) getBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.view(b))
+	v := s.view(b)
+	if v.Engagement, err = s.engagement(c.Request().Context(), b); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (s *Server) cancelBroadcast(c echo.Context) error {
@@ -165,6 +169,7 @@ func (s *Server) stats(c echo.Context) error {
 	return c.JSON(http.StatusOK, statsView{
 		Broadcasts: st.Broadcasts, DryRuns: st.DryRuns, Targeted: st.Targeted, Succeeded: st.Succeeded,
 		Failed: st.Failed, Canceled: st.Canceled, InvalidatedTokens: st.InvalidatedTokens, Errors: st.Errors,
+		Opened: st.Opened, Clicked: st.Clicked,
 	})
 }
 

@@ -144,6 +144,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.POST("/broadcasts/:id/release", s.releaseBroadcast)
 	push.POST("/broadcasts/:id/resend", s.resendBroadcast, submits.middleware)
 	push.GET("/broadcasts/:id/failures", s.listFailures)
+	push.GET("/broadcasts/:id/engagement", s.engagementSeries)
 	push.GET("/stats", s.stats)
 	push.GET("/audiences", s.listAudiences)
 	// Previews count audiences as the console's operator types: one

@@ -1,0 +1,29 @@
+package broadcast
+
+import (
+	"context"
+	"time"
+
+	"pushfan/broadcast/message"
+	"pushfan/model"
+)
+
+// Engagement is broadcast id's funnel after FCM accepted its sends
+// (distinct targets per event type), with its localized variants' names
+// in the engine's order: ByLocalized[i] is names[i-1].
+func (s *Service) Engagement(ctx context.Context, b *model.Broadcast) (model.Engagement, []string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	en, err := s.store.Engagement(ctx, b.ID)
+	return en, message.VariantNames(b.Message.Localized), err
+}
+
+// EngagementSeries is broadcast id's events per bucket and type.
+func (s *Service) EngagementSeries(ctx context.Context, id uint64, bucket time.Duration) ([]model.SeriesPoint, error) {
+	if _, err := s.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	return s.store.EngagementSeries(ctx, id, bucket)
+}
