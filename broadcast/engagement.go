@@ -27,3 +27,13 @@ func (s *Service) EngagementSeries(ctx context.Context, id uint64, bucket time.D
 	defer cancel()
 	return s.store.EngagementSeries(ctx, id, bucket)
 }
+
+// ClickLink is where a click on a message of broadcast id leads: its link
+// as stored (message.Link); "" when it has none.
+func (s *Service) ClickLink(ctx context.Context, id uint64) (string, error) {
+	b, err := s.Peek(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return message.Link(b.Message), nil
+}

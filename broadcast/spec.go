@@ -40,6 +40,10 @@ type Spec struct {
 	InvalidateOnDryRun bool              `json:"invalidate_on_dry_run"`
 	// Track: false sends without the event token (data["pushfan"]).
 	Track *bool `json:"track"`
+	// LinkDataKey names the data key that holds the message's link: with
+	// tracking and PUSHFAN_PUBLIC_URL, it is sent through the click
+	// redirect, as webpush.fcm_options.link is.
+	LinkDataKey string `json:"link_data_key"`
 	// Class is the scheduling class, "transactional" or "bulk" (see
 	// model.ClassTransactional); empty picks by the audience.
 	Class string `json:"class"`
@@ -131,6 +135,9 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err != nil {
 		return out, err
 	}
+	if err := checkLinkKey(spec); err != nil {
+		return out, err
+	}
 	tracked := r.Tracking && (spec.Track == nil || *spec.Track)
 	tagBytes := 0
 	if tracked {
@@ -156,7 +163,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err := plat.CheckTemplates(vars); err != nil {
 		return out, err
 	}
-	msg, err := plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized, Untracked: spec.Track != nil && !*spec.Track})
+	msg, err := plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized, Track: untrack(spec.Track), LinkKey: spec.LinkDataKey})
 	if err != nil {
 		return out, err
 	}
@@ -364,4 +371,29 @@ func (r Rules) bind(a model.Audience) (audience.Bound, error) {
 		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
 	}
 	return named.BindJSON(a.Params)
+}
+
+// untrack keeps "track" only when it says false: a message is tracked by
+// default, and leaving true out keeps the request hashes of older keys.
+func untrack(track *bool) *bool {
+	if track == nil || *track {
+		return nil
+	}
+	return track
+}
+
+// checkLinkKey checks link_data_key: a data key whose value is an http(s)
+// link.
+func checkLinkKey(spec Spec) error {
+	if spec.LinkDataKey == "" {
+		return nil
+	}
+	v, ok := spec.Data[spec.LinkDataKey]
+	if !ok {
+		return fieldError("invalid_value", "link_data_key", "link_data_key %q names no key of data", spec.LinkDataKey)
+	}
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fieldError("invalid_value", "data."+spec.LinkDataKey, "data.%s is named by link_data_key, so it must be an http(s) URL", spec.LinkDataKey)
+	}
+	return nil
 }

@@ -377,13 +377,11 @@ func (s *Service) TestSendBroadcast(ctx context.Context, id uint64, to TestRecip
 	m := b.Message
 	spec := TestSpec{
 		Spec: Spec{
-			Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data, Localized: m.Localized,
+			Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data, Localized: m.Localized, LinkDataKey: m.LinkKey,
 			Android: m.Android, APNS: m.APNS, Webpush: m.Webpush, FCMOptions: m.FCMOptions,
 		},
 		UserIDs: to.UserIDs, Tokens: to.Tokens, Locale: to.Locale,
 	}
-	if m.Untracked {
-		spec.Track = new(bool)
-	}
+	spec.Track = m.Track
 	return s.TestSend(ctx, spec, by)
 }

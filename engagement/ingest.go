@@ -146,6 +146,17 @@ func (g *Ingester) Ingest(ctx context.Context, raw []RawEvent) (Answer, error) {
 	return a, nil
 }
 
+// Verify says which broadcast a genuine token names, expired or not (a
+// click on an old notification still leads to its link).
+func (g *Ingester) Verify(tok string) (uint64, error) {
+	c, err := g.keys.Verify(tok, g.now())
+	var r *Refused
+	if errors.As(err, &r) && r.Code == CodeExpired {
+		return c.BroadcastID, nil
+	}
+	return c.BroadcastID, err
+}
+
 // enqueue hands p to the writer.
 func (g *Ingester) enqueue(ctx context.Context, p *post) error {
 	g.mu.RLock()

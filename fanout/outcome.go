@@ -87,10 +87,11 @@ type Prepared interface {
 	Send(ctx context.Context, token string, b Budget) Outcome
 }
 
-// TaggedPrepared is a Prepared that can also put a per-send value in the
-// message's data, at Message.TagKey (the signed event token of package
+// TaggedPrepared is a Prepared that can also put a per-send value where a
+// Tagged message holds TagPlaceholder (the signed event token of package
 // engagement), without preparing the message again. A Prepared that is not
-// one sends untagged.
+// one sends the placeholder as it is: only a tagged Sender may be given a
+// tagged message.
 type TaggedPrepared interface {
 	Prepared
 	SendTagged(ctx context.Context, token, tag string, b Budget) Outcome

@@ -37,7 +37,7 @@ type Job struct {
 	// Gate, if set, is waited on before each new target is handed to the
 	// workers (retries of failed sends do not wait: they cannot repeat).
 	Gate Gate
-	// Tag, if set, is each send's value of Message.TagKey: for target t,
+	// Tag, if set, is each send's value of Message's TagPlaceholder: for target t,
 	// sent as variant (-1: no variant), at this attempt. It is called on
 	// the send's worker, once per attempt.
 	Tag func(t Target, variant int) string

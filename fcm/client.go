@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -199,9 +198,9 @@ func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
 		return nil, err
 	}
 	if c.direct != nil {
-		return c.direct.prepare(tmpl, msg.DryRun, msg.TagKey)
+		return c.direct.prepare(tmpl, msg.DryRun, msg.Tagged)
 	}
-	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun, tagKey: msg.TagKey}, nil
+	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun, tagged: msg.Tagged}, nil
 }
 
 // Close releases idle connections.
@@ -227,19 +226,27 @@ type sdkPrepared struct {
 	client *messaging.Client
 	tmpl   messaging.Message // shared read-only; each send copies it and sets Token
 	dryRun bool
-	tagKey string // the data key SendTagged fills
+	tagged bool // holds fanout.TagPlaceholder (in data, in the web link)
 }
 
-// SendTagged is Send with data[tagKey] = tag (a copy of the data per send:
-// the SDK path encodes every message anyway).
+// SendTagged is Send with every fanout.TagPlaceholder replaced by tag, in
+// copies of the data and the web push options (the SDK path encodes every
+// message anyway).
 func (p *sdkPrepared) SendTagged(ctx context.Context, token, tag string, b fanout.Budget) fanout.Outcome {
-	if p.tagKey == "" {
+	if !p.tagged {
 		return p.Send(ctx, token, b)
 	}
 	q := *p
-	q.tmpl.Data = make(map[string]string, len(p.tmpl.Data)+1)
-	maps.Copy(q.tmpl.Data, p.tmpl.Data)
-	q.tmpl.Data[p.tagKey] = tag
+	q.tmpl.Data = make(map[string]string, len(p.tmpl.Data))
+	for k, v := range p.tmpl.Data {
+		q.tmpl.Data[k] = strings.ReplaceAll(v, fanout.TagPlaceholder, tag)
+	}
+	if w := p.tmpl.Webpush; w != nil && w.FCMOptions != nil {
+		wc, oc := *w, *w.FCMOptions
+		oc.Link = strings.ReplaceAll(oc.Link, fanout.TagPlaceholder, tag)
+		wc.FCMOptions = &oc
+		q.tmpl.Webpush = &wc
+	}
 	return q.Send(ctx, token, b)
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"runtime"
 	"strings"
@@ -74,32 +73,31 @@ func newDirectClient(client *http.Client, endpoint, projectID string) *directCli
 	}
 }
 
-// tagPlaceholder stands for a send's tag (the event token) in the data
-// of an encoded message template, as tokenPlaceholder for the token.
-const tagPlaceholder = "\x01pushfan-tag\x01"
+// encodedTag is fanout.TagPlaceholder as encoding/json writes it inside a
+// string: where a send's tag goes (a data value, a link). The tag is
+// spliced in as it is: event tokens are URL-safe, needing no escape.
+var encodedTag = []byte(`\u0001pushfan-tag\u0001`)
 
-// encodedTagPlaceholder is tagPlaceholder as encoding/json writes it.
-var encodedTagPlaceholder = []byte(`"\u0001pushfan-tag\u0001"`)
-
-// directPrepared is a message's request body cut at the token, and at the
-// tag when the message has one: parts[0] token-or-tag parts[1] ... with
-// tagFirst saying which comes first (the SDK's encoding puts data first).
+// directPrepared is a message's request body cut at its holes: lits[0]
+// hole[0] lits[1] ... lits[n]. The token's hole is a JSON string; a tag's
+// is the inside of one.
 type directPrepared struct {
-	d        *directClient
-	parts    [][]byte // 2 parts (no tag) or 3
-	tagFirst bool
+	d     *directClient
+	lits  [][]byte
+	holes []hole
 }
 
-// prepare encodes the request for tmpl once, with a placeholder token (and
-// a placeholder tag at data[tagKey] when tagKey is set).
-func (d *directClient) prepare(tmpl messaging.Message, dryRun bool, tagKey string) (*directPrepared, error) {
+type hole uint8
+
+const (
+	holeToken hole = iota
+	holeTag
+)
+
+// prepare encodes the request for tmpl once, with a placeholder token, and
+// finds the token and (for a tagged message) every fanout.TagPlaceholder.
+func (d *directClient) prepare(tmpl messaging.Message, dryRun, tagged bool) (*directPrepared, error) {
 	tmpl.Token = tokenPlaceholder
-	if tagKey != "" {
-		data := make(map[string]string, len(tmpl.Data)+1)
-		maps.Copy(data, tmpl.Data)
-		data[tagKey] = tagPlaceholder
-		tmpl.Data = data
-	}
 	req := struct {
 		ValidateOnly bool               `json:"validate_only,omitempty"`
 		Message      *messaging.Message `json:"message,omitempty"`
@@ -108,47 +106,54 @@ func (d *directClient) prepare(tmpl messaging.Message, dryRun bool, tagKey strin
 	if err != nil {
 		return nil, fmt.Errorf("fcm: encoding the message: %w", err)
 	}
-	i := bytes.Index(raw, encodedPlaceholder)
-	if i < 0 || bytes.Count(raw, encodedPlaceholder) != 1 {
+	if bytes.Count(raw, encodedPlaceholder) != 1 {
 		return nil, errors.New("fcm: the encoded message does not hold the token exactly once")
 	}
-	if tagKey == "" {
-		return &directPrepared{d: d, parts: [][]byte{raw[:i], raw[i+len(encodedPlaceholder):]}}, nil
+	if tagged && !bytes.Contains(raw, encodedTag) {
+		return nil, errors.New("fcm: a tagged message holds no tag placeholder")
 	}
-	j := bytes.Index(raw, encodedTagPlaceholder)
-	if j < 0 || bytes.Count(raw, encodedTagPlaceholder) != 1 {
-		return nil, errors.New("fcm: the encoded message does not hold the tag exactly once")
+	p := &directPrepared{d: d}
+	for {
+		i := bytes.Index(raw, encodedPlaceholder)
+		j := -1
+		if tagged {
+			j = bytes.Index(raw, encodedTag)
+		}
+		switch {
+		case i < 0 && j < 0:
+			p.lits = append(p.lits, raw)
+			return p, nil
+		case j < 0 || (i >= 0 && i < j):
+			p.lits, p.holes = append(p.lits, raw[:i]), append(p.holes, holeToken)
+			raw = raw[i+len(encodedPlaceholder):]
+		default:
+			p.lits, p.holes = append(p.lits, raw[:j]), append(p.holes, holeTag)
+			raw = raw[j+len(encodedTag):]
+		}
 	}
-	p := &directPrepared{d: d, tagFirst: j < i}
-	if p.tagFirst {
-		p.parts = [][]byte{raw[:j], raw[j+len(encodedTagPlaceholder) : i], raw[i+len(encodedPlaceholder):]}
-	} else {
-		p.parts = [][]byte{raw[:i], raw[i+len(encodedPlaceholder) : j], raw[j+len(encodedTagPlaceholder):]}
-	}
-	return p, nil
 }
 
-// body returns the request body for token (and tag, when the message has
-// a tag; "" otherwise).
+// body returns the request body for token and tag.
 func (p *directPrepared) body(token, tag string) []byte {
-	n := len(token) + len(tag) + 4
-	for _, part := range p.parts {
-		n += len(part)
+	n := len(token) + 2
+	for _, l := range p.lits {
+		n += len(l)
+	}
+	for _, h := range p.holes {
+		if h == holeTag {
+			n += len(tag)
+		}
 	}
 	b := make([]byte, 0, n)
-	b = append(b, p.parts[0]...)
-	if len(p.parts) == 2 {
-		b = appendJSONToken(b, token)
-		return append(b, p.parts[1]...)
+	for i, h := range p.holes {
+		b = append(b, p.lits[i]...)
+		if h == holeToken {
+			b = appendJSONToken(b, token)
+		} else {
+			b = append(b, tag...)
+		}
 	}
-	first, second := token, tag
-	if p.tagFirst {
-		first, second = tag, token
-	}
-	b = appendJSONToken(b, first)
-	b = append(b, p.parts[1]...)
-	b = appendJSONToken(b, second)
-	return append(b, p.parts[2]...)
+	return append(b, p.lits[len(p.lits)-1]...)
 }
 
 // appendJSONToken appends token as a JSON string. Real tokens are plain

@@ -60,9 +60,16 @@ type Message struct {
 	APNS       json.RawMessage `json:"apns,omitempty"`
 	Webpush    json.RawMessage `json:"webpush,omitempty"`
 	FCMOptions json.RawMessage `json:"fcm_options,omitempty"`
-	// Untracked messages carry no event token ("track": false).
-	Untracked bool `json:"untracked,omitempty"`
+	// Track false: the messages carry no event token (unset: they do,
+	// when the deployment tracks).
+	Track *bool `json:"track,omitempty"`
+	// LinkKey names the data key that holds the message's link, which a
+	// tracked message sends through the click redirect.
+	LinkKey string `json:"link_data_key,omitempty"`
 }
+
+// Untracked reports a message sent without event tokens ("track": false).
+func (m Message) Untracked() bool { return m.Track != nil && !*m.Track }
 
 // Localized is one language's title and body. It replaces both: an empty
 // one stays empty rather than falling back to another language.

@@ -2,13 +2,16 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"pushfan/config"
 	"pushfan/engagement"
 	"pushfan/internal/testsupport/teststack"
 )
@@ -60,11 +63,13 @@ func engagementCounts(t *testing.T, s *teststack.Stack, id uint64) map[string]in
 
 // sentTokens broadcasts to every seeded token and returns the event token
 // each device got in data["pushfan"], as the emulator received it.
-func sentTokens(t *testing.T, s *teststack.Stack, devices []string) (uint64, []string) {
+func sentTokens(t *testing.T, s *teststack.Stack, devices []string, extra map[string]any) (uint64, []string) {
 	t.Helper()
 	s.Emu.RecordMessages()
 	var b teststack.Broadcast
-	s.Do("POST", "/push/broadcast", map[string]any{"title": "hi", "audience": map[string]any{"all": true}}, &b)
+	req := map[string]any{"title": "hi", "audience": map[string]any{"all": true}}
+	maps.Copy(req, extra)
+	s.Do("POST", "/push/broadcast", req, &b)
 	if b.Status != "completed" || b.Succeeded != int64(len(devices)) {
 		t.Fatalf("broadcast %+v, want %d succeeded", b, len(devices))
 	}
@@ -92,10 +97,22 @@ func sentTokens(t *testing.T, s *teststack.Stack, devices []string) (uint64, []s
 // batches, 50 of them twice, 20 with one byte flipped, and 10 clicks on
 // targets not yet opened (a click counts an open too).
 func TestEventsCountDistinctTargets(t *testing.T) {
-	s := teststack.New(t, teststack.Options{})
+	const public = "https://push.example.com"
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Events.PublicURL = public }})
 	devices := tokens("eng-", 1000)
 	s.SeedTokens(1, devices)
-	id, toks := sentTokens(t, s, devices)
+	const link = "https://shop.example.com/sale?utm=push"
+	id, toks := sentTokens(t, s, devices, map[string]any{"webpush": map[string]any{"fcm_options": map[string]any{"link": link}}})
+	// The link sent is the redirect with the device's own token.
+	rec, _, _ := s.Emu.LastNotification(devices[7])
+	var sent struct {
+		Webpush struct {
+			FCMOptions struct{ Link string } `json:"fcm_options"`
+		}
+	}
+	if err := json.Unmarshal(rec.Message, &sent); err != nil || sent.Webpush.FCMOptions.Link != public+"/v1/c/"+toks[7] {
+		t.Fatalf("web push link sent %q (%v), want %q", sent.Webpush.FCMOptions.Link, err, public+"/v1/c/"+toks[7])
+	}
 
 	var accepted, dups int
 	for i := 0; i < 300; i += 50 {
@@ -129,13 +146,28 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 			t.Fatalf("refusal %d: %+v, want index %d bad_signature", k, r, 50+k)
 		}
 	}
-	var clicks []event
+	// Ten clicks through the redirect, on targets not yet opened.
+	noFollow := *s.HTTP
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for _, tok := range toks[500:510] {
-		clicks = append(clicks, event{Token: tok, Type: "clicked"})
+		resp, err := noFollow.Get(s.API.URL + "/v1/c/" + tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != link {
+			t.Fatalf("click: %d to %q, want 302 to %q", resp.StatusCode, resp.Header.Get("Location"), link)
+		}
 	}
-	a = postEvents(t, s, clicks)
-	accepted, dups = accepted+a.Accepted, dups+a.Duplicates
-	if accepted != 310 || dups != 50 {
+	resp, err := noFollow.Get(s.API.URL + "/v1/c/" + toks[0] + "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a link pushfan did not send: %d, want 404", resp.StatusCode)
+	}
+	if accepted != 300 || dups != 50 {
 		t.Fatalf("accepted %d, duplicates %d; want 310 and 50", accepted, dups)
 	}
 	got := engagementCounts(t, s, id)
@@ -185,7 +217,7 @@ func TestEventsRefusedAreNotCounted(t *testing.T) {
 	s := teststack.New(t, teststack.Options{})
 	devices := tokens("ref-", 3)
 	s.SeedTokens(1, devices)
-	id, toks := sentTokens(t, s, devices)
+	id, toks := sentTokens(t, s, devices, nil)
 
 	// The deployment's own key, read back, signs an expired token.
 	var kid string

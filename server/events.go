@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"pushfan/broadcast"
 	"pushfan/engagement"
 )
 
@@ -52,6 +53,37 @@ func (s *Server) routeEvents(e *echo.Echo) {
 		}))
 	}
 	e.POST("/v1/events", s.postEvents, limit)
+	e.GET("/v1/c/:token", s.click, limit)
+}
+
+// click is the click redirect, GET /v1/c/{token}: a tracked message's link
+// leads here; it counts a click (and an open) of the token's target, then
+// answers 302 to the link stored with the broadcast. The target never
+// comes from the request, so this is no open redirect. An expired token
+// (an old notification) or a test send's still leads to the link,
+// uncounted; one that is not genuine leads nowhere.
+func (s *Server) click(c echo.Context) error {
+	tok := c.Param("token")
+	id, err := s.events.Verify(tok)
+	if err != nil {
+		return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link is not one pushfan sent"}
+	}
+	link, err := s.svc.ClickLink(c.Request().Context(), id)
+	switch {
+	case errors.Is(err, broadcast.ErrNotFound) || (err == nil && link == ""):
+		return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link's broadcast is gone, or had no link"}
+	case err != nil:
+		return err
+	}
+	a, err := s.events.Ingest(c.Request().Context(), []engagement.RawEvent{{Token: tok, Type: "clicked"}})
+	if err != nil {
+		// The user gets to the link either way; the click goes uncounted.
+		s.log.WarnContext(c.Request().Context(), "counting a click failed", "broadcast_id", id, "err", err)
+	} else if len(a.Refused) > 0 {
+		s.log.DebugContext(c.Request().Context(), "click not counted", "broadcast_id", id, "code", a.Refused[0].Code)
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Redirect(http.StatusFound, link)
 }
 
 type eventsRequest struct {

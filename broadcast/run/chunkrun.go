@@ -66,12 +66,18 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
 	msg := message.Engine(b.Message, message.CollapseKey(b.ID), b.DryRun)
-	tag := s.tagger(b, msg)
-	src, err := s.source(b, c)
+	msg, tag, err := s.track(b, msg)
+	var src fanout.Source
+	if err == nil {
+		src, err = s.source(b, c)
+	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
 	if err == nil {
 		personalize, variants, err = message.Personalizer(b, msg)
+	}
+	if personalize != nil && tag != nil {
+		personalize = s.trackEach(b, personalize)
 	}
 	switch {
 	case b.CancelRequested || b.Status.Final():
@@ -110,20 +116,6 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
 	r.finish(bg, runErr)
-}
-
-// tagger is the Job's Tag of b's sends, with msg's TagKey set; nil when
-// tracking is off, or b says "track": false.
-func (s *Runner) tagger(b *model.Broadcast, msg *fanout.Message) func(fanout.Target, int) string {
-	if s.opt.Tags == nil || b.Message.Untracked {
-		return nil
-	}
-	msg.TagKey = message.TagDataKey
-	return func(t fanout.Target, variant int) string {
-		// variant indexes the localized variants (the default last); -1:
-		// the message has none.
-		return s.opt.Tags.Tag(b.ID, t.Cursor, t.UserID, 0, variant+1)
-	}
 }
 
 // checkpointLoop stores progress every FlushInterval and renews the lease;

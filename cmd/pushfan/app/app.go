@@ -124,7 +124,10 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	events := engagement.NewIngester(store, keys, log, cfg.DB.Timeout)
 	var tags *engagement.Tagger
 	if cfg.Events.TrackingOn() {
-		tags = engagement.NewTagger(keys, cfg.Events.TTL)
+		tags = engagement.NewTagger(keys, cfg.Events.TTL, cfg.Events.PublicURL)
+		if cfg.Events.PublicURL == "" {
+			log.WarnContext(ctx, "PUSHFAN_PUBLIC_URL is not set: links in messages are sent as they are, and clicks on them are not counted (set it to where apps reach this server)")
+		}
 	}
 	svc := broadcast.New(store, leases, engine, log, broadcast.Options{
 		Named:         named,
