@@ -25,7 +25,7 @@ func TestTaggedSendsMatchTheSDK(t *testing.T) {
 	defer srv.Close()
 	msg := &fanout.Message{
 		Title: "sale", Tagged: true, CollapseKey: "pushfan-9",
-		Data: map[string]string{"pushfan": fanout.TagPlaceholder, "url": "https://push.example.com/v1/c/" + fanout.TagPlaceholder, "k": "v"},
+		Data:     map[string]string{"pushfan": fanout.TagPlaceholder, "url": "https://push.example.com/v1/c/" + fanout.TagPlaceholder, "k": "v"},
 		Platform: fanout.Platform{Webpush: json.RawMessage(`{"fcm_options":{"link":"https://push.example.com/v1/c/` + "\\u0001pushfan-tag\\u0001" + `"}}`)},
 	}
 	const tag = "k1a2b3c4d.AQIDBAUGBwgJ-_"
