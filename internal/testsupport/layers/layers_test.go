@@ -64,7 +64,7 @@ var allowed = map[string][]string{
 	// Wiring and the binaries.
 	"cmd/pushfan/app":   {"audience", "broadcast", "config", "cron", "engagement", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server"},
 	"cmd/pushfan":       {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "model", "repository"},
-	"cmd/pushfan-bench": {"config", "internal/devtools/apiclient"}, // config: the defaults a latency sweep runs at
+	"cmd/pushfan-bench": {"config", "engagement", "internal/devtools/apiclient"}, // config: the defaults a latency sweep runs at; engagement: events signed as the sends sign them
 	"cmd/pushfan-load":  {"internal/devtools/apiclient"},
 	// Demo data and test support.
 	"internal/devtools/demo":         {"internal/platform/sqldb"},
