@@ -12,6 +12,7 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/engagement"
+	"pushfan/websdk"
 )
 
 // eventsBodyLimit bounds a POST /v1/events body: 100 events of a token
@@ -54,6 +55,18 @@ func (s *Server) routeEvents(e *echo.Echo) {
 	}
 	e.POST("/v1/events", s.postEvents, limit)
 	e.GET("/v1/c/:token", s.click, limit)
+	e.GET("/v1/sdk/pushfan.js", s.webSDK)
+}
+
+// webSDK serves the web SDK, an ES module: any origin may import it (a
+// module script loaded from another origin needs CORS), and it is cached
+// for an hour.
+func (s *Server) webSDK(c echo.Context) error {
+	h := c.Response().Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Cache-Control", "public, max-age=3600")
+	h.Set("X-Content-Type-Options", "nosniff")
+	return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", websdk.Module)
 }
 
 // click is the click redirect, GET /v1/c/{token}: a tracked message's link

@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"internal/devtools/apiclient": nil,
 	"audience":                    {"config"}, // named audiences: SQL over an injected pool, compiled from the config's definitions
 	"fcmemu":                      nil,        // the emulator knows nothing of pushfan
+	"websdk":                      nil,        // the web SDK's ES module, embedded
 	// The engine: targets in, classified outcomes out. No HTTP, no FCM.
 	"fanout": {"internal/platform/clock", "internal/platform/lifecycle"},
 	// The FCM client implements the engine's Sender.
@@ -58,7 +59,7 @@ var allowed = map[string][]string{
 	"broadcast": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
 	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
-	"server":         {"audience", "broadcast", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi"},
+	"server":         {"audience", "broadcast", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
@@ -81,7 +82,7 @@ var allowed = map[string][]string{
 // services beside it, the engine and plain settings, the platform.
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
-	"internal/platform/sqldb": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "internal/devtools/apiclient": 0,
+	"internal/platform/sqldb": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"config": 1, "fanout": 1, "metrics": 1,
 	"audience": 2, "cron": 2, "engagement": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
 	"lease":                       3,
