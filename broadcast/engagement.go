@@ -15,7 +15,7 @@ func (s *Service) Engagement(ctx context.Context, b *model.Broadcast) (model.Eng
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	en, err := s.store.Engagement(ctx, b.ID)
-	return en, message.VariantNames(b.Message.Localized), err
+	return en, message.VariantNames(b.Message.Localized), err // with A/B variants, none: see ByVariant
 }
 
 // EngagementSeries is broadcast id's events per bucket and type.

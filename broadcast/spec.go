@@ -40,6 +40,9 @@ type Spec struct {
 	InvalidateOnDryRun bool              `json:"invalidate_on_dry_run"`
 	// Track: false sends without the event token (data["pushfan"]).
 	Track *bool `json:"track"`
+	// Variants are A/B variants (abtest.go): 2 to 5 full messages with
+	// weights, instead of the message fields above.
+	Variants []VariantSpec `json:"variants"`
 	// LinkDataKey names the data key that holds the message's link: with
 	// tracking and PUSHFAN_PUBLIC_URL, it is sent through the click
 	// redirect, as webpush.fcm_options.link is.
@@ -112,58 +115,27 @@ const MaxDeliverOver = 7 * 24 * time.Hour
 // fire is never scheduled further).
 func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	var out Request
-	if spec.Title == "" && spec.Body == "" && len(spec.Data) == 0 {
-		return out, fieldError("empty_message", "", "the message is empty: set at least one of title, body or data")
+	var plat message.Overrides
+	var tagBytes int
+	var err error
+	if len(spec.Variants) > 0 {
+		err = checkVariantsOnly(spec)
+	} else {
+		plat, tagBytes, err = r.checkMessage(spec, r.tracked(spec))
 	}
-	for _, f := range []struct{ name, v string }{{"title", spec.Title}, {"body", spec.Body}, {"image", spec.Image}} {
-		if !utf8.ValidString(f.v) {
-			return out, fieldError("invalid_value", f.name, "%s is not valid UTF-8", f.name)
-		}
-	}
-	if spec.Image != "" {
-		u, err := url.Parse(spec.Image)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return out, fieldError("invalid_value", "image", "image must be an http(s) URL")
-		}
-	}
-	for k := range spec.Data {
-		if err := message.CheckDataKey(k); err != nil {
-			return out, err
-		}
-	}
-	plat, err := message.ParseOverrides(spec.Android, spec.APNS, spec.Webpush, spec.FCMOptions)
 	if err != nil {
 		return out, err
-	}
-	if err := checkLinkKey(spec); err != nil {
-		return out, err
-	}
-	tracked := r.Tracking && (spec.Track == nil || *spec.Track)
-	tagBytes := 0
-	if tracked {
-		tagBytes = message.TagBytes
-	}
-	if n := message.PayloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + plat.Size() + tagBytes; n > MaxPayloadBytes {
-		return out, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image, data, the event token and the android, apns, webpush and fcm_options objects with pushfan's collapse keys, together)", n, MaxPayloadBytes)
 	}
 	a, vars, err := r.audience(spec.Audience)
 	if err != nil {
 		return out, err
 	}
-	if _, err := audience.ParseTemplate(spec.Title, spec.Body, spec.Data, vars); err != nil {
-		var te *audience.TemplateError
-		if errors.As(err, &te) {
-			return out, fieldError("template_error", te.Field, "%v", err)
-		}
-		return out, fieldError("template_error", "", "%v", err)
+	var msg model.Message
+	if len(spec.Variants) > 0 {
+		msg, err = r.abMessage(spec, r.tracked(spec))
+	} else {
+		msg, err = r.checkTemplates(spec, plat, vars, tagBytes)
 	}
-	if err := message.ValidateLocalized(spec.Localized, spec.Image, spec.Data, vars, plat.Size()+tagBytes); err != nil {
-		return out, err
-	}
-	if err := plat.CheckTemplates(vars); err != nil {
-		return out, err
-	}
-	msg, err := plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized, Track: untrack(spec.Track), LinkKey: spec.LinkDataKey})
 	if err != nil {
 		return out, err
 	}
@@ -396,4 +368,67 @@ func checkLinkKey(spec Spec) error {
 		return fieldError("invalid_value", "data."+spec.LinkDataKey, "data.%s is named by link_data_key, so it must be an http(s) URL", spec.LinkDataKey)
 	}
 	return nil
+}
+
+// tracked: spec's messages carry the event token.
+func (r Rules) tracked(spec Spec) bool { return r.Tracking && (spec.Track == nil || *spec.Track) }
+
+// checkMessage checks spec's message before its audience is known: text,
+// image, data keys, overrides, link key and FCM's payload limit (with the
+// event token when tracked).
+func (r Rules) checkMessage(spec Spec, tracked bool) (message.Overrides, int, error) {
+	var plat message.Overrides
+	if spec.Title == "" && spec.Body == "" && len(spec.Data) == 0 {
+		return plat, 0, fieldError("empty_message", "", "the message is empty: set at least one of title, body or data")
+	}
+	for _, f := range []struct{ name, v string }{{"title", spec.Title}, {"body", spec.Body}, {"image", spec.Image}} {
+		if !utf8.ValidString(f.v) {
+			return plat, 0, fieldError("invalid_value", f.name, "%s is not valid UTF-8", f.name)
+		}
+	}
+	if spec.Image != "" {
+		u, err := url.Parse(spec.Image)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return plat, 0, fieldError("invalid_value", "image", "image must be an http(s) URL")
+		}
+	}
+	for k := range spec.Data {
+		if err := message.CheckDataKey(k); err != nil {
+			return plat, 0, err
+		}
+	}
+	plat, err := message.ParseOverrides(spec.Android, spec.APNS, spec.Webpush, spec.FCMOptions)
+	if err != nil {
+		return plat, 0, err
+	}
+	if err := checkLinkKey(spec); err != nil {
+		return plat, 0, err
+	}
+	tagBytes := 0
+	if tracked {
+		tagBytes = message.TagBytes
+	}
+	if n := message.PayloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + plat.Size() + tagBytes; n > MaxPayloadBytes {
+		return plat, 0, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image, data, the event token and the android, apns, webpush and fcm_options objects with pushfan's collapse keys, together)", n, MaxPayloadBytes)
+	}
+	return plat, tagBytes, nil
+}
+
+// checkTemplates checks spec's message against its audience's vars (its
+// templates, its localized variants) and returns it as stored.
+func (r Rules) checkTemplates(spec Spec, plat message.Overrides, vars []string, tagBytes int) (model.Message, error) {
+	if _, err := audience.ParseTemplate(spec.Title, spec.Body, spec.Data, vars); err != nil {
+		var te *audience.TemplateError
+		if errors.As(err, &te) {
+			return model.Message{}, fieldError("template_error", te.Field, "%v", err)
+		}
+		return model.Message{}, fieldError("template_error", "", "%v", err)
+	}
+	if err := message.ValidateLocalized(spec.Localized, spec.Image, spec.Data, vars, plat.Size()+tagBytes); err != nil {
+		return model.Message{}, err
+	}
+	if err := plat.CheckTemplates(vars); err != nil {
+		return model.Message{}, err
+	}
+	return plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized, Track: untrack(spec.Track), LinkKey: spec.LinkDataKey})
 }

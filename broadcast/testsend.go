@@ -375,6 +375,12 @@ func (s *Service) TestSendBroadcast(ctx context.Context, id uint64, to TestRecip
 		return nil, err
 	}
 	m := b.Message
+	if len(m.Variants) > 0 {
+		// A broadcast with A/B variants is rehearsed with its first.
+		track := m.Track
+		m = m.Variants[0].Message
+		m.Track = track
+	}
 	spec := TestSpec{
 		Spec: Spec{
 			Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data, Localized: m.Localized, LinkDataKey: m.LinkKey,

@@ -66,6 +66,17 @@ type Message struct {
 	// LinkKey names the data key that holds the message's link, which a
 	// tracked message sends through the click redirect.
 	LinkKey string `json:"link_data_key,omitempty"`
+	// Variants are A/B variants: each user gets one of these messages
+	// (and the fields above are empty).
+	Variants []ABVariant `json:"variants,omitempty"`
+}
+
+// ABVariant is one A/B variant of a broadcast: a full message, named, with
+// its share of the users (weight, relative to the others').
+type ABVariant struct {
+	Name    string `json:"name"`
+	Weight  int    `json:"weight"`
+	Message
 }
 
 // Untracked reports a message sent without event tokens ("track": false).

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -21,8 +23,22 @@ type engagementView struct {
 	TimeToOpenP50 *float64 `json:"time_to_open_p50_s,omitempty"`
 	TimeToOpenP90 *float64 `json:"time_to_open_p90_s,omitempty"`
 	// Localized breaks the counts down by localized variant (language,
-	// or "default").
+	// or "default"; a broadcast without A/B variants).
 	Localized map[string]countsView `json:"localized,omitzero"`
+	// Variants compares the A/B variants, in their order.
+	Variants []abView `json:"variants,omitempty"`
+}
+
+// abView is one A/B variant's funnel, and its open rate against the first
+// variant's: the difference and its 95 % confidence interval (normal
+// approximation of two proportions; null until both have sends).
+type abView struct {
+	Name string `json:"name"`
+	Sent int64  `json:"sent"`
+	countsView
+	OpenRate float64     `json:"open_rate"`
+	Diff     *float64    `json:"open_rate_diff,omitempty"`
+	CI95     *[2]float64 `json:"open_rate_diff_ci95,omitempty"`
 }
 
 type countsView struct {
@@ -54,6 +70,10 @@ func (s *Server) engagement(ctx context.Context, b *model.Broadcast) (*engagemen
 		return &f
 	}
 	v.TimeToOpenP50, v.TimeToOpenP90 = seconds(en.TimeToOpenP50), seconds(en.TimeToOpenP90)
+	if vs := b.Message.Variants; len(vs) > 0 {
+		v.Variants = abViews(vs, b.Variants, en.ByVariant)
+		return v, nil
+	}
 	for i, c := range en.ByLocalized {
 		if i < 1 || i > len(names) {
 			continue // 0: sent without variants
@@ -112,4 +132,33 @@ func (s *Server) engagementSeries(c echo.Context) error {
 		last.Dismissed += ec.Dismissed
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// abViews compares A/B variants: sent is the targets the engine sent each
+// (its localized ones summed), counts[i+1] the events of variant i.
+func abViews(vs []model.ABVariant, sent map[string]int64, counts map[int]model.EventCounts) []abView {
+	out := make([]abView, len(vs))
+	for i, ab := range vs {
+		a := abView{Name: ab.Name, countsView: countsOf(counts[i+1])}
+		for name, n := range sent {
+			if name == ab.Name || strings.HasPrefix(name, ab.Name+":") {
+				a.Sent += n
+			}
+		}
+		if a.Sent > 0 {
+			a.OpenRate = float64(a.Opened) / float64(a.Sent)
+		}
+		out[i] = a
+	}
+	base := out[0]
+	for i := 1; i < len(out); i++ {
+		x := &out[i]
+		if x.Sent == 0 || base.Sent == 0 {
+			continue
+		}
+		d := x.OpenRate - base.OpenRate
+		se := math.Sqrt(x.OpenRate*(1-x.OpenRate)/float64(x.Sent) + base.OpenRate*(1-base.OpenRate)/float64(base.Sent))
+		x.Diff, x.CI95 = &d, &[2]float64{d - 1.96*se, d + 1.96*se}
+	}
+	return out
 }

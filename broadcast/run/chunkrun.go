@@ -73,7 +73,11 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
-	if err == nil {
+	switch {
+	case err != nil:
+	case len(b.Message.Variants) > 0:
+		variants, tag, err = s.abVariants(b)
+	default:
 		personalize, variants, err = message.Personalizer(b, msg)
 	}
 	if personalize != nil && tag != nil {
