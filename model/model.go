@@ -74,8 +74,8 @@ type Message struct {
 // ABVariant is one A/B variant of a broadcast: a full message, named, with
 // its share of the users (weight, relative to the others').
 type ABVariant struct {
-	Name    string `json:"name"`
-	Weight  int    `json:"weight"`
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
 	Message
 }
 
