@@ -37,3 +37,10 @@ func (s *Service) ClickLink(ctx context.Context, id uint64) (string, error) {
 	}
 	return message.Link(b.Message), nil
 }
+
+// EngagementTotals are the engagement counts of each of ids.
+func (s *Service) EngagementTotals(ctx context.Context, ids []uint64) (map[uint64]model.EventCounts, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	return s.store.EngagementTotals(ctx, ids)
+}

@@ -376,3 +376,33 @@ func (s *Store) EventKeys(ctx context.Context) ([]model.EventKey, error) {
 	}
 	return keys, nil
 }
+
+// EngagementTotals reads the counts of each broadcast of ids (one query, a
+// row per broadcast and type): the broadcast list's open rates.
+func (s *Store) EngagementTotals(ctx context.Context, ids []uint64) (map[uint64]model.EventCounts, error) {
+	out := make(map[uint64]model.EventCounts, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT broadcast_id, type, SUM(n) FROM engagement_counts WHERE broadcast_id IN ("+sqldb.InList(len(ids))+") GROUP BY broadcast_id, type", args...)
+	if err != nil {
+		return nil, fmt.Errorf("engagement totals: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uint64
+		var typ uint8
+		var n int64
+		if err := rows.Scan(&id, &typ, &n); err != nil {
+			return nil, fmt.Errorf("engagement totals: %w", err)
+		}
+		c := out[id]
+		c.Add(model.EventType(typ), n)
+		out[id] = c
+	}
+	return out, rows.Err()
+}

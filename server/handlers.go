@@ -263,5 +263,22 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 		}
 		page.Broadcasts = append(page.Broadcasts, s.view(b))
 	}
+	// The list's engagement: the counts only, one query for the page.
+	ids := make([]uint64, len(page.Broadcasts))
+	for i, v := range page.Broadcasts {
+		ids[i] = v.ID
+	}
+	totals, err := s.svc.EngagementTotals(c.Request().Context(), ids)
+	if err != nil {
+		return err
+	}
+	for i := range page.Broadcasts {
+		v := &page.Broadcasts[i]
+		t := totals[v.ID]
+		v.Engagement = &engagementView{countsView: countsOf(t)}
+		if v.Succeeded > 0 {
+			v.Engagement.OpenRate = float64(t.Opened) / float64(v.Succeeded)
+		}
+	}
 	return c.JSON(http.StatusOK, page)
 }

@@ -1,5 +1,5 @@
-// Dashboard: the all-time totals from /push/stats and the success rate of
-// the last 20 real (not dry-run) broadcasts.
+// Dashboard: the all-time totals from /push/stats, and the success and open
+// rates of the last 20 real (not dry-run) broadcasts.
 
 import {get} from './api.js';
 import {h, s, table, emptyRow, showPageError, isQuiet, add} from './dom.js';
@@ -25,8 +25,10 @@ export async function render(ctx) {
 
   if (page.status === 'fulfilled') {
     const chart = rateChart(page.value.broadcasts || []);
-    add(grid, chart.el);
+    const opens = openRateChart(page.value.broadcasts || []);
+    add(grid, chart.el, opens.el);
     chart.draw(); // once in the page, so the chart can measure its width
+    opens.draw();
   }
   else if (!isQuiet(page.reason) && stats.status === 'fulfilled') showPageError(root, page.reason);
 }
@@ -44,7 +46,8 @@ function statsCards(st) {
       card('succeeded', 'Succeeded', st.succeeded),
       card('failed', 'Failed', st.failed),
       card('canceled', 'Canceled', st.canceled),
-      card('invalidated', 'Invalidated tokens', st.invalidated_tokens)));
+      card('invalidated', 'Invalidated tokens', st.invalidated_tokens),
+      card('opened', 'Opened', st.opened, `${num(st.clicked ?? 0)} clicked`)));
 }
 
 function errorCodes(errors) {
@@ -75,6 +78,31 @@ function rateChart(broadcasts) {
   const el = h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
     h('h2', {id: 'rate-h'}, 'Success rate, last 20 broadcasts'),
     h('p', {class: 'hint'}, 'Succeeded ÷ (succeeded + failed), dry runs left out; oldest on the left. Each bar opens its broadcast.'),
+    body);
+  return {el, draw: () => bars.length && barChart(svg, bars)};
+}
+
+// openRateChart: opened ÷ succeeded of the last 20 real broadcasts, as the
+// apps reported them (POST /v1/events).
+function openRateChart(broadcasts) {
+  const recent = broadcasts.filter((b) => !b.dry_run).slice(0, 20).reverse();
+  const bars = recent.map((b) => {
+    const opened = b.engagement?.opened ?? 0;
+    const value = b.succeeded ? opened / b.succeeded : null;
+    const title = b.message?.title ? ` “${b.message.title}”` : '';
+    return {
+      id: b.id,
+      href: `#/broadcasts/${b.id}`,
+      value,
+      label: `Broadcast ${b.id}${title}: ` +
+        (value == null ? `nothing accepted yet (${b.status})` : `${percent(value)} of ${num(b.succeeded)} opened`),
+    };
+  });
+  const svg = s('svg', {id: 'open-rate-chart', class: 'chart', role: 'group', 'aria-label': 'Open rate of the last broadcasts'});
+  const body = bars.length ? svg : h('p', {class: 'muted'}, 'No broadcasts yet.');
+  const el = h('section', {class: 'card', 'aria-labelledby': 'open-rate-h'},
+    h('h2', {id: 'open-rate-h'}, 'Open rate, last 20 broadcasts'),
+    h('p', {class: 'hint'}, 'Opened ÷ succeeded, as the apps reported (POST /v1/events); oldest on the left. Each bar opens its broadcast.'),
     body);
   return {el, draw: () => bars.length && barChart(svg, bars)};
 }
