@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"pushfan/broadcast/message"
+	"pushfan/lease"
 	"pushfan/model"
 )
 
@@ -43,4 +44,13 @@ func (s *Service) EngagementTotals(ctx context.Context, ids []uint64) (map[uint6
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	return s.store.EngagementTotals(ctx, ids)
+}
+
+// SendRate is broadcast id's outcomes per bucket since since, oldest
+// first, and the buckets' width.
+func (s *Service) SendRate(ctx context.Context, id uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	points, err := s.store.SendRate(ctx, id, since)
+	return points, lease.RateBucket, err
 }

@@ -406,3 +406,23 @@ func (s *Store) EngagementTotals(ctx context.Context, ids []uint64) (map[uint64]
 	}
 	return out, rows.Err()
 }
+
+// SendRate reads broadcast id's outcomes per bucket (lease.RateBucket)
+// since since, oldest first.
+func (s *Store) SendRate(ctx context.Context, id uint64, since time.Time) ([]model.SeriesPoint, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT at, n FROM send_rate WHERE broadcast_id = ? AND at >= ? ORDER BY at", id, dbTime(since))
+	if err != nil {
+		return nil, fmt.Errorf("send rate of %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []model.SeriesPoint
+	for rows.Next() {
+		var p model.SeriesPoint
+		if err := rows.Scan(&p.At, &p.N); err != nil {
+			return nil, fmt.Errorf("send rate of %d: %w", id, err)
+		}
+		p.At = p.At.UTC()
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

@@ -103,6 +103,11 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 	s.SeedTokens(1, devices)
 	const link = "https://shop.example.com/sale?utm=push"
 	id, toks := sentTokens(t, s, devices, map[string]any{"webpush": map[string]any{"fcm_options": map[string]any{"link": link}}})
+	// Every outcome is in the stored send rate (the watch chart's backfill).
+	var rate int64
+	if err := s.SQL.QueryRow("SELECT COALESCE(SUM(n), 0) FROM send_rate WHERE broadcast_id = ?", id).Scan(&rate); err != nil || rate != 1000 {
+		t.Fatalf("send rate holds %d outcomes (%v), want 1000", rate, err)
+	}
 	// The link sent is the redirect with the device's own token.
 	rec, _, _ := s.Emu.LastNotification(devices[7])
 	var sent struct {

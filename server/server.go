@@ -107,6 +107,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	s.proxies = parseProxies(cfg.HTTP.TrustedProxies)
 	s.metricsTokens = metricsTokens(cfg.MetricsToken, tokens)
 	s.watch = newWatchHub(svc.Peek, s.view, log)
+	s.watch.history = svc.SendRate
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
