@@ -22,11 +22,7 @@ import (
 // the difference per op is the client-side overhead (message to JSON
 // by reflection, request building, response decoding) and its allocations.
 func BenchmarkSend(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		_, _ = io.WriteString(w, `{"name":"projects/bench/messages/1"}`)
-	}))
+	srv := okServer()
 	defer srv.Close()
 	const conc = 64
 	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
@@ -94,11 +90,7 @@ func BenchmarkSend(b *testing.B) {
 // carries an event token (the engine's Tag: data["pushfan"]) against the
 // same message untagged: what tracking costs the client.
 func BenchmarkSendTagged(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		_, _ = io.WriteString(w, `{"name":"projects/bench/messages/1"}`)
-	}))
+	srv := okServer()
 	defer srv.Close()
 	const conc = 64
 	token := "bench-token-000001-abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"
@@ -132,4 +124,14 @@ func BenchmarkSendTagged(b *testing.B) {
 			})
 		})
 	}
+}
+
+// okServer answers every send with FCM's success body, and nothing else:
+// the client's cost alone.
+func okServer() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		_, _ = io.WriteString(w, `{"name":"projects/bench/messages/1"}`)
+	}))
 }
