@@ -62,7 +62,17 @@ type Key struct {
 // tokens have expired.
 type Keys struct {
 	signer Key
-	macs   map[string]*sync.Pool // per key id, pooled HMAC states
+	macs   map[string]*sync.Pool // per key id, pooled *macState
+}
+
+// macState is one key's HMAC with its scratch buffers: signing is on
+// every send's path, and with them it allocates only the token string.
+type macState struct {
+	h       hash.Hash
+	prefix  []byte // "kid."
+	payload []byte
+	sum     []byte
+	out     []byte
 }
 
 // ErrNoKeys: a Keys needs at least one key.
@@ -85,8 +95,11 @@ func NewKeys(keys []Key) (*Keys, error) {
 		if _, dup := k.macs[key.ID]; dup {
 			return nil, fmt.Errorf("engagement: key id %q given twice", key.ID)
 		}
-		secret := key.Secret
-		k.macs[key.ID] = &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
+		secret, prefix := key.Secret, []byte(key.ID+".")
+		k.macs[key.ID] = &sync.Pool{New: func() any {
+			return &macState{h: hmac.New(sha256.New, secret), prefix: prefix, payload: make([]byte, 0, 96),
+				sum: make([]byte, 0, sha256.Size), out: make([]byte, 0, MaxTokenBytes)}
+		}}
 	}
 	return k, nil
 }
@@ -108,16 +121,31 @@ func CheckKeyID(id string) error {
 // SigningKeyID is the id of the key that signs.
 func (k *Keys) SigningKeyID() string { return k.signer.ID }
 
-// AppendToken appends c's token to dst. It is on every send's path: no
-// allocation once dst has room.
+// AppendToken appends c's token to dst.
 func (k *Keys) AppendToken(dst []byte, c Claims) []byte {
-	var buf [1 + 8*binary.MaxVarintLen64 + sha256.Size]byte
-	p := buf[:0]
+	pool := k.macs[k.signer.ID]
+	m := pool.Get().(*macState)
+	defer pool.Put(m)
+	return append(dst, m.sign(c)...)
+}
+
+// Token is c's token, signed by the first key. It is on every send's path:
+// its one allocation is the string.
+func (k *Keys) Token(c Claims) string {
+	pool := k.macs[k.signer.ID]
+	m := pool.Get().(*macState)
+	defer pool.Put(m)
+	return string(m.sign(c))
+}
+
+// sign encodes c's token into m.out and returns it (valid until m's next
+// use).
+func (m *macState) sign(c Claims) []byte {
 	flags := byte(tokenVersion)
 	if c.Test {
 		flags |= flagTest
 	}
-	p = append(p, flags)
+	p := append(m.payload[:0], flags)
 	p = binary.AppendUvarint(p, c.BroadcastID)
 	p = binary.AppendUvarint(p, c.Target)
 	p = binary.AppendUvarint(p, c.UserID)
@@ -126,27 +154,20 @@ func (k *Keys) AppendToken(dst []byte, c Claims) []byte {
 	p = binary.AppendUvarint(p, uint64(max(c.Expires.Unix()-sent, 0)))
 	p = binary.AppendUvarint(p, uint64(max(c.Variant, 0)))
 	p = binary.AppendUvarint(p, uint64(max(c.Localized, 0)))
-	p = k.appendMAC(p, k.signer.ID, p)
-	dst = append(dst, k.signer.ID...)
-	dst = append(dst, '.')
-	return base64.RawURLEncoding.AppendEncode(dst, p)
+	p = append(p, m.mac(p)...)
+	m.payload = p
+	m.out = base64.RawURLEncoding.AppendEncode(append(m.out[:0], m.prefix...), p)
+	return m.out
 }
 
-// Token is AppendToken into a new string.
-func (k *Keys) Token(c Claims) string { return string(k.AppendToken(nil, c)) }
-
-// appendMAC appends the truncated MAC of kid and payload to dst.
-func (k *Keys) appendMAC(dst []byte, kid string, payload []byte) []byte {
-	pool := k.macs[kid]
-	h := pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write([]byte(kid))
-	h.Write([]byte{'.'})
-	h.Write(payload)
-	var sum [sha256.Size]byte
-	mac := h.Sum(sum[:0])
-	pool.Put(h)
-	return append(dst, mac[:macBytes]...)
+// mac is the truncated MAC of m's key id and payload (valid until m's
+// next use).
+func (m *macState) mac(payload []byte) []byte {
+	m.h.Reset()
+	m.h.Write(m.prefix)
+	m.h.Write(payload)
+	m.sum = m.h.Sum(m.sum[:0])
+	return m.sum[:macBytes]
 }
 
 // Refusal codes, as POST /v1/events answers them.
@@ -183,8 +204,11 @@ func (k *Keys) Verify(tok string, now time.Time) (Claims, error) {
 		return Claims{}, &Refused{CodeMalformed}
 	}
 	payload, mac := raw[:len(raw)-macBytes], raw[len(raw)-macBytes:]
-	var want [macBytes]byte
-	if !hmac.Equal(k.appendMAC(want[:0], kid, payload), mac) {
+	pool := k.macs[kid]
+	m := pool.Get().(*macState)
+	ok = hmac.Equal(m.mac(payload), mac)
+	pool.Put(m)
+	if !ok {
 		return Claims{}, &Refused{CodeBadSignature}
 	}
 	c, ok := decodePayload(payload)
