@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
+	"pushfan/webhook"
 )
 
 // Options tunes the service.
@@ -75,6 +77,9 @@ type Options struct {
 	StartSpread time.Duration
 	// Tags signs the event token of every send (nil: tracking is off).
 	Tags *engagement.Tagger
+	// Invalidated, if set, is told a checkpoint's dead tokens in its
+	// transaction (the tokens.invalidated webhook).
+	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -145,7 +150,7 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 	s.runner = run.New(s.in, store, leases, engine, run.Options{
 		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
 		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
-		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags,
+		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
 	})
 	s.planner = plan.New(s.in, store, leases, engine, s.runner, plan.Options{
 		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,

@@ -42,6 +42,9 @@ type Config struct {
 	Audiences []Audience `yaml:"audiences"`
 	// Jobs are recurring broadcasts.
 	Jobs []Job `yaml:"jobs"`
+	// Webhooks are the endpoints told what happened (package webhook),
+	// compiled and checked by the domain.
+	Webhooks []Webhook `yaml:"webhooks"`
 	// Schema maps the built-in audiences onto the deployment's own users
 	// and tokens tables; empty means the bundled tables.
 	Schema model.SchemaMapping `yaml:"schema"`
@@ -49,8 +52,13 @@ type Config struct {
 	Engine Engine `yaml:"engine"`
 	HTTP   HTTP   `yaml:"http"`
 	Events Events `yaml:"events"`
-	DB     DB     `yaml:"db"`
-	Log    Log    `yaml:"log"`
+	// WebhookAllowPrivate lets webhooks reach private, loopback and
+	// link-local addresses (a receiver on the same network); off, such an
+	// address is refused when connecting. WebhookTimeout bounds an attempt.
+	WebhookAllowPrivate bool          `yaml:"webhook_allow_private"`
+	WebhookTimeout      time.Duration `yaml:"webhook_timeout"`
+	DB                  DB            `yaml:"db"`
+	Log                 Log           `yaml:"log"`
 }
 
 // Events configures engagement: the signed event token every message
@@ -250,7 +258,8 @@ func Defaults() Config {
 			StartSpread:     5 * time.Second,
 			DefaultTimezone: "UTC",
 		},
-		Events: Events{Tracking: "on", TTL: 7 * 24 * time.Hour, PerAddress: 20},
+		Events:         Events{Tracking: "on", TTL: 7 * 24 * time.Hour, PerAddress: 20},
+		WebhookTimeout: 10 * time.Second,
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,
 			ReadHeaderTimeout: 5 * time.Second,
@@ -275,4 +284,14 @@ func Defaults() Config {
 		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},
 	}
+}
+
+// Webhook is one endpoint as the YAML config gives it: a name, an http(s)
+// URL, a Standard Webhooks secret ("whsec_…") and the event types it takes
+// (none: all).
+type Webhook struct {
+	Name   string   `yaml:"name"`
+	URL    string   `yaml:"url"`
+	Secret string   `yaml:"secret"`
+	Events []string `yaml:"events"`
 }

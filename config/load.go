@@ -146,6 +146,8 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_EVENT_ORIGINS", list(&c.Events.Origins)},
 		{"PUSHFAN_EVENT_RATE_PER_ADDRESS", float(&c.Events.PerAddress)},
 		{"PUSHFAN_PUBLIC_URL", str(&c.Events.PublicURL)},
+		{"PUSHFAN_WEBHOOK_ALLOW_PRIVATE", boolean(&c.WebhookAllowPrivate)},
+		{"PUSHFAN_WEBHOOK_TIMEOUT", duration(&c.WebhookTimeout)},
 		{"PUSHFAN_DB_MAX_OPEN", integer(&c.DB.MaxOpen)},
 		{"PUSHFAN_DB_TIMEOUT", duration(&c.DB.Timeout)},
 		{"PUSHFAN_LOG_LEVEL", str(&c.Log.Level)},

@@ -82,8 +82,17 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 // counts. It reads the row and the counts in one statement, hence from one
 // snapshot: while a broadcast runs, Errors always sums to what Failed says.
 func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*model.Broadcast, error) {
+	return GetBroadcastIn(ctx, s.db, id)
+}
+
+// GetBroadcastIn is GetBroadcast through q: a transaction's reads see its
+// own writes (an event written beside a transition carries the row as the
+// transition left it).
+func GetBroadcastIn(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id uint64) (*model.Broadcast, error) {
 	var errorsJSON, variantsJSON sql.NullString
-	b, err := scanBroadcast(s.db.QueryRowContext(ctx, selectOneBroadcast+" WHERE id = ?", id), &errorsJSON, &variantsJSON)
+	b, err := scanBroadcast(q.QueryRowContext(ctx, selectOneBroadcast+" WHERE id = ?", id), &errorsJSON, &variantsJSON)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 	}

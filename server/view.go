@@ -73,6 +73,10 @@ func (s *Server) view(b *model.Broadcast) broadcastView {
 	return v
 }
 
+// BroadcastObject is b as the API shows it (GET /push/broadcasts/{id}
+// without its live estimates): what a webhook carries.
+func BroadcastObject(b *model.Broadcast) any { return viewOf(b, time.Now()) }
+
 func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,

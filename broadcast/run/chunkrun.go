@@ -14,6 +14,7 @@ import (
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
+	"pushfan/webhook"
 )
 
 // chunkRun is one claimed chunk being sent by this instance.
@@ -238,10 +239,28 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
 			kept := r.wb.keep(dead)
 			r.wb.ran = len(kept) > 0
-			return r.s.store.WriteOutcomes(ctx, tx, fs, kept)
+			n, err := r.s.store.WriteOutcomes(ctx, tx, fs, kept)
+			if err == nil && r.s.opt.Invalidated != nil && len(kept) > 0 {
+				err = r.s.opt.Invalidated(ctx, tx, r.b.ID, deadTokens(kept, fs))
+			}
+			return n, err
 		}
 	}
 	return cp
+}
+
+// deadTokens are the invalidated tokens of a checkpoint, with their users
+// and codes, as the tokens.invalidated webhook lists them.
+func deadTokens(kept []repository.Invalidation, fs []model.Failure) []webhook.DeadToken {
+	users := make(map[uint64]uint64, len(fs))
+	for _, f := range fs {
+		users[f.TokenID] = f.UserID
+	}
+	out := make([]webhook.DeadToken, len(kept))
+	for i, d := range kept {
+		out[i] = webhook.DeadToken{TokenID: d.TokenID, UserID: users[d.TokenID], Code: d.Reason}
+	}
+	return out
 }
 
 // failures turns the engine's failed targets into failure rows and, unless

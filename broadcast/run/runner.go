@@ -13,6 +13,7 @@ package run
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
+	"pushfan/webhook"
 )
 
 // Options tunes the chunk runs.
@@ -47,6 +49,9 @@ type Options struct {
 	Changed func(id uint64)
 	// Tags signs each send's event token (nil: tracking is off).
 	Tags *engagement.Tagger
+	// Invalidated, if set, is told a checkpoint's dead tokens in its
+	// transaction (the tokens.invalidated webhook).
+	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
 }
 
 // Metrics is what the runs report (see package metrics).

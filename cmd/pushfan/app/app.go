@@ -28,6 +28,7 @@ import (
 	"pushfan/repository"
 	"pushfan/retention"
 	"pushfan/server"
+	"pushfan/webhook"
 )
 
 // Instance is one wired pushfan; Service is not started yet.
@@ -46,6 +47,8 @@ type Instance struct {
 	Quota *quota.Coordinator
 	// Events stores the engagement events apps post (group commits).
 	Events *engagement.Ingester
+	// Webhooks delivers the outbox of events to the app's endpoints.
+	Webhooks *webhook.Deliverer
 }
 
 // New builds an instance on an open, migrated pool (sqldb.Open, then
@@ -116,6 +119,13 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	m := metrics.New(reg, pool.DB)
 	engine.SetMetrics(m)
 	leases := lease.New(pool.DB, log)
+	hooks, err := compileWebhooks(cfg)
+	if err != nil {
+		sender.Close()
+		return nil, err
+	}
+	outbox := outboxEvents{out: webhook.NewOutbox(hooks), render: server.BroadcastObject}
+	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)
 	if err != nil {
 		sender.Close()
@@ -161,6 +171,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		FourEyes:        cfg.Engine.ReleaseFourEyes,
 		StartSpread:     cfg.Engine.StartSpread,
 		Tags:            tags,
+		Invalidated:     outbox.invalidated,
 	})
 	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
 		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
@@ -176,7 +187,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	budget.OnShare(m.Share)
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events}, nil
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events,
+		Webhooks: webhookDeliverer(cfg, pool.DB, hooks, log)}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the
@@ -188,6 +200,7 @@ func (i *Instance) Start(ctx context.Context) {
 	i.Quota.Start(ctx)
 	i.Service.Start(ctx)
 	i.Events.Start(ctx)
+	i.Webhooks.Start(ctx)
 	i.Scheduler.Start(ctx)
 	i.Retention.Start(ctx)
 }
@@ -199,7 +212,7 @@ func (i *Instance) Start(ctx context.Context) {
 // end, and the sender's connections close. It returns the parts' errors (a
 // missed deadline), having tried every part.
 func (i *Instance) Stop(ctx context.Context) error {
-	err := errors.Join(i.API.Stop(ctx), i.Events.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
+	err := errors.Join(i.API.Stop(ctx), i.Events.Stop(ctx), i.Webhooks.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
 	i.Sender.Close()
 	return err
 }
