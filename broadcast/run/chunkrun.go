@@ -241,7 +241,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 			r.wb.ran = len(kept) > 0
 			n, err := r.s.store.WriteOutcomes(ctx, tx, fs, kept)
 			if err == nil && r.s.opt.Invalidated != nil && len(kept) > 0 {
-				err = r.s.opt.Invalidated(ctx, tx, r.b.ID, deadTokens(kept, fs))
+				err = r.s.opt.Invalidated(ctx, tx, r.b.ID, invalidatedTokens(kept, fs))
 			}
 			return n, err
 		}
@@ -249,9 +249,9 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 	return cp
 }
 
-// deadTokens are the invalidated tokens of a checkpoint, with their users
+// invalidatedTokens are the invalidated tokens of a checkpoint, with their users
 // and codes, as the tokens.invalidated webhook lists them.
-func deadTokens(kept []repository.Invalidation, fs []model.Failure) []webhook.DeadToken {
+func invalidatedTokens(kept []repository.Invalidation, fs []model.Failure) []webhook.DeadToken {
 	users := make(map[uint64]uint64, len(fs))
 	for _, f := range fs {
 		users[f.TokenID] = f.UserID
