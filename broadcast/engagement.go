@@ -30,13 +30,14 @@ func (s *Service) EngagementSeries(ctx context.Context, id uint64, bucket time.D
 }
 
 // ClickLink is where a click on a message of broadcast id leads: its link
-// as stored (message.Link); "" when it has none.
-func (s *Service) ClickLink(ctx context.Context, id uint64) (string, error) {
+// as stored (message.Link), of A/B variant variant (0: none), the data
+// link or the web push one; "" when it has none.
+func (s *Service) ClickLink(ctx context.Context, id uint64, variant int, data bool) (string, error) {
 	b, err := s.Peek(ctx, id)
 	if err != nil {
 		return "", err
 	}
-	return message.Link(b.Message), nil
+	return message.Link(b.Message, variant, data), nil
 }
 
 // EngagementTotals are the engagement counts of each of ids.

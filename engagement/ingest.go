@@ -146,15 +146,15 @@ func (g *Ingester) Ingest(ctx context.Context, raw []RawEvent) (Answer, error) {
 	return a, nil
 }
 
-// Verify says which broadcast a genuine token names, expired or not (a
-// click on an old notification still leads to its link).
-func (g *Ingester) Verify(tok string) (uint64, error) {
+// Verify returns what a genuine token says, expired or not (a click on an
+// old notification still leads to its link).
+func (g *Ingester) Verify(tok string) (Claims, error) {
 	c, err := g.keys.Verify(tok, g.now())
 	var r *Refused
 	if errors.As(err, &r) && r.Code == CodeExpired {
-		return c.BroadcastID, nil
+		return c, nil
 	}
-	return c.BroadcastID, err
+	return c, err
 }
 
 // enqueue hands p to the writer.

@@ -3,9 +3,11 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"pushfan/broadcast/message"
+	"pushfan/config"
 	"pushfan/internal/testsupport/teststack"
 )
 
@@ -127,5 +129,44 @@ func TestABVariantsRefused(t *testing.T) {
 		if resp := s.Do("POST", "/push/broadcast", tc.body, &e); resp.StatusCode != http.StatusBadRequest || e.Error.Field != tc.field {
 			t.Errorf("%s: %d %+v, want 400 naming %s", tc.name, resp.StatusCode, e, tc.field)
 		}
+	}
+}
+
+// A click on an A/B variant's data link leads to that variant's link.
+func TestABVariantsClickLeadsToTheirOwnLink(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Events.PublicURL = "https://push.example.com" }})
+	devices := tokens("abclick-", 40)
+	s.SeedTokens(1, devices)
+	s.Emu.RecordMessages()
+	var b teststack.Broadcast
+	s.Do("POST", "/push/broadcast", map[string]any{"audience": map[string]any{"all": true}, "variants": []map[string]any{
+		{"name": "a", "weight": 1, "title": "A", "data": map[string]string{"u": "https://a.example.com/x"}, "link_data_key": "u"},
+		{"name": "b", "weight": 1, "title": "B", "data": map[string]string{"u": "https://b.example.com/y"}, "link_data_key": "u"},
+	}}, &b)
+	if b.Status != "completed" {
+		t.Fatalf("broadcast %+v", b)
+	}
+	noFollow := *s.HTTP
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	want := map[string]string{"A": "https://a.example.com/x", "B": "https://b.example.com/y"}
+	seen := map[string]bool{}
+	for _, d := range devices {
+		got, _, _ := s.Emu.LastNotification(d)
+		sent := got.Data["u"]
+		if !strings.HasPrefix(sent, "https://push.example.com/v1/c/") || !strings.HasSuffix(sent, "/d") {
+			t.Fatalf("data link sent %q, want the click redirect", sent)
+		}
+		resp, err := noFollow.Get(s.API.URL + strings.TrimPrefix(sent, "https://push.example.com"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != want[got.Title] {
+			t.Fatalf("variant %s's click: %d to %q, want %q", got.Title, resp.StatusCode, resp.Header.Get("Location"), want[got.Title])
+		}
+		seen[got.Title] = true
+	}
+	if !seen["A"] || !seen["B"] {
+		t.Fatalf("only variants %v were sent to 40 users", seen)
 	}
 }

@@ -54,7 +54,10 @@ func (s *Server) routeEvents(e *echo.Echo) {
 		}))
 	}
 	e.POST("/v1/events", s.postEvents, limit)
-	e.GET("/v1/c/:token", s.click, limit)
+	// Clicks are not refused over the budget: the user gets to the link,
+	// uncounted (see click).
+	e.GET("/v1/c/:token", s.click(addrs, false))
+	e.GET("/v1/c/:token/d", s.click(addrs, true))
 	e.GET("/v1/sdk/pushfan.js", s.webSDK)
 }
 
@@ -69,34 +72,39 @@ func (s *Server) webSDK(c echo.Context) error {
 	return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", websdk.Module)
 }
 
-// click is the click redirect, GET /v1/c/{token}: a tracked message's link
-// leads here; it counts a click (and an open) of the token's target, then
-// answers 302 to the link stored with the broadcast. The target never
-// comes from the request, so this is no open redirect. An expired token
-// (an old notification) or a test send's still leads to the link,
-// uncounted; one that is not genuine leads nowhere.
-func (s *Server) click(c echo.Context) error {
-	tok := c.Param("token")
-	id, err := s.events.Verify(tok)
-	if err != nil {
-		return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link is not one pushfan sent"}
+// click is the click redirect, GET /v1/c/{token} (a tracked message's web
+// push link) and /v1/c/{token}/d (its data link): it counts a click (and
+// an open) of the token's target, then answers 302 to the link stored
+// with the broadcast, of the token's A/B variant. The target never comes
+// from the request, so this is no open redirect. An expired token (an old
+// notification), a test send's, or one over the address's budget still
+// leads to the link, uncounted: a tap must reach its page. One that is not
+// genuine leads nowhere.
+func (s *Server) click(addrs *keyedLimiters, data bool) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok := c.Param("token")
+		claims, err := s.events.Verify(tok)
+		if err != nil {
+			return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link is not one pushfan sent"}
+		}
+		link, err := s.svc.ClickLink(c.Request().Context(), claims.BroadcastID, claims.Variant, data)
+		switch {
+		case errors.Is(err, broadcast.ErrNotFound) || (err == nil && link == ""):
+			return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link's broadcast is gone, or had no link"}
+		case err != nil:
+			return err
+		}
+		if r := addrs.reserve(c.RealIP()); r.Delay() > 0 {
+			r.Cancel()
+		} else if a, err := s.events.Ingest(c.Request().Context(), []engagement.RawEvent{{Token: tok, Type: "clicked"}}); err != nil {
+			// The user gets to the link either way; the click goes uncounted.
+			s.log.WarnContext(c.Request().Context(), "counting a click failed", "broadcast_id", claims.BroadcastID, "err", err)
+		} else if len(a.Refused) > 0 {
+			s.log.DebugContext(c.Request().Context(), "click not counted", "broadcast_id", claims.BroadcastID, "code", a.Refused[0].Code)
+		}
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return c.Redirect(http.StatusFound, link)
 	}
-	link, err := s.svc.ClickLink(c.Request().Context(), id)
-	switch {
-	case errors.Is(err, broadcast.ErrNotFound) || (err == nil && link == ""):
-		return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link's broadcast is gone, or had no link"}
-	case err != nil:
-		return err
-	}
-	a, err := s.events.Ingest(c.Request().Context(), []engagement.RawEvent{{Token: tok, Type: "clicked"}})
-	if err != nil {
-		// The user gets to the link either way; the click goes uncounted.
-		s.log.WarnContext(c.Request().Context(), "counting a click failed", "broadcast_id", id, "err", err)
-	} else if len(a.Refused) > 0 {
-		s.log.DebugContext(c.Request().Context(), "click not counted", "broadcast_id", id, "code", a.Refused[0].Code)
-	}
-	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.Redirect(http.StatusFound, link)
 }
 
 type eventsRequest struct {

@@ -1,8 +1,7 @@
 package message
 
 import (
-	"encoding/binary"
-	"hash/fnv"
+	"math/bits"
 
 	"pushfan/fanout"
 	"pushfan/model"
@@ -19,12 +18,12 @@ func PickVariant(id, user uint64, weights []int) int {
 	if total <= 0 {
 		return 0
 	}
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], id)
-	binary.BigEndian.PutUint64(b[8:], user)
-	h := fnv.New64a()
-	h.Write(b[:])
-	at := int(h.Sum64() % uint64(total))
+	// splitmix64's finalizer over both: every bit of id and user moves
+	// every bit of h (FNV-1a's low bits followed the user id's parity),
+	// then the high bits pick, scaled to total without a modulo's bias.
+	h := mix(mix(id) ^ user)
+	hi, _ := bits.Mul64(h, uint64(total))
+	at := int(hi)
 	for i, w := range weights {
 		if at < w {
 			return i
@@ -32,6 +31,14 @@ func PickVariant(id, user uint64, weights []int) int {
 		at -= w
 	}
 	return len(weights) - 1
+}
+
+// mix is splitmix64's finalizer.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // ABVariants are the engine's variants of b's A/B variants: one message

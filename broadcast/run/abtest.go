@@ -16,7 +16,7 @@ func (s *Runner) abVariants(b *model.Broadcast) (*fanout.Variants, func(fanout.T
 		if !tracked {
 			return fm, nil
 		}
-		return message.Track(fm, s.opt.Tags.ClickURL(), m.LinkKey)
+		return message.Track(fm, m, s.opt.Tags.ClickURL())
 	})
 	if err != nil || !tracked {
 		return v, nil, err

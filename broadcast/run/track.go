@@ -13,7 +13,7 @@ func (s *Runner) track(b *model.Broadcast, msg *fanout.Message) (*fanout.Message
 	if s.opt.Tags == nil || b.Message.Untracked() {
 		return msg, nil, nil
 	}
-	tracked, err := message.Track(msg, s.opt.Tags.ClickURL(), b.Message.LinkKey)
+	tracked, err := message.Track(msg, b.Message, s.opt.Tags.ClickURL())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -34,6 +34,6 @@ func (s *Runner) trackEach(b *model.Broadcast, p fanout.Personalizer) fanout.Per
 		if err != nil {
 			return nil, err
 		}
-		return message.Track(m, click, b.Message.LinkKey)
+		return message.Track(m, b.Message, click)
 	}
 }
