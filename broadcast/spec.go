@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -93,8 +94,10 @@ type Rules struct {
 	// broadcast's pacing must fit in.
 	RateLimit float64
 	// Tracking: the deployment's messages carry event tokens
-	// (PUSHFAN_TRACKING), which count against the payload limit.
-	Tracking bool
+	// (PUSHFAN_TRACKING), which count against the payload limit, as do the
+	// click URLs that replace their links under PublicURL.
+	Tracking  bool
+	PublicURL string
 	// TransactionalUsers: a user_ids audience this small is transactional
 	// unless the request names a class.
 	TransactionalUsers int
@@ -386,6 +389,18 @@ func (r Rules) checkMessage(spec Spec, tracked bool) (message.Overrides, int, er
 			return plat, 0, fieldError("invalid_value", f.name, "%s is not valid UTF-8", f.name)
 		}
 	}
+	// U+0001 marks where each send's event token goes (fanout.TagPlaceholder):
+	// no message may hold it.
+	for _, f := range []struct{ name, v string }{{"title", spec.Title}, {"body", spec.Body}, {"image", spec.Image}} {
+		if strings.ContainsRune(f.v, '\x01') {
+			return plat, 0, fieldError("invalid_value", f.name, "%s holds the control character U+0001", f.name)
+		}
+	}
+	for k, v := range spec.Data {
+		if strings.ContainsRune(k, '\x01') || strings.ContainsRune(v, '\x01') {
+			return plat, 0, fieldError("invalid_value", "data."+k, "data.%s holds the control character U+0001", k)
+		}
+	}
 	if spec.Image != "" {
 		u, err := url.Parse(spec.Image)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -406,7 +421,7 @@ func (r Rules) checkMessage(spec Spec, tracked bool) (message.Overrides, int, er
 	}
 	tagBytes := 0
 	if tracked {
-		tagBytes = message.TagBytes
+		tagBytes = message.TagBytes + r.linkGrowth(spec)
 	}
 	if n := message.PayloadSize(spec.Title, spec.Body, spec.Image, spec.Data) + plat.Size() + tagBytes; n > MaxPayloadBytes {
 		return plat, 0, fieldError("payload_too_large", "", "the message payload is %d bytes; FCM allows at most %d (title, body, image, data, the event token and the android, apns, webpush and fcm_options objects with pushfan's collapse keys, together)", n, MaxPayloadBytes)
@@ -431,4 +446,21 @@ func (r Rules) checkTemplates(spec Spec, plat message.Overrides, vars []string, 
 		return model.Message{}, err
 	}
 	return plat.Apply(model.Message{Title: spec.Title, Body: spec.Body, Image: spec.Image, Data: spec.Data, Localized: spec.Localized, Track: untrack(spec.Track), LinkKey: spec.LinkDataKey})
+}
+
+// linkGrowth bounds what the click redirect adds to spec's payload: each
+// link sent through it becomes PublicURL/v1/c/{token}[/d].
+func (r Rules) linkGrowth(spec Spec) int {
+	if r.PublicURL == "" {
+		return 0
+	}
+	click := len(r.PublicURL) + len("/v1/c/") + message.TagBytes + len(message.DataLinkSuffix)
+	grow := 0
+	if spec.LinkDataKey != "" {
+		grow += max(click-len(spec.Data[spec.LinkDataKey]), 0)
+	}
+	if len(spec.Webpush) > 0 {
+		grow += click // at most the whole click URL: the link it replaces is counted already
+	}
+	return grow
 }

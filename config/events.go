@@ -54,8 +54,13 @@ func keyID(s string) bool {
 // TrackingOn reports whether event tokens are on for the deployment.
 func (e Events) TrackingOn() bool { return e.Tracking != "off" }
 
-// validate checks the events settings.
-func (e Events) validate(bad func(name, format string, args ...any)) {
+// validate checks the events settings; retention is PUSHFAN_RETENTION.
+func (e Events) validate(retention time.Duration, bad func(name, format string, args ...any)) {
+	// A token must expire before its broadcast's events are deleted with
+	// it: a replay after that would be counted again.
+	if retention > 0 && e.TTL >= retention {
+		bad("PUSHFAN_EVENT_TTL", "must be shorter than PUSHFAN_RETENTION (%v), got %v: events are deleted with their broadcast, and a token still valid then could count again", retention, e.TTL)
+	}
 	if e.Tracking != "on" && e.Tracking != "off" {
 		bad("PUSHFAN_TRACKING", "must be on or off, got %q", e.Tracking)
 	}

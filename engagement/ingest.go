@@ -69,6 +69,8 @@ type Ingester struct {
 	// stopping, knows that every post queued is in the queue.
 	stopping chan struct{}
 	mu       sync.RWMutex
+	started  bool      // under mu: the writer runs (or ran)
+	stopOnce sync.Once // closes stopping
 }
 
 type post struct {
@@ -84,11 +86,24 @@ func NewIngester(store Store, keys *Keys, log *slog.Logger, dbTimeout time.Durat
 		queue: make(chan *post, 256), stopping: make(chan struct{})}
 }
 
-// Start starts the writer.
-func (g *Ingester) Start(ctx context.Context) { g.loop.Start(ctx, g.write) }
+// Start starts the writer. Until it has, posts are refused (ErrStopping):
+// nobody would commit them.
+func (g *Ingester) Start(ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.started = g.loop.Start(ctx, g.write) || g.started
+}
 
 // Stop stops taking posts, commits those queued, and waits for the writer.
-func (g *Ingester) Stop(ctx context.Context) error { return g.loop.Stop(ctx) }
+func (g *Ingester) Stop(ctx context.Context) error {
+	err := g.loop.Stop(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.started {
+		g.stopOnce.Do(func() { close(g.stopping) }) // never started: refuse posts from now on
+	}
+	return err
+}
 
 // Ingest verifies raw and stores the genuine events, and answers when they
 // are committed. A click also counts an open (one the answer does not
@@ -161,6 +176,9 @@ func (g *Ingester) Verify(tok string) (Claims, error) {
 func (g *Ingester) enqueue(ctx context.Context, p *post) error {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
+	if !g.started {
+		return ErrStopping
+	}
 	select {
 	case <-g.stopping:
 		return ErrStopping
@@ -224,7 +242,7 @@ func (g *Ingester) write(ctx context.Context) {
 		select {
 		case first = <-g.queue:
 		case <-ctx.Done():
-			close(g.stopping)
+			g.stopOnce.Do(func() { close(g.stopping) })
 			g.mu.Lock() // every post being queued is in the queue now
 			g.mu.Unlock()
 			g.drain()

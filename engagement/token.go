@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -43,9 +44,10 @@ type Claims struct {
 	UserID  uint64
 	Sent    time.Time // whole seconds
 	Expires time.Time // whole seconds
-	// Variant is the A/B variant sent (0: the broadcast has none);
-	// Localized is the localized variant (0: the default message, i+1:
-	// localized[i]).
+	// Variant is the A/B variant sent, from 1 (0: the broadcast has
+	// none); Localized is the localized variant, from 1 in
+	// message.VariantNames's order (the default message last; 0: the
+	// message has no localized variants).
 	Variant   int
 	Localized int
 	Test      bool // a test send's: never counted
@@ -199,7 +201,9 @@ func (k *Keys) Verify(tok string, now time.Time) (Claims, error) {
 		return Claims{}, &Refused{CodeUnknownKey}
 	}
 	var buf [MaxTokenBytes]byte
-	raw, err := base64.RawURLEncoding.AppendDecode(buf[:0], []byte(enc))
+	// Strict: the unused bits of the last character must be zero, or two
+	// spellings of one token would both verify.
+	raw, err := base64.RawURLEncoding.Strict().AppendDecode(buf[:0], []byte(enc))
 	if err != nil || len(raw) < 1+macBytes {
 		return Claims{}, &Refused{CodeMalformed}
 	}
@@ -237,7 +241,7 @@ func decodePayload(p []byte) (Claims, bool) {
 		}
 		f[i], p = v, p[n:]
 	}
-	if len(p) != 0 || f[3] > 1<<40 || f[4] > 1<<40 || f[5] > 255 || f[6] > 1<<16 {
+	if len(p) != 0 || f[3] > 1<<40 || f[4] > 1<<40 || f[5] > math.MaxUint8 || f[6] > math.MaxUint16 {
 		return Claims{}, false
 	}
 	c.BroadcastID, c.Target, c.UserID = f[0], f[1], f[2]

@@ -2,6 +2,7 @@ package engagement
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"math"
 	"strings"
@@ -81,7 +82,8 @@ func TestTokensRefuseWhatTheyMust(t *testing.T) {
 		{"no key id", "." + strings.SplitN(tok, ".", 2)[1], sent, CodeMalformed},
 		{"not base64", "a1.!!!!", sent, CodeMalformed},
 		{"too long", tok + strings.Repeat("A", MaxTokenBytes), sent, CodeMalformed},
-		{"truncated", tok[:len(tok)-4], sent, CodeBadSignature},
+		{"truncated by a byte", truncateByte(tok), sent, CodeBadSignature},
+		{"the last character's unused bits set", lastBits(tok), sent, CodeMalformed},
 	} {
 		_, err := k.Verify(tc.tok, tc.now)
 		if got := refusal(err); got != tc.want {
@@ -131,4 +133,28 @@ func BenchmarkAppendToken(b *testing.B) {
 	for b.Loop() {
 		buf = k.AppendToken(buf[:0], c)
 	}
+}
+
+// lastBits respells tok's last character with its unused low bits set: the
+// same bytes under a lax decoder, a different string.
+func lastBits(tok string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	enc := tok[strings.IndexByte(tok, '.')+1:]
+	unused := map[int]int{2: 4, 3: 2}[len(enc)%4] // bits of the last character no byte uses
+	if unused == 0 {
+		return tok + "A" // no unused bits: a character too many is malformed as well
+	}
+	i := strings.IndexByte(alphabet, tok[len(tok)-1])
+	return tok[:len(tok)-1] + string(alphabet[i|(1<<unused-1)])
+}
+
+// truncateByte drops tok's last byte and re-encodes it strictly: a token
+// that decodes, whose MAC no longer matches.
+func truncateByte(tok string) string {
+	dot := strings.IndexByte(tok, '.')
+	raw, err := base64.RawURLEncoding.DecodeString(tok[dot+1:])
+	if err != nil {
+		panic(err)
+	}
+	return tok[:dot+1] + base64.RawURLEncoding.EncodeToString(raw[:len(raw)-1])
 }

@@ -47,8 +47,8 @@ type EngagementEvent struct {
 	Target      uint64 // the target's cursor (token row id with the bundled tables)
 	UserID      uint64
 	Type        EventType
-	Variant     int // A/B variant (0: none)
-	Localized   int // localized variant (0: the default message)
+	Variant     int // A/B variant, from 1 (0: none)
+	Localized   int // localized variant, from 1, the default last (0: none)
 	Sent        time.Time
 	At          time.Time
 }

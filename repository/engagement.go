@@ -342,10 +342,11 @@ func (s *Store) EngagementSeries(ctx context.Context, id uint64, bucket time.Dur
 	return out, rows.Err()
 }
 
-// EventKeys returns the event keys pushfan generated (kid → secret),
-// generating one first when there is none: INSERT IGNORE of a fresh random
-// key, then a read, so that replicas starting together keep one of them.
-func (s *Store) EventKeys(ctx context.Context) ([]model.EventKey, error) {
+// EventKeys returns the event keys pushfan generated, newest first;
+// with generate, it generates one first when there is none (an insert
+// guarded by NOT EXISTS under a lock, then a read, so that replicas
+// starting together keep one of them).
+func (s *Store) EventKeys(ctx context.Context, generate bool) ([]model.EventKey, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	kid := fmt.Sprintf("k%x", b)
@@ -354,8 +355,10 @@ func (s *Store) EventKeys(ctx context.Context) ([]model.EventKey, error) {
 	var keys []model.EventKey
 	err := sqldb.InTx(ctx, s.db.DB, s.log, "event keys", func(tx *sql.Tx) error {
 		keys = keys[:0]
-		if _, err := tx.ExecContext(ctx, "INSERT INTO event_keys (kid, secret) SELECT ?, ? FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM event_keys FOR UPDATE)", kid, secret); err != nil {
-			return fmt.Errorf("generating: %w", err)
+		if generate {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO event_keys (kid, secret) SELECT ?, ? FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM event_keys FOR UPDATE)", kid, secret); err != nil {
+				return fmt.Errorf("generating: %w", err)
+			}
 		}
 		rows, err := tx.QueryContext(ctx, "SELECT kid, secret FROM event_keys ORDER BY created_at DESC, kid")
 		if err != nil {

@@ -54,14 +54,15 @@ CREATE TABLE IF NOT EXISTS event_keys (
     created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
 ) ENGINE=InnoDB;
 
+-- No IF NOT EXISTS: MySQL 8 has none for columns, and goose runs this once.
 ALTER TABLE stats_archive
-    ADD COLUMN IF NOT EXISTS opened BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN IF NOT EXISTS clicked BIGINT UNSIGNED NOT NULL DEFAULT 0;
+    ADD COLUMN opened BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN clicked BIGINT UNSIGNED NOT NULL DEFAULT 0;
 
 -- +goose Down
 ALTER TABLE stats_archive
-    DROP COLUMN IF EXISTS opened,
-    DROP COLUMN IF EXISTS clicked;
+    DROP COLUMN opened,
+    DROP COLUMN clicked;
 DROP TABLE IF EXISTS event_keys;
 DROP TABLE IF EXISTS engagement_open_delays;
 DROP TABLE IF EXISTS engagement_series;

@@ -158,6 +158,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			Audiences:  byName,
 			RateLimit:  cfg.Engine.RateLimit,
 			Tracking:   cfg.Events.TrackingOn(),
+			PublicURL:  cfg.Events.PublicURL,
 
 			TransactionalUsers: cfg.Engine.TransactionalUsers,
 			DefaultZone:        zone,
