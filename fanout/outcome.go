@@ -90,8 +90,7 @@ type Prepared interface {
 // TaggedPrepared is a Prepared that can also put a per-send value where a
 // Tagged message holds TagPlaceholder (the signed event token of package
 // engagement), without preparing the message again. A Prepared that is not
-// one sends the placeholder as it is: only a tagged Sender may be given a
-// tagged message.
+// one cannot run a Job with a Tag.
 type TaggedPrepared interface {
 	Prepared
 	SendTagged(ctx context.Context, token, tag string, b Budget) Outcome

@@ -79,6 +79,15 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	if err != nil {
 		return err
 	}
+	if job.Tag != nil {
+		// A tagged message sent by a Sender that cannot tag would carry
+		// the placeholder itself.
+		for _, q := range append([]Prepared{prepared}, variants...) {
+			if _, ok := q.(TaggedPrepared); !ok {
+				return errors.New("fanout: the job tags its sends, and the sender cannot (no TaggedPrepared)")
+			}
+		}
+	}
 	if !e.runs.Add() {
 		return ErrNotRunning // stopped
 	}
