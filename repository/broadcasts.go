@@ -446,6 +446,9 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 			"DELETE FROM engagement_series WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM engagement_open_delays WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM send_rate WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			// Webhooks delivered (or given up) go with their broadcast; one
+			// still waiting stays until it is delivered or expires.
+			"DELETE FROM webhook_outbox WHERE status <> 'pending' AND broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?",
 		} {
 			if _, err := tx.ExecContext(ctx, q, append(args, dbTime(cutoff))...); err != nil {

@@ -22,6 +22,7 @@ import (
 	"pushfan/fcm"
 	"pushfan/model"
 	"pushfan/server/openapi"
+	"pushfan/webhook"
 )
 
 func loadOpenAPI(t *testing.T) *openapi3.T {
@@ -45,7 +46,8 @@ func routeServer(t *testing.T) *Server {
 	cfg.AdminTokens = []string{"openapi-test-token-0123456789"}
 	cfg.InternalToken = "openapi-internal-token-0123456789"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(cfg, nil, nil, log, WithMetrics(http.NotFoundHandler()), WithEvents(engagement.NewIngester(nil, nil, log, time.Second)))
+	return New(cfg, nil, nil, log, WithMetrics(http.NotFoundHandler()), WithEvents(engagement.NewIngester(nil, nil, log, time.Second)),
+		WithWebhooks(webhook.NewDeliverer(nil, nil, nil, time.Second, time.Second, log)))
 }
 
 var echoParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)

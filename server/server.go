@@ -25,6 +25,7 @@ import (
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/openapi"
+	"pushfan/webhook"
 )
 
 // Pinger reports whether the database answers (readiness).
@@ -55,6 +56,7 @@ type Server struct {
 	watch    *watchHub
 	cluster  func(context.Context) (model.Cluster, error)
 	events   *engagement.Ingester // the public event routes (nil: none)
+	webhooks *webhook.Deliverer   // the webhook endpoints' health (nil: none)
 
 	// failures is the failed-authentication budget per client address
 	// (bearer tokens and sign-ins); proxies are the trusted reverse
@@ -156,6 +158,11 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast)
 	push.GET("/cluster", s.getCluster)
+	if s.webhooks != nil {
+		push.GET("/webhooks", s.listWebhooks)
+		push.GET("/webhooks/:name/deliveries", s.listDeliveries)
+		push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver)
+	}
 
 	internal := e.Group("/internal", s.requireBearer(s.internal, "internal"))
 	internal.POST("/cron/:job", s.triggerJob)

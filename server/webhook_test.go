@@ -172,4 +172,42 @@ func TestWebhooksForAHeldBroadcast(t *testing.T) {
 	if fin.Status != "canceled" || len(rc.of("broadcast.started")) != 0 {
 		t.Fatalf("finished as %q, %d started events; want canceled, none", fin.Status, len(rc.of("broadcast.started")))
 	}
+
+	// The operator's view: the endpoint's health, the broadcast's
+	// deliveries, and one sent again with its webhook-id.
+	var hooks struct {
+		Webhooks []struct {
+			Name        string
+			LastSuccess *time.Time `json:"last_success"`
+			Failing     int        `json:"consecutive_failures"`
+			Queued      int64
+		}
+	}
+	s.Do("GET", "/push/webhooks", nil, &hooks)
+	if len(hooks.Webhooks) != 1 || hooks.Webhooks[0].Name != "app" || hooks.Webhooks[0].LastSuccess == nil || hooks.Webhooks[0].Queued != 0 || hooks.Webhooks[0].Failing != 0 {
+		t.Fatalf("webhooks %+v", hooks)
+	}
+	var page struct {
+		Deliveries []struct {
+			ID        uint64
+			WebhookID string `json:"webhook_id"`
+			Type      string
+			Status    string
+			Attempts  int
+		}
+	}
+	s.Do("GET", fmt.Sprintf("/push/webhooks/app/deliveries?broadcast_id=%d", b.ID), nil, &page)
+	if len(page.Deliveries) != 2 || page.Deliveries[0].Type != "broadcast.finished" || page.Deliveries[0].Status != "delivered" || page.Deliveries[0].Attempts != 1 {
+		t.Fatalf("deliveries %+v", page)
+	}
+	if resp := s.Do("POST", fmt.Sprintf("/push/webhooks/app/deliveries/%d/redeliver", page.Deliveries[0].ID), nil, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("redeliver: %d", resp.StatusCode)
+	}
+	waitUntil(t, "the redelivery", 30*time.Second, func() bool { return len(rc.of("broadcast.finished")) == 2 })
+	if got := rc.of("broadcast.finished"); got[1].ID != page.Deliveries[0].WebhookID {
+		t.Fatalf("redelivered as %s, want the same webhook-id %s", got[1].ID, page.Deliveries[0].WebhookID)
+	}
+	if resp := s.Do("GET", "/push/webhooks/nope/deliveries", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("an unknown endpoint: %d", resp.StatusCode)
+	}
 }

@@ -46,6 +46,7 @@ func backoff(n int, r *rand.Rand) time.Duration {
 type Deliverer struct {
 	db        *sql.DB
 	endpoints map[string]*Endpoint
+	order     []*Endpoint // as configured
 	client    *http.Client
 	timeout   time.Duration
 	poll      time.Duration
@@ -64,7 +65,7 @@ func NewDeliverer(db *sql.DB, endpoints []*Endpoint, client *http.Client, timeou
 	for _, e := range endpoints {
 		m[e.Name] = e
 	}
-	return &Deliverer{db: db, endpoints: m, client: client, timeout: timeout, poll: poll, log: log,
+	return &Deliverer{db: db, endpoints: m, order: endpoints, client: client, timeout: timeout, poll: poll, log: log,
 		wake: make(chan struct{}, 1), rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 }
 

@@ -125,6 +125,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	outbox := outboxEvents{out: webhook.NewOutbox(hooks), render: server.BroadcastObject}
+	deliverer := webhookDeliverer(cfg, pool.DB, hooks, log)
 	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)
 	if err != nil {
@@ -180,7 +181,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithAudiences(audiences), server.WithJobs(jobs),
-		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)), server.WithEvents(events))
+		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
@@ -189,7 +190,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	budget.OnShare(m.Share)
 	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events,
-		Webhooks: webhookDeliverer(cfg, pool.DB, hooks, log)}, nil
+		Webhooks: deliverer}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the

@@ -60,7 +60,7 @@ var allowed = map[string][]string{
 	"broadcast": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
 	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
-	"server":         {"audience", "broadcast", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "websdk"},
+	"server":         {"audience", "broadcast", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
