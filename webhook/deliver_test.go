@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -282,5 +283,45 @@ func TestEventsFollowTheSubscriptionAndSplit(t *testing.T) {
 	}
 	if len(seen) != 2500 {
 		t.Fatalf("%d distinct tokens delivered, want 2500", len(seen))
+	}
+}
+
+// The receiver down for 20 s (its port closed): every event is delivered
+// once it is back, each once.
+func TestAReceiverDownGetsEverythingWhenBack(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // down: connections are refused
+	e := newEnv(t, "http://"+addr, true)
+	for i := range 10 {
+		e.add(webhook.BroadcastFinished, map[string]any{"id": i})
+	}
+	time.Sleep(20 * time.Second)
+	rc := &receiver{t: t, secret: secret}
+	back, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("reopening %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: rc}
+	go srv.Serve(back) //nolint:errcheck // closed below
+	defer srv.Close()
+	waitFor(t, "the ten events after the receiver came back", 90*time.Second, func() bool {
+		var n int
+		_ = e.db.QueryRow("SELECT COUNT(*) FROM webhook_outbox WHERE status = 'delivered'").Scan(&n)
+		return n == 10
+	})
+	ids := map[string]bool{}
+	for _, d := range rc.deliveries() {
+		if ids[d.id] || !d.ok {
+			t.Fatalf("webhook-id %s delivered twice, or badly signed", d.id)
+		}
+		ids[d.id] = true
+	}
+	if len(ids) != 10 {
+		t.Fatalf("%d events delivered, want 10", len(ids))
 	}
 }
