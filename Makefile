@@ -30,7 +30,7 @@ stop: ## stop what `make run` started (pids in .run/)
 # The real-process drills (kill -9, SIGTERM, replicas) measure duplicates
 # against a bound in milliseconds of sending: they run on their own, after
 # the rest, so that no other package's tests share the two cores with them.
-DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes|TestTwoProcesses|TestThreeProcessesShareOneQuota|TestKillOneOfThreeRebalancesTheBudget|TestUrgentSendsGoFirstOnOneProcess
+DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes|TestTwoProcesses|TestThreeProcessesShareOneQuota|TestKillOneOfThreeRebalancesTheBudget|TestUrgentSendsGoFirstOnOneProcess|TestKill9WhileEventsStreamIn|TestKill9SwitchesNoUsersVariant|TestKill9BeforeAWebhookIsDelivered|TestThreeInstancesDeliverEachEventOnce
 
 # The process drills measure timing at the default configuration against an
 # in-process emulator that the race detector would slow several times over:
@@ -72,11 +72,16 @@ BENCH := bin/pushfan-bench
 
 # The drivers read N, C, LATENCY, JITTER, MODE (tls|http1|h2c; tls, the production wire, by default), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep and the scale run
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run and the events run
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
 	GO=$(GO) $(BENCH) latency --build=false
 	GO=$(GO) $(BENCH) scale --build=false
+	GO=$(GO) $(BENCH) events --build=false
+
+bench-events: ## what tracking costs the sending path (tracked vs track:false, alternating, unthrottled), then POST /v1/events ingestion: events/s, CPU/event
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) events
 
 bench-scale: ## SCALE_N=10000000 tokens in 16 zones at the defaults: submit per audience kind, targeted and first send, first minute, cancel per state, 3-user send beside 20 waiting, RSS
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench

@@ -13,10 +13,3 @@ var (
 	// ErrIdempotencyConflict: the Idempotency-Key was used for another request.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 )
-
-// Causes of a chunk run stopping early.
-var (
-	errCanceled  = errors.New("broadcast canceled")
-	errShutdown  = errors.New("instance shutting down")
-	errLeaseLost = errors.New("chunk lease lost to another instance")
-)

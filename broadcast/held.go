@@ -50,7 +50,7 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 	var n int64
 	var err error
 	if b.Audience.Name != "" {
-		bound, berr := s.bind(b.Audience)
+		bound, berr := s.opt.Rules.bind(b.Audience)
 		if berr != nil {
 			return berr
 		}
@@ -108,7 +108,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 		return nil, err
 	}
 	if status == model.StatusPlanning {
-		s.wakePlanner()
+		s.planner.Wake()
 	}
 	return b, nil
 }

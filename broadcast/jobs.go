@@ -136,3 +136,17 @@ func (j jobSubmitter) LastFireTime(ctx context.Context, job string) (time.Time, 
 func (j jobSubmitter) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
 	return j.s.RecordSkippedFires(ctx, job, fires, reason)
 }
+
+// LastJobFire returns a job's latest fire (fired or skipped).
+func (s *Service) LastJobFire(ctx context.Context, job string) (model.LastFire, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	return s.store.LastJobFire(ctx, job)
+}
+
+// RecordSkippedFires notes fires that will not run.
+func (s *Service) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
+	defer cancel()
+	return s.store.RecordSkippedFires(ctx, job, fires, reason)
+}

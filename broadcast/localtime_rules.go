@@ -3,6 +3,7 @@ package broadcast
 import (
 	"time"
 
+	"pushfan/broadcast/plan"
 	"pushfan/cron"
 	"pushfan/model"
 )
@@ -48,7 +49,7 @@ func (r Rules) local(spec Spec, a model.Audience, class string, now time.Time) (
 		if spec.SendAt != "" {
 			return nil, fieldError("invalid_value", "send_at_local", "send_at_local and send_at exclude each other: send_at is one instant for everyone, send_at_local a wall-clock time in each user's zone")
 		}
-		w, err := time.Parse(localLayout, spec.SendAtLocal)
+		w, err := time.Parse(plan.LocalLayout, spec.SendAtLocal)
 		if err != nil {
 			return nil, fieldError("invalid_value", "send_at_local", "send_at_local must be a wall-clock time with no offset, e.g. 2026-12-02T09:00:00 (each user gets it at that time in their own zone)")
 		}
@@ -58,11 +59,11 @@ func (r Rules) local(spec Spec, a model.Audience, class string, now time.Time) (
 		}
 	}
 	if qh != nil {
-		start, err := clockSeconds(qh.Start)
+		start, err := plan.ClockSeconds(qh.Start)
 		if err != nil {
 			return nil, fieldError("invalid_value", "quiet_hours.start", "quiet_hours.start must be a time of day HH:MM, got %q", qh.Start)
 		}
-		end, err := clockSeconds(qh.End)
+		end, err := plan.ClockSeconds(qh.End)
 		if err != nil {
 			return nil, fieldError("invalid_value", "quiet_hours.end", "quiet_hours.end must be a time of day HH:MM, got %q", qh.End)
 		}
@@ -90,7 +91,7 @@ func jobLocal(spec *Spec, j *cron.Compiled, fire time.Time) error {
 	if j.LocalTime == "" {
 		return nil
 	}
-	sec, err := clockSeconds(j.LocalTime)
+	sec, err := plan.ClockSeconds(j.LocalTime)
 	if err != nil {
 		return fieldError("invalid_value", "local_time", "local_time must be a time of day HH:MM, got %q", j.LocalTime)
 	}
@@ -104,6 +105,6 @@ func jobLocal(spec *Spec, j *cron.Compiled, fire time.Time) error {
 	if f.Hour()*3600+f.Minute()*60+f.Second() > sec {
 		at = at.AddDate(0, 0, 1)
 	}
-	spec.SendAtLocal = at.Format(localLayout)
+	spec.SendAtLocal = at.Format(plan.LocalLayout)
 	return nil
 }

@@ -39,7 +39,7 @@ func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, n int
 	}
 	var bound audience.Bound
 	if a.Name != "" {
-		if bound, err = s.bind(a); err != nil {
+		if bound, err = s.opt.Rules.bind(a); err != nil {
 			return 0, nil, err
 		}
 	}

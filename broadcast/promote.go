@@ -43,7 +43,7 @@ func (s *Service) promoteScheduled(ctx context.Context) error {
 		s.log.InfoContext(ctx, "scheduled broadcast is due: planning", "broadcast_id", id)
 	}
 	if len(ids) > 0 {
-		s.wakePlanner()
+		s.planner.Wake()
 	}
 	return err
 }
@@ -52,7 +52,7 @@ func (s *Service) promoteWaiting(ctx context.Context) error {
 	for {
 		n, err := s.leases.PromoteWaiting(ctx, 500)
 		if n > 0 {
-			s.poke()
+			s.runner.Poke()
 		}
 		if err != nil || n < 500 {
 			return err
@@ -63,7 +63,7 @@ func (s *Service) promoteWaiting(ctx context.Context) error {
 func (s *Service) finishStranded(ctx context.Context) error {
 	ids, err := s.leases.Unfinished(ctx, 10)
 	for _, id := range ids {
-		s.finishBroadcast(s.claiming, id)
+		s.runner.Finish(s.claiming, id)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,11 +14,16 @@ import (
 	"time"
 
 	"pushfan/audience"
+	"pushfan/broadcast/instance"
+	"pushfan/broadcast/plan"
+	"pushfan/broadcast/run"
+	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
+	"pushfan/webhook"
 )
 
 // Options tunes the service.
@@ -69,29 +75,19 @@ type Options struct {
 	// StartSpread offsets the start of scheduled broadcasts and cron fires
 	// by up to this much (see startspread.go); 0 starts them on time.
 	StartSpread time.Duration
+	// Tags signs the event token of every send (nil: tracking is off).
+	Tags *engagement.Tagger
+	// Invalidated, if set, is told a checkpoint's dead tokens in its
+	// transaction (the tokens.invalidated webhook).
+	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
 }
 
 // Metrics is what the service reports (see package metrics).
-type Metrics interface {
-	Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64)
-	BroadcastFinished(status, trigger string, took time.Duration)
-	ChunkClaimed(takeover bool)
-	CheckpointFailed()
-	// WriteBackSkipped counts dead tokens a checkpoint stored without
-	// their write-back to a mapped schema's table (on_dead kept failing).
-	WriteBackSkipped(n int64)
-}
+type Metrics = run.Metrics
 
-type noMetrics struct{}
-
-func (noMetrics) Committed(int64, int64, map[string]int64, int64) {}
-func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
-func (noMetrics) ChunkClaimed(bool)                               {}
-func (noMetrics) CheckpointFailed()                               {}
-func (noMetrics) WriteBackSkipped(int64)                          {}
-
-// Service runs broadcasts: it takes submits, and its dispatcher claims and
-// runs chunks. Start starts the dispatcher; Stop stops it (safe twice).
+// Service runs broadcasts: it takes submits, and its planner (package
+// plan) and dispatcher (package run) plan and run them. Start starts them;
+// Stop stops them (safe twice).
 type Service struct {
 	store  *repository.Store
 	leases *lease.Store
@@ -100,31 +96,25 @@ type Service struct {
 	opt    Options
 	now    func() time.Time
 
-	// Stopping is two steps with a context each, as in river: claiming
-	// ends first (no chunk claimed, no broadcast promoted, no submit
-	// taken), then running, the parent of every chunk run, is canceled with
-	// errShutdown so runs checkpoint and release their chunks.
+	// in is what the planner and the runs share: the two contexts of
+	// Stop's two steps (see instance.Instance), the group of every
+	// goroutine, the database retries.
+	in           *instance.Instance
 	claiming     context.Context
 	stopClaiming context.CancelFunc
-	running      context.Context
 	stopRunning  context.CancelCauseFunc
 	stopping     atomic.Bool
 	started      atomic.Bool
 	group        lifecycle.Group // every goroutine of the service
-	wake         chan struct{}   // the dispatcher: chunks to claim
-	planWake     chan struct{}   // the planner: broadcasts to plan
+
+	planner *plan.Planner
+	runner  *run.Runner
 
 	statsMu sync.Mutex // also makes concurrent callers share one query
 	statsAt time.Time
 	stats   model.Stats
 
-	reads   readCache
-	lanes   *lanes   // chunk slots by class
-	pacer   *pacer   // paced broadcasts' rates
-	runs    runSet   // chunks running here
-	plans   planSet  // plans running here
-	refused refusals // broadcasts this instance handed back
-
+	reads    readCache    // GET /push/broadcasts/{id}
 	previews previewCache // audience previews' counts
 }
 
@@ -139,12 +129,8 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 	if len(opt.Owner) > 64 {
 		opt.Owner = opt.Owner[:64]
 	}
-	opt.ChunkParallel = max(opt.ChunkParallel, 1)
 	if opt.PlanParallel == 0 {
 		opt.PlanParallel = 2
-	}
-	if opt.Metrics == nil {
-		opt.Metrics = noMetrics{}
 	}
 	if opt.HandBackTimeout <= 0 {
 		opt.HandBackTimeout = 10 * time.Minute
@@ -153,15 +139,24 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 	running, stopRunning := context.WithCancelCause(context.Background())
 	s := &Service{
 		store: store, leases: leases, engine: engine, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
-		claiming: claiming, stopClaiming: stopClaiming,
-		running: running, stopRunning: stopRunning,
-		wake:     make(chan struct{}, 1),
-		planWake: make(chan struct{}, 1),
-		reads:    readCache{ttl: opt.BroadcastTTL},
-		lanes:    newLanes(opt.ChunkParallel),
+		claiming: claiming, stopClaiming: stopClaiming, stopRunning: stopRunning,
+		reads: readCache{ttl: opt.BroadcastTTL},
 	}
 	s.previews.ttl = opt.PreviewTTL
-	s.pacer = newPacer(leases, opt.Rules.RateLimit, s.log)
+	s.in = &instance.Instance{
+		Owner: opt.Owner, Lease: opt.Lease, DBTimeout: opt.DBTimeout, Log: s.log, Now: s.now,
+		Claiming: claiming, Running: running, Group: &s.group,
+	}
+	s.runner = run.New(s.in, store, leases, engine, run.Options{
+		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
+		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
+		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
+	})
+	s.planner = plan.New(s.in, store, leases, engine, s.runner, plan.Options{
+		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,
+		PollInterval: opt.PollInterval, HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit,
+		DefaultZone: opt.Rules.zone(), Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget,
+	})
 	return s
 }
 
@@ -179,16 +174,15 @@ func (s *Service) Start(ctx context.Context) {
 		return
 	}
 	context.AfterFunc(ctx, s.halt)
-	s.group.Go(s.dispatch)
-	s.group.Go(s.planner)
+	s.runner.Start()
+	s.planner.Start()
 	s.group.Go(s.promote)
-	s.group.Go(func() { s.pacer.run(s.running) })
 }
 
 // ExpectedFinish is when running broadcast b should end (see the function
 // of that name), by this service's budget and clock.
 func (s *Service) ExpectedFinish(b *model.Broadcast) *time.Time {
-	return ExpectedFinish(b, s.opt.Rules.RateLimit, s.now())
+	return run.ExpectedFinish(b, s.opt.Rules.RateLimit, s.now())
 }
 
 // List returns broadcasts newest first.
@@ -212,8 +206,8 @@ func (s *Service) Stop(ctx context.Context) error {
 // halt is Stop's two steps, without the wait.
 func (s *Service) halt() {
 	s.stopping.Store(true)
-	s.stopClaiming()           // stop taking work
-	s.stopRunning(errShutdown) // abort the work in flight: checkpoint and release
+	s.stopClaiming()               // stop taking work
+	s.stopRunning(run.ErrShutdown) // abort the work in flight: checkpoint and release
 }
 
 // Get returns the stored broadcast (counters as of the last checkpoints).
@@ -234,7 +228,7 @@ func (s *Service) Get(ctx context.Context, id uint64) (*model.Broadcast, error) 
 // targets it did not attempt as canceled. Cancel waits (up to ctx) until
 // the row is final. Canceling an already canceled broadcast answers it.
 func (s *Service) Cancel(ctx context.Context, id uint64) (*model.Broadcast, error) {
-	err := s.retryDB(ctx, "canceling broadcast", func(c context.Context) error {
+	err := s.in.RetryDB(ctx, "canceling broadcast", func(c context.Context) error {
 		_, err := s.leases.Stop(c, id, "")
 		return err
 	})
@@ -247,8 +241,8 @@ func (s *Service) Cancel(ctx context.Context, id uint64) (*model.Broadcast, erro
 		return nil, err
 	}
 	s.reads.forget(id)
-	s.finishBroadcast(ctx, id)
-	s.poke()
+	s.runner.Finish(ctx, id)
+	s.runner.Poke()
 	if _, err := s.Wait(ctx, id); err != nil {
 		return nil, err
 	}

@@ -92,8 +92,8 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 	// lost is found by it, and its unique key stops a second row.
 	b.SubmitToken = lease.NewToken()
 	b.StartsAt = s.startsAt(b)
-	err = s.retryDB(ctx, "submitting broadcast", func(c context.Context) error {
-		err := s.leases.Submit(c, b, s.planNow)
+	err = s.in.RetryDB(ctx, "submitting broadcast", func(c context.Context) error {
+		err := s.leases.Submit(c, b, s.planner.Inline)
 		if err == nil || errors.Is(err, repository.ErrDuplicateKey) {
 			return err
 		}
@@ -126,42 +126,13 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		log.InfoContext(ctx, "broadcast scheduled", "send_at", b.SendAt, "starts_at", b.StartsAt, "trigger", b.Trigger)
 	case model.StatusPlanning:
 		log.InfoContext(ctx, "broadcast stored; planning its audience", "dry_run", b.DryRun, "trigger", b.Trigger)
-		s.wakePlanner()
+		s.planner.Wake()
 	default:
 		log.InfoContext(ctx, "broadcast queued", "targeted", b.Targeted, "max_token_id", b.MaxTokenID, "dry_run", b.DryRun, "trigger", b.Trigger)
-		s.finishBroadcast(logging.WithRequestID(s.claiming, req.RequestID), b.ID) // nobody in the audience: it ends at once
-		s.poke()
+		s.runner.Finish(logging.WithRequestID(s.claiming, req.RequestID), b.ID) // nobody in the audience: it ends at once
+		s.runner.Poke()
 	}
 	return b, false, nil
-}
-
-// finishBroadcast ends the broadcast if it is planned and no chunk is left
-// open (one row read when not). Any instance may call it any number of
-// times; one call finishes the broadcast.
-func (s *Service) finishBroadcast(ctx context.Context, id uint64) {
-	var finished bool
-	if err := s.retryDB(ctx, "finishing broadcast", func(c context.Context) (err error) {
-		finished, err = s.leases.Finish(c, id)
-		return err
-	}); err != nil {
-		s.log.ErrorContext(ctx, "finishing the broadcast failed; the next chunk to end retries", "broadcast_id", id, "err", err)
-		return
-	}
-	if !finished {
-		return
-	}
-	s.reads.forget(id)
-	b, err := s.Get(ctx, id)
-	if err != nil {
-		return
-	}
-	var took time.Duration
-	if b.StartedAt != nil && b.FinishedAt != nil {
-		took = b.FinishedAt.Sub(*b.StartedAt)
-	}
-	s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
-	s.log.InfoContext(ctx, "broadcast finished", "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
-		"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
 }
 
 func (s *Service) existing(ctx context.Context, req Request) (*model.Broadcast, error) {
@@ -178,12 +149,4 @@ func (s *Service) existing(ctx context.Context, req Request) (*model.Broadcast, 
 		return nil, fmt.Errorf("key %q belongs to broadcast %d: %w", req.IdempotencyKey, b.ID, ErrIdempotencyConflict)
 	}
 	return b, nil
-}
-
-// poke wakes the dispatcher (new work was submitted here).
-func (s *Service) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }

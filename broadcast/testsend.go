@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"pushfan/broadcast/message"
@@ -43,6 +44,9 @@ type TestSpec struct {
 	// when it is empty or matches none): a rehearsal of one language.
 	Locale string `json:"locale"`
 }
+
+// untracked: the test message says "track": false.
+func (t TestSpec) untracked() bool { return t.Track != nil && !*t.Track }
 
 // Token states in a TestResult.
 const (
@@ -114,6 +118,16 @@ func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*Test
 	raw := make([]string, len(report.Results))
 	for i, r := range report.Results {
 		raw[i] = r.Token
+	}
+	if s.opt.Tags != nil && !spec.untracked() {
+		// A test send's token is genuine and marked a test: the app's
+		// reporting can be tried with it, and it is never counted.
+		data := maps.Clone(msg.Data)
+		if data == nil {
+			data = map[string]string{}
+		}
+		data[message.TagDataKey] = s.opt.Tags.TestTag(0)
+		msg.Data = data
 	}
 	outs, err := s.engine.SendNow(ctx, msg, raw, testSendRetries)
 	if errors.Is(err, fanout.ErrNotRunning) {
@@ -361,12 +375,19 @@ func (s *Service) TestSendBroadcast(ctx context.Context, id uint64, to TestRecip
 		return nil, err
 	}
 	m := b.Message
+	if len(m.Variants) > 0 {
+		// A broadcast with A/B variants is rehearsed with its first.
+		track := m.Track
+		m = m.Variants[0].Message
+		m.Track = track
+	}
 	spec := TestSpec{
 		Spec: Spec{
-			Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data, Localized: m.Localized,
+			Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data, Localized: m.Localized, LinkDataKey: m.LinkKey,
 			Android: m.Android, APNS: m.APNS, Webpush: m.Webpush, FCMOptions: m.FCMOptions,
 		},
 		UserIDs: to.UserIDs, Tokens: to.Tokens, Locale: to.Locale,
 	}
+	spec.Track = m.Track
 	return s.TestSend(ctx, spec, by)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"pushfan/broadcast/plan"
 	"pushfan/model"
 )
 
@@ -53,7 +54,7 @@ func cannotFinishBy(b *model.Broadcast, deadline, now time.Time, budget float64)
 		return true
 	}
 	if l := b.Audience.Local; l != nil && l.At != "" {
-		if w, err := time.Parse(localLayout, l.At); err == nil && w.Add(-earliestZone).After(deadline) {
+		if w, err := time.Parse(plan.LocalLayout, l.At); err == nil && w.Add(-earliestZone).After(deadline) {
 			return true
 		}
 	}

@@ -45,14 +45,45 @@ type Config struct {
 	Audiences []Audience `yaml:"audiences"`
 	// Jobs are recurring broadcasts.
 	Jobs []Job `yaml:"jobs"`
+	// Webhooks are the endpoints told what happened (package webhook),
+	// compiled and checked by the domain.
+	Webhooks []Webhook `yaml:"webhooks"`
 	// Schema maps the built-in audiences onto the deployment's own users
 	// and tokens tables; empty means the bundled tables.
 	Schema model.SchemaMapping `yaml:"schema"`
 
 	Engine Engine `yaml:"engine"`
 	HTTP   HTTP   `yaml:"http"`
-	DB     DB     `yaml:"db"`
-	Log    Log    `yaml:"log"`
+	Events Events `yaml:"events"`
+	// WebhookAllowPrivate lets webhooks reach private, loopback and
+	// link-local addresses (a receiver on the same network); off, such an
+	// address is refused when connecting. WebhookTimeout bounds an attempt.
+	WebhookAllowPrivate bool          `yaml:"webhook_allow_private"`
+	WebhookTimeout      time.Duration `yaml:"webhook_timeout"`
+	DB                  DB            `yaml:"db"`
+	Log                 Log           `yaml:"log"`
+}
+
+// Events configures engagement: the signed event token every message
+// carries (data["pushfan"]) and the public routes apps report to.
+type Events struct {
+	// Tracking is "on" (every broadcast's messages carry a token, unless
+	// the broadcast says "track": false) or "off".
+	Tracking string `yaml:"tracking"`
+	// Keys are "kid:secret" pairs: the first signs, all verify. Empty:
+	// pushfan generates a key at first start and keeps it in the database.
+	// Secrets come from the environment only.
+	Keys []string `yaml:"-"`
+	// TTL is how long after its send a token's events are taken.
+	TTL time.Duration `yaml:"ttl"`
+	// Origins may post events from a browser (CORS); "*" is any.
+	Origins []string `yaml:"origins"`
+	// PerAddress is how many event posts a second one client address may
+	// make (a burst of twice that).
+	PerAddress float64 `yaml:"per_address"`
+	// PublicURL is where apps reach pushfan's public routes (the click
+	// redirect); required when links are tracked.
+	PublicURL string `yaml:"public_url"`
 }
 
 // Engine tunes the fan-out.
@@ -231,6 +262,8 @@ func Defaults() Config {
 			StartSpread:     5 * time.Second,
 			DefaultTimezone: "UTC",
 		},
+		Events:         Events{Tracking: "on", TTL: 7 * 24 * time.Hour, PerAddress: 20},
+		WebhookTimeout: 10 * time.Second,
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,
 			ReadHeaderTimeout: 5 * time.Second,
@@ -255,4 +288,14 @@ func Defaults() Config {
 		DB:  DB{MaxOpen: 40, Timeout: 10 * time.Second},
 		Log: Log{Level: "info", Format: "json"},
 	}
+}
+
+// Webhook is one endpoint as the YAML config gives it: a name, an http(s)
+// URL, a Standard Webhooks secret ("whsec_…") and the event types it takes
+// (none: all).
+type Webhook struct {
+	Name   string   `yaml:"name"`
+	URL    string   `yaml:"url"`
+	Secret string   `yaml:"secret"`
+	Events []string `yaml:"events"`
 }

@@ -147,6 +147,9 @@ func render(name string, f reflect.Value) (string, bool) {
 			switch {
 			case name == "PUSHFAN_ADMIN_TOKENS" && e.Kind() == reflect.String:
 				parts[i] = maskAdminToken(e.String())
+			case name == "PUSHFAN_EVENT_KEYS" && e.Kind() == reflect.String:
+				kid, _, _ := strings.Cut(e.String(), ":")
+				parts[i] = kid + ":" + mask
 			case secretName(name):
 				parts[i] = mask
 			case e.Kind() == reflect.String:
@@ -156,7 +159,7 @@ func render(name string, f reflect.Value) (string, bool) {
 				return "(not shown)", true
 			}
 		}
-		return strings.Join(parts, ","), secretName(name)
+		return strings.Join(parts, ","), secretName(name) || name == "PUSHFAN_EVENT_KEYS"
 	}
 	if f.IsZero() {
 		return "", false

@@ -85,6 +85,10 @@ func (c *Config) validateServe() []error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("PUSHFAN_HTTP_ADDR", "%q is not host:port: %v", c.HTTPAddr, err)
 	}
+	c.Events.validate(c.Engine.Retention, bad)
+	if c.WebhookTimeout < time.Second || c.WebhookTimeout > time.Minute {
+		bad("PUSHFAN_WEBHOOK_TIMEOUT", "must be between 1s and 1m, got %v", c.WebhookTimeout)
+	}
 	if c.FCMEndpoint != "" {
 		u, err := url.Parse(c.FCMEndpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/metrics"
 )
@@ -48,29 +49,39 @@ func (noopSender) Send(context.Context, string, fanout.Budget) fanout.Outcome {
 	return fanout.Outcome{}
 }
 
+// SendTagged makes noopSender a tagged Sender: the tag is made (the Job's
+// Tag, on the send's worker) and dropped.
+func (noopSender) SendTagged(context.Context, string, string, fanout.Budget) fanout.Outcome {
+	return fanout.Outcome{}
+}
+
 // BenchmarkEngine runs one Job of b.N targets through the engine with a
 // no-op Sender and reports the engine's own cost per message (ns/msg,
 // allocs/msg, B/msg) at several worker counts. A committer goroutine calls
 // Progress.Commit every 10 ms, as a chunk's checkpoint loop does, so the
 // per-target page bookkeeping is released as in production. "prometheus"
 // installs the service's real metrics hooks (a histogram observation and
-// two counters per send).
+// two counters per send); "tracked" signs each send's event token as the
+// chunk runs do (package engagement), which tracking adds to every send.
 func BenchmarkEngine(b *testing.B) {
 	for _, tc := range []struct {
-		workers int
-		metrics bool
-	}{{1, false}, {64, false}, {512, false}, {512, true}} {
+		workers         int
+		metrics, tagged bool
+	}{{1, false, false}, {64, false, false}, {512, false, false}, {512, true, false}, {512, true, true}} {
 		name := fmt.Sprintf("workers=%d", tc.workers)
 		if tc.metrics {
 			name += "/prometheus"
 		}
+		if tc.tagged {
+			name += "/tracked"
+		}
 		b.Run(name, func(b *testing.B) {
-			benchEngine(b, tc.workers, tc.metrics)
+			benchEngine(b, tc.workers, tc.metrics, tc.tagged)
 		})
 	}
 }
 
-func benchEngine(b *testing.B, workers int, withMetrics bool) {
+func benchEngine(b *testing.B, workers int, withMetrics, tagged bool) {
 	eng, err := fanout.New(fanout.Config{
 		Concurrency:    workers,
 		PageSize:       1000,
@@ -113,7 +124,17 @@ func benchEngine(b *testing.B, workers int, withMetrics bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	err = eng.Run(context.Background(), fanout.Job{BroadcastID: 1, Message: msg, Source: src, Progress: p})
+	job := fanout.Job{BroadcastID: 1, Message: msg, Source: src, Progress: p}
+	if tagged {
+		keys, err := engagement.NewKeys([]engagement.Key{{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tags := engagement.NewTagger(keys, 7*24*time.Hour, "")
+		msg.Tagged = true
+		job.Tag = func(t fanout.Target, variant int) string { return tags.Tag(1, t.Cursor, t.UserID, 0, variant+1) }
+	}
+	err = eng.Run(context.Background(), job)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	runtime.ReadMemStats(&m1)

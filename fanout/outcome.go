@@ -87,6 +87,15 @@ type Prepared interface {
 	Send(ctx context.Context, token string, b Budget) Outcome
 }
 
+// TaggedPrepared is a Prepared that can also put a per-send value where a
+// Tagged message holds TagPlaceholder (the signed event token of package
+// engagement), without preparing the message again. A Prepared that is not
+// one cannot run a Job with a Tag.
+type TaggedPrepared interface {
+	Prepared
+	SendTagged(ctx context.Context, token, tag string, b Budget) Outcome
+}
+
 // ErrFatal wraps the outcome that stopped a run early.
 type ErrFatal struct{ Outcome Outcome }
 

@@ -37,6 +37,10 @@ type Job struct {
 	// Gate, if set, is waited on before each new target is handed to the
 	// workers (retries of failed sends do not wait: they cannot repeat).
 	Gate Gate
+	// Tag, if set, is each send's value of Message's TagPlaceholder: for target t,
+	// sent as variant (-1: no variant), at this attempt. It is called on
+	// the send's worker, once per attempt.
+	Tag func(t Target, variant int) string
 }
 
 // item is one target on its way through the engine. It travels by value so
@@ -74,6 +78,15 @@ func (e *Engine) Run(ctx context.Context, job Job) error {
 	variants, err := e.prepareVariants(job)
 	if err != nil {
 		return err
+	}
+	if job.Tag != nil {
+		// A tagged message sent by a Sender that cannot tag would carry
+		// the placeholder itself.
+		for _, q := range append([]Prepared{prepared}, variants...) {
+			if _, ok := q.(TaggedPrepared); !ok {
+				return errors.New("fanout: the job tags its sends, and the sender cannot (no TaggedPrepared)")
+			}
+		}
 	}
 	if !e.runs.Add() {
 		return ErrNotRunning // stopped

@@ -122,7 +122,13 @@ func (r *run) send(ctx context.Context, t Target, variant, used int) (out Outcom
 			return Outcome{Class: Rejected, Code: CodeMessage, Detail: err.Error()}
 		}
 	}
-	return p.Send(ctx, t.Token, Budget{Used: used, Max: r.e.cfg.MaxAttempts})
+	b := Budget{Used: used, Max: r.e.cfg.MaxAttempts}
+	if r.job.Tag != nil {
+		if tp, ok := p.(TaggedPrepared); ok {
+			return tp.SendTagged(ctx, t.Token, r.job.Tag(t, variant), b)
+		}
+	}
+	return p.Send(ctx, t.Token, b)
 }
 
 func (r *run) retry(it item, out Outcome) {

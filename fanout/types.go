@@ -36,7 +36,15 @@ type Message struct {
 	Platform Platform
 	// DryRun asks FCM to validate only (validate_only): nothing is delivered.
 	DryRun bool
+	// Tagged messages hold TagPlaceholder in their data values or their
+	// web push link: each send replaces it with the Job's Tag for its
+	// target (see TaggedPrepared).
+	Tagged bool
 }
+
+// TagPlaceholder stands for a send's tag in a Tagged Message. No real
+// message has it: '\x01' has no place in a title, data or link.
+const TagPlaceholder = "\x01pushfan-tag\x01"
 
 // Source pages the audience in ascending Cursor order.
 type Source interface {

@@ -26,11 +26,7 @@ import (
 // the difference per op is the client-side overhead (message to JSON
 // by reflection, request building, response decoding) and its allocations.
 func BenchmarkSend(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		_, _ = io.WriteString(w, `{"name":"projects/bench/messages/1"}`)
-	}))
+	srv := okServer()
 	defer srv.Close()
 	const conc = 64
 	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
@@ -92,6 +88,56 @@ func BenchmarkSend(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkSendTagged is the direct client's send of a message that
+// carries an event token (the engine's Tag: data["pushfan"]) against the
+// same message untagged: what tracking costs the client.
+func BenchmarkSendTagged(b *testing.B) {
+	srv := okServer()
+	defer srv.Close()
+	const conc = 64
+	token := "bench-token-000001-abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"
+	tag := "k1a2b3c4d.AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSYnKCkqKywtLi8w"
+	for _, tagged := range []bool{false, true} {
+		msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
+		if tagged {
+			msg.Tagged, msg.Data = true, map[string]string{"pushfan": fanout.TagPlaceholder}
+		}
+		b.Run(map[bool]string{false: "untagged", true: "tagged"}[tagged], func(b *testing.B) {
+			s, err := fcm.New(context.Background(), fcm.Options{Endpoint: srv.URL + "/v1", ProjectID: "bench", Concurrency: conc, Client: fcm.ClientDirect})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			p, err := s.Prepare(msg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tp := p.(fanout.TaggedPrepared)
+			b.ReportAllocs()
+			b.SetParallelism(conc / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					if out := tp.SendTagged(ctx, token, tag, fanout.Budget{Max: 1}); out.Class != fanout.Success {
+						b.Error(out)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// okServer answers every send with FCM's success body, and nothing else:
+// the client's cost alone.
+func okServer() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		_, _ = io.WriteString(w, `{"name":"projects/bench/messages/1"}`)
+	}))
 }
 
 // BenchmarkSendTLSHTTP2 compares the direct client's two HTTP/2 clients,

@@ -233,9 +233,9 @@ func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
 		return nil, err
 	}
 	if c.direct != nil {
-		return c.direct.prepare(tmpl, msg.DryRun)
+		return c.direct.prepare(tmpl, msg.DryRun, msg.Tagged)
 	}
-	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun}, nil
+	return &sdkPrepared{client: c.client, tmpl: tmpl, dryRun: msg.DryRun, tagged: msg.Tagged}, nil
 }
 
 // Close releases idle connections, and closes the HTTP/2 client's
@@ -267,6 +267,28 @@ type sdkPrepared struct {
 	client *messaging.Client
 	tmpl   messaging.Message // shared read-only; each send copies it and sets Token
 	dryRun bool
+	tagged bool // holds fanout.TagPlaceholder (in data, in the web link)
+}
+
+// SendTagged is Send with every fanout.TagPlaceholder replaced by tag, in
+// copies of the data and the web push options (the SDK path encodes every
+// message anyway).
+func (p *sdkPrepared) SendTagged(ctx context.Context, token, tag string, b fanout.Budget) fanout.Outcome {
+	if !p.tagged {
+		return p.Send(ctx, token, b)
+	}
+	q := *p
+	q.tmpl.Data = make(map[string]string, len(p.tmpl.Data))
+	for k, v := range p.tmpl.Data {
+		q.tmpl.Data[k] = strings.ReplaceAll(v, fanout.TagPlaceholder, tag)
+	}
+	if w := p.tmpl.Webpush; w != nil && w.FCMOptions != nil {
+		wc, oc := *w, *w.FCMOptions
+		oc.Link = strings.ReplaceAll(oc.Link, fanout.TagPlaceholder, tag)
+		wc.FCMOptions = &oc
+		q.tmpl.Webpush = &wc
+	}
+	return q.Send(ctx, token, b)
 }
 
 // Send makes one engine attempt, which may hide the SDK's own retries of

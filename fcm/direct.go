@@ -76,14 +76,30 @@ func newDirectClient(client *http.Client, endpoint, projectID string) *directCli
 	}
 }
 
-// directPrepared is a message's request body cut at the token.
+// encodedTag is fanout.TagPlaceholder as encoding/json writes it inside a
+// string: where a send's tag goes (a data value, a link). The tag is
+// spliced in as it is: event tokens are URL-safe, needing no escape.
+var encodedTag = []byte(`\u0001pushfan-tag\u0001`)
+
+// directPrepared is a message's request body cut at its holes: lits[0]
+// hole[0] lits[1] ... lits[n]. The token's hole is a JSON string; a tag's
+// is the inside of one.
 type directPrepared struct {
-	d              *directClient
-	prefix, suffix []byte
+	d     *directClient
+	lits  [][]byte
+	holes []hole
 }
 
-// prepare encodes the request for tmpl once, with a placeholder token.
-func (d *directClient) prepare(tmpl messaging.Message, dryRun bool) (*directPrepared, error) {
+type hole uint8
+
+const (
+	holeToken hole = iota
+	holeTag
+)
+
+// prepare encodes the request for tmpl once, with a placeholder token, and
+// finds the token and (for a tagged message) every fanout.TagPlaceholder.
+func (d *directClient) prepare(tmpl messaging.Message, dryRun, tagged bool) (*directPrepared, error) {
 	tmpl.Token = tokenPlaceholder
 	req := struct {
 		ValidateOnly bool               `json:"validate_only,omitempty"`
@@ -93,19 +109,54 @@ func (d *directClient) prepare(tmpl messaging.Message, dryRun bool) (*directPrep
 	if err != nil {
 		return nil, fmt.Errorf("fcm: encoding the message: %w", err)
 	}
-	i := bytes.Index(raw, encodedPlaceholder)
-	if i < 0 || bytes.Count(raw, encodedPlaceholder) != 1 {
+	if bytes.Count(raw, encodedPlaceholder) != 1 {
 		return nil, errors.New("fcm: the encoded message does not hold the token exactly once")
 	}
-	return &directPrepared{d: d, prefix: raw[:i], suffix: raw[i+len(encodedPlaceholder):]}, nil
+	if tagged && !bytes.Contains(raw, encodedTag) {
+		return nil, errors.New("fcm: a tagged message holds no tag placeholder")
+	}
+	p := &directPrepared{d: d}
+	for {
+		i := bytes.Index(raw, encodedPlaceholder)
+		j := -1
+		if tagged {
+			j = bytes.Index(raw, encodedTag)
+		}
+		switch {
+		case i < 0 && j < 0:
+			p.lits = append(p.lits, raw)
+			return p, nil
+		case j < 0 || (i >= 0 && i < j):
+			p.lits, p.holes = append(p.lits, raw[:i]), append(p.holes, holeToken)
+			raw = raw[i+len(encodedPlaceholder):]
+		default:
+			p.lits, p.holes = append(p.lits, raw[:j]), append(p.holes, holeTag)
+			raw = raw[j+len(encodedTag):]
+		}
+	}
 }
 
-// body returns the request body for token.
-func (p *directPrepared) body(token string) []byte {
-	b := make([]byte, 0, len(p.prefix)+len(token)+2+len(p.suffix))
-	b = append(b, p.prefix...)
-	b = appendJSONToken(b, token)
-	return append(b, p.suffix...)
+// body returns the request body for token and tag.
+func (p *directPrepared) body(token, tag string) []byte {
+	n := len(token) + 2
+	for _, l := range p.lits {
+		n += len(l)
+	}
+	for _, h := range p.holes {
+		if h == holeTag {
+			n += len(tag)
+		}
+	}
+	b := make([]byte, 0, n)
+	for i, h := range p.holes {
+		b = append(b, p.lits[i]...)
+		if h == holeToken {
+			b = appendJSONToken(b, token)
+		} else {
+			b = append(b, tag...)
+		}
+	}
+	return append(b, p.lits[len(p.lits)-1]...)
 }
 
 // appendJSONToken appends token as a JSON string. Real tokens are plain
@@ -124,15 +175,20 @@ func appendJSONToken(b []byte, token string) []byte {
 }
 
 // Send makes one attempt: exactly one HTTP request (the engine retries).
-func (p *directPrepared) Send(ctx context.Context, token string, _ fanout.Budget) fanout.Outcome {
+func (p *directPrepared) Send(ctx context.Context, token string, b fanout.Budget) fanout.Outcome {
+	return p.SendTagged(ctx, token, "", b)
+}
+
+// SendTagged is Send with the message's tag set to tag.
+func (p *directPrepared) SendTagged(ctx context.Context, token, tag string, _ fanout.Budget) fanout.Outcome {
 	d := p.d
 	if d.h2 != nil && !d.h2.noH2.Load() {
-		r := d.h2.roundTrip(ctx, p.body(token))
+		r := d.h2.roundTrip(ctx, p.body(token, tag))
 		if !errors.Is(r.err, errNoH2) {
 			return outcome(ctx, r)
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token, tag)))
 	if err != nil {
 		return fanout.Outcome{Class: fanout.Fatal, Code: CodeUnknown, Detail: err.Error(), Requests: 1}
 	}

@@ -172,6 +172,9 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
 			return err
 		}
+		if err := addRate(ctx, tx, c.BroadcastID, cp.Succeeded+cp.Failed); err != nil {
+			return err
+		}
 		return readCancel(ctx, tx, c.BroadcastID, &res)
 	})
 	if err != nil {
@@ -190,6 +193,22 @@ const (
 	maxCodeRunes    = 64  // broadcast_errors.code, broadcast_variants.variant
 	maxRefusalBytes = 255 // broadcast_chunks.refusal
 )
+
+// RateBucket is the width of a send_rate row.
+const RateBucket = 5 * time.Second
+
+// addRate adds n outcomes to broadcast id's send rate, in the bucket of
+// now: the series a console page opened late draws from.
+func addRate(ctx context.Context, tx *sql.Tx, id uint64, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	at := time.Now().UTC().Truncate(RateBucket)
+	if _, err := tx.ExecContext(ctx, "INSERT INTO send_rate (broadcast_id, at, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", id, at, n); err != nil {
+		return fmt.Errorf("send rate: %w", err)
+	}
+	return nil
+}
 
 func readCancel(ctx context.Context, tx *sql.Tx, id uint64, res *Result) error {
 	if err := tx.QueryRowContext(ctx, "SELECT cancel_requested FROM broadcasts WHERE id = ?", id).Scan(&res.CancelRequested); err != nil {

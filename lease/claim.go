@@ -38,8 +38,9 @@ var (
 // Store runs the protocol on one MySQL database. It is safe for concurrent
 // use.
 type Store struct {
-	db  *sql.DB
-	log *slog.Logger
+	db     *sql.DB
+	log    *slog.Logger
+	events Events // the transitions' events (SetEvents); nil: none
 }
 
 // New returns a Store on db (the same database the broadcasts live in).
@@ -185,7 +186,7 @@ func (s *Store) Claim(ctx context.Context, o ClaimOptions) (*Claim, error) {
 	var c *Claim
 	err := sqldb.InTx(ctx, s.db, s.log, "claim chunk", func(tx *sql.Tx) error {
 		var err error
-		c, err = claimIn(ctx, tx, o, token)
+		c, err = s.claimIn(ctx, tx, o, token)
 		return err
 	})
 	if err == nil || ctx.Err() != nil {
@@ -199,7 +200,7 @@ func (s *Store) Claim(ctx context.Context, o ClaimOptions) (*Claim, error) {
 	return nil, err
 }
 
-func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Claim, error) {
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Claim, error) {
 	var skip, running, class string
 	var skipArgs, runArgs []any
 	if o.Classes != nil {
@@ -249,9 +250,15 @@ func claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Cl
 		return nil, fmt.Errorf("lease: %w", err)
 	}
 	c.Epoch++
-	if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'running', started_at = COALESCE(started_at, UTC_TIMESTAMP(6))
-		WHERE id = ? AND status IN ('queued', 'planning')`, c.BroadcastID); err != nil {
+	started, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = 'running', started_at = COALESCE(started_at, UTC_TIMESTAMP(6))
+		WHERE id = ? AND status IN ('queued', 'planning')`, c.BroadcastID)
+	if err != nil {
 		return nil, fmt.Errorf("start broadcast: %w", err)
+	}
+	if n, _ := started.RowsAffected(); n == 1 {
+		if err := s.event(ctx, tx, EventStarted, c.BroadcastID); err != nil {
+			return nil, err
+		}
 	}
 	if err := loadIDs(ctx, tx, c); err != nil {
 		return nil, err

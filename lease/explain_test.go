@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 	"testing"
@@ -18,7 +19,9 @@ func TestClaimIsAnIndexRangeScanWithAMillionChunkRows(t *testing.T) {
 		t.Skip("inserts a million rows")
 	}
 	f := newFixture(t)
-	ctx := f.ctx()
+	// Inserting a million rows takes minutes on a loaded machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
 	start := time.Now()
 	// 1,000,000 done rows over 100 broadcasts: digits cross-joined.
 	if _, err := f.db.ExecContext(ctx, `INSERT INTO broadcast_chunks (broadcast_id, seq, lo_id, hi_id, cursor_id, status, done_by)

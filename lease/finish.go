@@ -59,7 +59,7 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 			return fmt.Errorf("end scheduled: %w", err)
 		} else if n == 1 {
 			final = true
-			return nil
+			return s.event(ctx, tx, EventFinished, id) // a scheduled or held one, ended before it started
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET cancel_requested = 1, error = COALESCE(error, ?),
 				canceled = canceled + ?, open_chunks = GREATEST(CAST(open_chunks AS SIGNED) - ?, 0), waiting = GREATEST(CAST(waiting AS SIGNED) - ?, 0),
@@ -213,6 +213,9 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM broadcast_chunks WHERE broadcast_id = ?", id); err != nil {
 			return fmt.Errorf("compact chunks: %w", err)
+		}
+		if err := s.event(ctx, tx, EventFinished, id); err != nil {
+			return err
 		}
 		finished = true
 		return nil

@@ -80,8 +80,15 @@ func (s *Store) ExpireHolds(ctx context.Context) ([]uint64, error) {
 	return s.sweep(ctx, "expire held broadcasts", `SELECT id FROM broadcasts FORCE INDEX (idx_broadcasts_hold)
 		WHERE status = 'held' AND hold_expires_at <= UTC_TIMESTAMP(6) ORDER BY hold_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED`,
 		func(tx *sql.Tx, ids []uint64) error {
-			_, err := endUnstarted(ctx, tx, model.StatusCanceled, HoldExpired, ids, model.StatusHeld)
-			return err
+			if _, err := endUnstarted(ctx, tx, model.StatusCanceled, HoldExpired, ids, model.StatusHeld); err != nil {
+				return err
+			}
+			for _, id := range ids { // locked held above: each one ended
+				if err := s.event(ctx, tx, EventFinished, id); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 }
 

@@ -246,7 +246,16 @@ func TestChunkEndsPacingAndListsReadNoOtherChunks(t *testing.T) {
 		plans = append(plans, lease.Plan{Lo: uint64(k), Hi: uint64(k + 1), Targets: 1})
 	}
 	id := f.broadcast(plans...)
-	claims := []*lease.Claim{f.claim("x"), f.claim("x")}
+	// Leases of an hour: 2,000 claims take more than fixture's minute on a
+	// loaded machine, and an expired lease would be claimed again.
+	claim := func() *lease.Claim {
+		c, err := f.s.Claim(f.ctx(), lease.ClaimOptions{Owner: "x", Lease: time.Hour})
+		if err != nil || c == nil {
+			t.Fatalf("claim: %v %v", c, err)
+		}
+		return c
+	}
+	claims := []*lease.Claim{claim(), claim()}
 	var st lease.PaceState
 	pace := rr.During(func() {
 		var err error
@@ -258,7 +267,7 @@ func TestChunkEndsPacingAndListsReadNoOtherChunks(t *testing.T) {
 		t.Fatalf("pace: %+v, want 2 running", st)
 	}
 	for range chunks - 2 {
-		claims = append(claims, f.claim("x"))
+		claims = append(claims, claim())
 	}
 	var ends int64
 	for i, c := range claims {

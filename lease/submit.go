@@ -48,6 +48,11 @@ func (s *Store) Submit(ctx context.Context, b *model.Broadcast, plan Planner) er
 		if err := repository.InsertBroadcast(ctx, tx, b); err != nil {
 			return err
 		}
+		if b.Status == model.StatusHeld {
+			if err := s.event(ctx, tx, EventHeld, b.ID); err != nil {
+				return err
+			}
+		}
 		if st == nil {
 			return nil
 		}

@@ -60,7 +60,27 @@ type Message struct {
 	APNS       json.RawMessage `json:"apns,omitempty"`
 	Webpush    json.RawMessage `json:"webpush,omitempty"`
 	FCMOptions json.RawMessage `json:"fcm_options,omitempty"`
+	// Track false: the messages carry no event token (unset: they do,
+	// when the deployment tracks).
+	Track *bool `json:"track,omitempty"`
+	// LinkKey names the data key that holds the message's link, which a
+	// tracked message sends through the click redirect.
+	LinkKey string `json:"link_data_key,omitempty"`
+	// Variants are A/B variants: each user gets one of these messages
+	// (and the fields above are empty).
+	Variants []ABVariant `json:"variants,omitempty"`
 }
+
+// ABVariant is one A/B variant of a broadcast: a full message, named, with
+// its share of the users (weight, relative to the others').
+type ABVariant struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
+	Message
+}
+
+// Untracked reports a message sent without event tokens ("track": false).
+func (m Message) Untracked() bool { return m.Track != nil && !*m.Track }
 
 // Localized is one language's title and body. It replaces both: an empty
 // one stays empty rather than falling back to another language.
@@ -207,6 +227,9 @@ type Failure struct {
 type Stats struct {
 	Broadcasts, DryRuns, Targeted, Succeeded, Failed, Canceled, InvalidatedTokens int64
 	Errors                                                                        map[string]int64
+	// Opened and Clicked are distinct targets the apps reported (package
+	// engagement).
+	Opened, Clicked int64
 }
 
 // ListFilter selects broadcasts for the list endpoint.

@@ -82,8 +82,17 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 // counts. It reads the row and the counts in one statement, hence from one
 // snapshot: while a broadcast runs, Errors always sums to what Failed says.
 func (s *Store) GetBroadcast(ctx context.Context, id uint64) (*model.Broadcast, error) {
+	return GetBroadcastIn(ctx, s.db, id)
+}
+
+// GetBroadcastIn is GetBroadcast through q: a transaction's reads see its
+// own writes (an event written beside a transition carries the row as the
+// transition left it).
+func GetBroadcastIn(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id uint64) (*model.Broadcast, error) {
 	var errorsJSON, variantsJSON sql.NullString
-	b, err := scanBroadcast(s.db.QueryRowContext(ctx, selectOneBroadcast+" WHERE id = ?", id), &errorsJSON, &variantsJSON)
+	b, err := scanBroadcast(q.QueryRowContext(ctx, selectOneBroadcast+" WHERE id = ?", id), &errorsJSON, &variantsJSON)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 	}
@@ -364,16 +373,20 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 		return 0, nil
 	}
 	for _, id := range ids {
-		for {
-			res, err := s.db.ExecContext(ctx, "DELETE FROM broadcast_failures WHERE broadcast_id = ? LIMIT ?", id, purgeRowBatch)
-			if err != nil {
-				return 0, fmt.Errorf("purge failures of %d: %w", id, err)
-			}
-			if n, _ := res.RowsAffected(); n < purgeRowBatch {
-				break
-			}
-			if err := clock.Sleep(ctx, pause); err != nil {
-				return 0, err
+		// Events can only be stored while their broadcast exists (they
+		// lock it in share mode), so none comes after the delete below.
+		for _, table := range []string{"broadcast_failures", "engagement_events"} {
+			for {
+				res, err := s.db.ExecContext(ctx, "DELETE FROM "+table+" WHERE broadcast_id = ? LIMIT ?", id, purgeRowBatch)
+				if err != nil {
+					return 0, fmt.Errorf("purge %s of %d: %w", table, id, err)
+				}
+				if n, _ := res.RowsAffected(); n < purgeRowBatch {
+					break
+				}
+				if err := clock.Sleep(ctx, pause); err != nil {
+					return 0, err
+				}
 			}
 		}
 	}
@@ -408,6 +421,16 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 			st.Broadcasts, st.DryRuns, st.Targeted, st.Succeeded, st.Failed, st.Canceled, st.InvalidatedTokens); err != nil {
 			return fmt.Errorf("archive totals: %w", err)
 		}
+		var opened, clicked int64
+		err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(IF(type = ?, n, 0)), 0), COALESCE(SUM(IF(type = ?, n, 0)), 0)
+			FROM engagement_counts WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (`+in+`) AND finished_at < ?)`,
+			append([]any{uint8(model.EventOpened), uint8(model.EventClicked)}, append(args, dbTime(cutoff))...)...).Scan(&opened, &clicked)
+		if err != nil {
+			return fmt.Errorf("sum engagement: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE stats_archive SET opened = opened + ?, clicked = clicked + ? WHERE id = 1`, opened, clicked); err != nil {
+			return fmt.Errorf("archive engagement: %w", err)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO stats_archive_errors (code, count)
 			SELECT e.code, SUM(e.count) FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id
 			WHERE b.id IN (`+in+`) AND b.finished_at < ? AND b.dry_run = 0 GROUP BY e.code
@@ -418,6 +441,14 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 			"DELETE FROM broadcast_errors WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcast_variants WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcast_chunks WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM engagement_events WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM engagement_counts WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM engagement_series WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM engagement_open_delays WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			"DELETE FROM send_rate WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			// Webhooks delivered (or given up) go with their broadcast; one
+			// still waiting stays until it is delivered or expires.
+			"DELETE FROM webhook_outbox WHERE status <> 'pending' AND broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?",
 		} {
 			if _, err := tx.ExecContext(ctx, q, append(args, dbTime(cutoff))...); err != nil {

@@ -39,8 +39,9 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 	// Broadcasts removed by retention left their totals in the archive.
 	var a model.Stats
 	err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(broadcasts), 0), COALESCE(SUM(dry_runs), 0), COALESCE(SUM(targeted), 0),
-			COALESCE(SUM(succeeded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(canceled), 0), COALESCE(SUM(invalidated_tokens), 0)
-		FROM stats_archive`).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens)
+			COALESCE(SUM(succeeded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(canceled), 0), COALESCE(SUM(invalidated_tokens), 0),
+			COALESCE(SUM(opened), 0), COALESCE(SUM(clicked), 0)
+		FROM stats_archive`).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens, &a.Opened, &a.Clicked)
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: archive: %w", err)
 	}
@@ -51,6 +52,15 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 	st.Failed += a.Failed
 	st.Canceled += a.Canceled
 	st.InvalidatedTokens += a.InvalidatedTokens
+	// The events' counts are a row per broadcast, variant and type: a scan
+	// of their table, never of the events.
+	err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(IF(type = ?, n, 0)), 0), COALESCE(SUM(IF(type = ?, n, 0)), 0) FROM engagement_counts`,
+		uint8(model.EventOpened), uint8(model.EventClicked)).Scan(&st.Opened, &st.Clicked)
+	if err != nil {
+		return model.Stats{}, fmt.Errorf("stats: engagement: %w", err)
+	}
+	st.Opened += a.Opened
+	st.Clicked += a.Clicked
 	rows, err := tx.QueryContext(ctx, `SELECT code, SUM(n) FROM (
 			SELECT e.code, e.count AS n FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id WHERE b.dry_run = 0
 			UNION ALL SELECT code, count FROM stats_archive_errors

@@ -137,7 +137,11 @@ func (s *Server) getBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.view(b))
+	v := s.view(b)
+	if v.Engagement, err = s.engagement(c.Request().Context(), b); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (s *Server) cancelBroadcast(c echo.Context) error {
@@ -165,6 +169,7 @@ func (s *Server) stats(c echo.Context) error {
 	return c.JSON(http.StatusOK, statsView{
 		Broadcasts: st.Broadcasts, DryRuns: st.DryRuns, Targeted: st.Targeted, Succeeded: st.Succeeded,
 		Failed: st.Failed, Canceled: st.Canceled, InvalidatedTokens: st.InvalidatedTokens, Errors: st.Errors,
+		Opened: st.Opened, Clicked: st.Clicked,
 	})
 }
 
@@ -257,6 +262,23 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 			break
 		}
 		page.Broadcasts = append(page.Broadcasts, s.view(b))
+	}
+	// The list's engagement: the counts only, one query for the page.
+	ids := make([]uint64, len(page.Broadcasts))
+	for i, v := range page.Broadcasts {
+		ids[i] = v.ID
+	}
+	totals, err := s.svc.EngagementTotals(c.Request().Context(), ids)
+	if err != nil {
+		return err
+	}
+	for i := range page.Broadcasts {
+		v := &page.Broadcasts[i]
+		t := totals[v.ID]
+		v.Engagement = &engagementView{countsView: countsOf(t)}
+		if v.Succeeded > 0 {
+			v.Engagement.OpenRate = float64(t.Opened) / float64(v.Succeeded)
+		}
 	}
 	return c.JSON(http.StatusOK, page)
 }

@@ -12,14 +12,17 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 
 	"pushfan/config"
+	"pushfan/engagement"
 	"pushfan/fcm"
 	"pushfan/model"
 	"pushfan/server/openapi"
+	"pushfan/webhook"
 )
 
 func loadOpenAPI(t *testing.T) *openapi3.T {
@@ -42,7 +45,9 @@ func routeServer(t *testing.T) *Server {
 	cfg := config.Defaults()
 	cfg.AdminTokens = []string{"openapi-test-token-0123456789"}
 	cfg.InternalToken = "openapi-internal-token-0123456789"
-	return New(cfg, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), WithMetrics(http.NotFoundHandler()))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return New(cfg, nil, nil, log, WithMetrics(http.NotFoundHandler()), WithEvents(engagement.NewIngester(nil, nil, log, time.Second)),
+		WithWebhooks(webhook.NewDeliverer(nil, nil, nil, time.Second, time.Second, log)))
 }
 
 var echoParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)

@@ -21,9 +21,11 @@ import (
 	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/cron"
+	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/openapi"
+	"pushfan/webhook"
 )
 
 // Pinger reports whether the database answers (readiness).
@@ -53,6 +55,8 @@ type Server struct {
 	sessions SessionStore
 	watch    *watchHub
 	cluster  func(context.Context) (model.Cluster, error)
+	events   *engagement.Ingester // the public event routes (nil: none)
+	webhooks *webhook.Deliverer   // the webhook endpoints' health (nil: none)
 
 	// failures is the failed-authentication budget per client address
 	// (bearer tokens and sign-ins); proxies are the trusted reverse
@@ -105,6 +109,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	s.proxies = parseProxies(cfg.HTTP.TrustedProxies)
 	s.metricsTokens = metricsTokens(cfg.MetricsToken, tokens)
 	s.watch = newWatchHub(svc.Peek, s.view, log)
+	s.watch.history = svc.SendRate
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -126,6 +131,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	}
 
 	s.routeConsole(e)
+	s.routeEvents(e)
 
 	push := e.Group("/push", s.requireAdmin)
 	// A resend creates a broadcast too: one submit budget per token for both.
@@ -141,6 +147,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.POST("/broadcasts/:id/release", s.releaseBroadcast)
 	push.POST("/broadcasts/:id/resend", s.resendBroadcast, submits.middleware)
 	push.GET("/broadcasts/:id/failures", s.listFailures)
+	push.GET("/broadcasts/:id/engagement", s.engagementSeries)
 	push.GET("/stats", s.stats)
 	push.GET("/audiences", s.listAudiences)
 	// Previews count audiences as the console's operator types: one
@@ -151,6 +158,11 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast)
 	push.GET("/cluster", s.getCluster)
+	if s.webhooks != nil {
+		push.GET("/webhooks", s.listWebhooks)
+		push.GET("/webhooks/:name/deliveries", s.listDeliveries)
+		push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver)
+	}
 
 	internal := e.Group("/internal", s.requireBearer(s.internal, "internal"))
 	internal.POST("/cron/:job", s.triggerJob)

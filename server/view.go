@@ -47,6 +47,8 @@ type broadcastView struct {
 	// Variants counts a localized broadcast's targets sent per language
 	// ("default": the top-level title and body); absent otherwise.
 	Variants map[string]int64 `json:"variants,omitzero"`
+	// Engagement is what the apps reported (GET of one broadcast only).
+	Engagement *engagementView `json:"engagement,omitempty"`
 	// Holding (see held.go) and resending: the original of a resend.
 	HoldExpiresAt *time.Time `json:"hold_expires_at,omitempty"`
 	ReleasedBy    string     `json:"released_by,omitempty"`
@@ -70,6 +72,10 @@ func (s *Server) view(b *model.Broadcast) broadcastView {
 	}
 	return v
 }
+
+// BroadcastObject is b as the API shows it (GET /push/broadcasts/{id}
+// without its live estimates): what a webhook carries.
+func BroadcastObject(b *model.Broadcast) any { return viewOf(b, time.Now()) }
 
 func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
@@ -122,6 +128,8 @@ type statsView struct {
 	Canceled          int64            `json:"canceled"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
 	Errors            map[string]int64 `json:"errors"`
+	Opened            int64            `json:"opened"`
+	Clicked           int64            `json:"clicked"`
 }
 
 type failureView struct {

@@ -49,6 +49,10 @@ type watchHub struct {
 	view  func(*model.Broadcast) broadcastView
 	every time.Duration
 	log   *slog.Logger
+	// history, if set, is the stored series (sends per bucket) a poller
+	// starts from, so that a page opened on a running broadcast draws its
+	// last two minutes at once.
+	history func(ctx context.Context, id uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -140,7 +144,7 @@ func (h *watchHub) poll(id uint64) {
 	defer h.wg.Done()
 	tick := time.NewTicker(h.every)
 	defer tick.Stop()
-	var series []ratePoint
+	series := h.backfill(id)
 	prevDone, prevAt := int64(-1), time.Time{}
 	for {
 		b, err := h.peek(h.ctx, id)
@@ -353,4 +357,32 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 			}
 		}
 	}
+}
+
+// backfill is the series a new poller starts from: the stored outcomes of
+// the last watchSeries seconds, each bucket spread evenly over its
+// seconds; the bucket still filling is left to the live samples.
+func (h *watchHub) backfill(id uint64) []ratePoint {
+	if h.history == nil {
+		return nil
+	}
+	now := time.Now()
+	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+	defer cancel()
+	points, width, err := h.history(ctx, id, now.Add(-watchSeries*time.Second))
+	if err != nil {
+		h.log.Warn("watch: reading the stored send rate failed; the chart starts empty", "broadcast_id", id, "err", err)
+		return nil
+	}
+	var out []ratePoint
+	secs := int(width / time.Second)
+	for _, p := range points {
+		if p.At.Add(width).After(now) || secs < 1 {
+			continue
+		}
+		for k := range secs {
+			out = append(out, ratePoint{At: p.At.Add(time.Duration(k+1) * time.Second), PerSecond: float64(p.N) / float64(secs)})
+		}
+	}
+	return out[max(0, len(out)-watchSeries):]
 }

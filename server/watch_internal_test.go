@@ -128,3 +128,33 @@ func TestWatchHubStopsPollingWhenTheLastViewerLeaves(t *testing.T) {
 		t.Fatalf("%d reads after the last viewer left", after-before)
 	}
 }
+
+// A poller starts from the stored send rate: each full bucket spread over
+// its seconds, the bucket still filling left out, two minutes at most.
+func TestWatchBackfillsTheStoredRate(t *testing.T) {
+	h := newWatchHub(nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Now()
+	start := now.Add(-200 * time.Second).Truncate(5 * time.Second)
+	var stored []model.SeriesPoint
+	for at := start; !at.After(now); at = at.Add(5 * time.Second) {
+		stored = append(stored, model.SeriesPoint{At: at, N: 500})
+	}
+	h.history = func(_ context.Context, _ uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
+		var out []model.SeriesPoint
+		for _, p := range stored {
+			if !p.At.Before(since.Truncate(5 * time.Second)) {
+				out = append(out, p)
+			}
+		}
+		return out, 5 * time.Second, nil
+	}
+	got := h.backfill(1)
+	if len(got) != watchSeries {
+		t.Fatalf("%d points, want the last %d seconds", len(got), watchSeries)
+	}
+	for i, p := range got {
+		if p.PerSecond != 100 || (i > 0 && p.At.Sub(got[i-1].At) != time.Second) || p.At.After(now) {
+			t.Fatalf("point %d: %+v (previous %+v), want 100/s a second apart, none after now", i, p, got[max(i-1, 0)])
+		}
+	}
+}

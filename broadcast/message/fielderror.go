@@ -38,6 +38,8 @@ func CheckDataKey(k string) error {
 	switch {
 	case k == "":
 		return FieldErrorf("reserved_data_key", "data", "data keys must not be empty")
+	case lk == TagDataKey:
+		return FieldErrorf("reserved_data_key", "data."+k, "data key %q is reserved: it carries the event token the app reports opens with", k)
 	case lk == "from" || lk == "message_type" || lk == "notification":
 		return FieldErrorf("reserved_data_key", "data."+k, "data key %q is reserved by FCM", k)
 	case strings.HasPrefix(lk, "google.") || strings.HasPrefix(lk, "gcm."):
@@ -45,6 +47,14 @@ func CheckDataKey(k string) error {
 	}
 	return nil
 }
+
+// TagDataKey is the data key of the signed event token every tracked
+// message carries (package engagement).
+const TagDataKey = "pushfan"
+
+// TagBytes is what the event token adds to a payload at most: ,"pushfan":"…"
+// with a token of engagement.MaxTokenBytes.
+const TagBytes = len(`,"`+TagDataKey+`":""`) + 120
 
 // PayloadSize measures the payload as FCM does for its 4096-byte limit:
 // the notification and data objects, as compact JSON.

@@ -103,13 +103,21 @@ func newLocaleMatcher(loc map[string]model.Localized) *localeMatcher {
 	if len(loc) == 0 {
 		return nil
 	}
-	m := &localeMatcher{index: make(map[string]int, len(loc))}
-	for _, key := range slices.Sorted(maps.Keys(loc)) {
-		m.index[normalizeLocale(key)] = len(m.names)
-		m.names = append(m.names, key)
+	m := &localeMatcher{index: make(map[string]int, len(loc)), names: VariantNames(loc)}
+	for i, key := range m.names[:len(m.names)-1] {
+		m.index[normalizeLocale(key)] = i
 	}
-	m.names = append(m.names, model.VariantDefault)
 	return m
+}
+
+// VariantNames are a localized message's variants in the engine's order:
+// its languages sorted, then model.VariantDefault; nil when it has none.
+// An event token's localized index i (from 1) is VariantNames[i-1].
+func VariantNames(loc map[string]model.Localized) []string {
+	if len(loc) == 0 {
+		return nil
+	}
+	return append(slices.Sorted(maps.Keys(loc)), model.VariantDefault)
 }
 
 // pick is the index in m.names of the variant for locale.

@@ -117,6 +117,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		err = b.runLatency(ctx, rep)
 	case "scale":
 		err = b.runScale(ctx, rep)
+	case "events":
+		err = b.runEvents(ctx, rep)
 	}
 	rep.FinishedAt = time.Now().UTC()
 	rep.Machine.LoadAvgEnd = loadAvg()

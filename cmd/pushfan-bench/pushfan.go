@@ -212,6 +212,7 @@ type broadcastSpec struct {
 	tally      bool // stream per-token counts afterwards (exact lost/duplicate check)
 	logf       func(string, ...any)
 	sampleRate bool
+	body       []byte // the POST /push/broadcast body; nil: trackedBody
 }
 
 // runBroadcast resets the emulator, submits one "all" broadcast with
@@ -229,7 +230,10 @@ func runBroadcast(ctx context.Context, svc *service, emu *emulator, spec broadca
 	if err != nil {
 		return nil, err
 	}
-	body := []byte(`{"title":"pushfan bench","body":"one message per token, measured","audience":{"all":true}}`)
+	body := spec.body
+	if body == nil {
+		body = trackedBody
+	}
 	t0 := time.Now()
 	v, err := svc.call(ctx, http.MethodPost, "/push/broadcast?wait=0", body)
 	if err != nil {

@@ -75,6 +75,7 @@ type report struct {
 	Quota      *pushfanRun    `json:"quota,omitempty"`
 	Latency    []*pushfanRun  `json:"latency_sweep,omitempty"`
 	Scale      *scaleReport   `json:"scale,omitempty"`
+	Events     *eventsReport  `json:"events,omitempty"`
 	Summary    *summary       `json:"summary,omitempty"`
 	Targets    []target       `json:"targets,omitempty"`
 }
@@ -109,7 +110,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -346,6 +347,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Scale != nil {
 		r.printScale(w)
+	}
+	if r.Events != nil {
+		r.Events.print(w)
 	}
 	if s := r.Summary; s != nil {
 		fmt.Fprintf(w, "\nmedians over %d run(s): pushfan %.0f sends/s, %.1f µs CPU/send, peak RSS %.1f MB, emulator %.1f µs/request\n",

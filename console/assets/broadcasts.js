@@ -74,6 +74,10 @@ export async function render(ctx) {
 // it is.
 export function headline(b) {
   const m = b.message || {};
+  if (m.variants && m.variants.length) {
+    // A/B: the first variant's text, and how many there are.
+    return `${headline({message: m.variants[0]})} (A/B: ${m.variants.map((v) => v.name).join(', ')})`;
+  }
   return m.title || m.body || (m.data ? '(data only)' : '(no text)');
 }
 

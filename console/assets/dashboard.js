@@ -1,5 +1,5 @@
-// Dashboard: the all-time totals from /push/stats and the success rate of
-// the last 20 real (not dry-run) broadcasts.
+// Dashboard: the all-time totals from /push/stats, and the success and open
+// rates of the last 20 real (not dry-run) broadcasts.
 
 import {get} from './api.js';
 import {h, s, table, emptyRow, showPageError, isQuiet, add} from './dom.js';
@@ -25,8 +25,10 @@ export async function render(ctx) {
 
   if (page.status === 'fulfilled') {
     const chart = rateChart(page.value.broadcasts || []);
-    add(grid, chart.el);
+    const opens = openRateChart(page.value.broadcasts || []);
+    add(grid, chart.el, opens.el);
     chart.draw(); // once in the page, so the chart can measure its width
+    opens.draw();
   }
   else if (!isQuiet(page.reason) && stats.status === 'fulfilled') showPageError(root, page.reason);
 }
@@ -44,7 +46,8 @@ function statsCards(st) {
       card('succeeded', 'Succeeded', st.succeeded),
       card('failed', 'Failed', st.failed),
       card('canceled', 'Canceled', st.canceled),
-      card('invalidated', 'Invalidated tokens', st.invalidated_tokens)));
+      card('invalidated', 'Invalidated tokens', st.invalidated_tokens),
+      card('opened', 'Opened', st.opened, `${num(st.clicked ?? 0)} clicked`)));
 }
 
 function errorCodes(errors) {
@@ -55,26 +58,43 @@ function errorCodes(errors) {
     table({id: 'stats-errors'}, ['Code', 'Targets'], rows.length ? rows : emptyRow(2, 'No errors so far.')));
 }
 
+// rateChart: succeeded ÷ (succeeded + failed) of the last 20 real
+// broadcasts.
 function rateChart(broadcasts) {
+  return recentChart(broadcasts, {
+    id: 'success-chart', head: 'rate-h', title: 'Success rate, last 20 broadcasts', aria: 'Success rate of the last broadcasts',
+    hint: 'Succeeded ÷ (succeeded + failed), dry runs left out; oldest on the left. Each bar opens its broadcast.',
+    rate: (b) => {
+      const done = b.succeeded + b.failed;
+      return done ? [b.succeeded / done, `of ${num(done)} succeeded`] : [null, `no outcomes yet (${b.status})`];
+    },
+  });
+}
+
+// openRateChart: opened ÷ succeeded of the last 20 real broadcasts, as the
+// apps reported them (POST /v1/events).
+function openRateChart(broadcasts) {
+  return recentChart(broadcasts, {
+    id: 'open-rate-chart', head: 'open-rate-h', title: 'Open rate, last 20 broadcasts', aria: 'Open rate of the last broadcasts',
+    hint: 'Opened ÷ succeeded, as the apps reported (POST /v1/events); oldest on the left. Each bar opens its broadcast.',
+    rate: (b) => (b.succeeded ? [(b.engagement?.opened ?? 0) / b.succeeded, `of ${num(b.succeeded)} opened`] : [null, `nothing accepted yet (${b.status})`]),
+  });
+}
+
+// recentChart is a card with a bar a broadcast (the last 20 real ones,
+// oldest on the left), each bar's value and words from o.rate.
+function recentChart(broadcasts, o) {
   // Newest first from the API; the chart reads left (older) to right.
   const recent = broadcasts.filter((b) => !b.dry_run).slice(0, 20).reverse();
   const bars = recent.map((b) => {
-    const done = b.succeeded + b.failed;
-    const value = done ? b.succeeded / done : null;
+    const [value, words] = o.rate(b);
     const title = b.message?.title ? ` “${b.message.title}”` : '';
-    return {
-      id: b.id,
-      href: `#/broadcasts/${b.id}`,
-      value,
-      label: `Broadcast ${b.id}${title}: ` +
-        (value == null ? `no outcomes yet (${b.status})` : `${percent(value)} of ${num(done)} succeeded`),
-    };
+    return {id: b.id, href: `#/broadcasts/${b.id}`, value,
+      label: `Broadcast ${b.id}${title}: ` + (value == null ? words : `${percent(value)} ${words}`)};
   });
-  const svg = s('svg', {id: 'success-chart', class: 'chart', role: 'group', 'aria-label': 'Success rate of the last broadcasts'});
+  const svg = s('svg', {id: o.id, class: 'chart', role: 'group', 'aria-label': o.aria});
   const body = bars.length ? svg : h('p', {class: 'muted'}, 'No broadcasts yet.');
-  const el = h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
-    h('h2', {id: 'rate-h'}, 'Success rate, last 20 broadcasts'),
-    h('p', {class: 'hint'}, 'Succeeded ÷ (succeeded + failed), dry runs left out; oldest on the left. Each bar opens its broadcast.'),
-    body);
+  const el = h('section', {class: 'card', 'aria-labelledby': o.head},
+    h('h2', {id: o.head}, o.title), h('p', {class: 'hint'}, o.hint), body);
   return {el, draw: () => bars.length && barChart(svg, bars)};
 }

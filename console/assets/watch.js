@@ -12,6 +12,7 @@ import {num, timeEl, duration, perSecond, isFinal} from './format.js';
 import {lineChart} from './chart.js';
 import {testReport} from './compose.js';
 import {headline} from './broadcasts.js';
+import {engagementCard} from './engagement.js';
 
 // What POST .../resend resends by default (the transient codes).
 const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETWORK_ERROR'];
@@ -96,6 +97,7 @@ export async function render(ctx) {
     testCard,
     h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
       h('h2', {id: 'rate-h'}, 'Sends per second'), chart),
+    engagementCard(ctx, base),
     h('div', {class: 'grid-2'}, messageCard, detailsCard),
     h('section', {class: 'card', 'aria-labelledby': 'codes-h'},
       h('h2', {id: 'codes-h'}, 'Error codes'), codesTable),
@@ -452,7 +454,11 @@ function messageView(b) {
   for (const k of ['android', 'apns', 'webpush', 'fcm_options']) {
     if (m[k]) out.push(h('h3', null, k), h('pre', {class: 'json'}, JSON.stringify(m[k], null, 2)));
   }
-  if (!m.title && !m.body && !m.data) out.push(h('p', {class: 'muted'}, 'No text.'));
+  if (m.variants && m.variants.length) {
+    out.push(h('h3', null, 'A/B variants'), table({id: 'ab-messages'}, ['Variant', 'Weight', 'Title', 'Body'],
+      m.variants.map((v) => h('tr', null, h('td', null, h('code', null, v.name)), h('td', {class: 'num'}, num(v.weight)),
+        h('td', null, v.title || ''), h('td', null, v.body || '')))));
+  } else if (!m.title && !m.body && !m.data) out.push(h('p', {class: 'muted'}, 'No text.'));
   return out;
 }
 

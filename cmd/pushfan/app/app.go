@@ -19,6 +19,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/cron"
+	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/fcm"
 	"pushfan/lease"
@@ -27,6 +28,7 @@ import (
 	"pushfan/repository"
 	"pushfan/retention"
 	"pushfan/server"
+	"pushfan/webhook"
 )
 
 // Instance is one wired pushfan; Service is not started yet.
@@ -43,6 +45,10 @@ type Instance struct {
 	// Quota keeps the engine's throttle at this instance's share of the
 	// FCM project's budget.
 	Quota *quota.Coordinator
+	// Events stores the engagement events apps post (group commits).
+	Events *engagement.Ingester
+	// Webhooks delivers the outbox of events to the app's endpoints.
+	Webhooks *webhook.Deliverer
 }
 
 // New builds an instance on an open, migrated pool (sqldb.Open, then
@@ -115,6 +121,27 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	m := metrics.New(reg, pool.DB)
 	engine.SetMetrics(m)
 	leases := lease.New(pool.DB, log)
+	hooks, err := compileWebhooks(cfg)
+	if err != nil {
+		sender.Close()
+		return nil, err
+	}
+	outbox := outboxEvents{out: webhook.NewOutbox(hooks), render: server.BroadcastObject}
+	deliverer := webhookDeliverer(cfg, pool.DB, hooks, log)
+	leases.SetEvents(outbox)
+	keys, err := eventKeys(ctx, cfg, store)
+	if err != nil {
+		sender.Close()
+		return nil, err
+	}
+	events := engagement.NewIngester(store, keys, log, cfg.DB.Timeout)
+	var tags *engagement.Tagger
+	if cfg.Events.TrackingOn() {
+		tags = engagement.NewTagger(keys, cfg.Events.TTL, cfg.Events.PublicURL)
+		if cfg.Events.PublicURL == "" {
+			log.WarnContext(ctx, "PUSHFAN_PUBLIC_URL is not set: links in messages are sent as they are, and clicks on them are not counted (set it to where apps reach this server)")
+		}
+	}
 	svc := broadcast.New(store, leases, engine, log, broadcast.Options{
 		Named:         named,
 		FlushInterval: cfg.Engine.FlushInterval,
@@ -133,6 +160,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			Horizon:    cfg.HTTP.ScheduleHorizon,
 			Audiences:  byName,
 			RateLimit:  cfg.Engine.RateLimit,
+			Tracking:   cfg.Events.TrackingOn(),
+			PublicURL:  cfg.Events.PublicURL,
 
 			TransactionalUsers: cfg.Engine.TransactionalUsers,
 			DefaultZone:        zone,
@@ -145,6 +174,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		HoldExpiry:      cfg.Engine.HoldExpiry,
 		FourEyes:        cfg.Engine.ReleaseFourEyes,
 		StartSpread:     cfg.Engine.StartSpread,
+		Tags:            tags,
+		Invalidated:     outbox.invalidated,
 	})
 	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
 		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
@@ -152,7 +183,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithAudiences(audiences), server.WithJobs(jobs),
-		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)))
+		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
@@ -160,17 +191,20 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	budget.OnShare(m.Share)
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget}, nil
+	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events,
+		Webhooks: deliverer}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the
 // rate budget's heartbeats, the broadcast service (dispatcher, promoter),
-// the job scheduler, retention. The HTTP API (API) is the caller's to
+// the events' writer, the job scheduler, retention. The HTTP API (API) is the caller's to
 // serve.
 func (i *Instance) Start(ctx context.Context) {
 	i.Engine.Start(ctx)
 	i.Quota.Start(ctx)
 	i.Service.Start(ctx)
+	i.Events.Start(ctx)
+	i.Webhooks.Start(ctx)
 	i.Scheduler.Start(ctx)
 	i.Retention.Start(ctx)
 }
@@ -182,7 +216,7 @@ func (i *Instance) Start(ctx context.Context) {
 // end, and the sender's connections close. It returns the parts' errors (a
 // missed deadline), having tried every part.
 func (i *Instance) Stop(ctx context.Context) error {
-	err := errors.Join(i.API.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
+	err := errors.Join(i.API.Stop(ctx), i.Events.Stop(ctx), i.Webhooks.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
 	i.Sender.Close()
 	return err
 }

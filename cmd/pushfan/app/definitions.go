@@ -22,5 +22,8 @@ func CheckDefinitions(cfg config.Config) error {
 	if _, err := cron.Compile(cfg.Jobs); err != nil {
 		errs = append(errs, fmt.Errorf("PUSHFAN_CONFIG: jobs: %w", err))
 	}
+	if _, err := compileWebhooks(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

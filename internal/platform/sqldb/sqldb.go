@@ -42,9 +42,16 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// ErrConflict marks the error of a transaction that must run again from
+// its start: what it read changed before it wrote (InTx retries it).
+var ErrConflict = errors.New("rows changed since they were read; running the transaction again")
+
 // IsRetryable reports a deadlock or lock wait timeout, after which InnoDB
 // has rolled the statement or transaction back: running it again is safe.
 func IsRetryable(err error) bool {
+	if errors.Is(err, ErrConflict) {
+		return true
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == errLockDeadlock || me.Number == errLockWaitTimeout

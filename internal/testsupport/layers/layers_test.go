@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"internal/devtools/apiclient": nil,
 	"audience":                    {"config"}, // named audiences: SQL over an injected pool, compiled from the config's definitions
 	"fcmemu":                      nil,        // the emulator knows nothing of pushfan
+	"websdk":                      nil,        // the web SDK's ES module, embedded
 	// The engine: targets in, classified outcomes out. No HTTP, no FCM.
 	"fanout": {"internal/platform/clock", "internal/platform/lifecycle"},
 	// The FCM client implements the engine's Sender.
@@ -38,23 +39,34 @@ var allowed = map[string][]string{
 	"lease":      {"internal/platform/sqldb", "model", "repository"},                                           // the one owner of broadcasts' and chunks' statuses and counters
 	"repository": {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging"}, // reads and inserts by entity; no transitions
 	"retention":  {"internal/platform/clock", "internal/platform/lifecycle"},
+	"engagement": {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
+	"webhook":    {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
 	"metrics":    nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
 	"quota":      {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
 	// The message: rules, platform overrides, localized variants and
 	// templates, rendered per target.
 	"broadcast/message": {"audience", "fanout", "model"},
-	// The domain: request rules, submit, dispatch, chunk runs, finish.
-	// fcm: only its error-code vocabulary (which codes a resend may cover).
-	"broadcast": {"audience", "broadcast/message", "cron", "fanout", "fcm", "lease", "model", "repository", "internal/platform/clock", "internal/platform/lifecycle", "internal/platform/logging"},
+	// What one instance's planner and runs share: its lease name, clock,
+	// lifecycle and database retries.
+	"broadcast/instance": {"internal/platform/lifecycle", "lease", "repository"},
+	// Planning: the audience into chunks, local time and quiet hours.
+	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "model", "repository"},
+	// Running: dispatch, chunk runs and checkpoints, the store gate, the
+	// pacer, finishing.
+	"broadcast/run": {"audience", "broadcast/instance", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
+	// The domain's facade: request rules, submit, held, resend, test send,
+	// reads; it wires plan and run. fcm: only its error-code vocabulary
+	// (which codes a resend may cover).
+	"broadcast": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
 	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
-	"server":         {"audience", "broadcast", "config", "console", "cron", "fcm", "model", "internal/platform/logging", "server/openapi"},
+	"server":         {"audience", "broadcast", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app":   {"audience", "broadcast", "config", "cron", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server"},
+	"cmd/pushfan/app":   {"audience", "broadcast", "config", "cron", "engagement", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
 	"cmd/pushfan":       {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "model", "repository"},
-	"cmd/pushfan-bench": {"config", "internal/devtools/apiclient"}, // config: the defaults a latency sweep runs at
+	"cmd/pushfan-bench": {"config", "engagement", "internal/devtools/apiclient"}, // config: the defaults a latency sweep runs at; engagement: events signed as the sends sign them
 	"cmd/pushfan-load":  {"internal/devtools/apiclient"},
 	// Demo data and test support.
 	"internal/devtools/demo":         {"internal/platform/sqldb"},
@@ -66,23 +78,27 @@ var allowed = map[string][]string{
 // layer ranks every package, from the bottom (0): a package may import
 // only from layers below its own, so every arrow of the map points down
 // and the rooms read top to bottom: the binaries and test support, the
-// wiring, the API, the domain, the state owner, storage and the
+// wiring, the API, the domain's facade, its planner and runs, what they
+// share, the state owner and the message, storage and the
 // services beside it, the engine and plain settings, the platform.
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
-	"internal/platform/sqldb": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "internal/devtools/apiclient": 0,
+	"internal/platform/sqldb": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"config": 1, "fanout": 1, "metrics": 1,
-	"audience": 2, "cron": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
+	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
 	"lease":                       3,
 	"broadcast/message":           3,
-	"broadcast":                   4,
-	"server":                      5,
-	"cmd/pushfan/app":             6,
-	"internal/devtools/demo":      7,
-	"internal/testsupport/testdb": 7,
-	"internal/testsupport/layers": 7,
-	"cmd/pushfan":                 8, "cmd/pushfan-bench": 8, "cmd/pushfan-load": 8,
-	"internal/testsupport/teststack": 8,
+	"broadcast/instance":          4,
+	"broadcast/plan":              5,
+	"broadcast/run":               5,
+	"broadcast":                   6,
+	"server":                      7,
+	"cmd/pushfan/app":             8,
+	"internal/devtools/demo":      9,
+	"internal/testsupport/testdb": 9,
+	"internal/testsupport/layers": 9,
+	"cmd/pushfan":                 10, "cmd/pushfan-bench": 10, "cmd/pushfan-load": 10,
+	"internal/testsupport/teststack": 10,
 }
 
 // Every arrow the map allows points to a lower layer.

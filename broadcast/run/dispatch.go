@@ -1,4 +1,4 @@
-package broadcast
+package run
 
 import (
 	"context"
@@ -8,20 +8,15 @@ import (
 	"pushfan/lease"
 )
 
-// refuseFor is how long an instance leaves a broadcast alone after
-// handing one of its chunks back: long enough not to spin on it, short
-// enough to notice soon when no instance can run it either.
-const refuseFor = 5 * time.Second
-
 // dispatch claims chunks while this instance has a free slot for them,
 // and runs each in its own goroutine. It returns when claiming stops; the
-// runs it started are waited for by Stop through s.group.
+// runs it started are waited for by Stop through s.in.Group.
 //
 // Each class has ChunkParallel slots of its own (see lanes), so a
 // transactional chunk is claimed at once however many bulk chunks run
 // here, and paced chunks, which run slowly for a long time, never hold
 // the bulk slots.
-func (s *Service) dispatch() {
+func (s *Runner) dispatch() {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
 	for {
@@ -32,26 +27,19 @@ func (s *Service) dispatch() {
 			c, err = s.claim(classes)
 		}
 		if err != nil || c == nil {
-			if err != nil && s.claiming.Err() == nil {
-				s.log.Warn("claiming a chunk failed", "err", err)
-			}
-			idle.Reset(s.opt.PollInterval)
-			select {
-			case <-s.claiming.Done():
+			if !s.in.Idle(idle, s.opt.PollInterval, s.wake, "a chunk", err) {
 				return
-			case <-s.wake:
-			case <-idle.C:
 			}
 			continue
 		}
 		lane := s.lanes.take(c.Class)
 		s.opt.Metrics.ChunkClaimed(c.Takeover)
 		s.runs.add(c.Key)
-		if !s.group.Go(func() {
+		if !s.in.Group.Go(func() {
 			defer func() {
 				s.runs.remove(c.Key)
 				s.lanes.release(lane)
-				s.poke() // a slot is free: look for more work at once
+				s.Poke() // a slot is free: look for more work at once
 			}()
 			s.runChunk(c)
 		}) {
@@ -62,14 +50,14 @@ func (s *Service) dispatch() {
 	}
 }
 
-func (s *Service) claim(classes []lease.Class) (*lease.Claim, error) {
-	ctx, cancel := context.WithTimeout(s.claiming, s.opt.DBTimeout)
+func (s *Runner) claim(classes []lease.Class) (*lease.Claim, error) {
+	ctx, cancel := context.WithTimeout(s.in.Claiming, s.in.DBTimeout)
 	defer cancel()
 	return s.leases.Claim(ctx, lease.ClaimOptions{
-		Owner:   s.opt.Owner,
-		Lease:   s.opt.Lease,
+		Owner:   s.in.Owner,
+		Lease:   s.in.Lease,
 		Running: s.runs.keys(),
-		Skip:    append(s.refused.current(s.now()), s.pacer.running()...),
+		Skip:    append(s.refused.current(s.in.Now()), s.pacer.running()...),
 		Classes: classes,
 	})
 }
@@ -130,9 +118,6 @@ func (l *lanes) release(lane int) {
 	l.running[lane]--
 	l.mu.Unlock()
 }
-
-// refuse leaves broadcast id's chunks to other instances for a while.
-func (s *Service) refuse(id uint64) { s.refused.add(id, s.now().Add(refuseFor)) }
 
 // runSet is the chunks this instance runs now: an expired lease of one of
 // them (a stall longer than the lease) is never claimed a second time here.

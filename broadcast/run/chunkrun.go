@@ -1,4 +1,4 @@
-package broadcast
+package run
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
+	"pushfan/webhook"
 )
 
 // chunkRun is one claimed chunk being sent by this instance.
 type chunkRun struct {
-	s    *Service
+	s    *Runner
 	c    *lease.Claim
 	b    *model.Broadcast
 	p    *fanout.Progress
@@ -39,25 +40,25 @@ type chunkRun struct {
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
 // broadcast is canceled, the instance stops, or the lease is lost.
-func (s *Service) runChunk(c *lease.Claim) {
-	bg := context.WithoutCancel(s.running)
+func (s *Runner) runChunk(c *lease.Claim) {
+	bg := context.WithoutCancel(s.in.Running)
 	var b *model.Broadcast
-	if err := s.retryDB(bg, "loading broadcast", func(ctx context.Context) (err error) {
+	if err := s.in.RetryDB(bg, "loading broadcast", func(ctx context.Context) (err error) {
 		b, err = s.store.GetBroadcast(ctx, c.BroadcastID)
 		return err
 	}); err != nil {
-		s.log.Error("chunk claimed but its broadcast cannot be read; the lease will expire and it will be retried", "broadcast_id", c.BroadcastID, "err", err)
+		s.in.Log.Error("chunk claimed but its broadcast cannot be read; the lease will expire and it will be retried", "broadcast_id", c.BroadcastID, "err", err)
 		return
 	}
-	ctx, stop := context.WithCancelCause(logging.WithRequestID(s.running, b.RequestID))
+	ctx, stop := context.WithCancelCause(logging.WithRequestID(s.in.Running, b.RequestID))
 	defer stop(nil)
 	r := &chunkRun{
 		s: s, c: c, b: b, p: &fanout.Progress{}, stop: stop,
 		gate: newStoreGate(s.opt.FlushInterval, time.Now(), func() int64 {
 			return int64(s.engine.RunShare() * window(s.opt.FlushInterval).Seconds())
 		}),
-		wb:  writeBacks{lease: s.opt.Lease},
-		log: s.log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
+		wb:  writeBacks{lease: s.in.Lease},
+		log: s.in.Log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}
 	// Even a run that stops before the engine starts checkpoints the claim's
 	// cursor and done ranges, never fewer.
@@ -66,11 +67,22 @@ func (s *Service) runChunk(c *lease.Claim) {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
 	msg := message.Engine(b.Message, message.CollapseKey(b.ID), b.DryRun)
-	src, err := s.source(b, c)
+	msg, tag, err := s.track(b, msg)
+	var src fanout.Source
+	if err == nil {
+		src, err = s.source(b, c)
+	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
-	if err == nil {
+	switch {
+	case err != nil:
+	case len(b.Message.Variants) > 0:
+		variants, tag, err = s.abVariants(b)
+	default:
 		personalize, variants, err = message.Personalizer(b, msg)
+	}
+	if personalize != nil && tag != nil {
+		personalize = s.trackEach(b, personalize)
 	}
 	switch {
 	case b.CancelRequested || b.Status.Final():
@@ -104,6 +116,7 @@ func (s *Service) runChunk(c *lease.Claim) {
 		Urgent:      c.Class == lease.Transactional,
 		Pace:        pace,
 		Gate:        r.gate,
+		Tag:         tag,
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
@@ -176,7 +189,7 @@ func (r *chunkRun) attempt(ctx context.Context) (lease.Result, error) {
 
 // attemptOnce stores r.pending once.
 func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
-	dbctx, cancel := context.WithTimeout(ctx, r.s.opt.DBTimeout)
+	dbctx, cancel := context.WithTimeout(ctx, r.s.in.DBTimeout)
 	defer cancel()
 	cp := r.pending
 	res, err := r.s.leases.Checkpoint(dbctx, r.c, *cp)
@@ -214,7 +227,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		Succeeded: c.Succeeded, Failed: c.Failed, Canceled: c.Canceled,
 		Errors: c.Errors,
 		End:    end,
-		Lease:  r.s.opt.Lease,
+		Lease:  r.s.in.Lease,
 
 		Variants: c.Variants,
 	}
@@ -226,10 +239,28 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
 			kept := r.wb.keep(dead)
 			r.wb.ran = len(kept) > 0
-			return r.s.store.WriteOutcomes(ctx, tx, fs, kept)
+			n, err := r.s.store.WriteOutcomes(ctx, tx, fs, kept)
+			if err == nil && r.s.opt.Invalidated != nil && len(kept) > 0 {
+				err = r.s.opt.Invalidated(ctx, tx, r.b.ID, invalidatedTokens(kept, fs))
+			}
+			return n, err
 		}
 	}
 	return cp
+}
+
+// invalidatedTokens are the invalidated tokens of a checkpoint, with their users
+// and codes, as the tokens.invalidated webhook lists them.
+func invalidatedTokens(kept []repository.Invalidation, fs []model.Failure) []webhook.DeadToken {
+	users := make(map[uint64]uint64, len(fs))
+	for _, f := range fs {
+		users[f.TokenID] = f.UserID
+	}
+	out := make([]webhook.DeadToken, len(kept))
+	for i, d := range kept {
+		out[i] = webhook.DeadToken{TokenID: d.TokenID, UserID: users[d.TokenID], Code: d.Reason}
+	}
+	return out
 }
 
 // failures turns the engine's failed targets into failure rows and, unless
@@ -257,7 +288,7 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 	case errors.Is(runErr, errLeaseLost):
 		return // someone else owns the chunk now; store nothing
 	case errors.As(runErr, &fatal):
-		if err := r.s.retryDB(ctx, "failing broadcast", func(c context.Context) error {
+		if err := r.s.in.RetryDB(ctx, "failing broadcast", func(c context.Context) error {
 			_, err := r.s.leases.Stop(c, r.b.ID, fatal.Error())
 			if errors.Is(err, lease.ErrFinished) {
 				return nil
@@ -280,15 +311,15 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 	// Even if this instance could not close the chunk (its lease lost at
 	// the end), whoever did may have been the last: finishing is
 	// idempotent and a no-op while chunks are open.
-	r.s.finishBroadcast(ctx, r.b.ID)
+	r.s.Finish(ctx, r.b.ID)
 }
 
 // handBack returns the chunk to the queue for an instance that can run it;
 // past HandBackTimeout of nobody being able to, the broadcast fails.
 func (r *chunkRun) handBack(ctx context.Context, why error) {
-	r.s.refuse(r.b.ID)
+	r.s.Refuse(r.b.ID)
 	var waited time.Duration
-	if err := r.s.retryDB(ctx, "handing a chunk back", func(c context.Context) (err error) {
+	if err := r.s.in.RetryDB(ctx, "handing a chunk back", func(c context.Context) (err error) {
 		waited, err = r.s.leases.HandBack(c, r.c, why.Error())
 		return err
 	}); err != nil {
@@ -302,13 +333,13 @@ func (r *chunkRun) handBack(ctx context.Context, why error) {
 		return
 	}
 	r.log.ErrorContext(ctx, "failing the broadcast: no instance can run it", "reason", why.Error())
-	r.s.fail(ctx, r.b.ID, fmt.Sprintf("no instance could run this broadcast for %v: %v", r.s.opt.HandBackTimeout, why))
+	r.s.Fail(ctx, r.b.ID, fmt.Sprintf("no instance could run this broadcast for %v: %v", r.s.opt.HandBackTimeout, why))
 }
 
 // end stores the final checkpoint, retrying through a database blip.
 func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, cancelRest bool) {
 	lost := false
-	err := r.s.retryDB(ctx, "final checkpoint", func(c context.Context) error {
+	err := r.s.in.RetryDB(ctx, "final checkpoint", func(c context.Context) error {
 		_, err := r.checkpoint(c, resumable, how, cancelRest)
 		if errors.Is(err, lease.ErrLost) {
 			lost = true
@@ -322,45 +353,6 @@ func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, cance
 	case lost:
 		r.log.WarnContext(ctx, "lease lost before the final checkpoint; the new holder finishes the chunk")
 	}
-}
-
-// retryDB runs fn with the DB deadline, retrying with backoff for about half
-// a minute: a short database outage must not lose a broadcast's outcome.
-func (s *Service) retryDB(ctx context.Context, what string, fn func(context.Context) error) error {
-	return s.retryDBUnless(ctx, what, isAnswer, fn)
-}
-
-// retryDBUnless is retryDB that also gives up at once on an error final
-// says a retry cannot change.
-func (s *Service) retryDBUnless(ctx context.Context, what string, final func(error) bool, fn func(context.Context) error) error {
-	var err error
-	delay := 100 * time.Millisecond
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-		err = fn(c)
-		cancel()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || final(err) {
-			break
-		}
-		s.log.WarnContext(ctx, "database call failed, retrying", "what", what, "err", err, "in", delay)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 3*time.Second)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
-}
-
-// isAnswer reports errors that are the database's answer, not a failure
-// to reach it: retrying cannot change them.
-func isAnswer(err error) bool {
-	return errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrFinished) ||
-		errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrDuplicateKey)
 }
 
 func toEngine(rs []lease.Range) []fanout.Range {

@@ -1,7 +1,8 @@
-package broadcast
+package run
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -15,32 +16,23 @@ import (
 
 // source returns the engine's Source for chunk c of b: its target list
 // when the plan fixed one, else its range (Lo, Hi] of the audience.
-func (s *Service) source(b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
+func (s *Runner) source(b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
 	if b.Audience.Name == "" {
 		if c.IDs != nil {
-			return &listSource{store: s.store, ids: c.IDs, timeout: s.opt.DBTimeout}, nil
+			return &listSource{store: s.store, ids: c.IDs, timeout: s.in.DBTimeout}, nil
 		}
 		a := b.Audience
 		var err error
 		if a.Zones, err = zoneFilter(c.Zones); err != nil {
 			return nil, err
 		}
-		return &builtinSource{store: s.store, audience: a, upto: c.Hi, timeout: s.opt.DBTimeout}, nil
+		return &builtinSource{store: s.store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout}, nil
 	}
-	bound, err := s.bind(b.Audience)
+	bound, err := s.opt.Bind(b.Audience)
 	if err != nil {
 		return nil, err
 	}
-	return &namedSource{s: s, bound: bound, upto: c.Hi}, nil
-}
-
-// bind looks a named audience up and binds its stored parameters.
-func (s *Service) bind(a model.Audience) (audience.Bound, error) {
-	named, ok := s.opt.Rules.Audiences[a.Name]
-	if !ok {
-		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
-	}
-	return named.BindJSON(a.Params)
+	return &namedSource{named: s.opt.Named, bound: bound, upto: c.Hi, timeout: s.in.DBTimeout}, nil
 }
 
 // builtinSource pages the bundled tables' audience within one chunk.
@@ -101,18 +93,19 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 // namedSource pages a named SQL audience by its cursor column within one
 // chunk.
 type namedSource struct {
-	s     *Service
-	bound audience.Bound
-	upto  uint64
-	rows  []audience.Row
+	named   *audience.Runner
+	bound   audience.Bound
+	upto    uint64
+	timeout time.Duration
+	rows    []audience.Row
 }
 
 func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
 	dst = dst[:0]
-	ctx, cancel := context.WithTimeout(ctx, n.s.opt.DBTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	var err error
-	if n.rows, err = n.s.opt.Named.Page(ctx, n.bound, after, n.upto, limit, n.rows); err != nil {
+	if n.rows, err = n.named.Page(ctx, n.bound, after, n.upto, limit, n.rows); err != nil {
 		return dst, err
 	}
 	for _, r := range n.rows {
@@ -123,16 +116,15 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 	return dst, nil
 }
 
-// LastJobFire returns a job's latest fire (fired or skipped).
-func (s *Service) LastJobFire(ctx context.Context, job string) (model.LastFire, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	return s.store.LastJobFire(ctx, job)
-}
-
-// RecordSkippedFires notes fires that will not run.
-func (s *Service) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	return s.store.RecordSkippedFires(ctx, job, fires, reason)
+// zoneFilter decodes the zone group of a chunk planned before migration
+// 00014 (lease.Claim.Zones); nil for every other chunk.
+func zoneFilter(raw string) (*model.ZoneFilter, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var z model.ZoneFilter
+	if err := json.Unmarshal([]byte(raw), &z); err != nil {
+		return nil, fmt.Errorf("chunk zones %q: %w", raw, err)
+	}
+	return &z, nil
 }

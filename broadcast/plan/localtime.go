@@ -1,16 +1,15 @@
-package broadcast
+package plan
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"pushfan/model"
 )
 
-// localLayout is send_at_local's shape: a wall-clock time with no offset,
+// LocalLayout is send_at_local's shape: a wall-clock time with no offset,
 // read in each user's own zone.
-const localLayout = "2006-01-02T15:04:05"
+const LocalLayout = "2006-01-02T15:04:05"
 
 // loadZone loads an IANA zone by name. "Local" (the server's zone) and ""
 // are no user's zone: they count as unknown.
@@ -34,7 +33,7 @@ func dueAt(l *model.LocalDelivery, now time.Time, loc *time.Location) (at time.T
 		return at, false, nil
 	}
 	if l.At != "" {
-		w, err := time.Parse(localLayout, l.At)
+		w, err := time.Parse(LocalLayout, l.At)
 		if err != nil {
 			return at, false, fmt.Errorf("send_at_local %q: %w", l.At, err)
 		}
@@ -46,11 +45,11 @@ func dueAt(l *model.LocalDelivery, now time.Time, loc *time.Location) (at time.T
 	if l.QuietHours == nil {
 		return at, false, nil
 	}
-	start, err := clockSeconds(l.QuietHours.Start)
+	start, err := ClockSeconds(l.QuietHours.Start)
 	if err != nil {
 		return at, false, fmt.Errorf("quiet_hours.start: %w", err)
 	}
-	end, err := clockSeconds(l.QuietHours.End)
+	end, err := ClockSeconds(l.QuietHours.End)
 	if err != nil {
 		return at, false, fmt.Errorf("quiet_hours.end: %w", err)
 	}
@@ -71,25 +70,12 @@ func dueAt(l *model.LocalDelivery, now time.Time, loc *time.Location) (at time.T
 	return e, true, nil
 }
 
-// clockSeconds reads "HH:MM" or "HH:MM:SS" as seconds after midnight.
-func clockSeconds(s string) (int, error) {
+// ClockSeconds reads "HH:MM" or "HH:MM:SS" as seconds after midnight.
+func ClockSeconds(s string) (int, error) {
 	for _, layout := range []string{"15:04", "15:04:05"} {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t.Hour()*3600 + t.Minute()*60 + t.Second(), nil
 		}
 	}
 	return 0, fmt.Errorf("%q is not a time of day HH:MM (or HH:MM:SS)", s)
-}
-
-// zoneFilter decodes the zone group of a chunk planned before migration
-// 00014 (lease.Claim.Zones); nil for every other chunk.
-func zoneFilter(raw string) (*model.ZoneFilter, error) {
-	if raw == "" {
-		return nil, nil
-	}
-	var z model.ZoneFilter
-	if err := json.Unmarshal([]byte(raw), &z); err != nil {
-		return nil, fmt.Errorf("chunk zones %q: %w", raw, err)
-	}
-	return &z, nil
 }

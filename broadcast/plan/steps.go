@@ -1,0 +1,184 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"pushfan/internal/platform/clock"
+	"pushfan/lease"
+	"pushfan/model"
+	"pushfan/repository"
+)
+
+// runPlan plans pc's broadcast from where its plan stands to its end, or
+// until it is canceled (the next step is fenced off), the instance stops
+// (the plan is handed back for any instance to resume at once) or it
+// fails (handed back, to be retried; after planAttempts failures the
+// broadcast fails).
+func (s *Planner) runPlan(pc *lease.PlanClaim) {
+	ctx := s.in.Running
+	bg := context.WithoutCancel(ctx)
+	log := s.in.Log.With("broadcast_id", pc.BroadcastID, "plan_epoch", pc.Epoch)
+	var b *model.Broadcast
+	if err := s.in.RetryDB(ctx, "loading broadcast", func(c context.Context) (err error) {
+		b, err = s.store.GetBroadcast(c, pc.BroadcastID)
+		return err
+	}); err != nil {
+		s.planFailed(bg, log, pc, err)
+		return
+	}
+	read, err := s.planReader(b)
+	if err != nil {
+		s.refusePlan(bg, log, pc, err)
+		return
+	}
+	if pc.Width == 0 { // the first step fixes the snapshot and the width
+		pc.MaxCursor = math.MaxUint64 // a named audience has no snapshot: its SQL decides
+		var maxID uint64
+		if b.Audience.Name == "" {
+			if err := s.in.RetryDB(ctx, "reading the audience snapshot", func(c context.Context) (err error) {
+				maxID, err = s.store.MaxTokenID(c, nil)
+				return err
+			}); err != nil {
+				s.planFailed(bg, log, pc, err)
+				return
+			}
+			pc.MaxCursor = maxID
+		}
+		pc.Width = s.planWidth(maxID)
+	}
+	first := pc.Cursor == 0 && pc.Seq == 0
+	if first {
+		log.InfoContext(ctx, "planning broadcast", "max_token_id", pc.MaxCursor, "chunk_width", pc.Width)
+	} else {
+		log.InfoContext(ctx, "resuming a plan", "cursor", pc.Cursor, "chunks", pc.Seq, "building", len(pc.Building))
+	}
+	p := newPlanPass(b, pc.Width, s.in.Now(), s.opt.DefaultZone, pc.Cursor, pc.Seq, pc.Building)
+	start := time.Now()
+	for step := 0; ; step++ {
+		if ctx.Err() != nil {
+			s.releasePlan(bg, log, pc)
+			return
+		}
+		stepStart := time.Now()
+		var rows []repository.PlanRow
+		var full bool
+		// A connection lost or a timeout is retried here; an error in the
+		// audience itself (its SQL, a table gone) is a failed attempt.
+		if err := s.in.RetryDBUnless(ctx, "reading the audience", repository.IsStatementError, func(c context.Context) (err error) {
+			rows, full, err = read(c, pc.Cursor, pc.MaxCursor)
+			return err
+		}); err != nil {
+			if ctx.Err() != nil {
+				s.releasePlan(bg, log, pc)
+				return
+			}
+			s.planFailed(bg, log, pc, err)
+			return
+		}
+		for _, r := range rows {
+			if err := p.add(r.ID, r.Zone, r.HasZone); err != nil {
+				s.planFailed(bg, log, pc, err)
+				return
+			}
+		}
+		st := p.flush(!full)
+		if b.Audience.Name == "" && step == 0 {
+			st.MaxCursor, st.Width = pc.MaxCursor, pc.Width // stored once; a replay stores the same
+		}
+		err := s.in.RetryDB(bg, "storing a plan step", func(c context.Context) error { return s.leases.CommitStep(c, pc, st, s.in.Lease) })
+		switch {
+		case errors.Is(err, lease.ErrLost):
+			log.InfoContext(ctx, "plan closed (canceled, or taken over by another instance); stopping it", "err", err)
+			return
+		case err != nil:
+			s.planFailed(bg, log, pc, err)
+			return
+		}
+		s.opt.Changed(b.ID)
+		if len(st.Chunks) > 0 {
+			s.runs.Poke()
+		}
+		if st.Done {
+			log.InfoContext(ctx, "broadcast planned", "chunks", st.Seq, "took", time.Since(start).Round(time.Millisecond))
+			s.runs.Finish(bg, b.ID) // an empty audience ends here
+			return
+		}
+		if err := s.rest(ctx, pc, time.Since(stepStart)); err != nil {
+			s.releasePlan(bg, log, pc)
+			return
+		}
+	}
+}
+
+// rest is the pause of a plan between two steps while this instance
+// sends and the plan is more than planLead seconds of the budget ahead of
+// its broadcast's sends: the next step waits until the sends run at their
+// rate limit (most permits wait for the rate: the CPU and the database have
+// room to spare), or planYield times the last step's duration at most. A
+// plan then uses the headroom the sends leave, all of it on a machine with
+// room (the database elsewhere), and at least a tenth of its speed on one
+// where the sends take every core; one that nothing sends beside plans at
+// full speed.
+func (s *Planner) rest(ctx context.Context, pc *lease.PlanClaim, step time.Duration) error {
+	budget := s.opt.RateLimit
+	if budget <= 0 {
+		budget = 10000
+	}
+	if !s.load.Busy() || float64(pc.Targeted-pc.Attempted) <= planLead*budget {
+		return nil
+	}
+	deadline := time.Now().Add(planYield * step)
+	w0, p0 := s.load.PermitWaits()
+	for time.Now().Before(deadline) {
+		if err := clock.Sleep(ctx, restProbe); err != nil {
+			return err
+		}
+		w, p := s.load.PermitWaits()
+		if n := p - p0; n > 0 && float64(w-w0) > 0.5*float64(n) {
+			return nil // the sends are held by their rate: room for a step
+		}
+		w0, p0 = w, p
+	}
+	return nil
+}
+
+// restProbe is how often a resting plan looks at the sends.
+const restProbe = 20 * time.Millisecond
+
+// planRead reads one step of a plan: targets after `after` up to upto, and
+// whether the page was full (more may follow).
+type planRead func(ctx context.Context, after, upto uint64) (rows []repository.PlanRow, full bool, err error)
+
+// planReader returns how b's audience is read for its plan; an error when
+// this instance cannot read it (a named audience its configuration lacks).
+func (s *Planner) planReader(b *model.Broadcast) (planRead, error) {
+	a := b.Audience
+	if a.Name == "" {
+		var buf []repository.PlanRow
+		return func(ctx context.Context, after, upto uint64) ([]repository.PlanRow, bool, error) {
+			var err error
+			buf, err = s.store.PlanPage(ctx, nil, a, after, upto, planStepRows, a.Local != nil, buf)
+			return buf, len(buf) == planStepRows, err
+		}, nil
+	}
+	bound, err := s.opt.Bind(a)
+	if err != nil {
+		return nil, err
+	}
+	var cursors []uint64
+	var buf []repository.PlanRow
+	return func(ctx context.Context, after, _ uint64) ([]repository.PlanRow, bool, error) {
+		var err error
+		if cursors, err = s.opt.Named.Cursors(ctx, bound, after, namedStepRows, cursors); err != nil {
+			return nil, false, err
+		}
+		buf = buf[:0]
+		for _, c := range cursors {
+			buf = append(buf, repository.PlanRow{ID: c})
+		}
+		return buf, len(buf) == namedStepRows, nil
+	}, nil
+}

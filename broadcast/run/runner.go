@@ -1,0 +1,186 @@
+// Package run is the sending side of broadcasts on one instance: the
+// dispatcher claims chunks (package lease: fenced by an epoch, taking over
+// expired leases) while this instance has a free slot for them, and runs
+// the fanout engine over each from its stored cursor, skipping its done
+// ranges. Every FlushInterval a chunk checkpoints every outcome it has, in
+// one transaction that also renews the lease; an unconfirmed checkpoint is
+// retried unchanged, and the store gate holds new sends while outcomes go
+// unstored. The last chunk to end finishes the broadcast.
+//
+// A kill -9 repeats at most the sends in flight and those since the last
+// checkpoint (at-least-once), and counts each target once.
+package run
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"pushfan/audience"
+	"pushfan/broadcast/instance"
+	"pushfan/engagement"
+	"pushfan/fanout"
+	"pushfan/lease"
+	"pushfan/model"
+	"pushfan/repository"
+	"pushfan/webhook"
+)
+
+// Options tunes the chunk runs.
+type Options struct {
+	FlushInterval time.Duration // checkpoint period of a running chunk
+	// ChunkParallel is how many chunks of each class one instance runs at
+	// once (see lanes).
+	ChunkParallel int
+	PollInterval  time.Duration // how often an idle dispatcher looks for work
+	// HandBackTimeout is how long a broadcast may go on being handed back
+	// by every instance before it fails.
+	HandBackTimeout time.Duration
+	// RateLimit is the project's budget of sends a second (paces share it).
+	RateLimit float64
+	Metrics   Metrics
+	// Bind looks a named audience up and binds its stored parameters;
+	// Named runs its SQL.
+	Bind  func(model.Audience) (audience.Bound, error)
+	Named *audience.Runner
+	// Changed is told when a broadcast's row changed here (cached reads
+	// of it are stale).
+	Changed func(id uint64)
+	// Tags signs each send's event token (nil: tracking is off).
+	Tags *engagement.Tagger
+	// Invalidated, if set, is told a checkpoint's dead tokens in its
+	// transaction (the tokens.invalidated webhook).
+	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
+}
+
+// Metrics is what the runs report (see package metrics).
+type Metrics interface {
+	Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64)
+	BroadcastFinished(status, trigger string, took time.Duration)
+	ChunkClaimed(takeover bool)
+	CheckpointFailed()
+	// WriteBackSkipped counts dead tokens a checkpoint stored without
+	// their write-back to a mapped schema's table (on_dead kept failing).
+	WriteBackSkipped(n int64)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Committed(int64, int64, map[string]int64, int64) {}
+func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
+func (noMetrics) ChunkClaimed(bool)                               {}
+func (noMetrics) CheckpointFailed()                               {}
+func (noMetrics) WriteBackSkipped(int64)                          {}
+
+// ErrShutdown is the cause the instance's stop cancels Running with: each
+// run checkpoints what it has and releases its chunk.
+var ErrShutdown = errors.New("instance shutting down")
+
+// Causes of a chunk run stopping early.
+var (
+	errCanceled  = errors.New("broadcast canceled")
+	errLeaseLost = errors.New("chunk lease lost to another instance")
+)
+
+// Runner claims and runs this instance's chunks.
+type Runner struct {
+	in     *instance.Instance
+	store  *repository.Store
+	leases *lease.Store
+	engine *fanout.Engine
+	opt    Options
+
+	wake    chan struct{} // the dispatcher: chunks to claim
+	lanes   *lanes        // chunk slots by class
+	pacer   *pacer        // paced broadcasts' rates
+	runs    runSet        // chunks running here
+	refused refusals      // broadcasts this instance handed back
+}
+
+// New builds a Runner; Start starts it.
+func New(in *instance.Instance, store *repository.Store, leases *lease.Store, engine *fanout.Engine, opt Options) *Runner {
+	opt.ChunkParallel = max(opt.ChunkParallel, 1)
+	if opt.Metrics == nil {
+		opt.Metrics = noMetrics{}
+	}
+	if opt.Changed == nil {
+		opt.Changed = func(uint64) {}
+	}
+	return &Runner{
+		in: in, store: store, leases: leases, engine: engine, opt: opt,
+		wake:  make(chan struct{}, 1),
+		lanes: newLanes(opt.ChunkParallel),
+		pacer: newPacer(leases, opt.RateLimit, in.Log),
+	}
+}
+
+// Start launches the dispatcher, which also resumes chunks that a crashed
+// instance left behind once their leases expire, and the pacer, in the
+// instance's group (the engine must be started first).
+func (s *Runner) Start() {
+	s.in.Group.Go(s.dispatch)
+	s.in.Group.Go(func() { s.pacer.run(s.in.Running) })
+}
+
+// Poke wakes the dispatcher (chunks became claimable).
+func (s *Runner) Poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Refuse leaves broadcast id's chunks (and plan) to other instances for a
+// while.
+func (s *Runner) Refuse(id uint64) { s.refused.add(id, s.in.Now().Add(instance.RefuseFor)) }
+
+// Refused lists the broadcasts this instance leaves to others now.
+func (s *Runner) Refused() []uint64 { return s.refused.current(s.in.Now()) }
+
+// Finish ends the broadcast if it is planned and no chunk is left open
+// (one row read when not). Any instance may call it any number of times;
+// one call finishes the broadcast.
+func (s *Runner) Finish(ctx context.Context, id uint64) {
+	var finished bool
+	if err := s.in.RetryDB(ctx, "finishing broadcast", func(c context.Context) (err error) {
+		finished, err = s.leases.Finish(c, id)
+		return err
+	}); err != nil {
+		s.in.Log.ErrorContext(ctx, "finishing the broadcast failed; the next chunk to end retries", "broadcast_id", id, "err", err)
+		return
+	}
+	if !finished {
+		return
+	}
+	s.opt.Changed(id)
+	c, cancel := context.WithTimeout(ctx, s.in.DBTimeout)
+	b, err := s.store.GetBroadcast(c, id)
+	cancel()
+	if err != nil {
+		return
+	}
+	var took time.Duration
+	if b.StartedAt != nil && b.FinishedAt != nil {
+		took = b.FinishedAt.Sub(*b.StartedAt)
+	}
+	s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
+	s.in.Log.InfoContext(ctx, "broadcast finished", "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
+		"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
+}
+
+// Fail ends a broadcast failed with msg (unless it ended meanwhile).
+func (s *Runner) Fail(ctx context.Context, id uint64, msg string) {
+	if err := s.in.RetryDB(ctx, "failing broadcast", func(c context.Context) error {
+		_, err := s.leases.Stop(c, id, msg)
+		if errors.Is(err, lease.ErrFinished) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		s.in.Log.ErrorContext(ctx, "could not fail the broadcast", "broadcast_id", id, "err", err)
+		return
+	}
+	s.opt.Changed(id)
+	s.Finish(ctx, id)
+}
