@@ -222,7 +222,8 @@ func TestH2ClientTimeoutResetsTheStream(t *testing.T) {
 // it took finish; the connection is let go, and a send after it is a
 // network error (the engine sends it again), not a hang.
 func TestH2ClientGoAway(t *testing.T) {
-	emu := fcmemu.New(fcmemu.Config{Latency: 300 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	// Long enough for all 20 to be in flight at once on a loaded machine.
+	emu := fcmemu.New(fcmemu.Config{Latency: 3 * time.Second}, slog.New(slog.DiscardHandler))
 	srv, ca, _ := tlsEmulator(t, emu.Handler(), true)
 	c := h2Client(t, srv.URL, ca, 100)
 	p, err := c.Prepare(&fanout.Message{Body: "x"})
@@ -306,7 +307,8 @@ func (p *cutProxy) cut() {
 // without an outcome, and no success is reported that the server did not
 // accept.
 func TestH2ClientConnectionCut(t *testing.T) {
-	emu := fcmemu.New(fcmemu.Config{Latency: 300 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	// Hanging tokens: every send is still in flight when the cut comes.
+	emu := fcmemu.New(fcmemu.Config{HangMax: 30 * time.Second}, slog.New(slog.DiscardHandler))
 	srv, ca, _ := tlsEmulator(t, emu.Handler(), true)
 	proxy := newCutProxy(t, srv.Listener.Addr().String())
 	before := runtime.NumGoroutine()
@@ -324,7 +326,7 @@ func TestH2ClientConnectionCut(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			outs[i] = p.Send(ctx, "ok-cut-"+strconv.Itoa(i), fanout.Budget{Max: 1})
+			outs[i] = p.Send(ctx, "hang-cut-"+strconv.Itoa(i), fanout.Budget{Max: 1})
 		})
 	}
 	waitUntil(t, "the sends to reach the server", func() bool { return emu.Stats().InFlight == 250 })
