@@ -52,9 +52,13 @@ func TestPickVariantFollowsTheWeights(t *testing.T) {
 		}
 	}
 	// The same user of the same broadcast always gets the same variant.
-	for u := uint64(1); u < 1000; u++ {
-		if PickVariant(7, u, []int{1, 2, 3}) != PickVariant(7, u, []int{1, 2, 3}) {
-			t.Fatal("the pick is not deterministic")
+	first := make([]int, 1000)
+	for u := range first {
+		first[u] = PickVariant(7, uint64(u), []int{1, 2, 3})
+	}
+	for u := range first {
+		if got := PickVariant(7, uint64(u), []int{1, 2, 3}); got != first[u] {
+			t.Fatalf("user %d got variant %d, then %d", u, first[u], got)
 		}
 	}
 }
