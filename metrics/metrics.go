@@ -29,6 +29,7 @@ type Metrics struct {
 	workers         prometheus.Gauge
 	rateShare       prometheus.Gauge
 	rateMembers     prometheus.Gauge
+	hooksDisabled   *prometheus.CounterVec
 }
 
 // New registers pushfan's collectors, the Go runtime and process collectors,
@@ -93,6 +94,10 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_rate_share",
 			Help: "This instance's share of the FCM project's rate budget, in messages per second.",
 		}),
+		hooksDisabled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_webhook_endpoints_disabled_total",
+			Help: "Webhook endpoints disabled after an event of theirs failed for a day (GET /push/webhooks says which are disabled now).",
+		}, []string{"endpoint"}),
 		rateMembers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pushfan_rate_members",
 			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
@@ -100,7 +105,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 	}
 	m.sendOK = m.sendAttempts.WithLabelValues(classSuccess, "OK")
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
-		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers,
+		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
@@ -183,3 +188,6 @@ func (m *Metrics) WriteBackSkipped(n int64) {
 		m.writeBackFails.Add(float64(n))
 	}
 }
+
+// WebhookDisabled counts an endpoint disabled after failing for a day.
+func (m *Metrics) WebhookDisabled(endpoint string) { m.hooksDisabled.WithLabelValues(endpoint).Inc() }

@@ -162,6 +162,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 		push.GET("/webhooks", s.listWebhooks)
 		push.GET("/webhooks/:name/deliveries", s.listDeliveries)
 		push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver)
+		push.POST("/webhooks/:name/enable", s.enableWebhook)
 	}
 
 	internal := e.Group("/internal", s.requireBearer(s.internal, "internal"))

@@ -20,6 +20,8 @@ type webhookView struct {
 	LastSuccess *time.Time `json:"last_success"`
 	Failing     int        `json:"consecutive_failures"`
 	Queued      int64      `json:"queued"`
+	Disabled    *time.Time `json:"disabled_at"`
+	DisabledFor *string    `json:"disabled_reason"`
 }
 
 type deliveryView struct {
@@ -44,7 +46,10 @@ func (s *Server) listWebhooks(c echo.Context) error {
 	}
 	out := make([]webhookView, len(hs))
 	for i, h := range hs {
-		out[i] = webhookView{Name: h.Name, URL: h.URL, LastSuccess: h.LastSuccess, Failing: h.Failing, Queued: h.Queued}
+		out[i] = webhookView{Name: h.Name, URL: h.URL, LastSuccess: h.LastSuccess, Failing: h.Failing, Queued: h.Queued, Disabled: h.Disabled}
+		if h.Disabled != nil {
+			out[i].DisabledFor = &h.DisabledFor
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"webhooks": out})
 }
@@ -118,4 +123,17 @@ func (s *Server) redeliver(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, map[string]any{"id": id, "status": "pending"})
+}
+
+// enableWebhook is POST /push/webhooks/{name}/enable: a disabled endpoint
+// back, its waiting events due now.
+func (s *Server) enableWebhook(c echo.Context) error {
+	err := s.webhooks.Enable(c.Request().Context(), c.Param("name"))
+	if errors.Is(err, webhook.ErrNotFound) {
+		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no webhook endpoint named " + c.Param("name")}
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"name": c.Param("name"), "enabled": true})
 }

@@ -56,6 +56,9 @@ type Deliverer struct {
 
 	mu   sync.Mutex
 	rand *rand.Rand
+
+	// OnDisabled, if set, is told when an endpoint is disabled (a metric).
+	OnDisabled func(endpoint string)
 }
 
 // NewDeliverer delivers the outbox of db to endpoints with client, each
@@ -128,7 +131,9 @@ func (d *Deliverer) claim(ctx context.Context) ([]row, error) {
 	err := sqldb.InTx(ctx, d.db, d.log, "claim webhook deliveries", func(tx *sql.Tx) error {
 		out = out[:0]
 		rs, err := tx.QueryContext(ctx, `SELECT id, msg_id, endpoint, body, attempts, created_at FROM webhook_outbox
-			WHERE status = 'pending' AND next_at <= UTC_TIMESTAMP(6) ORDER BY next_at LIMIT ? FOR UPDATE SKIP LOCKED`, claimBatch)
+			WHERE status = 'pending' AND next_at <= UTC_TIMESTAMP(6)
+				AND endpoint NOT IN (SELECT name FROM webhook_endpoints WHERE disabled_at IS NOT NULL)
+			ORDER BY next_at LIMIT ? FOR UPDATE SKIP LOCKED`, claimBatch)
 		if err != nil {
 			return fmt.Errorf("select: %w", err)
 		}
@@ -202,7 +207,8 @@ func (d *Deliverer) deliver(ctx context.Context, r row) {
 		next := "pending"
 		if time.Since(r.createdAt) > giveUpAfter {
 			next = "expired"
-			d.log.Error("webhooks: an event failed for a day and expired", "endpoint", r.endpoint, "webhook_id", r.msgID, "attempts", n, "last_error", why)
+			d.log.Error("webhooks: an event failed for a day and expired; the endpoint is disabled until enabled again", "endpoint", r.endpoint, "webhook_id", r.msgID, "attempts", n, "last_error", why)
+			d.disable(bg, r.endpoint, why)
 		}
 		d.mu.Lock()
 		wait := backoff(n, d.rand)
@@ -249,4 +255,18 @@ func strip(err error) error {
 		return fmt.Errorf("%w (%s)", ErrPrivateAddress, s[i+2:])
 	}
 	return err
+}
+
+// disable marks endpoint disabled: it has failed for a day. Its other
+// events wait, unexpired, until it is enabled again (Enable).
+func (d *Deliverer) disable(ctx context.Context, endpoint, why string) {
+	res, err := d.db.ExecContext(ctx, `INSERT INTO webhook_endpoints (name, disabled_at, reason) VALUES (?, UTC_TIMESTAMP(6), ?)
+		ON DUPLICATE KEY UPDATE reason = IF(disabled_at IS NULL, VALUES(reason), reason), disabled_at = COALESCE(disabled_at, VALUES(disabled_at))`, endpoint, why)
+	if err != nil {
+		d.log.Warn("webhooks: marking an endpoint disabled failed", "endpoint", endpoint, "err", err)
+		return
+	}
+	if n, _ := res.RowsAffected(); n > 0 && d.OnDisabled != nil {
+		d.OnDisabled(endpoint)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,5 +324,61 @@ func TestAReceiverDownGetsEverythingWhenBack(t *testing.T) {
 	}
 	if len(ids) != 10 {
 		t.Fatalf("%d events delivered, want 10", len(ids))
+	}
+}
+
+// An event that failed for a day expires and disables its endpoint: its
+// other events wait, unexpired and unsent, until the endpoint is enabled
+// again, and are then delivered.
+func TestAnEndpointFailingForADayIsDisabled(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	rc := &receiver{t: t, secret: secret, answer: func(int) int {
+		if fail.Load() {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	}}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e := newEnv(t, srv.URL, true)
+	var disabled atomic.Value
+	e.d.OnDisabled = func(name string) { disabled.Store(name) }
+	e.add(webhook.BroadcastFinished, map[string]any{"id": 1})
+	// It was written a day ago: its next failure is its last.
+	if _, err := e.db.Exec("UPDATE webhook_outbox SET created_at = UTC_TIMESTAMP(6) - INTERVAL 25 HOUR"); err != nil {
+		t.Fatal(err)
+	}
+	e.d.Wake()
+	waitFor(t, "the old event to expire", 10*time.Second, func() bool {
+		var n int
+		_ = e.db.QueryRow("SELECT COUNT(*) FROM webhook_outbox WHERE status = 'expired'").Scan(&n)
+		return n == 1
+	})
+	if disabled.Load() != "app" {
+		t.Fatalf("OnDisabled told %v, want app", disabled.Load())
+	}
+	hs, err := e.d.Status(context.Background())
+	if err != nil || len(hs) != 1 || hs[0].Disabled == nil || hs[0].DisabledFor != "answered 500" {
+		t.Fatalf("status %+v (%v), want app disabled for answering 500", hs, err)
+	}
+	// A new event waits while the endpoint is disabled.
+	e.add(webhook.BroadcastFinished, map[string]any{"id": 2})
+	attempts := len(rc.deliveries())
+	time.Sleep(500 * time.Millisecond)
+	if n := len(rc.deliveries()); n != attempts {
+		t.Fatalf("%d attempts on a disabled endpoint", n-attempts)
+	}
+	fail.Store(false)
+	if err := e.d.Enable(context.Background(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the waiting event once enabled", 10*time.Second, func() bool {
+		var n int
+		_ = e.db.QueryRow("SELECT COUNT(*) FROM webhook_outbox WHERE status = 'delivered'").Scan(&n)
+		return n == 1
+	})
+	if hs, _ := e.d.Status(context.Background()); hs[0].Disabled != nil {
+		t.Fatalf("still disabled after Enable: %+v", hs[0])
 	}
 }

@@ -19,6 +19,10 @@ type Health struct {
 	Failing int
 	// Queued is how many of its events wait for delivery.
 	Queued int64
+	// Disabled is when it was disabled after failing for a day (nil: it
+	// is not), and DisabledFor why.
+	Disabled    *time.Time
+	DisabledFor string
 }
 
 // Delivery is one event to one endpoint, as stored.
@@ -56,6 +60,16 @@ func (d *Deliverer) Status(ctx context.Context) ([]Health, error) {
 		err := d.db.QueryRowContext(ctx, `SELECT attempts FROM webhook_outbox WHERE endpoint = ? AND status = 'pending' ORDER BY id LIMIT 1`, e.Name).Scan(&h.Failing)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("webhook health of %s: %w", e.Name, err)
+		}
+		var at sql.NullTime
+		var why sql.NullString
+		err = d.db.QueryRowContext(ctx, `SELECT disabled_at, reason FROM webhook_endpoints WHERE name = ?`, e.Name).Scan(&at, &why)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("webhook health of %s: %w", e.Name, err)
+		}
+		if at.Valid {
+			t := at.Time.UTC()
+			h.Disabled, h.DisabledFor = &t, why.String
 		}
 		out = append(out, h)
 	}
@@ -129,6 +143,23 @@ func (d *Deliverer) Redeliver(ctx context.Context, endpoint string, id uint64) e
 		if err := d.db.QueryRowContext(ctx, "SELECT 1 FROM webhook_outbox WHERE id = ? AND endpoint = ?", id, endpoint).Scan(&one); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("delivery %d of %q: %w", id, endpoint, ErrNotFound)
 		}
+	}
+	d.Wake()
+	return nil
+}
+
+// Enable takes a disabled endpoint back: its waiting events are due now,
+// each with a new day before it expires.
+func (d *Deliverer) Enable(ctx context.Context, endpoint string) error {
+	if d.endpoints[endpoint] == nil {
+		return fmt.Errorf("endpoint %q: %w", endpoint, ErrNotFound)
+	}
+	if _, err := d.db.ExecContext(ctx, "UPDATE webhook_endpoints SET disabled_at = NULL, reason = NULL WHERE name = ?", endpoint); err != nil {
+		return fmt.Errorf("enable %s: %w", endpoint, err)
+	}
+	if _, err := d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_at = UTC_TIMESTAMP(6), created_at = UTC_TIMESTAMP(6)
+		WHERE endpoint = ? AND status = 'pending'`, endpoint); err != nil {
+		return fmt.Errorf("enable %s: %w", endpoint, err)
 	}
 	d.Wake()
 	return nil

@@ -128,6 +128,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	}
 	outbox := outboxEvents{out: webhook.NewOutbox(hooks), render: server.BroadcastObject}
 	deliverer := webhookDeliverer(cfg, pool.DB, hooks, log)
+	deliverer.OnDisabled = m.WebhookDisabled
 	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)
 	if err != nil {
