@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"pushfan/broadcast/instance"
 	"pushfan/lease"
 )
 
@@ -49,7 +48,12 @@ func (s *Planner) refusePlan(ctx context.Context, log logger, pc *lease.PlanClai
 	s.runs.Refuse(pc.BroadcastID)
 	var waited time.Duration
 	if err := s.in.RetryDB(ctx, "handing a plan back", func(c context.Context) (err error) {
-		waited, err = s.leases.RefusePlan(c, pc, instance.RefuseFor)
+		// Claimable again at once by the other instances: this one leaves it
+		// alone for RefuseFor by its own refusals. Holding it from every
+		// instance for that long let the refusing one, whose refusal ends
+		// at the same moment, take it again before an instance that can
+		// plan it, and fail it past a HandBackTimeout shorter than that.
+		waited, err = s.leases.RefusePlan(c, pc, 0)
 		return err
 	}); err != nil {
 		if !errors.Is(err, lease.ErrLost) {
