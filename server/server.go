@@ -158,12 +158,12 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast)
 	push.GET("/cluster", s.getCluster)
-	if s.webhooks != nil {
-		push.GET("/webhooks", s.listWebhooks)
-		push.GET("/webhooks/:name/deliveries", s.listDeliveries)
-		push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver)
-		push.POST("/webhooks/:name/enable", s.enableWebhook)
-	}
+	// Served with no endpoint configured too: an empty list, so the
+	// console can say so rather than meet a 404.
+	push.GET("/webhooks", s.listWebhooks)
+	push.GET("/webhooks/:name/deliveries", s.listDeliveries)
+	push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver)
+	push.POST("/webhooks/:name/enable", s.enableWebhook)
 
 	internal := e.Group("/internal", s.requireBearer(s.internal, "internal"))
 	internal.POST("/cron/:job", s.triggerJob)

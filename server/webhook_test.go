@@ -211,3 +211,19 @@ func TestWebhooksForAHeldBroadcast(t *testing.T) {
 		t.Fatalf("an unknown endpoint: %d", resp.StatusCode)
 	}
 }
+
+// With no endpoint configured the list is empty (the console says so)
+// and every endpoint's route answers 404 naming it.
+func TestNoWebhooksConfigured(t *testing.T) {
+	s := teststack.New(t, teststack.Options{})
+	var hooks struct{ Webhooks []any }
+	if resp := s.Do("GET", "/push/webhooks", nil, &hooks); resp.StatusCode != http.StatusOK || hooks.Webhooks == nil || len(hooks.Webhooks) != 0 {
+		t.Fatalf("GET /push/webhooks: %d %+v; want 200 and an empty list", resp.StatusCode, hooks)
+	}
+	for _, r := range [][2]string{{"GET", "/push/webhooks/app/deliveries"}, {"POST", "/push/webhooks/app/deliveries/1/redeliver"}, {"POST", "/push/webhooks/app/enable"}} {
+		var e struct{ Error struct{ Code, Message string } }
+		if resp := s.Do(r[0], r[1], nil, &e); resp.StatusCode != http.StatusNotFound || e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "app") {
+			t.Fatalf("%s %s: %d %+v; want 404 not_found naming app", r[0], r[1], resp.StatusCode, e)
+		}
+	}
+}

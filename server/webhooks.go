@@ -40,6 +40,9 @@ type deliveryView struct {
 
 // listWebhooks is GET /push/webhooks: each endpoint and its health.
 func (s *Server) listWebhooks(c echo.Context) error {
+	if s.webhooks == nil {
+		return c.JSON(http.StatusOK, map[string]any{"webhooks": []webhookView{}})
+	}
 	hs, err := s.webhooks.Status(c.Request().Context())
 	if err != nil {
 		return err
@@ -80,9 +83,12 @@ func (s *Server) listDeliveries(c echo.Context) error {
 		}
 		bid = n
 	}
+	if s.webhooks == nil {
+		return noEndpoint(c.Param("name"))
+	}
 	ds, err := s.webhooks.Deliveries(c.Request().Context(), c.Param("name"), bid, before, limit+1)
 	if errors.Is(err, webhook.ErrNotFound) {
-		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no webhook endpoint named " + c.Param("name")}
+		return noEndpoint(c.Param("name"))
 	}
 	if err != nil {
 		return err
@@ -115,6 +121,9 @@ func (s *Server) redeliver(c echo.Context) error {
 	if err != nil || id == 0 {
 		return badRequest("invalid_value", "id", "id must be a delivery's id")
 	}
+	if s.webhooks == nil {
+		return noEndpoint(c.Param("name"))
+	}
 	err = s.webhooks.Redeliver(c.Request().Context(), c.Param("name"), id)
 	if errors.Is(err, webhook.ErrNotFound) {
 		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no such delivery of webhook " + c.Param("name")}
@@ -128,12 +137,19 @@ func (s *Server) redeliver(c echo.Context) error {
 // enableWebhook is POST /push/webhooks/{name}/enable: a disabled endpoint
 // back, its waiting events due now.
 func (s *Server) enableWebhook(c echo.Context) error {
+	if s.webhooks == nil {
+		return noEndpoint(c.Param("name"))
+	}
 	err := s.webhooks.Enable(c.Request().Context(), c.Param("name"))
 	if errors.Is(err, webhook.ErrNotFound) {
-		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no webhook endpoint named " + c.Param("name")}
+		return noEndpoint(c.Param("name"))
 	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"name": c.Param("name"), "enabled": true})
+}
+
+func noEndpoint(name string) error {
+	return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no webhook endpoint named " + name}
 }

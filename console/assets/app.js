@@ -16,6 +16,7 @@ import * as compose from './compose.js';
 import * as cron from './cron.js';
 import * as audiences from './audiences.js';
 import * as cluster from './cluster.js';
+import * as webhooks from './webhooks.js';
 
 const ROUTES = [
   {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
@@ -25,6 +26,8 @@ const ROUTES = [
   {re: /^\/cron$/, page: 'cron', title: 'Cron', mod: cron},
   {re: /^\/audiences$/, page: 'audiences', title: 'Audiences', mod: audiences},
   {re: /^\/cluster$/, page: 'cluster', title: 'Cluster', mod: cluster},
+  {re: /^\/webhooks$/, page: 'webhooks', title: 'Webhooks', mod: webhooks},
+  {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
@@ -37,6 +40,7 @@ const NAV = [
   ['#/cron', 'Cron'],
   ['#/audiences', 'Audiences'],
   ['#/cluster', 'Cluster'],
+  ['#/webhooks', 'Webhooks'],
 ];
 
 let active = null; // the page on screen: {controller, cleanups}

@@ -13,6 +13,7 @@ import {lineChart} from './chart.js';
 import {testReport} from './compose.js';
 import {headline} from './broadcasts.js';
 import {engagementCard} from './engagement.js';
+import {broadcastDeliveries} from './webhooks.js';
 
 // What POST .../resend resends by default (the transient codes).
 const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETWORK_ERROR'];
@@ -106,7 +107,8 @@ export async function render(ctx) {
       h('div', {class: 'toolbar'}, h('div', {class: 'field field-inline'}, h('label', {for: 'failures-code'}, 'Code'), codeSelect)),
       h('div', {class: 'table-wrap'}, failTable),
       failError,
-      h('div', {class: 'pager'}, newest, older)));
+      h('div', {class: 'pager'}, newest, older)),
+    broadcastDeliveries(ctx, id));
 
   // ---- Updating -------------------------------------------------------
   function update(b) {
