@@ -221,7 +221,9 @@ func TestNoWebhooksConfigured(t *testing.T) {
 		t.Fatalf("GET /push/webhooks: %d %+v; want 200 and an empty list", resp.StatusCode, hooks)
 	}
 	for _, r := range [][2]string{{"GET", "/push/webhooks/app/deliveries"}, {"POST", "/push/webhooks/app/deliveries/1/redeliver"}, {"POST", "/push/webhooks/app/enable"}} {
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		if resp := s.Do(r[0], r[1], nil, &e); resp.StatusCode != http.StatusNotFound || e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "app") {
 			t.Fatalf("%s %s: %d %+v; want 404 not_found naming app", r[0], r[1], resp.StatusCode, e)
 		}
