@@ -72,12 +72,17 @@ BENCH := bin/pushfan-bench
 
 # The drivers read N, C, LATENCY, JITTER, MODE (tls|http1|h2c; tls, the production wire, by default), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run and the events run
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run, the events run and the webhooks run
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
 	GO=$(GO) $(BENCH) latency --build=false
 	GO=$(GO) $(BENCH) scale --build=false
 	GO=$(GO) $(BENCH) events --build=false
+	GO=$(GO) $(BENCH) webhooks --build=false
+
+bench-webhooks: ## does the outbox slow the checkpoints? N=100000 dead tokens (all tokens.invalidated), with and without a webhook endpoint, alternating
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) webhooks
 
 bench-events: ## what tracking costs the sending path (tracked vs track:false, alternating, unthrottled), then POST /v1/events ingestion: events/s, CPU/event
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench

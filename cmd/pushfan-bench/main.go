@@ -119,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		err = b.runScale(ctx, rep)
 	case "events":
 		err = b.runEvents(ctx, rep)
+	case "webhooks":
+		err = b.runWebhooks(ctx, rep)
 	}
 	rep.FinishedAt = time.Now().UTC()
 	rep.Machine.LoadAvgEnd = loadAvg()

@@ -82,9 +82,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.kind, args = args[0], args[1:]
 	}
 	switch o.kind {
-	case "bench", "sweep", "quota", "latency", "scale", "events":
+	case "bench", "sweep", "quota", "latency", "scale", "events", "webhooks":
 	default:
-		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale or events)", o.kind)
+		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale, events or webhooks)", o.kind)
 	}
 	defN, defRepeat, defRate, defLatency := 100_000, 3, "1000000", 30*time.Millisecond
 	switch o.kind {
@@ -98,6 +98,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		defRepeat, defRate, defLatency = 1, "", 5*time.Millisecond
 	case "events":
 		defN, defRepeat = 50_000, 3
+	case "webhooks":
+		defN, defRepeat = 100_000, 3
 	}
 	fs := flag.NewFlagSet("pushfan-bench "+o.kind, flag.ContinueOnError)
 	fs.SetOutput(stderr)

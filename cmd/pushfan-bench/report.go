@@ -60,24 +60,25 @@ func settingsOf(o options) settings {
 
 // report is everything one invocation measured (the JSON file).
 type report struct {
-	Kind       string         `json:"kind"`
-	StartedAt  time.Time      `json:"started_at"`
-	FinishedAt time.Time      `json:"finished_at"`
-	Commit     string         `json:"commit"`
-	Machine    machine        `json:"machine"`
-	Settings   settings       `json:"settings"`
-	Pushfan    []*pushfanRun  `json:"pushfan,omitempty"`
-	Probe      []*baselineRun `json:"raw_probe,omitempty"`
-	Small      []*pushfanRun  `json:"small_n,omitempty"`
-	Multicast  *baselineRun   `json:"sdk_multicast,omitempty"`
-	Sequential *baselineRun   `json:"sdk_sequential,omitempty"`
-	Sweep      []*pushfanRun  `json:"sweep,omitempty"`
-	Quota      *pushfanRun    `json:"quota,omitempty"`
-	Latency    []*pushfanRun  `json:"latency_sweep,omitempty"`
-	Scale      *scaleReport   `json:"scale,omitempty"`
-	Events     *eventsReport  `json:"events,omitempty"`
-	Summary    *summary       `json:"summary,omitempty"`
-	Targets    []target       `json:"targets,omitempty"`
+	Kind       string          `json:"kind"`
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt time.Time       `json:"finished_at"`
+	Commit     string          `json:"commit"`
+	Machine    machine         `json:"machine"`
+	Settings   settings        `json:"settings"`
+	Pushfan    []*pushfanRun   `json:"pushfan,omitempty"`
+	Probe      []*baselineRun  `json:"raw_probe,omitempty"`
+	Small      []*pushfanRun   `json:"small_n,omitempty"`
+	Multicast  *baselineRun    `json:"sdk_multicast,omitempty"`
+	Sequential *baselineRun    `json:"sdk_sequential,omitempty"`
+	Sweep      []*pushfanRun   `json:"sweep,omitempty"`
+	Quota      *pushfanRun     `json:"quota,omitempty"`
+	Latency    []*pushfanRun   `json:"latency_sweep,omitempty"`
+	Scale      *scaleReport    `json:"scale,omitempty"`
+	Events     *eventsReport   `json:"events,omitempty"`
+	Webhooks   *webhooksReport `json:"webhooks,omitempty"`
+	Summary    *summary        `json:"summary,omitempty"`
+	Targets    []target        `json:"targets,omitempty"`
 }
 
 // summary holds the medians over the repeats and the ratios quoted in the
@@ -110,7 +111,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -350,6 +351,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Events != nil {
 		r.Events.print(w)
+	}
+	if r.Webhooks != nil {
+		r.Webhooks.print(w)
 	}
 	if s := r.Summary; s != nil {
 		fmt.Fprintf(w, "\nmedians over %d run(s): pushfan %.0f sends/s, %.1f µs CPU/send, peak RSS %.1f MB, emulator %.1f µs/request\n",
