@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/broadcast"
 	"pushfan/model"
 )
 
@@ -54,7 +55,11 @@ func countsOf(c model.EventCounts) countsView {
 
 // engagement reads b's engagement for its view.
 func (s *Server) engagement(ctx context.Context, b *model.Broadcast) (*engagementView, error) {
-	en, names, err := s.svc.Engagement(ctx, b)
+	return engagementOf(ctx, s.svc, b)
+}
+
+func engagementOf(ctx context.Context, svc *broadcast.Service, b *model.Broadcast) (*engagementView, error) {
+	en, names, err := svc.Engagement(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -161,4 +166,36 @@ func abViews(vs []model.ABVariant, sent map[string]int64, counts map[int]model.E
 		x.Diff, x.CI95 = &d, &[2]float64{d - 1.96*se, d + 1.96*se}
 	}
 	return out
+}
+
+// engagementSummary is broadcast.engagement's data: the broadcast's
+// outcome and its funnel (the API's engagement object) at a stage.
+type engagementSummary struct {
+	BroadcastID uint64          `json:"broadcast_id"`
+	After       string          `json:"after"`
+	Status      string          `json:"status"`
+	Targeted    int64           `json:"targeted"`
+	Succeeded   int64           `json:"succeeded"`
+	Failed      int64           `json:"failed"`
+	FinishedAt  *time.Time      `json:"finished_at"`
+	Engagement  *engagementView `json:"engagement"`
+}
+
+// EngagementSummary is broadcast id's broadcast.engagement data at stage
+// after ("1h", "24h"); nil for a broadcast whose messages carried no event
+// token, which has nothing to summarize.
+func EngagementSummary(ctx context.Context, svc *broadcast.Service, id uint64, after string) (any, error) {
+	b, err := svc.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if b.Message.Untracked() {
+		return nil, nil
+	}
+	en, err := engagementOf(ctx, svc, b)
+	if err != nil {
+		return nil, err
+	}
+	return engagementSummary{BroadcastID: b.ID, After: after, Status: string(b.Status), Targeted: b.Targeted, Succeeded: b.Succeeded,
+		Failed: b.Failed, FinishedAt: b.FinishedAt, Engagement: en}, nil
 }

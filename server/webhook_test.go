@@ -54,6 +54,13 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// badlySigned counts the deliveries whose signature did not verify.
+func (h *hookReceiver) badlySigned() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bad
+}
+
 func (h *hookReceiver) of(typ string) []hookEvent {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -106,8 +113,8 @@ func TestWebhooksTellTheAppWhatHappened(t *testing.T) {
 	})
 	time.Sleep(1500 * time.Millisecond) // a second delivery pass: nothing may come twice
 	fin := rc.of("broadcast.finished")
-	if len(fin) != 1 || len(rc.of("broadcast.started")) != 1 || rc.bad != 0 {
-		t.Fatalf("%d broadcast.finished, %d broadcast.started, %d badly signed; want 1, 1, 0", len(fin), len(rc.of("broadcast.started")), rc.bad)
+	if len(fin) != 1 || len(rc.of("broadcast.started")) != 1 || rc.badlySigned() != 0 {
+		t.Fatalf("%d broadcast.finished, %d broadcast.started, %d badly signed; want 1, 1, 0", len(fin), len(rc.of("broadcast.started")), rc.badlySigned())
 	}
 	var got, api struct {
 		ID                                    uint64
@@ -227,5 +234,70 @@ func TestNoWebhooksConfigured(t *testing.T) {
 		if resp := s.Do(r[0], r[1], nil, &e); resp.StatusCode != http.StatusNotFound || e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "app") {
 			t.Fatalf("%s %s: %d %+v; want 404 not_found naming app", r[0], r[1], resp.StatusCode, e)
 		}
+	}
+}
+
+// broadcast.engagement goes out an hour and a day after a broadcast
+// finished, once per stage however many instances look: each new instance
+// runs a pass at start, over the same outbox. The counts are the API's.
+func TestWebhooksSummarizeEngagement(t *testing.T) {
+	s, rc := hookStack(t)
+	devices := tokens("sum-", 20)
+	s.SeedTokens(1, devices)
+	id, toks := sentTokens(t, s, devices, nil)
+	var evs []event
+	for _, tok := range toks[:7] {
+		evs = append(evs, event{Token: tok, Type: "opened"})
+	}
+	if a := postEvents(t, s, evs); a.Accepted != 7 {
+		t.Fatalf("events: %+v", a)
+	}
+	// An untracked broadcast has no summary.
+	var quiet teststack.Broadcast
+	s.Do("POST", "/push/broadcast", map[string]any{"title": "q", "track": false, "audience": map[string]any{"all": true}}, &quiet)
+	if quiet.Status != "completed" {
+		t.Fatalf("untracked broadcast %+v", quiet)
+	}
+
+	type summary struct {
+		BroadcastID uint64 `json:"broadcast_id"`
+		After       string
+		Succeeded   int64
+		Engagement  struct{ Opened, Received int64 }
+	}
+	summaries := func() map[string][]summary {
+		out := map[string][]summary{}
+		for _, e := range rc.of("broadcast.engagement") {
+			var x summary
+			if err := json.Unmarshal(e.Data, &x); err != nil {
+				t.Fatal(err)
+			}
+			out[x.After] = append(out[x.After], x)
+		}
+		return out
+	}
+	for _, stage := range []struct {
+		name string
+		ago  string
+	}{{"1h", "61 MINUTE"}, {"24h", "1441 MINUTE"}} {
+		s.MustExec("UPDATE broadcasts SET finished_at = UTC_TIMESTAMP(6) - INTERVAL "+stage.ago+" WHERE id IN (?, ?)", id, quiet.ID)
+		// Two new instances, each with a pass at start, race for it.
+		s.AddInstance()
+		s.AddInstance()
+		waitUntil(t, "the "+stage.name+" summary", 30*time.Second, func() bool { return len(summaries()[stage.name]) >= 1 })
+		// A later pass (or instance) adds nothing: let every instance's
+		// deliverer run a while, then count.
+		time.Sleep(1500 * time.Millisecond)
+		got := summaries()[stage.name]
+		if len(got) != 1 || got[0].BroadcastID != id || got[0].Succeeded != 20 || got[0].Engagement.Opened != 7 {
+			t.Fatalf("%s summaries %+v; want one, of broadcast %d: 20 succeeded, 7 opened", stage.name, got, id)
+		}
+	}
+	var rows int
+	if err := s.SQL.QueryRow("SELECT COUNT(*) FROM webhook_outbox WHERE type = 'broadcast.engagement'").Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("outbox holds %d summaries (%v), want 2 (1h and 24h of the tracked broadcast)", rows, err)
+	}
+	if rc.badlySigned() != 0 {
+		t.Fatalf("%d deliveries failed the signature check", rc.badlySigned())
 	}
 }

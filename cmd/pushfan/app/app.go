@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,9 @@ type Instance struct {
 	Events *engagement.Ingester
 	// Webhooks delivers the outbox of events to the app's endpoints.
 	Webhooks *webhook.Deliverer
+	// Summaries writes the broadcast.engagement events, 1 h and 24 h after
+	// a broadcast finished.
+	Summaries *webhook.Summaries
 }
 
 // New builds an instance on an open, migrated pool (sqldb.Open, then
@@ -178,6 +182,13 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		Tags:            tags,
 		Invalidated:     outbox.invalidated,
 	})
+	// Without tracking there is no engagement to summarize: an outbox of
+	// no endpoints keeps the summaries from starting.
+	summaryOut := outbox.out
+	if !cfg.Events.TrackingOn() {
+		summaryOut = webhook.NewOutbox(nil)
+	}
+	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, svc: svc}, 30*time.Second, log)
 	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
 		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
 	})
@@ -193,7 +204,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	budget.OnShare(m.Share)
 	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events,
-		Webhooks: deliverer}, nil
+		Webhooks: deliverer, Summaries: summaries}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the
@@ -206,6 +217,7 @@ func (i *Instance) Start(ctx context.Context) {
 	i.Service.Start(ctx)
 	i.Events.Start(ctx)
 	i.Webhooks.Start(ctx)
+	i.Summaries.Start(ctx)
 	i.Scheduler.Start(ctx)
 	i.Retention.Start(ctx)
 }
@@ -217,7 +229,7 @@ func (i *Instance) Start(ctx context.Context) {
 // end, and the sender's connections close. It returns the parts' errors (a
 // missed deadline), having tried every part.
 func (i *Instance) Stop(ctx context.Context) error {
-	err := errors.Join(i.API.Stop(ctx), i.Events.Stop(ctx), i.Webhooks.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
+	err := errors.Join(i.API.Stop(ctx), i.Events.Stop(ctx), i.Webhooks.Stop(ctx), i.Summaries.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
 	i.Sender.Close()
 	return err
 }

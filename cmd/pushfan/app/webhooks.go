@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"time"
 
+	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
+	"pushfan/server"
 	"pushfan/webhook"
 )
 
@@ -55,4 +57,18 @@ func (o outboxEvents) BroadcastEvent(ctx context.Context, tx *sql.Tx, e lease.Ev
 // tokens, in its transaction.
 func (o outboxEvents) invalidated(ctx context.Context, tx *sql.Tx, id uint64, dead []webhook.DeadToken) error {
 	return o.out.AddInvalidated(ctx, tx, id, dead)
+}
+
+// summarySource gives the engagement summaries their broadcasts and data.
+type summarySource struct {
+	store *repository.Store
+	svc   *broadcast.Service
+}
+
+func (s summarySource) FinishedBetween(ctx context.Context, from, to time.Time) ([]uint64, error) {
+	return s.store.FinishedBetween(ctx, from, to)
+}
+
+func (s summarySource) Summary(ctx context.Context, id uint64, after time.Duration) (any, error) {
+	return server.EngagementSummary(ctx, s.svc, id, webhook.StageName(after))
 }

@@ -1,0 +1,189 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base32"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"pushfan/internal/platform/lifecycle"
+)
+
+// SummaryStages are when broadcast.engagement is sent: an hour and a day
+// after the broadcast finished.
+var SummaryStages = []time.Duration{time.Hour, 24 * time.Hour}
+
+// SummaryGrace is how late a summary may still go out: a deployment that
+// was down longer than this after a stage was due skips it rather than
+// telling the app about a day-old broadcast as if it were news.
+const SummaryGrace = 6 * time.Hour
+
+// SummarySource gives the summaries their broadcasts: those that finished
+// in [from, to) and sent something, and one's summary data (nil: none to
+// send, as for a broadcast that carried no event token).
+type SummarySource interface {
+	FinishedBetween(ctx context.Context, from, to time.Time) ([]uint64, error)
+	Summary(ctx context.Context, id uint64, after time.Duration) (any, error)
+}
+
+// Summaries writes broadcast.engagement events: any instance, each stage
+// of each broadcast once. The event's webhook-id is derived from the
+// broadcast, the stage and the endpoint, and the outbox's unique key on
+// it keeps one row however many instances write it at once.
+type Summaries struct {
+	db     *sql.DB
+	out    *Outbox
+	src    SummarySource
+	every  time.Duration
+	log    *slog.Logger
+	now    func() time.Time
+	loop   lifecycle.Loop
+	stages []time.Duration
+}
+
+// NewSummaries looks for due summaries every every (and once at start).
+func NewSummaries(db *sql.DB, out *Outbox, src SummarySource, every time.Duration, log *slog.Logger) *Summaries {
+	return &Summaries{db: db, out: out, src: src, every: every, log: log, now: time.Now, stages: SummaryStages}
+}
+
+// Start starts the passes (nothing when no endpoint wants the summaries).
+func (s *Summaries) Start(ctx context.Context) {
+	if !s.out.Wants(BroadcastEngagement) {
+		return
+	}
+	s.loop.Start(ctx, s.run)
+}
+
+// Stop ends the passes and waits for one in progress (up to ctx).
+func (s *Summaries) Stop(ctx context.Context) error { return s.loop.Stop(ctx) }
+
+func (s *Summaries) run(ctx context.Context) {
+	wait := time.Duration(0)
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if n, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("webhooks: writing engagement summaries failed; the next pass retries", "err", err)
+		} else if n > 0 {
+			s.log.Info("webhooks: engagement summaries written", "events", n)
+		}
+		// Jitter spreads the instances' passes.
+		wait = s.every + time.Duration(rand.Int64N(int64(s.every/10)+1))
+	}
+}
+
+// RunOnce writes every due summary not written yet and returns how many
+// rows it added.
+func (s *Summaries) RunOnce(ctx context.Context) (int, error) {
+	now := s.now()
+	added := 0
+	for _, after := range s.stages {
+		ids, err := s.src.FinishedBetween(ctx, now.Add(-after-SummaryGrace), now.Add(-after))
+		if err != nil {
+			return added, fmt.Errorf("engagement summaries at %s: %w", StageName(after), err)
+		}
+		for _, id := range ids {
+			n, err := s.write(ctx, id, after)
+			added += n
+			if err != nil {
+				return added, err
+			}
+		}
+	}
+	return added, nil
+}
+
+// write adds broadcast id's summary at stage after for the endpoints that
+// have none yet.
+func (s *Summaries) write(ctx context.Context, id uint64, after time.Duration) (int, error) {
+	var todo []*Endpoint
+	var ids []any
+	for _, e := range s.out.endpoints {
+		if e.Wants(BroadcastEngagement) {
+			todo = append(todo, e)
+			ids = append(ids, summaryMsgID(id, after, e.Name))
+		}
+	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	// Most passes find every summary written: one indexed read, no body.
+	rows, err := s.db.QueryContext(ctx, "SELECT msg_id FROM webhook_outbox WHERE msg_id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", ids...)
+	if err != nil {
+		return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
+		}
+		have[m] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
+	}
+	if len(have) == len(todo) {
+		return 0, nil
+	}
+	data, err := s.src.Summary(ctx, id, after)
+	if err != nil {
+		return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
+	}
+	if data == nil {
+		return 0, nil // the source has nothing to tell (an untracked broadcast)
+	}
+	body, err := json.Marshal(envelope{Type: BroadcastEngagement, Timestamp: s.now().UTC(), Data: data})
+	if err != nil {
+		return 0, fmt.Errorf("webhook: encoding %s: %w", BroadcastEngagement, err)
+	}
+	added := 0
+	for i, e := range todo {
+		m := ids[i].(string)
+		if have[m] {
+			continue
+		}
+		// IGNORE: another instance wrote it since the read above.
+		res, err := s.db.ExecContext(ctx, "INSERT IGNORE INTO webhook_outbox (msg_id, endpoint, type, broadcast_id, body) VALUES (?, ?, ?, ?, ?)",
+			m, e.Name, BroadcastEngagement, id, body)
+		if err != nil {
+			return added, fmt.Errorf("webhook: writing %s for %s: %w", BroadcastEngagement, e.Name, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			added++
+		}
+	}
+	return added, nil
+}
+
+// summaryMsgID is the webhook-id of broadcast id's summary at after for
+// endpoint: the same on every instance, and "msg_" and 128 bits like the
+// others.
+func summaryMsgID(id uint64, after time.Duration, endpoint string) string {
+	h := sha256.New()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], id)
+	binary.BigEndian.PutUint64(b[8:], uint64(after))
+	h.Write(b[:])
+	h.Write([]byte(endpoint))
+	return "msg_" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h.Sum(nil)[:16])
+}
+
+// StageName is a stage as broadcast.engagement's data says it: "1h", "24h".
+func StageName(after time.Duration) string {
+	return fmt.Sprintf("%dh", int(after/time.Hour))
+}
