@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/url"
 	"os"
@@ -95,19 +94,10 @@ func (c *Config) validateServe() []error {
 	if _, err := ParseAdminTokens(c.AdminTokens); err != nil {
 		bad("PUSHFAN_ADMIN_TOKENS", "%v", err)
 	}
-	if c.HTTP.SubmitPerMinute <= 0 {
-		bad("PUSHFAN_SUBMIT_PER_MINUTE", "must be a positive number of broadcasts per minute per token, got %v", c.HTTP.SubmitPerMinute)
-	}
 	for _, cidr := range c.HTTP.TrustedProxies {
 		if _, _, err := net.ParseCIDR(cidr); err != nil {
 			bad("PUSHFAN_TRUSTED_PROXIES", "%q is not a CIDR such as 10.0.0.0/8 or 192.168.1.10/32", cidr)
 		}
-	}
-	if c.HTTP.SignInFailuresPerMinute <= 0 {
-		bad("PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", "must be a positive number of failed authentications (wrong bearer tokens and sign-ins) per minute per client address, got %v", c.HTTP.SignInFailuresPerMinute)
-	}
-	if c.HTTP.PreviewsPerMinute <= 0 {
-		bad("PUSHFAN_PREVIEWS_PER_MINUTE", "must be a positive number of audience previews per minute per token, got %v", c.HTTP.PreviewsPerMinute)
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
@@ -119,9 +109,6 @@ func (c *Config) validateServe() []error {
 	if c.MetricsToken != "" && len(c.MetricsToken) < 16 {
 		bad("PUSHFAN_METRICS_TOKEN", "is shorter than 16 characters")
 	}
-	if c.HTTP.TestSendsPerMinute <= 0 {
-		bad("PUSHFAN_TEST_SENDS_PER_MINUTE", "must be a positive number of test sends per minute per token, got %v", c.HTTP.TestSendsPerMinute)
-	}
 	if c.InternalToken != "" && len(c.InternalToken) < 16 {
 		bad("PUSHFAN_INTERNAL_TOKEN", "is shorter than 16 characters")
 	}
@@ -129,9 +116,6 @@ func (c *Config) validateServe() []error {
 	e := c.Engine
 	if e.ChunkParallel > e.Concurrency {
 		bad("PUSHFAN_CHUNK_PARALLEL", "(%d) must not exceed PUSHFAN_CONCURRENCY (%d): each running chunk needs a worker", e.ChunkParallel, e.Concurrency)
-	}
-	if len(e.InstanceID) > 64 {
-		bad("PUSHFAN_INSTANCE_ID", "must be at most 64 characters")
 	}
 	if e.Lease > 0 && e.FlushInterval > 0 && e.Lease < 3*e.FlushInterval {
 		bad("PUSHFAN_LEASE", "(%v) must be at least 3x PUSHFAN_FLUSH_INTERVAL (%v): checkpoints renew the lease", e.Lease, e.FlushInterval)
@@ -142,14 +126,7 @@ func (c *Config) validateServe() []error {
 	if e.TransactionalUsers < 0 || e.TransactionalUsers > e.MaxUserIDs {
 		bad("PUSHFAN_TRANSACTIONAL_USERS", "must be between 0 and PUSHFAN_MAX_USER_IDS (%d), got %d", e.MaxUserIDs, e.TransactionalUsers)
 	}
-	if e.RateLimit <= 0 || math.IsInf(e.RateLimit, 0) || math.IsNaN(e.RateLimit) {
-		bad("PUSHFAN_RATE_LIMIT", "must be a positive number of messages per second, got %v", e.RateLimit)
-	}
 	errs = append(errs, validateLocalTime(e)...)
-	// Idempotency keys live with their broadcast, promised for 24 h.
-	if e.Retention < 24*time.Hour {
-		bad("PUSHFAN_RETENTION", "must be at least 24h (idempotency keys are kept with their broadcast for a day), got %v", e.Retention)
-	}
 	if c.HTTP.BodyLimit < 1024 {
 		bad("PUSHFAN_HTTP_BODY_LIMIT", "must be at least 1024 bytes, got %d", c.HTTP.BodyLimit)
 	}

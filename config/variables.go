@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -91,6 +92,45 @@ func nonNegative(p *time.Duration) rule {
 		check: func() string {
 			if *p < 0 {
 				return fmt.Sprintf("must not be negative, got %v", *p)
+			}
+			return ""
+		},
+	}
+}
+
+// positiveRate is a positive, finite rate; what says of what, for the
+// message ("broadcasts per minute per token").
+func positiveRate(p *float64, what string) rule {
+	return rule{
+		text: "above 0",
+		check: func() string {
+			if *p <= 0 || math.IsInf(*p, 0) || math.IsNaN(*p) {
+				return fmt.Sprintf("must be a positive number of %s, got %v", what, *p)
+			}
+			return ""
+		},
+	}
+}
+
+// atLeast is a lower bound with its reason, which the message gives.
+func atLeast(p *time.Duration, lo time.Duration, why string) rule {
+	return rule{
+		text: fmt.Sprintf("at least %s (%s)", shortDuration(lo), why),
+		check: func() string {
+			if *p < lo {
+				return fmt.Sprintf("must be at least %s (%s), got %v", shortDuration(lo), why, *p)
+			}
+			return ""
+		},
+	}
+}
+
+func maxLen(p *string, n int) rule {
+	return rule{
+		text: fmt.Sprintf("at most %d characters", n),
+		check: func() string {
+			if len(*p) > n {
+				return fmt.Sprintf("must be at most %d characters", n)
 			}
 			return ""
 		},
@@ -204,7 +244,7 @@ func variables(c *Config) []variable {
 			rule: positive(&e.RetryMaxDelay)},
 		{name: "PUSHFAN_RATE_LIMIT", set: float(&e.RateLimit),
 			doc:  "messages a second for the FCM project, shared by every instance sending to it (just under FCM's 600k/min = 10k/s)",
-			rule: note("above 0")},
+			rule: positiveRate(&e.RateLimit, "messages per second")},
 		{name: "PUSHFAN_RATE_WINDOW", set: duration(&e.RateWindow),
 			doc:  "the span FCM counts its quota over: the limiter's burst and a send's late arrival are taken off the rate so that no window admits more than the limit × window",
 			rule: positive(&e.RateWindow)},
@@ -238,7 +278,7 @@ func variables(c *Config) []variable {
 		{name: "PUSHFAN_INSTANCE_ID", set: str(&e.InstanceID),
 			doc:   "this instance's name in leases; may be pinned (a StatefulSet pod name): a restart resumes its own chunks once their leases expire",
 			unset: "host-pid-random",
-			rule:  note("at most 64 characters")},
+			rule:  maxLen(&e.InstanceID, 64)},
 		{name: "PUSHFAN_MAX_USER_IDS", set: integer(&e.MaxUserIDs),
 			doc:  "cap on `audience.user_ids`",
 			rule: intRange(&e.MaxUserIDs, 1, 1000000)},
@@ -250,7 +290,7 @@ func variables(c *Config) []variable {
 			rule: positive(&e.HandBackTimeout)},
 		{name: "PUSHFAN_RETENTION", set: duration(&e.Retention),
 			doc:  "finished broadcasts, their failures and old skipped cron fires are deleted after this",
-			rule: note("at least 24h (idempotency keys are kept with their broadcast)")},
+			rule: atLeast(&e.Retention, 24*time.Hour, "idempotency keys are kept with their broadcast for a day")},
 		{name: "PUSHFAN_HOLD_EXPIRY", set: duration(&e.HoldExpiry),
 			doc:  "a held broadcast not released within this ends `canceled` (\"hold expired\")",
 			rule: positive(&e.HoldExpiry)},
@@ -289,23 +329,23 @@ func variables(c *Config) []variable {
 			rule: positive(&h.ShutdownTimeout)},
 		{name: "PUSHFAN_SUBMIT_PER_MINUTE", set: float(&h.SubmitPerMinute),
 			doc:  "`POST /push/broadcast` per admin token (burst: 10 s worth); over it, 429 with `Retry-After`",
-			rule: note("above 0")},
+			rule: positiveRate(&h.SubmitPerMinute, "broadcasts per minute per token")},
 		{name: "PUSHFAN_TEST_SENDS_PER_MINUTE", set: float(&h.TestSendsPerMinute),
 			doc:  "`POST /push/test` per admin token (burst: 10 s worth, at least 1)",
-			rule: note("above 0")},
+			rule: positiveRate(&h.TestSendsPerMinute, "test sends per minute per token")},
 		{name: "PUSHFAN_SESSION_TTL", set: duration(&h.SessionTTL),
 			doc:  "how long a console sign-in lasts",
 			rule: durRange(&h.SessionTTL, time.Minute, 30*24*time.Hour)},
 		{name: "PUSHFAN_SIGNIN_FAILURES_PER_MINUTE", set: float(&h.SignInFailuresPerMinute),
 			doc:  "failed authentications per client address: wrong bearer tokens on any route and failed console sign-ins together (burst: a minute's worth); see [Security](security.md#authentication)",
-			rule: note("above 0")},
+			rule: positiveRate(&h.SignInFailuresPerMinute, "failed authentications (wrong bearer tokens and sign-ins) per minute per client address")},
 		{name: "PUSHFAN_TRUSTED_PROXIES", set: list(&h.TrustedProxies),
 			doc:   "comma-separated CIDRs of reverse proxies whose `X-Forwarded-For` names the client (for the failed-authentication budget) and whose `X-Forwarded-Proto: https` makes the session cookie Secure",
 			unset: "none",
 			rule:  note("CIDRs such as 10.0.0.0/8")},
 		{name: "PUSHFAN_PREVIEWS_PER_MINUTE", set: float(&h.PreviewsPerMinute),
 			doc:  "audience previews (`POST /push/preview`, `POST /push/audiences/{name}/preview`) per admin token (burst: 10 s worth)",
-			rule: note("above 0")},
+			rule: positiveRate(&h.PreviewsPerMinute, "audience previews per minute per token")},
 		{name: "PUSHFAN_PREVIEW_CACHE", set: duration(&h.PreviewCache),
 			doc:  "how long a preview's count is kept and shared by every caller of the instance; 0: none",
 			rule: durRange(&h.PreviewCache, 0, 10*time.Minute)},
