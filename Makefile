@@ -12,7 +12,7 @@ GOFMT ?= $(shell $(GO) env GOROOT 2>/dev/null)/bin/gofmt
 BIN := bin/pushfan
 
 .DEFAULT_GOAL := help
-.PHONY: help build run stop test lint bench-go bench bench-sweep bench-quota bench-latency bench-scale tidy clean
+.PHONY: help build run stop test lint docs bench-go bench bench-sweep bench-quota bench-latency bench-scale tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -103,6 +103,11 @@ bench-sweep: ## pushfan at concurrencies SWEEP=16,64,256,512,1024: throughput, C
 bench-quota: ## 1M tokens vs an emulator quota of 600k/min at the default rate limit (takes minutes)
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) quota
+
+# Written through a temporary file so that a failed build leaves the page as it was.
+docs: ## regenerate docs/configuration.md from the config's own table (pushfan config doc)
+	$(GO) run ./cmd/pushfan config doc > docs/configuration.md.tmp
+	mv docs/configuration.md.tmp docs/configuration.md
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

@@ -12,7 +12,7 @@ import (
 // Config is every setting pushfan reads. The environment wins over the YAML
 // file where both set a value.
 type Config struct {
-	// The contract variables (README, "Configuration").
+	// The contract variables (docs/configuration.md).
 	MySQLDSN        string   `yaml:"mysql_dsn"`
 	HTTPAddr        string   `yaml:"http_addr"`
 	FCMEndpoint     string   `yaml:"fcm_endpoint"`

@@ -61,14 +61,8 @@ func (e Events) validate(retention time.Duration, bad func(name, format string, 
 	if retention > 0 && e.TTL >= retention {
 		bad("PUSHFAN_EVENT_TTL", "must be shorter than PUSHFAN_RETENTION (%v), got %v: events are deleted with their broadcast, and a token still valid then could count again", retention, e.TTL)
 	}
-	if e.Tracking != "on" && e.Tracking != "off" {
-		bad("PUSHFAN_TRACKING", "must be on or off, got %q", e.Tracking)
-	}
 	if _, err := ParseEventKeys(e.Keys); err != nil {
 		bad("PUSHFAN_EVENT_KEYS", "%v", err)
-	}
-	if e.TTL < time.Minute || e.TTL > MaxEventTTL {
-		bad("PUSHFAN_EVENT_TTL", "must be between 1m and %v, got %v", MaxEventTTL, e.TTL)
 	}
 	for _, o := range e.Origins {
 		if o == "*" {

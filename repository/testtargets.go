@@ -20,7 +20,7 @@ type TestUser struct {
 }
 
 // TestUsers returns, for each id (in the order given), the user and its
-// valid tokens, as the audience rule reads them (README, "POST
+// valid tokens, as the audience rule reads them (docs/api.md, "POST
 // /push/broadcast"): the caller decides what a disabled user gets.
 func (s *Store) TestUsers(ctx context.Context, ids []uint64) ([]TestUser, error) {
 	if len(ids) == 0 {

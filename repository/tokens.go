@@ -121,7 +121,7 @@ var errAmbiguousAudience = errors.New("audience sets both all and user_ids")
 // users u) for a, with their arguments. empty is true when a selects nobody,
 // so callers can skip the query.
 //
-// The audience rule (README, "POST /push/broadcast"): one target per valid token
+// The audience rule (docs/api.md, "POST /push/broadcast"): one target per valid token
 // (invalidated_at IS NULL) of each user with push_enabled = 1 in the audience.
 // Tokens whose user row is missing are not targeted (the inner join).
 func audienceFilter(sc *Schema, a model.Audience) (cond string, args []any, empty bool, err error) {

@@ -5,7 +5,7 @@
 # restart under the same pinned instance id; and a SIGTERM mid-broadcast
 # followed by another instance. Each checks, token by token against the
 # FCM emulator, that nothing is missing or counted twice and that
-# duplicate sends stay within the documented bound (README, "Crash safety").
+# duplicate sends stay within the documented bound (docs/reliability.md, "Duplicate bound after a kill -9").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-mysql.sh

@@ -13,26 +13,36 @@ import (
 )
 
 const configUsage = `usage: pushfan config check
+       pushfan config doc
 
-Loads the configuration as serve does (the environment, plus the YAML file
+check loads the configuration as serve does (the environment, plus the YAML file
 named by PUSHFAN_CONFIG) and prints the effective value of every variable as
 NAME=value, with tokens and the DSN password masked. A schema: section is
 checked against the database (tables, columns, conditions, on_dead) exactly as
 serve checks it at start-up. When the configuration is
 invalid it lists every problem, one per line, on stderr and exits 1.
+
+doc prints the configuration reference (docs/configuration.md) in Markdown:
+every variable with what it does, its default, its bounds and its YAML key,
+from the same table the loader uses (make docs writes the page).
 `
 
-// configCommand runs `pushfan config <subcommand>`; check is the only one.
+// configCommand runs `pushfan config <subcommand>`: check or doc.
 func configCommand(args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, configUsage)
 		return nil
 	}
-	if len(args) != 1 || args[0] != "check" {
-		fmt.Fprint(stderr, configUsage)
-		return fmt.Errorf("usage: pushfan config check (got %q)", strings.Join(args, " "))
+	switch {
+	case len(args) == 1 && args[0] == "check":
+		return configCheck(getenv, stdout, stderr)
+	case len(args) == 1 && args[0] == "doc":
+		// The reference depends on the code only, never on the
+		// environment, so the committed page is the same on every machine.
+		return config.Reference(stdout)
 	}
-	return configCheck(getenv, stdout, stderr)
+	fmt.Fprint(stderr, configUsage)
+	return fmt.Errorf("usage: pushfan config check|doc (got %q)", strings.Join(args, " "))
 }
 
 // configCheck prints the effective configuration with secrets masked, or

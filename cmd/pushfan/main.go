@@ -28,9 +28,10 @@ commands:
   config check
              print the effective configuration (secrets masked), or every
              problem and exit 1 when it is invalid
+  config doc print the configuration reference (docs/configuration.md)
   help       show this text
 
-configuration comes from the environment (see README.md).
+configuration comes from the environment (see docs/configuration.md).
 `
 
 func main() {

@@ -171,7 +171,7 @@ func (e *procEnv) verify(b broadcastView) (dups int64) {
 	return dups
 }
 
-// bound is the documented duplicate bound after a kill -9 (README, "Crash
+// bound is the documented duplicate bound after a kill -9 (docs/reliability.md, "Crash
 // safety") for an instance allowed rate sends a second: the sends in
 // flight (the most the emulator saw at once; the pool sizes itself to
 // rate × latency, under PUSHFAN_CONCURRENCY) plus those that passed the
