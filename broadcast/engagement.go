@@ -12,11 +12,22 @@ import (
 // Engagement is broadcast id's funnel after FCM accepted its sends
 // (distinct targets per event type), with its localized variants' names
 // in the engine's order: ByLocalized[i] is names[i-1].
+// It is read at most BroadcastTTL ago, like Peek's row: the maps in it
+// are shared and must not be modified.
 func (s *Service) Engagement(ctx context.Context, b *model.Broadcast) (model.Engagement, []string, error) {
+	names := message.VariantNames(b.Message.Localized) // with A/B variants, none: see ByVariant
+	now := time.Now()
+	if en, ok := s.reads.engagement.get(b.ID, now); ok {
+		return en, names, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	en, err := s.store.Engagement(ctx, b.ID)
-	return en, message.VariantNames(b.Message.Localized), err // with A/B variants, none: see ByVariant
+	if err != nil {
+		return en, names, err
+	}
+	s.reads.engagement.put(b.ID, en, now)
+	return en, names, nil
 }
 
 // EngagementSeries is broadcast id's events per bucket and type.

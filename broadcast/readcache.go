@@ -8,46 +8,69 @@ import (
 	"pushfan/model"
 )
 
-// readCache keeps recently read broadcasts for GET /push/broadcasts/{id}.
-// Admin consoles poll a running broadcast several times a second, often
-// from many tabs; each poll was a MySQL query on the machine that is also
-// sending. A quarter second old is as good to a person watching a progress
-// bar, and the sends keep their CPU.
+// readCache keeps recently read broadcasts, and their engagement, for GET
+// /push/broadcasts/{id}. Admin consoles poll a running broadcast several
+// times a second, often from many tabs; each poll was MySQL queries (the
+// row, then the engagement counts and the time-to-open histogram) on the
+// machine that is also sending. A quarter second old is as good to a
+// person watching a progress bar, and the sends keep their CPU.
 type readCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[uint64]cachedBroadcast
+	rows       ttlMap[*model.Broadcast] // shared, read-only
+	engagement ttlMap[model.Engagement]
 }
 
-type cachedBroadcast struct {
-	b  *model.Broadcast // shared, read-only
+func newReadCache(ttl time.Duration) readCache {
+	return readCache{rows: ttlMap[*model.Broadcast]{ttl: ttl}, engagement: ttlMap[model.Engagement]{ttl: ttl}}
+}
+
+func (c *readCache) get(id uint64, now time.Time) (*model.Broadcast, bool) {
+	return c.rows.get(id, now)
+}
+func (c *readCache) put(b *model.Broadcast, at time.Time) { c.rows.put(b.ID, b, at) }
+
+// forget drops id after this instance changed it (cancel, finish).
+func (c *readCache) forget(id uint64) {
+	c.rows.forget(id)
+	c.engagement.forget(id)
+}
+
+// ttlMap keeps values by broadcast id for ttl (0: not at all).
+type ttlMap[T any] struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[uint64]cached[T]
+}
+
+type cached[T any] struct {
+	v  T
 	at time.Time
 }
 
-// maxCached bounds the cache; past it, expired entries are dropped.
+// maxCached bounds each map; past it, expired entries are dropped.
 const maxCached = 1024
 
-func (c *readCache) get(id uint64, now time.Time) (*model.Broadcast, bool) {
+func (c *ttlMap[T]) get(id uint64, now time.Time) (T, bool) {
+	var zero T
 	if c.ttl <= 0 {
-		return nil, false
+		return zero, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[id]
 	if !ok || now.Sub(e.at) >= c.ttl {
-		return nil, false
+		return zero, false
 	}
-	return e.b, true
+	return e.v, true
 }
 
-func (c *readCache) put(b *model.Broadcast, at time.Time) {
+func (c *ttlMap[T]) put(id uint64, v T, at time.Time) {
 	if c.ttl <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[uint64]cachedBroadcast{}
+		c.m = map[uint64]cached[T]{}
 	}
 	if len(c.m) >= maxCached {
 		for id, e := range c.m {
@@ -59,11 +82,10 @@ func (c *readCache) put(b *model.Broadcast, at time.Time) {
 			clear(c.m) // all fresh: a burst of distinct ids; start over
 		}
 	}
-	c.m[b.ID] = cachedBroadcast{b: b, at: at}
+	c.m[id] = cached[T]{v: v, at: at}
 }
 
-// forget drops id after this instance changed it (cancel, finish).
-func (c *readCache) forget(id uint64) {
+func (c *ttlMap[T]) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.m, id)
 	c.mu.Unlock()

@@ -140,7 +140,7 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 	s := &Service{
 		store: store, leases: leases, engine: engine, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
 		claiming: claiming, stopClaiming: stopClaiming, stopRunning: stopRunning,
-		reads: readCache{ttl: opt.BroadcastTTL},
+		reads: newReadCache(opt.BroadcastTTL),
 	}
 	s.previews.ttl = opt.PreviewTTL
 	s.in = &instance.Instance{

@@ -356,7 +356,7 @@ func variables(c *Config) []variable {
 			doc:  "how long `GET /push/stats` may serve cached totals (a polling dashboard must not slow sends)",
 			rule: nonNegative(&h.StatsCache)},
 		{name: "PUSHFAN_BROADCAST_CACHE", set: duration(&h.BroadcastCache),
-			doc: "how long `GET /push/broadcasts/{id}` may serve a cached row (a poll a quarter second old is as good to an admin, and cheaper than a query per poll; " +
+			doc: "how long `GET /push/broadcasts/{id}` may serve a cached row and its engagement counts (a poll a quarter second old is as good to an admin, and cheaper than a query per poll; " +
 				"an instance drops its entry when it cancels or finishes the broadcast)",
 			rule: nonNegative(&h.BroadcastCache)},
 		{name: "PUSHFAN_TRACKING", set: str(&c.Events.Tracking),

@@ -23,17 +23,22 @@ func TestBroadcastReadsAreCachedBriefly(t *testing.T) {
 		t.Fatalf("broadcast %+v", done)
 	}
 	path := fmt.Sprintf("/push/broadcasts/%d", done.ID)
-	var got teststack.Broadcast
-	s.Do("GET", path, nil, &got) // fills the cache
-	// Another instance's checkpoint, as far as this one can tell.
-	s.MustExec("UPDATE broadcasts SET succeeded = succeeded + 1000 WHERE id = ?", done.ID)
-	s.Do("GET", path, nil, &got)
-	if got.Succeeded != 20 {
-		t.Fatalf("succeeded %d within the cache time, want the cached 20", got.Succeeded)
+	var got struct {
+		teststack.Broadcast
+		Engagement struct{ Opened int64 }
 	}
-	waitUntil(t, "the changed row served once the cache time passed", 5*time.Second, func() bool {
+	s.Do("GET", path, nil, &got) // fills the cache
+	// Another instance's checkpoint, and opens stored by another instance,
+	// as far as this one can tell.
+	s.MustExec("UPDATE broadcasts SET succeeded = succeeded + 1000 WHERE id = ?", done.ID)
+	s.MustExec("INSERT INTO engagement_counts (broadcast_id, variant, localized, type, n) VALUES (?, 0, 0, 2, 5)", done.ID)
+	s.Do("GET", path, nil, &got)
+	if got.Succeeded != 20 || got.Engagement.Opened != 0 {
+		t.Fatalf("succeeded %d, opened %d within the cache time, want the cached 20 and 0", got.Succeeded, got.Engagement.Opened)
+	}
+	waitUntil(t, "the changed row and engagement served once the cache time passed", 5*time.Second, func() bool {
 		s.Do("GET", path, nil, &got)
-		return got.Succeeded == 1020
+		return got.Succeeded == 1020 && got.Engagement.Opened == 5
 	})
 
 	// A cancel on this instance is visible to the next read.
@@ -43,6 +48,7 @@ func TestBroadcastReadsAreCachedBriefly(t *testing.T) {
 		t.Fatalf("schedule: %d %+v", resp.StatusCode, later)
 	}
 	lpath := fmt.Sprintf("/push/broadcasts/%d", later.ID)
+	got.Status = ""
 	s.Do("GET", lpath, nil, &got)
 	if got.Status != "scheduled" {
 		t.Fatalf("status %s", got.Status)
