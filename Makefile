@@ -9,17 +9,46 @@ ifeq ($(shell command -v $(GO) 2>/dev/null),)
 endif
 GOFMT ?= $(shell $(GO) env GOROOT 2>/dev/null)/bin/gofmt
 
-BIN := bin/pushfan
+BIN ?= bin/pushfan
+
+# The one binary is static (no cgo: no libc to match, it runs FROM scratch)
+# and carries its own CA roots and zones (cmd/pushfan/embedded.go).
+# -trimpath: no build machine's paths in it. -buildvcs=auto: the revision
+# and commit time that `pushfan version` prints are stamped even where a go
+# env file turns stamping off (GOFLAGS=-buildvcs=false).
+GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build run stop test lint bench-go bench bench-sweep bench-quota bench-latency bench-scale tidy clean
+.PHONY: help build dist image run stop test lint bench-go bench bench-sweep bench-quota bench-latency bench-scale tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build the one binary into bin/pushfan
-	$(GO) build -o $(BIN) ./cmd/pushfan
+build: ## build the one static binary into bin/pushfan
+	$(GOBUILD) -o $(BIN) ./cmd/pushfan
+
+# Release archives: pushfan-<version>-<os>-<arch>.tar.gz, each with the
+# binary, the README and deploy/, and SHA256SUMS over them (sha256sum -c).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+DIST ?= dist
+DIST_PLATFORMS ?= linux/amd64 linux/arm64
+
+dist: ## build release archives for linux/amd64 and linux/arm64 into dist/, with SHA256SUMS
+	rm -rf $(DIST)/pushfan-* $(DIST)/SHA256SUMS
+	mkdir -p $(DIST)
+	set -e; for p in $(DIST_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=pushfan-$(VERSION)-$$os-$$arch; \
+		mkdir -p $(DIST)/$$name; \
+		GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $(DIST)/$$name/pushfan ./cmd/pushfan; \
+		cp -R README.md deploy $(DIST)/$$name/; \
+		mkdir -p $(DIST)/$$name/docs && cp docs/deployment.md $(DIST)/$$name/docs/; \
+		rm -f $(DIST)/$$name/deploy/*_test.go; \
+		tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner -czf $(DIST)/$$name.tar.gz $$name; \
+		rm -rf $(DIST)/$$name; \
+	done
+	cd $(DIST) && sha256sum pushfan-*.tar.gz > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
 
 run: ## run the local demo: MariaDB, migrate, seed, FCM emulator, serve (PUSHFAN_DETACH=1: return once up)
 	@bash scripts/run-local.sh
@@ -103,7 +132,7 @@ tidy: ## go mod tidy
 	$(GO) mod tidy
 
 clean: stop ## stop the demo, remove bin/ and the logs and pid files in .run/ (keeps the dev admin token)
-	rm -rf bin
+	rm -rf bin dist
 	rm -f .run/*.pid .run/*.log
 
 # Fuzzing: go test fuzzes one target per run, so each runs for FUZZTIME.

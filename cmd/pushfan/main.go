@@ -28,6 +28,10 @@ commands:
   config check
              print the effective configuration (secrets masked), or every
              problem and exit 1 when it is invalid
+  healthcheck
+             exit 0 when GET /readyz of PUSHFAN_HTTP_ADDR answers 200, else 1
+             with the reason on one line (the image's HEALTHCHECK)
+  version    print the version, VCS revision and commit time of this build
   help       show this text
 
 configuration comes from the environment (see README.md).
@@ -61,6 +65,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fcmemu.Main(ctx, rest, stdout, log)
 	case "config":
 		return configCommand(rest, os.LookupEnv, stdout, stderr)
+	case "version":
+		return printVersion(stdout)
+	case "healthcheck":
+		return healthcheck(ctx, rest, os.LookupEnv, stderr)
 	case "serve", "migrate", "seed":
 	default:
 		fmt.Fprint(stderr, usage)

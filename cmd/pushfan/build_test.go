@@ -1,0 +1,118 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The release binary links nothing at run time: it starts in a FROM
+// scratch image and on any Linux, whatever its libc.
+func TestStaticBinaryLinksNothing(t *testing.T) {
+	bin := mustStaticBinary(t)
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	// ldd exits 1 for a static binary, saying so.
+	if !strings.Contains(string(out), "not a dynamic executable") {
+		t.Fatalf("ldd %s (err %v) does not say it is static:\n%s", bin, err, out)
+	}
+}
+
+// The CA roots and the zone database are compiled in: the binary reaches
+// FCM over TLS and reads users' zones on a host with neither. go version -m
+// lists the modules a binary holds (the roots are one) but not standard
+// packages, so the symbol table shows both packages' init functions.
+func TestBinaryEmbedsRootsAndZones(t *testing.T) {
+	bin := mustStaticBinary(t)
+	out, err := exec.Command("go", "version", "-m", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v\n%s", err, out)
+	}
+	for _, want := range []string{"dep\tgolang.org/x/crypto/x509roots/fallback", "CGO_ENABLED=0"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("go version -m %s lists no %q:\n%s", bin, want, out)
+		}
+	}
+	syms, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool nm: %v\n%s", err, syms)
+	}
+	for _, want := range []string{" T time/tzdata.init.0\n", " T golang.org/x/crypto/x509roots/fallback.init.0\n"} {
+		if !strings.Contains(string(syms), want) {
+			t.Errorf("the binary has no%s", strings.TrimSuffix(want, "\n"))
+		}
+	}
+}
+
+func TestVersionNamesTheRevision(t *testing.T) {
+	bin := mustStaticBinary(t)
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout (git rev-parse HEAD: %v): no revision to compare", err)
+	}
+	out, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("pushfan version: %v\n%s", err, out)
+	}
+	rev := strings.TrimSpace(string(head))
+	if !strings.Contains(string(out), "revision "+rev) {
+		t.Errorf("pushfan version does not name revision %s:\n%s", rev, out)
+	}
+	if strings.Contains(string(out), "time     unknown") {
+		t.Errorf("pushfan version has no commit time:\n%s", out)
+	}
+}
+
+// The zones resolve from the binary itself: in a root holding nothing but
+// the binary and an empty directory that ZONEINFO names, as in the image,
+// the configured default zone and a job's zone load (config check loads
+// both), and a zone that does not exist is still refused.
+func TestZonesResolveWithoutZoneinfo(t *testing.T) {
+	bin := mustStaticBinary(t)
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "zoneinfo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "pushfan"), raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "jobs:\n  - name: morning\n    schedule: \"0 9 * * *\"\n    timezone: Asia/Kolkata\n    audience: {all: true}\n    message: {title: t, body: b}\n"
+	if err := os.WriteFile(filepath.Join(root, "pushfan.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// As root the binary runs chrooted, where no /usr/share/zoneinfo
+	// exists to fall back on; otherwise the host's would hide a missing
+	// tzdata, so the test needs root (CI runs as root).
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chroot the binary away from the host's /usr/share/zoneinfo")
+	}
+	check := func(zone string) (string, error) {
+		cmd := exec.Command("/pushfan", "config", "check")
+		cmd.Path = "/pushfan"
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		cmd.Env = []string{
+			"ZONEINFO=/zoneinfo",
+			"PUSHFAN_CONFIG=/pushfan.yaml",
+			"PUSHFAN_DEFAULT_TIMEZONE=" + zone,
+			"PUSHFAN_FCM_ENDPOINT=http://127.0.0.1:9/v1",
+			"PUSHFAN_FCM_PROJECT_ID=zones",
+		}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := check("America/New_York"); err != nil {
+		t.Fatalf("config check with PUSHFAN_DEFAULT_TIMEZONE=America/New_York in an empty root: %v\n%s", err, out)
+	} else if !strings.Contains(out, "PUSHFAN_DEFAULT_TIMEZONE=America/New_York") {
+		t.Errorf("config check does not show the zone:\n%s", out)
+	}
+	if out, err := check("Mars/Olympus_Mons"); err == nil || !strings.Contains(out, "not a known IANA zone") {
+		t.Errorf("an unknown zone passed config check (err %v):\n%s", err, out)
+	}
+}
