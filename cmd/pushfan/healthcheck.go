@@ -38,16 +38,16 @@ func healthcheck(ctx context.Context, args []string, getenv config.Getenv, stder
 	if err != nil {
 		return fmt.Errorf("healthcheck: configuration: %s", oneLine(err.Error()))
 	}
-	target, err := readyzURL(cfg.HTTPAddr)
+	target, err := localURL(cfg.HTTPAddr, "/readyz")
 	if err != nil {
 		return fmt.Errorf("healthcheck: PUSHFAN_HTTP_ADDR: %w", err)
 	}
 	return probeReady(ctx, target, *timeout)
 }
 
-// readyzURL turns a listen address into the URL to probe: a wildcard or
-// empty host is reached on loopback.
-func readyzURL(addr string) (string, error) {
+// localURL is path on the listener at addr, as this host reaches it: a
+// wildcard or empty host is reached on loopback.
+func localURL(addr, path string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("%q is not host:port: %w", addr, err)
@@ -58,7 +58,7 @@ func readyzURL(addr string) (string, error) {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/readyz", nil
+	return "http://" + net.JoinHostPort(host, port) + path, nil
 }
 
 func probeReady(ctx context.Context, target string, timeout time.Duration) error {

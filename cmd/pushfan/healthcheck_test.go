@@ -133,11 +133,11 @@ func TestHealthcheckURL(t *testing.T) {
 		"10.0.0.5:8080":  "http://10.0.0.5:8080/readyz",
 		"localhost:9000": "http://localhost:9000/readyz",
 	} {
-		if got, err := readyzURL(addr); err != nil || got != want {
-			t.Errorf("readyzURL(%q) = %q, %v; want %q", addr, got, err, want)
+		if got, err := localURL(addr, "/readyz"); err != nil || got != want {
+			t.Errorf("localURL(%q) = %q, %v; want %q", addr, got, err, want)
 		}
 	}
-	if _, err := readyzURL("8080"); err == nil {
-		t.Error(`readyzURL("8080") took an address without a port separator`)
+	if _, err := localURL("8080", "/readyz"); err == nil {
+		t.Error(`localURL("8080", "/readyz") took an address without a port separator`)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"pushfan/config"
 	"pushfan/fcmemu"
 	"pushfan/internal/platform/logging"
+	"pushfan/internal/platform/sdnotify"
 )
 
 const usage = `pushfan: self-hosted FCM broadcast fan-out
@@ -91,7 +92,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, cfg, log)
+		notify, err := sdnotify.New(os.LookupEnv, log)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, log, notify)
 	case "migrate":
 		pool, err := openDB(ctx, cfg, log)
 		if err != nil {
