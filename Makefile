@@ -33,17 +33,21 @@ build: ## build the one static binary into bin/pushfan
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 DIST ?= dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64
+# Named one by one: deploy/config/ and deploy/.env (compose's local
+# config and secrets) must never reach an archive.
+DIST_DEPLOY := deploy/compose.yaml deploy/pushfan.service deploy/pushfan.example.yaml
 
 dist: ## build release archives for linux/amd64 and linux/arm64 into dist/, with SHA256SUMS
-	rm -rf $(DIST)/pushfan-* $(DIST)/SHA256SUMS
+	rm -rf $(DIST)/pushfan-*-linux-* $(DIST)/SHA256SUMS
 	mkdir -p $(DIST)
 	set -e; for p in $(DIST_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; name=pushfan-$(VERSION)-$$os-$$arch; \
 		mkdir -p $(DIST)/$$name; \
 		GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $(DIST)/$$name/pushfan ./cmd/pushfan; \
-		cp -R README.md deploy $(DIST)/$$name/; \
-		mkdir -p $(DIST)/$$name/docs && cp docs/deployment.md $(DIST)/$$name/docs/; \
-		rm -f $(DIST)/$$name/deploy/*_test.go; \
+		mkdir -p $(DIST)/$$name/deploy $(DIST)/$$name/docs; \
+		cp README.md $(DIST)/$$name/; \
+		cp $(DIST_DEPLOY) $(DIST)/$$name/deploy/; \
+		cp docs/deployment.md $(DIST)/$$name/docs/; \
 		tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner -czf $(DIST)/$$name.tar.gz $$name; \
 		rm -rf $(DIST)/$$name; \
 	done

@@ -116,3 +116,40 @@ func TestZonesResolveWithoutZoneinfo(t *testing.T) {
 		t.Errorf("an unknown zone passed config check (err %v):\n%s", err, out)
 	}
 }
+
+// make dist: an archive per platform and SHA256SUMS that sha256sum -c
+// accepts. The test builds linux/amd64 only (the build the other tests
+// already made); make dist itself adds linux/arm64, a cross-compile of
+// every package that would double this test's time.
+func TestMakeDist(t *testing.T) {
+	mustStaticBinary(t) // the same build, already cached
+	dist := t.TempDir()
+	out, err := exec.Command("make", "-C", "../..", "dist", "DIST="+dist, "VERSION=test", "DIST_PLATFORMS=linux/amd64").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make dist: %v\n%s", err, out)
+	}
+	check := exec.Command("sha256sum", "-c", "SHA256SUMS")
+	check.Dir = dist
+	if out, err := check.CombinedOutput(); err != nil || !strings.Contains(string(out), "pushfan-test-linux-amd64.tar.gz: OK") {
+		t.Fatalf("sha256sum -c SHA256SUMS: %v\n%s", err, out)
+	}
+	list, err := exec.Command("tar", "-tzf", filepath.Join(dist, "pushfan-test-linux-amd64.tar.gz")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tar -t: %v\n%s", err, list)
+	}
+	for _, want := range []string{"pushfan-test-linux-amd64/pushfan", "pushfan-test-linux-amd64/deploy/pushfan.service",
+		"pushfan-test-linux-amd64/deploy/compose.yaml", "pushfan-test-linux-amd64/deploy/pushfan.example.yaml",
+		"pushfan-test-linux-amd64/docs/deployment.md", "pushfan-test-linux-amd64/README.md"} {
+		if !strings.Contains(string(list), want+"\n") {
+			t.Errorf("the archive has no %s:\n%s", want, list)
+		}
+	}
+	x := exec.Command("tar", "-xzf", "pushfan-test-linux-amd64.tar.gz")
+	x.Dir = dist
+	if out, err := x.CombinedOutput(); err != nil {
+		t.Fatalf("tar -x: %v\n%s", err, out)
+	}
+	if out, _ := exec.Command("ldd", filepath.Join(dist, "pushfan-test-linux-amd64", "pushfan")).CombinedOutput(); !strings.Contains(string(out), "not a dynamic executable") {
+		t.Errorf("the archive's binary is not static:\n%s", out)
+	}
+}
