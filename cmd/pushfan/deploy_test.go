@@ -76,6 +76,7 @@ func exampleEnv(t *testing.T) config.Getenv {
 		"PUSHFAN_CONFIG":         filepath.Join(deployDir, "pushfan.example.yaml"),
 		"PUSHFAN_MYSQL_DSN":      tdb.DSN,
 		"PUSHFAN_FCM_ENDPOINT":   srv.URL + "/v1",
+		"PUSHFAN_FCM_PROJECT_ID": "example-config",
 		"PUSHFAN_ADMIN_TOKENS":   "example-config-admin-token-0123",
 		"PUSHFAN_INTERNAL_TOKEN": "example-config-internal-token-0123",
 	}

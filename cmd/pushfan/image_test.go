@@ -9,6 +9,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -320,6 +321,7 @@ func checkOCIArchive(t *testing.T, archive, ref string) {
 	var index struct {
 		Manifests []struct {
 			MediaType   string            `json:"mediaType"`
+			Digest      string            `json:"digest"`
 			Annotations map[string]string `json:"annotations"`
 		} `json:"manifests"`
 	}
@@ -328,8 +330,46 @@ func checkOCIArchive(t *testing.T, archive, ref string) {
 	}
 	if len(index.Manifests) != 1 || index.Manifests[0].MediaType != "application/vnd.oci.image.manifest.v1+json" ||
 		index.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != ref {
-		t.Errorf("%s: index.json is not one OCI manifest named %s:\n%s", archive, ref, files["index.json"])
+		t.Fatalf("%s: index.json is not one OCI manifest named %s:\n%s", archive, ref, files["index.json"])
 	}
+	manifestPath := blobPath(index.Manifests[0].Digest)
+	var manifest struct {
+		Layers []struct {
+			Digest string `json:"digest"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(tarFiles(t, archive, manifestPath)[manifestPath], &manifest); err != nil {
+		t.Fatalf("%s: the manifest: %v", archive, err)
+	}
+	// FROM scratch: the binary and the config directory, nothing else.
+	var entries []string
+	for _, l := range manifest.Layers {
+		p := blobPath(l.Digest)
+		gz, err := gzip.NewReader(bytes.NewReader(tarFiles(t, archive, p)[p]))
+		if err != nil {
+			t.Fatalf("%s: layer %s: %v", archive, l.Digest, err)
+		}
+		tr := tar.NewReader(gz)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: layer %s: %v", archive, l.Digest, err)
+			}
+			entries = append(entries, fmt.Sprintf("%s %o", strings.TrimSuffix(h.Name, "/"), h.Mode&0o7777))
+		}
+	}
+	slices.Sort(entries)
+	if want := []string{"etc 755", "etc/pushfan 755", "pushfan 755"}; !slices.Equal(entries, want) {
+		t.Errorf("%s: the image holds %v, want %v", archive, entries, want)
+	}
+}
+
+// blobPath is where an OCI layout keeps the blob of digest.
+func blobPath(digest string) string {
+	return "blobs/" + strings.Replace(digest, ":", "/", 1)
 }
 
 // checkDockerArchiveHealthcheck checks that the docker archive's image
