@@ -70,6 +70,15 @@ func TestVersionNamesTheRevision(t *testing.T) {
 // the configured default zone and a job's zone load (config check loads
 // both), and a zone that does not exist is still refused.
 func TestZonesResolveWithoutZoneinfo(t *testing.T) {
+	// The binary runs chrooted, where no /usr/share/zoneinfo exists to
+	// fall back on (Go reads ZONEINFO, then the system's, then tzdata):
+	// outside a chroot the host's zones would hide a missing tzdata.
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the zones test chroots, which needs root; CI runs as root")
+		}
+		t.Skip("needs root to chroot the binary away from the host's /usr/share/zoneinfo")
+	}
 	bin := mustStaticBinary(t)
 	root := t.TempDir()
 	if err := os.Mkdir(filepath.Join(root, "zoneinfo"), 0o755); err != nil {
@@ -86,15 +95,8 @@ func TestZonesResolveWithoutZoneinfo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "pushfan.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// As root the binary runs chrooted, where no /usr/share/zoneinfo
-	// exists to fall back on; otherwise the host's would hide a missing
-	// tzdata, so the test needs root (CI runs as root).
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to chroot the binary away from the host's /usr/share/zoneinfo")
-	}
 	check := func(zone string) (string, error) {
-		cmd := exec.Command("/pushfan", "config", "check")
-		cmd.Path = "/pushfan"
+		cmd := exec.Command("/pushfan", "config", "check") // the path inside the chroot
 		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
 		cmd.Env = []string{
