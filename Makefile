@@ -9,17 +9,70 @@ ifeq ($(shell command -v $(GO) 2>/dev/null),)
 endif
 GOFMT ?= $(shell $(GO) env GOROOT 2>/dev/null)/bin/gofmt
 
-BIN := bin/pushfan
+BIN ?= bin/pushfan
+
+# The one binary is static (no cgo: no libc to match, it runs FROM scratch)
+# and carries its own CA roots and zones (cmd/pushfan/embedded.go).
+# -trimpath: no build machine's paths in it. -buildvcs=auto: the revision
+# and commit time that `pushfan version` prints are stamped even where a go
+# env file turns stamping off (GOFLAGS=-buildvcs=false).
+GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build run stop test lint docs bench-go bench bench-sweep bench-quota bench-latency bench-scale tidy clean
+.PHONY: help build dist image run stop test lint docs bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build the one binary into bin/pushfan
-	$(GO) build -o $(BIN) ./cmd/pushfan
+build: ## build the one static binary into bin/pushfan
+	$(GOBUILD) -o $(BIN) ./cmd/pushfan
+
+# Release archives: pushfan-<version>-<os>-<arch>.tar.gz, each with the
+# binary, the README and deploy/, and SHA256SUMS over them (sha256sum -c).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+DIST ?= dist
+DIST_PLATFORMS ?= linux/amd64 linux/arm64
+# Named one by one: deploy/config/ and deploy/.env (compose's local
+# config and secrets) must never reach an archive.
+DIST_DEPLOY := deploy/compose.yaml deploy/pushfan.service deploy/pushfan.example.yaml
+
+dist: ## build release archives for linux/amd64 and linux/arm64 into dist/, with SHA256SUMS
+	rm -rf $(DIST)/pushfan-*-linux-* $(DIST)/SHA256SUMS
+	mkdir -p $(DIST)
+	set -e; for p in $(DIST_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=pushfan-$(VERSION)-$$os-$$arch; \
+		mkdir -p $(DIST)/$$name; \
+		GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $(DIST)/$$name/pushfan ./cmd/pushfan; \
+		mkdir -p $(DIST)/$$name/deploy $(DIST)/$$name/docs; \
+		cp README.md $(DIST)/$$name/; \
+		cp $(DIST_DEPLOY) $(DIST)/$$name/deploy/; \
+		cp docs/deployment.md $(DIST)/$$name/docs/; \
+		tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner -czf $(DIST)/$$name.tar.gz $$name; \
+		rm -rf $(DIST)/$$name; \
+	done
+	cd $(DIST) && sha256sum pushfan-*.tar.gz > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
+
+# The image: Containerfile, FROM scratch, built by buildah without a daemon
+# (vfs storage and chroot isolation work on these machines, as root and in
+# CI), exported twice: an OCI archive, and a docker archive. Both load
+# with `docker load` and `podman load`; the OCI image format has no
+# HEALTHCHECK, so only the docker archive carries the built-in one (the
+# compose file states it either way).
+BUILDAH ?= buildah --storage-driver vfs
+IMAGE ?= localhost/pushfan:latest
+IMAGE_CONTEXT ?= .
+IMAGE_ARCHIVE ?= $(DIST)/pushfan-image.tar
+IMAGE_DOCKER_ARCHIVE ?= $(DIST)/pushfan-image.docker.tar
+
+image: build ## build the FROM scratch image with buildah (scripts/ensure-buildah.sh) into dist/pushfan-image.tar (OCI) and dist/pushfan-image.docker.tar
+	$(BUILDAH) bud --isolation chroot --format docker -f Containerfile -t $(IMAGE) $(IMAGE_CONTEXT)
+	mkdir -p $(dir $(IMAGE_ARCHIVE)) $(dir $(IMAGE_DOCKER_ARCHIVE))
+	rm -f $(IMAGE_ARCHIVE) $(IMAGE_DOCKER_ARCHIVE)
+	$(BUILDAH) push $(IMAGE) oci-archive:$(IMAGE_ARCHIVE):$(IMAGE)
+	$(BUILDAH) push $(IMAGE) docker-archive:$(IMAGE_DOCKER_ARCHIVE):$(IMAGE)
+	@echo "$(IMAGE): docker load -i $(IMAGE_ARCHIVE) (or podman load; $(IMAGE_DOCKER_ARCHIVE) keeps the HEALTHCHECK)"
 
 run: ## run the local demo: MariaDB, migrate, seed, FCM emulator, serve (PUSHFAN_DETACH=1: return once up)
 	@bash scripts/run-local.sh
@@ -35,9 +88,10 @@ DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndA
 # The process drills measure timing at the default configuration against an
 # in-process emulator that the race detector would slow several times over:
 # they are left out of race builds (//go:build !race) and run alone, last.
-test: ## ensure MariaDB and Chromium are there, then run every test with the race detector, then the process drills alone
+test: ## ensure MariaDB, Chromium and buildah are there, then run every test with the race detector, then the process drills alone
 	bash scripts/ensure-mysql.sh
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-buildah.sh
 	$(GO) test -race -count=1 -timeout 20m -skip '$(DRILLS)' ./...
 	$(GO) test -count=1 -timeout 30m -run '$(DRILLS)' ./cmd/pushfan/
 
@@ -113,7 +167,7 @@ tidy: ## go mod tidy
 	$(GO) mod tidy
 
 clean: stop ## stop the demo, remove bin/ and the logs and pid files in .run/ (keeps the dev admin token)
-	rm -rf bin
+	rm -rf bin dist
 	rm -f .run/*.pid .run/*.log
 
 # Fuzzing: go test fuzzes one target per run, so each runs for FUZZTIME.

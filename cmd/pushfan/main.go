@@ -14,6 +14,7 @@ import (
 	"pushfan/config"
 	"pushfan/fcmemu"
 	"pushfan/internal/platform/logging"
+	"pushfan/internal/platform/sdnotify"
 )
 
 const usage = `pushfan: self-hosted FCM broadcast fan-out
@@ -29,6 +30,10 @@ commands:
              print the effective configuration (secrets masked), or every
              problem and exit 1 when it is invalid
   config doc print the configuration reference (docs/configuration.md)
+  healthcheck
+             exit 0 when GET /readyz of PUSHFAN_HTTP_ADDR answers 200, else 1
+             with the reason on one line (the image's HEALTHCHECK)
+  version    print the version, VCS revision and commit time of this build
   help       show this text
 
 configuration comes from the environment (see docs/configuration.md).
@@ -62,6 +67,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fcmemu.Main(ctx, rest, stdout, log)
 	case "config":
 		return configCommand(rest, os.LookupEnv, stdout, stderr)
+	case "version":
+		return printVersion(stdout)
+	case "healthcheck":
+		return healthcheck(ctx, rest, os.LookupEnv, stderr)
 	case "serve", "migrate", "seed":
 	default:
 		fmt.Fprint(stderr, usage)
@@ -84,7 +93,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, cfg, log)
+		notify, err := sdnotify.New(os.LookupEnv, log)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, log, notify)
 	case "migrate":
 		pool, err := openDB(ctx, cfg, log)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"pushfan/cmd/pushfan/app"
 	"pushfan/config"
+	"pushfan/internal/platform/sdnotify"
 )
 
 // serve runs one instance until ctx ends (SIGTERM, SIGINT), then shuts it
@@ -20,7 +21,11 @@ import (
 // its chunk runs checkpoint and release their leases; the HTTP server
 // drains; the engine's workers end; the sender and the pool close; last,
 // the metrics listener (PUSHFAN_METRICS_ADDR), if there is one.
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+//
+// Under systemd (Type=notify) it says READY=1 once it serves, pings the
+// watchdog while its HTTP server answers, and says STOPPING=1 when the
+// shutdown begins; elsewhere notify does nothing.
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, notify *sdnotify.Notifier) error {
 	pool, err := openDB(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -35,6 +40,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		inst.Sender.Close()
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
+	}
+	alive, err := livenessProbe(ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		inst.Sender.Close()
+		return err
 	}
 	// PUSHFAN_METRICS_ADDR: /metrics on a listener of its own.
 	metricsSrv := inst.API.MetricsServer()
@@ -66,12 +77,20 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			}
 		}()
 	}
+	if err := notify.Ready(); err != nil {
+		log.Warn("could not tell systemd this instance is ready", "err", err)
+	}
+	notify.StartWatchdog(ctx, alive)
 	var failed error
 	select {
 	case err := <-serveErr:
 		failed = fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
+	if err := notify.Stopping(); err != nil {
+		log.Warn("could not tell systemd this instance is stopping", "err", err)
+	}
+	notify.StopWatchdog()
 	log.Info("shutting down: no new requests; stopping broadcasts", "deadline", cfg.HTTP.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
@@ -99,4 +118,30 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	log.Info("pushfan stopped", "at", time.Now().UTC())
 	return errors.Join(failed, stopErr)
+}
+
+// livenessProbe asks this instance's own /healthz: the watchdog pings
+// systemd only while the HTTP server answers, and not on /readyz, since a
+// database outage is not mended by restarting pushfan.
+func livenessProbe(addr string) (func(context.Context) error, error) {
+	target, err := localURL(addr, "/healthz")
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: %w", err)
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", target, err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", target, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", target, resp.Status)
+		}
+		return nil
+	}, nil
 }

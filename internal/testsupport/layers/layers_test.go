@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"internal/platform/lifecycle": nil,
 	"internal/platform/logging":   nil,
 	"internal/platform/sqldb":     nil,
+	"internal/platform/sdnotify":  nil, // systemd's notify protocol: READY, STOPPING, the watchdog
 	"internal/devtools/apiclient": nil,
 	"audience":                    {"config"}, // named audiences: SQL over an injected pool, compiled from the config's definitions
 	"fcmemu":                      nil,        // the emulator knows nothing of pushfan
@@ -65,7 +66,7 @@ var allowed = map[string][]string{
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
 	"cmd/pushfan/app":   {"audience", "broadcast", "config", "cron", "engagement", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
-	"cmd/pushfan":       {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "model", "repository"},
+	"cmd/pushfan":       {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	"cmd/pushfan-bench": {"config", "engagement", "internal/devtools/apiclient"}, // config: the defaults a latency sweep runs at; engagement: events signed as the sends sign them
 	"cmd/pushfan-load":  {"internal/devtools/apiclient"},
 	// Demo data and test support.
@@ -84,7 +85,7 @@ var allowed = map[string][]string{
 // services beside it, the engine and plain settings, the platform.
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
-	"internal/platform/sqldb": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
+	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"config": 1, "fanout": 1, "metrics": 1,
 	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
 	"lease":                         3,
