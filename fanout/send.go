@@ -33,7 +33,7 @@ func (e *Engine) worker(p *pool) {
 				r.cancelItem(it)
 			} else {
 				p.busy.Add(1)
-				r.attempt(it, sc, p)
+				r.attempt(&it, sc, p)
 				p.busy.Add(-1)
 			}
 		}
@@ -68,7 +68,11 @@ func (e *Engine) permit(r *run) error {
 // attempt makes one engine attempt (which may hide several requests of a
 // Sender that retries by itself, capped by the token's budget) and routes
 // the outcome.
-func (r *run) attempt(it item, sc *sendScope, p *pool) {
+//
+// A worker parks in it for the whole round trip, so it is kept small: it
+// takes the item by pointer and leaves the routing to route (frames a
+// parked worker holds are the stack it keeps; see StartingPrepared).
+func (r *run) attempt(it *item, sc *sendScope, p *pool) {
 	ctx := sc.begin()
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
@@ -76,7 +80,15 @@ func (r *run) attempt(it item, sc *sendScope, p *pool) {
 	if pend != nil {
 		out = wait(ctx, pend)
 	}
-	took := time.Since(sendStart)
+	r.route(it, &out, time.Since(sendStart), sc, p)
+}
+
+// route counts an attempt's outcome and sends its target on: done,
+// failed, retried, or the run stopped.
+//
+//go:noinline
+func (r *run) route(itp *item, o *Outcome, took time.Duration, sc *sendScope, p *pool) {
+	it, out := *itp, *o
 	p.timed(took)
 	if cause := sc.end(); errors.Is(cause, errSendTimeout) && out.Class == Transient {
 		out.Code = CodeTimeout

@@ -61,6 +61,9 @@ type directClient struct {
 	// h2, when not nil, carries the sends over HTTP/2 (h2pool.go) until
 	// the server turns out not to speak it.
 	h2 *h2Pool
+	// h1, when not nil, carries the sends over HTTP/1.1 to a plain http://
+	// endpoint (h1pool.go).
+	h1 *h1Pool
 }
 
 func newDirectClient(client *http.Client, endpoint, projectID string) *directClient {
@@ -196,6 +199,13 @@ func (p *directPrepared) StartTagged(ctx context.Context, token, tag string, _ f
 		if !errors.Is(err, errNoH2) {
 			return &endedSend{out: outcome(ctx, h2Result{err: err})}
 		}
+	}
+	if h1 := p.d.h1; h1 != nil {
+		s, err := h1.start(ctx, p.body(token, tag))
+		if err != nil {
+			return &endedSend{out: outcome(ctx, h2Result{err: err})}
+		}
+		return s
 	}
 	return &netHTTPSend{p: p, token: token, tag: tag}
 }
