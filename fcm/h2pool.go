@@ -62,17 +62,8 @@ func newH2Pool(d *h2Dialer, h *h2Headers, concurrency int, log *slog.Logger) *h2
 	return p
 }
 
-// roundTrip sends body as one request and waits for its answer or for ctx.
-func (p *h2Pool) roundTrip(ctx context.Context, body []byte) h2Result {
-	s, err := p.start(ctx, body)
-	if err != nil {
-		return h2Result{err: err}
-	}
-	return s.wait(ctx)
-}
-
 // start hands body to a connection as one request and returns its stream
-// without waiting for the answer (wait does). The send's goroutine goes
+// without waiting for the answer (wait does, or Wait). The send's goroutine goes
 // through the deep part (headers, a stream slot, the queue) here and
 // returns from it, so that it parks in wait with a shallow stack: 4,096
 // sends parked with 8 KB stacks were a third of the process's memory.
