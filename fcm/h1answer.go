@@ -80,10 +80,10 @@ func readH1Head(br *bufio.Reader) (a h1Answer, framing string, length int64, err
 	}
 	// "HTTP/1.1 200 OK"
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
-		return a, "", 0, fmt.Errorf("%w: status line %q", errBadAnswer, line)
+		return a, "", 0, badAnswer("status line", line)
 	}
-	if a.status, err = strconv.Atoi(string(line[9:12])); err != nil || a.status < 100 {
-		return a, "", 0, fmt.Errorf("%w: status line %q", errBadAnswer, line)
+	if a.status = atoi3(line[9:12]); a.status < 100 {
+		return a, "", 0, badAnswer("status line", line)
 	}
 	a.reuse, length = line[7] == '1', -1 // HTTP/1.0 closes by default
 	errAnswer := a.status < 200 || a.status >= 300
@@ -100,19 +100,19 @@ func readH1Head(br *bufio.Reader) (a h1Answer, framing string, length int64, err
 		}
 		k, v, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return a, "", 0, fmt.Errorf("%w: header %q", errBadAnswer, line)
+			return a, "", 0, badAnswer("header", line)
 		}
 		key := textproto.CanonicalMIMEHeaderKey(string(bytes.TrimSpace(k)))
 		val := string(bytes.TrimSpace(v))
 		switch key {
 		case "Content-Length":
 			if length, err = strconv.ParseInt(val, 10, 64); err != nil || length < 0 {
-				return a, "", 0, fmt.Errorf("%w: Content-Length %q", errBadAnswer, val)
+				return a, "", 0, badAnswer("Content-Length", v)
 			}
 		case "Transfer-Encoding":
 			framing = val
 			if val != "chunked" {
-				return a, "", 0, fmt.Errorf("%w: Transfer-Encoding %q", errBadAnswer, val)
+				return a, "", 0, badAnswer("Transfer-Encoding", v)
 			}
 		case "Connection":
 			if textproto.TrimString(val) == "close" {
@@ -125,6 +125,26 @@ func readH1Head(br *bufio.Reader) (a h1Answer, framing string, length int64, err
 			a.header.Add(key, val)
 		}
 	}
+}
+
+// badAnswer is kept out of the parser's frame (it runs on a worker's
+// stack: see h1Send.answer).
+//
+//go:noinline
+func badAnswer(what string, b []byte) error {
+	return fmt.Errorf("%w: %s %q", errBadAnswer, what, b)
+}
+
+// atoi3 reads a three-digit status code; -1 if it is not one.
+func atoi3(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // maxH1Line bounds a status or header line.

@@ -76,24 +76,21 @@ func (s *h1Send) failed(ctx context.Context, err error) fanout.Outcome {
 	return outcome(ctx, h2Result{err: fmt.Errorf("fcm: waiting for the answer: %w", err)})
 }
 
-//go:noinline
-func (s *h1Send) answer(ctx context.Context) fanout.Outcome {
-	return outcome(ctx, s.read())
-}
-
-// read reads the answer: the status, an error answer's headers, and the
+// answer reads the answer: the status, an error answer's headers, and the
 // body up to maxSuccessBody (a success) or maxErrorBody. The connection is
 // reused when the answer was read to its end and the server keeps it.
 // (h1answer.go reads it by hand: http.ReadResponse's frames, on top of a
 // worker's, grew every worker's stack to 8 KB.)
-func (s *h1Send) read() h2Result {
+//
+//go:noinline
+func (s *h1Send) answer(ctx context.Context) fanout.Outcome {
 	a, err := readH1Answer(s.c.br)
 	if err != nil {
 		s.end(false)
-		return h2Result{err: fmt.Errorf("fcm: reading the answer: %w", err)}
+		return outcome(ctx, h2Result{err: fmt.Errorf("fcm: reading the answer: %w", err)})
 	}
 	s.end(a.reuse)
-	return h2Result{status: a.status, header: a.header, body: a.body}
+	return outcome(ctx, h2Result{status: a.status, header: a.header, body: a.body})
 }
 
 // end gives the connection back, or closes it.
