@@ -16,10 +16,6 @@ type h1Send struct {
 	stop func() bool // ends the watch on the send's context
 }
 
-// aLongTimeAgo is a deadline in the past: setting it interrupts a read or
-// write under way.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // maxPooledRequest: a request buffer grown past it (a message near FCM's
 // 4 KB limit is smaller) is not kept.
 const maxPooledRequest = 8 << 10
@@ -33,9 +29,10 @@ func (p *h1Pool) start(ctx context.Context, body []byte) (*h1Send, error) {
 	if err != nil {
 		return nil, err
 	}
-	// ctx ending interrupts the write or the read; the connection is then
-	// dropped, as an answer may still come on it.
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
+	// ctx ending interrupts the write or the read (a deadline in the
+	// past); the connection is then dropped, as an answer may still come
+	// on it.
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
 	bp, _ := p.bufs.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
