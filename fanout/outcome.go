@@ -96,6 +96,25 @@ type TaggedPrepared interface {
 	SendTagged(ctx context.Context, token, tag string, b Budget) Outcome
 }
 
+// StartingPrepared is a TaggedPrepared whose send is made in two calls:
+// StartTagged hands the request to the wire and returns, and the Pending's
+// Wait returns the outcome. The engine waits from a shallow frame, so that
+// the thousands of workers parked on an answer keep small stacks (a worker
+// parked at the bottom of the send path holds an 8 KB stack; see
+// docs/PERFORMANCE.md, "Memory").
+type StartingPrepared interface {
+	TaggedPrepared
+	// StartTagged is SendTagged's first half; tag is "" for an untagged
+	// message. The engine calls Wait on the result exactly once, with the
+	// same ctx.
+	StartTagged(ctx context.Context, token, tag string, b Budget) Pending
+}
+
+// Pending is a send under way (StartingPrepared).
+type Pending interface {
+	Wait(ctx context.Context) Outcome
+}
+
 // ErrFatal wraps the outcome that stopped a run early.
 type ErrFatal struct{ Outcome Outcome }
 

@@ -68,7 +68,10 @@ func want(rate float64, latency time.Duration, ceiling int) int {
 
 // next returns the next item, urgent first; ok is false once the pool
 // quits, or when the controller asks an idle worker to leave (trim, the
-// worker then checks shrink).
+// worker then checks shrink). Not inlined: its select's temporaries would
+// sit in the worker's frame through every send.
+//
+//go:noinline
 func (p *pool) next() (it item, ok, trimmed bool) {
 	select {
 	case it := <-p.urgent:

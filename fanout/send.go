@@ -33,7 +33,7 @@ func (e *Engine) worker(p *pool) {
 				r.cancelItem(it)
 			} else {
 				p.busy.Add(1)
-				r.attempt(it, sc, p)
+				r.attempt(&it, sc, p)
 				p.busy.Add(-1)
 			}
 		}
@@ -68,12 +68,27 @@ func (e *Engine) permit(r *run) error {
 // attempt makes one engine attempt (which may hide several requests of a
 // Sender that retries by itself, capped by the token's budget) and routes
 // the outcome.
-func (r *run) attempt(it item, sc *sendScope, p *pool) {
+//
+// A worker parks in it for the whole round trip, so it is kept small: it
+// takes the item by pointer and leaves the routing to route (frames a
+// parked worker holds are the stack it keeps; see StartingPrepared).
+func (r *run) attempt(it *item, sc *sendScope, p *pool) {
 	ctx := sc.begin()
 	r.e.metrics.SendStarted()
 	sendStart := time.Now()
-	out := r.send(ctx, it.t, it.variant(), int(it.attempts))
-	took := time.Since(sendStart)
+	out, pend := r.send(ctx, it.t, it.variant(), int(it.attempts))
+	if pend != nil {
+		out = wait(ctx, pend)
+	}
+	r.route(it, &out, time.Since(sendStart), sc, p)
+}
+
+// route counts an attempt's outcome and sends its target on: done,
+// failed, retried, or the run stopped.
+//
+//go:noinline
+func (r *run) route(itp *item, o *Outcome, took time.Duration, sc *sendScope, p *pool) {
+	it, out := *itp, *o
 	p.timed(took)
 	if cause := sc.end(); errors.Is(cause, errSendTimeout) && out.Class == Transient {
 		out.Code = CodeTimeout
@@ -98,17 +113,18 @@ func (r *run) attempt(it item, sc *sendScope, p *pool) {
 }
 
 // send makes one attempt at t: the run's prepared message, its variant's
-// (variant >= 0), or t's own personalized one. A panic in the Sender is a
+// (variant >= 0), or t's own personalized one. A StartingPrepared's send is
+// only started: the caller waits for pend. A panic in the Sender is a
 // transient failure.
-func (r *run) send(ctx context.Context, t Target, variant, used int) (out Outcome) {
+func (r *run) send(ctx context.Context, t Target, variant, used int) (out Outcome, pend Pending) {
 	defer func() {
 		if v := recover(); v != nil {
-			out = Outcome{Class: Transient, Code: CodePanic, Detail: fmt.Sprintf("sender panicked: %v\n%s", v, debug.Stack())}
+			out, pend = panicked(v), nil
 		}
 	}()
 	p := r.msg
 	if variant == noVariant {
-		return Outcome{Class: Rejected, Code: CodeMessage, Detail: "no message variant for this target"}
+		return Outcome{Class: Rejected, Code: CodeMessage, Detail: "no message variant for this target"}, nil
 	}
 	if variant >= 0 && r.vmsgs != nil {
 		p = r.vmsgs[variant]
@@ -116,19 +132,43 @@ func (r *run) send(ctx context.Context, t Target, variant, used int) (out Outcom
 	if r.job.Personalize != nil {
 		m, err := r.job.Personalize(t)
 		if err != nil {
-			return Outcome{Class: Rejected, Code: CodeTemplate, Detail: err.Error()}
+			return Outcome{Class: Rejected, Code: CodeTemplate, Detail: err.Error()}, nil
 		}
 		if p, err = r.e.sender.Prepare(m); err != nil {
-			return Outcome{Class: Rejected, Code: CodeMessage, Detail: err.Error()}
+			return Outcome{Class: Rejected, Code: CodeMessage, Detail: err.Error()}, nil
 		}
 	}
 	b := Budget{Used: used, Max: r.e.cfg.MaxAttempts}
+	if sp, ok := p.(StartingPrepared); ok {
+		var tag string
+		if r.job.Tag != nil {
+			tag = r.job.Tag(t, variant)
+		}
+		return Outcome{}, sp.StartTagged(ctx, t.Token, tag, b)
+	}
 	if r.job.Tag != nil {
 		if tp, ok := p.(TaggedPrepared); ok {
-			return tp.SendTagged(ctx, t.Token, r.job.Tag(t, variant), b)
+			return tp.SendTagged(ctx, t.Token, r.job.Tag(t, variant), b), nil
 		}
 	}
-	return p.Send(ctx, t.Token, b)
+	return p.Send(ctx, t.Token, b), nil
+}
+
+// wait waits for a started send. It is its own small frame, called from
+// attempt rather than from send: a worker parks here for the whole round
+// trip, and what its stack holds then is what the stack keeps (see
+// StartingPrepared).
+func wait(ctx context.Context, pend Pending) (out Outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			out = panicked(v)
+		}
+	}()
+	return pend.Wait(ctx)
+}
+
+func panicked(v any) Outcome {
+	return Outcome{Class: Transient, Code: CodePanic, Detail: fmt.Sprintf("sender panicked: %v\n%s", v, debug.Stack())}
 }
 
 func (r *run) retry(it item, out Outcome) {

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -44,8 +45,9 @@ type Options struct {
 	// Client picks how requests are made: ClientDirect (the default) or
 	// ClientSDK. Both send the same HTTP v1 request over the same transport.
 	Client string
-	// HTTP2 picks the direct client's HTTP/2 client: HTTP2Pushfan (the
-	// default, h2*.go) or HTTP2NetHTTP (net/http's, as the SDK uses).
+	// HTTP2 picks the direct client's HTTP clients: HTTP2Pushfan (the
+	// default: h2*.go, and h1*.go for a plain http:// endpoint) or
+	// HTTP2NetHTTP (net/http's, as the SDK uses).
 	HTTP2 string
 	// Log gets the client's warnings; nil discards them.
 	Log *slog.Logger
@@ -145,8 +147,14 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	}
 	if o.Client != ClientSDK {
 		direct := newDirectClient(hc, endpoint, projectID)
-		if h2 && o.HTTP2 != HTTP2NetHTTP {
+		switch {
+		case o.HTTP2 == HTTP2NetHTTP:
+		case h2:
 			if direct.h2, err = newH2Client(direct, plain, o, recorder, log); err != nil {
+				return nil, err
+			}
+		case !proxied(direct.url):
+			if direct.h1, err = newH1Pool(direct.url, direct.header, o.Concurrency); err != nil {
 				return nil, err
 			}
 		}
@@ -207,6 +215,18 @@ func baseTransport(o Options) (*http.Transport, error) {
 	return t, nil
 }
 
+// proxied reports whether the environment sends requests to rawURL
+// through a proxy (net/http then carries them: the HTTP/1.1 client dials
+// the endpoint itself).
+func proxied(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return true
+	}
+	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
+	return err != nil || proxy != nil
+}
+
 func projectFromCredentials(path string) (string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -244,6 +264,9 @@ func (c *Client) Close() {
 	c.transport.CloseIdleConnections()
 	if c.direct != nil && c.direct.h2 != nil {
 		c.direct.h2.close()
+	}
+	if c.direct != nil && c.direct.h1 != nil {
+		c.direct.h1.close()
 	}
 }
 

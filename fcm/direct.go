@@ -61,6 +61,9 @@ type directClient struct {
 	// h2, when not nil, carries the sends over HTTP/2 (h2pool.go) until
 	// the server turns out not to speak it.
 	h2 *h2Pool
+	// h1, when not nil, carries the sends over HTTP/1.1 to a plain http://
+	// endpoint (h1pool.go).
+	h1 *h1Pool
 }
 
 func newDirectClient(client *http.Client, endpoint, projectID string) *directClient {
@@ -180,14 +183,56 @@ func (p *directPrepared) Send(ctx context.Context, token string, b fanout.Budget
 }
 
 // SendTagged is Send with the message's tag set to tag.
-func (p *directPrepared) SendTagged(ctx context.Context, token, tag string, _ fanout.Budget) fanout.Outcome {
-	d := p.d
-	if d.h2 != nil && !d.h2.noH2.Load() {
-		r := d.h2.roundTrip(ctx, p.body(token, tag))
-		if !errors.Is(r.err, errNoH2) {
-			return outcome(ctx, r)
+func (p *directPrepared) SendTagged(ctx context.Context, token, tag string, b fanout.Budget) fanout.Outcome {
+	return p.StartTagged(ctx, token, tag, b).Wait(ctx)
+}
+
+// StartTagged hands the request to the HTTP/2 client and returns without
+// waiting for the answer (fanout.StartingPrepared): the engine waits from a
+// shallow stack. Over net/http, the request is made in Wait.
+func (p *directPrepared) StartTagged(ctx context.Context, token, tag string, _ fanout.Budget) fanout.Pending {
+	if h2 := p.d.h2; h2 != nil && !h2.noH2.Load() {
+		s, err := h2.start(ctx, p.body(token, tag))
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errNoH2) {
+			return &endedSend{out: outcome(ctx, h2Result{err: err})}
 		}
 	}
+	if h1 := p.d.h1; h1 != nil {
+		s, err := h1.start(ctx, p.body(token, tag))
+		if err != nil {
+			return &endedSend{out: outcome(ctx, h2Result{err: err})}
+		}
+		return s
+	}
+	return &netHTTPSend{p: p, token: token, tag: tag}
+}
+
+// Wait returns the outcome of the stream's request (fanout.Pending).
+func (s *h2Stream) Wait(ctx context.Context) fanout.Outcome {
+	return outcome(ctx, s.wait(ctx))
+}
+
+// endedSend is a send that ended before it was started.
+type endedSend struct{ out fanout.Outcome }
+
+func (e *endedSend) Wait(context.Context) fanout.Outcome { return e.out }
+
+// netHTTPSend is a send over net/http, made in Wait.
+type netHTTPSend struct {
+	p          *directPrepared
+	token, tag string
+}
+
+func (n *netHTTPSend) Wait(ctx context.Context) fanout.Outcome {
+	return n.p.sendNetHTTP(ctx, n.token, n.tag)
+}
+
+// sendNetHTTP makes the request through net/http.
+func (p *directPrepared) sendNetHTTP(ctx context.Context, token, tag string) fanout.Outcome {
+	d := p.d
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token, tag)))
 	if err != nil {
 		return fanout.Outcome{Class: fanout.Fatal, Code: CodeUnknown, Detail: err.Error(), Requests: 1}

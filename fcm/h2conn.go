@@ -76,6 +76,7 @@ type h2Result struct {
 type h2Stream struct {
 	hdr  []byte // the header block, less content-length
 	body []byte
+	conn *h2Conn       // the connection it is queued on
 	done chan h2Result // cap 1: the one result
 
 	id        uint32 // 0 until the writer opens it
