@@ -124,6 +124,7 @@ func variables(c *Config) []variable {
 		{"PUSHFAN_START_SPREAD", duration(&c.Engine.StartSpread)},
 		{"PUSHFAN_DEFAULT_TIMEZONE", str(&c.Engine.DefaultTimezone)},
 		{"PUSHFAN_QUIET_HOURS", str(&c.Engine.QuietHours)},
+		{"PUSHFAN_FREQUENCY_CAP", str(&c.Engine.FrequencyCap)},
 		{"PUSHFAN_HTTP_READ_TIMEOUT", duration(&c.HTTP.ReadTimeout)},
 		{"PUSHFAN_HTTP_READ_HEADER_TIMEOUT", duration(&c.HTTP.ReadHeaderTimeout)},
 		{"PUSHFAN_HTTP_WRITE_TIMEOUT", duration(&c.HTTP.WriteTimeout)},

@@ -231,6 +231,7 @@ func (c *Config) validateServe() []error {
 		bad("PUSHFAN_START_SPREAD", "must be between 0 (start on time) and %v, got %v", MaxStartSpread, e.StartSpread)
 	}
 	errs = append(errs, validateLocalTime(e)...)
+	errs = append(errs, validateFrequencyCaps(c)...)
 	// Idempotency keys live with their broadcast, promised for 24 h.
 	if e.Retention < 24*time.Hour {
 		bad("PUSHFAN_RETENTION", "must be at least 24h (idempotency keys are kept with their broadcast for a day), got %v", e.Retention)
