@@ -36,6 +36,9 @@ type chunkRun struct {
 	// wb retries pending's write-back of dead tokens, and leaves out the
 	// tokens whose write-back keeps failing (see writeback.go).
 	wb writeBacks
+	// released counts the users pending's effects released from their
+	// frequency-cap reservations (for the metrics once it is stored).
+	released int64
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -71,6 +74,10 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	var src fanout.Source
 	if err == nil {
 		src, err = s.source(b, c)
+	}
+	var capper func(context.Context, []fanout.Target) ([]bool, error)
+	if err == nil {
+		capper, err = s.capper(b)
 	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
@@ -117,6 +124,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		Pace:        pace,
 		Gate:        r.gate,
 		Tag:         tag,
+		Cap:         capper,
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
@@ -201,6 +209,8 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
 		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
+		r.s.opt.Metrics.Capped(cp.Capped, r.released)
+		r.released = 0
 		r.s.opt.Metrics.WriteBackSkipped(cp.WriteBackFailures)
 		r.logSkipped(ctx, r.wb.stored(true))
 	case errors.Is(err, lease.ErrLost):
@@ -224,7 +234,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 	cp := lease.Checkpoint{
 		Cursor:    max(c.Cursor, r.c.Cursor),
 		Done:      toLease(c.Done),
-		Succeeded: c.Succeeded, Failed: c.Failed, Canceled: c.Canceled,
+		Succeeded: c.Succeeded, Failed: c.Failed, Canceled: c.Canceled, Capped: c.Capped,
 		Errors: c.Errors,
 		End:    end,
 		Lease:  r.s.in.Lease,
@@ -246,7 +256,34 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 			return n, err
 		}
 	}
+	r.settleCaps(&cp, c.SentUsers, c.UnsentUsers)
 	return cp
+}
+
+// settleCaps adds to cp's effects the settling of its users' frequency-cap
+// reservations (caps.Ledger.Settle): in the checkpoint's transaction, so
+// a slot is released exactly when the outcomes that free it are stored,
+// and never for a replay.
+func (r *chunkRun) settleCaps(cp *lease.Checkpoint, sent, unsent []uint64) {
+	if len(sent) == 0 && len(unsent) == 0 {
+		return
+	}
+	effects := cp.Effects
+	cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		var n int64
+		if effects != nil {
+			var err error
+			if n, err = effects(ctx, tx); err != nil {
+				return 0, err
+			}
+		}
+		released, err := r.s.opt.Ledger.Settle(ctx, tx, r.b.ID, sent, unsent)
+		if err != nil {
+			return 0, err
+		}
+		r.released = released
+		return n, nil
+	}
 }
 
 // invalidatedTokens are the invalidated tokens of a checkpoint, with their users

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"pushfan/caps"
+
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -167,7 +169,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			TransactionalUsers: cfg.Engine.TransactionalUsers,
 			DefaultZone:        zone,
 			QuietHours:         quiet,
+			Caps:               capRules(cfg),
 		},
+		Ledger:          caps.NewLedger(pool.DB, log),
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,
 		PreviewTTL:      cfg.HTTP.PreviewCache,
@@ -229,4 +233,31 @@ func planParallel(n int) int {
 		return -1
 	}
 	return n
+}
+
+// capRules are the configuration's frequency caps, in canonical form (the
+// configuration was validated: every spec parses).
+func capRules(cfg config.Config) broadcast.CapRules {
+	canon := func(spec string) string {
+		set, err := caps.Parse(spec)
+		if err != nil {
+			return spec
+		}
+		return set.String()
+	}
+	r := broadcast.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Audiences: map[string]string{}, Jobs: map[string]string{}}
+	for name, spec := range cfg.FrequencyCaps {
+		r.Named[name] = canon(spec)
+	}
+	for _, a := range cfg.Audiences {
+		if a.FrequencyCap != "" {
+			r.Audiences[a.Name] = a.FrequencyCap
+		}
+	}
+	for _, j := range cfg.Jobs {
+		if j.FrequencyCap != "" {
+			r.Jobs[j.Name] = j.FrequencyCap
+		}
+	}
+	return r
 }
