@@ -311,3 +311,34 @@ func TestReserveStatementsPerPageDoNotGrowWithThePage(t *testing.T) {
 		t.Errorf("a page of 1,000 users took %d statements, one of 10 took %d: the cost grows with the page", statements[1], statements[0])
 	}
 }
+
+// Retention deletes the slots long expired and the answers of finished
+// broadcasts, and nothing a running broadcast still needs.
+func TestSweepDeletesExpiredSlotsAndFinishedAnswers(t *testing.T) {
+	l, db := newLedger(t)
+	set := mustParse(t, "1/day")
+	res, err := db.Exec(`INSERT INTO broadcasts (message, audience, status, finished_at) VALUES ('{}', '{"all":true}', 'completed', UTC_TIMESTAMP(6) - INTERVAL 2 DAY)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _ := res.LastInsertId()
+	res, err = db.Exec(`INSERT INTO broadcasts (message, audience, status) VALUES ('{}', '{"all":true}', 'running')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, _ := res.LastInsertId()
+	now := time.Now().UTC()
+	reserve(t, l, uint64(done), set, users(nil, 1, 2), now.Add(-72*time.Hour)) // slots expired two days ago
+	reserve(t, l, uint64(running), set, users(nil, 3), now)
+	n, err := l.Sweep(context.Background(), now.Add(-time.Hour), now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slots, answers int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM frequency_slots), (SELECT COUNT(*) FROM frequency_users)").Scan(&slots, &answers); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 || slots != 1 || answers != 1 {
+		t.Errorf("swept %d rows, leaving %d slots and %d answers; want 4 swept, the running broadcast's slot and answer kept", n, slots, answers)
+	}
+}

@@ -145,6 +145,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			log.WarnContext(ctx, "PUSHFAN_PUBLIC_URL is not set: links in messages are sent as they are, and clicks on them are not counted (set it to where apps reach this server)")
 		}
 	}
+	ledger := caps.NewLedger(pool.DB, log)
 	svc := broadcast.New(store, leases, engine, log, broadcast.Options{
 		Named:         named,
 		FlushInterval: cfg.Engine.FlushInterval,
@@ -171,7 +172,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			QuietHours:         quiet,
 			Caps:               capRules(cfg),
 		},
-		Ledger:          caps.NewLedger(pool.DB, log),
+		Ledger:          ledger,
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,
 		PreviewTTL:      cfg.HTTP.PreviewCache,
@@ -193,7 +194,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
+	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	budget.OnShare(m.Share)
 	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events,
