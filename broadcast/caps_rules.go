@@ -1,7 +1,12 @@
 package broadcast
 
 import (
+	"context"
+	"fmt"
+
+	"pushfan/caps"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // CapRules are the deployment's frequency caps (package caps), in the
@@ -51,4 +56,32 @@ func (r Rules) frequencyCap(spec Spec, a model.Audience, class string) string {
 		return r.Caps.spec(name)
 	}
 	return r.Caps.Default
+}
+
+// PreviewCapped counts the users of a built-in audience whom the
+// deployment's cap would withhold from a broadcast now (the console's
+// "N users would be capped"); nil when no cap applies or the audience is
+// a named one (its users are known only by paging it). spec was validated
+// by PreviewAudience.
+func (s *Service) PreviewCapped(ctx context.Context, spec *AudienceSpec) (*int64, error) {
+	a, _, err := s.opt.Rules.audience(spec)
+	if err != nil || a.Name != "" || s.opt.Rules.Caps.Default == "" {
+		return nil, err
+	}
+	set, err := caps.Parse(s.opt.Rules.Caps.Default)
+	if err != nil {
+		return nil, err
+	}
+	ws := set.Windows()
+	windows := make([]repository.CapWindow, len(ws))
+	for i, w := range ws {
+		windows[i] = repository.CapWindow{Key: w.Key, Max: w.Max}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
+	defer cancel()
+	n, err := s.store.CountCappedUsers(ctx, a, windows, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("preview: %w", err)
+	}
+	return &n, nil
 }

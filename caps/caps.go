@@ -58,3 +58,20 @@ func expires(c config.FrequencyCap, now time.Time, loc *time.Location) time.Time
 	y, m, d := now.In(loc).Date()
 	return time.Date(y, m, d+1, 0, 0, 0, 0, loc)
 }
+
+// Window is one cap of a set as the ledger keys it: its window's key
+// and its count of slots.
+type Window struct {
+	Key string
+	Max int
+}
+
+// Windows lists the set's caps as the ledger keys them (for a count of
+// the users they would withhold, repository.CountCappedUsers).
+func (s Set) Windows() []Window {
+	out := make([]Window, len(s.caps))
+	for i, c := range s.caps {
+		out[i] = Window{Key: window(c), Max: c.Max}
+	}
+	return out
+}

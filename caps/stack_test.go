@@ -110,6 +110,21 @@ func TestTwoRacingBroadcastsGiveEachUserExactlyOne(t *testing.T) {
 	if got["A"] != fa.Succeeded || got["B"] != fb.Succeeded {
 		t.Errorf("the emulator got %d of A and %d of B; the broadcasts say %d and %d", got["A"], got["B"], fa.Succeeded, fb.Succeeded)
 	}
+	// Every user has had the day's send: the compose preview says all
+	// would be capped, and a list of three users says three.
+	for _, c := range []struct {
+		audience map[string]any
+		want     int64
+	}{{map[string]any{"all": true}, 5000}, {map[string]any{"user_ids": []uint64{1, 2, 3}}, 3}} {
+		var preview struct {
+			Count       int64  `json:"count"`
+			CappedUsers *int64 `json:"capped_users"`
+		}
+		s.Do("POST", "/push/preview", map[string]any{"audience": c.audience}, &preview)
+		if preview.CappedUsers == nil || *preview.CappedUsers != c.want {
+			t.Errorf("preview of %v: capped_users %v, want %d", c.audience, preview.CappedUsers, c.want)
+		}
+	}
 	var stats struct {
 		Succeeded, Capped int64
 	}

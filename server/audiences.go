@@ -81,5 +81,9 @@ func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	if sample == nil {
 		sample = []uint64{}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"count": count, "sample_user_ids": sample})
+	capped, err := s.svc.PreviewCapped(c.Request().Context(), req.Audience)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"count": count, "sample_user_ids": sample, "capped_users": capped})
 }
