@@ -200,6 +200,8 @@ function buildForm(ctx, namedAudiences) {
   const previewCount = h('strong', {id: 'preview-count'}, '…');
   const previewSample = h('span', {id: 'preview-sample', class: 'mono'}, '—');
   const previewError = h('p', {id: 'preview-error', class: 'error-text', hidden: true});
+  // The frequency cap: users it would withhold now (null: no cap set).
+  const previewCapped = h('p', {id: 'preview-capped', class: 'muted', hidden: true});
   const kindErrors = h('div', {class: 'kind-errors'});
   const audienceBox = h('fieldset', {class: 'card', id: 'f-audience'},
     h('legend', null, 'Audience'),
@@ -212,6 +214,7 @@ function buildForm(ctx, namedAudiences) {
     h('div', {class: 'preview-box', 'aria-live': 'polite'},
       h('p', null, 'Targets: ', previewCount, ' device tokens'),
       h('p', null, 'Sample user ids: ', previewSample),
+      previewCapped,
       previewError));
 
   // ---- Delivery -------------------------------------------------------
@@ -529,7 +532,9 @@ function buildForm(ctx, namedAudiences) {
   let previewCtl = null;
   ctx.cleanup(() => previewCtl?.abort());
 
-  function setPreview(count, sample, error) {
+  function setPreview(count, sample, error, capped) {
+    previewCapped.hidden = capped == null;
+    previewCapped.textContent = capped == null ? '' : `${num(capped)} ${capped === 1 ? 'user' : 'users'} would be capped`;
     previewCount.textContent = count;
     previewSample.textContent = sample.length ? sample.join(', ') : '—';
     previewError.textContent = error || '';
@@ -557,7 +562,7 @@ function buildForm(ctx, namedAudiences) {
         ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}}, {signal: ctl.signal})
         : await post('/push/preview', {audience: aud}, {signal: ctl.signal});
       if (ctl !== previewCtl) return;
-      setPreview(num(r.count), r.sample_user_ids || [], '');
+      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users);
     } catch (err) {
       if (ctl !== previewCtl || isQuiet(err)) return;
       setPreview('—', [], err.message);
