@@ -47,7 +47,7 @@ func (s *Runner) capper(b *model.Broadcast) (func(context.Context, []fanout.Targ
 		}
 		c, cancel := context.WithTimeout(ctx, s.in.DBTimeout)
 		defer cancel()
-		capped, err := s.opt.Ledger.Reserve(c, b.ID, set, users, s.in.Now())
+		capped, err := s.opt.Ledger.Reserve(c, capKey(b), set, users, s.in.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -57,6 +57,17 @@ func (s *Runner) capper(b *model.Broadcast) (func(context.Context, []fanout.Targ
 		}
 		return out, nil
 	}, nil
+}
+
+// capKey is the broadcast b counts as in the ledger: itself, or for a
+// resend its original, so that a user the original was sent to (on
+// another device) is sent the resend too, and counts the two as one
+// send; a user the original released reserves afresh.
+func capKey(b *model.Broadcast) uint64 {
+	if b.Trigger == "resend" && b.ParentID != 0 {
+		return b.ParentID
+	}
+	return b.ID
 }
 
 // zoneCache loads each zone name once per chunk run (only the engine's

@@ -277,7 +277,7 @@ func (r *chunkRun) settleCaps(cp *lease.Checkpoint, sent, unsent []uint64) {
 				return 0, err
 			}
 		}
-		released, err := r.s.opt.Ledger.Settle(ctx, tx, r.b.ID, sent, unsent)
+		released, err := r.s.opt.Ledger.Settle(ctx, tx, capKey(r.b), sent, unsent)
 		if err != nil {
 			return 0, err
 		}
