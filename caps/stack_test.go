@@ -125,6 +125,18 @@ func TestTwoRacingBroadcastsGiveEachUserExactlyOne(t *testing.T) {
 			t.Errorf("preview of %v: capped_users %v, want %d", c.audience, preview.CappedUsers, c.want)
 		}
 	}
+	// A test send reaches a user the cap holds, and takes no slot.
+	var report struct {
+		Succeeded int64 `json:"succeeded"`
+	}
+	s.Do("POST", "/push/test", map[string]any{"title": "T", "body": "test", "user_ids": []uint64{1}}, &report)
+	var slots int
+	if err := s.SQL.QueryRow("SELECT COUNT(*) FROM frequency_slots").Scan(&slots); err != nil {
+		t.Fatal(err)
+	}
+	if report.Succeeded != 2 || slots != 5000 {
+		t.Errorf("test send to user 1 (2 devices, capped today): %d succeeded, the ledger holds %d slots; want 2 sent and 5,000 slots", report.Succeeded, slots)
+	}
 	var stats struct {
 		Succeeded, Capped int64
 	}
