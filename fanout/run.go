@@ -329,7 +329,9 @@ func (r *run) capped(buf []Target) ([]bool, error) {
 // that were never enqueued (a capped one has its outcome already).
 func (r *run) cancelRest(pg *page, from int) {
 	for i := from; i < len(pg.ids); i++ {
-		if pg.state[i].Load() == outCapped {
+		// The mask: a checkpoint may have marked the capped outcome
+		// committed meanwhile.
+		if pg.state[i].Load()&outMask == outCapped {
 			continue
 		}
 		pg.finish(int32(i), outCanceled, nil)
