@@ -240,3 +240,24 @@ func TestFrequencyCapMustBeABoolean(t *testing.T) {
 		t.Fatalf("HTTP %d %+v; want 400 naming frequency_cap", resp.StatusCode, e)
 	}
 }
+
+// A target deferred by quiet hours is capped or sent when it is sent, not
+// when it was planned: a broadcast whose users are all inside their quiet
+// hours for a few seconds is planned first, another one sent meanwhile
+// takes the day's slots, and the deferred one finds them taken.
+func TestADeferredTargetIsCappedWhenItIsSent(t *testing.T) {
+	s := capStack(t, "1/day")
+	tokens := seedInterleaved(s, 300, "q-")
+	now := time.Now().UTC()
+	quiet := map[string]any{"start": now.Add(-time.Hour).Format("15:04:05"), "end": now.Add(8 * time.Second).Format("15:04:05")}
+	deferred := submit(s, map[string]any{"title": "later", "body": "x", "audience": map[string]any{"all": true}, "quiet_hours": quiet})
+	s.WaitPlanned(deferred.ID, time.Minute)
+	now1 := submit(s, map[string]any{"title": "now", "body": "x", "audience": map[string]any{"all": true}, "quiet_hours": false})
+	fn := s.WaitFinished(now1.ID, time.Minute)
+	fd := s.WaitFinished(deferred.ID, time.Minute)
+	n := int64(len(tokens))
+	if fn.Succeeded != n || fd.Capped != n || fd.Deferred == nil || *fd.Deferred != n {
+		t.Fatalf("sent at once: succeeded %d; deferred: %v deferred, capped %d, succeeded %d; want %d sent at once and all the deferred ones capped when due",
+			fn.Succeeded, fd.Deferred, fd.Capped, fd.Succeeded, n)
+	}
+}
