@@ -32,4 +32,17 @@ func TestConsoleShowsTheFrequencyCap(t *testing.T) {
 		`Number(document.querySelector('#count-capped').dataset.value) === %d && document.querySelector('.seg-capped').style.width === '100%%'`, b.Capped))
 	e.waitFor("the cap in the details", 10*time.Second, `[...document.querySelectorAll('dd')].some((d) => d.textContent === '1/day')`)
 	e.shot("")
+
+	// An alert goes past the cap: every user gets it, and it says so.
+	e.compose("Alert", "past the cap")
+	e.click("#f-frequency_cap")
+	e.click("#btn-send")
+	e.page("watch")
+	e.waitFor("the alert to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
+	var alert broadcast
+	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", e.watchedID()), nil, &alert)
+	if alert.Capped != 0 || alert.Succeeded != first.Succeeded || alert.FrequencyCap != nil {
+		t.Fatalf("the alert: %+v; want all %d sent, none capped, no cap recorded", alert, first.Succeeded)
+	}
+	e.waitFor("no cap in the details", 10*time.Second, `[...document.querySelectorAll('dd')].some((d) => d.textContent === 'none')`)
 }

@@ -238,6 +238,8 @@ function buildForm(ctx, namedAudiences) {
     h('option', {value: 'bulk'}, 'bulk'));
   const hold = h('input', {id: 'f-hold', type: 'checkbox'});
   const dryRun = h('input', {id: 'f-dry_run', type: 'checkbox'});
+  // "frequency_cap": false: an alert that must reach users the cap holds.
+  const pastCap = h('input', {id: 'f-frequency_cap', type: 'checkbox'});
   const deliveryOf = () => deliveryRow.querySelector('input:checked')?.value || 'now';
   const setDelivery = (v) => {
     deliveryRow.querySelector(`input[value="${v}"]`).checked = true;
@@ -262,7 +264,8 @@ function buildForm(ctx, namedAudiences) {
       field('Deliver over', deliverOver, 'A duration such as 30m or 2h.'),
       field('Class', klass)),
     check(hold, 'Hold for approval', 'Stored and counted; nothing goes out until someone releases it.'),
-    check(dryRun, 'Dry run', 'FCM validates every message; nothing is shown on any device.'));
+    check(dryRun, 'Dry run', 'FCM validates every message; nothing is shown on any device.'),
+    check(pastCap, 'Send past the frequency cap', 'For an alert: users who have had their share of broadcasts get it too. Recorded on the broadcast.'));
 
   // ---- Buttons, errors, side column -----------------------------------
   const send = h('button', {id: 'btn-send', type: 'submit', class: 'btn btn-primary'}, 'Send');
@@ -351,6 +354,7 @@ function buildForm(ctx, namedAudiences) {
       case 'class': return inputTarget(klass);
       case 'hold': return inputTarget(hold);
       case 'dry_run': case 'invalidate_on_dry_run': return inputTarget(dryRun);
+      case 'frequency_cap': return inputTarget(pastCap);
       // Only the test send has these.
       case 'user_ids': case 'tokens': return inputTarget(testIds);
       case 'locale': return inputTarget(phoneLocale);
@@ -459,6 +463,7 @@ function buildForm(ctx, namedAudiences) {
     if (klass.value) d.class = klass.value;
     if (hold.checked) d.hold = true;
     if (dryRun.checked) d.dry_run = true;
+    if (pastCap.checked) d.frequency_cap = false;
     return d;
   }
 
