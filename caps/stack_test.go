@@ -261,3 +261,33 @@ func TestADeferredTargetIsCappedWhenItIsSent(t *testing.T) {
 			fn.Succeeded, fd.Deferred, fd.Capped, fd.Succeeded, n)
 	}
 }
+
+// A named cap given to a named audience in the configuration caps that
+// audience's broadcasts, while the deployment has no cap of its own.
+func TestANamedAudienceTakesItsNamedCap(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.FrequencyCaps = map[string]string{"marketing": "1/day"}
+		c.Audiences = []config.Audience{{Name: "everyone", FrequencyCap: "marketing",
+			SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t JOIN users u ON u.id = t.user_id " +
+				"WHERE t.id > :after AND t.id <= :upto AND t.invalidated_at IS NULL AND u.push_enabled = 1 ORDER BY t.id LIMIT :limit"}}
+	}})
+	tokens := seedInterleaved(s, 500, "n-")
+	n := int64(len(tokens))
+	named := map[string]any{"name": "everyone"}
+	for i, want := range []struct {
+		audience          map[string]any
+		succeeded, capped int64
+		cap               string
+	}{{named, n, 0, "1/day"}, {named, 0, n, "1/day"}, {map[string]any{"all": true}, n, 0, ""}} {
+		b := submit(s, map[string]any{"title": "x", "body": "y", "audience": want.audience})
+		f := s.WaitFinished(b.ID, time.Minute)
+		checkSums(t, f)
+		got := ""
+		if f.FrequencyCap != nil {
+			got = *f.FrequencyCap
+		}
+		if f.Succeeded != want.succeeded || f.Capped != want.capped || got != want.cap {
+			t.Fatalf("broadcast %d to %v: succeeded %d, capped %d, frequency_cap %q; want %d, %d, %q", i+1, want.audience, f.Succeeded, f.Capped, got, want.succeeded, want.capped, want.cap)
+		}
+	}
+}
