@@ -17,6 +17,7 @@
 //
 //	(none) ──Reserve──▶ reserved ──checkpoint: a device sent──▶ sent
 //	   │                   └──checkpoint: only unsent outcomes──▶ released ──Reserve (a later device)──▶ …
+//	   │                                                             └──checkpoint: a device in flight sent──▶ sent (slots taken again)
 //	   └────Reserve (a cap full)──▶ capped
 //
 // Reserve runs once per page of targets, before any of them is handed to
@@ -44,8 +45,12 @@
 // and unsent for one slot: a capped user holds none, and a reserved one's
 // slot is released at the checkpoint that stores its unsent outcomes.
 //
-// Known bound: a user released (every device read so far unsent) while
-// another device of theirs is already in flight in another chunk can be
-// sent without a slot; it takes a permanent failure and a concurrent send
-// to the same user in two chunks within one checkpoint interval.
+// A user released while another device of theirs was already in flight
+// (in another chunk) and is then sent takes its slots again at the
+// checkpoint that stores that send. Known bound: if another broadcast took
+// the slot in between, the user has been sent past the cap; Settle
+// reports it (Settled.Over) and the run logs it. It takes a permanent
+// failure on one device, a send on another in flight at the same moment,
+// and a racing broadcast taking the freed slot within that checkpoint
+// interval.
 package caps

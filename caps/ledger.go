@@ -210,13 +210,22 @@ func (s userSlots) pick(b uint64, max int) (held bool, free int) {
 
 // slots reads ids' slots of window key, live ones with their holder.
 func (l *Ledger) slots(ctx context.Context, key string, ids []uint64, now time.Time) (map[uint64]userSlots, error) {
+	return readSlots(ctx, l.db, key, ids, now, false)
+}
+
+// readSlots is slots through q, with locks when lock is set.
+func readSlots(ctx context.Context, q sqldb.Querier, key string, ids []uint64, now time.Time, lock bool) (map[uint64]userSlots, error) {
 	args := make([]any, 0, len(ids)+2)
 	args = append(args, now, key)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := l.db.QueryContext(ctx, `SELECT user_id, slot, IF(expires_at > ?, broadcast_id, 0) FROM frequency_slots
-		WHERE cap = ? AND user_id IN (`+sqldb.InList(len(ids))+`)`, args...)
+	query := `SELECT user_id, slot, IF(expires_at > ?, broadcast_id, 0) FROM frequency_slots
+		WHERE cap = ? AND user_id IN (` + sqldb.InList(len(ids)) + `)`
+	if lock {
+		query += " FOR UPDATE"
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read frequency slots: %w", err)
 	}

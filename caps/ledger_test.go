@@ -219,11 +219,16 @@ func TestAUsersDevicesGetOneAnswer(t *testing.T) {
 
 func settle(t *testing.T, l *caps.Ledger, db *sql.DB, b uint64, sent, unsent []uint64) int64 {
 	t.Helper()
+	return settleAt(t, l, db, b, mustParse(t, "1/day"), time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), sent, unsent).Released
+}
+
+func settleAt(t *testing.T, l *caps.Ledger, db *sql.DB, b uint64, set caps.Set, now time.Time, sent, unsent []uint64) caps.Settled {
+	t.Helper()
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := l.Settle(context.Background(), tx, b, sent, unsent)
+	got, err := l.Settle(context.Background(), tx, caps.Settlement{B: b, Set: set, Sent: sent, Unsent: unsent, Now: now})
 	if err != nil {
 		_ = tx.Rollback()
 		t.Fatal(err)
@@ -231,7 +236,43 @@ func settle(t *testing.T, l *caps.Ledger, db *sql.DB, b uint64, sent, unsent []u
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return got
+}
+
+// A user released (every device read so far unsent) whose other device,
+// in flight in another chunk, is then sent takes its slot again; if
+// another broadcast took it meanwhile, the settlement says the user went
+// over the cap.
+func TestASentDeviceAfterAReleaseRetakesTheSlot(t *testing.T) {
+	l, db := newLedger(t)
+	set := mustParse(t, "1/day")
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	reserve(t, l, 1, set, users(nil, 1, 2), now)
+	if got := settleAt(t, l, db, 1, set, now, nil, []uint64{1, 2}); got.Released != 2 {
+		t.Fatalf("released %d, want both users", got.Released)
+	}
+	// User 2's slot goes to broadcast 2 meanwhile.
+	if !reserve(t, l, 2, set, users(nil, 2), now)[2] {
+		t.Fatal("broadcast 2 could not take user 2's released slot")
+	}
+	got := settleAt(t, l, db, 1, set, now, []uint64{1, 2}, nil)
+	if got.Retaken != 2 || got.Over != 1 {
+		t.Fatalf("settled %+v; want both retaken, user 2 over the cap", got)
+	}
+	if reserve(t, l, 3, set, users(nil, 1), now)[1] {
+		t.Fatal("broadcast 3 let user 1 through: the slot broadcast 1 took again is not held")
+	}
+	// User 5: released, the slot taken by broadcast 2, a later device of
+	// theirs answered capped in broadcast 1, then the in-flight one sent.
+	reserve(t, l, 1, set, users(nil, 5), now)
+	settleAt(t, l, db, 1, set, now, nil, []uint64{5})
+	reserve(t, l, 2, set, users(nil, 5), now)
+	if reserve(t, l, 1, set, users(nil, 5), now)[5] {
+		t.Fatal("a released user's later device was let through though broadcast 2 holds the day")
+	}
+	if got := settleAt(t, l, db, 1, set, now, []uint64{5}, nil); got.Retaken != 1 || got.Over != 1 {
+		t.Fatalf("settled %+v; want user 5 retaken and over the cap", got)
+	}
 }
 
 // Settle releases a reserved user whose devices all went unsent, keeps a

@@ -195,6 +195,9 @@ func (r *run) produce() {
 		if len(buf) > 0 {
 			capped, err := r.capped(buf)
 			if err != nil {
+				if r.ctx.Err() != nil {
+					r.abandon(buf)
+				}
 				r.stop(err)
 				return
 			}
@@ -323,6 +326,22 @@ func (r *run) capped(buf []Target) ([]bool, error) {
 		return nil, context.Cause(r.ctx)
 	}
 	return nil, fmt.Errorf("reserving frequency-cap slots: %w", err)
+}
+
+// abandon records a page whose Cap was cut short by the run's stop as
+// canceled, with its users: the reservation may have taken their slots,
+// and the checkpoint that stores these outcomes gives them back (a
+// resumable one leaves them to the run that resumes, which answers the
+// same users the same way).
+func (r *run) abandon(buf []Target) {
+	pg := newPage(buf)
+	pg.users = make([]uint64, len(buf))
+	for i, t := range buf {
+		pg.users[i] = t.UserID
+	}
+	r.p.addPage(pg)
+	r.pending.Add(len(buf))
+	r.cancelRest(pg, 0)
 }
 
 // cancelRest finishes, as canceled, the targets of pg from index from on

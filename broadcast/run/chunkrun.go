@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pushfan/broadcast/message"
+	"pushfan/caps"
 	"pushfan/fanout"
 	"pushfan/internal/platform/logging"
 	"pushfan/lease"
@@ -36,9 +37,11 @@ type chunkRun struct {
 	// wb retries pending's write-back of dead tokens, and leaves out the
 	// tokens whose write-back keeps failing (see writeback.go).
 	wb writeBacks
-	// released counts the users pending's effects released from their
-	// frequency-cap reservations (for the metrics once it is stored).
-	released int64
+	// caps are the run's frequency caps (nil: none); settled is what
+	// pending's effects did with its users' reservations (for the
+	// metrics and the log once it is stored).
+	caps    *capRun
+	settled caps.Settled
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -75,9 +78,8 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	if err == nil {
 		src, err = s.source(b, c)
 	}
-	var capper func(context.Context, []fanout.Target) ([]bool, error)
 	if err == nil {
-		capper, err = s.capper(b)
+		r.caps, err = s.capsOf(b)
 	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
@@ -124,7 +126,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		Pace:        pace,
 		Gate:        r.gate,
 		Tag:         tag,
-		Cap:         capper,
+		Cap:         r.caps.job(),
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
@@ -209,8 +211,12 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
 		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
-		r.s.opt.Metrics.Capped(cp.Capped, r.released)
-		r.released = 0
+		r.s.opt.Metrics.Capped(cp.Capped, r.settled.Released)
+		if r.settled.Over > 0 {
+			r.log.WarnContext(ctx, "users sent past the frequency cap: their slot was given back (no device sent yet), then a device already in flight was sent, and another broadcast had taken the slot meanwhile",
+				"users", r.settled.Over, "retaken", r.settled.Retaken)
+		}
+		r.settled = caps.Settled{}
 		r.s.opt.Metrics.WriteBackSkipped(cp.WriteBackFailures)
 		r.logSkipped(ctx, r.wb.stored(true))
 	case errors.Is(err, lease.ErrLost):
@@ -265,7 +271,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 // a slot is released exactly when the outcomes that free it are stored,
 // and never for a replay.
 func (r *chunkRun) settleCaps(cp *lease.Checkpoint, sent, unsent []uint64) {
-	if len(sent) == 0 && len(unsent) == 0 {
+	if r.caps == nil || len(sent) == 0 && len(unsent) == 0 {
 		return
 	}
 	effects := cp.Effects
@@ -277,11 +283,11 @@ func (r *chunkRun) settleCaps(cp *lease.Checkpoint, sent, unsent []uint64) {
 				return 0, err
 			}
 		}
-		released, err := r.s.opt.Ledger.Settle(ctx, tx, capKey(r.b), sent, unsent)
+		settled, err := r.caps.settle(ctx, tx, sent, unsent)
 		if err != nil {
 			return 0, err
 		}
-		r.released = released
+		r.settled = settled
 		return n, nil
 	}
 }
