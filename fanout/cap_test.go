@@ -97,3 +97,38 @@ type gateFunc func(context.Context) error
 
 func (g gateFunc) Wait(ctx context.Context) error { return g(ctx) }
 func (gateFunc) Open() bool                       { return true }
+
+// A page whose Cap is cut short by the run's stop is counted canceled,
+// with its users listed unsent, so that the checkpoint gives back what
+// the cut-short reservation may have taken.
+func TestCapCutShortByAStopCancelsItsPage(t *testing.T) {
+	ts := makeTargets(300, func(i int) string { return fmt.Sprintf("ok-%d", i) })
+	e := testEngine(t, Config{PageSize: 100}, &fakeSender{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int64
+	c, _ := runJob(ctx, t, e, Job{Message: &Message{Title: "t"}, Source: &sliceSource{ts},
+		Cap: func(ctx context.Context, page []Target) ([]bool, error) {
+			if calls.Add(1) == 2 {
+				cancel()
+				return nil, ctx.Err()
+			}
+			return make([]bool, len(page)), nil
+		}})
+	// The first page's targets were sent or canceled by the stop; the
+	// second's all canceled; the third never read.
+	if c.Succeeded+c.Canceled != 200 || c.Canceled < 100 || c.Cursor != 200 {
+		t.Fatalf("committed %+v; want the first two pages' 200 targets with an outcome, the second's 100 canceled", c)
+	}
+	unsent := sortedUsers(c.UnsentUsers)
+	for u := uint64(51); u <= 100; u++ {
+		if !slices.Contains(unsent, u) {
+			t.Fatalf("user %d of the cut-short page is not listed unsent: %v", u, unsent)
+		}
+	}
+}
+
+func sortedUsers(ids []uint64) []uint64 {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
