@@ -383,3 +383,20 @@ func TestSweepDeletesExpiredSlotsAndFinishedAnswers(t *testing.T) {
 		t.Errorf("swept %d rows, leaving %d slots and %d answers; want 4 swept, the running broadcast's slot and answer kept", n, slots, answers)
 	}
 }
+
+// A reservation cut short after it took a slot but before it wrote the
+// user's answer (its run was stopped) is given back when the page's
+// targets are stored canceled.
+func TestSettleReleasesAReservationCutShort(t *testing.T) {
+	l, db := newLedger(t)
+	set := mustParse(t, "1/day")
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	reserve(t, l, 1, set, users(nil, 9), now)
+	if _, err := db.Exec("DELETE FROM frequency_users WHERE broadcast_id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	settleAt(t, l, db, 1, set, now, nil, []uint64{9})
+	if !reserve(t, l, 2, set, users(nil, 9), now)[9] {
+		t.Fatal("the slot of a reservation cut short was not given back")
+	}
+}
