@@ -273,6 +273,16 @@ func TestANamedAudienceTakesItsNamedCap(t *testing.T) {
 	}})
 	tokens := seedInterleaved(s, 500, "n-")
 	n := int64(len(tokens))
+	var list struct {
+		Named []struct {
+			Name         string `json:"name"`
+			FrequencyCap string `json:"frequency_cap"`
+		} `json:"named"`
+	}
+	s.Do("GET", "/push/audiences", nil, &list)
+	if len(list.Named) != 1 || list.Named[0].FrequencyCap != "marketing" {
+		t.Fatalf("GET /push/audiences: %+v; want everyone with its cap marketing", list.Named)
+	}
 	named := map[string]any{"name": "everyone"}
 	for i, want := range []struct {
 		audience          map[string]any
