@@ -341,9 +341,11 @@ func requestHash(in Request) string {
 		C  string
 		R  float64
 		O  time.Duration
-		H  bool   `json:",omitempty"` // omitted when false: older keys keep their hash
-		F  string `json:",omitempty"`
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold, in.FrequencyCap})
+		H  bool `json:",omitempty"` // omitted when false: older keys keep their hash
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold})
+	// The frequency cap is left out: it is the deployment's as much as
+	// the request's, and a retry across a change of PUSHFAN_FREQUENCY_CAP
+	// is the same request.
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }
