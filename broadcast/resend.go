@@ -119,5 +119,8 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 		DeliverOver:        orig.DeliverOver,
 		Hold:               rr.Hold,
 		ParentID:           orig.ID,
+		// Capped as its original was: it is the same message to the
+		// same users (see run.capKey).
+		FrequencyCap: orig.FrequencyCap,
 	})
 }

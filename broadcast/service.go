@@ -17,6 +17,7 @@ import (
 	"pushfan/broadcast/instance"
 	"pushfan/broadcast/plan"
 	"pushfan/broadcast/run"
+	"pushfan/caps"
 	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/internal/platform/lifecycle"
@@ -80,6 +81,8 @@ type Options struct {
 	// Invalidated, if set, is told a checkpoint's dead tokens in its
 	// transaction (the tokens.invalidated webhook).
 	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
+	// Ledger is the frequency caps' (nil: no broadcast is capped).
+	Ledger *caps.Ledger
 }
 
 // Metrics is what the service reports (see package metrics).
@@ -151,6 +154,7 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
 		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
 		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
+		Ledger: opt.Ledger, DefaultZone: opt.Rules.zone(),
 	})
 	s.planner = plan.New(s.in, store, leases, engine, s.runner, plan.Options{
 		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,

@@ -72,6 +72,11 @@ type Spec struct {
 	// switches the deployment's default off (quiethours.go).
 	SendAtLocal string         `json:"send_at_local"`
 	QuietHours  QuietHoursSpec `json:"quiet_hours"`
+	// FrequencyCap false sends past the frequency caps; true caps even a
+	// transactional broadcast (caps_rules.go).
+	FrequencyCap *bool `json:"frequency_cap"`
+	// job names the cron job a spec fires for (its cap).
+	job string
 }
 
 // AudienceSpec says who a Spec is for: exactly one of all, user_ids, or a
@@ -107,6 +112,8 @@ type Rules struct {
 	// gets (Rules.local).
 	DefaultZone *time.Location
 	QuietHours  *model.QuietHours
+	// Caps are the frequency caps (caps_rules.go).
+	Caps CapRules
 }
 
 // MaxDeliverOver bounds deliver_over: a broadcast spread wider than a week
@@ -166,6 +173,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		DryRun:             spec.DryRun,
 		InvalidateOnDryRun: spec.InvalidateOnDryRun,
 		Hold:               spec.Hold,
+		FrequencyCap:       r.frequencyCap(spec, a, p.class),
 	}, nil
 }
 
@@ -335,6 +343,9 @@ func requestHash(in Request) string {
 		O  time.Duration
 		H  bool `json:",omitempty"` // omitted when false: older keys keep their hash
 	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold})
+	// The frequency cap is left out: it is the deployment's as much as
+	// the request's, and a retry across a change of PUSHFAN_FREQUENCY_CAP
+	// is the same request.
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }

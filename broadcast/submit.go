@@ -43,6 +43,9 @@ type Request struct {
 	// broadcast a resend goes over.
 	Hold     bool
 	ParentID uint64
+	// FrequencyCap is the caps it is sent under ("": none), recorded on
+	// the broadcast.
+	FrequencyCap string
 }
 
 // Submit stores the broadcast and its chunks; the dispatchers (of any
@@ -77,6 +80,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		MaxRate:            req.MaxRate,
 		DeliverOver:        req.DeliverOver,
 		ParentID:           req.ParentID,
+		FrequencyCap:       req.FrequencyCap,
 	}
 	if req.Hold {
 		at := s.now().Add(s.holdExpiry()).UTC()

@@ -9,4 +9,7 @@ type Audience struct {
 	// date: audience.TypeInt, ...).
 	Params map[string]string `yaml:"params" json:"params,omitempty"`
 	SQL    string            `yaml:"sql" json:"sql"`
+	// FrequencyCap names the cap of its broadcasts (frequency_caps, off
+	// or default); "" is the default.
+	FrequencyCap string `yaml:"frequency_cap" json:"frequency_cap,omitempty"`
 }

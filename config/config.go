@@ -51,6 +51,9 @@ type Config struct {
 	// Schema maps the built-in audiences onto the deployment's own users
 	// and tokens tables; empty means the bundled tables.
 	Schema model.SchemaMapping `yaml:"schema"`
+	// FrequencyCaps are named caps (name → "1/2h,3/day") that an audience
+	// or a job may name as its frequency_cap instead of the default.
+	FrequencyCaps map[string]string `yaml:"frequency_caps"`
 
 	Engine Engine `yaml:"engine"`
 	HTTP   HTTP   `yaml:"http"`
@@ -163,6 +166,10 @@ type Engine struct {
 	// default quiet hours, "HH:MM-HH:MM" ("" for none).
 	DefaultTimezone string `yaml:"default_timezone"`
 	QuietHours      string `yaml:"quiet_hours"`
+	// FrequencyCap is the deployment's cap on sends per user, e.g.
+	// "1/2h,3/day" (ParseFrequencyCaps); "" for none. Transactional
+	// broadcasts are exempt.
+	FrequencyCap string `yaml:"frequency_cap"`
 }
 
 // HTTP configures the API server.

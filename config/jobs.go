@@ -50,6 +50,9 @@ type Job struct {
 	LocalTime    string         `yaml:"local_time"`
 	QuietHours   *JobQuietHours `yaml:"quiet_hours"`
 	NoQuietHours bool           `yaml:"-"`
+	// FrequencyCap names the cap of its broadcasts (frequency_caps, off
+	// or default); "" is the default.
+	FrequencyCap string `yaml:"frequency_cap"`
 }
 
 // JobQuietHours is a job's quiet window, "HH:MM" times of day.
@@ -97,7 +100,7 @@ func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
 }
 
 var (
-	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours"}
+	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours", "frequency_cap"}
 	messageKeys = []string{"title", "body", "image", "data", "localized", "android", "apns", "webpush", "fcm_options"}
 	quietKeys   = []string{"start", "end"}
 )
@@ -120,6 +123,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		MaxRate  float64        `yaml:"max_rate"`
 		Over     yaml.Node      `yaml:"deliver_over"`
 		Local    string         `yaml:"local_time"`
+		Cap      string         `yaml:"frequency_cap"`
 		Quiet    yaml.Node      `yaml:"quiet_hours"`
 	}
 	if err := node.Decode(&raw); err != nil {
@@ -152,6 +156,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		LocalTime:    raw.Local,
 		QuietHours:   quiet,
 		NoQuietHours: noQuiet,
+		FrequencyCap: raw.Cap,
 	}
 	return nil
 }

@@ -127,6 +127,7 @@ func (c *Config) validateServe() []error {
 		bad("PUSHFAN_TRANSACTIONAL_USERS", "must be between 0 and PUSHFAN_MAX_USER_IDS (%d), got %d", e.MaxUserIDs, e.TransactionalUsers)
 	}
 	errs = append(errs, validateLocalTime(e)...)
+	errs = append(errs, validateFrequencyCaps(c)...)
 	if c.HTTP.BodyLimit < 1024 {
 		bad("PUSHFAN_HTTP_BODY_LIMIT", "must be at least 1024 bytes, got %d", c.HTTP.BodyLimit)
 	}

@@ -307,6 +307,12 @@ func variables(c *Config) []variable {
 			doc:   "default quiet hours of built-in audiences' bulk broadcasts (never transactional ones; a request's `\"quiet_hours\": false` turns it off), e.g. `22:00-08:00`",
 			unset: "none",
 			rule:  note("HH:MM-HH:MM (or HH:MM:SS), start ≠ end")},
+		{name: "PUSHFAN_FREQUENCY_CAP", set: str(&e.FrequencyCap),
+			doc: "the deployment's cap on pushes per user, counted per user across broadcasts: `N/day` (the user's local calendar day, from their zone or " +
+				"PUSHFAN_DEFAULT_TIMEZONE) or a rolling `N/6h`, several joined by commas (`1/2h,3/day`). Bulk broadcasts only: transactional ones, test sends " +
+				"and dry runs are exempt, and a request's `\"frequency_cap\": false` goes past it. Named caps for audiences and jobs: `frequency_caps:` in the YAML",
+			unset: "none",
+			rule:  note("N/day or N/<duration>, comma-separated")},
 		{name: "PUSHFAN_HTTP_READ_TIMEOUT", set: duration(&h.ReadTimeout),
 			doc:  "the API server's read timeout",
 			rule: positive(&h.ReadTimeout)},

@@ -17,6 +17,7 @@ const (
 	outSucceeded
 	outFailed
 	outCanceled
+	outCapped        // withheld by a frequency cap (Job.Cap): never sent
 	outMask   uint32 = 0x0f
 	committed uint32 = 0x10
 )
@@ -62,6 +63,9 @@ type page struct {
 	fails []*Failure      // set before state for failed targets
 	head  int             // targets [0, head) are committed (guarded by Progress.mu)
 
+	// users[i] is target i's user, for a run with a frequency cap; nil
+	// without.
+	users []uint64
 	// variant[i] is target i's index in names (Job.Variants); nil without.
 	variant []uint16
 	names   []string
@@ -131,8 +135,15 @@ type Committed struct {
 	// included.
 	Done                        []Range
 	Succeeded, Failed, Canceled int64
-	Errors                      map[string]int64
-	Failures                    []Failure // the failed targets of this delta
+	// Capped are the delta's targets withheld by a frequency cap.
+	Capped   int64
+	Errors   map[string]int64
+	Failures []Failure // the failed targets of this delta
+	// SentUsers are the users with a target succeeded in this delta, and
+	// UnsentUsers those with one failed or canceled (either may list a
+	// user twice, or in both): a capped run's checkpoint settles their
+	// reservations. Nil without Job.Cap.
+	SentUsers, UnsentUsers []uint64
 	// Variants counts the delta's sent targets (succeeded or failed) per
 	// Job.Variants name; nil when the run has no variants.
 	Variants map[string]int64
@@ -140,7 +151,7 @@ type Committed struct {
 
 // IsZero reports whether the delta holds no outcome.
 func (c Committed) IsZero() bool {
-	return c.Succeeded == 0 && c.Failed == 0 && c.Canceled == 0
+	return c.Succeeded == 0 && c.Failed == 0 && c.Canceled == 0 && c.Capped == 0
 }
 
 // Commit returns the outcomes recorded since the previous Commit, and the
@@ -170,8 +181,16 @@ func (p *Progress) Commit(resumable bool) Committed {
 				all = false
 				continue
 			}
-			if pg.variant != nil && o != outCanceled {
+			if pg.variant != nil && o != outCanceled && o != outCapped {
 				c.countVariant(pg, j)
+			}
+			if pg.users != nil {
+				switch o {
+				case outSucceeded:
+					c.SentUsers = append(c.SentUsers, pg.users[j])
+				case outFailed, outCanceled:
+					c.UnsentUsers = append(c.UnsentUsers, pg.users[j])
+				}
 			}
 			switch o {
 			case outSucceeded:
@@ -184,6 +203,8 @@ func (p *Progress) Commit(resumable bool) Committed {
 				pg.fails[j] = nil
 			case outCanceled:
 				c.Canceled++
+			case outCapped:
+				c.Capped++
 			}
 			pg.state[j].Store(s | committed)
 		}

@@ -37,6 +37,11 @@ type Job struct {
 	// Gate, if set, is waited on before each new target is handed to the
 	// workers (retries of failed sends do not wait: they cannot repeat).
 	Gate Gate
+	// Cap, if set, withholds the targets of users over a frequency cap:
+	// it is called with each page before any of the page's targets goes
+	// to the workers, and answers per target whether it is capped. A
+	// capped target is an outcome (Committed.Capped), never sent.
+	Cap func(ctx context.Context, page []Target) (capped []bool, err error)
 	// Tag, if set, is each send's value of Message's TagPlaceholder: for target t,
 	// sent as variant (-1: no variant), at this attempt. It is called on
 	// the send's worker, once per attempt.
@@ -188,7 +193,15 @@ func (r *run) produce() {
 			}
 		}
 		if len(buf) > 0 {
-			if !r.enqueue(buf) {
+			capped, err := r.capped(buf)
+			if err != nil {
+				if r.ctx.Err() != nil {
+					r.abandon(buf)
+				}
+				r.stop(err)
+				return
+			}
+			if !r.enqueue(buf, capped) {
 				return
 			}
 			after = buf[len(buf)-1].Cursor
@@ -206,14 +219,30 @@ func (r *run) produce() {
 
 // enqueue hands one page's targets to the workers; false when the run
 // stopped meanwhile (the targets not handed over are canceled).
-func (r *run) enqueue(buf []Target) bool {
+func (r *run) enqueue(buf []Target, capped []bool) bool {
 	pg := newPage(buf)
 	if r.job.Variants != nil {
 		r.job.Variants.pickAll(pg, buf)
 	}
+	n := len(buf)
+	if capped != nil {
+		// The users of a capped run's targets, for the checkpoint to
+		// settle their reservations (Committed.SentUsers, UnsentUsers).
+		pg.users = make([]uint64, len(buf))
+		for i, t := range buf {
+			pg.users[i] = t.UserID
+			if capped[i] {
+				pg.finish(int32(i), outCapped, nil)
+				n--
+			}
+		}
+	}
 	r.p.addPage(pg)
-	r.pending.Add(len(buf))
+	r.pending.Add(n)
 	for i, t := range buf {
+		if capped != nil && capped[i] {
+			continue
+		}
 		it := item{r: r, t: t, pg: pg, idx: int32(i)}
 		if r.job.Gate != nil {
 			if err := r.job.Gate.Wait(r.ctx); err != nil {
@@ -268,10 +297,62 @@ func (r *run) page(after uint64, buf []Target) ([]Target, error) {
 	return buf, nil
 }
 
+// capped asks the Job's Cap about one page (nil without a Cap),
+// retrying briefly like a page read: a database blip does not fail the
+// broadcast.
+func (r *run) capped(buf []Target) ([]bool, error) {
+	if r.job.Cap == nil {
+		return nil, nil
+	}
+	const tries = 6
+	var err error
+	for try := 1; try <= tries; try++ {
+		var capped []bool
+		if capped, err = r.job.Cap(r.ctx, buf); err == nil {
+			if len(capped) != len(buf) {
+				return nil, fmt.Errorf("frequency cap answered %d targets for a page of %d", len(capped), len(buf))
+			}
+			return capped, nil
+		}
+		if r.ctx.Err() != nil {
+			break
+		}
+		r.log.WarnContext(r.ctx, "reserving frequency-cap slots failed, retrying", "try", try, "err", err)
+		if clock.Sleep(r.ctx, backoff(200*time.Millisecond, 5*time.Second, try)+100*time.Millisecond) != nil {
+			break
+		}
+	}
+	if r.ctx.Err() != nil {
+		return nil, context.Cause(r.ctx)
+	}
+	return nil, fmt.Errorf("reserving frequency-cap slots: %w", err)
+}
+
+// abandon records a page whose Cap was cut short by the run's stop as
+// canceled, with its users: the reservation may have taken their slots,
+// and the checkpoint that stores these outcomes gives them back (a
+// resumable one leaves them to the run that resumes, which answers the
+// same users the same way).
+func (r *run) abandon(buf []Target) {
+	pg := newPage(buf)
+	pg.users = make([]uint64, len(buf))
+	for i, t := range buf {
+		pg.users[i] = t.UserID
+	}
+	r.p.addPage(pg)
+	r.pending.Add(len(buf))
+	r.cancelRest(pg, 0)
+}
+
 // cancelRest finishes, as canceled, the targets of pg from index from on
-// that were never enqueued.
+// that were never enqueued (a capped one has its outcome already).
 func (r *run) cancelRest(pg *page, from int) {
 	for i := from; i < len(pg.ids); i++ {
+		// The mask: a checkpoint may have marked the capped outcome
+		// committed meanwhile.
+		if pg.state[i].Load()&outMask == outCapped {
+			continue
+		}
 		pg.finish(int32(i), outCanceled, nil)
 		r.pending.Done()
 	}

@@ -33,9 +33,12 @@ type Checkpoint struct {
 	Done   []Range // targets above Cursor with an outcome
 	// The outcomes' counters, added to the broadcast's.
 	Succeeded, Failed, Canceled int64
-	Errors                      map[string]int64
-	End                         End
-	Lease                       time.Duration // renewal, for KeepLease
+	// Capped are the targets a frequency cap withheld: an outcome like
+	// the others, added to the broadcast's capped.
+	Capped int64
+	Errors map[string]int64
+	End    End
+	Lease  time.Duration // renewal, for KeepLease
 	// Effects writes what the outcomes carry beyond counters (failure rows,
 	// dead tokens) inside the checkpoint's transaction and returns how many
 	// tokens it invalidated. It runs only when the checkpoint is applied,
@@ -125,10 +128,10 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		}
 		canceled := cp.Canceled
 		if cp.End == Done && cp.CancelRest && targets >= 0 {
-			res.Rest = max(targets-before-cp.Succeeded-cp.Failed-cp.Canceled, 0)
+			res.Rest = max(targets-before-cp.Succeeded-cp.Failed-cp.Canceled-cp.Capped, 0)
 			canceled += res.Rest
 		}
-		committed := cp.Succeeded + cp.Failed + canceled
+		committed := cp.Succeeded + cp.Failed + canceled + cp.Capped
 		// targeted is the planned count until the broadcast finishes: a
 		// chunk whose audience grew after it was planned (a named audience's
 		// rows) raises it, so it is never below what has an outcome.
@@ -167,6 +170,9 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 			}
 		}
 		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, canceled, res.Invalidated, cp.WriteBackFailures, cp.Errors); err != nil {
+			return err
+		}
+		if err := addCapped(ctx, tx, c.BroadcastID, cp.Capped); err != nil {
 			return err
 		}
 		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
@@ -229,6 +235,18 @@ func addCounts(ctx context.Context, tx *sql.Tx, id uint64, succeeded, failed, ca
 		}
 	}
 	return AddErrorCounts(ctx, tx, id, errs)
+}
+
+// addCapped adds n capped targets to broadcast id, beside the other
+// outcomes of the same checkpoint.
+func addCapped(ctx context.Context, tx *sql.Tx, id uint64, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET capped = capped + ? WHERE id = ?", n, id); err != nil {
+		return fmt.Errorf("add capped: %w", err)
+	}
+	return nil
 }
 
 // AddErrorCounts upserts per-code failure counts of broadcast id in one

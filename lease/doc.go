@@ -73,7 +73,12 @@
 //     flight and those since the last checkpoint are repeated.
 //
 // The package writes the chunk rows and a broadcast's state (status,
-// counters, per-code error counts, cancel flag, plan lease). What a
-// checkpoint carries beyond counters (failure rows, dead tokens) is written
-// by the caller's Effects inside the same transaction.
+// counters, per-code error counts, cancel flag, plan lease). Capped targets
+// (withheld by a frequency cap) are an outcome like the others: a
+// checkpoint adds them to the broadcast's capped, and succeeded + failed +
+// canceled + capped is what the chunk has committed. What a checkpoint
+// carries beyond counters (failure rows, dead tokens, the frequency-cap
+// reservations it settles: package caps) is written by the caller's
+// Effects inside the same transaction, so a reservation is released
+// exactly when the outcome that frees it is stored, and never twice.
 package lease

@@ -206,7 +206,7 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 		if err != nil {
 			return fmt.Errorf("encode chunk summary: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = ?, targeted = succeeded + failed + canceled,
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = ?, targeted = succeeded + failed + canceled + capped,
 			started_at = COALESCE(started_at, UTC_TIMESTAMP(6)), finished_at = UTC_TIMESTAMP(6), finish_token = ?, chunk_summary = ? WHERE id = ?`,
 			final, token, string(summary), id); err != nil {
 			return fmt.Errorf("finish: %w", err)

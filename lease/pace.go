@@ -14,7 +14,7 @@ import (
 // processes running its chunks by their share of them; a process counts
 // its own runs itself, since two processes may share one instance name).
 type PaceState struct {
-	Targeted, Attempted int64 // attempted: succeeded + failed + canceled
+	Targeted, Attempted int64 // attempted: succeeded + failed + canceled + capped
 	Elapsed             time.Duration
 	Running             int
 }
@@ -25,7 +25,7 @@ type PaceState struct {
 func (s *Store) Pace(ctx context.Context, id uint64) (PaceState, error) {
 	var p PaceState
 	var elapsedUS sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT b.targeted, b.succeeded + b.failed + b.canceled,
+	err := s.db.QueryRowContext(ctx, `SELECT b.targeted, b.succeeded + b.failed + b.canceled + b.capped,
 			TIMESTAMPDIFF(MICROSECOND, b.started_at, UTC_TIMESTAMP(6)),
 			(SELECT COUNT(*) FROM broadcast_chunks c FORCE INDEX (idx_chunks_broadcast_status)
 				WHERE c.broadcast_id = b.id AND c.status = 'leased' AND c.lease_until > UTC_TIMESTAMP(6))

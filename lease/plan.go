@@ -155,7 +155,7 @@ func (s *Store) CommitStep(ctx context.Context, pc *PlanClaim, st Step, lease ti
 		var epoch, cursor uint64
 		var seq int
 		var planning bool
-		err := tx.QueryRowContext(ctx, `SELECT plan_epoch, plan_cursor, plan_seq, planning, targeted, succeeded + failed + canceled
+		err := tx.QueryRowContext(ctx, `SELECT plan_epoch, plan_cursor, plan_seq, planning, targeted, succeeded + failed + canceled + capped
 			FROM broadcasts WHERE id = ? FOR UPDATE`, pc.BroadcastID).
 			Scan(&epoch, &cursor, &seq, &planning, &pc.Targeted, &pc.Attempted)
 		switch {

@@ -30,6 +30,8 @@ type Metrics struct {
 	rateShare       prometheus.Gauge
 	rateMembers     prometheus.Gauge
 	hooksDisabled   *prometheus.CounterVec
+	capped          prometheus.Counter
+	capReleased     prometheus.Counter
 }
 
 // New registers pushfan's collectors, the Go runtime and process collectors,
@@ -98,6 +100,14 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_webhook_endpoints_disabled_total",
 			Help: "Webhook endpoints disabled after an event of theirs failed for a day (GET /push/webhooks says which are disabled now).",
 		}, []string{"endpoint"}),
+		capped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_sends_capped_total",
+			Help: "Targets withheld by a frequency cap (their user had had the cap's sends in its window), stored as an outcome. Equals the broadcasts' capped.",
+		}),
+		capReleased: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_frequency_cap_released_total",
+			Help: "Users whose frequency-cap slot was given back at a checkpoint because none of their devices was sent (canceled, failed for good, dead tokens).",
+		}),
 		rateMembers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pushfan_rate_members",
 			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
@@ -106,6 +116,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 	m.sendOK = m.sendAttempts.WithLabelValues(classSuccess, "OK")
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
 		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled,
+		m.capped, m.capReleased,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
@@ -145,6 +156,17 @@ func (m *Metrics) Retried() { m.retries.Inc() }
 
 // RateWaited implements fanout.Metrics.
 func (m *Metrics) RateWaited(d time.Duration) { m.rateWait.Add(d.Seconds()) }
+
+// Capped counts targets withheld by a frequency cap, and users released
+// from their reservations, as a checkpoint stored them.
+func (m *Metrics) Capped(capped, released int64) {
+	if capped > 0 {
+		m.capped.Add(float64(capped))
+	}
+	if released > 0 {
+		m.capReleased.Add(float64(released))
+	}
+}
 
 // Committed counts targets whose outcome a checkpoint stored.
 func (m *Metrics) Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64) {

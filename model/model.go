@@ -97,7 +97,10 @@ const VariantDefault = "default"
 // how many targets ended with it. Chunk checkpoints add to them.
 type Counts struct {
 	Targeted, Succeeded, Failed, Canceled, Invalidated int64
-	Errors                                             map[string]int64
+	// Capped counts targets withheld by a frequency cap: an outcome, so
+	// that succeeded + failed + canceled + capped = targeted.
+	Capped int64
+	Errors map[string]int64
 	// WriteBackFailures counts dead tokens whose write-back to a mapped
 	// schema's table (tokens.on_dead) kept failing and was skipped.
 	WriteBackFailures int64
@@ -168,6 +171,10 @@ type Broadcast struct {
 	// over DeliverOver from the start (0: as fast as the budget allows).
 	MaxRate     float64
 	DeliverOver time.Duration
+	// FrequencyCap is the caps the broadcast is sent under, "1/2h,3/day"
+	// (package caps); "" for none: exempt (transactional), bypassed by the
+	// request ("frequency_cap": false), or no cap configured.
+	FrequencyCap string
 }
 
 // Paced reports whether the broadcast keeps a pace of its own.
@@ -226,6 +233,7 @@ type Failure struct {
 // left out of every total and only counted, in DryRuns.
 type Stats struct {
 	Broadcasts, DryRuns, Targeted, Succeeded, Failed, Canceled, InvalidatedTokens int64
+	Capped                                                                        int64
 	Errors                                                                        map[string]int64
 	// Opened and Clicked are distinct targets the apps reported (package
 	// engagement).

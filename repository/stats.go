@@ -29,9 +29,10 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 			COALESCE(SUM(IF(dry_run = 0, succeeded, 0)), 0),
 			COALESCE(SUM(IF(dry_run = 0, failed, 0)), 0),
 			COALESCE(SUM(IF(dry_run = 0, canceled, 0)), 0),
-			COALESCE(SUM(IF(dry_run = 0, invalidated_tokens, 0)), 0)
+			COALESCE(SUM(IF(dry_run = 0, invalidated_tokens, 0)), 0),
+			COALESCE(SUM(IF(dry_run = 0, capped, 0)), 0)
 		FROM broadcasts`).Scan(
-		&st.Broadcasts, &st.DryRuns, &st.Targeted, &st.Succeeded, &st.Failed, &st.Canceled, &st.InvalidatedTokens)
+		&st.Broadcasts, &st.DryRuns, &st.Targeted, &st.Succeeded, &st.Failed, &st.Canceled, &st.InvalidatedTokens, &st.Capped)
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: totals: %w", err)
 	}
@@ -40,8 +41,8 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 	var a model.Stats
 	err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(broadcasts), 0), COALESCE(SUM(dry_runs), 0), COALESCE(SUM(targeted), 0),
 			COALESCE(SUM(succeeded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(canceled), 0), COALESCE(SUM(invalidated_tokens), 0),
-			COALESCE(SUM(opened), 0), COALESCE(SUM(clicked), 0)
-		FROM stats_archive`).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens, &a.Opened, &a.Clicked)
+			COALESCE(SUM(opened), 0), COALESCE(SUM(clicked), 0), COALESCE(SUM(capped), 0)
+		FROM stats_archive`).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens, &a.Opened, &a.Clicked, &a.Capped)
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: archive: %w", err)
 	}
@@ -51,6 +52,7 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 	st.Succeeded += a.Succeeded
 	st.Failed += a.Failed
 	st.Canceled += a.Canceled
+	st.Capped += a.Capped
 	st.InvalidatedTokens += a.InvalidatedTokens
 	// The events' counts are a row per broadcast, variant and type: a scan
 	// of their table, never of the events.

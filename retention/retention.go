@@ -12,6 +12,7 @@ package retention
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -27,12 +28,26 @@ type Store interface {
 	PurgeSkippedFires(ctx context.Context, cutoff time.Time) (int64, error)
 }
 
+// Ledger is the frequency caps' (package caps): Sweep deletes slots
+// expired before expiredBefore and the answers of broadcasts finished
+// before finishedBefore, in small batches.
+type Ledger interface {
+	Sweep(ctx context.Context, expiredBefore, finishedBefore time.Time) (int64, error)
+}
+
+// ledgerGrace is how long past its expiry a slot, or past its broadcast's
+// end an answer, is kept: instances' clocks differ a little, and a chunk
+// run that lost its lease may still be reading its last page.
+const ledgerGrace = time.Hour
+
 // Options tune a Runner.
 type Options struct {
-	Keep  time.Duration // how long finished broadcasts are kept
-	Every time.Duration // time between passes (jittered by up to a tenth)
-	Pause time.Duration // between batches of one pass
-	Now   func() time.Time
+	// Ledger, if set, is swept at every pass.
+	Ledger Ledger
+	Keep   time.Duration // how long finished broadcasts are kept
+	Every  time.Duration // time between passes (jittered by up to a tenth)
+	Pause  time.Duration // between batches of one pass
+	Now    func() time.Time
 }
 
 // Runner runs retention passes until stopped.
@@ -89,6 +104,8 @@ type Result struct {
 	Ran          bool // false when another instance holds the lock
 	Broadcasts   int
 	SkippedFires int64
+	// CapRows are the frequency ledger's rows deleted.
+	CapRows int64
 }
 
 // RunOnce runs one pass now, unless another instance is running one.
@@ -100,6 +117,14 @@ func (r *Runner) RunOnce(ctx context.Context) (Result, error) {
 	defer release()
 	res := Result{Ran: true}
 	cutoff := r.opt.Now().Add(-r.opt.Keep)
+	if r.opt.Ledger != nil {
+		// Before the broadcasts go: an answer is found by its broadcast's
+		// end.
+		before := r.opt.Now().Add(-ledgerGrace)
+		if res.CapRows, err = r.opt.Ledger.Sweep(ctx, before, before); err != nil {
+			return res, fmt.Errorf("sweeping the frequency ledger: %w", err)
+		}
+	}
 	for {
 		n, err := r.store.PurgeFinished(ctx, cutoff, r.opt.Pause)
 		res.Broadcasts += n
@@ -118,7 +143,8 @@ func (r *Runner) RunOnce(ctx context.Context) (Result, error) {
 		res.SkippedFires += n
 		if err != nil || n == 0 {
 			if res.Broadcasts > 0 || res.SkippedFires > 0 {
-				r.log.Info("retention pass", "broadcasts_deleted", res.Broadcasts, "skipped_fires_deleted", res.SkippedFires, "older_than", cutoff)
+				r.log.Info("retention pass", "broadcasts_deleted", res.Broadcasts, "skipped_fires_deleted", res.SkippedFires, "older_than", cutoff,
+					"frequency_ledger_rows_deleted", res.CapRows)
 			}
 			return res, err
 		}

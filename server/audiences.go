@@ -15,6 +15,9 @@ type audienceView struct {
 	Description string            `json:"description,omitempty"`
 	Params      map[string]string `json:"params"`
 	Vars        []string          `json:"vars"`
+	// FrequencyCap names the cap of its broadcasts from the configuration
+	// (a frequency_caps name, off or default); absent: the default.
+	FrequencyCap string `json:"frequency_cap,omitempty"`
 }
 
 // listAudiences lists the built-in and the named audiences.
@@ -23,8 +26,13 @@ func (s *Server) listAudiences(c echo.Context) error {
 		BuiltIn []string       `json:"built_in"`
 		Named   []audienceView `json:"named"`
 	}{BuiltIn: []string{"all", "user_ids"}, Named: []audienceView{}}
+	capOf := make(map[string]string, len(s.cfg.Audiences))
+	for _, a := range s.cfg.Audiences {
+		capOf[a.Name] = a.FrequencyCap
+	}
 	for _, a := range s.audienceList {
-		out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars()})
+		out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars(),
+			FrequencyCap: capOf[a.Name()]})
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -81,5 +89,9 @@ func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	if sample == nil {
 		sample = []uint64{}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"count": count, "sample_user_ids": sample})
+	capped, err := s.svc.PreviewCapped(c.Request().Context(), req.Audience)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"count": count, "sample_user_ids": sample, "capped_users": capped})
 }

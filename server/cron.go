@@ -60,6 +60,9 @@ type jobView struct {
 	Catchup   string      `json:"catchup"`
 	NextFires []time.Time `json:"next_fires"`
 	LastFire  *lastFire   `json:"last_fire"`
+	// FrequencyCap names the cap of its broadcasts from the configuration
+	// (a frequency_caps name, off or default); absent: the default.
+	FrequencyCap string `json:"frequency_cap,omitempty"`
 }
 
 type lastFire struct {
@@ -76,7 +79,8 @@ func (s *Server) listJobs(c echo.Context) error {
 	}{Jobs: []jobView{}}
 	now := s.now()
 	for _, j := range s.jobs {
-		v := jobView{Name: j.Name, Schedule: j.Schedule, Timezone: j.Loc.String(), Enabled: j.Enabled(), Catchup: j.Catchup.String(), NextFires: j.NextN(now, 5)}
+		v := jobView{Name: j.Name, Schedule: j.Schedule, Timezone: j.Loc.String(), Enabled: j.Enabled(), Catchup: j.Catchup.String(), NextFires: j.NextN(now, 5),
+			FrequencyCap: j.FrequencyCap}
 		lf, err := s.svc.LastJobFire(c.Request().Context(), j.Name)
 		if err != nil {
 			return err

@@ -168,7 +168,7 @@ func (s *Server) stats(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, statsView{
 		Broadcasts: st.Broadcasts, DryRuns: st.DryRuns, Targeted: st.Targeted, Succeeded: st.Succeeded,
-		Failed: st.Failed, Canceled: st.Canceled, InvalidatedTokens: st.InvalidatedTokens, Errors: st.Errors,
+		Failed: st.Failed, Canceled: st.Canceled, Capped: st.Capped, InvalidatedTokens: st.InvalidatedTokens, Errors: st.Errors,
 		Opened: st.Opened, Clicked: st.Clicked,
 	})
 }

@@ -8,26 +8,32 @@ import (
 
 // broadcastView is the broadcast object of the API contract.
 type broadcastView struct {
-	ID                uint64           `json:"id"`
-	Status            model.Status     `json:"status"`
-	DryRun            bool             `json:"dry_run"`
-	Targeted          int64            `json:"targeted"`
-	Succeeded         int64            `json:"succeeded"`
-	Failed            int64            `json:"failed"`
-	Canceled          int64            `json:"canceled"`
+	ID        uint64       `json:"id"`
+	Status    model.Status `json:"status"`
+	DryRun    bool         `json:"dry_run"`
+	Targeted  int64        `json:"targeted"`
+	Succeeded int64        `json:"succeeded"`
+	Failed    int64        `json:"failed"`
+	Canceled  int64        `json:"canceled"`
+	// Capped are targets withheld by a frequency cap: succeeded + failed
+	// + canceled + capped = targeted.
+	Capped            int64            `json:"capped"`
 	Errors            map[string]int64 `json:"errors"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
 	WriteBackFailures int64            `json:"writeback_failures"` // on_dead kept failing (see the OpenAPI document)
-	Error             *string          `json:"error"`
-	Message           model.Message    `json:"message"`
-	Audience          model.Audience   `json:"audience"`
-	RequestID         string           `json:"request_id,omitempty"`
-	CreatedBy         string           `json:"created_by,omitempty"`
-	Trigger           string           `json:"trigger"`
-	SendAt            *time.Time       `json:"send_at,omitempty"`
-	JobName           string           `json:"job_name,omitempty"`
-	FireTime          *time.Time       `json:"fire_time,omitempty"`
-	CreatedAt         time.Time        `json:"created_at"`
+	// FrequencyCap is the caps it was sent under, "1/2h,3/day"; null for
+	// none (exempt, bypassed, or none configured).
+	FrequencyCap *string        `json:"frequency_cap"`
+	Error        *string        `json:"error"`
+	Message      model.Message  `json:"message"`
+	Audience     model.Audience `json:"audience"`
+	RequestID    string         `json:"request_id,omitempty"`
+	CreatedBy    string         `json:"created_by,omitempty"`
+	Trigger      string         `json:"trigger"`
+	SendAt       *time.Time     `json:"send_at,omitempty"`
+	JobName      string         `json:"job_name,omitempty"`
+	FireTime     *time.Time     `json:"fire_time,omitempty"`
+	CreatedAt    time.Time      `json:"created_at"`
 	// PlannedAt is when the audience's plan was complete (null while it
 	// is planned: targeted is then the targets planned so far).
 	PlannedAt  *time.Time `json:"planned_at"`
@@ -80,7 +86,7 @@ func BroadcastObject(b *model.Broadcast) any { return viewOf(b, time.Now()) }
 func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
-		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled,
+		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled, Capped: b.Capped,
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated, WriteBackFailures: b.WriteBackFailures,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
@@ -93,6 +99,10 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	}
 	v.Audience.Local = nil // rendered at the top level, as requested
 	v.localView = localOf(b)
+	if b.FrequencyCap != "" {
+		c := b.FrequencyCap
+		v.FrequencyCap = &c
+	}
 	if b.MaxRate > 0 {
 		r := b.MaxRate
 		v.MaxRate = &r
@@ -126,6 +136,7 @@ type statsView struct {
 	Succeeded         int64            `json:"succeeded"`
 	Failed            int64            `json:"failed"`
 	Canceled          int64            `json:"canceled"`
+	Capped            int64            `json:"capped"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
 	Errors            map[string]int64 `json:"errors"`
 	Opened            int64            `json:"opened"`

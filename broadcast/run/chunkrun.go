@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pushfan/broadcast/message"
+	"pushfan/caps"
 	"pushfan/fanout"
 	"pushfan/internal/platform/logging"
 	"pushfan/lease"
@@ -36,6 +37,11 @@ type chunkRun struct {
 	// wb retries pending's write-back of dead tokens, and leaves out the
 	// tokens whose write-back keeps failing (see writeback.go).
 	wb writeBacks
+	// caps are the run's frequency caps (nil: none); settled is what
+	// pending's effects did with its users' reservations (for the
+	// metrics and the log once it is stored).
+	caps    *capRun
+	settled caps.Settled
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -71,6 +77,9 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	var src fanout.Source
 	if err == nil {
 		src, err = s.source(b, c)
+	}
+	if err == nil {
+		r.caps, err = s.capsOf(b)
 	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
@@ -117,6 +126,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		Pace:        pace,
 		Gate:        r.gate,
 		Tag:         tag,
+		Cap:         r.caps.job(),
 	})
 	stop(runErr) // ends the checkpoint loop (a no-op cause if already stopped)
 	<-checkpointsDone
@@ -201,6 +211,12 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
 		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
+		r.s.opt.Metrics.Capped(cp.Capped, r.settled.Released)
+		if r.settled.Over > 0 {
+			r.log.WarnContext(ctx, "users sent past the frequency cap: their slot was given back (no device sent yet), then a device already in flight was sent, and another broadcast had taken the slot meanwhile",
+				"users", r.settled.Over, "retaken", r.settled.Retaken)
+		}
+		r.settled = caps.Settled{}
 		r.s.opt.Metrics.WriteBackSkipped(cp.WriteBackFailures)
 		r.logSkipped(ctx, r.wb.stored(true))
 	case errors.Is(err, lease.ErrLost):
@@ -224,7 +240,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 	cp := lease.Checkpoint{
 		Cursor:    max(c.Cursor, r.c.Cursor),
 		Done:      toLease(c.Done),
-		Succeeded: c.Succeeded, Failed: c.Failed, Canceled: c.Canceled,
+		Succeeded: c.Succeeded, Failed: c.Failed, Canceled: c.Canceled, Capped: c.Capped,
 		Errors: c.Errors,
 		End:    end,
 		Lease:  r.s.in.Lease,
@@ -246,7 +262,34 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 			return n, err
 		}
 	}
+	r.settleCaps(&cp, c.SentUsers, c.UnsentUsers)
 	return cp
+}
+
+// settleCaps adds to cp's effects the settling of its users' frequency-cap
+// reservations (caps.Ledger.Settle): in the checkpoint's transaction, so
+// a slot is released exactly when the outcomes that free it are stored,
+// and never for a replay.
+func (r *chunkRun) settleCaps(cp *lease.Checkpoint, sent, unsent []uint64) {
+	if r.caps == nil || len(sent) == 0 && len(unsent) == 0 {
+		return
+	}
+	effects := cp.Effects
+	cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		var n int64
+		if effects != nil {
+			var err error
+			if n, err = effects(ctx, tx); err != nil {
+				return 0, err
+			}
+		}
+		settled, err := r.caps.settle(ctx, tx, sent, unsent)
+		if err != nil {
+			return 0, err
+		}
+		r.settled = settled
+		return n, nil
+	}
 }
 
 // invalidatedTokens are the invalidated tokens of a checkpoint, with their users

@@ -236,7 +236,7 @@ func ExpectedFinish(b *model.Broadcast, budget float64, now time.Time) *time.Tim
 	if b.MaxRate > 0 {
 		limit = min(b.MaxRate, budget)
 	}
-	attempted := b.Succeeded + b.Failed + b.Canceled
+	attempted := b.Succeeded + b.Failed + b.Canceled + b.Capped
 	remaining := max(b.Targeted-attempted, 0)
 	atRate := func(r float64) time.Time {
 		return now.Add(time.Duration(float64(remaining) / r * float64(time.Second)))

@@ -19,6 +19,7 @@ import (
 
 	"pushfan/audience"
 	"pushfan/broadcast/instance"
+	"pushfan/caps"
 	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/lease"
@@ -52,11 +53,19 @@ type Options struct {
 	// Invalidated, if set, is told a checkpoint's dead tokens in its
 	// transaction (the tokens.invalidated webhook).
 	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
+	// Ledger reserves and releases frequency-cap slots (nil: broadcasts
+	// are sent uncapped whatever they record); DefaultZone is the local
+	// day of users without a zone (nil: UTC).
+	Ledger      *caps.Ledger
+	DefaultZone *time.Location
 }
 
 // Metrics is what the runs report (see package metrics).
 type Metrics interface {
 	Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64)
+	// Capped counts targets withheld by a frequency cap, and users whose
+	// reservation was released (their send did not happen).
+	Capped(capped, released int64)
 	BroadcastFinished(status, trigger string, took time.Duration)
 	ChunkClaimed(takeover bool)
 	CheckpointFailed()
@@ -68,6 +77,7 @@ type Metrics interface {
 type noMetrics struct{}
 
 func (noMetrics) Committed(int64, int64, map[string]int64, int64) {}
+func (noMetrics) Capped(int64, int64)                             {}
 func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
 func (noMetrics) ChunkClaimed(bool)                               {}
 func (noMetrics) CheckpointFailed()                               {}

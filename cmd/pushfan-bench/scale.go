@@ -239,7 +239,7 @@ func (m *scaleMeasure) cancel(ctx context.Context, id uint64) (time.Duration, er
 	if err != nil {
 		return took, err
 	}
-	if !v.Final() || v.Succeeded+v.Failed+v.Canceled != v.Targeted {
+	if !v.Final() || v.Succeeded+v.Failed+v.Canceled+v.Capped != v.Targeted {
 		return took, fmt.Errorf("cancel of %d answered %s with %d+%d+%d of %d", id, v.Status, v.Succeeded, v.Failed, v.Canceled, v.Targeted)
 	}
 	return took, nil

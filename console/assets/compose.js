@@ -200,6 +200,8 @@ function buildForm(ctx, namedAudiences) {
   const previewCount = h('strong', {id: 'preview-count'}, '…');
   const previewSample = h('span', {id: 'preview-sample', class: 'mono'}, '—');
   const previewError = h('p', {id: 'preview-error', class: 'error-text', hidden: true});
+  // The frequency cap: users it would withhold now (null: no cap set).
+  const previewCapped = h('p', {id: 'preview-capped', class: 'muted', hidden: true});
   const kindErrors = h('div', {class: 'kind-errors'});
   const audienceBox = h('fieldset', {class: 'card', id: 'f-audience'},
     h('legend', null, 'Audience'),
@@ -212,6 +214,7 @@ function buildForm(ctx, namedAudiences) {
     h('div', {class: 'preview-box', 'aria-live': 'polite'},
       h('p', null, 'Targets: ', previewCount, ' device tokens'),
       h('p', null, 'Sample user ids: ', previewSample),
+      previewCapped,
       previewError));
 
   // ---- Delivery -------------------------------------------------------
@@ -235,6 +238,8 @@ function buildForm(ctx, namedAudiences) {
     h('option', {value: 'bulk'}, 'bulk'));
   const hold = h('input', {id: 'f-hold', type: 'checkbox'});
   const dryRun = h('input', {id: 'f-dry_run', type: 'checkbox'});
+  // "frequency_cap": false: an alert that must reach users the cap holds.
+  const pastCap = h('input', {id: 'f-frequency_cap', type: 'checkbox'});
   const deliveryOf = () => deliveryRow.querySelector('input:checked')?.value || 'now';
   const setDelivery = (v) => {
     deliveryRow.querySelector(`input[value="${v}"]`).checked = true;
@@ -259,7 +264,8 @@ function buildForm(ctx, namedAudiences) {
       field('Deliver over', deliverOver, 'A duration such as 30m or 2h.'),
       field('Class', klass)),
     check(hold, 'Hold for approval', 'Stored and counted; nothing goes out until someone releases it.'),
-    check(dryRun, 'Dry run', 'FCM validates every message; nothing is shown on any device.'));
+    check(dryRun, 'Dry run', 'FCM validates every message; nothing is shown on any device.'),
+    check(pastCap, 'Send past the frequency cap', 'For an alert: users who have had their share of broadcasts get it too. Recorded on the broadcast.'));
 
   // ---- Buttons, errors, side column -----------------------------------
   const send = h('button', {id: 'btn-send', type: 'submit', class: 'btn btn-primary'}, 'Send');
@@ -348,6 +354,7 @@ function buildForm(ctx, namedAudiences) {
       case 'class': return inputTarget(klass);
       case 'hold': return inputTarget(hold);
       case 'dry_run': case 'invalidate_on_dry_run': return inputTarget(dryRun);
+      case 'frequency_cap': return inputTarget(pastCap);
       // Only the test send has these.
       case 'user_ids': case 'tokens': return inputTarget(testIds);
       case 'locale': return inputTarget(phoneLocale);
@@ -456,6 +463,7 @@ function buildForm(ctx, namedAudiences) {
     if (klass.value) d.class = klass.value;
     if (hold.checked) d.hold = true;
     if (dryRun.checked) d.dry_run = true;
+    if (pastCap.checked) d.frequency_cap = false;
     return d;
   }
 
@@ -529,7 +537,9 @@ function buildForm(ctx, namedAudiences) {
   let previewCtl = null;
   ctx.cleanup(() => previewCtl?.abort());
 
-  function setPreview(count, sample, error) {
+  function setPreview(count, sample, error, capped) {
+    previewCapped.hidden = capped == null;
+    previewCapped.textContent = capped == null ? '' : `${num(capped)} ${capped === 1 ? 'user' : 'users'} would be capped`;
     previewCount.textContent = count;
     previewSample.textContent = sample.length ? sample.join(', ') : '—';
     previewError.textContent = error || '';
@@ -557,7 +567,7 @@ function buildForm(ctx, namedAudiences) {
         ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}}, {signal: ctl.signal})
         : await post('/push/preview', {audience: aud}, {signal: ctl.signal});
       if (ctl !== previewCtl) return;
-      setPreview(num(r.count), r.sample_user_ids || [], '');
+      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users);
     } catch (err) {
       if (ctl !== previewCtl || isQuiet(err)) return;
       setPreview('—', [], err.message);

@@ -46,6 +46,7 @@ function statsCards(st) {
       card('succeeded', 'Succeeded', st.succeeded),
       card('failed', 'Failed', st.failed),
       card('canceled', 'Canceled', st.canceled),
+      card('capped', 'Capped', st.capped),
       card('invalidated', 'Invalidated tokens', st.invalidated_tokens),
       card('opened', 'Opened', st.opened, `${num(st.clicked ?? 0)} clicked`)));
 }

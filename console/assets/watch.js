@@ -18,7 +18,8 @@ import {broadcastDeliveries} from './webhooks.js';
 // What POST .../resend resends by default (the transient codes).
 const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETWORK_ERROR'];
 const CANCELABLE = new Set(['scheduled', 'held', 'planning', 'queued', 'running']);
-const SEGMENTS = ['succeeded', 'failed', 'canceled', 'waiting'];
+// capped: withheld by a frequency cap, an outcome beside the others.
+const SEGMENTS = ['succeeded', 'failed', 'canceled', 'capped', 'waiting'];
 const FAILURES_PAGE = 50;
 const POLL_MS = 2000;
 const FAILURES_MIN_MS = 3000;
@@ -50,7 +51,7 @@ export async function render(ctx) {
     label, ' ', (counts[k] = h('strong', {id: 'count-' + k, 'data-value': '0'}, '0')));
   const legend = h('ul', {class: 'legend'},
     count('targeted', 'Targeted'), count('succeeded', 'Succeeded'), count('failed', 'Failed'),
-    count('canceled', 'Canceled'), count('waiting', 'Waiting'), count('pending', 'Pending'));
+    count('canceled', 'Canceled'), count('capped', 'Capped'), count('waiting', 'Waiting'), count('pending', 'Pending'));
   const pace = h('p', {class: 'muted'});
   // While the audience is still being planned, targeted is what the plan
   // has counted so far.
@@ -120,9 +121,10 @@ export async function render(ctx) {
 
     planning.hidden = Boolean(b.planned_at) || isFinal(b.status) || b.status === 'held' || b.status === 'scheduled';
     const waiting = b.waiting || 0;
-    const done = b.succeeded + b.failed + b.canceled;
+    const capped = b.capped || 0;
+    const done = b.succeeded + b.failed + b.canceled + capped;
     const pending = Math.max(0, b.targeted - done - waiting);
-    const values = {targeted: b.targeted, succeeded: b.succeeded, failed: b.failed, canceled: b.canceled, waiting, pending};
+    const values = {targeted: b.targeted, succeeded: b.succeeded, failed: b.failed, canceled: b.canceled, capped, waiting, pending};
     for (const [k, v] of Object.entries(values)) {
       counts[k].textContent = num(v);
       counts[k].dataset.value = String(v);
@@ -135,7 +137,7 @@ export async function render(ctx) {
     progress.setAttribute('aria-valuemax', String(b.targeted));
     progress.setAttribute('aria-valuenow', String(Math.min(done, b.targeted)));
     progress.setAttribute('aria-valuetext',
-      `${num(b.succeeded)} succeeded, ${num(b.failed)} failed, ${num(b.canceled)} canceled, ${num(waiting)} waiting, ${num(pending)} pending of ${num(b.targeted)}`);
+      `${num(b.succeeded)} succeeded, ${num(b.failed)} failed, ${num(b.canceled)} canceled, ${num(capped)} capped, ${num(waiting)} waiting, ${num(pending)} pending of ${num(b.targeted)}`);
     fill(pace, ...paceLine(b, st.series));
 
     const codesKey = JSON.stringify(b.errors || {});
@@ -143,7 +145,7 @@ export async function render(ctx) {
       st.codesKey = codesKey;
       renderCodes(b.errors || {});
     }
-    const detailsKey = JSON.stringify({...b, succeeded: 0, failed: 0, canceled: 0, waiting: 0, errors: 0, duration_ms: b.duration_ms == null});
+    const detailsKey = JSON.stringify({...b, succeeded: 0, failed: 0, canceled: 0, capped: 0, waiting: 0, errors: 0, duration_ms: b.duration_ms == null});
     if (detailsKey !== st.detailsKey || !isFinal(b.status)) {
       st.detailsKey = detailsKey;
       fill(messageCard, ...messageView(b));
@@ -480,6 +482,7 @@ function detailsView(b) {
       ['Audience', audienceText(b.audience)],
       ['Dry run', b.dry_run ? 'yes: nothing was shown on devices' : null],
       ['Class', b.class],
+      ['Frequency cap', b.frequency_cap || 'none'],
       ['Pace', [b.max_rate != null ? perSecond(b.max_rate) : '', b.deliver_over ? `over ${b.deliver_over}` : ''].filter(Boolean).join(', ') || 'as fast as allowed'],
       ['Resend of', b.parent_id ? link(b.parent_id) : null],
       ['Created', timeEl(b.created_at)],

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"time"
 
+	"pushfan/caps"
+
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -147,6 +149,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			log.WarnContext(ctx, "PUSHFAN_PUBLIC_URL is not set: links in messages are sent as they are, and clicks on them are not counted (set it to where apps reach this server)")
 		}
 	}
+	ledger := caps.NewLedger(pool.DB, log)
 	svc := broadcast.New(store, leases, engine, log, broadcast.Options{
 		Named:         named,
 		FlushInterval: cfg.Engine.FlushInterval,
@@ -171,7 +174,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			TransactionalUsers: cfg.Engine.TransactionalUsers,
 			DefaultZone:        zone,
 			QuietHours:         quiet,
+			Caps:               capRules(cfg),
 		},
+		Ledger:          ledger,
 		StatsTTL:        cfg.HTTP.StatsCache,
 		BroadcastTTL:    cfg.HTTP.BroadcastCache,
 		PreviewTTL:      cfg.HTTP.PreviewCache,
@@ -200,7 +205,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		sender.Close()
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention})
+	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	budget.OnShare(m.Share)
 	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events,
@@ -241,4 +246,31 @@ func planParallel(n int) int {
 		return -1
 	}
 	return n
+}
+
+// capRules are the configuration's frequency caps, in canonical form (the
+// configuration was validated: every spec parses).
+func capRules(cfg config.Config) broadcast.CapRules {
+	canon := func(spec string) string {
+		set, err := caps.Parse(spec)
+		if err != nil {
+			return spec
+		}
+		return set.String()
+	}
+	r := broadcast.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Audiences: map[string]string{}, Jobs: map[string]string{}}
+	for name, spec := range cfg.FrequencyCaps {
+		r.Named[name] = canon(spec)
+	}
+	for _, a := range cfg.Audiences {
+		if a.FrequencyCap != "" {
+			r.Audiences[a.Name] = a.FrequencyCap
+		}
+	}
+	for _, j := range cfg.Jobs {
+		if j.FrequencyCap != "" {
+			r.Jobs[j.Name] = j.FrequencyCap
+		}
+	}
+	return r
 }

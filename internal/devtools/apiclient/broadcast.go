@@ -14,6 +14,8 @@ type Broadcast struct {
 	Succeeded         int64            `json:"succeeded"`
 	Failed            int64            `json:"failed"`
 	Canceled          int64            `json:"canceled"`
+	Capped            int64            `json:"capped"`
+	FrequencyCap      *string          `json:"frequency_cap"`
 	Errors            map[string]int64 `json:"errors"`
 	InvalidatedTokens int64            `json:"invalidated_tokens"`
 	WriteBackFailures int64            `json:"writeback_failures"`

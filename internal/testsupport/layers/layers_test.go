@@ -40,6 +40,7 @@ var allowed = map[string][]string{
 	"lease":      {"internal/platform/sqldb", "model", "repository"},                                           // the one owner of broadcasts' and chunks' statuses and counters
 	"repository": {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging"}, // reads and inserts by entity; no transitions
 	"retention":  {"internal/platform/clock", "internal/platform/lifecycle"},
+	"caps":       {"config", "internal/platform/sqldb"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
 	"engagement": {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
 	"webhook":    {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
 	"metrics":    nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
@@ -54,18 +55,18 @@ var allowed = map[string][]string{
 	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "model", "repository"},
 	// Running: dispatch, chunk runs and checkpoints, the store gate, the
 	// pacer, finishing.
-	"broadcast/run": {"audience", "broadcast/instance", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
+	"broadcast/run": {"audience", "broadcast/instance", "caps", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
 	// The domain's facade: request rules, submit, held, resend, test send,
 	// reads; it wires plan and run. fcm: only its error-code vocabulary
 	// (which codes a resend may cover).
-	"broadcast": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
+	"broadcast": {"audience", "broadcast/instance", "caps", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
 	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
 	"server":         {"audience", "broadcast", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app":   {"audience", "broadcast", "config", "cron", "engagement", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
+	"cmd/pushfan/app":   {"audience", "broadcast", "caps", "config", "cron", "engagement", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
 	"cmd/pushfan":       {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	"cmd/pushfan-bench": {"config", "engagement", "internal/devtools/apiclient"}, // config: the defaults a latency sweep runs at; engagement: events signed as the sends sign them
 	"cmd/pushfan-load":  {"internal/devtools/apiclient"},
@@ -87,7 +88,7 @@ var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"config": 1, "fanout": 1, "metrics": 1,
-	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2,
+	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2,
 	"lease":                         3,
 	"broadcast/message":             3,
 	"broadcast/instance":            4,

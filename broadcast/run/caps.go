@@ -1,0 +1,141 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"pushfan/caps"
+	"pushfan/fanout"
+	"pushfan/model"
+)
+
+// capRun is one chunk run's frequency caps: the set its broadcast is sent
+// under, the broadcast it counts as in the ledger, and its users' zones.
+type capRun struct {
+	s     *Runner
+	key   uint64
+	set   caps.Set
+	zones zoneCache
+}
+
+// capsOf returns b's caps for a chunk run: nil when b is sent under none
+// (none recorded on it, a dry run, or no ledger here).
+func (s *Runner) capsOf(b *model.Broadcast) (*capRun, error) {
+	if b.FrequencyCap == "" || b.DryRun || s.opt.Ledger == nil {
+		return nil, nil
+	}
+	set, err := caps.Parse(b.FrequencyCap)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast %d: %w", b.ID, err)
+	}
+	return &capRun{s: s, key: capKey(b), set: set, zones: zoneCache{def: s.opt.DefaultZone}}, nil
+}
+
+// capKey is the broadcast b counts as in the ledger: itself, or for a
+// resend its original, so that a user the original was sent to (on
+// another device) is sent the resend too, and counts the two as one
+// send; a user the original released reserves afresh.
+func capKey(b *model.Broadcast) uint64 {
+	if b.Trigger == "resend" && b.ParentID != 0 {
+		return b.ParentID
+	}
+	return b.ID
+}
+
+// job is the engine's Job.Cap (nil without caps): each page's users are
+// answered by the ledger before any of the page's targets is sent, in a
+// few statements for the whole page.
+func (c *capRun) job() func(context.Context, []fanout.Target) ([]bool, error) {
+	if c == nil {
+		return nil
+	}
+	return func(ctx context.Context, page []fanout.Target) ([]bool, error) {
+		ids := make([]uint64, len(page))
+		for i, t := range page {
+			ids[i] = t.UserID
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		locs, err := c.zonesOf(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		users := make([]caps.User, len(ids))
+		for i, id := range ids {
+			users[i] = caps.User{ID: id, Zone: locs[id]}
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.s.in.DBTimeout)
+		defer cancel()
+		capped, err := c.s.opt.Ledger.Reserve(rctx, c.key, c.set, users, c.s.in.Now())
+		if err != nil {
+			return nil, err
+		}
+		out := make([]bool, len(page))
+		for i, t := range page {
+			out[i] = capped[t.UserID]
+		}
+		return out, nil
+	}
+}
+
+// zonesOf reads the zones of users ids (only a daily cap needs them).
+func (c *capRun) zonesOf(ctx context.Context, ids []uint64) (map[uint64]*time.Location, error) {
+	out := make(map[uint64]*time.Location, len(ids))
+	if !c.set.Daily() {
+		return out, nil
+	}
+	zctx, cancel := context.WithTimeout(ctx, c.s.in.DBTimeout)
+	named, err := c.s.store.UserZones(zctx, ids)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		out[id] = c.zones.get(named[id])
+	}
+	return out, nil
+}
+
+// settle settles a checkpoint's users in its transaction tx.
+func (c *capRun) settle(ctx context.Context, tx *sql.Tx, sent, unsent []uint64) (caps.Settled, error) {
+	return c.s.opt.Ledger.Settle(ctx, tx, caps.Settlement{
+		B: c.key, Set: c.set, Sent: sent, Unsent: unsent, Zones: c.zonesOf, Now: c.s.in.Now(),
+	})
+}
+
+// zoneCache loads each zone name once per chunk run, for the engine's
+// producer and the checkpoints alike; an unknown or empty name is the
+// default zone, as for local-time delivery.
+type zoneCache struct {
+	def   *time.Location
+	mu    sync.Mutex
+	known map[string]*time.Location
+}
+
+func (z *zoneCache) get(name string) *time.Location {
+	def := z.def
+	if def == nil {
+		def = time.UTC
+	}
+	if name == "" {
+		return def
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if loc, ok := z.known[name]; ok {
+		return loc
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		loc = def
+	}
+	if z.known == nil {
+		z.known = map[string]*time.Location{}
+	}
+	z.known[name] = loc
+	return loc
+}

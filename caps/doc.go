@@ -1,0 +1,56 @@
+// Package caps is the frequency-cap ledger: how many broadcasts each user
+// was sent per window, reserved before the send so that broadcasts racing
+// over the same users never give one more than the cap.
+//
+// A cap of N per window is N slots per user (frequency_slots, keyed by
+// user, window and slot). A send holds one slot of every cap of its
+// broadcast until the slot expires: the end of the user's local calendar
+// day for a daily cap (the user's zone, else the default zone), the time
+// of the reservation plus the window for a rolling one. An expired slot is
+// free again, so the table holds at most N rows per user and window, and
+// the caps of different broadcasts over one window read the same slots
+// (a 1/day and a 3/day broadcast both count the day's sends).
+//
+// The unit is the user: each user's answer in a broadcast is stored once
+// (frequency_users) and every device of theirs, whatever page or chunk
+// reads it, gets the same one. Its states:
+//
+//	(none) ──Reserve──▶ reserved ──checkpoint: a device sent──▶ sent
+//	   │                   └──checkpoint: only unsent outcomes──▶ released ──Reserve (a later device)──▶ …
+//	   │                                                             └──checkpoint: a device in flight sent──▶ sent (slots taken again)
+//	   └────Reserve (a cap full)──▶ capped
+//
+// Reserve runs once per page of targets, before any of them is handed to
+// the workers: a handful of statements per page, each over the page's
+// users, never one per target. A slot is taken with a conditional upsert
+// (the row is rewritten only when expired), then read back: two
+// broadcasts racing for a user's last slot both write it and exactly one
+// reads its own id there; the other goes on to the next free slot, or
+// finds none and caps the user. The answer is then written with
+// "first one wins" (only an absent or released row is overwritten) and
+// read back, so two chunks of one broadcast racing over one user's devices
+// agree; a user whose answer is capped drops the slots it took.
+//
+// Settle runs inside a chunk's checkpoint transaction (package lease
+// calls it through the checkpoint's effects): users with a device sent in
+// it become sent; users whose devices in it all ended unsent (canceled,
+// failed for good, a dead token) and none sent before are released, their
+// slots deleted, in the same transaction as the outcomes. A replayed
+// checkpoint runs nothing again.
+//
+// A crash between Reserve and the send leaves the user reserved. The
+// takeover reads the page again, finds the answer and sends (the send may
+// repeat one that happened, within the run's at-least-once bound, and only
+// to a user this broadcast holds a slot for). A user is never both capped
+// and unsent for one slot: a capped user holds none, and a reserved one's
+// slot is released at the checkpoint that stores its unsent outcomes.
+//
+// A user released while another device of theirs was already in flight
+// (in another chunk) and is then sent takes its slots again at the
+// checkpoint that stores that send. Known bound: if another broadcast took
+// the slot in between, the user has been sent past the cap; Settle
+// reports it (Settled.Over) and the run logs it. It takes a permanent
+// failure on one device, a send on another in flight at the same moment,
+// and a racing broadcast taking the freed slot within that checkpoint
+// interval.
+package caps
