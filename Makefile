@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run stop test lint docs bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks tidy clean
+.PHONY: help build dist image run stop test lint docs bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -126,13 +126,18 @@ BENCH := bin/pushfan-bench
 
 # The drivers read N, C, LATENCY, JITTER, MODE (tls|http1|h2c; tls, the production wire, by default), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run, the events run and the webhooks run
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run, the events run, the webhooks run and the caps run
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
 	GO=$(GO) $(BENCH) latency --build=false
 	GO=$(GO) $(BENCH) scale --build=false
 	GO=$(GO) $(BENCH) events --build=false
 	GO=$(GO) $(BENCH) webhooks --build=false
+	GO=$(GO) $(BENCH) caps --build=false
+
+bench-caps: ## what the frequency cap costs: N=100000 tokens at the defaults, PUSHFAN_FREQUENCY_CAP=1/day vs none, alternating
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) caps
 
 bench-webhooks: ## does the outbox slow the checkpoints? N=100000 dead tokens (all tokens.invalidated), with and without a webhook endpoint, alternating
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench

@@ -121,6 +121,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		err = b.runEvents(ctx, rep)
 	case "webhooks":
 		err = b.runWebhooks(ctx, rep)
+	case "caps":
+		err = b.runCaps(ctx, rep)
 	}
 	rep.FinishedAt = time.Now().UTC()
 	rep.Machine.LoadAvgEnd = loadAvg()

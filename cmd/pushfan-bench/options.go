@@ -82,9 +82,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.kind, args = args[0], args[1:]
 	}
 	switch o.kind {
-	case "bench", "sweep", "quota", "latency", "scale", "events", "webhooks":
+	case "bench", "sweep", "quota", "latency", "scale", "events", "webhooks", "caps":
 	default:
-		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale, events or webhooks)", o.kind)
+		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale, events, webhooks or caps)", o.kind)
 	}
 	defN, defRepeat, defRate, defLatency := 100_000, 3, "1000000", 30*time.Millisecond
 	switch o.kind {
@@ -100,6 +100,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		defN, defRepeat = 50_000, 3
 	case "webhooks":
 		defN, defRepeat = 100_000, 3
+	case "caps":
+		defN, defRepeat, defRate = 100_000, 3, "" // pushfan's defaults: at its rate limit
 	}
 	fs := flag.NewFlagSet("pushfan-bench "+o.kind, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -77,6 +77,7 @@ type report struct {
 	Scale      *scaleReport    `json:"scale,omitempty"`
 	Events     *eventsReport   `json:"events,omitempty"`
 	Webhooks   *webhooksReport `json:"webhooks,omitempty"`
+	Caps       *capsReport     `json:"caps,omitempty"`
 	Summary    *summary        `json:"summary,omitempty"`
 	Targets    []target        `json:"targets,omitempty"`
 }
@@ -111,7 +112,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil || r.Caps != nil
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -354,6 +355,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Webhooks != nil {
 		r.Webhooks.print(w)
+	}
+	if r.Caps != nil {
+		r.Caps.print(w)
 	}
 	if s := r.Summary; s != nil {
 		fmt.Fprintf(w, "\nmedians over %d run(s): pushfan %.0f sends/s, %.1f µs CPU/send, peak RSS %.1f MB, emulator %.1f µs/request\n",
