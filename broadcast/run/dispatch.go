@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -43,10 +44,26 @@ func (s *Runner) dispatch() {
 			}()
 			s.runChunk(c)
 		}) {
-			// Stopping: the claim's lease expires and any instance resumes it.
+			// Stopping: a claim that committed as the stop began is handed
+			// straight back, so another instance resumes it now rather than
+			// when its lease expires (a graceful stop leaves no chunk
+			// leased).
 			s.runs.remove(c.Key)
+			s.lanes.release(lane)
+			s.releaseUnrun(c)
 			return
 		}
+	}
+}
+
+// releaseUnrun hands back a chunk claimed but never run: its cursor and
+// done ranges as claimed, no outcome. One attempt within the DB deadline:
+// if it fails, the lease expires as it would have anyway.
+func (s *Runner) releaseUnrun(c *lease.Claim) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.in.Running), s.in.DBTimeout)
+	defer cancel()
+	if _, err := s.leases.Checkpoint(ctx, c, lease.Checkpoint{Cursor: c.Cursor, Done: c.Done, End: lease.Release}); err != nil && !errors.Is(err, lease.ErrLost) {
+		s.in.Log.Warn("a chunk claimed as the instance stopped could not be handed back; its lease will expire", "broadcast_id", c.BroadcastID, "chunk", c.Seq, "err", err)
 	}
 }
 
