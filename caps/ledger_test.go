@@ -353,6 +353,56 @@ func TestReserveStatementsPerPageDoNotGrowWithThePage(t *testing.T) {
 	}
 }
 
+// A checkpoint settling sent users who still hold their slots (its usual
+// case) reads each cap's slots and writes the answers: no answers read,
+// no zones, whatever the count of users. The checkpoints are what a
+// run's store gate waits on.
+func TestSettlingUsersWhoHoldTheirSlotsTakesAStatementPerCap(t *testing.T) {
+	tdb := testdb.New(t)
+	one, err := sql.Open("mysql", tdb.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	one.SetMaxOpenConns(1)
+	one.SetMaxIdleConns(1)
+	one.SetConnMaxLifetime(0)
+	l := caps.NewLedger(one, nil)
+	set := mustParse(t, "1/2h,3/day")
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	us := users(nil, 1, 2, 3, 4, 5)
+	reserve(t, l, 1, set, us, now)
+	questions := func() int64 {
+		var name string
+		var n int64
+		if err := one.QueryRow("SHOW SESSION STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := questions()
+	tx, err := one.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Settle(context.Background(), tx, caps.Settlement{B: 1, Set: set, Sent: []uint64{1, 2, 3, 4, 5}, Now: now,
+		Zones: func(context.Context, []uint64) (map[uint64]*time.Location, error) {
+			t.Error("zones read for users who hold their slots")
+			return nil, nil
+		}})
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	n := questions() - before - 3 // BEGIN, COMMIT, and the SHOW itself
+	if got.Retaken != 0 || got.Over != 0 || n != 3 {
+		t.Errorf("settled %+v in %d statements; want nothing retaken, in 3 (each cap's slots read, the answers written)", got, n)
+	}
+}
+
 // Retention deletes the slots long expired and the answers of finished
 // broadcasts, and nothing a running broadcast still needs.
 func TestSweepDeletesExpiredSlotsAndFinishedAnswers(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -47,30 +48,13 @@ type Settled struct {
 func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled, error) {
 	var out Settled
 	sent, unsent := sortedUnique(s.Sent), sortedUnique(s.Unsent)
-	var check []uint64
+	st := settling{s: s, now: s.Now.UTC(), took: map[uint64]bool{}, over: map[uint64]bool{}}
 	for batch := range slices.Chunk(sent, maxUsersPerStatement) {
-		states, err := readStates(ctx, tx, s.B, batch, true)
-		if err != nil {
-			return out, err
-		}
-		args := make([]any, 0, 3*len(batch))
-		for _, id := range batch {
-			args = append(args, s.B, id, stateSent)
-			if st, ok := states[id]; !ok || st != stateSent {
-				check = append(check, id)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO frequency_users (broadcast_id, user_id, state) VALUES `+
-			sqldb.Placeholders(len(batch), 3)+` ON DUPLICATE KEY UPDATE state = 3`, args...); err != nil {
-			return out, fmt.Errorf("mark capped users sent: %w", err)
-		}
-	}
-	if len(check) > 0 && !s.Set.Empty() {
-		var err error
-		if out.Retaken, out.Over, err = l.retake(ctx, tx, s, check); err != nil {
+		if err := st.sent(ctx, tx, batch); err != nil {
 			return out, err
 		}
 	}
+	out.Retaken, out.Over = int64(len(st.took)), int64(len(st.over))
 	for batch := range slices.Chunk(unsent, maxUsersPerStatement) {
 		states, err := readStates(ctx, tx, s.B, batch, true)
 		if err != nil {
@@ -106,45 +90,92 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 	return out, nil
 }
 
-// retake makes sure users ids, sent, hold a slot of every cap of s, in
-// tx: it returns how many had to take one again, and how many found a
-// cap full.
-func (l *Ledger) retake(ctx context.Context, tx *sql.Tx, s Settlement, ids []uint64) (took, over int64, err error) {
-	var zones map[uint64]*time.Location
-	now := s.Now.UTC()
-	tookSet, overSet := map[uint64]bool{}, map[uint64]bool{}
-	for _, c := range s.Set.caps {
-		for batch := range slices.Chunk(ids, maxUsersPerStatement) {
-			if zones == nil && c.Day && s.Zones != nil {
-				if zones, err = s.Zones(ctx, ids); err != nil {
-					return 0, 0, fmt.Errorf("zones of sent users: %w", err)
-				}
-			}
-			asked, full, err := takeInTx(ctx, tx, s.B, c, batch, zones, now)
-			if err != nil {
-				return 0, 0, err
-			}
-			for _, id := range asked {
-				tookSet[id] = true
-			}
-			for _, id := range full {
-				overSet[id] = true
+// settling is one Settle's sent users: the users who had to take a slot
+// again, and those who found a cap full, over its batches; the zones of
+// the batch's users taking a slot of a daily cap, read once a batch.
+type settling struct {
+	s          Settlement
+	now        time.Time
+	took, over map[uint64]bool
+	zones      map[uint64]*time.Location
+}
+
+// sent marks a batch of sent users sent, and makes sure that each, the
+// first time it is marked, holds a slot of every cap (taking it again if
+// it was given back meanwhile).
+//
+// The slots are read first, with locks, and the answers only for the
+// users missing one: in a checkpoint's usual case (every sent user still
+// holds its slots) that is one read per cap and the write, where reading
+// every user's answer, then its slots, cost a checkpoint two statements
+// more, and the checkpoints are what the store gate waits on. The slots
+// stay locked to the end of the transaction, so reading them before the
+// answers are written sees what reading them after would.
+func (st *settling) sent(ctx context.Context, tx *sql.Tx, batch []uint64) error {
+	b, set := st.s.B, st.s.Set
+	slots := make([]map[uint64]userSlots, len(set.caps))
+	missing := map[uint64]bool{}
+	for i, c := range set.caps {
+		var err error
+		if slots[i], err = readSlots(ctx, tx, window(c), batch, st.now, true); err != nil {
+			return err
+		}
+		for _, id := range batch {
+			if held, _ := slots[i][id].pick(b, c.Max); !held {
+				missing[id] = true
 			}
 		}
 	}
-	return int64(len(tookSet)), int64(len(overSet)), nil
+	// Of the users missing a slot, those already sent (by an earlier
+	// checkpoint) keep what they have: only a user's first send counts.
+	var check map[uint64]bool
+	if len(missing) > 0 {
+		states, err := readStates(ctx, tx, b, slices.Sorted(maps.Keys(missing)), true)
+		if err != nil {
+			return err
+		}
+		check = map[uint64]bool{}
+		for id := range missing {
+			if states[id] != stateSent {
+				check[id] = true
+			}
+		}
+	}
+	args := make([]any, 0, 3*len(batch))
+	for _, id := range batch {
+		args = append(args, b, id, stateSent)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO frequency_users (broadcast_id, user_id, state) VALUES `+
+		sqldb.Placeholders(len(batch), 3)+` ON DUPLICATE KEY UPDATE state = 3`, args...); err != nil {
+		return fmt.Errorf("mark capped users sent: %w", err)
+	}
+	if len(check) == 0 {
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(check))
+	st.zones = nil // this batch's, read when first needed
+	for i, c := range set.caps {
+		asked, full, err := st.take(ctx, tx, c, ids, slots[i])
+		if err != nil {
+			return err
+		}
+		for _, id := range asked {
+			st.took[id] = true
+		}
+		for _, id := range full {
+			st.over[id] = true
+		}
+	}
+	return nil
 }
 
-// takeInTx takes a slot of cap c in tx for each of ids that b holds none
-// of: the rows are read with locks, the first free slot upserted, and
-// read back (a row another transaction inserted meanwhile stays its own).
-// It returns the users who had to take one, and those who hold none.
-func takeInTx(ctx context.Context, tx *sql.Tx, b uint64, c config.FrequencyCap, ids []uint64, zones map[uint64]*time.Location, now time.Time) (asked, full []uint64, err error) {
-	key := window(c)
-	slots, err := readSlots(ctx, tx, key, ids, now, true)
-	if err != nil {
-		return nil, nil, err
-	}
+// take takes a slot of cap c in tx for each of ids that b holds none of
+// in slots (read with locks in tx): the first free slot is upserted, and
+// read back (a row another transaction inserted meanwhile stays its
+// own). It returns the users who had to take one, and those who hold
+// none.
+func (st *settling) take(ctx context.Context, tx *sql.Tx, c config.FrequencyCap, ids []uint64, slots map[uint64]userSlots) (asked, full []uint64, err error) {
+	b, key := st.s.B, window(c)
 	var want []any
 	for _, id := range ids {
 		held, free := slots[id].pick(b, c.Max)
@@ -155,22 +186,22 @@ func takeInTx(ctx context.Context, tx *sql.Tx, b uint64, c config.FrequencyCap, 
 		if free < 0 {
 			continue
 		}
-		loc := zones[id]
-		if loc == nil {
-			loc = time.UTC
+		loc, err := st.zone(ctx, c, ids, id)
+		if err != nil {
+			return nil, nil, err
 		}
-		want = append(want, id, key, free, b, expires(c, now, loc).UTC())
+		want = append(want, id, key, free, b, expires(c, st.now, loc).UTC())
 	}
 	if len(want) > 0 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO frequency_slots (user_id, cap, slot, broadcast_id, expires_at) VALUES `+
 			sqldb.Placeholders(len(want)/5, 5)+`
 			ON DUPLICATE KEY UPDATE broadcast_id = IF(expires_at <= ?, VALUES(broadcast_id), broadcast_id),
-				expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)`, append(want, now, now)...); err != nil {
+				expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)`, append(want, st.now, st.now)...); err != nil {
 			return nil, nil, fmt.Errorf("take frequency slots again: %w", err)
 		}
 	}
 	if len(asked) > 0 {
-		if slots, err = readSlots(ctx, tx, key, asked, now, true); err != nil {
+		if slots, err = readSlots(ctx, tx, key, asked, st.now, true); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -180,6 +211,26 @@ func takeInTx(ctx context.Context, tx *sql.Tx, b uint64, c config.FrequencyCap, 
 		}
 	}
 	return asked, full, nil
+}
+
+// zone is user id's zone for cap c (UTC unless c is daily), reading the
+// zones of ids, the users taking a slot again, the first time one is
+// needed.
+func (st *settling) zone(ctx context.Context, c config.FrequencyCap, ids []uint64, id uint64) (*time.Location, error) {
+	if c.Day && st.zones == nil && st.s.Zones != nil {
+		zones, err := st.s.Zones(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("zones of sent users: %w", err)
+		}
+		st.zones = zones
+		if st.zones == nil {
+			st.zones = map[uint64]*time.Location{}
+		}
+	}
+	if loc := st.zones[id]; loc != nil {
+		return loc, nil
+	}
+	return time.UTC, nil
 }
 
 func sortedUnique(ids []uint64) []uint64 {

@@ -154,27 +154,59 @@ func (r *run) start() {
 }
 
 // produce pages the Source into the work channel, stepping over the
-// Job's Skip ranges without reading them.
+// Job's Skip ranges without reading them. With a Cap, the next page is
+// read and reserved while this one goes to the workers (see lookahead).
 func (r *run) produce() {
+	if r.job.Cap != nil {
+		r.lookahead()
+		return
+	}
+	var buf []Target
+	r.read(func(s step) bool { return r.record(s) }, func() []Target { return buf }, func(b []Target) { buf = b })
+}
+
+// step is what the reader found next, recorded in the order it was read.
+type step struct {
+	// done is a skip range the run steps over (without page).
+	done *Range
+	// page is a page of targets (its buffer the reader's, until the next
+	// step is asked for), with capped its Cap's answer; cut, if set, is
+	// the skip range it was cut at, done once the page is enqueued.
+	page   []Target
+	capped []bool
+	cut    *Range
+	// err stops the run; with a page, it is the page's Cap that failed,
+	// and abandon says that the run's stop cut it short.
+	err     error
+	abandon bool
+}
+
+// read pages the Source after the Job's After, stepping over its Skip
+// ranges, and hands each step to yield in order until yield returns
+// false, the run stops, or the Source is exhausted. get and put are the
+// page buffer to read into next and the one just read (reused across
+// pages).
+func (r *run) read(yield func(step) bool, get func() []Target, put func([]Target)) {
 	after := r.job.After
 	skip := r.job.Skip
 	for len(skip) > 0 && skip[0].Hi <= after {
 		skip = skip[1:]
 	}
-	var buf []Target
 	for r.ctx.Err() == nil {
 		if len(skip) > 0 && skip[0].Lo <= after+1 {
 			// The next targets were sent by an earlier run: record the
 			// range as done and page on after it.
-			r.p.addDone(skip[0])
+			if !yield(step{done: &skip[0]}) {
+				return
+			}
 			after = skip[0].Hi
 			skip = skip[1:]
 			continue
 		}
-		var err error
-		buf, err = r.page(after, buf)
+		buf, err := r.page(after, get())
+		put(buf)
 		if err != nil {
-			r.stop(err)
+			yield(step{err: err})
 			return
 		}
 		if len(buf) == 0 {
@@ -183,11 +215,11 @@ func (r *run) produce() {
 		full := len(buf) == r.e.cfg.PageSize
 		// Cut the page where a skip range begins: the page shows that no
 		// target lies between the last one kept and the range.
-		cut := false
+		var cut *Range
 		if len(skip) > 0 {
 			for i, t := range buf {
 				if t.Cursor >= skip[0].Lo {
-					buf, cut = buf[:i], true
+					buf, cut = buf[:i], &skip[0]
 					break
 				}
 			}
@@ -195,26 +227,46 @@ func (r *run) produce() {
 		if len(buf) > 0 {
 			capped, err := r.capped(buf)
 			if err != nil {
-				if r.ctx.Err() != nil {
-					r.abandon(buf)
-				}
-				r.stop(err)
+				yield(step{page: buf, err: err, abandon: r.ctx.Err() != nil})
 				return
 			}
-			if !r.enqueue(buf, capped) {
+			if !yield(step{page: buf, capped: capped, cut: cut}) {
 				return
 			}
 			after = buf[len(buf)-1].Cursor
+		} else if cut != nil && !yield(step{done: cut}) {
+			return
 		}
 		switch {
-		case cut:
-			r.p.addDone(skip[0])
-			after = max(after, skip[0].Hi)
+		case cut != nil:
+			after = max(after, cut.Hi)
 			skip = skip[1:]
 		case !full:
 			return // a short page is the last one (skip ranges beyond it hold no targets now)
 		}
 	}
+}
+
+// record does what one step means for the run: false when the run stops.
+func (r *run) record(s step) bool {
+	switch {
+	case s.err != nil:
+		if s.abandon {
+			r.abandon(s.page)
+		}
+		r.stop(s.err)
+		return false
+	case s.page != nil:
+		if !r.enqueue(s.page, s.capped) {
+			return false
+		}
+		if s.cut != nil {
+			r.p.addDone(*s.cut)
+		}
+	case s.done != nil:
+		r.p.addDone(*s.done)
+	}
+	return true
 }
 
 // enqueue hands one page's targets to the workers; false when the run
