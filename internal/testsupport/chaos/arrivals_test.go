@@ -176,6 +176,17 @@ func (a *arrivals) totals(from, to time.Time, skip func(time.Time) bool) second 
 	return t
 }
 
+// accounted is every accepted send the log attributed: the distinct
+// targets of every broadcast plus the repeats, plus the unattributed.
+func (a *arrivals) accounted() (distinct, repeats, unattributed int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.sent {
+		distinct += int64(len(m))
+	}
+	return distinct, int64(len(a.dups)), a.unattributed
+}
+
 func (a *arrivals) unattributedSends() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()

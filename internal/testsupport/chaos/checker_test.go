@@ -47,7 +47,7 @@ type checker struct {
 	// canceledDelivered are targets counted canceled that FCM accepted
 	// (chargeCanceled).
 	canceledDelivered int64
-	rows      map[uint64]row
+	rows              map[uint64]row
 	// longestStall is the longest a due, unfinished broadcast went without
 	// an outcome, counted from the later of its last outcome and the last
 	// fault; longestFinal the longest from submit (or release, or the

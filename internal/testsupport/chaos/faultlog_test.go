@@ -46,9 +46,14 @@ func (l *faultLog) begin(kind, target, detail string, bound int64) *fault {
 	return f
 }
 
-func (l *faultLog) finish(f *fault) {
+// finish ends f; a detail known only at the end (how long a replica was
+// down) replaces the one given at the start.
+func (l *faultLog) finish(f *fault, detail string) {
 	l.mu.Lock()
 	f.end = time.Now()
+	if detail != "" {
+		f.detail = detail
+	}
 	l.mu.Unlock()
 }
 

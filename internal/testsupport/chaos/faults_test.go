@@ -94,8 +94,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.start(r); err != nil {
 			return fmt.Errorf("restarting %s after kill -9: %w", r.name, err)
 		}
-		f.detail = fmt.Sprintf("down %v", down.Round(100*time.Millisecond))
-		log.finish(f)
+		log.finish(f, fmt.Sprintf("down %v", down.Round(100*time.Millisecond)))
 	case kindPause:
 		r := s.reps[rng.IntN(len(s.reps))]
 		d := s.cfg.lease + between(rng, time.Second, 5*time.Second)
@@ -107,12 +106,12 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.signal(r, syscall.SIGCONT); err != nil {
 			return err
 		}
-		log.finish(f)
+		log.finish(f, "")
 	case kindDBCut:
 		f := log.begin(kind, "proxy", "every connection closed mid-whatever", s.dupBound(3))
 		s.proxy.Cut()
 		s.proxy.Restore()
-		log.finish(f)
+		log.finish(f, "")
 	case kindCommitFault:
 		d := between(rng, 3*time.Second, 8*time.Second)
 		before := s.proxy.AppliedLost.Load() + s.proxy.NotForwarded.Load()
@@ -120,15 +119,14 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		s.proxy.FaultCommits(3)
 		_ = sleep(ctx, d)
 		s.proxy.FaultCommits(0)
-		f.detail = fmt.Sprintf("every 3rd COMMIT for %v: %d faulted", d.Round(100*time.Millisecond), s.proxy.AppliedLost.Load()+s.proxy.NotForwarded.Load()-before)
-		log.finish(f)
+		log.finish(f, fmt.Sprintf("every 3rd COMMIT for %v: %d faulted", d.Round(100*time.Millisecond), s.proxy.AppliedLost.Load()+s.proxy.NotForwarded.Load()-before))
 	case kindDBOutage:
 		d := between(rng, 3*time.Second, 10*time.Second)
 		f := log.begin(kind, "proxy", fmt.Sprintf("refused %v", d.Round(100*time.Millisecond)), s.dupBound(3))
 		s.proxy.Cut()
 		_ = sleep(ctx, d)
 		s.proxy.Restore()
-		log.finish(f)
+		log.finish(f, "")
 	case kindStorm:
 		d := between(rng, 3*time.Second, 10*time.Second)
 		f := log.begin(kind, "emulator", fmt.Sprintf("%v", d.Round(100*time.Millisecond)), 0)
@@ -140,7 +138,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.setEmu(func(c *fcmemu.Config) { c.StormFor = 0 }); err != nil {
 			return err
 		}
-		log.finish(f)
+		log.finish(f, "")
 	case kindLatency:
 		d := between(rng, 5*time.Second, 10*time.Second)
 		f := log.begin(kind, "emulator", fmt.Sprintf("%v", d.Round(100*time.Millisecond)), 0)
@@ -151,7 +149,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.setEmu(func(c *fcmemu.Config) { c.Latency = baseLatency }); err != nil {
 			return err
 		}
-		log.finish(f)
+		log.finish(f, "")
 	case kindUnavailable:
 		d := between(rng, 3*time.Second, 8*time.Second)
 		f := log.begin(kind, "emulator", fmt.Sprintf("30%% of sends for %v", d.Round(100*time.Millisecond)), 0)
@@ -162,7 +160,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.setEmu(func(c *fcmemu.Config) { c.ErrorRates = nil }); err != nil {
 			return err
 		}
-		log.finish(f)
+		log.finish(f, "")
 	case kindHookAway:
 		// At most 8 s: the deliverer retries after about 5 s and then 30 s,
 		// so every event is delivered within a minute of its return.
@@ -171,7 +169,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		s.sink.away.Store(true)
 		_ = sleep(ctx, d)
 		s.sink.away.Store(false)
-		log.finish(f)
+		log.finish(f, "")
 	default:
 		return fmt.Errorf("unknown fault kind %q", kind)
 	}

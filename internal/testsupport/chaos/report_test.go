@@ -92,6 +92,8 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| transactional sends (1–3 users, each second) | %d, slowest %v; over 2 s or failed: %d, of which outside fault windows: %d |\n", txn, txnMax.Round(time.Millisecond), slow, slowOut)
 	got, twice := s.sink.received()
 	fmt.Fprintf(&b, "| webhook events | %d delivered (%d more than once) |\n", len(got), twice)
+	distinct, repeats, unattributed := s.arr.accounted()
+	fmt.Fprintf(&b, "| the emulator's accepted sends, accounted for | %d = %d distinct (broadcast, target) + %d repeats + %d without an event token |\n", s.emu.Stats().Accepted, distinct, repeats, unattributed)
 	fmt.Fprintf(&b, "| COMMITs faulted by the proxy | %d answer lost, %d never arrived |\n", s.proxy.AppliedLost.Load(), s.proxy.NotForwarded.Load())
 	b.WriteString("\nFault log (seconds from the start):\n\n```\n" + s.faults.text(r.t0) + "```\n")
 	if vs := r.found(); len(vs) > 0 {
