@@ -248,14 +248,6 @@ func (s *stack) live() []string {
 	return out
 }
 
-// anyURL is any replica's URL, live or not (for requests that are retried).
-func (s *stack) anyURL(i int) string {
-	r := s.reps[i%len(s.reps)]
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.proc.url
-}
-
 // eventKeys are the keys the replicas generated at start and share: with
 // them the arrivals log reads each send's broadcast and target.
 func (s *stack) eventKeys() (*engagement.Keys, error) {
