@@ -21,6 +21,8 @@ import (
 type arrivals struct {
 	keys atomic.Pointer[engagement.Keys]
 
+	inFlight atomic.Int64
+
 	mu           sync.Mutex
 	sent         map[uint64]map[uint64]int32 // broadcast → target → accepted sends
 	dups         []dup
@@ -39,6 +41,7 @@ type dup struct {
 
 type second struct {
 	requests, accepted, limited int64
+	maxInFlight                 int64 // the most send requests being answered at once
 }
 
 func newArrivals() *arrivals {
@@ -77,9 +80,43 @@ func (a *arrivals) wrap(next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		sw := &statusWriter{ResponseWriter: w}
+		a.enter(time.Now())
 		next.ServeHTTP(sw, r)
+		a.inFlight.Add(-1)
 		a.record(time.Now(), sw.status, body)
 	})
+}
+
+// enter counts a request in flight, and the second's high-water mark.
+func (a *arrivals) enter(now time.Time) {
+	n := a.inFlight.Add(1)
+	a.mu.Lock()
+	sec := a.second(now)
+	sec.maxInFlight = max(sec.maxInFlight, n)
+	a.mu.Unlock()
+}
+
+// second is now's bucket; a.mu is held.
+func (a *arrivals) second(now time.Time) *second {
+	sec := a.secs[now.Unix()]
+	if sec == nil {
+		sec = &second{}
+		a.secs[now.Unix()] = sec
+	}
+	return sec
+}
+
+// maxInFlight is the most sends in flight at once in [from, to].
+func (a *arrivals) maxInFlight(from, to time.Time) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var m int64
+	for s := from.Unix(); s <= to.Unix(); s++ {
+		if sec := a.secs[s]; sec != nil {
+			m = max(m, sec.maxInFlight)
+		}
+	}
+	return m
 }
 
 func (a *arrivals) record(now time.Time, status int, body []byte) {
@@ -92,11 +129,7 @@ func (a *arrivals) record(now time.Time, status int, body []byte) {
 	_ = json.Unmarshal(body, &req) // the emulator judged it; a bad body was not accepted
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	sec := a.secs[now.Unix()]
-	if sec == nil {
-		sec = &second{}
-		a.secs[now.Unix()] = sec
-	}
+	sec := a.second(now)
 	sec.requests++
 	switch {
 	case status == http.StatusTooManyRequests:

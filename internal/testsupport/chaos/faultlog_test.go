@@ -47,14 +47,18 @@ func (l *faultLog) begin(kind, target, detail string, bound int64) *fault {
 }
 
 // finish ends f; a detail known only at the end (how long a replica was
-// down) replaces the one given at the start.
-func (l *faultLog) finish(f *fault, detail string) {
+// down) replaces the one given at the start. bound, when given, computes
+// the fault's duplicate bound from its start and end.
+func (l *faultLog) finish(f *fault, detail string, bound func(from, to time.Time) int64) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	f.end = time.Now()
 	if detail != "" {
 		f.detail = detail
 	}
-	l.mu.Unlock()
+	if bound != nil {
+		f.bound = bound(f.start, f.end)
+	}
 }
 
 // lastTouch is when the latest fault ended, now while one is on: a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -70,12 +71,40 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 }
 
 // The duplicates a fault may explain (README, "Duplicate bound after a
-// kill -9"): the sends in flight (the emulator's high-water mark, for the
-// whole cluster: an over-estimate for one replica) plus 150 ms at the rate
-// limit for each replica that lost unstored sends: one for a kill or a
-// pause, all three for a database fault.
+// kill -9"): the sends in flight (the most the emulator had at once from
+// 5 s before the fault to its end, for the whole cluster: an over-estimate
+// for one replica) plus 150 ms at the rate limit for each replica that
+// lost unstored sends: one for a kill or a pause, all three for a database
+// fault. Until the fault ends, the bound uses its start.
 func (s *stack) dupBound(replicas int) int64 {
-	return s.emu.Stats().MaxInFlight + int64(float64(replicas)*s.cfg.rate*0.150)
+	now := time.Now()
+	return s.boundFor(replicas)(now, now)
+}
+
+func (s *stack) boundFor(replicas int) func(from, to time.Time) int64 {
+	return func(from, to time.Time) int64 {
+		return s.arr.maxInFlight(from.Add(-5*time.Second), to) + int64(float64(replicas)*s.cfg.rate*0.150)
+	}
+}
+
+// restart starts r again as a supervisor (systemd, Kubernetes) would: a
+// process that exits before it is ready (its start-up met a database
+// fault) is started again, up to 5 times. It returns a note of the failed
+// starts for the fault log.
+func (s *stack) restart(r *replica) (string, error) {
+	var failed []string
+	for range 5 {
+		err := s.start(r)
+		if err == nil {
+			if len(failed) == 0 {
+				return "", nil
+			}
+			return fmt.Sprintf("; %d failed start(s) first: %s", len(failed), strings.Join(failed, "; ")), nil
+		}
+		failed = append(failed, err.Error())
+		time.Sleep(time.Second) // a supervisor's restart delay, not a wait for anything
+	}
+	return "", fmt.Errorf("restarting %s after kill -9: 5 starts failed: %s", r.name, strings.Join(failed, "; "))
 }
 
 // inject runs one fault of kind to its end. Its wait is cut short when
@@ -91,10 +120,11 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		}
 		down := between(rng, 500*time.Millisecond, 3*time.Second)
 		_ = sleep(ctx, down)
-		if err := s.start(r); err != nil {
-			return fmt.Errorf("restarting %s after kill -9: %w", r.name, err)
+		restarts, err := s.restart(r)
+		if err != nil {
+			return err
 		}
-		log.finish(f, fmt.Sprintf("down %v", down.Round(100*time.Millisecond)))
+		log.finish(f, fmt.Sprintf("down %v%s", down.Round(100*time.Millisecond), restarts), s.boundFor(1))
 	case kindPause:
 		r := s.reps[rng.IntN(len(s.reps))]
 		d := s.cfg.lease + between(rng, time.Second, 5*time.Second)
@@ -106,12 +136,12 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.signal(r, syscall.SIGCONT); err != nil {
 			return err
 		}
-		log.finish(f, "")
+		log.finish(f, "", s.boundFor(1))
 	case kindDBCut:
 		f := log.begin(kind, "proxy", "every connection closed mid-whatever", s.dupBound(3))
 		s.proxy.Cut()
 		s.proxy.Restore()
-		log.finish(f, "")
+		log.finish(f, "", s.boundFor(3))
 	case kindCommitFault:
 		d := between(rng, 3*time.Second, 8*time.Second)
 		before := s.proxy.AppliedLost.Load() + s.proxy.NotForwarded.Load()
@@ -119,14 +149,14 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		s.proxy.FaultCommits(3)
 		_ = sleep(ctx, d)
 		s.proxy.FaultCommits(0)
-		log.finish(f, fmt.Sprintf("every 3rd COMMIT for %v: %d faulted", d.Round(100*time.Millisecond), s.proxy.AppliedLost.Load()+s.proxy.NotForwarded.Load()-before))
+		log.finish(f, fmt.Sprintf("every 3rd COMMIT for %v: %d faulted", d.Round(100*time.Millisecond), s.proxy.AppliedLost.Load()+s.proxy.NotForwarded.Load()-before), s.boundFor(3))
 	case kindDBOutage:
 		d := between(rng, 3*time.Second, 10*time.Second)
 		f := log.begin(kind, "proxy", fmt.Sprintf("refused %v", d.Round(100*time.Millisecond)), s.dupBound(3))
 		s.proxy.Cut()
 		_ = sleep(ctx, d)
 		s.proxy.Restore()
-		log.finish(f, "")
+		log.finish(f, "", s.boundFor(3))
 	case kindStorm:
 		d := between(rng, 3*time.Second, 10*time.Second)
 		f := log.begin(kind, "emulator", fmt.Sprintf("%v", d.Round(100*time.Millisecond)), 0)
@@ -138,7 +168,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.setEmu(func(c *fcmemu.Config) { c.StormFor = 0 }); err != nil {
 			return err
 		}
-		log.finish(f, "")
+		log.finish(f, "", nil)
 	case kindLatency:
 		d := between(rng, 5*time.Second, 10*time.Second)
 		f := log.begin(kind, "emulator", fmt.Sprintf("%v", d.Round(100*time.Millisecond)), 0)
@@ -149,7 +179,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.setEmu(func(c *fcmemu.Config) { c.Latency = baseLatency }); err != nil {
 			return err
 		}
-		log.finish(f, "")
+		log.finish(f, "", nil)
 	case kindUnavailable:
 		d := between(rng, 3*time.Second, 8*time.Second)
 		f := log.begin(kind, "emulator", fmt.Sprintf("30%% of sends for %v", d.Round(100*time.Millisecond)), 0)
@@ -160,7 +190,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		if err := s.setEmu(func(c *fcmemu.Config) { c.ErrorRates = nil }); err != nil {
 			return err
 		}
-		log.finish(f, "")
+		log.finish(f, "", nil)
 	case kindHookAway:
 		// At most 8 s: the deliverer retries after about 5 s and then 30 s,
 		// so every event is delivered within a minute of its return.
@@ -169,7 +199,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		s.sink.away.Store(true)
 		_ = sleep(ctx, d)
 		s.sink.away.Store(false)
-		log.finish(f, "")
+		log.finish(f, "", nil)
 	default:
 		return fmt.Errorf("unknown fault kind %q", kind)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -69,7 +70,19 @@ type process struct {
 func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 	t.Helper()
 	tdb := testdb.New(t)
-	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: t.TempDir(), faults: &faultLog{}}
+	// The replicas' logs stay when the soak failed: they are the evidence.
+	dir, err := os.MkdirTemp("", "pushfan-chaos-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the replicas' logs are in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}}
 	s.seed()
 
 	s.emu = fcmemu.New(fcmemu.Config{
@@ -164,7 +177,8 @@ func (s *stack) start(r *replica) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready (log %s)", r.name, logFile.Name())
+			raw, _ := os.ReadFile(logFile.Name())
+			return fmt.Errorf("%s exited before it was ready: %s", r.name, strings.ReplaceAll(teststack.Tail(string(raw), 3), "\n", " | "))
 		default:
 		}
 		if time.Now().After(deadline) {
