@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run stop test lint docs bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps tidy clean
+.PHONY: help build dist image run stop test lint docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -94,6 +94,27 @@ test: ## ensure MariaDB, Chromium and buildah are there, then run every test wit
 	bash scripts/ensure-buildah.sh
 	$(GO) test -race -count=1 -timeout 20m -skip '$(DRILLS)' ./...
 	$(GO) test -count=1 -timeout 30m -run '$(DRILLS)' ./cmd/pushfan/
+
+# The chaos soak (issue 29; internal/testsupport/chaos): three replicas
+# through a fault proxy to MariaDB, the emulator at a quota equal to the
+# rate limit, a mix of load, random faults, and an invariant checker. The
+# seed is printed; CHAOS_SEED=<n> replays a run's choices. CHAOS_REPORT
+# names the file its table is written to.
+CHAOS_DURATION ?= 30m
+CHAOS_SEED ?=
+CHAOS_REPORT ?= $(CURDIR)/bin/chaos-report.md
+# The short variant's seeds: each run of it takes one, by the day of the
+# year, so CI walks the list while a failure stays replayable by its seed.
+CHAOS_SHORT_SEEDS := 11 29 47 83 101 131 173
+
+chaos: ## the chaos soak: CHAOS_DURATION (30m) of load under random kill -9, pauses, DB cuts and emulator storms, checked throughout; CHAOS_SEED replays
+	bash scripts/ensure-mysql.sh
+	@mkdir -p bin
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) CHAOS_REPORT=$(CHAOS_REPORT) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestChaosSoak$$' ./internal/testsupport/chaos/
+
+chaos-short: ## the CI variant: 3 minutes, a seed from CHAOS_SHORT_SEEDS (at least one kill -9, pause, DB cut and 429 storm)
+	$(MAKE) chaos CHAOS_DURATION=3m CHAOS_SEED=$${CHAOS_SEED:-$$(echo $(CHAOS_SHORT_SEEDS) | awk -v d=$$(date +%j) '{print $$((d % NF) + 1)}')}
 
 # Linters, pinned: `go run pkg@version` fetches them from the module proxy
 # on a fresh machine, so nothing needs installing by hand.

@@ -5,7 +5,9 @@
 // The schedules are pure logic: no database, no goroutines, no clock; a Compiled job is
 // read-only and safe for concurrent use. The Scheduler runs them: it fires each job on time
 // through a Submitter (the broadcast service, which keeps one broadcast per job and fire time
-// in MySQL), and catches up on a fire missed while every instance was down.
+// in MySQL), retries a fire that failed (the database unreachable at that second) for
+// max(catchup, DefaultRetryFor) before recording it skipped, and catches up on a fire missed
+// while every instance was down.
 //
 // # Fire times and daylight saving
 //

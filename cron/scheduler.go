@@ -38,13 +38,31 @@ type Scheduler struct {
 	sub  Submitter
 	log  *slog.Logger
 	now  func() time.Time
+	// retryFor and retryBase shape the retries of a fire that failed
+	// (DefaultRetryFor, 1 s doubling up to 10 s; tests shorten them).
+	retryFor, retryBase time.Duration
 
 	loop lifecycle.Loop
 }
 
+// DefaultRetryFor is how long after its fire time a fire that failed
+// (the database unreachable when every instance fired it) is retried,
+// unless the job's catch-up window is longer; a fire still failing then is
+// recorded skipped. Without retries, one failed statement on every
+// instance at the fire's second lost the fire without a trace (the chaos
+// soak found it: a database outage over 10:05:00 left no broadcast and no
+// skipped fire for that minute).
+const DefaultRetryFor = 5 * time.Minute
+
 // NewScheduler returns a Scheduler for jobs; Start runs it.
 func NewScheduler(jobs []*Compiled, sub Submitter, log *slog.Logger) *Scheduler {
-	return &Scheduler{jobs: jobs, sub: sub, log: log, now: time.Now}
+	return &Scheduler{jobs: jobs, sub: sub, log: log, now: time.Now, retryFor: DefaultRetryFor, retryBase: time.Second}
+}
+
+// retry is a failed fire waiting for its next attempt.
+type retry struct {
+	fire, at time.Time
+	n        int
 }
 
 // Start runs the scheduler until Stop or ctx ends. Starting twice, or
@@ -65,13 +83,19 @@ func (sc *Scheduler) run(ctx context.Context) {
 		sc.catchUp(ctx, j, now)
 		due[j] = j.Next(now)
 	}
+	retries := map[*Compiled]*retry{}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for len(due) > 0 {
+	for {
 		var next time.Time
 		for _, t := range due {
 			if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 				next = t
+			}
+		}
+		for _, r := range retries {
+			if next.IsZero() || r.at.Before(next) {
+				next = r.at
 			}
 		}
 		if next.IsZero() {
@@ -85,10 +109,41 @@ func (sc *Scheduler) run(ctx context.Context) {
 		}
 		for j, t := range due {
 			if t.Equal(next) {
-				sc.fire(ctx, j, t)
+				if old := retries[j]; old != nil {
+					// A newer fire supersedes one still failing, as after
+					// an outage only the newest missed fire runs.
+					sc.skip(ctx, j, old.fire, "superseded by the next fire while its attempts failed")
+					delete(retries, j)
+				}
+				if !sc.fire(ctx, j, t) {
+					retries[j] = &retry{fire: t, at: sc.now().Add(sc.retryBase), n: 1}
+				}
 				due[j] = j.Next(t)
 			}
 		}
+		for j, r := range retries {
+			if r.at.After(sc.now()) {
+				continue
+			}
+			switch {
+			case sc.fire(ctx, j, r.fire):
+				delete(retries, j)
+			case sc.now().Sub(r.fire) > max(j.Catchup, sc.retryFor):
+				sc.skip(ctx, j, r.fire, "every attempt failed until the retry window passed")
+				delete(retries, j)
+			default:
+				r.n++
+				r.at = sc.now().Add(min(sc.retryBase<<min(r.n-1, 10), 10*sc.retryBase))
+			}
+		}
+	}
+}
+
+// skip records a fire that will not run.
+func (sc *Scheduler) skip(ctx context.Context, j *Compiled, t time.Time, reason string) {
+	sc.log.Error("job fire given up", "job", j.Name, "fire_time", t, "reason", reason)
+	if err := sc.sub.RecordSkippedFires(ctx, j.Name, []time.Time{t}, reason); err != nil {
+		sc.log.Error("recording a skipped fire", "job", j.Name, "fire_time", t, "err", err)
 	}
 }
 
@@ -109,20 +164,26 @@ func (sc *Scheduler) catchUp(ctx context.Context, j *Compiled, now time.Time) {
 	}
 	if !run.IsZero() {
 		sc.log.Info("catching up on a missed fire", "job", j.Name, "fire_time", run)
-		sc.fire(ctx, j, run)
+		_ = sc.fire(ctx, j, run) // a failure here is logged; the catch-up is best effort, as before
 	}
 }
 
-func (sc *Scheduler) fire(ctx context.Context, j *Compiled, t time.Time) {
+// fire starts the fire at t of j; false when it failed and is to be
+// retried (the Submitter keys it on job and fire time, so a retry of a
+// fire whose answer was lost finds it started).
+func (sc *Scheduler) fire(ctx context.Context, j *Compiled, t time.Time) bool {
 	id, existing, err := sc.sub.FireJob(ctx, j, t)
 	switch {
 	case errors.Is(err, ErrFireConflict):
 		sc.log.Warn("this fire was already started by an instance with a different job definition", "job", j.Name, "fire_time", t)
 	case err != nil:
-		if ctx.Err() == nil {
-			sc.log.Error("job fire failed", "job", j.Name, "fire_time", t, "err", err)
+		if ctx.Err() != nil {
+			return true // stopping: the next instance's catch-up decides
 		}
+		sc.log.Error("job fire failed; retrying", "job", j.Name, "fire_time", t, "err", err)
+		return false
 	case !existing:
 		sc.log.Info("job fired", "job", j.Name, "fire_time", t, "broadcast_id", id)
 	}
+	return true
 }

@@ -1,0 +1,227 @@
+package chaos
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"pushfan/engagement"
+)
+
+// arrivals is the emulator's log as the checker needs it: each accepted
+// send attributed to its broadcast and target by the event token it
+// carries (data["pushfan"], signed by the replicas' key), the repeats of a
+// target already accepted (duplicates, with their time, to be explained by
+// a fault), and requests, acceptances and 429s per second. The emulator's
+// own per-token tallies cannot tell one broadcast's send from another's.
+type arrivals struct {
+	keys atomic.Pointer[engagement.Keys]
+
+	inFlight atomic.Int64
+
+	mu           sync.Mutex
+	sent         map[uint64]map[uint64]int32 // broadcast → target → accepted sends
+	dups         []dup
+	secs         map[int64]*second
+	unattributed int64
+	// events are sampled event tokens of first acceptances, waiting to be
+	// posted back as opens by the load generator.
+	events  []string
+	sampleN int64
+}
+
+type dup struct {
+	at                time.Time
+	broadcast, target uint64
+}
+
+type second struct {
+	requests, accepted, limited int64
+	maxInFlight                 int64 // the most send requests being answered at once
+}
+
+func newArrivals() *arrivals {
+	return &arrivals{sent: map[uint64]map[uint64]int32{}, secs: map[int64]*second{}}
+}
+
+// statusWriter remembers the status the emulator answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// wrap records every send request next reads.
+func (a *arrivals) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sw := &statusWriter{ResponseWriter: w}
+		a.enter(time.Now())
+		next.ServeHTTP(sw, r)
+		a.inFlight.Add(-1)
+		a.record(time.Now(), sw.status, body)
+	})
+}
+
+// enter counts a request in flight, and the second's high-water mark.
+func (a *arrivals) enter(now time.Time) {
+	n := a.inFlight.Add(1)
+	a.mu.Lock()
+	sec := a.second(now)
+	sec.maxInFlight = max(sec.maxInFlight, n)
+	a.mu.Unlock()
+}
+
+// second is now's bucket; a.mu is held.
+func (a *arrivals) second(now time.Time) *second {
+	sec := a.secs[now.Unix()]
+	if sec == nil {
+		sec = &second{}
+		a.secs[now.Unix()] = sec
+	}
+	return sec
+}
+
+// maxInFlight is the most sends in flight at once in [from, to].
+func (a *arrivals) maxInFlight(from, to time.Time) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var m int64
+	for s := from.Unix(); s <= to.Unix(); s++ {
+		if sec := a.secs[s]; sec != nil {
+			m = max(m, sec.maxInFlight)
+		}
+	}
+	return m
+}
+
+func (a *arrivals) record(now time.Time, status int, body []byte) {
+	var req struct {
+		Message struct {
+			Data map[string]string `json:"data"`
+		} `json:"message"`
+		ValidateOnly bool `json:"validate_only"`
+	}
+	_ = json.Unmarshal(body, &req) // the emulator judged it; a bad body was not accepted
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sec := a.second(now)
+	sec.requests++
+	switch {
+	case status == http.StatusTooManyRequests:
+		sec.limited++
+		return
+	case status != http.StatusOK || req.ValidateOnly:
+		return
+	}
+	sec.accepted++
+	keys := a.keys.Load()
+	tok := req.Message.Data["pushfan"]
+	if keys == nil || tok == "" {
+		a.unattributed++
+		return
+	}
+	c, err := keys.Verify(tok, now)
+	if err != nil {
+		a.unattributed++
+		return
+	}
+	m := a.sent[c.BroadcastID]
+	if m == nil {
+		m = map[uint64]int32{}
+		a.sent[c.BroadcastID] = m
+	}
+	m[c.Target]++
+	if m[c.Target] > 1 {
+		a.dups = append(a.dups, dup{now, c.BroadcastID, c.Target})
+		return
+	}
+	// One first acceptance in 20 is opened by its app, up to a backlog of
+	// 5,000 (the load posts them every two seconds).
+	if a.sampleN++; a.sampleN%20 == 0 && len(a.events) < 5000 {
+		a.events = append(a.events, tok)
+	}
+}
+
+// takeEvents returns up to n sampled event tokens and forgets them.
+func (a *arrivals) takeEvents(n int) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n = min(n, len(a.events))
+	out := append([]string(nil), a.events[:n]...)
+	a.events = a.events[n:]
+	return out
+}
+
+// distinct is the number of targets of broadcast id the emulator accepted.
+func (a *arrivals) distinct(id uint64) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return int64(len(a.sent[id]))
+}
+
+// dupsSince returns the duplicates recorded from index i on, and the next
+// index.
+func (a *arrivals) dupsSince(i int) ([]dup, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]dup(nil), a.dups[i:]...), len(a.dups)
+}
+
+// totals sums the seconds in [from, to).
+func (a *arrivals) totals(from, to time.Time, skip func(time.Time) bool) second {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var t second
+	for s, c := range a.secs {
+		at := time.Unix(s, 0)
+		if at.Before(from) || !at.Before(to) || (skip != nil && skip(at)) {
+			continue
+		}
+		t.requests += c.requests
+		t.accepted += c.accepted
+		t.limited += c.limited
+	}
+	return t
+}
+
+// accounted is every accepted send the log attributed: the distinct
+// targets of every broadcast plus the repeats, plus the unattributed.
+func (a *arrivals) accounted() (distinct, repeats, unattributed int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.sent {
+		distinct += int64(len(m))
+	}
+	return distinct, int64(len(a.dups)), a.unattributed
+}
+
+func (a *arrivals) unattributedSends() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.unattributed
+}

@@ -1,0 +1,254 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// row is a broadcast as the checker reads it from the database (directly,
+// not through the fault proxy).
+type row struct {
+	ID         uint64     `db:"id"`
+	Status     string     `db:"status"`
+	Targeted   int64      `db:"targeted"`
+	Succeeded  int64      `db:"succeeded"`
+	Failed     int64      `db:"failed"`
+	Canceled   int64      `db:"canceled"`
+	CreatedAt  time.Time  `db:"created_at"`
+	ReleasedAt *time.Time `db:"released_at"`
+	FinishedAt *time.Time `db:"finished_at"`
+}
+
+func (r row) final() bool {
+	return r.Status == "completed" || r.Status == "canceled" || r.Status == "failed"
+}
+
+func (r row) done() int64 { return r.Succeeded + r.Failed + r.Canceled }
+
+// progress is when a broadcast's outcomes last moved.
+type progress struct {
+	done int64
+	at   time.Time
+}
+
+// checker holds the invariants that are checked while the run goes on
+// (every checkEvery) and once more after the drain.
+type checker struct {
+	s *stack
+	r *run
+	l *load
+
+	prog      map[uint64]progress
+	verified  map[uint64]bool
+	finalSeen map[uint64]time.Time
+	dupIdx    int
+	dups      int64
+	// canceledDelivered are targets counted canceled that FCM accepted
+	// (chargeCanceled).
+	canceledDelivered int64
+	rows              map[uint64]row
+	// longestStall is the longest a due, unfinished broadcast went without
+	// an outcome, counted from the later of its last outcome and the last
+	// fault; longestFinal the longest from submit (or release, or the
+	// local time due) to final.
+	longestStall, longestFinal     time.Duration
+	longestStallID, longestFinalID uint64
+	clusterDone                    int64
+	clusterAt                      time.Time
+	// busy are the spans between two checks that both saw a broadcast
+	// running: the seconds the throughput is measured over.
+	busy      [][2]time.Time
+	lastCheck time.Time
+	wasRun    bool
+}
+
+func (c *checker) wasBusy(at time.Time) bool {
+	for _, b := range c.busy {
+		if !at.Before(b[0]) && at.Add(time.Second).Before(b[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+const checkEvery = 2 * time.Second
+
+func newChecker(s *stack, r *run, l *load) *checker {
+	return &checker{s: s, r: r, l: l, prog: map[uint64]progress{}, verified: map[uint64]bool{}, finalSeen: map[uint64]time.Time{}, rows: map[uint64]row{}}
+}
+
+// loop checks until ctx is done.
+func (c *checker) loop(ctx context.Context) {
+	for {
+		c.check(time.Now())
+		if err := sleep(ctx, checkEvery); err != nil {
+			return
+		}
+	}
+}
+
+// check runs every continuous invariant once; a violation stops the run.
+func (c *checker) check(now time.Time) {
+	var rows []row
+	if err := c.s.db.Select(&rows, `SELECT id, status, targeted, succeeded, failed, canceled, created_at, released_at, finished_at FROM broadcasts`); err != nil {
+		c.r.violate(0, fmt.Sprintf("checker: reading broadcasts: %v", err))
+		return
+	}
+	lastFault := c.s.faults.lastTouch(now)
+	due, total, running := false, int64(0), false
+	for _, b := range rows {
+		total += b.done()
+		running = running || b.Status == "running"
+	}
+	if running && c.wasRun {
+		c.busy = append(c.busy, [2]time.Time{c.lastCheck, now})
+	}
+	c.lastCheck, c.wasRun = now, running
+	c.l.mu.Lock()
+	local := make(map[uint64]time.Time, len(c.l.local))
+	for id, at := range c.l.local {
+		local[id] = at
+	}
+	c.l.mu.Unlock()
+	for _, b := range rows {
+		c.rows[b.ID] = b
+		if b.done() > b.Targeted {
+			c.r.violate(b.ID, fmt.Sprintf("succeeded %d + failed %d + canceled %d = %d, over targeted %d", b.Succeeded, b.Failed, b.Canceled, b.done(), b.Targeted))
+			return
+		}
+		if b.final() {
+			c.checkFinal(b, now, local)
+			continue
+		}
+		// A held broadcast waits for its release, a local-time one for its
+		// zones; from then on it must keep moving.
+		if b.Status == "held" || b.Status == "scheduled" {
+			continue
+		}
+		due = due || now.After(local[b.ID])
+		// Only a running broadcast is held to its own progress: a queued
+		// one may wait behind older ones while the quota is saturated
+		// (the cluster's progress, below, covers it).
+		if b.Status != "running" {
+			continue
+		}
+		p, ok := c.prog[b.ID]
+		if !ok || p.done != b.done() {
+			c.prog[b.ID] = progress{b.done(), now}
+			continue
+		}
+		from := latest(p.at, lastFault, b.CreatedAt, deref(b.ReleasedAt), local[b.ID])
+		stall := now.Sub(from)
+		if stall > c.longestStall {
+			c.longestStall, c.longestStallID = stall, b.ID
+		}
+		if limit := c.s.cfg.lease + 30*time.Second; stall > limit {
+			c.r.violate(b.ID, fmt.Sprintf("%s at %d of %d for %v, more than lease + 30 s (%v) after its last outcome and the last fault", b.Status, b.done(), b.Targeted, stall.Round(time.Second), limit))
+			return
+		}
+	}
+	c.checkCluster(now, due, total, lastFault)
+	c.checkDuplicates()
+}
+
+// checkCluster: while any due broadcast is unfinished, some outcome must
+// be stored within lease + 30 s of the last outcome and the last fault.
+func (c *checker) checkCluster(now time.Time, due bool, total int64, lastFault time.Time) {
+	if c.clusterAt.IsZero() || total != c.clusterDone || !due {
+		c.clusterDone, c.clusterAt = total, now
+		return
+	}
+	if stall := now.Sub(latest(c.clusterAt, lastFault)); stall > c.s.cfg.lease+30*time.Second {
+		c.r.violate(0, fmt.Sprintf("no outcome stored by any replica for %v while broadcasts were due, more than lease + 30 s after the last fault", stall.Round(time.Second)))
+	}
+}
+
+// checkFinal checks a final broadcast once it has been final for 2 s (the
+// arrivals of its last sends are recorded after their answers, which the
+// replica may see first): its counts add up, and succeeded is what the
+// emulator accepted for it, target by target.
+func (c *checker) checkFinal(b row, now time.Time, local map[uint64]time.Time) {
+	if c.verified[b.ID] {
+		return
+	}
+	first, ok := c.finalSeen[b.ID]
+	if !ok {
+		c.finalSeen[b.ID] = now
+		return
+	}
+	if now.Sub(first) < 2*time.Second {
+		return
+	}
+	c.verified[b.ID] = true
+	if b.done() != b.Targeted {
+		c.r.violate(b.ID, fmt.Sprintf("final (%s) with succeeded %d + failed %d + canceled %d = %d, not targeted %d", b.Status, b.Succeeded, b.Failed, b.Canceled, b.done(), b.Targeted))
+		return
+	}
+	got := c.s.arr.distinct(b.ID)
+	if got > b.Succeeded && b.Status == "canceled" && b.FinishedAt != nil && c.chargeCanceled(b, got-b.Succeeded) {
+		got = b.Succeeded // explained: see chargeCanceled
+	}
+	if got != b.Succeeded {
+		c.r.violate(b.ID, fmt.Sprintf("final (%s) with succeeded %d, but the emulator accepted %d distinct targets of it", b.Status, b.Succeeded, got))
+		return
+	}
+	if b.FinishedAt != nil {
+		took := b.FinishedAt.Sub(latest(b.CreatedAt, deref(b.ReleasedAt), local[b.ID]))
+		if took > c.longestFinal {
+			c.longestFinal, c.longestFinalID = took, b.ID
+		}
+	}
+}
+
+// chargeCanceled explains the targets of a canceled broadcast that were
+// delivered but counted canceled: a cancel closes the chunks of a holder
+// whose lease expired (killed, or paused past its lease) and counts their
+// unstored targets canceled, while the sends that holder made since its
+// last checkpoint (or makes when it wakes, before its fenced checkpoint)
+// did reach FCM. Nobody can know them, so they are bounded like the
+// duplicates of the same fault, and charged to it.
+func (c *checker) chargeCanceled(b row, n int64) bool {
+	for range n {
+		if !c.s.faults.charge(*b.FinishedAt, c.s.cfg.lease+5*time.Second) {
+			return false
+		}
+	}
+	c.canceledDelivered += n
+	return true
+}
+
+// checkDuplicates charges every new duplicate arrival to a fault that
+// explains it; one no fault explains stops the run.
+func (c *checker) checkDuplicates() {
+	ds, next := c.s.arr.dupsSince(c.dupIdx)
+	c.dupIdx = next
+	for _, d := range ds {
+		c.dups++
+		if !c.s.faults.charge(d.at, c.s.cfg.lease+5*time.Second) {
+			c.r.violate(d.broadcast, fmt.Sprintf("target %d sent twice at %s with no fault to explain it", d.target, d.at.Sub(c.r.t0).Round(time.Millisecond)))
+			return
+		}
+	}
+	for _, f := range c.s.faults.overBound() {
+		c.r.violate(0, fmt.Sprintf("%s of %s at %s: %d duplicates, over its bound %d", f.kind, f.target, f.start.Sub(c.r.t0).Round(time.Millisecond), f.dups, f.bound))
+		return
+	}
+}
+
+func latest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}

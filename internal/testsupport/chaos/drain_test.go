@@ -1,0 +1,139 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// drain waits, with the faults undone and the load stopped, until every
+// broadcast is final and every webhook event delivered.
+func drain(ctx context.Context, s *stack, r *run, l *load, c *checker) {
+	if err := l.flushChores(ctx); err != nil {
+		r.violate(0, fmt.Sprintf("drain: releasing the held broadcasts: %v", err))
+		return
+	}
+	var left int64
+	if err := s.db.QueryRow("SELECT COALESCE(SUM(targeted - succeeded - failed - canceled), 0) FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed')").Scan(&left); err != nil {
+		r.violate(0, fmt.Sprintf("drain: %v", err))
+		return
+	}
+	// What is left at half the quota, plus a lease and the 30 s, plus the
+	// local-time broadcasts' 40 s: a run that needs longer has stalled.
+	within := s.cfg.lease + 30*time.Second + 40*time.Second + time.Duration(float64(left)/(s.cfg.rate/2)*float64(time.Second))
+	if !waitFor(ctx, within, func() bool {
+		var n int
+		return s.db.QueryRow("SELECT COUNT(*) FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed')").Scan(&n) == nil && n == 0
+	}) {
+		var id uint64
+		var status string
+		_ = s.db.QueryRow("SELECT id, status FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed') ORDER BY id LIMIT 1").Scan(&id, &status)
+		r.violate(id, fmt.Sprintf("drain: still %s %v after the load and the faults stopped (%d targets were left)", status, within.Round(time.Second), left))
+		return
+	}
+	// The deliverer retries after about 5 s and then 30 s.
+	if !waitFor(ctx, 2*time.Minute, func() bool {
+		var n int
+		return s.db.QueryRow("SELECT COUNT(*) FROM webhook_outbox WHERE status <> 'delivered'").Scan(&n) == nil && n == 0
+	}) {
+		r.violate(0, "drain: webhook events still undelivered 2 minutes after every broadcast was final")
+		return
+	}
+	// The checker verifies a final broadcast once it has been final for
+	// 2 s; give it two more rounds.
+	_ = sleep(ctx, 2*checkEvery+time.Second)
+}
+
+// waitFor polls cond every 500 ms until it holds (true) or within passes.
+func waitFor(ctx context.Context, within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) || sleep(ctx, 500*time.Millisecond) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// finalChecks are the invariants read once the run has drained.
+func finalChecks(s *stack, r *run, l *load, c *checker, loadEnd time.Time) {
+	for id, b := range c.rows {
+		if b.final() && !c.verified[id] {
+			c.checkFinal(b, time.Now().Add(time.Hour), nil)
+		}
+	}
+	if n := s.arr.unattributedSends(); n > 0 {
+		r.violate(0, fmt.Sprintf("%d sends the emulator accepted carry no event token of a broadcast", n))
+	}
+	checkCron(s, r, loadEnd)
+	checkWebhooks(s, r)
+	checkEngagement(s, r, l)
+	if st := quotaShare(s, r.t0, loadEnd); st.requests > 0 && float64(st.limited) > 0.001*float64(st.requests) {
+		r.violate(0, fmt.Sprintf("%d of %d requests (%.3f%%) answered 429 outside the storms: more than 0.1%%", st.limited, st.requests, 100*float64(st.limited)/float64(st.requests)))
+	}
+}
+
+// checkCron: every minute the run spanned fired the job exactly once (the
+// database's unique key makes more than once impossible to store; a
+// missing or skipped fire is what can go wrong).
+func checkCron(s *stack, r *run, loadEnd time.Time) {
+	from := r.t0.Add(10 * time.Second).Truncate(time.Minute).Add(time.Minute)
+	for m := from; m.Before(loadEnd.Add(-10 * time.Second)); m = m.Add(time.Minute) {
+		var n, skipped int
+		if err := s.db.QueryRow("SELECT COUNT(*) FROM broadcasts WHERE job_name = ? AND fire_time = ?", cronJob, m.UTC()).Scan(&n); err != nil {
+			r.violate(0, fmt.Sprintf("cron: %v", err))
+			return
+		}
+		_ = s.db.QueryRow("SELECT COUNT(*) FROM cron_skipped_fires WHERE job_name = ? AND fire_time = ?", cronJob, m.UTC()).Scan(&skipped)
+		if n != 1 {
+			r.violate(0, fmt.Sprintf("cron: the fire of %s at %s made %d broadcasts (%d skipped), want exactly 1", cronJob, m.UTC().Format(time.TimeOnly), n, skipped))
+			return
+		}
+	}
+}
+
+// checkWebhooks: every event in the outbox reached the sink at least once.
+func checkWebhooks(s *stack, r *run) {
+	var ids []string
+	if err := s.db.Select(&ids, "SELECT msg_id FROM webhook_outbox"); err != nil {
+		r.violate(0, fmt.Sprintf("webhooks: %v", err))
+		return
+	}
+	got, _ := s.sink.received()
+	for _, id := range ids {
+		if got[id] == 0 {
+			r.violate(0, fmt.Sprintf("webhooks: event %s is in the outbox and never reached the receiver", id))
+			return
+		}
+	}
+}
+
+// checkEngagement: the opens stored per broadcast are the distinct targets
+// whose open an API answered 200.
+func checkEngagement(s *stack, r *run, l *load) {
+	var rows []struct {
+		ID uint64 `db:"broadcast_id"`
+		N  int    `db:"n"`
+	}
+	if err := s.db.Select(&rows, "SELECT broadcast_id, COUNT(*) AS n FROM engagement_events WHERE type = 2 GROUP BY broadcast_id"); err != nil {
+		r.violate(0, fmt.Sprintf("engagement: %v", err))
+		return
+	}
+	stored := map[uint64]int{}
+	for _, x := range rows {
+		stored[x.ID] = x.N
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.opened {
+		if _, ok := stored[id]; !ok {
+			stored[id] = 0
+		}
+	}
+	for id, n := range stored {
+		if want := len(l.opened[id]); n != want {
+			r.violate(id, fmt.Sprintf("engagement: %d opens stored, %d distinct targets' opens answered 200", n, want))
+			return
+		}
+	}
+}

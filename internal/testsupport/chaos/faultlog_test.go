@@ -1,0 +1,174 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fault kinds.
+const (
+	kindKill        = "kill -9 + restart"
+	kindPause       = "SIGSTOP/SIGCONT > lease"
+	kindDBCut       = "DB connections cut"
+	kindCommitFault = "COMMITs faulted (lost answer / never arrived)"
+	kindDBOutage    = "DB refused for seconds (restart simulated)"
+	kindStorm       = "429 storm"
+	kindLatency     = "latency spike 500 ms"
+	kindUnavailable = "UNAVAILABLE burst"
+	kindHookAway    = "webhook receiver away"
+)
+
+var kindOrder = []string{kindKill, kindPause, kindDBCut, kindCommitFault, kindDBOutage, kindStorm, kindLatency, kindUnavailable, kindHookAway}
+
+// fault is one injected fault: its kind, what it hit, when it started and
+// ended (zero while on), and the duplicates it may explain (bound) and was
+// charged with (dups).
+type fault struct {
+	kind, target, detail string
+	start, end           time.Time
+	bound, dups          int64
+}
+
+// faultLog is every fault of the run, in the order they started.
+type faultLog struct {
+	mu     sync.Mutex
+	faults []*fault
+}
+
+func (l *faultLog) begin(kind, target, detail string, bound int64) *fault {
+	f := &fault{kind: kind, target: target, detail: detail, start: time.Now(), bound: bound}
+	l.mu.Lock()
+	l.faults = append(l.faults, f)
+	l.mu.Unlock()
+	return f
+}
+
+// finish ends f; a detail known only at the end (how long a replica was
+// down) replaces the one given at the start. bound, when given, computes
+// the fault's duplicate bound from its start and end.
+func (l *faultLog) finish(f *fault, detail string, bound func(from, to time.Time) int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f.end = time.Now()
+	if detail != "" {
+		f.detail = detail
+	}
+	if bound != nil {
+		f.bound = bound(f.start, f.end)
+	}
+}
+
+// lastTouch is when the latest fault ended, now while one is on: a
+// broadcast's time to final is measured from it.
+func (l *faultLog) lastTouch(now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var last time.Time
+	for _, f := range l.faults {
+		end := f.end
+		if end.IsZero() {
+			end = now
+		}
+		if end.After(last) {
+			last = end
+		}
+	}
+	return last
+}
+
+// inWindow reports whether at falls in a fault's window: from its start
+// to after its end by after (for which kinds: all when kinds is empty).
+func (l *faultLog) inWindow(at time.Time, after time.Duration, kinds ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.faults {
+		if len(kinds) > 0 && !contains(kinds, f.kind) {
+			continue
+		}
+		end := f.end
+		if end.IsZero() {
+			end = at
+		}
+		if !at.Before(f.start.Add(-time.Second)) && !at.After(end.Add(after)) {
+			return true
+		}
+	}
+	return false
+}
+
+// charge assigns a duplicate at `at` to the fault covering it (its window
+// ending `after` past its end) with a bound and the most room left; false
+// when no fault explains it.
+func (l *faultLog) charge(at time.Time, after time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var best *fault
+	for _, f := range l.faults {
+		end := f.end
+		if end.IsZero() {
+			end = at
+		}
+		if f.bound == 0 || at.Before(f.start.Add(-time.Second)) || at.After(end.Add(after)) {
+			continue
+		}
+		if best == nil || f.bound-f.dups > best.bound-best.dups {
+			best = f
+		}
+	}
+	if best == nil {
+		return false
+	}
+	best.dups++
+	return true
+}
+
+// overBound returns the faults charged with more duplicates than their bound.
+func (l *faultLog) overBound() []fault {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []fault
+	for _, f := range l.faults {
+		if f.dups > f.bound {
+			out = append(out, *f)
+		}
+	}
+	return out
+}
+
+func (l *faultLog) snapshot() []fault {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]fault, len(l.faults))
+	for i, f := range l.faults {
+		out[i] = *f
+	}
+	return out
+}
+
+// String is the fault log, one line a fault, times from t0.
+func (l *faultLog) text(t0 time.Time) string {
+	fs := l.snapshot()
+	sort.Slice(fs, func(i, j int) bool { return fs[i].start.Before(fs[j].start) })
+	var b strings.Builder
+	for _, f := range fs {
+		end := "on"
+		if !f.end.IsZero() {
+			end = fmt.Sprintf("%7.1fs", f.end.Sub(t0).Seconds())
+		}
+		fmt.Fprintf(&b, "  %7.1fs → %s  %-45s %-10s %s (duplicates %d of bound %d)\n",
+			f.start.Sub(t0).Seconds(), end, f.kind, f.target, f.detail, f.dups, f.bound)
+	}
+	return b.String()
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

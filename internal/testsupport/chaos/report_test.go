@@ -1,0 +1,144 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// quotaShare sums the emulator's seconds from from to to, but those of a
+// storm and the 5 s after it (its 429s are the injected fault, and the
+// clients ramp back up after it).
+func quotaShare(s *stack, from, to time.Time) second {
+	return s.arr.totals(from, to, func(at time.Time) bool {
+		return s.faults.inWindow(at, 5*time.Second, kindStorm) || s.faults.inWindow(at.Add(time.Second), 5*time.Second, kindStorm)
+	})
+}
+
+// throughput is the accepted sends per second over the seconds outside
+// every fault's window (to lease + 5 s after it) in which a broadcast was
+// running: what the cluster sent when it had work and nothing was wrong.
+func throughput(s *stack, c *checker, from, to time.Time) (float64, int) {
+	var accepted int64
+	secs := 0
+	for at := from.Truncate(time.Second).Add(time.Second); at.Add(time.Second).Before(to); at = at.Add(time.Second) {
+		if !c.wasBusy(at) || s.faults.inWindow(at, s.cfg.lease+5*time.Second) || s.faults.inWindow(at.Add(time.Second), s.cfg.lease+5*time.Second) {
+			continue
+		}
+		accepted += s.arr.totals(at, at.Add(time.Second), nil).accepted
+		secs++
+	}
+	if secs == 0 {
+		return 0, 0
+	}
+	return float64(accepted) / float64(secs), secs
+}
+
+// newReport is the run's table (markdown), its fault log and violations.
+func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Chaos soak: CHAOS_DURATION=%v, CHAOS_SEED=%d\n\n", s.cfg.duration, s.cfg.seed)
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&b, "Ran %s → %s UTC; load average at the end: %s\n\n", r.t0.UTC().Format("2006-01-02 15:04:05"), time.Now().UTC().Format("15:04:05"), strings.TrimSpace(string(load)))
+	var targets, succeeded, failed, canceled int64
+	statuses := map[string]int{}
+	for _, x := range c.rows {
+		targets += x.Targeted
+		succeeded += x.Succeeded
+		failed += x.Failed
+		canceled += x.Canceled
+		statuses[x.Status]++
+	}
+	b.WriteString("| what | result |\n|---|---|\n")
+	fmt.Fprintf(&b, "| broadcasts | %d (%s) |\n", len(c.rows), fmtCounts(statuses))
+	l.mu.Lock()
+	fmt.Fprintf(&b, "| submitted by kind | %s; cron fires %d; refused (4xx) %s |\n", fmtCounts(l.submitted), countCron(s), fmtCounts(l.refused))
+	fmt.Fprintf(&b, "| opens posted back (POST /v1/events) | %d events, %d broadcasts |\n", l.events, len(l.opened))
+	txn, slow, slowOut := len(l.txn), 0, 0
+	var txnMax time.Duration
+	for _, x := range l.txn {
+		txnMax = max(txnMax, x.took)
+		if x.took > 2*time.Second || !x.ok {
+			slow++
+			if !s.faults.inWindow(x.at, txnGrace) {
+				slowOut++
+			}
+		}
+	}
+	l.mu.Unlock()
+	fmt.Fprintf(&b, "| targets | %d: succeeded %d, failed %d, canceled %d |\n", targets, succeeded, failed, canceled)
+	kinds := map[string]int{}
+	for _, f := range s.faults.snapshot() {
+		kinds[f.kind]++
+	}
+	var fk []string
+	for _, k := range kindOrder {
+		if kinds[k] > 0 {
+			fk = append(fk, fmt.Sprintf("%s %d", k, kinds[k]))
+		}
+	}
+	fmt.Fprintf(&b, "| faults injected | %s |\n", strings.Join(fk, "; "))
+	fmt.Fprintf(&b, "| violations | **%d** |\n", len(r.found()))
+	fmt.Fprintf(&b, "| duplicate sends | %d, each charged to a fault; worst fault %s |\n", c.dups, worstFault(s))
+	fmt.Fprintf(&b, "| targets delivered but counted canceled (a cancel closing a stale holder's chunk; charged to its fault) | %d |\n", c.canceledDelivered)
+	fmt.Fprintf(&b, "| longest time to final (from submit, release or local time due) | %v (broadcast %d) |\n", c.longestFinal.Round(100*time.Millisecond), c.longestFinalID)
+	fmt.Fprintf(&b, "| longest a running broadcast went without an outcome (after the last fault) | %v (broadcast %d; limit lease + 30 s = %v) |\n", c.longestStall.Round(time.Second), c.longestStallID, s.cfg.lease+30*time.Second)
+	tp, secs := throughput(s, c, r.t0, loadEnd)
+	fmt.Fprintf(&b, "| throughput outside faults, while busy | %.0f sends/s = %.0f%% of the quota (%.0f/s), over %d s |\n", tp, 100*tp/s.cfg.rate, s.cfg.rate, secs)
+	q := quotaShare(s, r.t0, time.Now())
+	fmt.Fprintf(&b, "| 429s outside storms | %d of %d requests (%.3f%%) |\n", q.limited, q.requests, 100*float64(q.limited)/float64(max(q.requests, 1)))
+	fmt.Fprintf(&b, "| transactional sends (1–3 users, each second) | %d, slowest %v; over 2 s or failed: %d, of which outside fault windows: %d |\n", txn, txnMax.Round(time.Millisecond), slow, slowOut)
+	got, twice := s.sink.received()
+	fmt.Fprintf(&b, "| webhook events | %d delivered (%d more than once) |\n", len(got), twice)
+	distinct, repeats, unattributed := s.arr.accounted()
+	fmt.Fprintf(&b, "| the emulator's accepted sends, accounted for | %d = %d distinct (broadcast, target) + %d repeats + %d without an event token |\n", s.emu.Stats().Accepted, distinct, repeats, unattributed)
+	fmt.Fprintf(&b, "| COMMITs faulted by the proxy | %d answer lost, %d never arrived |\n", s.proxy.AppliedLost.Load(), s.proxy.NotForwarded.Load())
+	b.WriteString("\nFault log (seconds from the start):\n\n```\n" + s.faults.text(r.t0) + "```\n")
+	if vs := r.found(); len(vs) > 0 {
+		b.WriteString("\nViolations:\n\n")
+		for _, v := range vs {
+			fmt.Fprintf(&b, "- at %v, broadcast %d: %s\n", v.at.Round(time.Millisecond), v.broadcast, v.what)
+			if x, ok := c.rows[v.broadcast]; ok {
+				fmt.Fprintf(&b, "  - broadcast %d: %+v\n", v.broadcast, x)
+			}
+		}
+	}
+	return b.String()
+}
+
+func worstFault(s *stack) string {
+	var worst *fault
+	for _, f := range s.faults.snapshot() {
+		if f.bound > 0 && (worst == nil || float64(f.dups)/float64(f.bound) > float64(worst.dups)/float64(worst.bound)) {
+			worst = &f
+		}
+	}
+	if worst == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s of %s: %d of its bound %d", worst.kind, worst.target, worst.dups, worst.bound)
+}
+
+func countCron(s *stack) int {
+	var n int
+	_ = s.db.QueryRow("SELECT COUNT(*) FROM broadcasts WHERE job_name = ?", cronJob).Scan(&n)
+	return n
+}
+
+func fmtCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
