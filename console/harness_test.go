@@ -254,9 +254,22 @@ func (e *env) setValue(sel, value string) {
 	}
 }
 
-// check clicks a radio or checkbox by selector.
+// click clicks an element by selector, as a person would: once the page
+// has stopped scrolling. The console scrolls smoothly to a field error
+// (fielderrors.js); a click computed mid-scroll lands where the element
+// was, not where it is.
 func (e *env) click(sel string) {
 	e.t.Helper()
+	eval[bool](e, "waiting for the page to stop scrolling before clicking "+sel, `new Promise((done) => {
+		let last = -1, still = 0;
+		const tick = () => {
+			const y = window.scrollY;
+			still = y === last ? still + 1 : 0;
+			last = y;
+			if (still >= 3) done(true); else requestAnimationFrame(tick);
+		};
+		tick();
+	})`)
 	e.do("clicking "+sel, 20*time.Second, chromedp.Click(chromedp.CSS(sel)))
 }
 
