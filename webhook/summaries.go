@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"pushfan/internal/platform/lifecycle"
+	"pushfan/internal/platform/sqldb"
 )
 
 // SummaryStages are when broadcast.engagement is sent: an hour and a day
@@ -94,8 +94,15 @@ func (s *Summaries) RunOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return added, fmt.Errorf("engagement summaries at %s: %w", StageName(after), err)
 		}
-		for _, id := range ids {
-			n, err := s.write(ctx, id, after)
+		missing, err := s.missing(ctx, ids, after)
+		if err != nil {
+			return added, err
+		}
+		for _, id := range ids { // in finish order
+			if len(missing[id]) == 0 {
+				continue
+			}
+			n, err := s.write(ctx, id, after, missing[id])
 			added += n
 			if err != nil {
 				return added, err
@@ -105,41 +112,60 @@ func (s *Summaries) RunOnce(ctx context.Context) (int, error) {
 	return added, nil
 }
 
-// write adds broadcast id's summary at stage after for the endpoints that
-// have none yet.
-func (s *Summaries) write(ctx context.Context, id uint64, after time.Duration) (int, error) {
-	var todo []*Endpoint
-	var ids []any
-	for _, e := range s.out.endpoints {
-		if e.Wants(BroadcastEngagement) {
-			todo = append(todo, e)
-			ids = append(ids, summaryMsgID(id, after, e.Name))
+// summaryBatch bounds the webhook-ids looked up in one query.
+const summaryBatch = 500
+
+// missing finds, among ids' summaries at stage after, those not written
+// yet, by endpoint. A broadcast stays in the window for SummaryGrace
+// after its summary went out (thousands of them with a transactional send
+// a second), so the lookup is by batches of webhook-ids on the outbox's
+// unique key, never a query per broadcast.
+func (s *Summaries) missing(ctx context.Context, ids []uint64, after time.Duration) (map[uint64][]*Endpoint, error) {
+	type want struct {
+		id uint64
+		e  *Endpoint
+	}
+	wants := map[string]want{}
+	var keys []any
+	for _, id := range ids {
+		for _, e := range s.out.endpoints {
+			if e.Wants(BroadcastEngagement) {
+				m := summaryMsgID(id, after, e.Name)
+				wants[m] = want{id, e}
+				keys = append(keys, m)
+			}
 		}
 	}
-	if len(todo) == 0 {
-		return 0, nil
-	}
-	// Most passes find every summary written: one indexed read, no body.
-	rows, err := s.db.QueryContext(ctx, "SELECT msg_id FROM webhook_outbox WHERE msg_id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", ids...)
-	if err != nil {
-		return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
-	}
-	have := map[string]bool{}
-	for rows.Next() {
-		var m string
-		if err := rows.Scan(&m); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), summaryBatch)]
+		keys = keys[len(batch):]
+		rows, err := s.db.QueryContext(ctx, "SELECT msg_id FROM webhook_outbox WHERE msg_id IN ("+sqldb.InList(len(batch))+")", batch...)
+		if err != nil {
+			return nil, fmt.Errorf("engagement summaries written: %w", err)
 		}
-		have[m] = true
+		for rows.Next() {
+			var m string
+			if err := rows.Scan(&m); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("engagement summaries written: %w", err)
+			}
+			delete(wants, m)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("engagement summaries written: %w", err)
+		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
+	out := map[uint64][]*Endpoint{}
+	for _, w := range wants {
+		out[w.id] = append(out[w.id], w.e)
 	}
-	if len(have) == len(todo) {
-		return 0, nil
-	}
+	return out, nil
+}
+
+// write adds broadcast id's summary at stage after for endpoints (those
+// found without one).
+func (s *Summaries) write(ctx context.Context, id uint64, after time.Duration, endpoints []*Endpoint) (int, error) {
 	data, err := s.src.Summary(ctx, id, after)
 	if err != nil {
 		return 0, fmt.Errorf("engagement summary of %d: %w", id, err)
@@ -152,14 +178,10 @@ func (s *Summaries) write(ctx context.Context, id uint64, after time.Duration) (
 		return 0, fmt.Errorf("webhook: encoding %s: %w", BroadcastEngagement, err)
 	}
 	added := 0
-	for i, e := range todo {
-		m := ids[i].(string)
-		if have[m] {
-			continue
-		}
-		// IGNORE: another instance wrote it since the read above.
+	for _, e := range endpoints {
+		// IGNORE: another instance wrote it since the lookup.
 		res, err := s.db.ExecContext(ctx, "INSERT IGNORE INTO webhook_outbox (msg_id, endpoint, type, broadcast_id, body) VALUES (?, ?, ?, ?, ?)",
-			m, e.Name, BroadcastEngagement, id, body)
+			summaryMsgID(id, after, e.Name), e.Name, BroadcastEngagement, id, body)
 		if err != nil {
 			return added, fmt.Errorf("webhook: writing %s for %s: %w", BroadcastEngagement, e.Name, err)
 		}
