@@ -177,17 +177,26 @@ func (s *Summaries) write(ctx context.Context, id uint64, after time.Duration, e
 	if err != nil {
 		return 0, fmt.Errorf("webhook: encoding %s: %w", BroadcastEngagement, err)
 	}
+	// One transaction for the endpoints, retried after a lock conflict with
+	// the deliverers' claims (InTx); IGNORE: another instance wrote a row
+	// since the lookup.
 	added := 0
-	for _, e := range endpoints {
-		// IGNORE: another instance wrote it since the lookup.
-		res, err := s.db.ExecContext(ctx, "INSERT IGNORE INTO webhook_outbox (msg_id, endpoint, type, broadcast_id, body) VALUES (?, ?, ?, ?, ?)",
-			summaryMsgID(id, after, e.Name), e.Name, BroadcastEngagement, id, body)
-		if err != nil {
-			return added, fmt.Errorf("webhook: writing %s for %s: %w", BroadcastEngagement, e.Name, err)
+	err = sqldb.InTx(ctx, s.db, s.log, "write engagement summary", func(tx *sql.Tx) error {
+		added = 0
+		for _, e := range endpoints {
+			res, err := tx.ExecContext(ctx, "INSERT IGNORE INTO webhook_outbox (msg_id, endpoint, type, broadcast_id, body) VALUES (?, ?, ?, ?, ?)",
+				summaryMsgID(id, after, e.Name), e.Name, BroadcastEngagement, id, body)
+			if err != nil {
+				return fmt.Errorf("webhook: writing %s for %s: %w", BroadcastEngagement, e.Name, err)
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				added++
+			}
 		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			added++
-		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return added, nil
 }
