@@ -51,6 +51,21 @@ type DB struct {
 // test, never skips it: CI must not go green without a database.
 func New(t testing.TB) *DB {
 	t.Helper()
+	return create(t, 0)
+}
+
+// NewAt is New with the database migrated up to version only: the schema
+// of an older release, for upgrade tests. Migrate it the rest of the way
+// with repository.Migrate (or by starting pushfan serve on its DSN).
+func NewAt(t testing.TB, version int64) *DB {
+	t.Helper()
+	return create(t, version)
+}
+
+// create makes and migrates the database: to the latest version when
+// version is 0, else up to version.
+func create(t testing.TB, version int64) *DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 
@@ -92,7 +107,11 @@ func New(t testing.TB) *DB {
 			t.Errorf("testdb: %v", err)
 		}
 	})
-	if err := repository.Migrate(ctx, pool.DB, log); err != nil {
+	migrate := func() error { return repository.Migrate(ctx, pool.DB, log) }
+	if version > 0 {
+		migrate = func() error { return repository.MigrateTo(ctx, pool.DB, version, log) }
+	}
+	if err := migrate(); err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
 	return &DB{Store: repository.New(pool, log), SQL: pool, DSN: dsn}
