@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run stop test lint docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps tidy clean
+.PHONY: help build dist image run stop test lint docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -147,7 +147,7 @@ BENCH := bin/pushfan-bench
 
 # The drivers read N, C, LATENCY, JITTER, MODE (tls|http1|h2c; tls, the production wire, by default), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run, the events run, the webhooks run and the caps run
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run, the events run, the webhooks run, the caps run and the apps run
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
 	GO=$(GO) $(BENCH) latency --build=false
@@ -155,6 +155,11 @@ bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential S
 	GO=$(GO) $(BENCH) events --build=false
 	GO=$(GO) $(BENCH) webhooks --build=false
 	GO=$(GO) $(BENCH) caps --build=false
+	GO=$(GO) $(BENCH) apps --build=false
+
+bench-apps: ## three apps on one instance at the defaults, each emulator's quota its app's rate_limit (APPS_QUOTAS=4000,3000,2000), a bulk each at once: per-app sustained vs quota, CPU/send, RSS; then quotas × APPS_LEVELS=1,1.5,2,3 to find where it stops keeping up
+	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
+	GO=$(GO) $(BENCH) apps
 
 bench-caps: ## what the frequency cap costs: N=100000 tokens at the defaults, PUSHFAN_FREQUENCY_CAP=1/day vs none, alternating
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench

@@ -13,6 +13,12 @@
 //	                        every audience kind, time to targeted and to the first send, the
 //	                        first minute's sends/s, cancel per state, a 3-user send beside
 //	                        20 × 1M waiting local-time broadcasts, peak RSS (see scale.go)
+//	pushfan-bench apps      three apps on one serve at its defaults, each app's emulator
+//	                        enforcing its rate_limit (APPS_QUOTAS=4000,3000,2000) as its
+//	                        quota, a bulk broadcast of each at once: per-app sustained sends/s
+//	                        against its quota, the total, CPU/send, RSS; again with every quota
+//	                        scaled by APPS_LEVELS=1,1.5,2,3 to find where one instance stops
+//	                        keeping up
 //	pushfan-bench latency   the broadcast at pushfan's default configuration (concurrency,
 //	                        rate limit) against emulator latencies LATENCIES=10ms,30ms,100ms,300ms,
 //	                        over each of LATENCY_MODES=tls,http1: throughput, sends in flight,
@@ -123,6 +129,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		err = b.runWebhooks(ctx, rep)
 	case "caps":
 		err = b.runCaps(ctx, rep)
+	case "apps":
+		err = b.runApps(ctx, rep)
 	}
 	rep.FinishedAt = time.Now().UTC()
 	rep.Machine.LoadAvgEnd = loadAvg()

@@ -40,6 +40,9 @@ type options struct {
 	scaleN         int
 	scalePhases    string
 	scalePool      bool
+	appsQuotas     []int
+	appsSeconds    int
+	appsLevels     []float64
 }
 
 func envString(key, def string) string {
@@ -82,9 +85,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.kind, args = args[0], args[1:]
 	}
 	switch o.kind {
-	case "bench", "sweep", "quota", "latency", "scale", "events", "webhooks", "caps":
+	case "bench", "sweep", "quota", "latency", "scale", "events", "webhooks", "caps", "apps":
 	default:
-		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale, events, webhooks or caps)", o.kind)
+		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale, events, webhooks, caps or apps)", o.kind)
 	}
 	defN, defRepeat, defRate, defLatency := 100_000, 3, "1000000", 30*time.Millisecond
 	switch o.kind {
@@ -102,6 +105,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		defN, defRepeat = 100_000, 3
 	case "caps":
 		defN, defRepeat, defRate = 100_000, 3, "" // pushfan's defaults: at its rate limit
+	case "apps":
+		defRepeat, defRate = 1, "" // pushfan's defaults; each app's rate_limit is its quota
 	}
 	fs := flag.NewFlagSet("pushfan-bench "+o.kind, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -130,6 +135,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.dropDB, "drop-db", envBool("DROP_DB", false), "drop the bench databases at the end (env DROP_DB)")
 	fs.StringVar(&o.dbPrefix, "db-prefix", envString("BENCH_DB_PREFIX", "pushfan_bench"), "database name prefix; the database is <prefix>_<N>")
 	serveEnv := fs.String("serve-env", envString("SERVE_ENV", ""), "extra VAR=value settings for pushfan serve only, space-separated, e.g. \"GOGC=200 PUSHFAN_CHUNK_PARALLEL=1\" (env SERVE_ENV)")
+	appsQuotas := fs.String("apps-quotas", envString("APPS_QUOTAS", "4000,3000,2000"), "apps: the three apps' rate_limit = their emulators' quota, messages a second (env APPS_QUOTAS)")
+	fs.IntVar(&o.appsSeconds, "apps-seconds", envInt("APPS_SECONDS", 30), "apps: each app's audience is its quota × this many seconds (env APPS_SECONDS)")
+	appsLevels := fs.String("apps-levels", envString("APPS_LEVELS", "1,1.5,2,3"), "apps: the runs, each with every quota times one of these (env APPS_LEVELS)")
 	fs.StringVar(&o.bin, "bin", "bin/pushfan", "the pushfan binary")
 	fs.BoolVar(&o.build, "build", true, "build the pushfan binary first")
 	if err := fs.Parse(args); err != nil {
@@ -153,6 +161,29 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("SWEEP: %q is not a positive integer", f)
 		}
 		o.sweep = append(o.sweep, n)
+	}
+	for f := range strings.SplitSeq(*appsQuotas, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("APPS_QUOTAS: %q is not a positive integer", f)
+		}
+		o.appsQuotas = append(o.appsQuotas, n)
+	}
+	for f := range strings.SplitSeq(*appsLevels, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		x, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(x > 0) {
+			return o, fmt.Errorf("APPS_LEVELS: %q is not a positive number", f)
+		}
+		o.appsLevels = append(o.appsLevels, x)
+	}
+	if o.appsSeconds < 1 {
+		return o, errors.New("APPS_SECONDS must be at least 1")
 	}
 	for f := range strings.SplitSeq(*latencies, ",") {
 		if f = strings.TrimSpace(f); f == "" {

@@ -136,6 +136,7 @@ type emulator struct {
 }
 
 type emulatorSpec struct {
+	name            string // its log's name; "emulator" when empty
 	latency, jitter time.Duration
 	mode            string // http1 | h2c | tls
 	quota           int
@@ -161,7 +162,11 @@ func startEmulator(ctx context.Context, bin, dir string, spec emulatorSpec) (*em
 	}
 	w := newLineWaiter()
 	env := append(os.Environ(), "PUSHFAN_LOG_LEVEL=warn")
-	p, err := startProc("emulator", dir, bin, args, env, w)
+	name := spec.name
+	if name == "" {
+		name = "emulator"
+	}
+	p, err := startProc(name, dir, bin, args, env, w)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,9 @@ func settingsOf(o options) settings {
 		s.Sweep, s.SweepPerWorker = o.sweep, o.sweepPerWorker
 	case "quota":
 		s.Quota, s.QuotaWindow = o.quota, o.quotaWindow.String()
+	case "apps":
+		s.Concurrency = config.Defaults().Engine.Concurrency
+		s.QuotaWindow = o.quotaWindow.String()
 	case "latency":
 		s.Concurrency = config.Defaults().Engine.Concurrency
 		for _, l := range o.latencies {
@@ -78,6 +81,7 @@ type report struct {
 	Events     *eventsReport   `json:"events,omitempty"`
 	Webhooks   *webhooksReport `json:"webhooks,omitempty"`
 	Caps       *capsReport     `json:"caps,omitempty"`
+	Apps       *appsReport     `json:"apps,omitempty"`
 	Summary    *summary        `json:"summary,omitempty"`
 	Targets    []target        `json:"targets,omitempty"`
 }
@@ -112,7 +116,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil || r.Caps != nil
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil || r.Caps != nil || r.Apps != nil
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -358,6 +362,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Caps != nil {
 		r.Caps.print(w)
+	}
+	if r.Apps != nil {
+		r.Apps.print(w)
 	}
 	if s := r.Summary; s != nil {
 		fmt.Fprintf(w, "\nmedians over %d run(s): pushfan %.0f sends/s, %.1f µs CPU/send, peak RSS %.1f MB, emulator %.1f µs/request\n",
