@@ -29,6 +29,11 @@ type appsReport struct {
 	Seconds int          `json:"seconds_at_base"`
 	Window  string       `json:"quota_window"`
 	Levels  []*appsLevel `json:"levels"`
+	// Alone is the control: the first app on a serve of its own, at its
+	// base quota, right before the levels (APPS_ALONE): what the same app
+	// reaches without the other two beside it, on the machine as loaded
+	// as it is then.
+	Alone *appsLevel `json:"alone,omitempty"`
 	// KeptUpTo is the largest total quota at which every app reached
 	// 95 % of its own; FellShortAt the first one at which one did not.
 	KeptUpTo    float64 `json:"kept_up_to_per_s"`
@@ -37,6 +42,7 @@ type appsReport struct {
 
 // appsLevel is one run: every base quota times Scale.
 type appsLevel struct {
+	Label string    `json:"label"`
 	Scale float64   `json:"scale"`
 	Apps  []*appRun `json:"apps"`
 	Quota float64   `json:"total_quota_per_s"`
@@ -71,6 +77,26 @@ type appRun struct {
 	EmuDuringBack int64    `json:"emu_requests_during_backoff"`
 	Missing       int64    `json:"missing"`
 	Samples       []sample `json:"accepted_samples,omitempty"`
+	// What the serve's metrics said of this app over its 10–90 % span
+	// (means of the scrapes in it): its share of the project's budget
+	// (what the rate limiter admits), its sending goroutines and sends in
+	// flight, and the seconds its workers spent waiting on the limiter per
+	// second. A share at the quota with little waiting and a rate under it
+	// is a machine too slow; a share under the quota, a budget that is.
+	Share    float64          `json:"rate_share_per_s"`
+	Workers  float64          `json:"workers"`
+	InFlight float64          `json:"sends_in_flight"`
+	WaitPerS float64          `json:"limiter_wait_s_per_s"`
+	Gauges   []appGaugeSample `json:"metric_samples,omitempty"`
+}
+
+// appGaugeSample is one scrape of an app's series in the serve's metrics.
+type appGaugeSample struct {
+	AtMS     int64   `json:"at_ms"`
+	Share    float64 `json:"share"`
+	Workers  float64 `json:"workers"`
+	InFlight float64 `json:"in_flight"`
+	Wait     float64 `json:"limiter_wait_s"` // the counter's total
 }
 
 // benchApps are the apps' names, in the order of APPS_QUOTAS.
@@ -99,8 +125,15 @@ func (b *bench) runApps(ctx context.Context, rep *report) error {
 	}
 	ar := &appsReport{Quotas: o.appsQuotas, Seconds: o.appsSeconds, Window: o.quotaWindow.String()}
 	rep.Apps = ar
+	if o.appsAlone {
+		lv, err := b.appsLevel(ctx, db, benchApps[:1], o.appsQuotas[:1], ns[:1], 1, "alone")
+		ar.Alone = lv
+		if err != nil {
+			return err
+		}
+	}
 	for _, scale := range o.appsLevels {
-		lv, err := b.appsLevel(ctx, db, ns, scale)
+		lv, err := b.appsLevel(ctx, db, benchApps, o.appsQuotas, ns, scale, fmt.Sprintf("x%g", scale))
 		if lv != nil {
 			ar.Levels = append(ar.Levels, lv)
 		}
@@ -116,20 +149,21 @@ func (b *bench) runApps(ctx context.Context, rep *report) error {
 	return nil
 }
 
-// appsLevel starts an emulator per app (quota = its rate_limit, scaled)
-// and one serve configured with the three apps, submits one broadcast per
-// app at once, and measures them until all have ended.
-func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float64) (*appsLevel, error) {
+// appsLevel starts an emulator per app of apps (quota = its base quota
+// times scale, its rate_limit too) and one serve configured with those
+// apps, submits one broadcast per app at once, each to the app's ns[i]
+// tokens, and measures them until all have ended.
+func (b *bench) appsLevel(ctx context.Context, db benchDB, apps []string, quotas, ns []int, scale float64, label string) (*appsLevel, error) {
 	o := b.o
-	lv := &appsLevel{Scale: scale}
-	emus := make([]*emulator, len(benchApps))
+	lv := &appsLevel{Scale: scale, Label: label}
+	emus := make([]*emulator, len(apps))
 	var yaml strings.Builder
 	yaml.WriteString("apps:\n")
 	var cas []byte
-	for i, app := range benchApps {
-		rate := float64(o.appsQuotas[i]) * scale
+	for i, app := range apps {
+		rate := float64(quotas[i]) * scale
 		quota := int(rate * o.quotaWindow.Seconds())
-		emu, err := startEmulator(ctx, o.bin, b.dir, emulatorSpec{name: fmt.Sprintf("emulator-%s-x%g", app, scale),
+		emu, err := startEmulator(ctx, o.bin, b.dir, emulatorSpec{name: fmt.Sprintf("emulator-%s-%s", app, label),
 			latency: o.latency, jitter: o.jitter, mode: o.mode, quota: quota, quotaWindow: o.quotaWindow})
 		if err != nil {
 			return nil, err
@@ -148,7 +182,7 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 		lv.Apps = append(lv.Apps, &appRun{App: app, Quota: rate, N: ns[i]})
 		lv.Quota += rate
 	}
-	cfgPath := filepath.Join(b.dir, fmt.Sprintf("apps-x%g.yaml", scale))
+	cfgPath := filepath.Join(b.dir, "apps-"+label+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(yaml.String()), 0o600); err != nil {
 		return nil, err
 	}
@@ -163,14 +197,14 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 		}
 		env = append(env, "PUSHFAN_FCM_CA_FILE="+bundle)
 	}
-	svc, err := startService(ctx, o.bin, b.dir, fmt.Sprintf("serve-apps-x%g", scale), emus[0],
+	svc, err := startService(ctx, o.bin, b.dir, "serve-apps-"+label, emus[0],
 		serviceSpec{db: db, extraEnv: append(env, o.serveEnv...)})
 	if err != nil {
 		return nil, err
 	}
 	b.procs = append(b.procs, svc.p)
 	defer svc.stop()
-	b.logf("apps at x%g: quotas %s/s (total %.0f/s), audiences %v", scale, fmtQuotas(lv.Apps), lv.Quota, ns)
+	b.logf("apps %s: quotas %s/s (total %.0f/s), audiences %v", label, fmtQuotas(lv.Apps), lv.Quota, ns)
 
 	st0 := make([]emuStats, len(emus))
 	for i, e := range emus {
@@ -183,8 +217,8 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 		return nil, err
 	}
 	t0 := time.Now()
-	views := make([]broadcastView, len(benchApps))
-	for i, app := range benchApps {
+	views := make([]broadcastView, len(apps))
+	for i, app := range apps {
 		var body map[string]any
 		if err := json.Unmarshal(untrackedBody, &body); err != nil {
 			return nil, err
@@ -198,7 +232,7 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 	}
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
-	nextSample, lastLog := t0, t0
+	nextSample, nextScrape, lastLog := t0, t0, t0
 	deadline := t0.Add(time.Duration(float64(o.appsSeconds)/scale*float64(time.Second))*4 + 2*time.Minute)
 	for {
 		done := true
@@ -218,12 +252,22 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 				}
 			}
 			nextSample = nextSample.Add(500 * time.Millisecond)
+			if !now.Before(nextScrape) {
+				if g, err := scrapeAppGauges(ctx, svc); err == nil {
+					for i, app := range apps {
+						x := g[app]
+						x.AtMS = now.Sub(t0).Milliseconds()
+						lv.Apps[i].Gauges = append(lv.Apps[i].Gauges, x)
+					}
+				}
+				nextScrape = nextScrape.Add(2 * time.Second)
+			}
 			if now.Sub(lastLog) >= 10*time.Second {
 				var parts []string
 				for i, v := range views {
-					parts = append(parts, fmt.Sprintf("%s %d/%d", benchApps[i], v.Succeeded+v.Failed, ns[i]))
+					parts = append(parts, fmt.Sprintf("%s %d/%d", apps[i], v.Succeeded+v.Failed, ns[i]))
 				}
-				b.logf("  … x%g after %.0fs: %s", scale, now.Sub(t0).Seconds(), strings.Join(parts, ", "))
+				b.logf("  … %s after %.0fs: %s", label, now.Sub(t0).Seconds(), strings.Join(parts, ", "))
 				lastLog = now
 			}
 		}
@@ -234,7 +278,7 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 		case svc.p.exited():
 			return nil, fmt.Errorf("pushfan serve exited during the apps run: %v\n%s", svc.p.exitErr, svc.p.tail(30))
 		case time.Now().After(deadline):
-			return nil, fmt.Errorf("apps at x%g: the broadcasts had not ended after %v (%+v)\n%s", scale, time.Since(t0).Round(time.Second), views, svc.p.tail(30))
+			return nil, fmt.Errorf("apps %s: the broadcasts had not ended after %v (%+v)\n%s", label, time.Since(t0).Round(time.Second), views, svc.p.tail(30))
 		}
 		select {
 		case <-ctx.Done():
@@ -272,6 +316,7 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 			r.SustainedPerS = float64(r.Succeeded) / r.WallSeconds
 		}
 		r.OfQuota = r.SustainedPerS / r.Quota
+		r.spanGauges()
 		r.Emu429 = st1.ByCode["RATE_LIMIT_EXCEEDED"] - st0[i].ByCode["RATE_LIMIT_EXCEEDED"]
 		r.EmuDuringBack = st1.RequestsDuringBack - st0[i].RequestsDuringBack
 		r.Missing = int64(r.N) - (st1.Accepted - st0[i].Accepted)
@@ -293,10 +338,102 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, ns []int, scale float
 	lv.KeptUp = len(errs) == 0
 	for _, r := range lv.Apps {
 		lv.KeptUp = lv.KeptUp && r.OfQuota >= 0.95
-		b.logf("  %s: %.0f/s sustained of %.0f/s (%.1f%%), %d succeeded, %d quota 429s", r.App, r.SustainedPerS, r.Quota, 100*r.OfQuota, r.Succeeded, r.Emu429)
+		b.logf("  %s: %.0f/s sustained of %.0f/s (%.1f%%), %d succeeded, %d quota 429s; share %.0f/s, %.0f workers, %.0f in flight, limiter wait %.1f s/s",
+			r.App, r.SustainedPerS, r.Quota, 100*r.OfQuota, r.Succeeded, r.Emu429, r.Share, r.Workers, r.InFlight, r.WaitPerS)
 	}
-	b.logf("  x%g: %.0f/s sustained together of %.0f/s, %.1f µs CPU/send, peak RSS %.1f MB, load %s", scale, lv.Sustained, lv.Quota, lv.CPUMicrosPerMsg, lv.PeakRSSMB, lv.LoadAvg)
+	b.logf("  %s: %.0f/s sustained together of %.0f/s, %.1f µs CPU/send, peak RSS %.1f MB, load %s", label, lv.Sustained, lv.Quota, lv.CPUMicrosPerMsg, lv.PeakRSSMB, lv.LoadAvg)
 	return lv, errors.Join(errs...)
+}
+
+// spanGauges sets Share, Workers, InFlight and WaitPerS from the scrapes
+// taken while r was between 10 % and 90 % of its audience (all of them
+// when none was).
+func (r *appRun) spanGauges() {
+	var from, to int64 = 0, 1 << 62
+	for _, s := range r.Samples {
+		if s.Accepted < int64(r.N)/10 {
+			from = s.AtMS
+		}
+		if s.Accepted >= int64(r.N)*9/10 && s.AtMS < to {
+			to = s.AtMS
+		}
+	}
+	var in []appGaugeSample
+	for _, g := range r.Gauges {
+		if g.AtMS >= from && g.AtMS <= to {
+			in = append(in, g)
+		}
+	}
+	if len(in) == 0 {
+		in = r.Gauges
+	}
+	if len(in) == 0 {
+		return
+	}
+	for _, g := range in {
+		r.Share += g.Share / float64(len(in))
+		r.Workers += g.Workers / float64(len(in))
+		r.InFlight += g.InFlight / float64(len(in))
+	}
+	if first, last := in[0], in[len(in)-1]; last.AtMS > first.AtMS {
+		r.WaitPerS = (last.Wait - first.Wait) * 1000 / float64(last.AtMS-first.AtMS)
+	}
+}
+
+// scrapeAppGauges reads each app's share, workers, sends in flight and
+// limiter wait from the serve's GET /metrics.
+func scrapeAppGauges(ctx context.Context, svc *service) (map[string]appGaugeSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, svc.base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := svc.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: HTTP %d", resp.StatusCode)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]appGaugeSample{}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		app, ok := labelValue(labels, "app")
+		if !ok {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscanf(value, "%g", &v); err != nil {
+			continue
+		}
+		g := out[app]
+		switch name {
+		case "pushfan_rate_share":
+			g.Share = v
+		case "pushfan_fcm_workers":
+			g.Workers = v
+		case "pushfan_fcm_sends_in_flight":
+			g.InFlight = v
+		case "pushfan_rate_limiter_wait_seconds_total":
+			g.Wait = v
+		default:
+			continue
+		}
+		out[app] = g
+	}
+	return out, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -428,19 +565,27 @@ func appsSeeded(ctx context.Context, db benchDB, ns []int) (bool, string) {
 func (ar *appsReport) print(w io.Writer) {
 	fmt.Fprintf(w, "\nthree apps on one serve at its defaults, each app's emulator enforcing its rate_limit as its quota (per %s), one bulk broadcast per app at once:\n", ar.Window)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "level\tapp\tquota/s\tN\tsustained/s\tof quota\twall s\t429s\tmissing\t")
-	for _, lv := range ar.Levels {
+	fmt.Fprintln(tw, "level\tapp\tquota/s\tN\tsustained/s\tof quota\twall s\t429s\tmissing\tshare/s\tworkers\tin flight\tlimiter wait s/s\t")
+	levels := ar.Levels
+	if ar.Alone != nil {
+		levels = append([]*appsLevel{ar.Alone}, levels...)
+	}
+	for _, lv := range levels {
 		for _, r := range lv.Apps {
-			fmt.Fprintf(tw, "x%g\t%s\t%.0f\t%d\t%.0f\t%.1f%%\t%.1f\t%d\t%d\t\n", lv.Scale, r.App, r.Quota, r.N, r.SustainedPerS, 100*r.OfQuota, r.WallSeconds, r.Emu429, r.Missing)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%d\t%.0f\t%.1f%%\t%.1f\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t\n", lv.Label, r.App, r.Quota, r.N, r.SustainedPerS, 100*r.OfQuota,
+				r.WallSeconds, r.Emu429, r.Missing, r.Share, r.Workers, r.InFlight, r.WaitPerS)
 		}
-		fmt.Fprintf(tw, "x%g\tall\t%.0f\t\t%.0f\t%.1f%%\t%.1f\t\t\t\n", lv.Scale, lv.Quota, lv.Sustained, 100*lv.Sustained/lv.Quota, lv.WallSeconds)
+		if len(lv.Apps) < 2 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\tall\t%.0f\t\t%.0f\t%.1f%%\t%.1f\t\t\t\t\t\t\t\n", lv.Label, lv.Quota, lv.Sustained, 100*lv.Sustained/lv.Quota, lv.WallSeconds)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "level\ttotal quota/s\tsustained/s\tsends/s (wall)\tCPU µs/send\tpeak RSS MB\tload after\tevery app ≥ 95%\t")
-	for _, lv := range ar.Levels {
-		fmt.Fprintf(tw, "x%g\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%s\t%s\t\n", lv.Scale, lv.Quota, lv.Sustained, lv.SendsPerS, lv.CPUMicrosPerMsg, lv.PeakRSSMB, lv.LoadAvg, yesNo(lv.KeptUp))
+	for _, lv := range levels {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%s\t%s\t\n", lv.Label, lv.Quota, lv.Sustained, lv.SendsPerS, lv.CPUMicrosPerMsg, lv.PeakRSSMB, lv.LoadAvg, yesNo(lv.KeptUp))
 	}
 	tw.Flush()
 	switch {

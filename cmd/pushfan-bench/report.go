@@ -299,7 +299,9 @@ func (r *report) print(w io.Writer) {
 			blankZero(x.LatencyP50MS, "%.1f"), blankZero(x.LatencyP95MS, "%.1f"), blankZero(x.LatencyP99MS, "%.1f"),
 			x.CPUMicrosPerMsg, x.EmuCPUMicrosPerRq, x.EmuConnections, x.Errors)
 	}
-	fmt.Fprintln(tw, header)
+	if len(r.Pushfan)+len(r.Small)+len(r.Sweep) > 0 || r.Multicast != nil || r.Sequential != nil || r.Quota != nil {
+		fmt.Fprintln(tw, header)
+	}
 	for i, x := range r.Pushfan {
 		pushRow(x)
 		if i < len(r.Probe) {
