@@ -40,7 +40,7 @@ type broadcastPage struct {
 	Broadcasts []appBroadcast `json:"broadcasts"`
 }
 
-func listIDs(t *testing.T, p *proc, token, query string) []uint64 {
+func listIDs(t *testing.T, p *teststack.Process, token, query string) []uint64 {
 	t.Helper()
 	var page broadcastPage
 	doJSON(t, p.URL, token, "GET", "/push/broadcasts"+query, "", http.StatusOK, &page)
@@ -52,7 +52,7 @@ func listIDs(t *testing.T, p *proc, token, query string) []uint64 {
 	return ids
 }
 
-func wantError(t *testing.T, p *proc, token, method, path, body string, status int, field string) {
+func wantError(t *testing.T, p *teststack.Process, token, method, path, body string, status int, field string) {
 	t.Helper()
 	got, raw := do(t, p.URL, token, method, path, body)
 	if got != status {
@@ -67,6 +67,15 @@ func wantError(t *testing.T, p *proc, token, method, path, body string, status i
 	}
 }
 
+// partnerAudience is a named audience of the partner app.
+const partnerAudience = `    audiences:
+      - name: partner_all
+        sql: |
+          SELECT t.id AS ` + "`cursor`" + `, t.user_id, t.token FROM device_tokens t
+          WHERE t.app = 'partner' AND t.invalidated_at IS NULL AND t.id > :after AND t.id <= :upto
+          ORDER BY t.id LIMIT :limit
+`
+
 // Two apps, two project ids, two emulators: each app's broadcast reaches
 // only its own emulator, under its own project path, every token exactly
 // once, and no token of one app goes through the other's project, though
@@ -77,21 +86,21 @@ func TestTwoAppsEachReachOnlyItsOwnProject(t *testing.T) {
 	const nConsumer, nPartner = 3000, 2000
 	s := newAppsStack(t, []appSpec{
 		{name: "consumer", project: "acme-consumer", rateLimit: 5000},
-		{name: "partner", project: "acme-partner", rateLimit: 3000},
+		{name: "partner", project: "acme-partner", rateLimit: 3000, yaml: partnerAudience},
 	})
 	consumerToks := s.seedTokens("consumer", "ctok-", nConsumer)
 	partnerToks := s.seedTokens("partner", "ptok-", nPartner) // users 1..2000 hold a token of each app
 	p := s.start("apps")
 
 	var apps appsList
-	doJSON(t, p.URL, procToken, "GET", "/push/apps", "", http.StatusOK, &apps)
+	doJSON(t, p.URL, appsToken, "GET", "/push/apps", "", http.StatusOK, &apps)
 	if want := []appView{{"consumer", "acme-consumer", 5000}, {"partner", "acme-partner", 3000}}; !slices.Equal(apps.Apps, want) {
 		t.Fatalf("GET /push/apps: %+v, want %+v", apps.Apps, want)
 	}
 
 	// With two apps, a broadcast names one it knows.
-	wantError(t, p, procToken, "POST", "/push/broadcast", `{"title":"t","audience":{"all":true}}`, http.StatusBadRequest, "app")
-	wantError(t, p, procToken, "POST", "/push/broadcast", `{"app":"nope","title":"t","audience":{"all":true}}`, http.StatusBadRequest, "app")
+	wantError(t, p, appsToken, "POST", "/push/broadcast", `{"title":"t","audience":{"all":true}}`, http.StatusBadRequest, "app")
+	wantError(t, p, appsToken, "POST", "/push/broadcast", `{"app":"nope","title":"t","audience":{"all":true}}`, http.StatusBadRequest, "app")
 	if n := s.emus["consumer"].total() + s.emus["partner"].total(); n != 0 {
 		t.Fatalf("refused broadcasts sent %d messages", n)
 	}
@@ -115,16 +124,16 @@ func TestTwoAppsEachReachOnlyItsOwnProject(t *testing.T) {
 	s.checkOnlyTo("consumer", "acme-consumer", consumerToks, 1) // unchanged
 
 	// Lists, stats and metrics by app.
-	if ids := listIDs(t, p, procToken, "?app=partner"); !slices.Equal(ids, []uint64{pf.ID}) {
+	if ids := listIDs(t, p, appsToken, "?app=partner"); !slices.Equal(ids, []uint64{pf.ID}) {
 		t.Fatalf("GET /push/broadcasts?app=partner: %v, want [%d]", ids, pf.ID)
 	}
-	if ids := listIDs(t, p, procToken, "?app=consumer"); !slices.Equal(ids, []uint64{cf.ID}) {
+	if ids := listIDs(t, p, appsToken, "?app=consumer"); !slices.Equal(ids, []uint64{cf.ID}) {
 		t.Fatalf("GET /push/broadcasts?app=consumer: %v, want [%d]", ids, cf.ID)
 	}
-	wantError(t, p, procToken, "GET", "/push/broadcasts?app=nope", "", http.StatusBadRequest, "app")
+	wantError(t, p, appsToken, "GET", "/push/broadcasts?app=nope", "", http.StatusBadRequest, "app")
 	for app, n := range map[string]int64{"consumer": nConsumer, "partner": nPartner} {
 		var st statsView
-		doJSON(t, p.URL, procToken, "GET", "/push/stats?app="+app, "", http.StatusOK, &st)
+		doJSON(t, p.URL, appsToken, "GET", "/push/stats?app="+app, "", http.StatusOK, &st)
 		if st.Broadcasts != 1 || st.Targeted != n || st.Succeeded != n || st.Failed != 0 {
 			t.Fatalf("GET /push/stats?app=%s: %+v, want its one broadcast of %d", app, st, n)
 		}
@@ -136,10 +145,21 @@ func TestTwoAppsEachReachOnlyItsOwnProject(t *testing.T) {
 	// A token limited to consumer: 403 on everything of partner, and its
 	// lists, stats and apps hold consumer's only.
 	scoped := scopedSecret
+	byID := fmt.Sprintf("/push/broadcasts/%d", pf.ID)
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/push/broadcast", `{"app":"partner","title":"t","audience":{"all":true}}`},
+		{"POST", "/push/broadcast", `{"app":"partner","title":"t","audience":{"name":"partner_all"}}`},
 		{"POST", "/push/test", `{"app":"partner","title":"t","tokens":["ptok-1"]}`},
-		{"GET", fmt.Sprintf("/push/broadcasts/%d", pf.ID), ""},
+		{"POST", "/push/preview", `{"app":"partner","audience":{"all":true}}`},
+		{"POST", "/push/audiences/partner_all/preview", `{}`},
+		{"GET", byID, ""},
+		{"GET", byID + "/failures", ""},
+		{"GET", byID + "/engagement", ""},
+		{"GET", byID + "/events", ""},
+		{"POST", byID + "/test", `{"tokens":["ptok-1"]}`},
+		{"POST", byID + "/cancel", ""},
+		{"POST", byID + "/release", ""},
+		{"POST", byID + "/resend", `{}`},
 		{"GET", "/push/broadcasts?app=partner", ""},
 		{"GET", "/push/stats?app=partner", ""},
 	} {
@@ -215,7 +235,7 @@ func TestUpgradeKeepsTokensAndBroadcastsInTheDefaultApp(t *testing.T) {
 		t.Fatalf("the broadcast from before apps: %+v (app %q), want completed, %d succeeded, app default", old.Broadcast, old.App, n)
 	}
 	var apps appsList
-	doJSON(t, p.URL, procToken, "GET", "/push/apps", "", http.StatusOK, &apps)
+	doJSON(t, p.URL, appsToken, "GET", "/push/apps", "", http.StatusOK, &apps)
 	if len(apps.Apps) != 1 || apps.Apps[0].Name != "default" || apps.Apps[0].ProjectID != "legacy-project" {
 		t.Fatalf("GET /push/apps in the environment-only configuration: %+v, want the one app default of project legacy-project", apps.Apps)
 	}
@@ -235,11 +255,11 @@ func TestUpgradeKeepsTokensAndBroadcastsInTheDefaultApp(t *testing.T) {
 	if len(accepted) != n || len(requests) != 1 {
 		t.Fatalf("the emulator accepted %d tokens (want %d) under projects %v (want legacy-project only)", len(accepted), n, requests)
 	}
-	if ids := listIDs(t, p, procToken, "?app=default"); !slices.Equal(ids, []uint64{oldID, nf.ID}) {
+	if ids := listIDs(t, p, appsToken, "?app=default"); !slices.Equal(ids, []uint64{oldID, nf.ID}) {
 		t.Fatalf("GET /push/broadcasts?app=default: %v, want [%d %d]", ids, oldID, nf.ID)
 	}
 	var st statsView
-	doJSON(t, p.URL, procToken, "GET", "/push/stats", "", http.StatusOK, &st)
+	doJSON(t, p.URL, appsToken, "GET", "/push/stats", "", http.StatusOK, &st)
 	if st.Broadcasts != 2 || st.Succeeded != 2*n {
 		t.Fatalf("GET /push/stats after the upgrade: %+v, want the old broadcast and the new one, %d succeeded", st, 2*n)
 	}
@@ -248,13 +268,13 @@ func TestUpgradeKeepsTokensAndBroadcastsInTheDefaultApp(t *testing.T) {
 // newUpgradeServe starts `pushfan serve` in the environment-only
 // configuration of before apps (no PUSHFAN_CONFIG) on dsn, sending to emu
 // as project legacy-project. It migrates the database as it starts.
-func newUpgradeServe(t *testing.T, dsn string, emu *projectLog) *proc {
+func newUpgradeServe(t *testing.T, dsn string, emu *projectLog) *teststack.Process {
 	t.Helper()
 	env := append(withoutPushfanEnv(),
 		"PUSHFAN_MYSQL_DSN="+dsn,
 		"PUSHFAN_FCM_ENDPOINT="+emu.endpoint(),
 		"PUSHFAN_FCM_PROJECT_ID=legacy-project",
-		"PUSHFAN_ADMIN_TOKENS="+procToken,
+		"PUSHFAN_ADMIN_TOKENS="+appsToken,
 		"PUSHFAN_LOG_FORMAT=text",
 		"PUSHFAN_INSTANCE_ID=upgraded",
 	)

@@ -113,7 +113,7 @@ func TestBulkOfOneAppDoesNotHoldAnother(t *testing.T) {
 		t.Logf("note: the other app's emulator answered %d quota 429s", ost.ByCode["RATE_LIMIT_EXCEEDED"])
 	}
 	var sum statsView
-	doJSON(t, p.URL, procToken, "GET", "/push/stats?app=other", "", http.StatusOK, &sum)
+	doJSON(t, p.URL, appsToken, "GET", "/push/stats?app=other", "", http.StatusOK, &sum)
 	if sum.Broadcasts != 2 || sum.Succeeded != 2*nOther {
 		t.Fatalf("GET /push/stats?app=other: %+v, want its 2 broadcasts of %d", sum, nOther)
 	}

@@ -30,9 +30,12 @@ import (
 	"pushfan/internal/testsupport/teststack"
 )
 
-// scopedToken is an admin token limited to the first app of a stack
-// (name:role:secret:app).
-const scopedSecret = "apps-test-scoped-token-0123"
+// appsToken is the stacks' admin token, of every app; scopedSecret one
+// limited to the first app of a stack (name:role:secret:app).
+const (
+	appsToken    = "apps-test-admin-token-0123456"
+	scopedSecret = "apps-test-scoped-token-0123"
+)
 
 // projectLog is an emulator with a log of what reached it: for each
 // token, the sends accepted under each project path
@@ -147,6 +150,7 @@ type appSpec struct {
 	name, project string
 	rateLimit     int
 	emu           fcmemu.Config
+	yaml          string // more of the app's keys, indented as its own
 }
 
 // appsStack is a database, an emulator per app (and a trap emulator at
@@ -170,6 +174,7 @@ func newAppsStack(t *testing.T, apps []appSpec, extraEnv ...string) *appsStack {
 		l := newProjectLog(t, a.emu)
 		s.emus[a.name] = l
 		fmt.Fprintf(&yaml, "  - name: %s\n    project_id: %s\n    endpoint: %s\n    rate_limit: %d\n", a.name, a.project, l.endpoint(), a.rateLimit)
+		yaml.WriteString(a.yaml)
 	}
 	path := filepath.Join(t.TempDir(), "pushfan.yaml")
 	if err := os.WriteFile(path, []byte(yaml.String()), 0o600); err != nil {
@@ -179,7 +184,7 @@ func newAppsStack(t *testing.T, apps []appSpec, extraEnv ...string) *appsStack {
 		"PUSHFAN_MYSQL_DSN="+tdb.DSN,
 		"PUSHFAN_CONFIG="+path,
 		"PUSHFAN_FCM_ENDPOINT="+s.trap.endpoint(),
-		"PUSHFAN_ADMIN_TOKENS="+procToken+",scoped:sender:"+scopedSecret+":"+apps[0].name,
+		"PUSHFAN_ADMIN_TOKENS="+appsToken+",scoped:sender:"+scopedSecret+":"+apps[0].name,
 		"PUSHFAN_SUBMIT_PER_MINUTE=600",
 		"PUSHFAN_LOG_FORMAT=text",
 	)
@@ -233,7 +238,7 @@ func seedAppTokens(t *testing.T, pool *sqlx.DB, app, prefix string, n int) []str
 }
 
 // start runs `pushfan serve` on the stack.
-func (s *appsStack) start(name string) *proc {
+func (s *appsStack) start(name string) *teststack.Process {
 	s.t.Helper()
 	return teststack.StartServe(s.t, binary, name, append(append([]string{}, s.env...), "PUSHFAN_INSTANCE_ID="+name))
 }
@@ -292,14 +297,14 @@ func doJSON(t *testing.T, base, token, method, path, body string, want int, out 
 
 // submitApp submits a broadcast to every token of app (no "app" when app
 // is empty) and returns it without waiting.
-func submitApp(t *testing.T, p *proc, app, title string) appBroadcast {
+func submitApp(t *testing.T, p *teststack.Process, app, title string) appBroadcast {
 	t.Helper()
 	body := fmt.Sprintf(`{"title":%q,"audience":{"all":true}}`, title)
 	if app != "" {
 		body = fmt.Sprintf(`{"app":%q,"title":%q,"audience":{"all":true}}`, app, title)
 	}
 	var b appBroadcast
-	status, raw := do(t, p.URL, procToken, "POST", "/push/broadcast?wait=0", body)
+	status, raw := do(t, p.URL, appsToken, "POST", "/push/broadcast?wait=0", body)
 	if status != http.StatusOK && status != http.StatusAccepted {
 		t.Fatalf("POST /push/broadcast %s: HTTP %d: %s", body, status, raw)
 	}
@@ -313,15 +318,15 @@ func submitApp(t *testing.T, p *proc, app, title string) appBroadcast {
 }
 
 // getBroadcast reads broadcast id.
-func getBroadcast(t *testing.T, p *proc, id uint64) appBroadcast {
+func getBroadcast(t *testing.T, p *teststack.Process, id uint64) appBroadcast {
 	t.Helper()
 	var b appBroadcast
-	doJSON(t, p.URL, procToken, "GET", fmt.Sprintf("/push/broadcasts/%d", id), "", http.StatusOK, &b)
+	doJSON(t, p.URL, appsToken, "GET", fmt.Sprintf("/push/broadcasts/%d", id), "", http.StatusOK, &b)
 	return b
 }
 
 // waitBroadcastEnd polls broadcast id until it ends, for up to within.
-func waitBroadcastEnd(t *testing.T, p *proc, id uint64, within time.Duration) appBroadcast {
+func waitBroadcastEnd(t *testing.T, p *teststack.Process, id uint64, within time.Duration) appBroadcast {
 	t.Helper()
 	var b appBroadcast
 	teststack.WaitEvery(t, fmt.Sprintf("broadcast %d to end", id), within, 50*time.Millisecond, func() bool {
@@ -378,9 +383,9 @@ func (s *appsStack) checkOnlyTo(app, project string, want []string, times int) {
 
 // metricSum adds up the values of metric's series on p whose labels
 // include every one of labels (`app="x"`).
-func metricSum(t *testing.T, p *proc, metric string, labels ...string) float64 {
+func metricSum(t *testing.T, p *teststack.Process, metric string, labels ...string) float64 {
 	t.Helper()
-	status, raw := do(t, p.URL, procToken, "GET", "/metrics", "")
+	status, raw := do(t, p.URL, appsToken, "GET", "/metrics", "")
 	if status != http.StatusOK {
 		t.Fatalf("GET /metrics: HTTP %d", status)
 	}
