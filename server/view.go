@@ -31,11 +31,11 @@ type broadcastView struct {
 	CreatedBy    string         `json:"created_by,omitempty"`
 	Trigger      string         `json:"trigger"`
 	// App is the app (Firebase project) it sends for (docs/apps.md).
-	App string `json:"app"`
-	SendAt       *time.Time     `json:"send_at,omitempty"`
-	JobName      string         `json:"job_name,omitempty"`
-	FireTime     *time.Time     `json:"fire_time,omitempty"`
-	CreatedAt    time.Time      `json:"created_at"`
+	App       string     `json:"app"`
+	SendAt    *time.Time `json:"send_at,omitempty"`
+	JobName   string     `json:"job_name,omitempty"`
+	FireTime  *time.Time `json:"fire_time,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
 	// PlannedAt is when the audience's plan was complete (null while it
 	// is planned: targeted is then the targets planned so far).
 	PlannedAt  *time.Time `json:"planned_at"`
