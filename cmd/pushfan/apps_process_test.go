@@ -52,18 +52,21 @@ func listIDs(t *testing.T, p *teststack.Process, token, query string) []uint64 {
 	return ids
 }
 
+// wantError makes a call that must be refused with status, its error
+// naming field (when not empty), or with code forbidden_app (a 403).
 func wantError(t *testing.T, p *teststack.Process, token, method, path, body string, status int, field string) {
 	t.Helper()
 	got, raw := do(t, p.URL, token, method, path, body)
 	if got != status {
 		t.Fatalf("%s %s %s: HTTP %d, want %d: %s", method, path, body, got, status, raw)
 	}
-	if field == "" {
-		return
-	}
 	var e apiError
-	if err := json.Unmarshal(raw, &e); err != nil || e.Error.Field != field {
+	err := json.Unmarshal(raw, &e)
+	switch {
+	case field != "" && (err != nil || e.Error.Field != field):
 		t.Fatalf("%s %s %s: %s, want an error naming the field %q", method, path, body, raw, field)
+	case status == http.StatusForbidden && (err != nil || e.Error.Code != "forbidden_app"):
+		t.Fatalf("%s %s %s: %s, want the error code forbidden_app", method, path, body, raw)
 	}
 }
 
