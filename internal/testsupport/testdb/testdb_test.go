@@ -11,6 +11,7 @@ import (
 
 	"pushfan/internal/platform/sqldb"
 	"pushfan/internal/testsupport/testdb"
+	"pushfan/repository"
 )
 
 func TestNewGivesMigratedPrivateDatabaseAndDropsIt(t *testing.T) {
@@ -88,5 +89,24 @@ func TestNewFailsLoudlyWhenServerIsDown(t *testing.T) {
 	}
 	if !strings.Contains(f.msg, "scripts/ensure-mysql.sh") {
 		t.Fatalf("failure message %q does not say how to start MariaDB", f.msg)
+	}
+}
+
+// NewAt stops at the version asked for: the schema of an older release,
+// which repository.Migrate then takes the rest of the way.
+func TestNewAtStopsAtTheVersion(t *testing.T) {
+	d := testdb.NewAt(t, 3)
+	var version int64
+	if err := d.SQL.QueryRowContext(t.Context(), "SELECT MAX(version_id) FROM goose_db_version WHERE is_applied").Scan(&version); err != nil || version != 3 {
+		t.Fatalf("schema version %d (%v), want 3", version, err)
+	}
+	if _, err := d.SQL.ExecContext(t.Context(), "SELECT 1 FROM broadcast_chunks LIMIT 0"); err == nil {
+		t.Fatal("broadcast_chunks (migration 4) exists at version 3")
+	}
+	if err := repository.Migrate(t.Context(), d.SQL.DB, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.SQL.ExecContext(t.Context(), "SELECT app FROM device_tokens LIMIT 0"); err != nil {
+		t.Fatalf("after Migrate: %v", err)
 	}
 }
