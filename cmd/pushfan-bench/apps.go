@@ -34,6 +34,9 @@ type appsReport struct {
 	// reaches without the other two beside it, on the machine as loaded
 	// as it is then.
 	Alone *appsLevel `json:"alone,omitempty"`
+	// Staggered is the first app saturated at its quota, then the second
+	// app's broadcast started beside it (APPS_STAGGER).
+	Staggered *staggerRun `json:"staggered,omitempty"`
 	// KeptUpTo is the largest total quota at which every app reached
 	// 95 % of its own; FellShortAt the first one at which one did not.
 	KeptUpTo    float64 `json:"kept_up_to_per_s"`
@@ -49,7 +52,10 @@ type appsLevel struct {
 	// Sustained is the total accepted rate over the span in which every
 	// app was between 10 % and 90 % of its audience (0 when there was
 	// none); SendsPerS all the sends over submit → last finish.
-	Sustained       float64 `json:"total_sustained_per_s"`
+	Sustained float64 `json:"total_sustained_per_s"`
+	// StaggeredAtMS is when the apps after the first were submitted (a
+	// staggered run), after the first's submit.
+	StaggeredAtMS   int64   `json:"staggered_at_ms,omitempty"`
 	SendsPerS       float64 `json:"total_sends_per_s"`
 	WallSeconds     float64 `json:"wall_seconds"`
 	CPUSeconds      float64 `json:"cpu_seconds"`
@@ -126,14 +132,27 @@ func (b *bench) runApps(ctx context.Context, rep *report) error {
 	ar := &appsReport{Quotas: o.appsQuotas, Seconds: o.appsSeconds, Window: o.quotaWindow.String()}
 	rep.Apps = ar
 	if o.appsAlone {
-		lv, err := b.appsLevel(ctx, db, benchApps[:1], o.appsQuotas[:1], ns[:1], 1, "alone")
+		lv, err := b.appsLevel(ctx, db, benchApps[:1], o.appsQuotas[:1], ns[:1], 1, "alone", 0)
 		ar.Alone = lv
 		if err != nil {
 			return err
 		}
 	}
+	if o.appsStagger {
+		lv, err := b.appsLevel(ctx, db, benchApps[:2], o.appsQuotas[:2], ns[:2], 1, "staggered", staggerAt)
+		if lv != nil {
+			ar.Staggered = staggeredOf(lv)
+			b.logf("  staggered: %s at %.0f/s alone (%.1f%% of %.0f), then %.0f/s (%.1f%%) beside %s at %.0f/s (%.1f%% of %.0f)",
+				lv.Apps[0].App, ar.Staggered.FirstAlone, 100*ar.Staggered.FirstAlone/lv.Apps[0].Quota, lv.Apps[0].Quota,
+				ar.Staggered.FirstBeside, 100*ar.Staggered.FirstBeside/lv.Apps[0].Quota, lv.Apps[1].App,
+				ar.Staggered.Second, 100*ar.Staggered.Second/lv.Apps[1].Quota, lv.Apps[1].Quota)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	for _, scale := range o.appsLevels {
-		lv, err := b.appsLevel(ctx, db, benchApps, o.appsQuotas, ns, scale, fmt.Sprintf("x%g", scale))
+		lv, err := b.appsLevel(ctx, db, benchApps, o.appsQuotas, ns, scale, fmt.Sprintf("x%g", scale), 0)
 		if lv != nil {
 			ar.Levels = append(ar.Levels, lv)
 		}
@@ -153,7 +172,11 @@ func (b *bench) runApps(ctx context.Context, rep *report) error {
 // times scale, its rate_limit too) and one serve configured with those
 // apps, submits one broadcast per app at once, each to the app's ns[i]
 // tokens, and measures them until all have ended.
-func (b *bench) appsLevel(ctx context.Context, db benchDB, apps []string, quotas, ns []int, scale float64, label string) (*appsLevel, error) {
+//
+// With stagger > 0, only the first app's broadcast is submitted at first,
+// and the others once its emulator has accepted that fraction of its
+// audience.
+func (b *bench) appsLevel(ctx context.Context, db benchDB, apps []string, quotas, ns []int, scale float64, label string, stagger float64) (*appsLevel, error) {
 	o := b.o
 	lv := &appsLevel{Scale: scale, Label: label}
 	emus := make([]*emulator, len(apps))
@@ -218,25 +241,38 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, apps []string, quotas
 	}
 	t0 := time.Now()
 	views := make([]broadcastView, len(apps))
-	for i, app := range apps {
-		var body map[string]any
-		if err := json.Unmarshal(untrackedBody, &body); err != nil {
-			return nil, err
+	submitted := 0
+	submit := func(upTo int) error {
+		for ; submitted < upTo; submitted++ {
+			var body map[string]any
+			if err := json.Unmarshal(untrackedBody, &body); err != nil {
+				return err
+			}
+			body["app"] = apps[submitted]
+			raw, _ := json.Marshal(body)
+			v, err := svc.call(ctx, http.MethodPost, "/push/broadcast?wait=0", raw)
+			if err != nil {
+				return err
+			}
+			views[submitted] = v
+			lv.Apps[submitted].BroadcastID = v.ID
 		}
-		body["app"] = app
-		raw, _ := json.Marshal(body)
-		if views[i], err = svc.call(ctx, http.MethodPost, "/push/broadcast?wait=0", raw); err != nil {
-			return nil, err
-		}
-		lv.Apps[i].BroadcastID = views[i].ID
+		return nil
+	}
+	first := len(apps)
+	if stagger > 0 {
+		first = 1
+	}
+	if err := submit(first); err != nil {
+		return nil, err
 	}
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	nextSample, nextScrape, lastLog := t0, t0, t0
 	deadline := t0.Add(time.Duration(float64(o.appsSeconds)/scale*float64(time.Second))*4 + 2*time.Minute)
 	for {
-		done := true
-		for i := range views {
+		done := submitted == len(apps)
+		for i := range views[:submitted] {
 			if views[i].Final() {
 				continue
 			}
@@ -252,6 +288,12 @@ func (b *bench) appsLevel(ctx context.Context, db benchDB, apps []string, quotas
 				}
 			}
 			nextSample = nextSample.Add(500 * time.Millisecond)
+			if first := lv.Apps[0].Samples; submitted < len(apps) && len(first) > 0 && first[len(first)-1].Accepted >= int64(stagger*float64(ns[0])) {
+				lv.StaggeredAtMS = now.Sub(t0).Milliseconds()
+				if err := submit(len(apps)); err != nil {
+					return nil, err
+				}
+			}
 			if !now.Before(nextScrape) {
 				if g, err := scrapeAppGauges(ctx, svc); err == nil {
 					for i, app := range apps {
@@ -436,6 +478,57 @@ func scrapeAppGauges(ctx context.Context, svc *service) (map[string]appGaugeSamp
 	return out, nil
 }
 
+// staggerAt is the part of the first app's audience sent before the
+// second app's broadcast starts, in a staggered run.
+const staggerAt = 0.3
+
+// staggerRun is a staggered run's figures: the first app's rate before
+// the second started (from 10 % of its audience to the start), and each
+// app's rate while both ran (from the second's 10 % to the first sample
+// at which either had 90 %).
+type staggerRun struct {
+	Run         *appsLevel `json:"run"`
+	FirstAlone  float64    `json:"first_alone_per_s"`
+	FirstBeside float64    `json:"first_beside_per_s"`
+	Second      float64    `json:"second_beside_per_s"`
+}
+
+func staggeredOf(lv *appsLevel) *staggerRun {
+	st := &staggerRun{Run: lv}
+	if len(lv.Apps) < 2 {
+		return st
+	}
+	a, b := lv.Apps[0], lv.Apps[1]
+	rate := func(s []sample, from, to int64) float64 {
+		var x, y *sample
+		for i := range s {
+			if x == nil && s[i].AtMS >= from {
+				x = &s[i]
+			}
+			if s[i].AtMS <= to {
+				y = &s[i]
+			}
+		}
+		if x == nil || y == nil || y.AtMS <= x.AtMS {
+			return 0
+		}
+		return float64(y.Accepted-x.Accepted) * 1000 / float64(y.AtMS-x.AtMS)
+	}
+	at := func(s []sample, n int64) int64 {
+		for _, x := range s {
+			if x.Accepted >= n {
+				return x.AtMS
+			}
+		}
+		return 1 << 62
+	}
+	st.FirstAlone = rate(a.Samples, at(a.Samples, int64(a.N)/10), lv.StaggeredAtMS)
+	from := at(b.Samples, int64(b.N)/10)
+	to := min(at(a.Samples, int64(a.N)*9/10), at(b.Samples, int64(b.N)*9/10))
+	st.FirstBeside, st.Second = rate(a.Samples, from, to), rate(b.Samples, from, to)
+	return st
+}
+
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -563,10 +656,13 @@ func appsSeeded(ctx context.Context, db benchDB, ns []int) (bool, string) {
 }
 
 func (ar *appsReport) print(w io.Writer) {
-	fmt.Fprintf(w, "\nthree apps on one serve at its defaults, each app's emulator enforcing its rate_limit as its quota (per %s), one bulk broadcast per app at once:\n", ar.Window)
+	fmt.Fprintf(w, "\napps on one serve at its defaults, each app's emulator enforcing its rate_limit as its quota (per %s), one bulk broadcast per app (at once, but for the staggered run):\n", ar.Window)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "level\tapp\tquota/s\tN\tsustained/s\tof quota\twall s\t429s\tmissing\tshare/s\tworkers\tin flight\tlimiter wait s/s\t")
 	levels := ar.Levels
+	if ar.Staggered != nil {
+		levels = append([]*appsLevel{ar.Staggered.Run}, levels...)
+	}
 	if ar.Alone != nil {
 		levels = append([]*appsLevel{ar.Alone}, levels...)
 	}
@@ -588,7 +684,14 @@ func (ar *appsReport) print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%s\t%s\t\n", lv.Label, lv.Quota, lv.Sustained, lv.SendsPerS, lv.CPUMicrosPerMsg, lv.PeakRSSMB, lv.LoadAvg, yesNo(lv.KeptUp))
 	}
 	tw.Flush()
+	if st := ar.Staggered; st != nil && len(st.Run.Apps) == 2 {
+		a, b := st.Run.Apps[0], st.Run.Apps[1]
+		fmt.Fprintf(w, "staggered: %s alone %.0f/s (%.1f%% of its %.0f/s); once %s started at %.0f%% of it: %s %.0f/s (%.1f%%), %s %.0f/s (%.1f%% of its %.0f/s)\n",
+			a.App, st.FirstAlone, 100*st.FirstAlone/a.Quota, a.Quota, b.App, 100*staggerAt, a.App, st.FirstBeside, 100*st.FirstBeside/a.Quota,
+			b.App, st.Second, 100*st.Second/b.Quota, b.Quota)
+	}
 	switch {
+	case len(ar.Levels) == 0:
 	case ar.FellShortAt > 0 && ar.KeptUpTo > 0:
 		fmt.Fprintf(w, "one instance kept every app at ≥ 95%% of its quota up to %.0f/s in all; at %.0f/s it did not\n", ar.KeptUpTo, ar.FellShortAt)
 	case ar.FellShortAt > 0:

@@ -23,3 +23,26 @@ func TestJointSustained(t *testing.T) {
 		t.Fatalf("a run too short to tell: %v, want 0", got)
 	}
 }
+
+// A staggered run: the first app's rate before the second started, and
+// both apps' rates while both ran.
+func TestStaggeredOf(t *testing.T) {
+	// a: 1000 tokens at 100/s, then 50/s once b starts at 4 s; b: 400
+	// tokens at 40/s from 4 s.
+	var a, b appRun
+	a.N, b.N = 1000, 400
+	for s := int64(0); s <= 20; s++ {
+		acc := 100 * s
+		if s > 4 {
+			acc = 400 + 50*(s-4)
+		}
+		a.Samples = append(a.Samples, sample{AtMS: s * 1000, Accepted: min(acc, 1000)})
+		b.Samples = append(b.Samples, sample{AtMS: s * 1000, Accepted: min(40*max(s-4, 0), 400)})
+	}
+	st := staggeredOf(&appsLevel{Apps: []*appRun{&a, &b}, StaggeredAtMS: 4000})
+	// a alone: from 10 % (1 s) to 4 s; both: from b's 10 % (5 s) to b's
+	// 90 % (13 s), before a's 90 % (14 s).
+	if st.FirstAlone != 100 || st.FirstBeside != 50 || st.Second != 40 {
+		t.Fatalf("alone %v, beside %v, second %v; want 100, 50, 40", st.FirstAlone, st.FirstBeside, st.Second)
+	}
+}

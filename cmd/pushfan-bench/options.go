@@ -44,6 +44,7 @@ type options struct {
 	appsSeconds    int
 	appsLevels     []float64
 	appsAlone      bool
+	appsStagger    bool
 }
 
 func envString(key, def string) string {
@@ -140,6 +141,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.appsSeconds, "apps-seconds", envInt("APPS_SECONDS", 30), "apps: each app's audience is its quota × this many seconds (env APPS_SECONDS)")
 	appsLevels := fs.String("apps-levels", envString("APPS_LEVELS", "1,1.5,2,3"), "apps: the runs, each with every quota times one of these (env APPS_LEVELS)")
 	fs.BoolVar(&o.appsAlone, "apps-alone", envBool("APPS_ALONE", true), "apps: first run the first app alone at its base quota, the control (env APPS_ALONE)")
+	fs.BoolVar(&o.appsStagger, "apps-stagger", envBool("APPS_STAGGER", true), "apps: then the first app saturated at its quota and the second started beside it (env APPS_STAGGER)")
 	fs.StringVar(&o.bin, "bin", "bin/pushfan", "the pushfan binary")
 	fs.BoolVar(&o.build, "build", true, "build the pushfan binary first")
 	if err := fs.Parse(args); err != nil {
