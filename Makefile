@@ -157,7 +157,7 @@ bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential S
 	GO=$(GO) $(BENCH) caps --build=false
 	GO=$(GO) $(BENCH) apps --build=false
 
-bench-apps: ## three apps on one instance at the defaults, each emulator's quota its app's rate_limit (APPS_QUOTAS=4000,3000,2000), a bulk each at once: per-app sustained vs quota, CPU/send, RSS; then quotas × APPS_LEVELS=1,1.5,2,3 to find where it stops keeping up
+bench-apps: ## three apps on one instance at the defaults, each emulator's quota its app's rate_limit (APPS_QUOTAS=4000,3000,2000), a bulk each at once: per-app sustained vs quota, CPU/send, RSS; one app alone, then staggered; then quotas × APPS_LEVELS=1,1.5,2,3 to find where it stops keeping up
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) apps
 
