@@ -16,9 +16,10 @@
 //	pushfan-bench apps      three apps on one serve at its defaults, each app's emulator
 //	                        enforcing its rate_limit (APPS_QUOTAS=4000,3000,2000) as its
 //	                        quota, a bulk broadcast of each at once: per-app sustained sends/s
-//	                        against its quota, the total, CPU/send, RSS; again with every quota
-//	                        scaled by APPS_LEVELS=1,1.5,2,3 to find where one instance stops
-//	                        keeping up
+//	                        against its quota, the total, CPU/send, RSS; first the first app
+//	                        alone (APPS_ALONE) and staggered beside the second (APPS_STAGGER),
+//	                        then every quota scaled by APPS_LEVELS=1,1.5,2,3 to find where one
+//	                        instance stops keeping up
 //	pushfan-bench latency   the broadcast at pushfan's default configuration (concurrency,
 //	                        rate limit) against emulator latencies LATENCIES=10ms,30ms,100ms,300ms,
 //	                        over each of LATENCY_MODES=tls,http1: throughput, sends in flight,
