@@ -22,7 +22,7 @@ type Metrics struct {
 	rateWait        *prometheus.CounterVec
 	targets         *prometheus.CounterVec
 	broadcasts      *prometheus.CounterVec
-	broadcastTime   prometheus.Histogram
+	broadcastTime   *prometheus.HistogramVec
 	chunkClaims     *prometheus.CounterVec
 	invalidations   prometheus.Counter
 	checkpointFails prometheus.Counter
@@ -31,8 +31,8 @@ type Metrics struct {
 	rateShare       *prometheus.GaugeVec
 	rateMembers     *prometheus.GaugeVec
 	hooksDisabled   *prometheus.CounterVec
-	capped          prometheus.Counter
-	capReleased     prometheus.Counter
+	capped          *prometheus.CounterVec
+	capReleased     *prometheus.CounterVec
 }
 
 // New registers pushfan's collectors, the Go runtime and process collectors,
@@ -63,16 +63,16 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 		targets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_broadcast_targets_total",
 			Help: "Targets whose final outcome was stored, by result (succeeded, failed, canceled) and error code (OK for succeeded, CANCELED for canceled). Equals the broadcasts' own counts.",
-		}, []string{"result", "code"}),
+		}, []string{"app", "result", "code"}),
 		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_broadcasts_finished_total",
 			Help: "Broadcasts finished by this instance, by final status and trigger.",
-		}, []string{"status", "trigger"}),
-		broadcastTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"app", "status", "trigger"}),
+		broadcastTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pushfan_broadcast_duration_seconds",
 			Help:    "Time from a broadcast's start to its end, for broadcasts this instance finished.",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
-		}),
+		}, []string{"app"}),
 		chunkClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_chunk_claims_total",
 			Help: "Chunks claimed by this instance; takeover=\"true\" when the previous holder's lease had expired.",
@@ -101,14 +101,14 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_webhook_endpoints_disabled_total",
 			Help: "Webhook endpoints disabled after an event of theirs failed for a day (GET /push/webhooks says which are disabled now).",
 		}, []string{"endpoint"}),
-		capped: prometheus.NewCounter(prometheus.CounterOpts{
+		capped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_sends_capped_total",
 			Help: "Targets withheld by a frequency cap (their user had had the cap's sends in its window), stored as an outcome. Equals the broadcasts' capped.",
-		}),
-		capReleased: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"app"}),
+		capReleased: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_frequency_cap_released_total",
 			Help: "Users whose frequency-cap slot was given back at a checkpoint because none of their devices was sent (canceled, failed for good, dead tokens).",
-		}),
+		}, []string{"app"}),
 		rateMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pushfan_rate_members",
 			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
@@ -189,26 +189,26 @@ func (m *App) RateWaited(d time.Duration) { m.rateWait.Add(d.Seconds()) }
 
 // Capped counts targets withheld by a frequency cap, and users released
 // from their reservations, as a checkpoint stored them.
-func (m *Metrics) Capped(capped, released int64) {
+func (m *Metrics) Capped(app string, capped, released int64) {
 	if capped > 0 {
-		m.capped.Add(float64(capped))
+		m.capped.WithLabelValues(app).Add(float64(capped))
 	}
 	if released > 0 {
-		m.capReleased.Add(float64(released))
+		m.capReleased.WithLabelValues(app).Add(float64(released))
 	}
 }
 
 // Committed counts targets whose outcome a checkpoint stored.
-func (m *Metrics) Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64) {
+func (m *Metrics) Committed(app string, succeeded, canceled int64, failed map[string]int64, invalidated int64) {
 	if succeeded > 0 {
-		m.targets.WithLabelValues("succeeded", "OK").Add(float64(succeeded))
+		m.targets.WithLabelValues(app, "succeeded", "OK").Add(float64(succeeded))
 	}
 	if canceled > 0 {
-		m.targets.WithLabelValues("canceled", "CANCELED").Add(float64(canceled))
+		m.targets.WithLabelValues(app, "canceled", "CANCELED").Add(float64(canceled))
 	}
 	for code, n := range failed {
 		if n > 0 {
-			m.targets.WithLabelValues("failed", code).Add(float64(n))
+			m.targets.WithLabelValues(app, "failed", code).Add(float64(n))
 		}
 	}
 	if invalidated > 0 {
@@ -217,9 +217,9 @@ func (m *Metrics) Committed(succeeded, canceled int64, failed map[string]int64, 
 }
 
 // BroadcastFinished counts a broadcast this instance finished.
-func (m *Metrics) BroadcastFinished(status, trigger string, took time.Duration) {
-	m.broadcasts.WithLabelValues(status, trigger).Inc()
-	m.broadcastTime.Observe(took.Seconds())
+func (m *Metrics) BroadcastFinished(app, status, trigger string, took time.Duration) {
+	m.broadcasts.WithLabelValues(app, status, trigger).Inc()
+	m.broadcastTime.WithLabelValues(app).Observe(took.Seconds())
 }
 
 // ChunkClaimed counts a claim.

@@ -13,6 +13,7 @@ import (
 	"pushfan/config"
 	"pushfan/fcmemu"
 	"pushfan/internal/testsupport/teststack"
+	"pushfan/model"
 )
 
 // appsStack is a stack with two apps, consumer on the stack's emulator and
@@ -179,5 +180,51 @@ func TestATokenLimitedToAnAppGets403OnAnother(t *testing.T) {
 	s.Do(http.MethodGet, "/push/apps", nil, &apps)
 	if len(apps.Apps) != 2 {
 		t.Fatalf("an unlimited token's apps %+v, want both", apps.Apps)
+	}
+}
+
+// An app may have tables of its own (apps[].schema): its broadcasts read
+// them, and write their dead tokens back to them, while the other app
+// reads the bundled tables, each only its own.
+func TestAnAppWithTablesOfItsOwn(t *testing.T) {
+	t.Parallel()
+	s, db := mappedStack(t, func(c *config.Config, db string) {
+		m := mapping(db)
+		c.Schema = model.SchemaMapping{}
+		c.Apps = []config.App{{Name: "default", ProjectID: "acme"}, {Name: "legacy", ProjectID: "acme-legacy", Schema: &m}}
+	})
+	toks, eligible := appPopulation(s, db, "legacy-", 40, func(i int) bool { return i%3 == 0 })
+	s.SeedTokens(1, []string{"bundled-1", "bundled-2"})
+	var l, d teststack.Broadcast
+	s.Do(http.MethodPost, "/push/broadcast", map[string]any{"app": "legacy", "title": "t", "audience": map[string]any{"all": true}}, &l)
+	s.Do(http.MethodPost, "/push/broadcast", map[string]any{"app": "default", "title": "t", "audience": map[string]any{"all": true}}, &d)
+	l = s.WaitFinished(l.ID, time.Minute)
+	d = s.WaitFinished(d.ID, time.Minute)
+	var want, dead int64
+	for i, ok := range eligible {
+		if ok {
+			want++
+			if i%3 == 0 {
+				dead++
+			}
+		}
+	}
+	if l.Targeted != want || l.Succeeded != want-dead || l.InvalidatedTokens != dead {
+		t.Fatalf("legacy: %d targeted, %d succeeded, %d invalidated; want %d, %d, %d", l.Targeted, l.Succeeded, l.InvalidatedTokens, want, want-dead, dead)
+	}
+	if d.Targeted != 2 || d.Succeeded != 2 {
+		t.Fatalf("default: %d targeted, %d succeeded; want the 2 bundled tokens", d.Targeted, d.Succeeded)
+	}
+	for i, tok := range toks {
+		if got, w := s.Emu.Counts(tok).Attempts, map[bool]int64{true: 1}[eligible[i]]; got != w {
+			t.Errorf("legacy member %d (%s): %d attempts, want %d", i, tok, got, w)
+		}
+	}
+	var written int64
+	if err := s.SQL.QueryRow("SELECT COUNT(*) FROM " + db + ".push_devices WHERE dead_code = 'UNREGISTERED'").Scan(&written); err != nil {
+		t.Fatal(err)
+	}
+	if written != dead {
+		t.Fatalf("%d dead tokens written back to the legacy app's table, want %d", written, dead)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"pushfan/config"
 	"pushfan/internal/testsupport/teststack"
@@ -104,12 +105,18 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 	if b.Failed == 0 || b.Succeeded == 0 {
 		t.Fatalf("broadcast %+v proves nothing", b)
 	}
-	m := scrape(t, s.HTTP, s.API.URL+"/metrics", viewerToken)
-	if got := m[`pushfan_broadcast_targets_total{code="OK",result="succeeded"}`]; got != float64(b.Succeeded) {
+	// The answer can be written as the broadcast is final, a moment before
+	// the instance that finished it counts it in the metrics.
+	var m map[string]float64
+	waitUntil(t, "the finished broadcast in the metrics", 10*time.Second, func() bool {
+		m = scrape(t, s.HTTP, s.API.URL+"/metrics", viewerToken)
+		return m[`pushfan_broadcasts_finished_total{app="default",status="completed",trigger="api"}`] == 1
+	})
+	if got := m[`pushfan_broadcast_targets_total{app="default",code="OK",result="succeeded"}`]; got != float64(b.Succeeded) {
 		t.Fatalf("succeeded metric %v, broadcast %d", got, b.Succeeded)
 	}
 	for code, n := range b.Errors {
-		if got := m[fmt.Sprintf(`pushfan_broadcast_targets_total{code=%q,result="failed"}`, code)]; got != float64(n) {
+		if got := m[fmt.Sprintf(`pushfan_broadcast_targets_total{app="default",code=%q,result="failed"}`, code)]; got != float64(n) {
 			t.Fatalf("failed %s metric %v, broadcast %d", code, got, n)
 		}
 	}
@@ -119,7 +126,7 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 	if got := m[`pushfan_tokens_invalidated_total`]; got != float64(b.InvalidatedTokens) {
 		t.Fatalf("invalidated metric %v, broadcast %d", got, b.InvalidatedTokens)
 	}
-	if m[`pushfan_broadcasts_finished_total{status="completed",trigger="api"}`] != 1 || m[`pushfan_fcm_send_duration_seconds_count{app="default"}`] == 0 ||
+	if m[`pushfan_broadcasts_finished_total{app="default",status="completed",trigger="api"}`] != 1 || m[`pushfan_fcm_send_duration_seconds_count{app="default"}`] == 0 ||
 		m[`go_sql_max_open_connections{db_name="pushfan"}`] == 0 || m["go_goroutines"] == 0 {
 		t.Fatal("broadcast, latency, database pool or runtime metrics missing")
 	}

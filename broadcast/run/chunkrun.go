@@ -218,8 +218,8 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 		if res.Replayed {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
-		r.s.opt.Metrics.Committed(cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
-		r.s.opt.Metrics.Capped(cp.Capped, r.settled.Released)
+		r.s.opt.Metrics.Committed(r.b.App, cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
+		r.s.opt.Metrics.Capped(r.b.App, cp.Capped, r.settled.Released)
 		if r.settled.Over > 0 {
 			r.log.WarnContext(ctx, "users sent past the frequency cap: their slot was given back (no device sent yet), then a device already in flight was sent, and another broadcast had taken the slot meanwhile",
 				"users", r.settled.Over, "retaken", r.settled.Retaken)

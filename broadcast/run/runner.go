@@ -62,11 +62,12 @@ type Options struct {
 
 // Metrics is what the runs report (see package metrics).
 type Metrics interface {
-	Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64)
+	// Committed, Capped and BroadcastFinished count by app (docs/apps.md).
+	Committed(app string, succeeded, canceled int64, failed map[string]int64, invalidated int64)
 	// Capped counts targets withheld by a frequency cap, and users whose
 	// reservation was released (their send did not happen).
-	Capped(capped, released int64)
-	BroadcastFinished(status, trigger string, took time.Duration)
+	Capped(app string, capped, released int64)
+	BroadcastFinished(app, status, trigger string, took time.Duration)
 	ChunkClaimed(takeover bool)
 	CheckpointFailed()
 	// WriteBackSkipped counts dead tokens a checkpoint stored without
@@ -76,9 +77,9 @@ type Metrics interface {
 
 type noMetrics struct{}
 
-func (noMetrics) Committed(int64, int64, map[string]int64, int64) {}
-func (noMetrics) Capped(int64, int64)                             {}
-func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
+func (noMetrics) Committed(string, int64, int64, map[string]int64, int64) {}
+func (noMetrics) Capped(string, int64, int64)                             {}
+func (noMetrics) BroadcastFinished(string, string, string, time.Duration) {}
 func (noMetrics) ChunkClaimed(bool)                               {}
 func (noMetrics) CheckpointFailed()                               {}
 func (noMetrics) WriteBackSkipped(int64)                          {}
@@ -191,7 +192,7 @@ func (s *Runner) Finish(ctx context.Context, id uint64) {
 	if b.StartedAt != nil && b.FinishedAt != nil {
 		took = b.FinishedAt.Sub(*b.StartedAt)
 	}
-	s.opt.Metrics.BroadcastFinished(string(b.Status), b.Trigger, took)
+	s.opt.Metrics.BroadcastFinished(b.App, string(b.Status), b.Trigger, took)
 	s.in.Log.InfoContext(ctx, "broadcast finished", "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
 		"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
 }
