@@ -80,9 +80,9 @@ type noMetrics struct{}
 func (noMetrics) Committed(string, int64, int64, map[string]int64, int64) {}
 func (noMetrics) Capped(string, int64, int64)                             {}
 func (noMetrics) BroadcastFinished(string, string, string, time.Duration) {}
-func (noMetrics) ChunkClaimed(bool)                               {}
-func (noMetrics) CheckpointFailed()                               {}
-func (noMetrics) WriteBackSkipped(int64)                          {}
+func (noMetrics) ChunkClaimed(bool)                                       {}
+func (noMetrics) CheckpointFailed()                                       {}
+func (noMetrics) WriteBackSkipped(int64)                                  {}
 
 // ErrShutdown is the cause the instance's stop cancels Running with: each
 // run checkpoints what it has and releases its chunk.
