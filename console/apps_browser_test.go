@@ -115,14 +115,20 @@ jobs:
 // the header has an app switcher; the chosen app survives a reload and
 // filters every page: the totals, the broadcast list, the named audiences,
 // the cron jobs and compose, whose broadcast is created in that app, sent
-// only through that app's project, and shown with its app.
+// only through that app's project, and shown with its app. A token limited
+// to one app sees no switcher, only its app's broadcasts, and its compose
+// names its app (required, as the deployment has two).
 func TestConsoleSwitchesApps(t *testing.T) {
 	consumer, partner := newProjectEmulator(t), newProjectEmulator(t)
 	cfgPath := filepath.Join(t.TempDir(), "pushfan.yaml")
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(appsConfig, consumer.url, partner.url)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, 40, "PUSHFAN_CONFIG="+cfgPath)
+	// partnerToken may use the partner app only (the last of repeated
+	// variables wins).
+	const partnerToken = "console-partner-token-0123456789"
+	e := newEnv(t, 40, "PUSHFAN_CONFIG="+cfgPath,
+		"PUSHFAN_ADMIN_TOKENS=ops:sender:"+senderToken+",watcher:viewer:"+viewerToken+",partners:sender:"+partnerToken+":partner")
 	// Odd users' tokens are the consumer app's, even users' the partner's.
 	if _, err := e.db.Exec(`UPDATE device_tokens SET app = IF(user_id % 2 = 0, 'partner', 'consumer')`); err != nil {
 		t.Fatal(err)
@@ -244,4 +250,32 @@ func TestConsoleSwitchesApps(t *testing.T) {
 	e.setValue("#app-switcher", "consumer")
 	e.page("broadcasts")
 	listed(fmt.Sprintf("the list of consumer showing broadcast %d only", first.ID), first.ID)
+
+	// A token limited to partner: one app, so no switcher; the partner
+	// broadcast only, whatever was chosen before in this browser.
+	e.click("#signout")
+	e.page("signin")
+	e.signIn(partnerToken)
+	if eval[bool](e, "looking for an app switcher", `!!document.querySelector('#app-switcher')`) {
+		t.Fatal("a token limited to one app is shown an app switcher")
+	}
+	e.route("#/broadcasts")
+	e.page("broadcasts")
+	listed(fmt.Sprintf("the partner token's list showing broadcast %d only", id), id)
+	e.compose("Partner again", "b")
+	e.waitFor(fmt.Sprintf("the partner token's preview counting partner's %d tokens", partnerTokens), 20*time.Second,
+		fmt.Sprintf(`%s.replace(/\D/g, '') === '%d'`, text("#preview-count"), partnerTokens))
+	req, err := http.NewRequest("GET", e.url+"/push/broadcasts?app=consumer", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+partnerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("GET /push/broadcasts?app=consumer with the partner token: %d, want 403", resp.StatusCode)
+	}
 }

@@ -194,7 +194,7 @@ function appSwitcher() {
 function applySession(s) {
   setSession(s);
   if (!s) apps.clear();
-  if (apps.current()) document.body.dataset.app = apps.current();
+  if (apps.several()) document.body.dataset.app = apps.current();
   else delete document.body.dataset.app;
   renderHeader();
   armExpiry();

@@ -4,8 +4,11 @@
 // broadcasts, totals, audiences and jobs only. The choice is kept in
 // localStorage, so a reload or a new tab shows the same app.
 //
-// With a single app nothing changes: current() is '' and no request
-// names an app (the server's one app is implied).
+// With a single app nothing visible changes: there is no switcher, but
+// requests still name the one app the token may use (a deployment of
+// several apps requires the app, even from a token limited to one).
+// Without the list (an older server) current() is '' and no request names
+// an app.
 
 import {get} from './api.js';
 
@@ -48,9 +51,9 @@ export function several() {
   return apps.length > 1;
 }
 
-// current is the chosen app's name, or '' when there is a single app.
+// current is the chosen app's name, or '' when the server listed none.
 export function current() {
-  return several() ? chosen : '';
+  return chosen;
 }
 
 export function choose(name) {

@@ -26,7 +26,7 @@ export async function render(ctx) {
   const named = (list.named || []).filter(apps.mine);
   add(root, h('h2', null, 'Named'));
   if (!named.length) {
-    add(root, h('p', {class: 'muted'}, apps.current()
+    add(root, h('p', {class: 'muted'}, apps.several()
       ? `No named audiences are configured for the app ${apps.current()}.` : 'No named audiences are configured.'));
   }
   named.forEach((a, i) => add(root, namedCard(a, i, session.role === 'sender', signal)));

@@ -44,7 +44,7 @@ export async function render(ctx) {
   const named = audRes.status === 'fulfilled' ? (audRes.value.named || []).filter(apps.mine) : [];
 
   const app = apps.current();
-  if (app) {
+  if (apps.several()) {
     const a = apps.list().find((x) => x.name === app);
     add(root, h('p', {id: 'compose-app', class: 'alert alert-info', 'data-app': app},
       'Sending in the app ', h('strong', null, app), a?.project_id ? ` (Firebase project ${a.project_id})` : '',
@@ -662,7 +662,7 @@ function buildForm(ctx, namedAudiences) {
       if (m[key] != null) platform[key].value = JSON.stringify(m[key], null, 2);
     }
     const notes = [`Prefilled from broadcast #${b.id}. Nothing is sent until you press the button below.`];
-    if (apps.current() && b.app && b.app !== apps.current()) {
+    if (apps.several() && b.app && b.app !== apps.current()) {
       notes.push(`It was sent in the app ${b.app}; this one goes to the app ${apps.current()}. Switch apps in the header to send it in ${b.app}.`);
     }
     const a = b.audience || {};

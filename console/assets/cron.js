@@ -26,7 +26,7 @@ export async function render(ctx) {
 
   add(root, h('div', {class: 'card'},
     table({id: 'cron-jobs'}, ['Job', 'Schedule', 'Zone', 'Enabled', 'Catch-up', 'Next fires', 'Last fire'],
-      rows.length ? rows : emptyRow(7, apps.current() ? `No cron jobs are configured for the app ${apps.current()}.` : 'No cron jobs are configured.'))));
+      rows.length ? rows : emptyRow(7, apps.several() ? `No cron jobs are configured for the app ${apps.current()}.` : 'No cron jobs are configured.'))));
 }
 
 function lastFire(f) {
