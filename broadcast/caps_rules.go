@@ -63,7 +63,11 @@ func (r Rules) frequencyCap(spec Spec, a model.Audience, class string) string {
 // "N users would be capped"); nil when no cap applies or the audience is
 // a named one (its users are known only by paging it). spec was validated
 // by PreviewAudience.
-func (s *Service) PreviewCapped(ctx context.Context, spec *AudienceSpec) (*int64, error) {
+func (s *Service) PreviewCapped(ctx context.Context, app string, spec *AudienceSpec) (*int64, error) {
+	in, err := s.appOf(app)
+	if err != nil {
+		return nil, err
+	}
 	a, _, err := s.opt.Rules.audience(spec)
 	if err != nil || a.Name != "" || s.opt.Rules.Caps.Default == "" {
 		return nil, err
@@ -79,7 +83,7 @@ func (s *Service) PreviewCapped(ctx context.Context, spec *AudienceSpec) (*int64
 	}
 	ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
 	defer cancel()
-	n, err := s.store.CountCappedUsers(ctx, a, windows, s.now())
+	n, err := in.Store.CountCappedUsers(ctx, a, windows, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("preview: %w", err)
 	}

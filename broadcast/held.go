@@ -56,7 +56,11 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 		}
 		n, _, err = s.opt.Named.Preview(ctx, bound, 0)
 	} else {
-		n, err = s.store.CountAudience(ctx, b.Audience)
+		app, aerr := s.appOf(b.App)
+		if aerr != nil {
+			return aerr
+		}
+		n, err = app.Store.CountAudience(ctx, b.Audience)
 	}
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ func (s *Service) jobRequest(j *cron.Compiled, fire time.Time) (Request, error) 
 	if err != nil {
 		return Request{}, fmt.Errorf("job %s: %w", j.Name, err)
 	}
-	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud, Class: j.Class, job: j.Name}
+	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud, Class: j.Class, job: j.Name, App: j.App}
 	for tag, l := range j.Message.Localized {
 		if spec.Localized == nil {
 			spec.Localized = make(map[string]model.Localized, len(j.Message.Localized))

@@ -10,6 +10,7 @@ import (
 
 	"pushfan/audience"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // Preview counts a bound named audience and samples up to n user ids. The
@@ -32,9 +33,19 @@ func (s *Service) Preview(ctx context.Context, b audience.Bound, n int) (int64, 
 // now, with up to n of their user ids. It sends and stores nothing: the
 // console calls it as the operator types, so the answer may be up to
 // PreviewTTL old (previewCache).
-func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, n int) (int64, []uint64, error) {
+//
+// app is the request's app (Spec.App): a built-in audience counts its
+// tokens only, and a named audience must be its.
+func (s *Service) PreviewAudience(ctx context.Context, app string, spec *AudienceSpec, n int) (int64, []uint64, error) {
+	in, err := s.appOf(app)
+	if err != nil {
+		return 0, nil, err
+	}
 	a, _, err := s.opt.Rules.audience(spec)
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.opt.Rules.audienceApp(a, in.Name); err != nil {
 		return 0, nil, err
 	}
 	var bound audience.Bound
@@ -43,7 +54,7 @@ func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, n int
 			return 0, nil, err
 		}
 	}
-	return s.previews.get(ctx, previewKey(a, n), s.now(), func(ctx context.Context) (int64, []uint64, error) {
+	return s.previews.get(ctx, in.Name+" "+previewKey(a, n), s.now(), func(ctx context.Context) (int64, []uint64, error) {
 		// A named audience's count pages through all of it: the same
 		// budget as its own preview route.
 		ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
@@ -51,7 +62,7 @@ func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, n int
 		if a.Name != "" {
 			return s.opt.Named.Preview(ctx, bound, n)
 		}
-		return s.countBuiltin(ctx, a, n)
+		return countBuiltin(ctx, in.Store, a, n)
 	})
 }
 
@@ -63,14 +74,14 @@ func previewKey(a model.Audience, n int) string {
 }
 
 // countBuiltin counts a built-in audience and samples up to n user ids.
-func (s *Service) countBuiltin(ctx context.Context, a model.Audience, n int) (int64, []uint64, error) {
-	count, err := s.store.CountAudience(ctx, a)
+func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience, n int) (int64, []uint64, error) {
+	count, err := store.CountAudience(ctx, a)
 	if err != nil {
 		return 0, nil, fmt.Errorf("preview: %w", err)
 	}
 	// A user has one or a few tokens: a page of 4n tokens holds n users
 	// but for heavy multi-device users, and a short sample is fine then.
-	page, err := s.store.AudiencePage(ctx, a, 0, math.MaxUint64, 4*n, nil)
+	page, err := store.AudiencePage(ctx, a, 0, math.MaxUint64, 4*n, nil)
 	if err != nil {
 		return 0, nil, fmt.Errorf("preview: %w", err)
 	}

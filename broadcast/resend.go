@@ -106,6 +106,7 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 		return nil, false, fmt.Errorf("broadcast %d, codes %v: %w", rr.ID, codes, ErrNothingToResend)
 	}
 	return s.Submit(ctx, Request{
+		App:                orig.App, // the failed tokens are the original's app's
 		Message:            orig.Message,
 		Audience:           model.Audience{ResendOf: orig.ID, Codes: codes, Local: orig.Audience.Local},
 		DryRun:             orig.DryRun,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,6 @@ import (
 	"pushfan/broadcast/run"
 	"pushfan/caps"
 	"pushfan/engagement"
-	"pushfan/fanout"
 	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
 	"pushfan/model"
@@ -94,7 +94,7 @@ type Metrics = run.Metrics
 type Service struct {
 	store  *repository.Store
 	leases *lease.Store
-	engine *fanout.Engine
+	apps   *instance.Apps
 	log    *slog.Logger
 	opt    Options
 	now    func() time.Time
@@ -113,16 +113,15 @@ type Service struct {
 	planner *plan.Planner
 	runner  *run.Runner
 
-	statsMu sync.Mutex // also makes concurrent callers share one query
-	statsAt time.Time
-	stats   model.Stats
+	statsMu sync.Mutex            // also makes concurrent callers share one query
+	stats   map[string]statsEntry // by app set
 
 	reads    readCache    // GET /push/broadcasts/{id}
 	previews previewCache // audience previews' counts
 }
 
 // New builds a Service.
-func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, log *slog.Logger, opt Options) *Service {
+func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, log *slog.Logger, opt Options) *Service {
 	if opt.Owner == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -141,7 +140,7 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 	claiming, stopClaiming := context.WithCancel(context.Background())
 	running, stopRunning := context.WithCancelCause(context.Background())
 	s := &Service{
-		store: store, leases: leases, engine: engine, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
+		store: store, leases: leases, apps: apps, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
 		claiming: claiming, stopClaiming: stopClaiming, stopRunning: stopRunning,
 		reads: newReadCache(opt.BroadcastTTL),
 	}
@@ -150,13 +149,13 @@ func New(store *repository.Store, leases *lease.Store, engine *fanout.Engine, lo
 		Owner: opt.Owner, Lease: opt.Lease, DBTimeout: opt.DBTimeout, Log: s.log, Now: s.now,
 		Claiming: claiming, Running: running, Group: &s.group,
 	}
-	s.runner = run.New(s.in, store, leases, engine, run.Options{
+	s.runner = run.New(s.in, store, leases, apps, run.Options{
 		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
 		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
 		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
 		Ledger: opt.Ledger, DefaultZone: opt.Rules.zone(),
 	})
-	s.planner = plan.New(s.in, store, leases, engine, s.runner, plan.Options{
+	s.planner = plan.New(s.in, store, leases, apps, s.runner, plan.Options{
 		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,
 		PollInterval: opt.PollInterval, HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit,
 		DefaultZone: opt.Rules.zone(), Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget,
@@ -253,21 +252,35 @@ func (s *Service) Cancel(ctx context.Context, id uint64) (*model.Broadcast, erro
 	return s.Get(context.WithoutCancel(ctx), id)
 }
 
-// Stats returns totals across broadcasts, at most StatsTTL old.
-func (s *Service) Stats(ctx context.Context) (model.Stats, error) {
+// Stats returns totals across the broadcasts of apps (nil: every app), at
+// most StatsTTL old.
+func (s *Service) Stats(ctx context.Context, apps []string) (model.Stats, error) {
+	key := "*"
+	if apps != nil {
+		key = strings.Join(apps, "|")
+	}
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	if s.opt.StatsTTL > 0 && time.Since(s.statsAt) < s.opt.StatsTTL {
-		return s.stats, nil
+	if c, ok := s.stats[key]; ok && s.opt.StatsTTL > 0 && time.Since(c.at) < s.opt.StatsTTL {
+		return c.st, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
-	st, err := s.store.Stats(ctx)
+	st, err := s.store.Stats(ctx, apps)
 	if err != nil {
 		return st, err
 	}
-	s.stats, s.statsAt = st, time.Now()
+	if s.stats == nil || len(s.stats) > 64 {
+		s.stats = map[string]statsEntry{} // a handful of app sets in use; never grows unbounded
+	}
+	s.stats[key] = statsEntry{st: st, at: time.Now()}
 	return st, nil
+}
+
+// statsEntry is one cached Stats answer.
+type statsEntry struct {
+	st model.Stats
+	at time.Time
 }
 
 // Failures lists failed tokens of a broadcast by keyset.

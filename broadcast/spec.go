@@ -75,6 +75,9 @@ type Spec struct {
 	// FrequencyCap false sends past the frequency caps; true caps even a
 	// transactional broadcast (caps_rules.go).
 	FrequencyCap *bool `json:"frequency_cap"`
+	// App names the app (Firebase project) the broadcast sends for;
+	// required when several apps are configured (docs/apps.md).
+	App string `json:"app"`
 	// job names the cron job a spec fires for (its cap).
 	job string
 }
@@ -114,6 +117,10 @@ type Rules struct {
 	QuietHours  *model.QuietHours
 	// Caps are the frequency caps (caps_rules.go).
 	Caps CapRules
+	// Apps are the configured apps with their budgets (messages a second),
+	// and AudienceApps the app of each named audience (apps.go).
+	Apps         map[string]float64
+	AudienceApps map[string]string
 }
 
 // MaxDeliverOver bounds deliver_over: a broadcast spread wider than a week
@@ -136,8 +143,16 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err != nil {
 		return out, err
 	}
+	app, err := r.app(spec.App)
+	if err != nil {
+		return out, err
+	}
+	r.RateLimit = r.budgetOf(app)
 	a, vars, err := r.audience(spec.Audience)
 	if err != nil {
+		return out, err
+	}
+	if err := r.audienceApp(a, app); err != nil {
 		return out, err
 	}
 	var msg model.Message
@@ -164,6 +179,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		return out, err
 	}
 	return Request{
+		App:                app,
 		Class:              p.class,
 		MaxRate:            p.maxRate,
 		DeliverOver:        p.deliverOver,
@@ -341,8 +357,9 @@ func requestHash(in Request) string {
 		C  string
 		R  float64
 		O  time.Duration
-		H  bool `json:",omitempty"` // omitted when false: older keys keep their hash
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold})
+		H  bool   `json:",omitempty"` // omitted when false: older keys keep their hash
+		P  string `json:",omitempty"` // the app; omitted for the default app, so older keys keep their hash
+	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold, appUnlessDefault(in.App)})
 	// The frequency cap is left out: it is the deployment's as much as
 	// the request's, and a retry across a change of PUSHFAN_FREQUENCY_CAP
 	// is the same request.

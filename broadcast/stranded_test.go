@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pushfan/broadcast"
+	"pushfan/broadcast/instance"
 	"pushfan/fanout"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
@@ -61,7 +62,7 @@ func TestBroadcastsLeftUnfinishedAreFinishedByAnyInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := broadcast.New(store, ls, e, log, broadcast.Options{FlushInterval: 50 * time.Millisecond, DBTimeout: 5 * time.Second,
+	svc := broadcast.New(store, ls, instance.Single(e, store, 0), log, broadcast.Options{FlushInterval: 50 * time.Millisecond, DBTimeout: 5 * time.Second,
 		Lease: time.Second, ChunkWidth: 10000, MaxChunks: 100, PollInterval: 100 * time.Millisecond, Owner: "survivor"})
 	e.Start(ctx)
 	svc.Start(ctx)

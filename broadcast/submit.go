@@ -18,6 +18,8 @@ func (s *Service) Validate(spec Spec) (Request, error) { return s.opt.Rules.Vali
 
 // Request is a validated broadcast submission.
 type Request struct {
+	// App is the app the broadcast sends for (Rules.Validate resolved it).
+	App                string
 	Message            model.Message
 	Audience           model.Audience
 	DryRun             bool
@@ -81,6 +83,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		DeliverOver:        req.DeliverOver,
 		ParentID:           req.ParentID,
 		FrequencyCap:       req.FrequencyCap,
+		App:                req.App,
 	}
 	if req.Hold {
 		at := s.now().Add(s.holdExpiry()).UTC()

@@ -103,11 +103,15 @@ func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*Test
 	if err != nil {
 		return nil, err
 	}
+	app, err := s.appOf(spec.App)
+	if err != nil {
+		return nil, err
+	}
 	report := &TestReport{}
 	if userIDs != nil {
-		report.Results, report.UsersWithoutTokens, err = s.resolveUsers(ctx, userIDs)
+		report.Results, report.UsersWithoutTokens, err = s.resolveUsers(ctx, app.Store, userIDs)
 	} else {
-		report.Results, err = s.resolveTokens(ctx, tokens)
+		report.Results, err = s.resolveTokens(ctx, app.Store, tokens)
 	}
 	if err != nil {
 		return nil, err
@@ -129,7 +133,7 @@ func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*Test
 		data[message.TagDataKey] = s.opt.Tags.TestTag(0)
 		msg.Data = data
 	}
-	outs, err := s.engine.SendNow(ctx, msg, raw, testSendRetries)
+	outs, err := app.Engine.SendNow(ctx, msg, raw, testSendRetries)
 	if errors.Is(err, fanout.ErrNotRunning) {
 		return nil, ErrShuttingDown
 	} else if err != nil {
@@ -153,7 +157,7 @@ func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*Test
 			r.Code, r.Message = out.Code, out.Detail
 		}
 	}
-	s.invalidateTested(ctx, report.Results, dead)
+	s.invalidateTested(ctx, app.Store, report.Results, dead)
 	s.log.InfoContext(ctx, "test send", "by", by, "tokens", len(outs), "succeeded", succeeded,
 		"failed", len(outs)-succeeded, "invalidated", len(dead), "users_without_tokens", len(report.UsersWithoutTokens))
 	return report, nil
@@ -281,10 +285,10 @@ func testTokens(in []string) ([]string, error) {
 
 // resolveUsers reads the users' valid tokens (as the audience rule does:
 // a disabled user gets nothing) and reports those that have none.
-func (s *Service) resolveUsers(ctx context.Context, ids []uint64) ([]TestResult, []SkippedUser, error) {
+func (s *Service) resolveUsers(ctx context.Context, store *repository.Store, ids []uint64) ([]TestResult, []SkippedUser, error) {
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
-	users, err := s.store.TestUsers(dbctx, ids)
+	users, err := store.TestUsers(dbctx, ids)
 	if err != nil {
 		return nil, nil, fmt.Errorf("test send: %w", err)
 	}
@@ -314,10 +318,10 @@ func (s *Service) resolveUsers(ctx context.Context, ids []uint64) ([]TestResult,
 
 // resolveTokens looks raw tokens up. Every one is sent, known or not: an
 // operator testing a device may hold a token pushfan has not seen yet.
-func (s *Service) resolveTokens(ctx context.Context, tokens []string) ([]TestResult, error) {
+func (s *Service) resolveTokens(ctx context.Context, store *repository.Store, tokens []string) ([]TestResult, error) {
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
-	known, err := s.store.LookupTokens(dbctx, tokens)
+	known, err := store.LookupTokens(dbctx, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("test send: %w", err)
 	}
@@ -338,7 +342,7 @@ func (s *Service) resolveTokens(ctx context.Context, tokens []string) ([]TestRes
 // dead), one statement each so that each result says whether it was this
 // send that invalidated it. The sends are done by now: a database error is
 // logged, not returned, so the caller still gets what FCM answered.
-func (s *Service) invalidateTested(ctx context.Context, results []TestResult, dead []int) {
+func (s *Service) invalidateTested(ctx context.Context, store *repository.Store, results []TestResult, dead []int) {
 	if len(dead) == 0 {
 		return
 	}
@@ -349,7 +353,7 @@ func (s *Service) invalidateTested(ctx context.Context, results []TestResult, de
 	at := s.now()
 	for _, i := range dead {
 		r := &results[i]
-		n, err := s.store.InvalidateTokens(ctx, []repository.Invalidation{{TokenID: r.TokenID, Token: r.Token, Reason: r.Code}}, at)
+		n, err := store.InvalidateTokens(ctx, []repository.Invalidation{{TokenID: r.TokenID, Token: r.Token, Reason: r.Code}}, at)
 		if err != nil {
 			s.log.ErrorContext(ctx, "test send: invalidating a dead token failed; the next broadcast to it will find it dead again", "token", fanout.TokenHint(r.Token), "code", r.Code, "err", err)
 			continue
@@ -388,6 +392,7 @@ func (s *Service) TestSendBroadcast(ctx context.Context, id uint64, to TestRecip
 		},
 		UserIDs: to.UserIDs, Tokens: to.Tokens, Locale: to.Locale,
 	}
+	spec.App = b.App // a broadcast's rehearsal goes through its own project
 	spec.Track = m.Track
 	return s.TestSend(ctx, spec, by)
 }

@@ -9,6 +9,9 @@ type Audience struct {
 	// date: audience.TypeInt, ...).
 	Params map[string]string `yaml:"params" json:"params,omitempty"`
 	SQL    string            `yaml:"sql" json:"sql"`
+	// App is the app whose tokens the audience returns (docs/apps.md);
+	// required when several apps are configured.
+	App string `yaml:"app" json:"app,omitempty"`
 	// FrequencyCap names the cap of its broadcasts (frequency_caps, off
 	// or default); "" is the default.
 	FrequencyCap string `yaml:"frequency_cap" json:"frequency_cap,omitempty"`

@@ -41,6 +41,9 @@ type Config struct {
 	// the default: fcm/h2pool.go) or "net/http" (Go's, which the SDK uses).
 	FCMHTTP2 string `yaml:"fcm_http2"`
 
+	// Apps are the Firebase projects pushfan sends for (apps.go); empty:
+	// the FCM settings above make one app, "default".
+	Apps []App `yaml:"apps"`
 	// Audiences are named SQL audiences over the deployment's own tables.
 	Audiences []Audience `yaml:"audiences"`
 	// Jobs are recurring broadcasts.

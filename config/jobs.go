@@ -53,6 +53,9 @@ type Job struct {
 	// FrequencyCap names the cap of its broadcasts (frequency_caps, off
 	// or default); "" is the default.
 	FrequencyCap string `yaml:"frequency_cap"`
+	// App is the app the job's broadcasts send for; required when several
+	// apps are configured.
+	App string `yaml:"app"`
 }
 
 // JobQuietHours is a job's quiet window, "HH:MM" times of day.
@@ -100,7 +103,7 @@ func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
 }
 
 var (
-	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours", "frequency_cap"}
+	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours", "frequency_cap", "app"}
 	messageKeys = []string{"title", "body", "image", "data", "localized", "android", "apns", "webpush", "fcm_options"}
 	quietKeys   = []string{"start", "end"}
 )
@@ -124,6 +127,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Over     yaml.Node      `yaml:"deliver_over"`
 		Local    string         `yaml:"local_time"`
 		Cap      string         `yaml:"frequency_cap"`
+		App      string         `yaml:"app"`
 		Quiet    yaml.Node      `yaml:"quiet_hours"`
 	}
 	if err := node.Decode(&raw); err != nil {
@@ -157,6 +161,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		QuietHours:   quiet,
 		NoQuietHours: noQuiet,
 		FrequencyCap: raw.Cap,
+		App:          raw.App,
 	}
 	return nil
 }

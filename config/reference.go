@@ -17,7 +17,7 @@ edit by hand. Regenerate with ` + "`make docs`" + `; a test fails while this pag
 
 pushfan reads its configuration from the environment. ` + "`PUSHFAN_CONFIG`" + ` may name a YAML file
 that sets the non-secret values below under their YAML keys (e.g. ` + "`engine: {concurrency: 256}`" + `)
-and holds the structured sections: ` + "`audiences:`" + ` and ` + "`jobs:`" + ` ([scheduling and
+and holds the structured sections: ` + "`apps:`" + ` ([several apps](apps.md)), ` + "`audiences:`" + ` and ` + "`jobs:`" + ` ([scheduling and
 cron](scheduling-and-cron.md)), ` + "`schema:`" + ` ([audiences and schema](audiences-and-schema.md)),
 ` + "`frequency_caps:`" + ` ([frequency caps](frequency-caps.md)) and ` + "`webhooks:`" + ` ([webhooks](webhooks.md)). The environment wins over the file, and secrets
 (the rows whose YAML key is "environment only") come from the environment only. A key the file

@@ -21,13 +21,53 @@ type AdminToken struct {
 	Name string
 	Role string
 	Hash [sha256.Size]byte
+	// Apps are the apps the token may use (name:role:secret:app1|app2);
+	// nil: every app.
+	Apps []string
+}
+
+// MayUse reports whether the token may use app.
+func (t *AdminToken) MayUse(app string) bool {
+	if t.Apps == nil {
+		return true
+	}
+	for _, a := range t.Apps {
+		if a == app {
+			return true
+		}
+	}
+	return false
+}
+
+// splitApps cuts a trailing ":app1|app2" off an entry's secret: the
+// fourth field of name:role:secret:apps. A clear secret may hold ':'
+// itself, so the field is taken only when everything after the last ':'
+// reads as app names; a secret ending that way must be given as its
+// sha256: hash.
+func splitApps(secret string) (string, []string) {
+	i := strings.LastIndexByte(secret, ':')
+	if i < 0 {
+		return secret, nil
+	}
+	rest, list := secret[:i], secret[i+1:]
+	if strings.HasPrefix(secret, "sha256:") && i == len("sha256:")-1 {
+		return secret, nil // sha256:<hex>, no apps
+	}
+	apps := strings.Split(list, "|")
+	for _, a := range apps {
+		if !ValidAppName(a) {
+			return secret, nil
+		}
+	}
+	return rest, apps
 }
 
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // ParseAdminTokens parses PUSHFAN_ADMIN_TOKENS entries. An entry is either
-// a bare secret (named admin-N, role sender) or name:role:secret, where the
-// secret may be given as sha256:<64 hex digits>. Errors never quote a
+// a bare secret (named admin-N, role sender) or name:role:secret[:apps],
+// where the secret may be given as sha256:<64 hex digits> and apps limits
+// the token to those apps ("consumer|partner"). Errors never quote a
 // secret.
 func ParseAdminTokens(entries []string) ([]AdminToken, error) {
 	var out []AdminToken
@@ -37,6 +77,7 @@ func ParseAdminTokens(entries []string) ([]AdminToken, error) {
 		secret := e
 		if parts := strings.SplitN(e, ":", 3); len(parts) == 3 && (parts[1] == RoleViewer || parts[1] == RoleSender) {
 			t.Name, t.Role, secret = parts[0], parts[1], parts[2]
+			secret, t.Apps = splitApps(secret)
 			if !tokenName.MatchString(t.Name) {
 				return nil, fmt.Errorf("entry #%d: name must be 1-64 letters, digits, '.', '_' or '-'", i+1)
 			}

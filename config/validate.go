@@ -70,7 +70,11 @@ func (c *Config) validateServe() []error {
 		bad("PUSHFAN_HTTP_ADDR", "%q is not host:port: %v", c.HTTPAddr, err)
 	}
 	c.Events.validate(c.Engine.Retention, bad)
-	if c.FCMEndpoint != "" {
+	c.validateApps(bad)
+	switch {
+	case len(c.Apps) > 0:
+		// Each app was checked with its own project and credentials.
+	case c.FCMEndpoint != "":
 		u, err := url.Parse(c.FCMEndpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("PUSHFAN_FCM_ENDPOINT", "%q is not an http(s) URL like http://127.0.0.1:9099/v1", c.FCMEndpoint)
@@ -78,7 +82,7 @@ func (c *Config) validateServe() []error {
 		if c.FCMProjectID == "" {
 			bad("PUSHFAN_FCM_PROJECT_ID", "must be set when PUSHFAN_FCM_ENDPOINT points at an emulator")
 		}
-	} else {
+	default:
 		// Real FCM: the service account file is the only way to authenticate.
 		if c.CredentialsFile == "" {
 			bad("GOOGLE_APPLICATION_CREDENTIALS", "must name a service-account JSON file when PUSHFAN_FCM_ENDPOINT is unset (real FCM); set PUSHFAN_FCM_ENDPOINT to use an emulator")
@@ -91,8 +95,20 @@ func (c *Config) validateServe() []error {
 			bad("PUSHFAN_FCM_CA_FILE", "cannot read %q: %v", c.FCMCAFile, err)
 		}
 	}
-	if _, err := ParseAdminTokens(c.AdminTokens); err != nil {
+	if tokens, err := ParseAdminTokens(c.AdminTokens); err != nil {
 		bad("PUSHFAN_ADMIN_TOKENS", "%v", err)
+	} else {
+		known := map[string]bool{}
+		for _, n := range c.AppNames() {
+			known[n] = true
+		}
+		for _, t := range tokens {
+			for _, a := range t.Apps {
+				if !known[a] {
+					bad("PUSHFAN_ADMIN_TOKENS", "token %s names app %q, which is not configured", t.Name, a)
+				}
+			}
+		}
 	}
 	for _, cidr := range c.HTTP.TrustedProxies {
 		if _, _, err := net.ParseCIDR(cidr); err != nil {

@@ -96,7 +96,7 @@ func benchEngine(b *testing.B, workers int, withMetrics, tagged bool) {
 	eng.Start(context.Background())
 	defer eng.Stop(context.Background()) //nolint:errcheck // a benchmark's engine; nothing is left running
 	if withMetrics {
-		eng.SetMetrics(metrics.New(prometheus.NewRegistry(), nil))
+		eng.SetMetrics(metrics.New(prometheus.NewRegistry(), nil).ForApp("default"))
 	}
 	msg := &fanout.Message{Title: "bench", Body: "engine overhead", CollapseKey: "pushfan-1"}
 	p := &fanout.Progress{}

@@ -164,6 +164,9 @@ type ClaimOptions struct {
 	Skip []uint64
 	// Classes are the classes the instance has a free slot for (nil: any).
 	Classes []Class
+	// App claims a chunk of that app's broadcasts only ("": any app). An
+	// instance runs each app's chunks in slots of its own.
+	App string
 }
 
 // Claim leases one chunk to o.Owner: a chunk whose lease expired first (a
@@ -203,6 +206,13 @@ func (s *Store) Claim(ctx context.Context, o ClaimOptions) (*Claim, error) {
 func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token string) (*Claim, error) {
 	var skip, running, class string
 	var skipArgs, runArgs []any
+	// The app's condition comes first, as in both indexes: a range of one
+	// app's chunks of the status.
+	app := ""
+	if o.App != "" {
+		app = " AND app = ?"
+		skipArgs = append(skipArgs, o.App)
+	}
 	if o.Classes != nil {
 		if len(o.Classes) == 0 {
 			return nil, nil
@@ -229,11 +239,11 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token s
 	// Two statements rather than one OR, so each is a range scan of its own
 	// index, however many chunk rows other broadcasts have.
 	c, err := scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_lease)
-		WHERE status = 'leased' AND lease_until < UTC_TIMESTAMP(6)`+class+skip+running+`
+		WHERE status = 'leased'`+app+` AND lease_until < UTC_TIMESTAMP(6)`+class+skip+running+`
 		ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`, append(skipArgs, runArgs...)...))
 	if errors.Is(err, sql.ErrNoRows) {
 		c, err = scanClaim(tx.QueryRowContext(ctx, `SELECT `+claimCols+` FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-			WHERE status = 'pending'`+class+skip+`
+			WHERE status = 'pending'`+app+class+skip+`
 			ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`, skipArgs...))
 	}
 	if errors.Is(err, sql.ErrNoRows) {

@@ -44,11 +44,11 @@ func TestClaimIsAnIndexRangeScanWithAMillionChunkRows(t *testing.T) {
 
 	for name, q := range map[string]string{
 		"pending": `EXPLAIN SELECT broadcast_id, seq FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-			WHERE status = 'pending' AND broadcast_id NOT IN (7) ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+			WHERE status = 'pending' AND app = 'default' AND broadcast_id NOT IN (7) ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 		"pending, two classes": `EXPLAIN SELECT broadcast_id, seq FROM broadcast_chunks FORCE INDEX (idx_chunks_pending)
-			WHERE status = 'pending' AND class_rank IN (0,2) AND broadcast_id NOT IN (7) ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+			WHERE status = 'pending' AND app = 'default' AND class_rank IN (0,2) AND broadcast_id NOT IN (7) ORDER BY class_rank, vseq, broadcast_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 		"expired": `EXPLAIN SELECT broadcast_id, seq FROM broadcast_chunks FORCE INDEX (idx_chunks_lease)
-			WHERE status = 'leased' AND lease_until < UTC_TIMESTAMP(6) AND (broadcast_id, seq) NOT IN ((7, 1))
+			WHERE status = 'leased' AND app = 'default' AND lease_until < UTC_TIMESTAMP(6) AND (broadcast_id, seq) NOT IN ((7, 1))
 			ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`,
 	} {
 		plan := explain(t, f.db, q)

@@ -257,7 +257,16 @@ const upsertRows = 100
 // upsertChunks inserts chunk rows, or replaces the building rows of the
 // same numbers (a chunk being filled grows until it is complete).
 func upsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, rows []chunkRow) error {
-	const cols = 11
+	const cols = 12
+	if len(rows) == 0 {
+		return nil
+	}
+	// A chunk carries its broadcast's app: instances claim each app's
+	// chunks in slots of their own (ClaimOptions.App).
+	var app string
+	if err := tx.QueryRowContext(ctx, "SELECT app FROM broadcasts WHERE id = ?", id).Scan(&app); err != nil {
+		return fmt.Errorf("chunks of %d: read its app: %w", id, err)
+	}
 	for start := 0; start < len(rows); start += upsertRows {
 		batch := rows[start:min(start+upsertRows, len(rows))]
 		args := make([]any, 0, cols*len(batch))
@@ -273,10 +282,10 @@ func upsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, rows 
 			if r.NotBefore != nil {
 				notBefore = r.NotBefore.UTC()
 			}
-			args = append(args, id, r.Seq, r.Lo, r.Hi, r.Lo, r.Targets, class, r.vseq, notBefore, r.status, list)
+			args = append(args, id, r.Seq, r.Lo, r.Hi, r.Lo, r.Targets, class, r.vseq, notBefore, r.status, list, app)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO broadcast_chunks
-				(broadcast_id, seq, lo_id, hi_id, cursor_id, targets, class_rank, vseq, not_before, status, target_ids) VALUES `+
+				(broadcast_id, seq, lo_id, hi_id, cursor_id, targets, class_rank, vseq, not_before, status, target_ids, app) VALUES `+
 			sqldb.Placeholders(len(batch), cols)+`
 			ON DUPLICATE KEY UPDATE lo_id = VALUES(lo_id), hi_id = VALUES(hi_id), cursor_id = VALUES(cursor_id), targets = VALUES(targets),
 				vseq = VALUES(vseq), not_before = VALUES(not_before), status = VALUES(status), target_ids = VALUES(target_ids)`, args...); err != nil {

@@ -13,12 +13,13 @@ import (
 
 // Metrics holds every collector.
 type Metrics struct {
+	// The sending metrics are per app (ForApp): each app has its own
+	// engine, throttle and budget.
 	sendAttempts    *prometheus.CounterVec
-	sendOK          prometheus.Counter // pre-resolved: the hot path's common case
-	sendDuration    prometheus.Histogram
-	inFlight        prometheus.Gauge
-	retries         prometheus.Counter
-	rateWait        prometheus.Counter
+	sendDuration    *prometheus.HistogramVec
+	inFlight        *prometheus.GaugeVec
+	retries         *prometheus.CounterVec
+	rateWait        *prometheus.CounterVec
 	targets         *prometheus.CounterVec
 	broadcasts      *prometheus.CounterVec
 	broadcastTime   prometheus.Histogram
@@ -26,9 +27,9 @@ type Metrics struct {
 	invalidations   prometheus.Counter
 	checkpointFails prometheus.Counter
 	writeBackFails  prometheus.Counter
-	workers         prometheus.Gauge
-	rateShare       prometheus.Gauge
-	rateMembers     prometheus.Gauge
+	workers         *prometheus.GaugeVec
+	rateShare       *prometheus.GaugeVec
+	rateMembers     *prometheus.GaugeVec
 	hooksDisabled   *prometheus.CounterVec
 	capped          prometheus.Counter
 	capReleased     prometheus.Counter
@@ -41,24 +42,24 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 		sendAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_fcm_send_attempts_total",
 			Help: "Sends to FCM by outcome class (success, dead, transient, fatal) and FCM error code (OK on success). Each engine attempt counts once; the SDK's own retries inside it are not separate.",
-		}, []string{"outcome", "code"}),
-		sendDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"app", "outcome", "code"}),
+		sendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pushfan_fcm_send_duration_seconds",
 			Help:    "Duration of one send attempt to FCM, including the SDK's own retry waits.",
 			Buckets: []float64{.005, .01, .02, .03, .04, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10},
-		}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+		}, []string{"app"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pushfan_fcm_sends_in_flight",
 			Help: "Sends to FCM currently waiting for an answer.",
-		}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"app"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_fcm_retries_total",
 			Help: "Targets re-queued for another attempt after a transient failure.",
-		}),
-		rateWait: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"app"}),
+		rateWait: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_rate_limiter_wait_seconds_total",
-			Help: "Time workers spent waiting for the process-wide rate limiter (including 429 pauses).",
-		}),
+			Help: "Time workers spent waiting for the app's rate limiter (including 429 pauses).",
+		}, []string{"app"}),
 		targets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_broadcast_targets_total",
 			Help: "Targets whose final outcome was stored, by result (succeeded, failed, canceled) and error code (OK for succeeded, CANCELED for canceled). Equals the broadcasts' own counts.",
@@ -88,14 +89,14 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_writeback_failures_total",
 			Help: "Dead tokens whose write-back to a mapped schema's table (schema.tokens.on_dead) kept failing, stored without it (their failure rows are stored). Equals the broadcasts' writeback_failures.",
 		}),
-		workers: prometheus.NewGauge(prometheus.GaugeOpts{
+		workers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pushfan_fcm_workers",
 			Help: "Sending goroutines now: the pool follows the rate times the send latency, within PUSHFAN_CONCURRENCY.",
-		}),
-		rateShare: prometheus.NewGauge(prometheus.GaugeOpts{
+		}, []string{"app"}),
+		rateShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pushfan_rate_share",
 			Help: "This instance's share of the FCM project's rate budget, in messages per second.",
-		}),
+		}, []string{"app"}),
 		hooksDisabled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_webhook_endpoints_disabled_total",
 			Help: "Webhook endpoints disabled after an event of theirs failed for a day (GET /push/webhooks says which are disabled now).",
@@ -108,12 +109,11 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_frequency_cap_released_total",
 			Help: "Users whose frequency-cap slot was given back at a checkpoint because none of their devices was sent (canceled, failed for good, dead tokens).",
 		}),
-		rateMembers: prometheus.NewGauge(prometheus.GaugeOpts{
+		rateMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pushfan_rate_members",
 			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
-		}),
+		}, []string{"app"}),
 	}
-	m.sendOK = m.sendAttempts.WithLabelValues(classSuccess, "OK")
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
 		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled,
 		m.capped, m.capReleased,
@@ -128,20 +128,50 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 // classSuccess is the engine's name of an accepted send's class.
 const classSuccess = "success"
 
-// Workers implements fanout.Metrics.
-func (m *Metrics) Workers(n int) { m.workers.Set(float64(n)) }
+// App is one app's sending metrics (its series of the app-labelled
+// collectors, resolved once): it implements fanout.Metrics for the app's
+// engine, and Share for its budget.
+type App struct {
+	sendAttempts *prometheus.CounterVec
+	sendOK       prometheus.Counter // pre-resolved: the hot path's common case
+	sendDuration prometheus.Observer
+	inFlight     prometheus.Gauge
+	retries      prometheus.Counter
+	rateWait     prometheus.Counter
+	workers      prometheus.Gauge
+	rateShare    prometheus.Gauge
+	rateMembers  prometheus.Gauge
+}
 
-// Share reports this instance's share of the rate budget (package quota).
-func (m *Metrics) Share(perSecond float64, members int) {
+// ForApp returns app's sending metrics.
+func (m *Metrics) ForApp(app string) *App {
+	return &App{
+		sendAttempts: m.sendAttempts.MustCurryWith(prometheus.Labels{"app": app}),
+		sendOK:       m.sendAttempts.WithLabelValues(app, classSuccess, "OK"),
+		sendDuration: m.sendDuration.WithLabelValues(app),
+		inFlight:     m.inFlight.WithLabelValues(app),
+		retries:      m.retries.WithLabelValues(app),
+		rateWait:     m.rateWait.WithLabelValues(app),
+		workers:      m.workers.WithLabelValues(app),
+		rateShare:    m.rateShare.WithLabelValues(app),
+		rateMembers:  m.rateMembers.WithLabelValues(app),
+	}
+}
+
+// Workers implements fanout.Metrics.
+func (m *App) Workers(n int) { m.workers.Set(float64(n)) }
+
+// Share reports this instance's share of the app's rate budget (package quota).
+func (m *App) Share(perSecond float64, members int) {
 	m.rateShare.Set(perSecond)
 	m.rateMembers.Set(float64(members))
 }
 
 // SendStarted implements fanout.Metrics.
-func (m *Metrics) SendStarted() { m.inFlight.Inc() }
+func (m *App) SendStarted() { m.inFlight.Inc() }
 
 // SendDone implements fanout.Metrics.
-func (m *Metrics) SendDone(d time.Duration, class, code string) {
+func (m *App) SendDone(d time.Duration, class, code string) {
 	m.inFlight.Dec()
 	m.sendDuration.Observe(d.Seconds())
 	if class == classSuccess {
@@ -152,10 +182,10 @@ func (m *Metrics) SendDone(d time.Duration, class, code string) {
 }
 
 // Retried implements fanout.Metrics.
-func (m *Metrics) Retried() { m.retries.Inc() }
+func (m *App) Retried() { m.retries.Inc() }
 
 // RateWaited implements fanout.Metrics.
-func (m *Metrics) RateWaited(d time.Duration) { m.rateWait.Add(d.Seconds()) }
+func (m *App) RateWaited(d time.Duration) { m.rateWait.Add(d.Seconds()) }
 
 // Capped counts targets withheld by a frequency cap, and users released
 // from their reservations, as a checkpoint stored them.

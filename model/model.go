@@ -171,6 +171,10 @@ type Broadcast struct {
 	// over DeliverOver from the start (0: as fast as the budget allows).
 	MaxRate     float64
 	DeliverOver time.Duration
+	// App is the app (Firebase project) the broadcast sends for: its
+	// tokens, its credentials, its quota (docs/apps.md); DefaultApp for
+	// every broadcast made before apps existed.
+	App string
 	// FrequencyCap is the caps the broadcast is sent under, "1/2h,3/day"
 	// (package caps); "" for none: exempt (transactional), bypassed by the
 	// request ("frequency_cap": false), or no cap configured.
@@ -179,6 +183,10 @@ type Broadcast struct {
 
 // Paced reports whether the broadcast keeps a pace of its own.
 func (b *Broadcast) Paced() bool { return b.MaxRate > 0 || b.DeliverOver > 0 }
+
+// DefaultApp is the app of the environment-only configuration, and of
+// every token and broadcast stored before apps existed.
+const DefaultApp = "default"
 
 // Scheduling classes. They are not FCM's message priority (android.priority,
 // apns-priority), which is about the device; a class is about pushfan's own
@@ -242,6 +250,8 @@ type Stats struct {
 
 // ListFilter selects broadcasts for the list endpoint.
 type ListFilter struct {
+	// Apps keeps the broadcasts of these apps only (nil: any app).
+	Apps    []string
 	Status  Status // "" = any
 	Trigger string // "" = any
 	Before  uint64 // keyset: ids below it (0 = from the newest)

@@ -29,6 +29,9 @@ type TokensMapping struct {
 	Token    string `yaml:"token"`    // the FCM registration token
 	Valid    string `yaml:"valid"`    // SQL condition: the token may be sent to
 	Platform string `yaml:"platform"` // optional column
+	// App is an optional column naming each token's app (docs/apps.md),
+	// for one table holding the tokens of several apps.
+	App string `yaml:"app"`
 	// OnDead is the statement that writes a dead token back, run once per
 	// dead token in the checkpoint's transaction, with :id, :token, :code.
 	OnDead string `yaml:"on_dead"`

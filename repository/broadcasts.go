@@ -50,8 +50,8 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
-		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning, frequency_cap, capped)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning, frequency_cap, capped, app)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, string(msg), string(aud),
 		sqldb.ClampRunes(b.RequestID, maxRequestIDRunes), nullIfEmpty(sqldb.ClampRunes(b.CreatedBy, MaxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
@@ -60,7 +60,7 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
 		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks, b.Status == model.StatusPlanning,
-		nullIfEmpty(b.FrequencyCap), b.Capped)
+		nullIfEmpty(b.FrequencyCap), b.Capped, appOrDefault(b.App))
 	if err != nil {
 		if sqldb.IsDuplicateEntry(err) && strings.Contains(err.Error(), "uq_broadcasts_idempotency") {
 			return ErrDuplicateKey
@@ -127,7 +127,7 @@ const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, a
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
-		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, '')`
+		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app`
 
 // selectBroadcast reads broadcast rows; selectOneBroadcast one row with
 // its error and variant counts as JSON objects, for a single read.
@@ -242,7 +242,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
 		&b.Class, &b.MaxRate, &deliverMS,
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
-		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap}, extra...)...); err != nil {
+		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -292,6 +292,15 @@ func (s *Store) ListBroadcasts(ctx context.Context, f model.ListFilter) ([]*mode
 	if f.Status != "" {
 		where = append(where, "status = ?")
 		args = append(args, string(f.Status))
+	}
+	if f.Apps != nil {
+		if len(f.Apps) == 0 {
+			return nil, nil
+		}
+		where = append(where, "app IN ("+sqldb.InList(len(f.Apps))+")")
+		for _, a := range f.Apps {
+			args = append(args, a)
+		}
 	}
 	if f.Trigger != "" {
 		where = append(where, "trigger_kind = ?")
@@ -405,36 +414,57 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 			return fmt.Errorf("lock: %w", err)
 		}
 		lrows.Close()
-		var st model.Stats
-		err = tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(dry_run = 0), 0), COALESCE(SUM(dry_run <> 0), 0),
+		// The totals go to the archive per app: GET /push/stats?app= keeps
+		// counting a broadcast after retention deleted it.
+		sums, err := tx.QueryContext(ctx, `SELECT app, COUNT(*), COALESCE(SUM(dry_run = 0), 0), COALESCE(SUM(dry_run <> 0), 0),
 				COALESCE(SUM(IF(dry_run = 0, targeted, 0)), 0), COALESCE(SUM(IF(dry_run = 0, succeeded, 0)), 0),
 				COALESCE(SUM(IF(dry_run = 0, failed, 0)), 0), COALESCE(SUM(IF(dry_run = 0, canceled, 0)), 0),
 				COALESCE(SUM(IF(dry_run = 0, invalidated_tokens, 0)), 0), COALESCE(SUM(IF(dry_run = 0, capped, 0)), 0)
-			FROM broadcasts WHERE id IN (`+in+`) AND finished_at < ?`, append(args, dbTime(cutoff))...).
-			Scan(&deleted, &st.Broadcasts, &st.DryRuns, &st.Targeted, &st.Succeeded, &st.Failed, &st.Canceled, &st.InvalidatedTokens, &st.Capped)
+			FROM broadcasts WHERE id IN (`+in+`) AND finished_at < ? GROUP BY app`, append(args, dbTime(cutoff))...)
 		if err != nil {
 			return fmt.Errorf("sum: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO stats_archive (id, broadcasts, dry_runs, targeted, succeeded, failed, canceled, invalidated_tokens, capped)
-			VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE broadcasts = broadcasts + VALUES(broadcasts), dry_runs = dry_runs + VALUES(dry_runs),
+		type appSums struct {
+			app string
+			n   int
+			st  model.Stats
+		}
+		var per []appSums
+		for sums.Next() {
+			var a appSums
+			if err := sums.Scan(&a.app, &a.n, &a.st.Broadcasts, &a.st.DryRuns, &a.st.Targeted, &a.st.Succeeded, &a.st.Failed, &a.st.Canceled, &a.st.InvalidatedTokens, &a.st.Capped); err != nil {
+				sums.Close()
+				return fmt.Errorf("sum: %w", err)
+			}
+			per = append(per, a)
+		}
+		sums.Close()
+		if err := sums.Err(); err != nil {
+			return fmt.Errorf("sum: %w", err)
+		}
+		deleted = 0
+		for _, a := range per {
+			deleted += a.n
+			st := a.st
+			if _, err := tx.ExecContext(ctx, `INSERT INTO stats_archive (id, app, broadcasts, dry_runs, targeted, succeeded, failed, canceled, invalidated_tokens, capped)
+			VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE broadcasts = broadcasts + VALUES(broadcasts), dry_runs = dry_runs + VALUES(dry_runs),
 			targeted = targeted + VALUES(targeted), succeeded = succeeded + VALUES(succeeded), failed = failed + VALUES(failed),
 			canceled = canceled + VALUES(canceled), invalidated_tokens = invalidated_tokens + VALUES(invalidated_tokens), capped = capped + VALUES(capped)`,
-			st.Broadcasts, st.DryRuns, st.Targeted, st.Succeeded, st.Failed, st.Canceled, st.InvalidatedTokens, st.Capped); err != nil {
-			return fmt.Errorf("archive totals: %w", err)
+				a.app, st.Broadcasts, st.DryRuns, st.Targeted, st.Succeeded, st.Failed, st.Canceled, st.InvalidatedTokens, st.Capped); err != nil {
+				return fmt.Errorf("archive totals: %w", err)
+			}
 		}
-		var opened, clicked int64
-		err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(IF(type = ?, n, 0)), 0), COALESCE(SUM(IF(type = ?, n, 0)), 0)
-			FROM engagement_counts WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (`+in+`) AND finished_at < ?)`,
-			append([]any{uint8(model.EventOpened), uint8(model.EventClicked)}, append(args, dbTime(cutoff))...)...).Scan(&opened, &clicked)
-		if err != nil {
-			return fmt.Errorf("sum engagement: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE stats_archive SET opened = opened + ?, clicked = clicked + ? WHERE id = 1`, opened, clicked); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE stats_archive a JOIN (
+				SELECT b.app, COALESCE(SUM(IF(c.type = ?, c.n, 0)), 0) AS opened, COALESCE(SUM(IF(c.type = ?, c.n, 0)), 0) AS clicked
+				FROM engagement_counts c JOIN broadcasts b ON b.id = c.broadcast_id
+				WHERE b.id IN (`+in+`) AND b.finished_at < ? GROUP BY b.app
+			) e ON e.app = a.app SET a.opened = a.opened + e.opened, a.clicked = a.clicked + e.clicked`,
+			append([]any{uint8(model.EventOpened), uint8(model.EventClicked)}, append(args, dbTime(cutoff))...)...); err != nil {
 			return fmt.Errorf("archive engagement: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO stats_archive_errors (code, count)
-			SELECT e.code, SUM(e.count) FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id
-			WHERE b.id IN (`+in+`) AND b.finished_at < ? AND b.dry_run = 0 GROUP BY e.code
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stats_archive_errors (app, code, count)
+			SELECT b.app, e.code, SUM(e.count) FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id
+			WHERE b.id IN (`+in+`) AND b.finished_at < ? AND b.dry_run = 0 GROUP BY b.app, e.code
 			ON DUPLICATE KEY UPDATE count = stats_archive_errors.count + VALUES(count)`, append(args, dbTime(cutoff))...); err != nil {
 			return fmt.Errorf("archive error counts: %w", err)
 		}
@@ -462,6 +492,13 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 		return 0, err
 	}
 	return deleted, nil
+}
+
+func appOrDefault(app string) string {
+	if app == "" {
+		return model.DefaultApp
+	}
+	return app
 }
 
 func classOrBulk(class string) string {

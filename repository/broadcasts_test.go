@@ -27,6 +27,7 @@ func TestBroadcastRoundTrip(t *testing.T) {
 		Class:       model.ClassBulk,
 		MaxRate:     250.5,
 		DeliverOver: 90*time.Second + 250*time.Millisecond,
+		App:         "partner",
 	}
 	if err := leases(s).Create(ctx(t), b); err != nil {
 		t.Fatal(err)

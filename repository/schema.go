@@ -29,7 +29,11 @@ type Schema struct {
 	tID, tUser, tToken, tPlatform string // t.<column>; tPlatform "" when unmapped
 	uID, uLocale, uTimezone       string // u.<column>; "NULL" when unmapped
 	valid, enabled                string // conditions on t and on u
-	base                          string // the audience rule: valid AND enabled
+	// owned keeps the tokens of one app (ForApp): "t.app = 'name'"; ""
+	// for every token (a mapping without tokens.app, or no app chosen).
+	owned  string
+	appCol string // t.<column> of the tokens' app; "" when unmapped
+	base   string // the audience rule: valid AND enabled
 
 	onDead     string   // with ? for each parameter; "" for the bundled
 	onDeadArgs []string // "id", "token", "code", in placeholder order
@@ -55,8 +59,33 @@ func BundledSchema() *Schema {
 		tID:  "t.id", tUser: "t.user_id", tToken: "t.token", tPlatform: "t.platform",
 		uID: "u.id", uLocale: "u.locale", uTimezone: "u.timezone",
 		valid: "t.invalidated_at IS NULL", enabled: "u.push_enabled = 1",
-		base: "t.invalidated_at IS NULL AND u.push_enabled = 1",
+		base:   "t.invalidated_at IS NULL AND u.push_enabled = 1",
+		appCol: "t.app",
 	}).build()
+}
+
+// ForApp returns the schema reading app's tokens only: those whose app
+// column names it (device_tokens.app, or a mapping's tokens.app). A
+// mapping without an app column is one app's tables whole: ForApp returns
+// it as it is. app must be a valid app name (config.AppName): it is
+// written into the SQL as a literal, so that no statement carries it as
+// an argument.
+func (sc *Schema) ForApp(app string) *Schema {
+	if sc.appCol == "" || app == "" {
+		return sc
+	}
+	c := *sc
+	c.owned = sc.appCol + " = '" + app + "'"
+	c.base = sc.valid + " AND " + sc.enabled + " AND " + c.owned
+	return c.build()
+}
+
+// ownedAnd is cond and the app condition, if any.
+func (sc *Schema) ownedAnd(cond string) string {
+	if sc.owned == "" {
+		return cond
+	}
+	return cond + " AND " + sc.owned
 }
 
 // Mapped reports whether the schema is an operator's mapping.
@@ -135,6 +164,7 @@ func CompileSchema(def model.SchemaMapping) (*Schema, error) {
 	sc.tUser = column("tokens.user_id", "t", t.UserID, true)
 	sc.tToken = column("tokens.token", "t", t.Token, true)
 	sc.tPlatform = column("tokens.platform", "t", t.Platform, false)
+	sc.appCol = column("tokens.app", "t", t.App, false)
 	sc.valid = condition("tokens.valid", t.Valid)
 	if strings.TrimSpace(t.OnDead) == "" {
 		// Without it, every later broadcast would send to the dead tokens

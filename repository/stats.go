@@ -5,15 +5,29 @@ import (
 	"database/sql"
 	"fmt"
 
+	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
 
 // model.Stats sums counters over all non-dry-run broadcasts, running ones
 // included, and those deleted by retention (kept in the stats archive).
 // Both queries run in one read-only REPEATABLE READ transaction, so Errors
-// agrees with Failed even while broadcasts are progressing.
-func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
+// agrees with Failed even while broadcasts are progressing. apps keeps the
+// totals of those apps only (nil: every app).
+func (s *Store) Stats(ctx context.Context, apps []string) (model.Stats, error) {
 	st := model.Stats{Errors: map[string]int64{}}
+	if apps != nil && len(apps) == 0 {
+		return st, nil
+	}
+	// One condition per table, each on its app column ("1" for every app).
+	where, bWhere, args := "1", "1", []any(nil)
+	if apps != nil {
+		in := sqldb.InList(len(apps))
+		where, bWhere = "app IN ("+in+")", "b.app IN ("+in+")"
+		for _, a := range apps {
+			args = append(args, a)
+		}
+	}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: begin: %w", err)
@@ -31,7 +45,7 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 			COALESCE(SUM(IF(dry_run = 0, canceled, 0)), 0),
 			COALESCE(SUM(IF(dry_run = 0, invalidated_tokens, 0)), 0),
 			COALESCE(SUM(IF(dry_run = 0, capped, 0)), 0)
-		FROM broadcasts`).Scan(
+		FROM broadcasts WHERE `+where, args...).Scan(
 		&st.Broadcasts, &st.DryRuns, &st.Targeted, &st.Succeeded, &st.Failed, &st.Canceled, &st.InvalidatedTokens, &st.Capped)
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: totals: %w", err)
@@ -42,7 +56,7 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 	err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(broadcasts), 0), COALESCE(SUM(dry_runs), 0), COALESCE(SUM(targeted), 0),
 			COALESCE(SUM(succeeded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(canceled), 0), COALESCE(SUM(invalidated_tokens), 0),
 			COALESCE(SUM(opened), 0), COALESCE(SUM(clicked), 0), COALESCE(SUM(capped), 0)
-		FROM stats_archive`).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens, &a.Opened, &a.Clicked, &a.Capped)
+		FROM stats_archive WHERE `+where, args...).Scan(&a.Broadcasts, &a.DryRuns, &a.Targeted, &a.Succeeded, &a.Failed, &a.Canceled, &a.InvalidatedTokens, &a.Opened, &a.Clicked, &a.Capped)
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: archive: %w", err)
 	}
@@ -56,17 +70,20 @@ func (s *Store) Stats(ctx context.Context) (model.Stats, error) {
 	st.InvalidatedTokens += a.InvalidatedTokens
 	// The events' counts are a row per broadcast, variant and type: a scan
 	// of their table, never of the events.
-	err = tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(IF(type = ?, n, 0)), 0), COALESCE(SUM(IF(type = ?, n, 0)), 0) FROM engagement_counts`,
-		uint8(model.EventOpened), uint8(model.EventClicked)).Scan(&st.Opened, &st.Clicked)
+	engagement := "SELECT COALESCE(SUM(IF(type = ?, n, 0)), 0), COALESCE(SUM(IF(type = ?, n, 0)), 0) FROM engagement_counts"
+	if apps != nil {
+		engagement += " c JOIN broadcasts b ON b.id = c.broadcast_id WHERE " + bWhere
+	}
+	err = tx.QueryRowContext(ctx, engagement, append([]any{uint8(model.EventOpened), uint8(model.EventClicked)}, args...)...).Scan(&st.Opened, &st.Clicked)
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: engagement: %w", err)
 	}
 	st.Opened += a.Opened
 	st.Clicked += a.Clicked
 	rows, err := tx.QueryContext(ctx, `SELECT code, SUM(n) FROM (
-			SELECT e.code, e.count AS n FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id WHERE b.dry_run = 0
-			UNION ALL SELECT code, count FROM stats_archive_errors
-		) x GROUP BY code`)
+			SELECT e.code, e.count AS n FROM broadcast_errors e JOIN broadcasts b ON b.id = e.broadcast_id WHERE b.dry_run = 0 AND `+bWhere+`
+			UNION ALL SELECT code, count FROM stats_archive_errors WHERE `+where+`
+		) x GROUP BY code`, append(args, args...)...)
 	if err != nil {
 		return model.Stats{}, fmt.Errorf("stats: errors: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 func TestStatsExcludesDryRuns(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	empty, err := s.Stats(ctx(t))
+	empty, err := s.Stats(ctx(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestStatsExcludesDryRuns(t *testing.T) {
 	add(true, model.Counts{Targeted: 100, Succeeded: 50, Failed: 50, Invalidated: 9, Errors: map[string]int64{"UNREGISTERED": 40, "DRY_ONLY": 10}})
 	add(true, model.Counts{})
 
-	got, err := s.Stats(ctx(t))
+	got, err := s.Stats(ctx(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

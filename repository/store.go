@@ -39,7 +39,8 @@ var ErrNotFound = errors.New("not found")
 type Store struct {
 	db     *sqlx.DB
 	log    *slog.Logger
-	schema *Schema // the users and tokens tables the built-in audiences read
+	schema *Schema            // the users and tokens tables the built-in audiences read
+	apps   map[string]*Schema // per app, when apps have tables of their own (WithApps)
 }
 
 // New returns a Store on db, a pool opened by sqldb.Open (and migrated by
@@ -54,6 +55,25 @@ func New(db *sqlx.DB, log *slog.Logger) *Store {
 func (s *Store) WithSchema(sc *Schema) *Store {
 	c := *s
 	c.schema = sc
+	return &c
+}
+
+// ForApp returns a Store whose built-in audiences, test sends and
+// write-back read app's tokens only (Schema.ForApp): every query made for
+// a broadcast goes through the Store of its app.
+func (s *Store) ForApp(app string) *Store {
+	if sc, ok := s.apps[app]; ok {
+		return s.WithSchema(sc)
+	}
+	return s.WithSchema(s.schema.ForApp(app))
+}
+
+// WithApps returns a Store that gives each app named in schemas its own
+// schema (an app's own tables, already ForApp'ed); ForApp of any other
+// app reads the Store's schema for that app.
+func (s *Store) WithApps(schemas map[string]*Schema) *Store {
+	c := *s
+	c.apps = schemas
 	return &c
 }
 

@@ -28,7 +28,7 @@ func (s *Store) TestUsers(ctx context.Context, ids []uint64) ([]TestUser, error)
 	}
 	sc := s.schema
 	q, args, err := sqlx.In("SELECT "+sc.uID+", "+sc.enabledValue()+", "+sc.tID+", "+sc.tToken+" FROM "+sc.usersTable+" u"+
-		" LEFT JOIN "+sc.tokensTable+" t ON "+sc.tUser+" = "+sc.uID+" AND "+sc.valid+
+		" LEFT JOIN "+sc.tokensTable+" t ON "+sc.tUser+" = "+sc.uID+" AND "+sc.ownedAnd(sc.valid)+
 		" WHERE "+sc.uID+" IN (?) ORDER BY "+sc.uID+", "+sc.tID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("test users: expand ids: %w", err)
@@ -85,7 +85,7 @@ func (s *Store) LookupTokens(ctx context.Context, tokens []string) (map[string]K
 		return out, nil
 	}
 	sc := s.schema
-	q, args, err := sqlx.In("SELECT "+sc.tID+", "+sc.tUser+", "+sc.tToken+", "+sc.invalidValue()+" FROM "+sc.tokensTable+" t WHERE "+sc.tToken+" IN (?)", tokens)
+	q, args, err := sqlx.In("SELECT "+sc.tID+", "+sc.tUser+", "+sc.tToken+", "+sc.invalidValue()+" FROM "+sc.tokensTable+" t WHERE "+sc.ownedAnd(sc.tToken+" IN (?)"), tokens)
 	if err != nil {
 		return nil, fmt.Errorf("lookup tokens: expand: %w", err)
 	}

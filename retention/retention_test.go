@@ -59,7 +59,7 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 	if err := store.RecordSkippedFires(ctx, "job", []time.Time{old, old.Add(time.Minute), recent}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	before, err := store.Stats(ctx)
+	before, err := store.Stats(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 	if err != nil || !res.Ran || res.Broadcasts != 4 || res.SkippedFires != 2 {
 		t.Fatalf("pass: %+v %v, want 4 broadcasts and 2 skipped fires", res, err)
 	}
-	after, err := store.Stats(ctx)
+	after, err := store.Stats(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

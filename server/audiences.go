@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,6 +19,8 @@ type audienceView struct {
 	// FrequencyCap names the cap of its broadcasts from the configuration
 	// (a frequency_caps name, off or default); absent: the default.
 	FrequencyCap string `json:"frequency_cap,omitempty"`
+	// App is the app whose tokens it returns.
+	App string `json:"app"`
 }
 
 // listAudiences lists the built-in and the named audiences.
@@ -26,13 +29,22 @@ func (s *Server) listAudiences(c echo.Context) error {
 		BuiltIn []string       `json:"built_in"`
 		Named   []audienceView `json:"named"`
 	}{BuiltIn: []string{"all", "user_ids"}, Named: []audienceView{}}
-	capOf := make(map[string]string, len(s.cfg.Audiences))
-	for _, a := range s.cfg.Audiences {
+	all := s.cfg.AllAudiences()
+	capOf := make(map[string]string, len(all))
+	appOf := make(map[string]string, len(all))
+	for _, a := range all {
 		capOf[a.Name] = a.FrequencyCap
+		appOf[a.Name] = s.cfg.AppOf(a.App)
+	}
+	apps, err := s.appFilter(c)
+	if err != nil {
+		return err
 	}
 	for _, a := range s.audienceList {
-		out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars(),
-			FrequencyCap: capOf[a.Name()]})
+		if app := appOf[a.Name()]; apps == nil || slices.Contains(apps, app) {
+			out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars(),
+				FrequencyCap: capOf[a.Name()], App: app})
+		}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -51,6 +63,13 @@ func (s *Server) previewAudience(c echo.Context) error {
 		if err := decodeStrict(c.Request().Body, &req); err != nil {
 			var apiErr *APIError
 			if !errors.As(err, &apiErr) || apiErr.Code != "empty_body" {
+				return err
+			}
+		}
+	}
+	for _, ca := range s.cfg.AllAudiences() {
+		if ca.Name == a.Name() {
+			if err := s.mayUseApp(c, s.cfg.AppOf(ca.App)); err != nil {
 				return err
 			}
 		}
@@ -77,19 +96,23 @@ const previewSample = 10
 // a broadcast request's would (audience.user_ids, audience.params.x).
 func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	var req struct {
+		App      string                  `json:"app"`
 		Audience *broadcast.AudienceSpec `json:"audience"`
 	}
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
-	count, sample, err := s.svc.PreviewAudience(c.Request().Context(), req.Audience, previewSample)
+	if err := s.mayUseApp(c, req.App); err != nil {
+		return err
+	}
+	count, sample, err := s.svc.PreviewAudience(c.Request().Context(), req.App, req.Audience, previewSample)
 	if err != nil {
 		return err
 	}
 	if sample == nil {
 		sample = []uint64{}
 	}
-	capped, err := s.svc.PreviewCapped(c.Request().Context(), req.Audience)
+	capped, err := s.svc.PreviewCapped(c.Request().Context(), req.App, req.Audience)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -63,6 +64,8 @@ type jobView struct {
 	// FrequencyCap names the cap of its broadcasts from the configuration
 	// (a frequency_caps name, off or default); absent: the default.
 	FrequencyCap string `json:"frequency_cap,omitempty"`
+	// App is the app its broadcasts send for.
+	App string `json:"app"`
 }
 
 type lastFire struct {
@@ -78,9 +81,17 @@ func (s *Server) listJobs(c echo.Context) error {
 		Jobs []jobView `json:"jobs"`
 	}{Jobs: []jobView{}}
 	now := s.now()
+	apps, err := s.appFilter(c)
+	if err != nil {
+		return err
+	}
 	for _, j := range s.jobs {
+		app := s.cfg.AppOf(j.App)
+		if apps != nil && !slices.Contains(apps, app) {
+			continue
+		}
 		v := jobView{Name: j.Name, Schedule: j.Schedule, Timezone: j.Loc.String(), Enabled: j.Enabled(), Catchup: j.Catchup.String(), NextFires: j.NextN(now, 5),
-			FrequencyCap: j.FrequencyCap}
+			FrequencyCap: j.FrequencyCap, App: app}
 		lf, err := s.svc.LastJobFire(c.Request().Context(), j.Name)
 		if err != nil {
 			return err

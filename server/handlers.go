@@ -44,6 +44,9 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
+	if err := s.mayUseApp(c, req.App); err != nil {
+		return err
+	}
 	in, err := s.svc.Validate(req.Spec)
 	if err != nil {
 		return err
@@ -159,7 +162,11 @@ func (s *Server) cancelBroadcast(c echo.Context) error {
 }
 
 func (s *Server) stats(c echo.Context) error {
-	st, err := s.svc.Stats(c.Request().Context())
+	apps, err := s.appFilter(c)
+	if err != nil {
+		return err
+	}
+	st, err := s.svc.Stats(c.Request().Context(), apps)
 	if err != nil {
 		return err
 	}
@@ -219,6 +226,10 @@ func (s *Server) listFailures(c echo.Context) error {
 // ?status=scheduled&trigger=cron&limit=50&cursor=<opaque>.
 func (s *Server) listBroadcasts(c echo.Context) error {
 	f := model.ListFilter{Limit: 50}
+	var err error
+	if f.Apps, err = s.appFilter(c); err != nil {
+		return err
+	}
 	if q := c.QueryParam("status"); q != "" {
 		if !model.Status(q).Valid() {
 			return badRequest("invalid_value", "status", "status must be one of scheduled, held, planning, queued, running, completed, canceled, failed")

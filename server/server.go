@@ -140,15 +140,18 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	// One test-send budget per token, for messages and stored broadcasts.
 	tests := newSubmitLimiter(cfg.HTTP.TestSendsPerMinute, "test sends")
 	push.POST("/test", s.testSend, tests.middleware)
-	push.POST("/broadcasts/:id/test", s.testSendBroadcast, tests.middleware)
+	// A token limited to some apps reaches their broadcasts only
+	// (broadcastApp), and sees their lists and counts only (appFilter).
+	push.POST("/broadcasts/:id/test", s.testSendBroadcast, s.broadcastApp, tests.middleware)
 	push.GET("/broadcasts", s.listBroadcasts)
-	push.GET("/broadcasts/:id", s.getBroadcast)
-	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
-	push.POST("/broadcasts/:id/release", s.releaseBroadcast)
-	push.POST("/broadcasts/:id/resend", s.resendBroadcast, submits.middleware)
-	push.GET("/broadcasts/:id/failures", s.listFailures)
-	push.GET("/broadcasts/:id/engagement", s.engagementSeries)
+	push.GET("/broadcasts/:id", s.getBroadcast, s.broadcastApp)
+	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast, s.broadcastApp)
+	push.POST("/broadcasts/:id/release", s.releaseBroadcast, s.broadcastApp)
+	push.POST("/broadcasts/:id/resend", s.resendBroadcast, s.broadcastApp, submits.middleware)
+	push.GET("/broadcasts/:id/failures", s.listFailures, s.broadcastApp)
+	push.GET("/broadcasts/:id/engagement", s.engagementSeries, s.broadcastApp)
 	push.GET("/stats", s.stats)
+	push.GET("/apps", s.listApps)
 	push.GET("/audiences", s.listAudiences)
 	// Previews count audiences as the console's operator types: one
 	// budget per token for both routes (the counts are cached too).
@@ -156,14 +159,16 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.POST("/audiences/:name/preview", s.previewAudience, previews.middleware)
 	push.GET("/cron", s.listJobs)
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
-	push.GET("/broadcasts/:id/events", s.watchBroadcast)
+	push.GET("/broadcasts/:id/events", s.watchBroadcast, s.broadcastApp)
 	push.GET("/cluster", s.getCluster)
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
-	push.GET("/webhooks", s.listWebhooks)
-	push.GET("/webhooks/:name/deliveries", s.listDeliveries)
-	push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver)
-	push.POST("/webhooks/:name/enable", s.enableWebhook)
+	// Webhook endpoints hear of every app's broadcasts: a token limited
+	// to some apps gets 403 on them (everyApp).
+	push.GET("/webhooks", s.listWebhooks, everyApp)
+	push.GET("/webhooks/:name/deliveries", s.listDeliveries, everyApp)
+	push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver, everyApp)
+	push.POST("/webhooks/:name/enable", s.enableWebhook, everyApp)
 
 	internal := e.Group("/internal", s.requireBearer(s.internal, "internal"))
 	internal.POST("/cron/:job", s.triggerJob)

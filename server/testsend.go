@@ -18,6 +18,9 @@ func (s *Server) testSend(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &spec); err != nil {
 		return err
 	}
+	if err := s.mayUseApp(c, spec.App); err != nil {
+		return err
+	}
 	return s.answerTestSend(c, func(ctx context.Context, by string) (*broadcast.TestReport, error) {
 		return s.svc.TestSend(ctx, spec, by)
 	})

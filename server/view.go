@@ -30,10 +30,12 @@ type broadcastView struct {
 	RequestID    string         `json:"request_id,omitempty"`
 	CreatedBy    string         `json:"created_by,omitempty"`
 	Trigger      string         `json:"trigger"`
-	SendAt       *time.Time     `json:"send_at,omitempty"`
-	JobName      string         `json:"job_name,omitempty"`
-	FireTime     *time.Time     `json:"fire_time,omitempty"`
-	CreatedAt    time.Time      `json:"created_at"`
+	// App is the app (Firebase project) it sends for (docs/apps.md).
+	App       string     `json:"app"`
+	SendAt    *time.Time `json:"send_at,omitempty"`
+	JobName   string     `json:"job_name,omitempty"`
+	FireTime  *time.Time `json:"fire_time,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
 	// PlannedAt is when the audience's plan was complete (null while it
 	// is planned: targeted is then the targets planned so far).
 	PlannedAt  *time.Time `json:"planned_at"`
@@ -89,7 +91,7 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled, Capped: b.Capped,
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated, WriteBackFailures: b.WriteBackFailures,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
-		Trigger: b.Trigger, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
+		Trigger: b.Trigger, App: b.App, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
 		CreatedAt: b.CreatedAt, PlannedAt: b.PlannedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt,
 		Chunks: b.Chunks,
 		Class:  b.Class,

@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"time"
 
+	"pushfan/fanout"
 	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
+	"pushfan/model"
 	"pushfan/repository"
 )
 
@@ -96,4 +98,70 @@ func (in *Instance) Idle(idle *time.Timer, poll time.Duration, wake <-chan struc
 	case <-idle.C:
 	}
 	return true
+}
+
+// App is one app's sending parts on this instance (docs/apps.md): the
+// engine with its own sender, throttle and workers, and the Store reading
+// its tokens (repository.Store.ForApp).
+type App struct {
+	Name   string
+	Engine *fanout.Engine
+	Store  *repository.Store
+	// RateLimit is the app's project quota in messages a second.
+	RateLimit float64
+}
+
+// Apps are the apps this instance sends for, in configuration order.
+type Apps struct {
+	list   []*App
+	byName map[string]*App
+}
+
+// NewApps holds list (at least one app, names unique).
+func NewApps(list ...*App) *Apps {
+	a := &Apps{list: list, byName: make(map[string]*App, len(list))}
+	for _, app := range list {
+		a.byName[app.Name] = app
+	}
+	return a
+}
+
+// Get is the app of that name; an empty name is the only app when there
+// is one.
+func (a *Apps) Get(name string) (*App, bool) {
+	if name == "" && len(a.list) == 1 {
+		return a.list[0], true
+	}
+	app, ok := a.byName[name]
+	return app, ok
+}
+
+// List is every app, in configuration order.
+func (a *Apps) List() []*App { return a.list }
+
+// Busy reports whether any app's engine runs a send.
+func (a *Apps) Busy() bool {
+	for _, app := range a.list {
+		if app.Engine.Busy() {
+			return true
+		}
+	}
+	return false
+}
+
+// PermitWaits sums the apps' throttles' (fanout.Engine.PermitWaits).
+func (a *Apps) PermitWaits() (waited, permits int64) {
+	for _, app := range a.list {
+		w, p := app.Engine.PermitWaits()
+		waited += w
+		permits += p
+	}
+	return waited, permits
+}
+
+// Single is the one app of an environment-only configuration,
+// model.DefaultApp, sending through engine and reading store's tokens of
+// that app.
+func Single(engine *fanout.Engine, store *repository.Store, rateLimit float64) *Apps {
+	return NewApps(&App{Name: model.DefaultApp, Engine: engine, Store: store.ForApp(model.DefaultApp), RateLimit: rateLimit})
 }

@@ -23,7 +23,11 @@ func (s *Planner) Inline(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*
 	if a.Name != "" || a.ResendOf != 0 || len(a.UserIDs) == 0 || len(a.UserIDs) > planNowUsers {
 		return nil, nil
 	}
-	maxID, err := s.store.MaxTokenID(ctx, tx)
+	store, err := s.appStore(b)
+	if err != nil {
+		return nil, err
+	}
+	maxID, err := store.MaxTokenID(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +35,7 @@ func (s *Planner) Inline(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*
 	p := newPlanPass(b, width, s.in.Now(), s.opt.DefaultZone, 0, 0, nil)
 	var rows []repository.PlanRow
 	for after := uint64(0); ; {
-		if rows, err = s.store.PlanPage(ctx, tx, a, after, maxID, planStepRows, a.Local != nil, rows); err != nil {
+		if rows, err = store.PlanPage(ctx, tx, a, after, maxID, planStepRows, a.Local != nil, rows); err != nil {
 			return nil, err
 		}
 		for _, r := range rows {

@@ -10,6 +10,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -60,12 +61,23 @@ type Load interface {
 	PermitWaits() (waited, permits int64)
 }
 
+// appStore is the Store that reads b's app's tokens; an error for an app
+// this instance does not have.
+func (s *Planner) appStore(b *model.Broadcast) (*repository.Store, error) {
+	app, ok := s.apps.Get(b.App)
+	if !ok {
+		return nil, fmt.Errorf("app %q is not configured on this instance", b.App)
+	}
+	return app.Store, nil
+}
+
 // Planner claims and runs this instance's plans.
 type Planner struct {
 	in     *instance.Instance
 	store  *repository.Store
 	leases *lease.Store
 	load   Load
+	apps   *instance.Apps // each app's Store reads its tokens
 	runs   Runs
 	opt    Options
 
@@ -74,11 +86,11 @@ type Planner struct {
 }
 
 // New builds a Planner; Start starts it.
-func New(in *instance.Instance, store *repository.Store, leases *lease.Store, load Load, runs Runs, opt Options) *Planner {
+func New(in *instance.Instance, store *repository.Store, leases *lease.Store, apps *instance.Apps, runs Runs, opt Options) *Planner {
 	if opt.Changed == nil {
 		opt.Changed = func(uint64) {}
 	}
-	return &Planner{in: in, store: store, leases: leases, load: load, runs: runs, opt: opt, wake: make(chan struct{}, 1)}
+	return &Planner{in: in, store: store, leases: leases, load: apps, apps: apps, runs: runs, opt: opt, wake: make(chan struct{}, 1)}
 }
 
 // Start launches the planner, which plans broadcasts (and resumes the plans

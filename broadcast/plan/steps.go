@@ -29,7 +29,11 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 		s.planFailed(bg, log, pc, err)
 		return
 	}
-	read, err := s.planReader(b)
+	store, err := s.appStore(b)
+	var read planRead
+	if err == nil {
+		read, err = s.planReader(store, b)
+	}
 	if err != nil {
 		s.refusePlan(bg, log, pc, err)
 		return
@@ -39,7 +43,7 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 		var maxID uint64
 		if b.Audience.Name == "" {
 			if err := s.in.RetryDB(ctx, "reading the audience snapshot", func(c context.Context) (err error) {
-				maxID, err = s.store.MaxTokenID(c, nil)
+				maxID, err = store.MaxTokenID(c, nil)
 				return err
 			}); err != nil {
 				s.planFailed(bg, log, pc, err)
@@ -154,13 +158,13 @@ type planRead func(ctx context.Context, after, upto uint64) (rows []repository.P
 
 // planReader returns how b's audience is read for its plan; an error when
 // this instance cannot read it (a named audience its configuration lacks).
-func (s *Planner) planReader(b *model.Broadcast) (planRead, error) {
+func (s *Planner) planReader(store *repository.Store, b *model.Broadcast) (planRead, error) {
 	a := b.Audience
 	if a.Name == "" {
 		var buf []repository.PlanRow
 		return func(ctx context.Context, after, upto uint64) ([]repository.PlanRow, bool, error) {
 			var err error
-			buf, err = s.store.PlanPage(ctx, nil, a, after, upto, planStepRows, a.Local != nil, buf)
+			buf, err = store.PlanPage(ctx, nil, a, after, upto, planStepRows, a.Local != nil, buf)
 			return buf, len(buf) == planStepRows, err
 		}, nil
 	}

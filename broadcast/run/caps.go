@@ -8,15 +8,18 @@ import (
 	"sync"
 	"time"
 
+	"pushfan/broadcast/instance"
 	"pushfan/caps"
 	"pushfan/fanout"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // capRun is one chunk run's frequency caps: the set its broadcast is sent
 // under, the broadcast it counts as in the ledger, and its users' zones.
 type capRun struct {
 	s     *Runner
+	store *repository.Store // the app's: its users' zones
 	key   uint64
 	set   caps.Set
 	zones zoneCache
@@ -24,7 +27,7 @@ type capRun struct {
 
 // capsOf returns b's caps for a chunk run: nil when b is sent under none
 // (none recorded on it, a dry run, or no ledger here).
-func (s *Runner) capsOf(b *model.Broadcast) (*capRun, error) {
+func (s *Runner) capsOf(app *instance.App, b *model.Broadcast) (*capRun, error) {
 	if b.FrequencyCap == "" || b.DryRun || s.opt.Ledger == nil {
 		return nil, nil
 	}
@@ -32,7 +35,7 @@ func (s *Runner) capsOf(b *model.Broadcast) (*capRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broadcast %d: %w", b.ID, err)
 	}
-	return &capRun{s: s, key: capKey(b), set: set, zones: zoneCache{def: s.opt.DefaultZone}}, nil
+	return &capRun{s: s, store: app.Store, key: capKey(b), set: set, zones: zoneCache{def: s.opt.DefaultZone}}, nil
 }
 
 // capKey is the broadcast b counts as in the ledger: itself, or for a
@@ -89,7 +92,7 @@ func (c *capRun) zonesOf(ctx context.Context, ids []uint64) (map[uint64]*time.Lo
 		return out, nil
 	}
 	zctx, cancel := context.WithTimeout(ctx, c.s.in.DBTimeout)
-	named, err := c.s.store.UserZones(zctx, ids)
+	named, err := c.store.UserZones(zctx, ids)
 	cancel()
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"pushfan/broadcast/instance"
 	"pushfan/broadcast/message"
 	"pushfan/caps"
 	"pushfan/fanout"
@@ -23,6 +24,7 @@ type chunkRun struct {
 	s    *Runner
 	c    *lease.Claim
 	b    *model.Broadcast
+	app  *instance.App // b's app: its engine and its tokens
 	p    *fanout.Progress
 	log  *slog.Logger
 	stop context.CancelCauseFunc
@@ -58,10 +60,13 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	}
 	ctx, stop := context.WithCancelCause(logging.WithRequestID(s.in.Running, b.RequestID))
 	defer stop(nil)
+	// Chunks are claimed by app (dispatch), so the app is this instance's;
+	// the lookup only fails on a chunk claimed under an older configuration.
+	app, appErr := s.appOf(b)
 	r := &chunkRun{
-		s: s, c: c, b: b, p: &fanout.Progress{}, stop: stop,
+		s: s, c: c, b: b, app: app, p: &fanout.Progress{}, stop: stop,
 		gate: newStoreGate(s.opt.FlushInterval, time.Now(), func() int64 {
-			return int64(s.engine.RunShare() * window(s.opt.FlushInterval).Seconds())
+			return int64(app.Engine.RunShare() * window(s.opt.FlushInterval).Seconds())
 		}),
 		wb:  writeBacks{lease: s.in.Lease},
 		log: s.in.Log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
@@ -74,12 +79,15 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	}
 	msg := message.Engine(b.Message, message.CollapseKey(b.ID), b.DryRun)
 	msg, tag, err := s.track(b, msg)
+	if appErr != nil {
+		err = appErr
+	}
 	var src fanout.Source
 	if err == nil {
-		src, err = s.source(b, c)
+		src, err = s.source(app, b, c)
 	}
 	if err == nil {
-		r.caps, err = s.capsOf(b)
+		r.caps, err = s.capsOf(app, b)
 	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
@@ -113,7 +121,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		defer close(checkpointsDone)
 		r.checkpointLoop(ctx)
 	}()
-	runErr := s.engine.Run(ctx, fanout.Job{
+	runErr := app.Engine.Run(ctx, fanout.Job{
 		BroadcastID: b.ID,
 		Message:     msg,
 		Source:      src,
@@ -255,7 +263,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
 			kept := r.wb.keep(dead)
 			r.wb.ran = len(kept) > 0
-			n, err := r.s.store.WriteOutcomes(ctx, tx, fs, kept)
+			n, err := r.app.Store.WriteOutcomes(ctx, tx, fs, kept)
 			if err == nil && r.s.opt.Invalidated != nil && len(kept) > 0 {
 				err = r.s.opt.Invalidated(ctx, tx, r.b.ID, invalidatedTokens(kept, fs))
 			}

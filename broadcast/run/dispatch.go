@@ -21,25 +21,20 @@ func (s *Runner) dispatch() {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
 	for {
-		classes := s.lanes.free()
-		var c *lease.Claim
-		var err error
-		if len(classes) > 0 {
-			c, err = s.claim(classes)
-		}
+		c, lanes, err := s.claimNext()
 		if err != nil || c == nil {
 			if !s.in.Idle(idle, s.opt.PollInterval, s.wake, "a chunk", err) {
 				return
 			}
 			continue
 		}
-		lane := s.lanes.take(c.Class)
+		lane := lanes.take(c.Class)
 		s.opt.Metrics.ChunkClaimed(c.Takeover)
 		s.runs.add(c.Key)
 		if !s.in.Group.Go(func() {
 			defer func() {
 				s.runs.remove(c.Key)
-				s.lanes.release(lane)
+				lanes.release(lane)
 				s.Poke() // a slot is free: look for more work at once
 			}()
 			s.runChunk(c)
@@ -49,7 +44,7 @@ func (s *Runner) dispatch() {
 			// when its lease expires (a graceful stop leaves no chunk
 			// leased).
 			s.runs.remove(c.Key)
-			s.lanes.release(lane)
+			lanes.release(lane)
 			s.releaseUnrun(c)
 			return
 		}
@@ -67,7 +62,34 @@ func (s *Runner) releaseUnrun(c *lease.Claim) {
 	}
 }
 
-func (s *Runner) claim(classes []lease.Class) (*lease.Claim, error) {
+// claimNext claims a chunk of the first app, in turn from the one after
+// the last claim's, that has a free slot and a chunk to run: apps take
+// turns at this instance's claims, each in its own slots. It returns the
+// claim and its app's slots, nil when no app had work.
+func (s *Runner) claimNext() (*lease.Claim, *lanes, error) {
+	apps := s.apps.List()
+	var errs []error
+	for i := range apps {
+		app := apps[(s.next+i)%len(apps)]
+		l := s.lanes[app.Name]
+		classes := l.free()
+		if len(classes) == 0 {
+			continue
+		}
+		c, err := s.claim(app.Name, classes)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if c != nil {
+			s.next = (s.next + i + 1) % len(apps)
+			return c, l, nil
+		}
+	}
+	return nil, nil, errors.Join(errs...)
+}
+
+func (s *Runner) claim(app string, classes []lease.Class) (*lease.Claim, error) {
 	ctx, cancel := context.WithTimeout(s.in.Claiming, s.in.DBTimeout)
 	defer cancel()
 	return s.leases.Claim(ctx, lease.ClaimOptions{
@@ -76,6 +98,7 @@ func (s *Runner) claim(classes []lease.Class) (*lease.Claim, error) {
 		Running: s.runs.keys(),
 		Skip:    append(s.refused.current(s.in.Now()), s.pacer.running()...),
 		Classes: classes,
+		App:     app,
 	})
 }
 

@@ -15,13 +15,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"pushfan/audience"
 	"pushfan/broadcast/instance"
 	"pushfan/caps"
 	"pushfan/engagement"
-	"pushfan/fanout"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
@@ -98,18 +98,19 @@ type Runner struct {
 	in     *instance.Instance
 	store  *repository.Store
 	leases *lease.Store
-	engine *fanout.Engine
+	apps   *instance.Apps
 	opt    Options
 
-	wake    chan struct{} // the dispatcher: chunks to claim
-	lanes   *lanes        // chunk slots by class
-	pacer   *pacer        // paced broadcasts' rates
-	runs    runSet        // chunks running here
-	refused refusals      // broadcasts this instance handed back
+	wake    chan struct{}     // the dispatcher: chunks to claim
+	lanes   map[string]*lanes // chunk slots by app, then by class
+	next    int               // the app the dispatcher asks first (round robin)
+	pacer   *pacer            // paced broadcasts' rates
+	runs    runSet            // chunks running here
+	refused refusals          // broadcasts this instance handed back
 }
 
 // New builds a Runner; Start starts it.
-func New(in *instance.Instance, store *repository.Store, leases *lease.Store, engine *fanout.Engine, opt Options) *Runner {
+func New(in *instance.Instance, store *repository.Store, leases *lease.Store, apps *instance.Apps, opt Options) *Runner {
 	opt.ChunkParallel = max(opt.ChunkParallel, 1)
 	if opt.Metrics == nil {
 		opt.Metrics = noMetrics{}
@@ -117,12 +118,28 @@ func New(in *instance.Instance, store *repository.Store, leases *lease.Store, en
 	if opt.Changed == nil {
 		opt.Changed = func(uint64) {}
 	}
-	return &Runner{
-		in: in, store: store, leases: leases, engine: engine, opt: opt,
+	s := &Runner{
+		in: in, store: store, leases: leases, apps: apps, opt: opt,
 		wake:  make(chan struct{}, 1),
-		lanes: newLanes(opt.ChunkParallel),
+		lanes: map[string]*lanes{},
 		pacer: newPacer(leases, opt.RateLimit, in.Log),
 	}
+	// Each app has slots of its own: a large bulk broadcast of one app
+	// never holds the slots another app's broadcasts run in.
+	for _, app := range apps.List() {
+		s.lanes[app.Name] = newLanes(opt.ChunkParallel)
+	}
+	return s
+}
+
+// appOf is b's app on this instance. An app this instance does not have
+// (a chunk of an app removed from its configuration) is an error, with
+// the first app in its place so that the run can hand the chunk back.
+func (s *Runner) appOf(b *model.Broadcast) (*instance.App, error) {
+	if app, ok := s.apps.Get(b.App); ok {
+		return app, nil
+	}
+	return s.apps.List()[0], fmt.Errorf("app %q is not configured on this instance", b.App)
 }
 
 // Start launches the dispatcher, which also resumes chunks that a crashed

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pushfan/audience"
+	"pushfan/broadcast/instance"
 	"pushfan/fanout"
 	"pushfan/lease"
 	"pushfan/model"
@@ -16,17 +17,17 @@ import (
 
 // source returns the engine's Source for chunk c of b: its target list
 // when the plan fixed one, else its range (Lo, Hi] of the audience.
-func (s *Runner) source(b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
+func (s *Runner) source(app *instance.App, b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
 	if b.Audience.Name == "" {
 		if c.IDs != nil {
-			return &listSource{store: s.store, ids: c.IDs, timeout: s.in.DBTimeout}, nil
+			return &listSource{store: app.Store, ids: c.IDs, timeout: s.in.DBTimeout}, nil
 		}
 		a := b.Audience
 		var err error
 		if a.Zones, err = zoneFilter(c.Zones); err != nil {
 			return nil, err
 		}
-		return &builtinSource{store: s.store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout}, nil
+		return &builtinSource{store: app.Store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout}, nil
 	}
 	bound, err := s.opt.Bind(b.Audience)
 	if err != nil {

@@ -38,15 +38,17 @@ import (
 type Instance struct {
 	// Scheduler fires the recurring jobs; start it after Service.
 	Scheduler *cron.Scheduler
-	Sender    *fcm.Client
-	Engine    *fanout.Engine
-	Service   *broadcast.Service
-	API       *server.Server
-	Registry  *prometheus.Registry // this instance's metrics, served at /metrics
+	// Sender and Engine are the first app's (the only one's, in the
+	// environment-only configuration); Apps has every app's.
+	Sender   *fcm.Client
+	Engine   *fanout.Engine
+	Apps     []*AppParts
+	Service  *broadcast.Service
+	API      *server.Server
+	Registry *prometheus.Registry // this instance's metrics, served at /metrics
 	// Retention deletes old finished broadcasts (one instance at a time).
 	Retention *retention.Runner
-	// Quota keeps the engine's throttle at this instance's share of the
-	// FCM project's budget.
+	// Quota is the first app's budget (see Apps).
 	Quota *quota.Coordinator
 	// Events stores the engagement events apps post (group commits).
 	Events *engagement.Ingester
@@ -66,12 +68,16 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	store := repository.New(pool, log).WithSchema(schema)
+	appSchemas, err := CheckAppSchemas(ctx, cfg, pool)
+	if err != nil {
+		return nil, err
+	}
+	store := repository.New(pool, log).WithSchema(schema).WithApps(appSchemas)
 	if schema.Mapped() {
 		log.InfoContext(ctx, "built-in audiences read the schema mapping", "users", cfg.Schema.Users.Table, "tokens", cfg.Schema.Tokens.Table)
 	}
 	named := audience.NewRunner(pool)
-	audiences, err := audience.Compile(cfg.Audiences)
+	audiences, err := audience.Compile(cfg.AllAudiences())
 	if err != nil {
 		return nil, fmt.Errorf("PUSHFAN_CONFIG: audiences: %w", err)
 	}
@@ -96,40 +102,16 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("PUSHFAN_CONFIG: jobs: %w", err)
 	}
-	sender, err := fcm.New(ctx, fcm.Options{
-		Endpoint:        cfg.FCMEndpoint,
-		ProjectID:       cfg.FCMProjectID,
-		CredentialsFile: cfg.CredentialsFile,
-		CAFile:          cfg.FCMCAFile,
-		H2C:             cfg.FCMH2C,
-		Client:          cfg.FCMClient,
-		HTTP2:           cfg.FCMHTTP2,
-		Log:             log,
-		Concurrency:     cfg.Engine.Concurrency,
-	})
-	if err != nil {
-		return nil, err
-	}
-	throttle := fanout.NewThrottle(cfg.Engine.RateLimit, cfg.Engine.RampUp, cfg.Engine.RateWindow)
-	engine, err := fanout.New(fanout.Config{
-		Concurrency:    cfg.Engine.Concurrency,
-		PageSize:       cfg.Engine.PageSize,
-		SendTimeout:    cfg.Engine.SendTimeout,
-		MaxAttempts:    cfg.Engine.MaxAttempts,
-		RetryBaseDelay: cfg.Engine.RetryBaseDelay,
-		RetryMaxDelay:  cfg.Engine.RetryMaxDelay,
-	}, sender, throttle, log)
-	if err != nil {
-		sender.Close()
-		return nil, err
-	}
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, pool.DB)
-	engine.SetMetrics(m)
+	parts, err := buildApps(ctx, cfg, m, log)
+	if err != nil {
+		return nil, err
+	}
 	leases := lease.New(pool.DB, log)
 	hooks, err := compileWebhooks(cfg)
 	if err != nil {
-		sender.Close()
+		closeApps(parts)
 		return nil, err
 	}
 	outbox := outboxEvents{out: webhook.NewOutbox(hooks), render: server.BroadcastObject}
@@ -138,7 +120,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)
 	if err != nil {
-		sender.Close()
+		closeApps(parts)
 		return nil, err
 	}
 	events := engagement.NewIngester(store, keys, log, cfg.DB.Timeout)
@@ -150,7 +132,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		}
 	}
 	ledger := caps.NewLedger(pool.DB, log)
-	svc := broadcast.New(store, leases, engine, log, broadcast.Options{
+	svc := broadcast.New(store, leases, instanceApps(parts, store), log, broadcast.Options{
 		Named:         named,
 		FlushInterval: cfg.Engine.FlushInterval,
 		DBTimeout:     cfg.DB.Timeout,
@@ -175,6 +157,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 			DefaultZone:        zone,
 			QuietHours:         quiet,
 			Caps:               capRules(cfg),
+			Apps:               appBudgets(cfg),
+			AudienceApps:       audienceApps(cfg),
 		},
 		Ledger:          ledger,
 		StatsTTL:        cfg.HTTP.StatsCache,
@@ -194,22 +178,19 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		summaryOut = webhook.NewOutbox(nil)
 	}
 	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, svc: svc}, 30*time.Second, log)
-	budget := quota.New(pool.DB, log, throttle, engine.Demand, quota.Options{
-		Project: sender.ProjectID(), Instance: quota.Member(svc.Owner()), Limit: cfg.Engine.RateLimit,
-	})
+	budgets(parts, pool.DB, m, svc.Owner(), log)
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithAudiences(audiences), server.WithJobs(jobs),
-		server.WithSessions(store), server.WithCluster(clusterReader(budget, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
+		server.WithSessions(store), server.WithCluster(clusterReader(parts[0].Quota, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {
-		sender.Close()
+		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
-	budget.OnShare(m.Share)
-	return &Instance{Sender: sender, Engine: engine, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret, Quota: budget, Events: events,
-		Webhooks: deliverer, Summaries: summaries}, nil
+	return &Instance{Sender: parts[0].Sender, Engine: parts[0].Engine, Apps: parts, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret,
+		Quota: parts[0].Quota, Events: events, Webhooks: deliverer, Summaries: summaries}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the
@@ -217,8 +198,10 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 // the events' writer, the job scheduler, retention. The HTTP API (API) is the caller's to
 // serve.
 func (i *Instance) Start(ctx context.Context) {
-	i.Engine.Start(ctx)
-	i.Quota.Start(ctx)
+	for _, a := range i.Apps {
+		a.Engine.Start(ctx)
+		a.Quota.Start(ctx)
+	}
 	i.Service.Start(ctx)
 	i.Events.Start(ctx)
 	i.Webhooks.Start(ctx)
@@ -234,9 +217,15 @@ func (i *Instance) Start(ctx context.Context) {
 // end, and the sender's connections close. It returns the parts' errors (a
 // missed deadline), having tried every part.
 func (i *Instance) Stop(ctx context.Context) error {
-	err := errors.Join(i.API.Stop(ctx), i.Events.Stop(ctx), i.Webhooks.Stop(ctx), i.Summaries.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx), i.Quota.Stop(ctx), i.Engine.Stop(ctx))
-	i.Sender.Close()
-	return err
+	errs := []error{i.API.Stop(ctx), i.Events.Stop(ctx), i.Webhooks.Stop(ctx), i.Summaries.Stop(ctx), i.Scheduler.Stop(ctx), i.Retention.Stop(ctx), i.Service.Stop(ctx)}
+	for _, a := range i.Apps {
+		errs = append(errs, a.Quota.Stop(ctx))
+	}
+	for _, a := range i.Apps {
+		errs = append(errs, a.Engine.Stop(ctx))
+	}
+	closeApps(i.Apps)
+	return errors.Join(errs...)
 }
 
 // planParallel maps PUSHFAN_PLAN_PARALLEL to the service's option, whose
@@ -262,7 +251,7 @@ func capRules(cfg config.Config) broadcast.CapRules {
 	for name, spec := range cfg.FrequencyCaps {
 		r.Named[name] = canon(spec)
 	}
-	for _, a := range cfg.Audiences {
+	for _, a := range cfg.AllAudiences() {
 		if a.FrequencyCap != "" {
 			r.Audiences[a.Name] = a.FrequencyCap
 		}

@@ -16,7 +16,7 @@ import (
 // nothing of their rules.
 func CheckDefinitions(cfg config.Config) error {
 	var errs []error
-	if _, err := audience.Compile(cfg.Audiences); err != nil {
+	if _, err := audience.Compile(cfg.AllAudiences()); err != nil {
 		errs = append(errs, fmt.Errorf("PUSHFAN_CONFIG: audiences: %w", err))
 	}
 	if _, err := cron.Compile(cfg.Jobs); err != nil {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jmoiron/sqlx"
 
@@ -24,4 +25,28 @@ func CheckSchema(ctx context.Context, cfg config.Config, pool *sqlx.DB) (*reposi
 		return nil, err // each problem already names its schema. key
 	}
 	return schema, nil
+}
+
+// CheckAppSchemas compiles and checks the schema of every app with tables
+// of its own (config.App.Schema), keyed by app, each already limited to
+// its app's tokens (repository.Schema.ForApp).
+func CheckAppSchemas(ctx context.Context, cfg config.Config, pool *sqlx.DB) (map[string]*repository.Schema, error) {
+	out := map[string]*repository.Schema{}
+	for _, a := range cfg.AppList() {
+		if a.Schema == nil {
+			continue
+		}
+		schema, err := repository.CompileSchema(*a.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("apps.%s.%w", a.Name, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
+		err = schema.Check(cctx, pool)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("apps.%s: %w", a.Name, err)
+		}
+		out[a.Name] = schema.ForApp(a.Name)
+	}
+	return out, nil
 }

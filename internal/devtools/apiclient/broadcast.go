@@ -34,6 +34,7 @@ type Broadcast struct {
 	Variants map[string]int64 `json:"variants"`
 	// Holding and resending.
 	Trigger       string     `json:"trigger"`
+	App           string     `json:"app"`
 	CreatedBy     string     `json:"created_by"`
 	ParentID      uint64     `json:"parent_id"`
 	HoldExpiresAt *time.Time `json:"hold_expires_at"`

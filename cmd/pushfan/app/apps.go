@@ -1,0 +1,119 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"pushfan/broadcast/instance"
+	"pushfan/config"
+	"pushfan/fanout"
+	"pushfan/fcm"
+	"pushfan/metrics"
+	"pushfan/quota"
+	"pushfan/repository"
+)
+
+// AppParts are one app's sending parts on this instance (docs/apps.md):
+// its FCM client (its project, credentials and endpoint), its engine with
+// its own throttle and workers, and its share of its project's budget.
+type AppParts struct {
+	Name   string
+	Sender *fcm.Client
+	Engine *fanout.Engine
+	// Quota keeps the engine's throttle at this instance's share of the
+	// app's project budget; a 429 from one project pauses only its app.
+	Quota     *quota.Coordinator
+	RateLimit float64
+
+	quotaThrottle *fanout.Throttle // the engine's, which Quota sets
+}
+
+// buildApps makes every configured app's sender and engine. On an error
+// it closes what it made.
+func buildApps(ctx context.Context, cfg config.Config, m *metrics.Metrics, log *slog.Logger) ([]*AppParts, error) {
+	var out []*AppParts
+	for _, a := range cfg.AppList() {
+		alog := log
+		if len(cfg.Apps) > 0 {
+			alog = log.With("app", a.Name)
+		}
+		sender, err := fcm.New(ctx, fcm.Options{
+			Endpoint:        a.Endpoint,
+			ProjectID:       a.ProjectID,
+			CredentialsFile: a.Credentials,
+			CAFile:          cfg.FCMCAFile,
+			H2C:             cfg.FCMH2C,
+			Client:          cfg.FCMClient,
+			HTTP2:           cfg.FCMHTTP2,
+			Log:             alog,
+			Concurrency:     cfg.Engine.Concurrency,
+		})
+		if err != nil {
+			closeApps(out)
+			return nil, fmt.Errorf("app %s: %w", a.Name, err)
+		}
+		throttle := fanout.NewThrottle(a.RateLimit, cfg.Engine.RampUp, cfg.Engine.RateWindow)
+		engine, err := fanout.New(fanout.Config{
+			Concurrency:    cfg.Engine.Concurrency,
+			PageSize:       cfg.Engine.PageSize,
+			SendTimeout:    cfg.Engine.SendTimeout,
+			MaxAttempts:    cfg.Engine.MaxAttempts,
+			RetryBaseDelay: cfg.Engine.RetryBaseDelay,
+			RetryMaxDelay:  cfg.Engine.RetryMaxDelay,
+		}, sender, throttle, alog)
+		if err != nil {
+			sender.Close()
+			closeApps(out)
+			return nil, fmt.Errorf("app %s: %w", a.Name, err)
+		}
+		engine.SetMetrics(m.ForApp(a.Name))
+		out = append(out, &AppParts{Name: a.Name, Sender: sender, Engine: engine, RateLimit: a.RateLimit, quotaThrottle: throttle})
+	}
+	return out, nil
+}
+
+// budgets joins each app to its project's budget, as member owner.
+func budgets(parts []*AppParts, db *sql.DB, m *metrics.Metrics, owner string, log *slog.Logger) {
+	for _, p := range parts {
+		p.Quota = quota.New(db, log, p.quotaThrottle, p.Engine.Demand, quota.Options{
+			Project: p.Sender.ProjectID(), Instance: quota.Member(owner), Limit: p.RateLimit,
+		})
+		p.Quota.OnShare(m.ForApp(p.Name).Share)
+	}
+}
+
+// instanceApps are the apps as the broadcast service runs them: each
+// engine with the Store reading its tokens.
+func instanceApps(parts []*AppParts, store *repository.Store) *instance.Apps {
+	list := make([]*instance.App, len(parts))
+	for i, p := range parts {
+		list[i] = &instance.App{Name: p.Name, Engine: p.Engine, Store: store.ForApp(p.Name), RateLimit: p.RateLimit}
+	}
+	return instance.NewApps(list...)
+}
+
+func closeApps(parts []*AppParts) {
+	for _, p := range parts {
+		p.Sender.Close()
+	}
+}
+
+// appBudgets are the request rules' apps: each app's rate limit.
+func appBudgets(cfg config.Config) map[string]float64 {
+	out := map[string]float64{}
+	for _, a := range cfg.AppList() {
+		out[a.Name] = a.RateLimit
+	}
+	return out
+}
+
+// audienceApps maps each named audience to its app.
+func audienceApps(cfg config.Config) map[string]string {
+	out := map[string]string{}
+	for _, a := range cfg.AllAudiences() {
+		out[a.Name] = cfg.AppOf(a.App)
+	}
+	return out
+}
