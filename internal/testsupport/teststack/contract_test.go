@@ -57,7 +57,7 @@ func TestContractCheck(t *testing.T) {
 			status: 200, respBody: broadcast, wantInMismatch: "the document says the request is invalid"},
 		{name: "a list filtered by app", method: "GET", path: "/push/broadcasts?app=partner", token: "t", status: 200, respBody: `{"broadcasts":[` + broadcast + `],"next_cursor":null}`},
 		{name: "an app outside the token's refused", method: "GET", path: "/push/stats?app=partner", token: "t", status: 403,
-			respBody: `{"error":{"code":"forbidden","message":"m","field":"app"}}`},
+			respBody: `{"error":{"code":"forbidden_app","message":"m","field":"app"}}`},
 		{name: "the apps", method: "GET", path: "/push/apps", token: "t", status: 200,
 			respBody: `{"apps":[{"name":"consumer","project_id":"acme-consumer","rate_limit":9900}]}`},
 		{name: "an app without its project", method: "GET", path: "/push/apps", token: "t", status: 200,
