@@ -76,7 +76,7 @@ func (s *Service) PreviewCapped(ctx context.Context, app string, spec *AudienceS
 	if err != nil {
 		return nil, err
 	}
-	ws := set.Windows()
+	ws := set.ForApp(in.Name).Windows()
 	windows := make([]repository.CapWindow, len(ws))
 	for i, w := range ws {
 		windows[i] = repository.CapWindow{Key: w.Key, Max: w.Max}

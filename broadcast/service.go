@@ -185,7 +185,7 @@ func (s *Service) Start(ctx context.Context) {
 // ExpectedFinish is when running broadcast b should end (see the function
 // of that name), by this service's budget and clock.
 func (s *Service) ExpectedFinish(b *model.Broadcast) *time.Time {
-	return run.ExpectedFinish(b, s.opt.Rules.RateLimit, s.now())
+	return run.ExpectedFinish(b, s.opt.Rules.budgetOf(b.App), s.now())
 }
 
 // List returns broadcasts newest first.

@@ -39,12 +39,29 @@ func (s Set) Daily() bool {
 }
 
 // window is a cap's key in the ledger: its window only, so that caps of
-// different counts over one window count the same sends.
+// different counts over one window count the same sends, and its app's
+// name for an app other than the default one (ForApp).
 func window(c config.FrequencyCap) string {
+	key := c.Per.String()
 	if c.Day {
-		return "day"
+		key = "day"
 	}
-	return c.Per.String()
+	if c.App != "" && c.App != config.DefaultApp {
+		key = c.App + "/" + key
+	}
+	return key
+}
+
+// ForApp is the set counting app's sends only: a cap counts per app, since
+// apps with tables of their own number their users independently, and the
+// same id in two apps may be two people (docs/apps.md).
+func (s Set) ForApp(app string) Set {
+	out := Set{caps: make([]config.FrequencyCap, len(s.caps))}
+	for i, c := range s.caps {
+		c.App = app
+		out.caps[i] = c
+	}
+	return out
 }
 
 // expires is when a slot of c taken at now by a user in loc is free

@@ -3,6 +3,7 @@ package caps_test
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -448,5 +449,40 @@ func TestSettleReleasesAReservationCutShort(t *testing.T) {
 	settleAt(t, l, db, 1, set, now, nil, []uint64{9})
 	if !reserve(t, l, 2, set, users(nil, 9), now)[9] {
 		t.Fatal("the slot of a reservation cut short was not given back")
+	}
+}
+
+// A cap counts per app: a user sent to in one app is not capped in
+// another (the same id in two apps' tables may be two people), while two
+// broadcasts of one app still share the user's slots.
+func TestACapCountsPerApp(t *testing.T) {
+	l, db := newLedger(t)
+	set := mustParse(t, "1/day,2/6h")
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	us := users(time.UTC, 7)
+	if !reserve(t, l, 1, set.ForApp("default"), us, now)[7] {
+		t.Fatal("the default app's first broadcast was capped")
+	}
+	if !reserve(t, l, 2, set.ForApp("partner"), us, now)[7] {
+		t.Fatal("the partner app's first broadcast was capped by the default app's send")
+	}
+	if reserve(t, l, 3, set.ForApp("partner"), us, now)[7] {
+		t.Fatal("the partner app's second broadcast on the day was let through")
+	}
+	var keys []string
+	rows, err := db.Query("SELECT DISTINCT cap FROM frequency_slots WHERE user_id = 7 ORDER BY cap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if want := []string{"6h0m0s", "day", "partner/6h0m0s", "partner/day"}; !slices.Equal(keys, want) {
+		t.Fatalf("ledger keys %v, want %v", keys, want)
 	}
 }

@@ -169,3 +169,6 @@ func (c *Config) validateApps(bad func(name, format string, args ...any)) {
 		check("jobs", j.Name, j.App)
 	}
 }
+
+// DefaultApp is model.DefaultApp, for the packages below the model.
+const DefaultApp = model.DefaultApp

@@ -13,6 +13,9 @@ type FrequencyCap struct {
 	Max int
 	Day bool
 	Per time.Duration
+	// App, when set, keeps the cap's count apart from other apps' (the
+	// ledger's key; caps.Set.ForApp): never parsed or written.
+	App string
 }
 
 // String is the cap as written in PUSHFAN_FREQUENCY_CAP: "3/day", "2/6h0m0s".

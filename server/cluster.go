@@ -13,11 +13,14 @@ import (
 
 // WithCluster serves GET /push/cluster from read (the rate budget's
 // members and the running chunks, composed by package app).
-func WithCluster(read func(context.Context) (model.Cluster, error)) Option {
+func WithCluster(read func(ctx context.Context, app string) (model.Cluster, error)) Option {
 	return func(s *Server) { s.cluster = read }
 }
 
 type clusterView struct {
+	// App is the app whose budget this is (?app=; the first app's by
+	// default): each app's project has a budget of its own.
+	App            string         `json:"app"`
 	LimitPerSecond float64        `json:"limit_per_second"`
 	PausedUntil    *time.Time     `json:"paused_until"`
 	Members        []memberView   `json:"members"`
@@ -50,13 +53,26 @@ func (s *Server) getCluster(c echo.Context) error {
 	if s.cluster == nil {
 		return &APIError{Status: http.StatusNotFound, Code: "cluster_unavailable", Message: "this server has no cluster view configured"}
 	}
+	app := c.QueryParam("app")
+	if app == "" {
+		app = s.cfg.AppNames()[0]
+		if t := caller(c); t != nil && t.Apps != nil {
+			app = t.Apps[0]
+		}
+	}
+	if !s.knownApp(app) {
+		return badRequest("unknown_app", "app", "app %q is not configured", app)
+	}
+	if err := s.mayUseApp(c, app); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.DB.Timeout)
 	defer cancel()
-	cl, err := s.cluster(ctx)
+	cl, err := s.cluster(ctx, app)
 	if err != nil {
 		return err
 	}
-	out := clusterView{LimitPerSecond: cl.Limit, PausedUntil: cl.PausedUntil, Truncated: cl.Truncated,
+	out := clusterView{App: app, LimitPerSecond: cl.Limit, PausedUntil: cl.PausedUntil, Truncated: cl.Truncated,
 		Members: make([]memberView, 0, len(cl.Members)), Chunks: make([]runningChunk, 0, len(cl.Chunks))}
 	for _, m := range cl.Members {
 		v := memberView{Instance: m.Instance, Sending: m.Sending, SharePerSecond: math.Round(m.Share*10) / 10,

@@ -113,13 +113,13 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 			t.Fatalf("failed %s metric %v, broadcast %d", code, got, n)
 		}
 	}
-	if got := m[`pushfan_fcm_send_attempts_total{code="OK",outcome="success"}`]; got != float64(s.Emu.Stats().Accepted) {
+	if got := m[`pushfan_fcm_send_attempts_total{app="default",code="OK",outcome="success"}`]; got != float64(s.Emu.Stats().Accepted) {
 		t.Fatalf("send attempts OK %v, emulator accepted %d", got, s.Emu.Stats().Accepted)
 	}
 	if got := m[`pushfan_tokens_invalidated_total`]; got != float64(b.InvalidatedTokens) {
 		t.Fatalf("invalidated metric %v, broadcast %d", got, b.InvalidatedTokens)
 	}
-	if m[`pushfan_broadcasts_finished_total{status="completed",trigger="api"}`] != 1 || m["pushfan_fcm_send_duration_seconds_count"] == 0 ||
+	if m[`pushfan_broadcasts_finished_total{status="completed",trigger="api"}`] != 1 || m[`pushfan_fcm_send_duration_seconds_count{app="default"}`] == 0 ||
 		m[`go_sql_max_open_connections{db_name="pushfan"}`] == 0 || m["go_goroutines"] == 0 {
 		t.Fatal("broadcast, latency, database pool or runtime metrics missing")
 	}

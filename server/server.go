@@ -54,7 +54,7 @@ type Server struct {
 	// and the cluster view.
 	sessions SessionStore
 	watch    *watchHub
-	cluster  func(context.Context) (model.Cluster, error)
+	cluster  func(ctx context.Context, app string) (model.Cluster, error)
 	events   *engagement.Ingester // the public event routes (nil: none)
 	webhooks *webhook.Deliverer   // the webhook endpoints' health (nil: none)
 

@@ -35,7 +35,7 @@ func (s *Runner) capsOf(app *instance.App, b *model.Broadcast) (*capRun, error) 
 	if err != nil {
 		return nil, fmt.Errorf("broadcast %d: %w", b.ID, err)
 	}
-	return &capRun{s: s, store: app.Store, key: capKey(b), set: set, zones: zoneCache{def: s.opt.DefaultZone}}, nil
+	return &capRun{s: s, store: app.Store, key: capKey(b), set: set.ForApp(b.App), zones: zoneCache{def: s.opt.DefaultZone}}, nil
 }
 
 // capKey is the broadcast b counts as in the ledger: itself, or for a

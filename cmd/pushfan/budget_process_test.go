@@ -319,10 +319,10 @@ func rateShare(t *testing.T, p *proc) (share, members float64) {
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		var v float64
-		if _, err := fmt.Sscanf(line, "pushfan_rate_share %g", &v); err == nil {
+		if _, err := fmt.Sscanf(line, `pushfan_rate_share{app="default"} %g`, &v); err == nil {
 			share = v
 		}
-		if _, err := fmt.Sscanf(line, "pushfan_rate_members %g", &v); err == nil {
+		if _, err := fmt.Sscanf(line, `pushfan_rate_members{app="default"} %g`, &v); err == nil {
 			members = v
 		}
 	}

@@ -52,7 +52,7 @@ func configCheck(getenv config.Getenv, stdout, stderr io.Writer) error {
 	if err == nil {
 		err = app.CheckDefinitions(cfg)
 	}
-	if err == nil && cfg.Schema.Mapped() {
+	if err == nil && (cfg.Schema.Mapped() || appSchemas(cfg)) {
 		err = checkSchema(cfg)
 	}
 	if err != nil {
@@ -78,6 +78,13 @@ func configCheck(getenv config.Getenv, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%s=%s\n", s.Name, s.Value)
 		}
 	}
+	for _, a := range cfg.AppList() {
+		endpoint := a.Endpoint
+		if endpoint == "" {
+			endpoint = "FCM"
+		}
+		fmt.Fprintf(stdout, "# app %s: project %s, %v messages/s, %s\n", a.Name, a.ProjectID, a.RateLimit, endpoint)
+	}
 	fmt.Fprintln(stdout, "# the configuration is valid")
 	return nil
 }
@@ -95,8 +102,21 @@ func checkSchema(cfg config.Config) error {
 		return fmt.Errorf("schema: checking it needs the database: PUSHFAN_MYSQL_DSN: %w", err)
 	}
 	defer pool.Close()
-	_, err = app.CheckSchema(ctx, cfg, pool)
+	if _, err = app.CheckSchema(ctx, cfg, pool); err != nil {
+		return err
+	}
+	_, err = app.CheckAppSchemas(ctx, cfg, pool)
 	return err
+}
+
+// appSchemas reports whether an app maps tables of its own.
+func appSchemas(cfg config.Config) bool {
+	for _, a := range cfg.Apps {
+		if a.Schema != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // configProblems lists every problem in err, one per entry. Load stops

@@ -22,12 +22,18 @@ CREATE INDEX IF NOT EXISTS idx_chunks_pending ON broadcast_chunks (status, app, 
 DROP INDEX IF EXISTS idx_chunks_lease ON broadcast_chunks;
 CREATE INDEX IF NOT EXISTS idx_chunks_lease ON broadcast_chunks (status, app, lease_until);
 
+-- A frequency cap counts per app: a cap's key in the ledger is
+-- "<app>/<window>" for an app other than the default, up to 64 + 8 bytes.
+ALTER TABLE frequency_slots MODIFY cap VARCHAR(80) CHARACTER SET ascii NOT NULL;
+
 ALTER TABLE stats_archive ADD COLUMN IF NOT EXISTS app VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT 'default',
     DROP PRIMARY KEY, ADD PRIMARY KEY (app);
 ALTER TABLE stats_archive_errors ADD COLUMN IF NOT EXISTS app VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT 'default',
     DROP PRIMARY KEY, ADD PRIMARY KEY (app, code);
 
 -- +goose Down
+DELETE FROM frequency_slots WHERE cap LIKE '%/%';
+ALTER TABLE frequency_slots MODIFY cap VARCHAR(32) CHARACTER SET ascii NOT NULL;
 ALTER TABLE stats_archive_errors DROP PRIMARY KEY, ADD PRIMARY KEY (code), DROP COLUMN IF EXISTS app;
 ALTER TABLE stats_archive DROP PRIMARY KEY, ADD PRIMARY KEY (id), DROP COLUMN IF EXISTS app;
 DROP INDEX IF EXISTS idx_chunks_lease ON broadcast_chunks;

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"pushfan/broadcast/instance"
+	"pushfan/broadcast"
 	"pushfan/config"
 	"pushfan/fanout"
 	"pushfan/fcm"
@@ -86,12 +86,12 @@ func budgets(parts []*AppParts, db *sql.DB, m *metrics.Metrics, owner string, lo
 
 // instanceApps are the apps as the broadcast service runs them: each
 // engine with the Store reading its tokens.
-func instanceApps(parts []*AppParts, store *repository.Store) *instance.Apps {
-	list := make([]*instance.App, len(parts))
+func instanceApps(parts []*AppParts, store *repository.Store) *broadcast.Apps {
+	list := make([]*broadcast.App, len(parts))
 	for i, p := range parts {
-		list[i] = &instance.App{Name: p.Name, Engine: p.Engine, Store: store.ForApp(p.Name), RateLimit: p.RateLimit}
+		list[i] = &broadcast.App{Name: p.Name, Engine: p.Engine, Store: store.ForApp(p.Name), RateLimit: p.RateLimit}
 	}
-	return instance.NewApps(list...)
+	return broadcast.NewApps(list...)
 }
 
 func closeApps(parts []*AppParts) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 
 	"pushfan/lease"
 	"pushfan/model"
@@ -12,10 +13,18 @@ import (
 // a huge table can hold thousands of leases at once across the cluster.
 const maxListedChunks = 200
 
-// clusterReader composes the cluster view from the rate budget's members
-// and the chunk leases, for GET /push/cluster.
-func clusterReader(budget *quota.Coordinator, leases *lease.Store) func(context.Context) (model.Cluster, error) {
-	return func(ctx context.Context) (model.Cluster, error) {
+// clusterReader composes the cluster view from an app's rate budget's
+// members and the chunk leases, for GET /push/cluster?app=.
+func clusterReader(parts []*AppParts, leases *lease.Store) func(context.Context, string) (model.Cluster, error) {
+	budgets := make(map[string]*quota.Coordinator, len(parts))
+	for _, p := range parts {
+		budgets[p.Name] = p.Quota
+	}
+	return func(ctx context.Context, app string) (model.Cluster, error) {
+		budget, ok := budgets[app]
+		if !ok {
+			return model.Cluster{}, fmt.Errorf("cluster: app %q is not configured on this instance", app)
+		}
 		b, err := budget.Members(ctx)
 		if err != nil {
 			return model.Cluster{}, err

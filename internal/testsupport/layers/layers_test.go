@@ -49,8 +49,9 @@ var allowed = map[string][]string{
 	// templates, rendered per target.
 	"broadcast/message": {"audience", "fanout", "model"},
 	// What one instance's planner and runs share: its lease name, clock,
-	// lifecycle and database retries.
-	"broadcast/instance": {"internal/platform/lifecycle", "lease", "repository"},
+	// lifecycle and database retries, and its apps (each an engine and the
+	// Store of its tokens).
+	"broadcast/instance": {"fanout", "internal/platform/lifecycle", "lease", "model", "repository"},
 	// Planning: the audience into chunks, local time and quiet hours.
 	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "model", "repository"},
 	// Running: dispatch, chunk runs and checkpoints, the store gate, the
