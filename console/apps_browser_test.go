@@ -188,6 +188,18 @@ func TestConsoleSwitchesApps(t *testing.T) {
 		t.Fatalf("the cron page of partner shows %v, want [partner_digest]", got)
 	}
 
+	// The cluster: the budget of partner's project.
+	e.route("#/cluster")
+	e.page("cluster")
+	e.waitFor("the cluster page showing partner's budget", 20*time.Second, text("#budget-h")+` === 'Budget of the app partner'`)
+	var cluster struct {
+		App   string  `json:"app"`
+		Limit float64 `json:"limit_per_second"`
+	}
+	if code := e.api("GET", "/push/cluster?app=partner", nil, &cluster); code != http.StatusOK || cluster.App != "partner" || cluster.Limit != 2000 {
+		t.Fatalf("GET /push/cluster?app=partner: %d %+v; want app partner, limit 2000/s", code, cluster)
+	}
+
 	// Compose in partner: its audiences only, its tokens counted, and the
 	// broadcast created in partner.
 	e.compose("Partner news", "For partners only")
