@@ -49,7 +49,10 @@ func h1Client(t *testing.T, base string, conc int) *Client {
 }
 
 // Connections follow the sends in flight: 250 at once open at most 250,
-// and a second round opens none.
+// and after a round that opened 250 a second round opens none. (On a
+// loaded machine the first round's goroutines may not all be in flight at
+// once: sends that start late reuse connections that answered, and the
+// second round may then open the rest, still never past 250.)
 func TestH1ClientConnectionsFollowSendsInFlight(t *testing.T) {
 	emu := fcmemu.New(fcmemu.Config{Latency: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
 	srv, conns := plainServer(t, emu.Handler())
@@ -81,11 +84,12 @@ func TestH1ClientConnectionsFollowSendsInFlight(t *testing.T) {
 			first = conns.Load()
 		}
 	}
-	if n := conns.Load(); first > 250 || n != first {
+	n := conns.Load()
+	if first > 250 || n > 250 || (first == 250 && n != first) {
 		t.Fatalf("%d connections for 250 sends at once, %d after a second round", first, n)
 	}
-	if d := c.direct.h1.dials.Load(); d != first {
-		t.Fatalf("%d dials for %d connections", d, first)
+	if d := c.direct.h1.dials.Load(); d != n {
+		t.Fatalf("%d dials for %d connections", d, n)
 	}
 }
 
