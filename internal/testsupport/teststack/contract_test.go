@@ -18,7 +18,7 @@ func TestContractCheck(t *testing.T) {
 	}
 	const broadcast = `{"id":1,"status":"completed","app":"default","dry_run":false,"targeted":2,"succeeded":2,"failed":0,"canceled":0,"capped":0,"frequency_cap":null,` +
 		`"errors":{},"invalidated_tokens":0,"writeback_failures":0,"error":null,"message":{"title":"x"},"audience":{"all":true},"trigger":"api",` +
-		`"app":"default","created_at":"2026-01-01T00:00:00Z","planned_at":"2026-01-01T00:00:00Z","started_at":"2026-01-01T00:00:00.5Z","finished_at":"2026-01-01T00:00:01Z",` +
+		`"created_at":"2026-01-01T00:00:00Z","planned_at":"2026-01-01T00:00:00Z","started_at":"2026-01-01T00:00:00.5Z","finished_at":"2026-01-01T00:00:01Z",` +
 		`"duration_ms":500,"class":"bulk","max_rate":null,"deliver_over":null}`
 	const badRequest = `{"error":{"code":"unknown_field","message":"unknown field \"nope\"","field":"nope"}}`
 	for _, tc := range []struct {
