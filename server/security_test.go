@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"pushfan/config"
 	"pushfan/internal/testsupport/teststack"
@@ -104,7 +105,13 @@ func TestMetricsEqualTheBroadcastCounts(t *testing.T) {
 	if b.Failed == 0 || b.Succeeded == 0 {
 		t.Fatalf("broadcast %+v proves nothing", b)
 	}
-	m := scrape(t, s.HTTP, s.API.URL+"/metrics", viewerToken)
+	// The answer can be written as the broadcast is final, a moment before
+	// the instance that finished it counts it in the metrics.
+	var m map[string]float64
+	waitUntil(t, "the finished broadcast in the metrics", 10*time.Second, func() bool {
+		m = scrape(t, s.HTTP, s.API.URL+"/metrics", viewerToken)
+		return m[`pushfan_broadcasts_finished_total{status="completed",trigger="api"}`] == 1
+	})
 	if got := m[`pushfan_broadcast_targets_total{code="OK",result="succeeded"}`]; got != float64(b.Succeeded) {
 		t.Fatalf("succeeded metric %v, broadcast %d", got, b.Succeeded)
 	}
