@@ -3,13 +3,16 @@
 // The form maps one to one onto the body of POST /push/broadcast; while
 // the user types, the audience is counted (debounced, stale requests
 // aborted) and the notification is drawn on a phone. A test send goes to
-// a few user ids with the same message fields.
+// a few user ids with the same message fields. With several apps, all of
+// it is in the app the header has chosen: the broadcast, the test send and
+// the preview name it, and only its named audiences are offered.
 
 import {get, post} from './api.js';
 import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
 import {num, parseIds, parseParam, paramHint, localInputToRFC3339, isoToLocalInput, localValue} from './format.js';
 import {createFieldErrors, inputTarget, splitPath} from './fielderrors.js';
 import {createPhone} from './phone.js';
+import * as apps from './apps.js';
 
 const PLATFORMS = [
   ['android', 'Android', '{"priority": "high", "ttl": "3600s"}'],
@@ -38,8 +41,15 @@ export async function render(ctx) {
     fromId ? get(`/push/broadcasts/${encodeURIComponent(fromId)}`, {signal}) : Promise.resolve(null),
   ]);
   if (signal.aborted) return;
-  const named = audRes.status === 'fulfilled' ? audRes.value.named || [] : [];
+  const named = audRes.status === 'fulfilled' ? (audRes.value.named || []).filter(apps.mine) : [];
 
+  const app = apps.current();
+  if (apps.several()) {
+    const a = apps.list().find((x) => x.name === app);
+    add(root, h('p', {id: 'compose-app', class: 'alert alert-info', 'data-app': app},
+      'Sending in the app ', h('strong', null, app), a?.project_id ? ` (Firebase project ${a.project_id})` : '',
+      '. Switch apps in the header to send in another.'));
+  }
   const form = buildForm(ctx, named);
   add(root, form.el);
   if (audRes.status === 'rejected') showPageError(root, new Error('Named audiences could not be loaded: ' + audRes.reason.message));
@@ -475,6 +485,7 @@ function buildForm(ctx, namedAudiences) {
     errs.clearAll();
     const errors = [];
     const req = {...message(errors), audience: audience(errors), ...delivery(errors)};
+    if (apps.current()) req.app = apps.current();
     if (errors.length) {
       errors.forEach(([f, m]) => errs.show(f, m));
       errs.focusFirst();
@@ -517,6 +528,7 @@ function buildForm(ctx, namedAudiences) {
       return;
     }
     req.user_ids = ids;
+    if (apps.current()) req.app = apps.current();
     if (phoneLocale.value) req.locale = phoneLocale.value; // the variant on the phone
     testSend.disabled = true;
     fill(testOut, h('p', {class: 'muted'}, 'Sending…'));
@@ -565,7 +577,7 @@ function buildForm(ctx, namedAudiences) {
     try {
       const r = aud.name
         ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}}, {signal: ctl.signal})
-        : await post('/push/preview', {audience: aud}, {signal: ctl.signal});
+        : await post('/push/preview', apps.current() ? {audience: aud, app: apps.current()} : {audience: aud}, {signal: ctl.signal});
       if (ctl !== previewCtl) return;
       setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users);
     } catch (err) {
@@ -650,6 +662,9 @@ function buildForm(ctx, namedAudiences) {
       if (m[key] != null) platform[key].value = JSON.stringify(m[key], null, 2);
     }
     const notes = [`Prefilled from broadcast #${b.id}. Nothing is sent until you press the button below.`];
+    if (apps.several() && b.app && b.app !== apps.current()) {
+      notes.push(`It was sent in the app ${b.app}; this one goes to the app ${apps.current()}. Switch apps in the header to send it in ${b.app}.`);
+    }
     const a = b.audience || {};
     if (a.all) setKind('all');
     else if (a.user_ids) {
