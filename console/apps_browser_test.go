@@ -271,6 +271,9 @@ func TestConsoleSwitchesApps(t *testing.T) {
 	if eval[bool](e, "looking for an app switcher", `!!document.querySelector('#app-switcher')`) {
 		t.Fatal("a token limited to one app is shown an app switcher")
 	}
+	if eval[bool](e, "looking for the Webhooks link", `!!document.querySelector('#nav a[href="#/webhooks"]')`) {
+		t.Fatal("a token limited to one app is shown the Webhooks page, which serves every app and answers it 403")
+	}
 	e.route("#/broadcasts")
 	e.page("broadcasts")
 	listed(fmt.Sprintf("the partner token's list showing broadcast %d only", id), id)

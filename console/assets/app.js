@@ -41,7 +41,7 @@ const NAV = [
   ['#/cron', 'Cron'],
   ['#/audiences', 'Audiences'],
   ['#/cluster', 'Cluster'],
-  ['#/webhooks', 'Webhooks'],
+  ['#/webhooks', 'Webhooks', null, 'every-app'],
 ];
 
 let active = null; // the page on screen: {controller, cleanups}
@@ -170,7 +170,9 @@ function renderHeader() {
     return;
   }
   document.body.dataset.role = s.role;
-  fill(nav, ...NAV.filter(([, , role]) => !role || role === s.role)
+  // A token limited to some apps (s.apps) has no page that serves every
+  // app: the webhooks answer it 403.
+  fill(nav, ...NAV.filter(([, , role, scope]) => (!role || role === s.role) && !(scope === 'every-app' && s.apps))
     .map(([href, label]) => h('a', {href}, label)));
   fill(account,
     appSwitcher(),
