@@ -63,9 +63,10 @@ type Options struct {
 // Metrics is what the runs report (see package metrics).
 type Metrics interface {
 	Committed(succeeded, canceled int64, failed map[string]int64, invalidated int64)
-	// Capped counts targets withheld by a frequency cap, and users whose
-	// reservation was released (their send did not happen).
-	Capped(capped, released int64)
+	// Capped counts targets withheld by a frequency cap, users whose
+	// reservation was released (their send did not happen), and users
+	// sent past a cap (caps.Settled.Over).
+	Capped(capped, released, exceeded int64)
 	BroadcastFinished(status, trigger string, took time.Duration)
 	ChunkClaimed(takeover bool)
 	CheckpointFailed()
@@ -77,7 +78,7 @@ type Metrics interface {
 type noMetrics struct{}
 
 func (noMetrics) Committed(int64, int64, map[string]int64, int64) {}
-func (noMetrics) Capped(int64, int64)                             {}
+func (noMetrics) Capped(int64, int64, int64)                      {}
 func (noMetrics) BroadcastFinished(string, string, time.Duration) {}
 func (noMetrics) ChunkClaimed(bool)                               {}
 func (noMetrics) CheckpointFailed()                               {}
