@@ -210,7 +210,10 @@ function buildForm(ctx, namedAudiences) {
   const previewCount = h('strong', {id: 'preview-count'}, '…');
   const previewSample = h('span', {id: 'preview-sample', class: 'mono'}, '—');
   const previewError = h('p', {id: 'preview-error', class: 'error-text', hidden: true});
-  // The frequency cap: users it would withhold now (null: no cap set).
+  // The frequency cap the broadcast would take (the audience's named cap,
+  // the default, or why none applies), and the users it would withhold now
+  // (null: no cap applies).
+  const previewCap = h('p', {id: 'preview-cap', class: 'muted', hidden: true});
   const previewCapped = h('p', {id: 'preview-capped', class: 'muted', hidden: true});
   const kindErrors = h('div', {class: 'kind-errors'});
   const audienceBox = h('fieldset', {class: 'card', id: 'f-audience'},
@@ -224,6 +227,7 @@ function buildForm(ctx, namedAudiences) {
     h('div', {class: 'preview-box', 'aria-live': 'polite'},
       h('p', null, 'Targets: ', previewCount, ' device tokens'),
       h('p', null, 'Sample user ids: ', previewSample),
+      previewCap,
       previewCapped,
       previewError));
 
@@ -549,7 +553,25 @@ function buildForm(ctx, namedAudiences) {
   let previewCtl = null;
   ctx.cleanup(() => previewCtl?.abort());
 
-  function setPreview(count, sample, error, capped) {
+  // capLabel says which cap a broadcast would take, as the preview
+  // answered it; '' when the deployment has none at all.
+  function capLabel(r) {
+    if (!r) return '';
+    switch (r.frequency_cap_source) {
+      case 'named': return `Cap ${r.frequency_cap} (named: ${r.frequency_cap_name})`;
+      case 'default': return `Cap ${r.frequency_cap} (default)`;
+      case 'off': return 'No cap: off for this audience';
+      case 'bypass': return 'No cap: sent past the cap';
+      case 'transactional': return 'No cap: transactional broadcasts are exempt';
+      case 'dry_run': return 'No cap: a dry run';
+      default: return '';
+    }
+  }
+
+  function setPreview(count, sample, error, capped, r) {
+    const cap = capLabel(r);
+    previewCap.hidden = !cap;
+    previewCap.textContent = cap;
     previewCapped.hidden = capped == null;
     previewCapped.textContent = capped == null ? '' : `${num(capped)} ${capped === 1 ? 'user' : 'users'} would be capped`;
     previewCount.textContent = count;
@@ -565,6 +587,23 @@ function buildForm(ctx, namedAudiences) {
     previewTimer = later(runPreview, DEBOUNCE);
   }
 
+  // The fields of the form that decide the broadcast's cap (its class, a
+  // bypass, a dry run), sent with the preview so that its capped count is
+  // under the cap the broadcast would take. Pacing fields go only when
+  // they read as the send would take them: a half-typed one must not
+  // blank the preview.
+  function capFields() {
+    const d = {};
+    if (klass.value) d.class = klass.value;
+    const r = Number(maxRate.value);
+    if (maxRate.value !== '' && !maxRate.validity.badInput && Number.isFinite(r) && r > 0) d.max_rate = r;
+    const over = deliverOver.value.trim();
+    if (/^(\d+(\.\d+)?(h|m|s|ms))+$/.test(over)) d.deliver_over = over;
+    if (dryRun.checked) d.dry_run = true;
+    if (pastCap.checked) d.frequency_cap = false;
+    return d;
+  }
+
   async function runPreview() {
     const errors = [];
     const aud = audience(errors);
@@ -576,10 +615,10 @@ function buildForm(ctx, namedAudiences) {
     previewCtl = ctl;
     try {
       const r = aud.name
-        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}}, {signal: ctl.signal})
-        : await post('/push/preview', apps.current() ? {audience: aud, app: apps.current()} : {audience: aud}, {signal: ctl.signal});
+        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capFields()}, {signal: ctl.signal})
+        : await post('/push/preview', apps.current() ? {audience: aud, app: apps.current(), ...capFields()} : {audience: aud, ...capFields()}, {signal: ctl.signal});
       if (ctl !== previewCtl) return;
-      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users);
+      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users, r);
     } catch (err) {
       if (ctl !== previewCtl || isQuiet(err)) return;
       setPreview('—', [], err.message);
@@ -622,7 +661,7 @@ function buildForm(ctx, namedAudiences) {
     if (t.dataset?.param) setKind('named');
     if (t === sendAt) setDelivery('at');
     if (t === sendAtLocal) setDelivery('local');
-    if (t === userIds || t.dataset?.param) schedulePreview();
+    if (t === userIds || t.dataset?.param || t === maxRate || t === deliverOver) schedulePreview();
     if (t === image) {
       cancel(imageTimer);
       imageTimer = later(() => {
@@ -647,6 +686,8 @@ function buildForm(ctx, namedAudiences) {
     if (t.name === 'delivery') markDelivery();
     if (t === phoneLocale) updatePhone();
     if (t.name === 'delivery' || t === hold || t === dryRun) updateLabel();
+    // The cap the broadcast would take, and so its capped count.
+    if (t === klass || t === pastCap || t === dryRun) schedulePreview();
   });
 
   // ---- Duplicate as new -----------------------------------------------
