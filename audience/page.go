@@ -229,7 +229,17 @@ func format(v any, dbType string) string {
 // broadcast would, counting its rows and collecting the first n distinct
 // user ids (in cursor order). It sends nothing. sampleUserIDs is never nil.
 func (b Bound) Preview(ctx context.Context, db *sqlx.DB, n int) (count int64, sampleUserIDs []uint64, err error) {
+	return b.PreviewEach(ctx, db, n, nil)
+}
+
+// PreviewEach is Preview calling each, if set, with the user ids of every
+// page it reads (in cursor order, a user listed once per target): what a
+// caller counts along the same walk (the users a frequency cap would
+// withhold) costs no second pass over the audience. An error from each
+// ends the walk.
+func (b Bound) PreviewEach(ctx context.Context, db *sqlx.DB, n int, each func(ctx context.Context, userIDs []uint64) error) (count int64, sampleUserIDs []uint64, err error) {
 	sampleUserIDs = []uint64{}
+	var ids []uint64
 	seen := make(map[uint64]struct{}, min(max(n, 0), 1024))
 	var buf []Row
 	var after uint64
@@ -239,6 +249,15 @@ func (b Bound) Preview(ctx context.Context, db *sqlx.DB, n int) (count int64, sa
 			return 0, []uint64{}, fmt.Errorf("preview: %w", err)
 		}
 		count += int64(len(buf))
+		if each != nil && len(buf) > 0 {
+			ids = ids[:0]
+			for _, r := range buf {
+				ids = append(ids, r.UserID)
+			}
+			if err := each(ctx, ids); err != nil {
+				return 0, []uint64{}, fmt.Errorf("preview: %w", err)
+			}
+		}
 		for _, r := range buf {
 			if len(sampleUserIDs) >= n {
 				break

@@ -30,3 +30,9 @@ func (r *Runner) Cursors(ctx context.Context, b Bound, after uint64, limit int, 
 func (r *Runner) Preview(ctx context.Context, b Bound, n int) (int64, []uint64, error) {
 	return b.Preview(ctx, r.db, n)
 }
+
+// PreviewEach is Preview calling each with every page's user ids (see
+// Bound.PreviewEach).
+func (r *Runner) PreviewEach(ctx context.Context, b Bound, n int, each func(context.Context, []uint64) error) (int64, []uint64, error) {
+	return b.PreviewEach(ctx, r.db, n, each)
+}

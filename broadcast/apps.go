@@ -22,7 +22,7 @@ func (r Rules) app(name string) (string, error) {
 				return only, nil
 			}
 		}
-		return "", fieldError("required", "app", "app is required when several apps are configured (%s)", strings.Join(sortedApps(apps), ", "))
+		return "", fieldError("missing_field", "app", "app is required when several apps are configured (%s)", strings.Join(sortedApps(apps), ", "))
 	}
 	if _, ok := apps[name]; !ok {
 		return "", fieldError("unknown_app", "app", "app %q is not configured (the apps are %s)", name, strings.Join(sortedApps(apps), ", "))

@@ -1,9 +1,6 @@
 package broadcast
 
 import (
-	"context"
-	"fmt"
-
 	"pushfan/caps"
 	"pushfan/model"
 	"pushfan/repository"
@@ -27,65 +24,89 @@ const (
 	capDefault = "default"
 )
 
-// spec is the cap named name ("" and default: Default; off: none).
-func (c CapRules) spec(name string) string {
+// CapChoice is the frequency cap a broadcast would be sent under, and
+// why: what the console shows beside a preview ("Cap 1/day (named:
+// marketing)").
+type CapChoice struct {
+	// Spec is the caps in canonical form ("": none).
+	Spec string
+	// Source says where Spec comes from: CapNamed (Name is the
+	// frequency_caps entry), CapDefault (PUSHFAN_FREQUENCY_CAP), or why
+	// none applies: CapOff (the audience's or job's configuration),
+	// CapBypass (the request's "frequency_cap": false), CapTransactional
+	// (exempt), CapDryRun, CapNone (no cap configured).
+	Source string
+	Name   string
+}
+
+// CapChoice sources.
+const (
+	CapNamed         = "named"
+	CapDefault       = "default"
+	CapOff           = "off"
+	CapBypass        = "bypass"
+	CapTransactional = "transactional"
+	CapDryRun        = "dry_run"
+	CapNone          = "none"
+)
+
+// choice is the cap named name ("" and default: Default; off: none).
+func (c CapRules) choice(name string) CapChoice {
 	switch name {
 	case "", capDefault:
-		return c.Default
+		if c.Default == "" {
+			return CapChoice{Source: CapNone}
+		}
+		return CapChoice{Spec: c.Default, Source: CapDefault}
 	case capOff:
-		return ""
+		return CapChoice{Source: CapOff}
 	}
-	return c.Named[name]
+	return CapChoice{Spec: c.Named[name], Source: CapNamed, Name: name}
 }
 
 // frequencyCap is the caps a request is sent under, recorded on its
-// broadcast: none when the request says "frequency_cap": false (an alert
-// that must go out), for a dry run (nothing reaches a user), and for a
-// transactional one unless it says "frequency_cap": true (a password
-// reset is not marketing); else the job's cap, the named audience's, or
-// the deployment's.
+// broadcast (see capChoice).
 func (r Rules) frequencyCap(spec Spec, a model.Audience, class string) string {
-	if spec.FrequencyCap != nil && !*spec.FrequencyCap || spec.DryRun ||
-		class == model.ClassTransactional && spec.FrequencyCap == nil {
-		return ""
-	}
-	if name, ok := r.Caps.Jobs[spec.job]; ok && spec.job != "" {
-		return r.Caps.spec(name)
-	}
-	if name, ok := r.Caps.Audiences[a.Name]; ok && a.Name != "" {
-		return r.Caps.spec(name)
-	}
-	return r.Caps.Default
+	return r.capChoice(spec, a, class).Spec
 }
 
-// PreviewCapped counts the users of a built-in audience whom the
-// deployment's cap would withhold from a broadcast now (the console's
-// "N users would be capped"); nil when no cap applies or the audience is
-// a named one (its users are known only by paging it). spec was validated
-// by PreviewAudience.
-func (s *Service) PreviewCapped(ctx context.Context, app string, spec *AudienceSpec) (*int64, error) {
-	in, err := s.appOf(app)
+// capChoice is the cap a request is sent under: none when the request
+// says "frequency_cap": false (an alert that must go out), for a dry run
+// (nothing reaches a user), and for a transactional one unless it says
+// "frequency_cap": true (a password reset is not marketing); else the
+// job's cap, the named audience's, or the deployment's.
+func (r Rules) capChoice(spec Spec, a model.Audience, class string) CapChoice {
+	switch {
+	case spec.FrequencyCap != nil && !*spec.FrequencyCap:
+		return CapChoice{Source: CapBypass}
+	case spec.DryRun:
+		return CapChoice{Source: CapDryRun}
+	case class == model.ClassTransactional && spec.FrequencyCap == nil:
+		return CapChoice{Source: CapTransactional}
+	}
+	if name, ok := r.Caps.Jobs[spec.job]; ok && spec.job != "" {
+		return r.Caps.choice(name)
+	}
+	if name, ok := r.Caps.Audiences[a.Name]; ok && a.Name != "" {
+		return r.Caps.choice(name)
+	}
+	return r.Caps.choice(capDefault)
+}
+
+// capWindows are the ledger's keys of the caps spec names (nil: none), as
+// app's sends count them (caps.Set.ForApp).
+func capWindows(spec, app string) ([]repository.CapWindow, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	set, err := caps.Parse(spec)
 	if err != nil {
 		return nil, err
 	}
-	a, _, err := s.opt.Rules.audience(spec)
-	if err != nil || a.Name != "" || s.opt.Rules.Caps.Default == "" {
-		return nil, err
-	}
-	set, err := caps.Parse(s.opt.Rules.Caps.Default)
-	if err != nil {
-		return nil, err
-	}
-	ws := set.ForApp(in.Name).Windows()
+	ws := set.ForApp(app).Windows()
 	windows := make([]repository.CapWindow, len(ws))
 	for i, w := range ws {
 		windows[i] = repository.CapWindow{Key: w.Key, Max: w.Max}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
-	defer cancel()
-	n, err := in.Store.CountCappedUsers(ctx, a, windows, s.now())
-	if err != nil {
-		return nil, fmt.Errorf("preview: %w", err)
-	}
-	return &n, nil
+	return windows, nil
 }

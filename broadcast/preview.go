@@ -13,57 +13,142 @@ import (
 	"pushfan/repository"
 )
 
-// Preview counts a bound named audience and samples up to n user ids. The
-// answer may be up to PreviewTTL old (previewCache).
-func (s *Service) Preview(ctx context.Context, b audience.Bound, n int) (int64, []uint64, error) {
+// PreviewCap is what of a broadcast request, besides its audience,
+// decides the cap it would be sent under: a preview counts the users that
+// cap would withhold.
+type PreviewCap struct {
+	// App is the app the broadcast would send for (Spec.App): a built-in
+	// audience counts its tokens, a named one must be its, and its caps
+	// count its sends.
+	App          string
+	FrequencyCap *bool
+	Class        string
+	MaxRate      *float64
+	DeliverOver  string
+	DryRun       bool
+}
+
+// Preview is what a broadcast to an audience would have now: its
+// targets, a sample of its users, the cap it would be sent under, and
+// how many of its users that cap would withhold (nil when none applies).
+type Preview struct {
+	Count  int64
+	Sample []uint64
+	Cap    CapChoice
+	Capped *int64
+}
+
+// Preview counts a bound named audience and samples up to n user ids,
+// with its users the cap would withhold. The answer may be up to
+// PreviewTTL old (previewCache).
+func (s *Service) Preview(ctx context.Context, b audience.Bound, q PreviewCap, n int) (Preview, error) {
 	params, err := b.ParamsJSON()
 	if err != nil {
-		return 0, nil, fmt.Errorf("preview: %w", err)
+		return Preview{}, fmt.Errorf("preview: %w", err)
 	}
-	a := model.Audience{Name: b.Audience().Name(), Params: params}
-	return s.previews.get(ctx, previewKey(a, n), s.now(), func(ctx context.Context) (int64, []uint64, error) {
-		ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
-		defer cancel()
-		return s.opt.Named.Preview(ctx, b, n)
-	})
+	return s.preview(ctx, model.Audience{Name: b.Audience().Name(), Params: params}, b, q, n)
 }
 
 // PreviewAudience validates an audience as a broadcast request would (the
 // same field errors) and counts the targets a broadcast to it would have
-// now, with up to n of their user ids. It sends and stores nothing: the
-// console calls it as the operator types, so the answer may be up to
-// PreviewTTL old (previewCache).
-//
-// app is the request's app (Spec.App): a built-in audience counts its
-// tokens only, and a named audience must be its.
-func (s *Service) PreviewAudience(ctx context.Context, app string, spec *AudienceSpec, n int) (int64, []uint64, error) {
-	in, err := s.appOf(app)
-	if err != nil {
-		return 0, nil, err
-	}
+// now, with up to n of their user ids and the users its cap would
+// withhold. It sends and stores nothing: the console calls it as the
+// operator types, so the answer may be up to PreviewTTL old
+// (previewCache).
+func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, q PreviewCap, n int) (Preview, error) {
 	a, _, err := s.opt.Rules.audience(spec)
 	if err != nil {
-		return 0, nil, err
+		return Preview{}, err
 	}
-	if err := s.opt.Rules.audienceApp(a, in.Name); err != nil {
-		return 0, nil, err
+	if _, err := s.appOf(q.App); err != nil {
+		return Preview{}, err
 	}
 	var bound audience.Bound
 	if a.Name != "" {
 		if bound, err = s.opt.Rules.bind(a); err != nil {
-			return 0, nil, err
+			return Preview{}, err
 		}
 	}
-	return s.previews.get(ctx, in.Name+" "+previewKey(a, n), s.now(), func(ctx context.Context) (int64, []uint64, error) {
+	return s.preview(ctx, a, bound, q, n)
+}
+
+// preview answers a validated audience a (bound, when named) under the
+// cap q gives it, from the cache: the key names the audience and the
+// cap, so the count of capped users is cached with the count it was made
+// along.
+func (s *Service) preview(ctx context.Context, a model.Audience, bound audience.Bound, q PreviewCap, n int) (Preview, error) {
+	p, err := s.opt.Rules.pacing(Spec{Class: q.Class, MaxRate: q.MaxRate, DeliverOver: q.DeliverOver}, a)
+	if err != nil {
+		return Preview{}, err
+	}
+	app, err := s.appOf(q.App)
+	if err != nil {
+		return Preview{}, err
+	}
+	if err := s.opt.Rules.audienceApp(a, app.Name); err != nil {
+		return Preview{}, err
+	}
+	choice := s.opt.Rules.capChoice(Spec{FrequencyCap: q.FrequencyCap, DryRun: q.DryRun}, a, p.class)
+	windows, err := capWindows(choice.Spec, app.Name)
+	if err != nil {
+		return Preview{}, fmt.Errorf("preview: %w", err)
+	}
+	got, err := s.previews.get(ctx, app.Name+" "+previewKey(a, n)+" cap="+choice.Spec, s.now(), func(ctx context.Context) (preview, error) {
 		// A named audience's count pages through all of it: the same
 		// budget as its own preview route.
 		ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
 		defer cancel()
 		if a.Name != "" {
-			return s.opt.Named.Preview(ctx, bound, n)
+			return s.previewNamed(ctx, bound, windows, n)
 		}
-		return countBuiltin(ctx, in.Store, a, n)
+		return s.previewBuiltin(ctx, app.Store, a, windows, n)
 	})
+	if err != nil {
+		return Preview{}, err
+	}
+	return Preview{Count: got.count, Sample: got.sample, Cap: choice, Capped: got.capped}, nil
+}
+
+// previewNamed walks a named audience once, counting its targets and,
+// under windows, the users holding every slot of one: a statement a page
+// over the page's users (repository.CappedAmong), never one per target,
+// as a broadcast's reservation reads the ledger. The capped users are
+// kept (8 bytes each) to count a user whose devices lie in several pages
+// once.
+func (s *Service) previewNamed(ctx context.Context, b audience.Bound, windows []repository.CapWindow, n int) (preview, error) {
+	if len(windows) == 0 {
+		count, sample, err := s.opt.Named.Preview(ctx, b, n)
+		return preview{count: count, sample: sample}, err
+	}
+	now := s.now()
+	var capped []uint64
+	count, sample, err := s.opt.Named.PreviewEach(ctx, b, n, func(ctx context.Context, ids []uint64) error {
+		slices.Sort(ids)
+		got, err := s.store.CappedAmong(ctx, windows, slices.Compact(ids), now)
+		capped = append(capped, got...)
+		return err
+	})
+	if err != nil {
+		return preview{}, err
+	}
+	slices.Sort(capped)
+	c := int64(len(slices.Compact(capped)))
+	return preview{count: count, sample: sample, capped: &c}, nil
+}
+
+// previewBuiltin counts a built-in audience, samples up to n user ids,
+// and under windows counts the users the caps would withhold (driven by
+// the ledger's live slots: repository.CountCappedUsers).
+func (s *Service) previewBuiltin(ctx context.Context, store *repository.Store, a model.Audience, windows []repository.CapWindow, n int) (preview, error) {
+	count, sample, err := countBuiltin(ctx, store, a, n)
+	if err != nil || len(windows) == 0 {
+		return preview{count: count, sample: sample}, err
+	}
+	c, err := store.CountCappedUsers(ctx, a, windows, s.now())
+	if err != nil {
+		return preview{}, fmt.Errorf("preview: %w", err)
+	}
+	return preview{count: count, sample: sample, capped: &c}, nil
 }
 
 // previewKey names a validated audience's preview of n users: its stored

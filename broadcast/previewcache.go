@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// previewCache keeps audience previews (a count and a sample of user ids)
-// for a short time, shared by every caller on this instance, with one
+// previewCache keeps audience previews (a count, a sample of user ids and
+// the users a cap would withhold) for a short time, shared by every caller on this instance, with one
 // count in flight per audience. The console previews as the operator
 // types, and counting a large audience reads all of it: the same audience
 // retyped, or open in several tabs, costs one count per TTL.
@@ -26,9 +26,23 @@ type previewEntry struct {
 	cancel  context.CancelFunc // ends the count when every caller has left
 	waiting int                // callers waiting for it (under previewCache.mu)
 	ready   bool               // done is closed (under previewCache.mu)
-	count   int64
-	sample  []uint64
+	p       preview
 	err     error
+}
+
+// preview is one audience's preview: its targets, a sample of its users,
+// and (nil: no cap applies) how many of its users the cap the key names
+// would withhold now.
+type preview struct {
+	count  int64
+	sample []uint64
+	capped *int64
+}
+
+// clone is p with its own sample, for one caller.
+func (p preview) clone() preview {
+	p.sample = slices.Clone(p.sample)
+	return p
 }
 
 // maxPreviews bounds the cache; past it, expired entries are dropped, and
@@ -40,7 +54,7 @@ const maxPreviews = 1024
 // context (an operator's next keystroke aborts the request; the count
 // goes on for the others), and is canceled once no caller waits for it.
 // Errors are never kept.
-func (c *previewCache) get(ctx context.Context, key string, now time.Time, load func(context.Context) (int64, []uint64, error)) (int64, []uint64, error) {
+func (c *previewCache) get(ctx context.Context, key string, now time.Time, load func(context.Context) (preview, error)) (preview, error) {
 	if c.ttl <= 0 {
 		return load(ctx)
 	}
@@ -64,7 +78,7 @@ func (c *previewCache) get(ctx context.Context, key string, now time.Time, load 
 	c.mu.Unlock()
 	select {
 	case <-e.done:
-		return e.count, slices.Clone(e.sample), e.err
+		return e.p.clone(), e.err
 	case <-ctx.Done():
 		c.mu.Lock()
 		if e.waiting--; e.waiting == 0 && !e.ready {
@@ -74,15 +88,15 @@ func (c *previewCache) get(ctx context.Context, key string, now time.Time, load 
 			}
 		}
 		c.mu.Unlock()
-		return 0, nil, ctx.Err()
+		return preview{}, ctx.Err()
 	}
 }
 
-func (c *previewCache) run(ctx context.Context, key string, e *previewEntry, load func(context.Context) (int64, []uint64, error)) {
-	count, sample, err := load(ctx)
+func (c *previewCache) run(ctx context.Context, key string, e *previewEntry, load func(context.Context) (preview, error)) {
+	p, err := load(ctx)
 	e.cancel()
 	c.mu.Lock()
-	e.count, e.sample, e.err, e.ready = count, sample, err, true
+	e.p, e.err, e.ready = p, err, true
 	if err != nil && c.m[key] == e {
 		delete(c.m, key)
 	}

@@ -38,13 +38,13 @@ func TestPreviewCacheSharesOneCountPerAudience(t *testing.T) {
 	t0 := time.Now()
 	var calls atomic.Int64
 	release := make(chan struct{})
-	load := func(ctx context.Context) (int64, []uint64, error) {
+	load := func(ctx context.Context) (preview, error) {
 		calls.Add(1)
 		select {
 		case <-release:
-			return 42, []uint64{1, 2}, nil
+			return preview{count: 42, sample: []uint64{1, 2}}, nil
 		case <-ctx.Done():
-			return 0, nil, ctx.Err()
+			return preview{}, ctx.Err()
 		}
 	}
 	var wg sync.WaitGroup
@@ -52,9 +52,9 @@ func TestPreviewCacheSharesOneCountPerAudience(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, sample, err := c.get(context.Background(), "all", t0, load)
-			if err != nil || n != 42 || len(sample) != 2 {
-				t.Errorf("shared count: %d %v %v", n, sample, err)
+			p, err := c.get(context.Background(), "all", t0, load)
+			if err != nil || p.count != 42 || len(p.sample) != 2 {
+				t.Errorf("shared count: %d %v %v", p.count, p.sample, err)
 			}
 		}()
 	}
@@ -64,23 +64,23 @@ func TestPreviewCacheSharesOneCountPerAudience(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("five callers ran %d counts, want 1", n)
 	}
-	if n, _, _ := c.get(context.Background(), "all", t0.Add(29*time.Second), load); n != 42 || calls.Load() != 1 {
-		t.Fatalf("within the TTL: %d after %d counts, want the cached 42 after 1", n, calls.Load())
+	if p, _ := c.get(context.Background(), "all", t0.Add(29*time.Second), load); p.count != 42 || calls.Load() != 1 {
+		t.Fatalf("within the TTL: %d after %d counts, want the cached 42 after 1", p.count, calls.Load())
 	}
-	if _, _, _ = c.get(context.Background(), "all", t0.Add(30*time.Second), load); calls.Load() != 2 {
+	if _, _ = c.get(context.Background(), "all", t0.Add(30*time.Second), load); calls.Load() != 2 {
 		t.Fatalf("after the TTL: %d counts, want 2", calls.Load())
 	}
-	if _, _, _ = c.get(context.Background(), "user_ids", t0, load); calls.Load() != 3 {
+	if _, _ = c.get(context.Background(), "user_ids", t0, load); calls.Load() != 3 {
 		t.Fatalf("another audience: %d counts, want 3", calls.Load())
 	}
 
-	failing := func(context.Context) (int64, []uint64, error) {
+	failing := func(context.Context) (preview, error) {
 		calls.Add(1)
-		return 0, nil, errors.New("database timeout")
+		return preview{}, errors.New("database timeout")
 	}
 	before := calls.Load()
 	for range 2 {
-		if _, _, err := c.get(context.Background(), "named", t0, failing); err == nil {
+		if _, err := c.get(context.Background(), "named", t0, failing); err == nil {
 			t.Fatal("a failed count answered no error")
 		}
 	}
@@ -95,21 +95,21 @@ func TestPreviewCacheCancelsACountNobodyWaitsFor(t *testing.T) {
 	c := &previewCache{ttl: time.Minute}
 	canceled := make(chan struct{})
 	release := make(chan struct{})
-	load := func(ctx context.Context) (int64, []uint64, error) {
+	load := func(ctx context.Context) (preview, error) {
 		select {
 		case <-release:
-			return 7, nil, nil
+			return preview{count: 7}, nil
 		case <-ctx.Done():
 			close(canceled)
-			return 0, nil, ctx.Err()
+			return preview{}, ctx.Err()
 		}
 	}
 	leaver, leave := context.WithCancel(context.Background())
 	left := make(chan error, 1)
-	go func() { _, _, err := c.get(leaver, "k", time.Now(), load); left <- err }()
+	go func() { _, err := c.get(leaver, "k", time.Now(), load); left <- err }()
 	stayed := make(chan int64, 1)
 	waitFor(t, "the first caller waiting", func() bool { return c.waiters("k") == 1 })
-	go func() { n, _, _ := c.get(context.Background(), "k", time.Now(), load); stayed <- n }()
+	go func() { p, _ := c.get(context.Background(), "k", time.Now(), load); stayed <- p.count }()
 	waitFor(t, "the second caller waiting", func() bool { return c.waiters("k") == 2 })
 	leave()
 	if err := <-left; !errors.Is(err, context.Canceled) {
@@ -129,7 +129,7 @@ func TestPreviewCacheCancelsACountNobodyWaitsFor(t *testing.T) {
 	c = &previewCache{ttl: time.Minute}
 	release = make(chan struct{})
 	leaver, leave = context.WithCancel(context.Background())
-	go func() { _, _, err := c.get(leaver, "k", time.Now(), load); left <- err }()
+	go func() { _, err := c.get(leaver, "k", time.Now(), load); left <- err }()
 	waitFor(t, "the caller waiting", func() bool { return c.waiters("k") == 1 })
 	leave()
 	<-left

@@ -16,13 +16,14 @@
 // reads it, gets the same one. Its states:
 //
 //	(none) ──Reserve──▶ reserved ──checkpoint: a device sent──▶ sent
-//	   │                   └──checkpoint: only unsent outcomes──▶ released ──Reserve (a later device)──▶ …
-//	   │                                                             └──checkpoint: a device in flight sent──▶ sent (slots taken again)
+//	   │                   └──checkpoint: only unsent outcomes, no target held──▶ released ──Reserve (a later device)──▶ …
 //	   └────Reserve (a cap full)──▶ capped
 //
 // Reserve runs once per page of targets, before any of them is handed to
 // the workers: a handful of statements per page, each over the page's
-// users, never one per target. A slot is taken with a conditional upsert
+// users, never one per target. It first records the page's targets as
+// holding their users' answers (frequency_holds, per chunk run: the
+// targets read and not yet settled), then reads the answers. A slot is taken with a conditional upsert
 // (the row is rewritten only when expired), then read back: two
 // broadcasts racing for a user's last slot both write it and exactly one
 // reads its own id there; the other goes on to the next free slot, or
@@ -33,10 +34,11 @@
 //
 // Settle runs inside a chunk's checkpoint transaction (package lease
 // calls it through the checkpoint's effects): users with a device sent in
-// it become sent; users whose devices in it all ended unsent (canceled,
-// failed for good, a dead token) and none sent before are released, their
-// slots deleted, in the same transaction as the outcomes. A replayed
-// checkpoint runs nothing again.
+// it become sent; the settled targets hold their answers no longer; users
+// whose devices in it all ended unsent (canceled, failed for good, a dead
+// token), none sent before, and no target of theirs held still in any
+// chunk, are released, their slots deleted, in the same transaction as
+// the outcomes. A replayed checkpoint runs nothing again.
 //
 // A crash between Reserve and the send leaves the user reserved. The
 // takeover reads the page again, finds the answer and sends (the send may
@@ -45,12 +47,24 @@
 // and unsent for one slot: a capped user holds none, and a reserved one's
 // slot is released at the checkpoint that stores its unsent outcomes.
 //
-// A user released while another device of theirs was already in flight
-// (in another chunk) and is then sent takes its slots again at the
-// checkpoint that stores that send. Known bound: if another broadcast took
-// the slot in between, the user has been sent past the cap; Settle
-// reports it (Settled.Over) and the run logs it. It takes a permanent
-// failure on one device, a send on another in flight at the same moment,
-// and a racing broadcast taking the freed slot within that checkpoint
-// interval.
+// The holds are what keep a user under the cap when one device fails for
+// good while another, reserved under the same answer, is in flight (in
+// another chunk, or later in the same one): the release waits for the
+// checkpoint that settles the last held target, so no racing broadcast
+// can take the slot before the in-flight send is stored. A reservation
+// and a release take turns: Reserve locks the answers (shared) before it
+// writes the holds, Settle locks them (exclusive) before it reads the
+// holds' sum, so either the release sees the hold, or the reservation,
+// reading the answer after its hold committed, finds it released and
+// reserves again. A takeover's claim has a greater epoch: its first hold
+// of a user in its chunk replaces the dead run's count (every target that
+// run left unsettled is read again by the takeover); a page reserved again
+// by one run counts once (holds remember the last cursor counted).
+//
+// A sent user found without its slot (a cap lowered meanwhile, or a run
+// sending after its lease was taken over, outside the holds as it is
+// outside the lease) takes its slots again at the checkpoint; if another
+// broadcast holds them, the user was sent past the cap: Settle reports it
+// (Settled.Over), the run logs it and counts it
+// (pushfan_frequency_cap_exceeded_total).
 package caps

@@ -35,18 +35,38 @@ func NewLedger(db *sql.DB, log *slog.Logger) *Ledger {
 }
 
 // User is one user of a page, with the zone their local day is counted in
-// (nil: UTC).
+// (nil: UTC) and how many of the page's targets are theirs (0 counts as
+// 1): the targets that hold their answer until a checkpoint settles them.
 type User struct {
-	ID   uint64
-	Zone *time.Location
+	ID      uint64
+	Zone    *time.Location
+	Targets int
 }
 
-// Reserve answers, for the users of one page of broadcast b's targets,
-// which ones are capped: the others hold a slot of every cap in set and
-// may be sent on all their devices. A user already answered in b (by an
-// earlier page or another chunk) keeps the answer. It is safe to repeat
-// (a takeover reading the page again gets the same answers).
-func (l *Ledger) Reserve(ctx context.Context, b uint64, set Set, users []User, now time.Time) (map[uint64]bool, error) {
+// Holder is the chunk run a page is reserved for. Its targets hold their
+// users' answers (frequency_holds) until the checkpoint that stores their
+// outcomes: a user is released only when no target of theirs, in any
+// chunk, holds the answer still.
+type Holder struct {
+	// Chunk is the chunk's number in the broadcast, and Epoch its claim:
+	// a takeover (a greater epoch) counts the chunk's holds afresh, as it
+	// reads again every target the run before it left unsettled.
+	Chunk int
+	Epoch uint64
+	// Upto is the page's last cursor: a chunk run reads its pages in
+	// cursor order, so a page reserved again (a retry after an error)
+	// counts its targets once.
+	Upto uint64
+}
+
+// Reserve answers, for the users of one page of broadcast b's targets
+// read by chunk run h, which ones are capped: the others hold a slot of
+// every cap in set and may be sent on all their devices. A user already
+// answered in b (by an earlier page or another chunk) keeps the answer.
+// The page's targets hold their users' answers until a checkpoint of h
+// settles them (Settle). It is safe to repeat (a takeover reading the
+// page again gets the same answers).
+func (l *Ledger) Reserve(ctx context.Context, b uint64, h Holder, set Set, users []User, now time.Time) (map[uint64]bool, error) {
 	capped := map[uint64]bool{}
 	if set.Empty() || len(users) == 0 {
 		return capped, nil
@@ -64,12 +84,58 @@ func (l *Ledger) Reserve(ctx context.Context, b uint64, set Set, users []User, n
 	})
 	for len(ids) > 0 {
 		n := min(len(ids), maxUsersPerStatement)
+		if err := l.hold(ctx, b, h, ids[:n], byID); err != nil {
+			return nil, fmt.Errorf("reserve frequency slots of broadcast %d: %w", b, err)
+		}
 		if err := l.reserveBatch(ctx, b, set, ids[:n], byID, now.UTC(), capped); err != nil {
 			return nil, fmt.Errorf("reserve frequency slots of broadcast %d: %w", b, err)
 		}
 		ids = ids[n:]
 	}
 	return capped, nil
+}
+
+// hold counts the page's targets as holding their users' answers in b,
+// before the answers are read: from the moment it commits, no checkpoint
+// releases these users (Settle sums the holds), so an answer read after
+// it as reserved stays reserved until these targets are settled, and one
+// released before it is read as released, and reserved again.
+//
+// The answers are locked (shared) first: a checkpoint releasing a user
+// holds its answer locked while it sums the user's holds, so the two
+// take turns, in the order the checkpoint takes its locks (answers, then
+// holds).
+func (l *Ledger) hold(ctx context.Context, b uint64, h Holder, ids []uint64, byID map[uint64]User) error {
+	lockArgs := make([]any, 0, len(ids)+1)
+	lockArgs = append(lockArgs, b)
+	args := make([]any, 0, 6*len(ids))
+	for _, id := range ids {
+		lockArgs = append(lockArgs, id)
+		args = append(args, b, id, h.Chunk, h.Epoch, h.Upto, max(byID[id].Targets, 1))
+	}
+	return sqldb.InTx(ctx, l.db, l.log, "hold cap answers", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT user_id FROM frequency_users FORCE INDEX (PRIMARY) WHERE broadcast_id = ? AND user_id IN (`+
+			sqldb.InList(len(ids))+`) LOCK IN SHARE MODE`, lockArgs...)
+		if err != nil {
+			return fmt.Errorf("lock cap answers: %w", err)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("lock cap answers: %w", err)
+		}
+		// Assigned left to right, each reading the columns as assigned
+		// so far: targets and upto read the old epoch and upto.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO frequency_holds (broadcast_id, user_id, chunk, epoch, upto, targets) VALUES `+
+			sqldb.Placeholders(len(ids), 6)+`
+			ON DUPLICATE KEY UPDATE
+				targets = CASE WHEN VALUES(epoch) > epoch THEN VALUES(targets)
+					WHEN VALUES(epoch) = epoch AND VALUES(upto) > upto THEN targets + VALUES(targets)
+					ELSE targets END,
+				upto = IF(VALUES(epoch) > epoch OR VALUES(epoch) = epoch AND VALUES(upto) > upto, VALUES(upto), upto),
+				epoch = GREATEST(epoch, VALUES(epoch))`, args...); err != nil {
+			return fmt.Errorf("hold cap answers: %w", err)
+		}
+		return nil
+	})
 }
 
 func (l *Ledger) reserveBatch(ctx context.Context, b uint64, set Set, ids []uint64, byID map[uint64]User, now time.Time, capped map[uint64]bool) error {

@@ -37,10 +37,12 @@ func users(zone *time.Location, ids ...uint64) []caps.User {
 	return out
 }
 
-// reserve answers whether each of ids was let through (true) in b.
+// reserve answers whether each of ids was let through (true) in b, as
+// the next page of chunk 0's run (a greater Upto than any before: the
+// clock's nanoseconds, a database round trip apart).
 func reserve(t *testing.T, l *caps.Ledger, b uint64, set caps.Set, us []caps.User, now time.Time) map[uint64]bool {
 	t.Helper()
-	capped, err := l.Reserve(context.Background(), b, set, us, now)
+	capped, err := l.Reserve(context.Background(), b, caps.Holder{Upto: uint64(time.Now().UnixNano())}, set, us, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func TestReserveRacingBroadcastsGiveEachUserOne(t *testing.T) {
 				for i := range us {
 					us[i] = caps.User{ID: uint64(p*page + i + 1)}
 				}
-				capped, err := l.Reserve(context.Background(), uint64(r+1), set, us, now)
+				capped, err := l.Reserve(context.Background(), uint64(r+1), caps.Holder{Upto: uint64(p + 1)}, set, us, now)
 				if err != nil {
 					errs <- err
 					return
@@ -355,8 +357,8 @@ func TestReserveStatementsPerPageDoNotGrowWithThePage(t *testing.T) {
 }
 
 // A checkpoint settling sent users who still hold their slots (its usual
-// case) reads each cap's slots and writes the answers: no answers read,
-// no zones, whatever the count of users. The checkpoints are what a
+// case) reads each cap's slots, writes the answers and settles the holds:
+// no answers read, no zones, whatever the count of users. The checkpoints are what a
 // run's store gate waits on.
 func TestSettlingUsersWhoHoldTheirSlotsTakesAStatementPerCap(t *testing.T) {
 	tdb := testdb.New(t)
@@ -399,13 +401,13 @@ func TestSettlingUsersWhoHoldTheirSlotsTakesAStatementPerCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := questions() - before - 3 // BEGIN, COMMIT, and the SHOW itself
-	if got.Retaken != 0 || got.Over != 0 || n != 3 {
-		t.Errorf("settled %+v in %d statements; want nothing retaken, in 3 (each cap's slots read, the answers written)", got, n)
+	if got.Retaken != 0 || got.Over != 0 || n != 4 {
+		t.Errorf("settled %+v in %d statements; want nothing retaken, in 4 (each cap's slots read, the answers written, the holds settled)", got, n)
 	}
 }
 
-// Retention deletes the slots long expired and the answers of finished
-// broadcasts, and nothing a running broadcast still needs.
+// Retention deletes the slots long expired and the answers and holds of
+// finished broadcasts, and nothing a running broadcast still needs.
 func TestSweepDeletesExpiredSlotsAndFinishedAnswers(t *testing.T) {
 	l, db := newLedger(t)
 	set := mustParse(t, "1/day")
@@ -426,12 +428,12 @@ func TestSweepDeletesExpiredSlotsAndFinishedAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var slots, answers int
-	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM frequency_slots), (SELECT COUNT(*) FROM frequency_users)").Scan(&slots, &answers); err != nil {
+	var slots, answers, holds int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM frequency_slots), (SELECT COUNT(*) FROM frequency_users), (SELECT COUNT(*) FROM frequency_holds)").Scan(&slots, &answers, &holds); err != nil {
 		t.Fatal(err)
 	}
-	if n != 4 || slots != 1 || answers != 1 {
-		t.Errorf("swept %d rows, leaving %d slots and %d answers; want 4 swept, the running broadcast's slot and answer kept", n, slots, answers)
+	if n != 6 || slots != 1 || answers != 1 || holds != 1 {
+		t.Errorf("swept %d rows, leaving %d slots, %d answers and %d holds; want 6 swept (2 slots, 2 answers, 2 holds), the running broadcast's slot, answer and hold kept", n, slots, answers, holds)
 	}
 }
 
@@ -484,5 +486,97 @@ func TestACapCountsPerApp(t *testing.T) {
 	}
 	if want := []string{"6h0m0s", "day", "partner/6h0m0s", "partner/day"}; !slices.Equal(keys, want) {
 		t.Fatalf("ledger keys %v, want %v", keys, want)
+	}
+}
+
+// reserveAs reserves us in b for chunk run h, failing the test on error.
+func reserveAs(t *testing.T, l *caps.Ledger, b uint64, h caps.Holder, set caps.Set, us []caps.User, now time.Time) map[uint64]bool {
+	t.Helper()
+	capped, err := l.Reserve(context.Background(), b, h, set, us, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64]bool{}
+	for _, u := range us {
+		out[u.ID] = !capped[u.ID]
+	}
+	return out
+}
+
+func settleAs(t *testing.T, l *caps.Ledger, db *sql.DB, b uint64, h caps.Holder, set caps.Set, now time.Time, sent, unsent []uint64) caps.Settled {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Settle(context.Background(), tx, caps.Settlement{B: b, Holder: h, Set: set, Sent: sent, Unsent: unsent, Now: now})
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// The over-cap race, in the ledger: user 7's device in chunk 0 fails for
+// good while their device in chunk 1, reserved under the same answer, is
+// in flight. Chunk 0's checkpoint keeps the slot (chunk 1 holds the
+// answer), so a racing broadcast finds the day taken, and chunk 1's send
+// needs no slot taken again. Had chunk 1's send failed too, its
+// checkpoint releases the user.
+func TestAReleaseWaitsForEveryChunkHoldingTheUser(t *testing.T) {
+	l, db := newLedger(t)
+	set := mustParse(t, "1/day")
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	c0, c1 := caps.Holder{Chunk: 0, Epoch: 1, Upto: 10}, caps.Holder{Chunk: 1, Epoch: 1, Upto: 2000}
+	for _, id := range []uint64{7, 8} {
+		if !reserveAs(t, l, 1, c0, set, users(nil, id), now)[id] || !reserveAs(t, l, 1, c1, set, users(nil, id), now)[id] {
+			t.Fatalf("broadcast 1 capped user %d on its first push of the day", id)
+		}
+		c0.Upto, c1.Upto = c0.Upto+1, c1.Upto+1
+	}
+	if got := settleAs(t, l, db, 1, caps.Holder{Chunk: 0, Epoch: 1}, set, now, nil, []uint64{7, 8}); got.Released != 0 || got.Held != 2 {
+		t.Fatalf("chunk 0's checkpoint settled %+v; want both users held for chunk 1, none released", got)
+	}
+	if reserveAs(t, l, 2, caps.Holder{Upto: 1}, set, users(nil, 7, 8), now)[7] {
+		t.Fatal("a racing broadcast took user 7's slot while chunk 1 of broadcast 1 had their device in flight")
+	}
+	got := settleAs(t, l, db, 1, caps.Holder{Chunk: 1, Epoch: 1}, set, now, []uint64{7}, []uint64{8})
+	if got.Retaken != 0 || got.Over != 0 || got.Released != 1 || got.Held != 0 {
+		t.Fatalf("chunk 1's checkpoint settled %+v; want user 7 sent on the slot it held, user 8 released", got)
+	}
+	var slots int
+	if err := db.QueryRow("SELECT COUNT(*) FROM frequency_slots WHERE user_id = 7 AND broadcast_id = 1").Scan(&slots); err != nil {
+		t.Fatal(err)
+	}
+	if slots != 1 {
+		t.Errorf("user 7 holds %d slots of broadcast 1, want 1", slots)
+	}
+	if !reserveAs(t, l, 3, caps.Holder{Upto: 1}, set, users(nil, 8), now)[8] {
+		t.Error("user 8, released by the last chunk holding them, is still capped")
+	}
+}
+
+// A page reserved again by the same run (a retry) counts its targets
+// once, and a takeover (a greater epoch) counts the chunk's holds afresh:
+// neither leaves a user held for targets nobody will settle.
+func TestHoldsCountARetriedPageOnceAndATakeoverAfresh(t *testing.T) {
+	l, db := newLedger(t)
+	set := mustParse(t, "1/day")
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	page := []caps.User{{ID: 4, Targets: 2}}
+	run1 := caps.Holder{Chunk: 3, Epoch: 5, Upto: 100}
+	reserveAs(t, l, 1, run1, set, page, now)
+	reserveAs(t, l, 1, run1, set, page, now) // retried
+	// The run dies; the takeover reads the page again.
+	run2 := caps.Holder{Chunk: 3, Epoch: 6, Upto: 100}
+	reserveAs(t, l, 1, run2, set, page, now)
+	if got := settleAs(t, l, db, 1, caps.Holder{Chunk: 3, Epoch: 6}, set, now, nil, []uint64{4}); got.Released != 0 || got.Held != 1 {
+		t.Fatalf("one of two targets settled: %+v; want the user held", got)
+	}
+	if got := settleAs(t, l, db, 1, caps.Holder{Chunk: 3, Epoch: 6}, set, now, nil, []uint64{4}); got.Released != 1 {
+		t.Fatalf("both targets settled: %+v; want the user released", got)
 	}
 }

@@ -12,11 +12,14 @@ import (
 	"pushfan/internal/platform/sqldb"
 )
 
-// Settlement is what one checkpoint of broadcast B learned about its
-// users: Sent had a device sent, Unsent had one canceled, failed for
-// good or dead (a user may be in both).
+// Settlement is what one checkpoint of broadcast B's chunk run Holder
+// learned about its users: Sent had a device sent, Unsent had one
+// canceled, failed for good or dead (a user may be in both). Each lists
+// a user once per target of theirs whose outcome the checkpoint stores:
+// those targets hold the user's answer no longer.
 type Settlement struct {
 	B            uint64
+	Holder       Holder
 	Set          Set
 	Sent, Unsent []uint64
 	// Zones gives users' zones, for a user sent after its slot was given
@@ -28,23 +31,29 @@ type Settlement struct {
 // Settled is what Settle did.
 type Settled struct {
 	// Released users gave their slots back: none of their devices read
-	// so far was sent.
+	// so far was sent, and none is still held (in flight, or read and
+	// waiting) by a chunk of the broadcast.
 	Released int64
-	// Retaken users were sent without holding their slots: released
-	// while a device of theirs was in flight in another chunk, or
-	// reserved by a chunk whose slots another chunk's release took. They
-	// took them again. Over are those who found a cap full (another
-	// broadcast took the slot in between): sent past the cap.
+	// Held users had only unsent devices here, but another target of
+	// theirs still holds the answer: their slots are kept for it, and the
+	// checkpoint that settles the last one releases them if none is sent.
+	Held int64
+	// Retaken users were sent without holding their slots (a cap lowered
+	// meanwhile, or answers from before the holds). They took them again.
+	// Over are those who found a cap full (another broadcast took the
+	// slot in between): sent past the cap.
 	Retaken, Over int64
 }
 
 // Settle stores, inside a chunk checkpoint's transaction tx, what became
 // of the settlement's users. A user with a device sent is sent, and the
 // first time, holds a slot of every cap (taking it again if it was given
-// back meanwhile). A user with devices unsent and none sent (in this
-// checkpoint or before) is released: its slots are given back with the
-// outcomes that free them, and a device of theirs read later reserves
-// again. A replayed checkpoint runs none of it again (package lease).
+// back meanwhile). The settled targets hold their users' answers no
+// longer. A user with devices unsent and none sent (in this checkpoint or
+// before) is released once no target of theirs holds the answer: its
+// slots are given back with the outcomes that free them, and a device of
+// theirs read later reserves again. A replayed checkpoint runs none of it
+// again (package lease).
 func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled, error) {
 	var out Settled
 	sent, unsent := sortedUnique(s.Sent), sortedUnique(s.Unsent)
@@ -55,6 +64,9 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 		}
 	}
 	out.Retaken, out.Over = int64(len(st.took)), int64(len(st.over))
+	// The unsent users' answers are locked before the holds are touched:
+	// the order Reserve takes them in (hold).
+	var give, answered []uint64
 	for batch := range slices.Chunk(unsent, maxUsersPerStatement) {
 		states, err := readStates(ctx, tx, s.B, batch, true)
 		if err != nil {
@@ -62,7 +74,6 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 		}
 		// Reserved, or without an answer: a reservation cut short (its
 		// run stopped) may have taken slots before writing one.
-		var give, answered []uint64
 		for _, id := range batch {
 			switch st, ok := states[id]; {
 			case !ok:
@@ -72,20 +83,102 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 				answered = append(answered, id)
 			}
 		}
-		if len(answered) > 0 {
-			args := []any{s.B}
-			for _, id := range answered {
-				args = append(args, id)
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE frequency_users SET state = 0 WHERE broadcast_id = ? AND user_id IN (`+
-				sqldb.InList(len(answered))+`)`, args...); err != nil {
-				return out, fmt.Errorf("release capped users: %w", err)
-			}
+	}
+	if err := unhold(ctx, tx, s); err != nil {
+		return out, err
+	}
+	held, err := stillHeld(ctx, tx, s.B, give)
+	if err != nil {
+		return out, err
+	}
+	kept := func(id uint64) bool { return held[id] }
+	out.Held = int64(len(answered))
+	give, answered = slices.DeleteFunc(give, kept), slices.DeleteFunc(answered, kept)
+	out.Held -= int64(len(answered))
+	for batch := range slices.Chunk(answered, maxUsersPerStatement) {
+		args := []any{s.B}
+		for _, id := range batch {
+			args = append(args, id)
 		}
-		if err := l.dropSlots(ctx, tx, s.B, give); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE frequency_users SET state = 0 WHERE broadcast_id = ? AND user_id IN (`+
+			sqldb.InList(len(batch))+`)`, args...); err != nil {
+			return out, fmt.Errorf("release capped users: %w", err)
+		}
+	}
+	for batch := range slices.Chunk(give, maxUsersPerStatement) {
+		if err := l.dropSlots(ctx, tx, s.B, batch); err != nil {
 			return out, err
 		}
-		out.Released += int64(len(answered))
+	}
+	out.Released = int64(len(answered))
+	return out, nil
+}
+
+// unhold subtracts the settlement's targets from its chunk run's holds:
+// one statement per batch of users and count of targets a user has in
+// the checkpoint (almost always 1: a statement a batch). A hold never
+// goes below 0 (the targets of a page whose reservation was cut short
+// before it held anything are stored canceled too).
+func unhold(ctx context.Context, tx *sql.Tx, s Settlement) error {
+	counts := map[uint64]int{}
+	for _, id := range s.Sent {
+		counts[id]++
+	}
+	for _, id := range s.Unsent {
+		counts[id]++
+	}
+	byCount := map[int][]uint64{}
+	for id, n := range counts {
+		byCount[n] = append(byCount[n], id)
+	}
+	for _, n := range slices.Sorted(maps.Keys(byCount)) {
+		ids := byCount[n]
+		slices.Sort(ids)
+		for batch := range slices.Chunk(ids, maxUsersPerStatement) {
+			args := []any{n, n, s.B, s.Holder.Chunk, s.Holder.Epoch}
+			for _, id := range batch {
+				args = append(args, id)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE frequency_holds SET targets = IF(targets > ?, targets - ?, 0)
+				WHERE broadcast_id = ? AND chunk = ? AND epoch = ? AND user_id IN (`+sqldb.InList(len(batch))+`)`, args...); err != nil {
+				return fmt.Errorf("settle cap holds: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// stillHeld reads which of ids a target of broadcast b, in any chunk,
+// holds still, locking their holds: a reservation holding one of them
+// meanwhile waits for this checkpoint, and then reads what it released.
+func stillHeld(ctx context.Context, tx *sql.Tx, b uint64, ids []uint64) (map[uint64]bool, error) {
+	out := map[uint64]bool{}
+	for batch := range slices.Chunk(ids, maxUsersPerStatement) {
+		args := []any{b}
+		for _, id := range batch {
+			args = append(args, id)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT user_id, targets FROM frequency_holds FORCE INDEX (PRIMARY)
+			WHERE broadcast_id = ? AND user_id IN (`+sqldb.InList(len(batch))+`) FOR UPDATE`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read cap holds: %w", err)
+		}
+		for rows.Next() {
+			var id uint64
+			var n int64
+			if err := rows.Scan(&id, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read cap holds: %w", err)
+			}
+			if n > 0 {
+				out[id] = true
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read cap holds: %w", err)
+		}
 	}
 	return out, nil
 }
@@ -255,6 +348,8 @@ func (l *Ledger) Sweep(ctx context.Context, expiredBefore, finishedBefore time.T
 	}{
 		{"expired frequency slots", "DELETE FROM frequency_slots WHERE expires_at < ? LIMIT ?", expiredBefore},
 		{"finished broadcasts' cap answers", `DELETE FROM frequency_users WHERE broadcast_id IN (
+			SELECT id FROM broadcasts WHERE status IN ('completed', 'canceled', 'failed') AND finished_at < ?) LIMIT ?`, finishedBefore},
+		{"finished broadcasts' cap holds", `DELETE FROM frequency_holds WHERE broadcast_id IN (
 			SELECT id FROM broadcasts WHERE status IN ('completed', 'canceled', 'failed') AND finished_at < ?) LIMIT ?`, finishedBefore},
 	} {
 		for {

@@ -111,7 +111,8 @@ func TestTwoRacingBroadcastsGiveEachUserExactlyOne(t *testing.T) {
 		t.Errorf("the emulator got %d of A and %d of B; the broadcasts say %d and %d", got["A"], got["B"], fa.Succeeded, fb.Succeeded)
 	}
 	// Every user has had the day's send: the compose preview says all
-	// would be capped, and a list of three users says three.
+	// would be capped, and a list of three users sent bulk says three (a
+	// transactional one is exempt).
 	for _, c := range []struct {
 		audience map[string]any
 		want     int64
@@ -120,7 +121,7 @@ func TestTwoRacingBroadcastsGiveEachUserExactlyOne(t *testing.T) {
 			Count       int64  `json:"count"`
 			CappedUsers *int64 `json:"capped_users"`
 		}
-		s.Do("POST", "/push/preview", map[string]any{"audience": c.audience}, &preview)
+		s.Do("POST", "/push/preview", map[string]any{"audience": c.audience, "class": "bulk"}, &preview)
 		if preview.CappedUsers == nil || *preview.CappedUsers != c.want {
 			t.Errorf("preview of %v: capped_users %v, want %d", c.audience, preview.CappedUsers, c.want)
 		}
@@ -299,5 +300,51 @@ func TestANamedAudienceTakesItsNamedCap(t *testing.T) {
 		if f.Succeeded != want.succeeded || f.Capped != want.capped || got != want.cap {
 			t.Fatalf("broadcast %d to %v: succeeded %d, capped %d, frequency_cap %q; want %d, %d, %q", i+1, want.audience, f.Succeeded, f.Capped, got, want.succeeded, want.capped, want.cap)
 		}
+	}
+}
+
+// A resend of a resend counts as the root of its chain in the ledger: a
+// user whose first device the original reached, and whose other device
+// failed in the original and in the first resend, gets the second resend
+// on that device, without a second slot (it is the same send). Counted as
+// the first resend instead, the user would be capped: the original holds
+// the day's slot.
+func TestAResendOfAResendCountsAsTheOriginal(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.Engine.FrequencyCap = "1/day"
+		c.Engine.MaxAttempts = 1 // each broadcast one attempt at the flaky device
+	}})
+	s.Emu.RecordMessages()
+	s.MustExec("INSERT INTO users (id) VALUES (1)")
+	s.MustExec("INSERT INTO device_tokens (user_id, token) VALUES (1, 'ok-1'), (1, 'flaky2xinternal-1')")
+	orig := submit(s, map[string]any{"title": "Sale", "body": "today", "audience": map[string]any{"all": true}})
+	parent := s.WaitFinished(orig.ID, time.Minute)
+	if parent.Succeeded != 1 || parent.Failed != 1 {
+		t.Fatalf("original: succeeded %d, failed %d; want ok-1 sent, the flaky device failed", parent.Succeeded, parent.Failed)
+	}
+	for i, want := range []struct{ succeeded, failed int64 }{{0, 1}, {1, 0}} {
+		var r teststack.Broadcast
+		if resp := s.Do("POST", fmt.Sprintf("/push/broadcasts/%d/resend", parent.ID), map[string]any{"codes": []string{"INTERNAL"}}, &r); resp.StatusCode/100 != 2 || r.ID == 0 {
+			t.Fatalf("resend %d of broadcast %d: HTTP %d", i+1, parent.ID, resp.StatusCode)
+		}
+		f := s.WaitFinished(r.ID, time.Minute)
+		checkSums(t, f)
+		if f.Succeeded != want.succeeded || f.Failed != want.failed || f.Capped != 0 {
+			t.Fatalf("resend %d (of broadcast %d): succeeded %d, failed %d, capped %d; want %d, %d, none capped",
+				i+1, parent.ID, f.Succeeded, f.Failed, f.Capped, want.succeeded, want.failed)
+		}
+		parent = f
+	}
+	for tok, want := range map[string]int64{"ok-1": 1, "flaky2xinternal-1": 1} {
+		if c := s.Emu.Counts(tok); c.Accepted != want {
+			t.Errorf("token %s: the emulator accepted %d messages, want %d", tok, c.Accepted, want)
+		}
+	}
+	var slots, answers int
+	if err := s.SQL.QueryRow("SELECT (SELECT COUNT(*) FROM frequency_slots WHERE user_id = 1), (SELECT COUNT(*) FROM frequency_users WHERE user_id = 1)").Scan(&slots, &answers); err != nil {
+		t.Fatal(err)
+	}
+	if slots != 1 || answers != 1 {
+		t.Errorf("user 1 holds %d slots and %d answers; want 1 of each, the original's", slots, answers)
 	}
 }

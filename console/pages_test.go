@@ -56,6 +56,10 @@ func TestConsoleOperatorPages(t *testing.T) {
 		t.Fatalf("held: %d", code)
 	}
 	e.signIn(senderToken)
+	// One app (the environment's, default): no app switcher, no app named.
+	if eval[bool](e, "looking for an app switcher", `!!document.querySelector('#app-switcher') || 'app' in document.body.dataset`) {
+		t.Fatal("a single app shows an app switcher")
+	}
 
 	// Dashboard: the totals and a bar per recent broadcast.
 	var stats struct{ Broadcasts, Succeeded int64 }

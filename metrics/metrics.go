@@ -33,6 +33,7 @@ type Metrics struct {
 	hooksDisabled   *prometheus.CounterVec
 	capped          *prometheus.CounterVec
 	capReleased     *prometheus.CounterVec
+	capExceeded     *prometheus.CounterVec
 }
 
 // New registers pushfan's collectors, the Go runtime and process collectors,
@@ -109,6 +110,10 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_frequency_cap_released_total",
 			Help: "Users whose frequency-cap slot was given back at a checkpoint because none of their devices was sent (canceled, failed for good, dead tokens).",
 		}, []string{"app"}),
+		capExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_frequency_cap_exceeded_total",
+			Help: "Users sent a broadcast past a frequency cap: a device of theirs was sent without its slot, and another broadcast had taken the slot meanwhile. The ledger's holds keep it at 0; anything else is a bug to report.",
+		}, []string{"app"}),
 		rateMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pushfan_rate_members",
 			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
@@ -116,7 +121,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 	}
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
 		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled,
-		m.capped, m.capReleased,
+		m.capped, m.capReleased, m.capExceeded,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
@@ -187,14 +192,18 @@ func (m *App) Retried() { m.retries.Inc() }
 // RateWaited implements fanout.Metrics.
 func (m *App) RateWaited(d time.Duration) { m.rateWait.Add(d.Seconds()) }
 
-// Capped counts targets withheld by a frequency cap, and users released
-// from their reservations, as a checkpoint stored them.
-func (m *Metrics) Capped(app string, capped, released int64) {
+// Capped counts targets withheld by a frequency cap, users released from
+// their reservations, and users sent past a cap, as a checkpoint stored
+// them.
+func (m *Metrics) Capped(app string, capped, released, exceeded int64) {
 	if capped > 0 {
 		m.capped.WithLabelValues(app).Add(float64(capped))
 	}
 	if released > 0 {
 		m.capReleased.WithLabelValues(app).Add(float64(released))
+	}
+	if exceeded > 0 {
+		m.capExceeded.WithLabelValues(app).Add(float64(exceeded))
 	}
 }
 

@@ -105,7 +105,7 @@ func TestARequestNamesAConfiguredApp(t *testing.T) {
 		body map[string]any
 		code string
 	}{
-		{map[string]any{"title": "x", "audience": map[string]any{"all": true}}, "required"},
+		{map[string]any{"title": "x", "audience": map[string]any{"all": true}}, "missing_field"},
 		{map[string]any{"app": "nope", "title": "x", "audience": map[string]any{"all": true}}, "unknown_app"},
 	} {
 		var e teststack.ErrorBody

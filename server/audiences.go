@@ -49,8 +49,44 @@ func (s *Server) listAudiences(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// previewCapFields are the fields of a preview's body, besides its
+// audience, that decide the cap a broadcast would be sent under: as a
+// broadcast request names them.
+type previewCapFields struct {
+	FrequencyCap *bool    `json:"frequency_cap"`
+	Class        string   `json:"class"`
+	MaxRate      *float64 `json:"max_rate"`
+	DeliverOver  string   `json:"deliver_over"`
+	DryRun       bool     `json:"dry_run"`
+}
+
+func (f previewCapFields) query() broadcast.PreviewCap {
+	return broadcast.PreviewCap{FrequencyCap: f.FrequencyCap, Class: f.Class, MaxRate: f.MaxRate, DeliverOver: f.DeliverOver, DryRun: f.DryRun}
+}
+
+// previewBody renders a preview: the cap fields say which cap the count
+// of capped users is under (frequency_cap null, with the source saying
+// why, when none applies, and capped_users null then).
+func previewBody(p broadcast.Preview, out map[string]any) map[string]any {
+	sample := p.Sample
+	if sample == nil {
+		sample = []uint64{}
+	}
+	out["count"], out["sample_user_ids"], out["capped_users"] = p.Count, sample, p.Capped
+	out["frequency_cap"], out["frequency_cap_source"] = nil, p.Cap.Source
+	if p.Cap.Spec != "" {
+		out["frequency_cap"] = p.Cap.Spec
+	}
+	if p.Cap.Name != "" {
+		out["frequency_cap_name"] = p.Cap.Name
+	}
+	return out
+}
+
 // previewAudience counts a named audience and samples its user ids,
-// sending nothing: body {"params": {...}}.
+// sending nothing: body {"params": {...}}, with the fields that decide its
+// cap (frequency_cap, class, max_rate, deliver_over, dry_run) as a
+// broadcast request would name them.
 func (s *Server) previewAudience(c echo.Context) error {
 	a, ok := s.audiences[c.Param("name")]
 	if !ok {
@@ -58,6 +94,7 @@ func (s *Server) previewAudience(c echo.Context) error {
 	}
 	var req struct {
 		Params map[string]any `json:"params"`
+		previewCapFields
 	}
 	if c.Request().ContentLength != 0 {
 		if err := decodeStrict(c.Request().Body, &req); err != nil {
@@ -67,12 +104,15 @@ func (s *Server) previewAudience(c echo.Context) error {
 			}
 		}
 	}
+	// The audience's own app: its tokens, its caps.
+	app := ""
 	for _, ca := range s.cfg.AllAudiences() {
 		if ca.Name == a.Name() {
-			if err := s.mayUseApp(c, s.cfg.AppOf(ca.App)); err != nil {
-				return err
-			}
+			app = s.cfg.AppOf(ca.App)
 		}
+	}
+	if err := s.mayUseApp(c, app); err != nil {
+		return err
 	}
 	bound, err := a.Bind(req.Params)
 	if err != nil {
@@ -80,11 +120,13 @@ func (s *Server) previewAudience(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.DB.Timeout*6)
 	defer cancel()
-	count, sample, err := s.svc.Preview(ctx, bound, previewSample)
+	q := req.query()
+	q.App = app
+	p, err := s.svc.Preview(ctx, bound, q, previewSample)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"audience": a.Name(), "count": count, "sample_user_ids": sample})
+	return c.JSON(http.StatusOK, previewBody(p, map[string]any{"audience": a.Name()}))
 }
 
 // previewSample is how many user ids a preview shows.
@@ -92,12 +134,14 @@ const previewSample = 10
 
 // previewBroadcastAudience counts any audience a broadcast may name (all,
 // user_ids, or a named one with params) and samples its user ids, sending
-// nothing: POST /push/preview {"audience": {...}}. Errors name the field as
-// a broadcast request's would (audience.user_ids, audience.params.x).
+// nothing: POST /push/preview {"audience": {...}}, with the fields that
+// decide its cap. Errors name the field as a broadcast request's would
+// (audience.user_ids, audience.params.x, class).
 func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	var req struct {
 		App      string                  `json:"app"`
 		Audience *broadcast.AudienceSpec `json:"audience"`
+		previewCapFields
 	}
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
@@ -105,16 +149,11 @@ func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	if err := s.mayUseApp(c, req.App); err != nil {
 		return err
 	}
-	count, sample, err := s.svc.PreviewAudience(c.Request().Context(), req.App, req.Audience, previewSample)
+	q := req.query()
+	q.App = req.App
+	p, err := s.svc.PreviewAudience(c.Request().Context(), req.Audience, q, previewSample)
 	if err != nil {
 		return err
 	}
-	if sample == nil {
-		sample = []uint64{}
-	}
-	capped, err := s.svc.PreviewCapped(c.Request().Context(), req.App, req.Audience)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"count": count, "sample_user_ids": sample, "capped_users": capped})
+	return c.JSON(http.StatusOK, previewBody(p, map[string]any{}))
 }

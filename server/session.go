@@ -50,11 +50,13 @@ type sessionView struct {
 	Role      string     `json:"role,omitempty"`
 	CSRFToken string     `json:"csrf_token,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Apps are the apps the token is limited to (absent: every app).
+	Apps []string `json:"apps,omitempty"`
 }
 
 func viewSession(t *config.AdminToken, sess *model.Session) sessionView {
 	exp := sess.ExpiresAt.UTC()
-	return sessionView{SignedIn: true, Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: &exp}
+	return sessionView{SignedIn: true, Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: &exp, Apps: t.Apps}
 }
 
 // randomToken is 32 random bytes, base64url without padding (43 chars).

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,23 +12,26 @@ import (
 	"pushfan/broadcast/instance"
 	"pushfan/caps"
 	"pushfan/fanout"
+	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
 )
 
 // capRun is one chunk run's frequency caps: the set its broadcast is sent
-// under, the broadcast it counts as in the ledger, and its users' zones.
+// under, the broadcast it counts as in the ledger, the chunk run its
+// reservations hold answers for, and its users' zones.
 type capRun struct {
-	s     *Runner
-	store *repository.Store // the app's: its users' zones
-	key   uint64
-	set   caps.Set
-	zones zoneCache
+	s      *Runner
+	store  *repository.Store // the app's: its users' zones
+	key    uint64
+	holder caps.Holder
+	set    caps.Set
+	zones  zoneCache
 }
 
-// capsOf returns b's caps for a chunk run: nil when b is sent under none
+// capsOf returns b's caps for chunk run c: nil when b is sent under none
 // (none recorded on it, a dry run, or no ledger here).
-func (s *Runner) capsOf(app *instance.App, b *model.Broadcast) (*capRun, error) {
+func (s *Runner) capsOf(ctx context.Context, app *instance.App, b *model.Broadcast, c *lease.Claim) (*capRun, error) {
 	if b.FrequencyCap == "" || b.DryRun || s.opt.Ledger == nil {
 		return nil, nil
 	}
@@ -35,18 +39,47 @@ func (s *Runner) capsOf(app *instance.App, b *model.Broadcast) (*capRun, error) 
 	if err != nil {
 		return nil, fmt.Errorf("broadcast %d: %w", b.ID, err)
 	}
-	return &capRun{s: s, store: app.Store, key: capKey(b), set: set.ForApp(b.App), zones: zoneCache{def: s.opt.DefaultZone}}, nil
+	key, err := s.capKey(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return &capRun{s: s, store: app.Store, key: key, holder: caps.Holder{Chunk: c.Seq, Epoch: c.Epoch}, set: set.ForApp(b.App), zones: zoneCache{def: s.opt.DefaultZone}}, nil
 }
 
+// maxResendDepth bounds the walk up a chain of resends (a chain is as
+// long as an operator resent resends; the bound only stops a cycle that
+// bad data could make).
+const maxResendDepth = 64
+
 // capKey is the broadcast b counts as in the ledger: itself, or for a
-// resend its original, so that a user the original was sent to (on
-// another device) is sent the resend too, and counts the two as one
-// send; a user the original released reserves afresh.
-func capKey(b *model.Broadcast) uint64 {
-	if b.Trigger == "resend" && b.ParentID != 0 {
-		return b.ParentID
+// resend the root of its chain (the original a resend of a resend of …
+// went over), so that a user the original was sent to (on another
+// device) is sent every resend too, and counts them all as one send; a
+// user the original released reserves afresh. An original that retention
+// deleted ends the walk at the oldest broadcast still stored.
+func (s *Runner) capKey(ctx context.Context, b *model.Broadcast) (uint64, error) {
+	cur := b
+	for range maxResendDepth {
+		if cur.Trigger != "resend" || cur.ParentID == 0 {
+			break
+		}
+		var parent *model.Broadcast
+		err := s.in.RetryDB(ctx, "reading a resend's original", func(ctx context.Context) (err error) {
+			parent, err = s.store.GetBroadcast(ctx, cur.ParentID)
+			if errors.Is(err, repository.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("broadcast %d: the root of its resends: %w", b.ID, err)
+		}
+		if parent == nil {
+			return cur.ParentID, nil
+		}
+		cur = parent
 	}
-	return b.ID
+	return cur.ID, nil
 }
 
 // job is the engine's Job.Cap (nil without caps): each page's users are
@@ -67,13 +100,19 @@ func (c *capRun) job() func(context.Context, []fanout.Target) ([]bool, error) {
 		if err != nil {
 			return nil, err
 		}
+		targets := make(map[uint64]int, len(ids))
+		for _, t := range page {
+			targets[t.UserID]++
+		}
 		users := make([]caps.User, len(ids))
 		for i, id := range ids {
-			users[i] = caps.User{ID: id, Zone: locs[id]}
+			users[i] = caps.User{ID: id, Zone: locs[id], Targets: targets[id]}
 		}
+		h := c.holder
+		h.Upto = page[len(page)-1].Cursor
 		rctx, cancel := context.WithTimeout(ctx, c.s.in.DBTimeout)
 		defer cancel()
-		capped, err := c.s.opt.Ledger.Reserve(rctx, c.key, c.set, users, c.s.in.Now())
+		capped, err := c.s.opt.Ledger.Reserve(rctx, c.key, h, c.set, users, c.s.in.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +145,7 @@ func (c *capRun) zonesOf(ctx context.Context, ids []uint64) (map[uint64]*time.Lo
 // settle settles a checkpoint's users in its transaction tx.
 func (c *capRun) settle(ctx context.Context, tx *sql.Tx, sent, unsent []uint64) (caps.Settled, error) {
 	return c.s.opt.Ledger.Settle(ctx, tx, caps.Settlement{
-		B: c.key, Set: c.set, Sent: sent, Unsent: unsent, Zones: c.zonesOf, Now: c.s.in.Now(),
+		B: c.key, Holder: c.holder, Set: c.set, Sent: sent, Unsent: unsent, Zones: c.zonesOf, Now: c.s.in.Now(),
 	})
 }
 

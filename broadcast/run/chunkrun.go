@@ -87,7 +87,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 		src, err = s.source(app, b, c)
 	}
 	if err == nil {
-		r.caps, err = s.capsOf(app, b)
+		r.caps, err = s.capsOf(ctx, app, b, c)
 	}
 	var personalize fanout.Personalizer
 	var variants *fanout.Variants
@@ -219,9 +219,9 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
 		r.s.opt.Metrics.Committed(r.b.App, cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
-		r.s.opt.Metrics.Capped(r.b.App, cp.Capped, r.settled.Released)
+		r.s.opt.Metrics.Capped(r.b.App, cp.Capped, r.settled.Released, r.settled.Over)
 		if r.settled.Over > 0 {
-			r.log.WarnContext(ctx, "users sent past the frequency cap: their slot was given back (no device sent yet), then a device already in flight was sent, and another broadcast had taken the slot meanwhile",
+			r.log.ErrorContext(ctx, "users sent past the frequency cap: a device was sent without its slot, and another broadcast had taken the slot meanwhile (pushfan_frequency_cap_exceeded_total)",
 				"users", r.settled.Over, "retaken", r.settled.Retaken)
 		}
 		r.settled = caps.Settled{}

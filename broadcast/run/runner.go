@@ -64,9 +64,10 @@ type Options struct {
 type Metrics interface {
 	// Committed, Capped and BroadcastFinished count by app (docs/apps.md).
 	Committed(app string, succeeded, canceled int64, failed map[string]int64, invalidated int64)
-	// Capped counts targets withheld by a frequency cap, and users whose
-	// reservation was released (their send did not happen).
-	Capped(app string, capped, released int64)
+	// Capped counts targets withheld by a frequency cap, users whose
+	// reservation was released (their send did not happen), and users
+	// sent past a cap (caps.Settled.Over).
+	Capped(app string, capped, released, exceeded int64)
 	BroadcastFinished(app, status, trigger string, took time.Duration)
 	ChunkClaimed(takeover bool)
 	CheckpointFailed()
@@ -78,7 +79,7 @@ type Metrics interface {
 type noMetrics struct{}
 
 func (noMetrics) Committed(string, int64, int64, map[string]int64, int64) {}
-func (noMetrics) Capped(string, int64, int64)                             {}
+func (noMetrics) Capped(string, int64, int64, int64)                      {}
 func (noMetrics) BroadcastFinished(string, string, string, time.Duration) {}
 func (noMetrics) ChunkClaimed(bool)                                       {}
 func (noMetrics) CheckpointFailed()                                       {}

@@ -66,7 +66,7 @@ func (b *bench) runCaps(ctx context.Context, rep *report) error {
 			if with {
 				// A new day for every user before the next capped run (serve
 				// made the tables: it migrates at start).
-				for _, t := range []string{"frequency_slots", "frequency_users"} {
+				for _, t := range []string{"frequency_slots", "frequency_users", "frequency_holds"} {
 					if _, err := conn.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 						return fmt.Errorf("emptying %s: %w", t, err)
 					}

@@ -8,6 +8,7 @@
 
 import {api, getSession, setSession, onUnauthorized, del} from './api.js';
 import {h, showPageError, closeDialog, fill, add} from './dom.js';
+import * as apps from './apps.js';
 import * as signin from './signin.js';
 import * as dashboard from './dashboard.js';
 import * as broadcasts from './broadcasts.js';
@@ -40,7 +41,7 @@ const NAV = [
   ['#/cron', 'Cron'],
   ['#/audiences', 'Audiences'],
   ['#/cluster', 'Cluster'],
-  ['#/webhooks', 'Webhooks'],
+  ['#/webhooks', 'Webhooks', null, 'every-app'],
 ];
 
 let active = null; // the page on screen: {controller, cleanups}
@@ -169,21 +170,41 @@ function renderHeader() {
     return;
   }
   document.body.dataset.role = s.role;
-  fill(nav, ...NAV.filter(([, , role]) => !role || role === s.role)
+  // A token limited to some apps (s.apps) has no page that serves every
+  // app: the webhooks answer it 403.
+  fill(nav, ...NAV.filter(([, , role, scope]) => (!role || role === s.role) && !(scope === 'every-app' && s.apps))
     .map(([href, label]) => h('a', {href}, label)));
-  fill(account, 
+  fill(account,
+    appSwitcher(),
     h('span', {id: 'whoami', class: 'whoami'}, h('span', {class: 'whoami-name'}, s.name), ' ',
       h('span', {class: ['role', 'role-' + s.role]}, s.role)),
     h('button', {type: 'button', id: 'signout', class: 'btn btn-small', on: {click: signOut}}, 'Sign out'));
 }
 
+// The app switcher: only when the token may use more than one app
+// (apps.js). Choosing one shows the page again, filtered by it.
+function appSwitcher() {
+  if (!apps.several()) return null;
+  const select = h('select', {id: 'app-switcher', value: apps.current(), on: {change: (ev) => {
+    apps.choose(ev.target.value);
+    document.body.dataset.app = apps.current();
+    route();
+  }}}, apps.list().map((a) => h('option', {value: a.name, title: a.project_id}, a.name)));
+  return h('span', {class: 'app-switch'}, h('label', {for: 'app-switcher'}, 'App'), select);
+}
+
 function applySession(s) {
   setSession(s);
+  if (!s) apps.clear();
+  if (apps.several()) document.body.dataset.app = apps.current();
+  else delete document.body.dataset.app;
   renderHeader();
   armExpiry();
 }
 
-function signedIn(s, next) {
+async function signedIn(s, next) {
+  setSession(s);
+  await apps.load();
   applySession(s);
   location.hash = safeNext(next);
 }
@@ -254,6 +275,10 @@ async function boot() {
     // signed_in false (a 200, so that a signed-out load logs no error):
     // no session; the router shows the sign-in page.
     const s = await api('GET', '/console/api/session', undefined, {handle401: false});
+    if (s.signed_in) {
+      setSession(s);
+      await apps.load();
+    }
     applySession(s.signed_in ? s : null);
   } catch (err) {
     if (err.status !== 401) {

@@ -1,11 +1,13 @@
 // Audiences: the built-in ones and the named ones the server was
-// configured with (their typed parameters and template variables). A
+// configured with (their typed parameters and template variables; the
+// chosen app's, when there are several). A
 // sender can count a named audience with given parameters (a POST, so not
 // for viewers).
 
 import {get, post} from './api.js';
 import {h, table, emptyRow, field, isQuiet, fill, add} from './dom.js';
 import {num, parseParam, paramHint} from './format.js';
+import * as apps from './apps.js';
 
 const BUILT_IN = {
   all: 'Every user with a valid device token: {"all": true}.',
@@ -21,9 +23,12 @@ export async function render(ctx) {
     h('h2', {id: 'builtin-h'}, 'Built in'),
     h('dl', {class: 'deflist'}, (list.built_in || []).map((n) => [h('dt', null, h('code', null, n)), h('dd', null, BUILT_IN[n] || '')]))));
 
-  const named = list.named || [];
+  const named = (list.named || []).filter(apps.mine);
   add(root, h('h2', null, 'Named'));
-  if (!named.length) add(root, h('p', {class: 'muted'}, 'No named audiences are configured.'));
+  if (!named.length) {
+    add(root, h('p', {class: 'muted'}, apps.several()
+      ? `No named audiences are configured for the app ${apps.current()}.` : 'No named audiences are configured.'));
+  }
   named.forEach((a, i) => add(root, namedCard(a, i, session.role === 'sender', signal)));
 }
 

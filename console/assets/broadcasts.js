@@ -1,10 +1,12 @@
-// Broadcasts list: filters by status and trigger, keyset paging. The API
+// Broadcasts list: filters by status and trigger (and the app the header
+// has chosen, when there are several), keyset paging. The API
 // pages from the newest down: "Older" passes next_cursor, "Newest" starts
 // over (a cursor only leads one way, so there is no "Newer").
 
 import {get, qs} from './api.js';
 import {h, badge, table, emptyRow, showPageError, clearPageError, fill, add} from './dom.js';
 import {num, timeEl} from './format.js';
+import * as apps from './apps.js';
 
 export const STATUSES = ['held', 'scheduled', 'planning', 'queued', 'running', 'completed', 'canceled', 'failed'];
 export const TRIGGERS = ['api', 'schedule', 'cron', 'resend'];
@@ -48,7 +50,7 @@ export async function render(ctx) {
     tbl.setAttribute('aria-busy', 'true');
     older.disabled = newest.disabled = true;
     try {
-      const page = await get('/push/broadcasts' + qs({status: state.status, trigger: state.trigger, limit: PAGE, cursor: state.cursor}), {signal});
+      const page = await get('/push/broadcasts' + qs({app: apps.current(), status: state.status, trigger: state.trigger, limit: PAGE, cursor: state.cursor}), {signal});
       if (seq !== state.seq) return;
       clearPageError();
       state.next = page.next_cursor || null;

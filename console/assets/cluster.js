@@ -1,7 +1,9 @@
 // The cluster: the shared send budget, each instance's share of it and
-// the chunks being sent now. Refreshed every 2 s while on screen.
+// the chunks being sent now. Refreshed every 2 s while on screen. Each
+// app's project has its own budget: the page shows the chosen app's.
 
-import {get} from './api.js';
+import {get, qs} from './api.js';
+import * as apps from './apps.js';
 import {h, table, emptyRow, showPageError, clearPageError, isQuiet, fill, add} from './dom.js';
 import {num, perSecond, timeEl, percent} from './format.js';
 
@@ -15,7 +17,7 @@ export async function render(ctx) {
   const chunks = h('div');
   const stamp = h('p', {class: 'muted', 'aria-live': 'off'});
   add(root, 
-    h('section', {class: 'card', 'aria-labelledby': 'budget-h'}, h('h2', {id: 'budget-h'}, 'Budget'), summary, stamp),
+    h('section', {class: 'card', 'aria-labelledby': 'budget-h'}, h('h2', {id: 'budget-h'}, apps.several() ? `Budget of the app ${apps.current()}` : 'Budget'), summary, stamp),
     h('section', {class: 'card', 'aria-labelledby': 'members-h'}, h('h2', {id: 'members-h'}, 'Members'), members),
     h('section', {class: 'card', 'aria-labelledby': 'chunks-h'}, h('h2', {id: 'chunks-h'}, 'Running chunks'), chunks));
 
@@ -40,7 +42,7 @@ export async function render(ctx) {
   ctx.cleanup(() => clearTimeout(timer));
   async function refresh() {
     try {
-      draw(await get('/push/cluster', {signal}));
+      draw(await get('/push/cluster' + qs({app: apps.current()}), {signal}));
       clearPageError();
     } catch (err) {
       if (signal.aborted || err.status === 401) return;

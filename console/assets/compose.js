@@ -3,13 +3,16 @@
 // The form maps one to one onto the body of POST /push/broadcast; while
 // the user types, the audience is counted (debounced, stale requests
 // aborted) and the notification is drawn on a phone. A test send goes to
-// a few user ids with the same message fields.
+// a few user ids with the same message fields. With several apps, all of
+// it is in the app the header has chosen: the broadcast, the test send and
+// the preview name it, and only its named audiences are offered.
 
 import {get, post} from './api.js';
 import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
 import {num, parseIds, parseParam, paramHint, localInputToRFC3339, isoToLocalInput, localValue} from './format.js';
 import {createFieldErrors, inputTarget, splitPath} from './fielderrors.js';
 import {createPhone} from './phone.js';
+import * as apps from './apps.js';
 
 const PLATFORMS = [
   ['android', 'Android', '{"priority": "high", "ttl": "3600s"}'],
@@ -38,8 +41,15 @@ export async function render(ctx) {
     fromId ? get(`/push/broadcasts/${encodeURIComponent(fromId)}`, {signal}) : Promise.resolve(null),
   ]);
   if (signal.aborted) return;
-  const named = audRes.status === 'fulfilled' ? audRes.value.named || [] : [];
+  const named = audRes.status === 'fulfilled' ? (audRes.value.named || []).filter(apps.mine) : [];
 
+  const app = apps.current();
+  if (apps.several()) {
+    const a = apps.list().find((x) => x.name === app);
+    add(root, h('p', {id: 'compose-app', class: 'alert alert-info', 'data-app': app},
+      'Sending in the app ', h('strong', null, app), a?.project_id ? ` (Firebase project ${a.project_id})` : '',
+      '. Switch apps in the header to send in another.'));
+  }
   const form = buildForm(ctx, named);
   add(root, form.el);
   if (audRes.status === 'rejected') showPageError(root, new Error('Named audiences could not be loaded: ' + audRes.reason.message));
@@ -200,7 +210,10 @@ function buildForm(ctx, namedAudiences) {
   const previewCount = h('strong', {id: 'preview-count'}, '…');
   const previewSample = h('span', {id: 'preview-sample', class: 'mono'}, '—');
   const previewError = h('p', {id: 'preview-error', class: 'error-text', hidden: true});
-  // The frequency cap: users it would withhold now (null: no cap set).
+  // The frequency cap the broadcast would take (the audience's named cap,
+  // the default, or why none applies), and the users it would withhold now
+  // (null: no cap applies).
+  const previewCap = h('p', {id: 'preview-cap', class: 'muted', hidden: true});
   const previewCapped = h('p', {id: 'preview-capped', class: 'muted', hidden: true});
   const kindErrors = h('div', {class: 'kind-errors'});
   const audienceBox = h('fieldset', {class: 'card', id: 'f-audience'},
@@ -214,6 +227,7 @@ function buildForm(ctx, namedAudiences) {
     h('div', {class: 'preview-box', 'aria-live': 'polite'},
       h('p', null, 'Targets: ', previewCount, ' device tokens'),
       h('p', null, 'Sample user ids: ', previewSample),
+      previewCap,
       previewCapped,
       previewError));
 
@@ -475,6 +489,7 @@ function buildForm(ctx, namedAudiences) {
     errs.clearAll();
     const errors = [];
     const req = {...message(errors), audience: audience(errors), ...delivery(errors)};
+    if (apps.current()) req.app = apps.current();
     if (errors.length) {
       errors.forEach(([f, m]) => errs.show(f, m));
       errs.focusFirst();
@@ -517,6 +532,7 @@ function buildForm(ctx, namedAudiences) {
       return;
     }
     req.user_ids = ids;
+    if (apps.current()) req.app = apps.current();
     if (phoneLocale.value) req.locale = phoneLocale.value; // the variant on the phone
     testSend.disabled = true;
     fill(testOut, h('p', {class: 'muted'}, 'Sending…'));
@@ -537,7 +553,25 @@ function buildForm(ctx, namedAudiences) {
   let previewCtl = null;
   ctx.cleanup(() => previewCtl?.abort());
 
-  function setPreview(count, sample, error, capped) {
+  // capLabel says which cap a broadcast would take, as the preview
+  // answered it; '' when the deployment has none at all.
+  function capLabel(r) {
+    if (!r) return '';
+    switch (r.frequency_cap_source) {
+      case 'named': return `Cap ${r.frequency_cap} (named: ${r.frequency_cap_name})`;
+      case 'default': return `Cap ${r.frequency_cap} (default)`;
+      case 'off': return 'No cap: off for this audience';
+      case 'bypass': return 'No cap: sent past the cap';
+      case 'transactional': return 'No cap: transactional broadcasts are exempt';
+      case 'dry_run': return 'No cap: a dry run';
+      default: return '';
+    }
+  }
+
+  function setPreview(count, sample, error, capped, r) {
+    const cap = capLabel(r);
+    previewCap.hidden = !cap;
+    previewCap.textContent = cap;
     previewCapped.hidden = capped == null;
     previewCapped.textContent = capped == null ? '' : `${num(capped)} ${capped === 1 ? 'user' : 'users'} would be capped`;
     previewCount.textContent = count;
@@ -553,6 +587,23 @@ function buildForm(ctx, namedAudiences) {
     previewTimer = later(runPreview, DEBOUNCE);
   }
 
+  // The fields of the form that decide the broadcast's cap (its class, a
+  // bypass, a dry run), sent with the preview so that its capped count is
+  // under the cap the broadcast would take. Pacing fields go only when
+  // they read as the send would take them: a half-typed one must not
+  // blank the preview.
+  function capFields() {
+    const d = {};
+    if (klass.value) d.class = klass.value;
+    const r = Number(maxRate.value);
+    if (maxRate.value !== '' && !maxRate.validity.badInput && Number.isFinite(r) && r > 0) d.max_rate = r;
+    const over = deliverOver.value.trim();
+    if (/^(\d+(\.\d+)?(h|m|s|ms))+$/.test(over)) d.deliver_over = over;
+    if (dryRun.checked) d.dry_run = true;
+    if (pastCap.checked) d.frequency_cap = false;
+    return d;
+  }
+
   async function runPreview() {
     const errors = [];
     const aud = audience(errors);
@@ -564,10 +615,10 @@ function buildForm(ctx, namedAudiences) {
     previewCtl = ctl;
     try {
       const r = aud.name
-        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}}, {signal: ctl.signal})
-        : await post('/push/preview', {audience: aud}, {signal: ctl.signal});
+        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capFields()}, {signal: ctl.signal})
+        : await post('/push/preview', apps.current() ? {audience: aud, app: apps.current(), ...capFields()} : {audience: aud, ...capFields()}, {signal: ctl.signal});
       if (ctl !== previewCtl) return;
-      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users);
+      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users, r);
     } catch (err) {
       if (ctl !== previewCtl || isQuiet(err)) return;
       setPreview('—', [], err.message);
@@ -610,7 +661,7 @@ function buildForm(ctx, namedAudiences) {
     if (t.dataset?.param) setKind('named');
     if (t === sendAt) setDelivery('at');
     if (t === sendAtLocal) setDelivery('local');
-    if (t === userIds || t.dataset?.param) schedulePreview();
+    if (t === userIds || t.dataset?.param || t === maxRate || t === deliverOver) schedulePreview();
     if (t === image) {
       cancel(imageTimer);
       imageTimer = later(() => {
@@ -635,6 +686,8 @@ function buildForm(ctx, namedAudiences) {
     if (t.name === 'delivery') markDelivery();
     if (t === phoneLocale) updatePhone();
     if (t.name === 'delivery' || t === hold || t === dryRun) updateLabel();
+    // The cap the broadcast would take, and so its capped count.
+    if (t === klass || t === pastCap || t === dryRun) schedulePreview();
   });
 
   // ---- Duplicate as new -----------------------------------------------
@@ -650,6 +703,9 @@ function buildForm(ctx, namedAudiences) {
       if (m[key] != null) platform[key].value = JSON.stringify(m[key], null, 2);
     }
     const notes = [`Prefilled from broadcast #${b.id}. Nothing is sent until you press the button below.`];
+    if (apps.several() && b.app && b.app !== apps.current()) {
+      notes.push(`It was sent in the app ${b.app}; this one goes to the app ${apps.current()}. Switch apps in the header to send it in ${b.app}.`);
+    }
     const a = b.audience || {};
     if (a.all) setKind('all');
     else if (a.user_ids) {

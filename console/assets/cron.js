@@ -1,14 +1,17 @@
 // Cron jobs as configured, with their next fires and the last one (a link
-// to the broadcast it made, or "skipped").
+// to the broadcast it made, or "skipped"): the chosen app's, when there
+// are several.
 
 import {get} from './api.js';
 import {h, badge, table, emptyRow, add} from './dom.js';
 import {timeEl} from './format.js';
+import * as apps from './apps.js';
 
 export async function render(ctx) {
   const {root, signal} = ctx;
   add(root, h('h1', {tabindex: '-1'}, 'Cron'));
-  const {jobs = []} = await get('/push/cron', {signal});
+  const {jobs: all = []} = await get('/push/cron', {signal});
+  const jobs = all.filter(apps.mine);
 
   const rows = jobs.map((j) => h('tr', {'data-job': j.name},
     h('th', {scope: 'row'}, j.name),
@@ -23,7 +26,7 @@ export async function render(ctx) {
 
   add(root, h('div', {class: 'card'},
     table({id: 'cron-jobs'}, ['Job', 'Schedule', 'Zone', 'Enabled', 'Catch-up', 'Next fires', 'Last fire'],
-      rows.length ? rows : emptyRow(7, 'No cron jobs are configured.'))));
+      rows.length ? rows : emptyRow(7, apps.several() ? `No cron jobs are configured for the app ${apps.current()}.` : 'No cron jobs are configured.'))));
 }
 
 function lastFire(f) {

@@ -1,7 +1,9 @@
 // Dashboard: the all-time totals from /push/stats, and the success and open
-// rates of the last 20 real (not dry-run) broadcasts.
+// rates of the last 20 real (not dry-run) broadcasts; of the chosen app
+// when there are several.
 
-import {get} from './api.js';
+import {get, qs} from './api.js';
+import * as apps from './apps.js';
 import {h, s, table, emptyRow, showPageError, isQuiet, add} from './dom.js';
 import {num, percent} from './format.js';
 import {barChart} from './chart.js';
@@ -12,8 +14,8 @@ export async function render(ctx) {
 
   // Both at once; each part shows what it got, a failure only its own box.
   const [stats, page] = await Promise.allSettled([
-    get('/push/stats', {signal}),
-    get('/push/broadcasts?limit=50', {signal}),
+    get('/push/stats' + qs({app: apps.current()}), {signal}),
+    get('/push/broadcasts' + qs({limit: 50, app: apps.current()}), {signal}),
   ]);
   if (signal.aborted) return;
 

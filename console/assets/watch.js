@@ -4,7 +4,8 @@
 // a second with the broadcast and the last ~120 one-second samples); if
 // the stream fails the page polls every 2 s instead. The failures table
 // reloads when `failed` changes, at most every 3 s. Actions are rendered
-// only for senders and only while the status allows them.
+// only for senders and only while the status allows them. With several
+// apps, the page names the broadcast's app.
 
 import {get, post, qs} from './api.js';
 import {h, s, badge, table, emptyRow, showPageError, clearPageError, isQuiet, confirmDialog, defList, fill, add} from './dom.js';
@@ -14,6 +15,7 @@ import {testReport} from './compose.js';
 import {headline} from './broadcasts.js';
 import {engagementCard} from './engagement.js';
 import {broadcastDeliveries} from './webhooks.js';
+import * as apps from './apps.js';
 
 // What POST .../resend resends by default (the transient codes).
 const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETWORK_ERROR'];
@@ -117,7 +119,7 @@ export async function render(ctx) {
     status.textContent = b.status;
     status.className = 'badge badge-' + b.status;
     dryTag.hidden = !b.dry_run;
-    subtitle.textContent = `${b.trigger}${b.created_by ? ' by ' + b.created_by : ''} · ${headline(b)}`;
+    subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${b.trigger}${b.created_by ? ' by ' + b.created_by : ''} · ${headline(b)}`;
 
     planning.hidden = Boolean(b.planned_at) || isFinal(b.status) || b.status === 'held' || b.status === 'scheduled';
     const waiting = b.waiting || 0;
@@ -477,6 +479,7 @@ function detailsView(b) {
   return [h('h2', {id: 'details-h'}, 'Details'),
     b.error ? h('p', {class: 'alert'}, b.error) : null,
     defList([
+      ['App', apps.several() && b.app ? h('span', {id: 'broadcast-app', 'data-app': b.app}, b.app) : null],
       ['Trigger', b.job_name ? `${b.trigger} (job ${b.job_name})` : b.trigger],
       ['Created by', b.created_by],
       ['Audience', audienceText(b.audience)],

@@ -16,9 +16,9 @@ func TestContractCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const broadcast = `{"id":1,"status":"completed","dry_run":false,"targeted":2,"succeeded":2,"failed":0,"canceled":0,"capped":0,"frequency_cap":null,` +
+	const broadcast = `{"id":1,"status":"completed","app":"default","dry_run":false,"targeted":2,"succeeded":2,"failed":0,"canceled":0,"capped":0,"frequency_cap":null,` +
 		`"errors":{},"invalidated_tokens":0,"writeback_failures":0,"error":null,"message":{"title":"x"},"audience":{"all":true},"trigger":"api",` +
-		`"app":"default","created_at":"2026-01-01T00:00:00Z","planned_at":"2026-01-01T00:00:00Z","started_at":"2026-01-01T00:00:00.5Z","finished_at":"2026-01-01T00:00:01Z",` +
+		`"created_at":"2026-01-01T00:00:00Z","planned_at":"2026-01-01T00:00:00Z","started_at":"2026-01-01T00:00:00.5Z","finished_at":"2026-01-01T00:00:01Z",` +
 		`"duration_ms":500,"class":"bulk","max_rate":null,"deliver_over":null}`
 	const badRequest = `{"error":{"code":"unknown_field","message":"unknown field \"nope\"","field":"nope"}}`
 	for _, tc := range []struct {
@@ -49,6 +49,19 @@ func TestContractCheck(t *testing.T) {
 			respBody: `{"error":{"code":"rate_limited","message":"m"}}`, wantInMismatch: "Retry-After"},
 		{name: "an undocumented status", method: "GET", path: "/push/stats", token: "t", status: 418, respBody: `{"error":{"code":"teapot","message":"m"}}`, wantInMismatch: "status is not supported"},
 		{name: "an error body of the wrong shape", method: "GET", path: "/push/broadcasts/9", token: "t", status: 404, respBody: `{"error":"not found"}`, wantInMismatch: "/push/broadcasts/9"},
+		{name: "a broadcast without its app", method: "GET", path: "/push/broadcasts/1", token: "t", status: 200,
+			respBody: strings.Replace(broadcast, `"app":"default",`, "", 1), wantInMismatch: `property "app" is missing`},
+		{name: "a broadcast request naming its app", method: "POST", path: "/push/broadcast", token: "t", body: `{"title":"x","app":"partner","audience":{"all":true}}`,
+			status: 200, respBody: strings.Replace(broadcast, `"default"`, `"partner"`, 1)},
+		{name: "an app name outside the pattern accepted", method: "POST", path: "/push/broadcast", token: "t", body: `{"title":"x","app":"Partner!","audience":{"all":true}}`,
+			status: 200, respBody: broadcast, wantInMismatch: "the document says the request is invalid"},
+		{name: "a list filtered by app", method: "GET", path: "/push/broadcasts?app=partner", token: "t", status: 200, respBody: `{"broadcasts":[` + broadcast + `],"next_cursor":null}`},
+		{name: "an app outside the token's refused", method: "GET", path: "/push/stats?app=partner", token: "t", status: 403,
+			respBody: `{"error":{"code":"forbidden_app","message":"m","field":"app"}}`},
+		{name: "the apps", method: "GET", path: "/push/apps", token: "t", status: 200,
+			respBody: `{"apps":[{"name":"consumer","project_id":"acme-consumer","rate_limit":9900}]}`},
+		{name: "an app without its project", method: "GET", path: "/push/apps", token: "t", status: 200,
+			respBody: `{"apps":[{"name":"consumer","rate_limit":9900}]}`, wantInMismatch: `property "project_id" is missing`},
 		{name: "an undocumented route refused", method: "GET", path: "/nope", status: 404, respBody: `{"error":{"code":"route_not_found","message":"no such route: GET /nope"}}`},
 		{name: "an undocumented route answered", method: "GET", path: "/nope", status: 200, respBody: `{}`, wantInMismatch: "is not in the document"},
 	} {

@@ -89,6 +89,10 @@ type Options struct {
 	// Prepare runs on the fresh database before any instance starts (e.g.
 	// to create the tables a named audience reads).
 	Prepare func(s *Stack)
+	// EmulatorWrap, if set, wraps the emulator's handler: a test that
+	// must hold one send in flight at a moment it chooses puts a gate in
+	// front of it.
+	EmulatorWrap func(http.Handler) http.Handler
 	// NoContract turns off validating the exchanges against the OpenAPI
 	// document, which is on by default. Only for a test of something the
 	// document cannot describe.
@@ -108,7 +112,11 @@ func New(t testing.TB, o Options) *Stack {
 	tdb := testdb.New(t)
 	store, dsn := tdb.Store, tdb.DSN
 	emu := fcmemu.New(o.Emulator, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	emuSrv := httptest.NewUnstartedServer(emu.Handler())
+	var emuHandler http.Handler = emu.Handler()
+	if o.EmulatorWrap != nil {
+		emuHandler = o.EmulatorWrap(emuHandler)
+	}
+	emuSrv := httptest.NewUnstartedServer(emuHandler)
 	var caFile string
 	if o.EmulatorTLS {
 		emuSrv.EnableHTTP2 = true
