@@ -144,7 +144,7 @@ func TestAUserReleasedInOneChunkIsNotSentPastTheCapFromAnother(t *testing.T) {
 	if slots != 1 {
 		t.Errorf("user 1 holds %d live slots of A, want 1", slots)
 	}
-	if v, ok := metric(t, s, "pushfan_frequency_cap_exceeded_total"); !ok || v != 0 {
+	if v, ok := metric(t, s, `pushfan_frequency_cap_exceeded_total{app="default"}`); !ok || v != 0 {
 		t.Errorf("pushfan_frequency_cap_exceeded_total %v (exposed: %v), want 0", v, ok)
 	}
 }

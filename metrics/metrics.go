@@ -150,6 +150,12 @@ type App struct {
 
 // ForApp returns app's sending metrics.
 func (m *Metrics) ForApp(app string) *App {
+	// The app's outcome series exist from the start, at 0: an alert on the
+	// exceeded cap (or a rate of capped sends) sees a series before the
+	// first event.
+	m.capped.WithLabelValues(app)
+	m.capReleased.WithLabelValues(app)
+	m.capExceeded.WithLabelValues(app)
 	return &App{
 		sendAttempts: m.sendAttempts.MustCurryWith(prometheus.Labels{"app": app}),
 		sendOK:       m.sendAttempts.WithLabelValues(app, classSuccess, "OK"),
