@@ -93,7 +93,7 @@ func TestPausedHolderCountsItsSendsAfterACancel(t *testing.T) {
 }
 
 type countsRow struct {
-	status                                       string
+	status                                        string
 	targeted, succeeded, failed, canceled, capped int64
 }
 

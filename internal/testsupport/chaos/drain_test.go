@@ -14,7 +14,7 @@ func drain(ctx context.Context, s *stack, r *run, l *load, c *checker) {
 		return
 	}
 	var left int64
-	if err := s.db.QueryRow("SELECT COALESCE(SUM(targeted - succeeded - failed - canceled), 0) FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed')").Scan(&left); err != nil {
+	if err := s.db.QueryRow("SELECT COALESCE(SUM(targeted - succeeded - failed - canceled - capped), 0) FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed')").Scan(&left); err != nil {
 		r.violate(0, fmt.Sprintf("drain: %v", err))
 		return
 	}
@@ -39,6 +39,16 @@ func drain(ctx context.Context, s *stack, r *run, l *load, c *checker) {
 		r.violate(0, "drain: webhook events still undelivered 2 minutes after every broadcast was final")
 		return
 	}
+	// A stalled holder whose chunk a cancel closed reports what it sent
+	// when it resumes; one that was killed never does.
+	if !waitFor(ctx, c.lateHolderWait()+10*time.Second, func() bool {
+		var n int
+		return s.db.QueryRow("SELECT COUNT(*) FROM late_holders WHERE closed_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND",
+			c.lateHolderWait().Microseconds()).Scan(&n) == nil && n == 0
+	}) {
+		r.violate(0, fmt.Sprintf("drain: a late holder still unheard %v after the faults stopped", c.lateHolderWait()))
+		return
+	}
 	// The checker verifies a final broadcast once it has been final for
 	// 2 s; give it two more rounds.
 	_ = sleep(ctx, 2*checkEvery+time.Second)
@@ -57,6 +67,7 @@ func waitFor(ctx context.Context, within time.Duration, cond func() bool) bool {
 
 // finalChecks are the invariants read once the run has drained.
 func finalChecks(s *stack, r *run, l *load, c *checker, loadEnd time.Time) {
+	c.finalPass = true
 	for id, b := range c.rows {
 		if b.final() && !c.verified[id] {
 			c.checkFinal(b, time.Now().Add(time.Hour), nil)

@@ -103,10 +103,18 @@ func (l *faultLog) inWindow(at time.Time, after time.Duration, kinds ...string) 
 // ending `after` past its end) with a bound and the most room left; false
 // when no fault explains it.
 func (l *faultLog) charge(at time.Time, after time.Duration) bool {
+	return l.chargeOf(at, after)
+}
+
+// chargeOf is charge restricted to the faults of kinds (all when empty).
+func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var best *fault
 	for _, f := range l.faults {
+		if len(kinds) > 0 && !contains(kinds, f.kind) {
+			continue
+		}
 		end := f.end
 		if end.IsZero() {
 			end = at

@@ -42,13 +42,14 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "### Chaos soak: CHAOS_DURATION=%v, CHAOS_SEED=%d\n\n", s.cfg.duration, s.cfg.seed)
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "Ran %s → %s UTC; load average at the end: %s\n\n", r.t0.UTC().Format("2006-01-02 15:04:05"), time.Now().UTC().Format("15:04:05"), strings.TrimSpace(string(load)))
-	var targets, succeeded, failed, canceled int64
+	var targets, succeeded, failed, canceled, capped int64
 	statuses := map[string]int{}
 	for _, x := range c.rows {
 		targets += x.Targeted
 		succeeded += x.Succeeded
 		failed += x.Failed
 		canceled += x.Canceled
+		capped += x.Capped
 		statuses[x.Status]++
 	}
 	b.WriteString("| what | result |\n|---|---|\n")
@@ -68,7 +69,7 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 		}
 	}
 	l.mu.Unlock()
-	fmt.Fprintf(&b, "| targets | %d: succeeded %d, failed %d, canceled %d |\n", targets, succeeded, failed, canceled)
+	fmt.Fprintf(&b, "| targets | %d: succeeded %d, failed %d, canceled %d, capped %d |\n", targets, succeeded, failed, canceled, capped)
 	kinds := map[string]int{}
 	for _, f := range s.faults.snapshot() {
 		kinds[f.kind]++
@@ -82,7 +83,10 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| faults injected | %s |\n", strings.Join(fk, "; "))
 	fmt.Fprintf(&b, "| violations | **%d** |\n", len(r.found()))
 	fmt.Fprintf(&b, "| duplicate sends | %d, each charged to a fault; worst fault %s |\n", c.dups, worstFault(s))
-	fmt.Fprintf(&b, "| targets delivered but counted canceled (a cancel closing a stale holder's chunk; charged to its fault) | %d |\n", c.canceledDelivered)
+	var unheard int
+	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders").Scan(&unheard)
+	fmt.Fprintf(&b, "| chunks a cancel closed under a stalled holder that never reported back (killed) | %d |\n", unheard)
+	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's, or a paused one's whose chunk was taken over before the cancel; charged to that fault, any other is a violation) | %d |\n", c.canceledDelivered)
 	fmt.Fprintf(&b, "| longest time to final (from submit, release or local time due) | %v (broadcast %d) |\n", c.longestFinal.Round(100*time.Millisecond), c.longestFinalID)
 	fmt.Fprintf(&b, "| longest a running broadcast went without an outcome (after the last fault) | %v (broadcast %d; limit lease + 30 s = %v) |\n", c.longestStall.Round(time.Second), c.longestStallID, s.cfg.lease+30*time.Second)
 	tp, secs := throughput(s, c, r.t0, loadEnd)

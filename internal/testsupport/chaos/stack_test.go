@@ -117,6 +117,11 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 		// The load submits a transactional send every second beside the
 		// bulk mix: more than the default 30 a minute per admin token.
 		"PUSHFAN_SUBMIT_PER_MINUTE=1200",
+		// A send's timeout beyond the longest pause (lease + 5 s): a pause
+		// is a lease fault, not also a timeout of the sends in flight,
+		// whose answers the emulator gave (a timed-out send that was
+		// delivered is counted failed or canceled, which nobody can know).
+		"PUSHFAN_SEND_TIMEOUT=30s",
 	)
 	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
 		r := &replica{name: name}
