@@ -76,9 +76,14 @@ func finalChecks(s *stack, r *run, l *load, c *checker, loadEnd time.Time) {
 	if n := s.arr.unattributedSends(); n > 0 {
 		r.violate(0, fmt.Sprintf("%d sends the emulator accepted carry no event token of a broadcast", n))
 	}
+	c.caps = checkCaps(s, r)
 	checkCron(s, r, loadEnd)
 	checkWebhooks(s, r)
 	checkEngagement(s, r, l)
+	if n, from := s.arr.busiestWindow(s.cfg.quotaWindow); n > quotaWithSlack(s) {
+		r.violate(0, fmt.Sprintf("%d requests arrived at the emulator within %v from %s: over the quota %d by more than the slack (%d allowed)",
+			n, s.cfg.quotaWindow, from.Sub(r.t0).Round(time.Millisecond), quota(s), quotaWithSlack(s)))
+	}
 	if st := quotaShare(s, r.t0, loadEnd); st.requests > 0 && float64(st.limited) > 0.001*float64(st.requests) {
 		r.violate(0, fmt.Sprintf("%d of %d requests (%.3f%%) answered 429 outside the storms: more than 0.1%%", st.limited, st.requests, 100*float64(st.limited)/float64(st.requests)))
 	}
@@ -148,3 +153,14 @@ func checkEngagement(s *stack, r *run, l *load) {
 		}
 	}
 }
+
+// quota is the project's quota per window: what the emulator allows, and
+// the replicas' rate limit times the window.
+func quota(s *stack) int { return int(s.cfg.rate * s.cfg.quotaWindow.Seconds()) }
+
+// quotaWithSlack is the most requests any sliding window of the quota's
+// length may hold (docs/reliability-soak.md, "The quota, window by
+// window"): the limiter keeps every window to the quota (docs/scale-out.md,
+// "The window"), and arrival instants are the emulator's, a send's network
+// time after the replica's permit: 1 % of the quota covers them.
+func quotaWithSlack(s *stack) int { return quota(s) + quota(s)/100 }

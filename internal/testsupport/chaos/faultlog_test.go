@@ -15,13 +15,14 @@ const (
 	kindDBCut       = "DB connections cut"
 	kindCommitFault = "COMMITs faulted (lost answer / never arrived)"
 	kindDBOutage    = "DB refused for seconds (restart simulated)"
+	kindDBRestart   = "DB server restarted (SIGTERM or SIGKILL, then start)"
 	kindStorm       = "429 storm"
 	kindLatency     = "latency spike 500 ms"
 	kindUnavailable = "UNAVAILABLE burst"
 	kindHookAway    = "webhook receiver away"
 )
 
-var kindOrder = []string{kindKill, kindPause, kindDBCut, kindCommitFault, kindDBOutage, kindStorm, kindLatency, kindUnavailable, kindHookAway}
+var kindOrder = []string{kindKill, kindPause, kindDBCut, kindCommitFault, kindDBRestart, kindDBOutage, kindStorm, kindLatency, kindUnavailable, kindHookAway}
 
 // fault is one injected fault: its kind, what it hit, when it started and
 // ended (zero while on), and the duplicates it may explain (bound) and was

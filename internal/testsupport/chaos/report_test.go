@@ -83,6 +83,8 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| faults injected | %s |\n", strings.Join(fk, "; "))
 	fmt.Fprintf(&b, "| violations | **%d** |\n", len(r.found()))
 	fmt.Fprintf(&b, "| duplicate sends | %d, each charged to a fault; worst fault %s |\n", c.dups, worstFault(s))
+	fmt.Fprintf(&b, "| frequency cap %s (capped_users) | %d broadcasts, %d targets capped; %d users sent; at most %d in one user's %v window by arrival (%d users over %d there, within the %v slack); %d two-device users split by a failure |\n",
+		chaosCap, c.caps.broadcasts, c.caps.capped, c.caps.users, c.caps.mostInWindow, chaosCapWindow, c.caps.withinSlack, chaosCapN, capSlack, c.caps.splitDevices)
 	var unheard int
 	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders").Scan(&unheard)
 	fmt.Fprintf(&b, "| chunks a cancel closed under a stalled holder that never reported back (killed) | %d |\n", unheard)
@@ -92,6 +94,9 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	tp, secs := throughput(s, c, r.t0, loadEnd)
 	fmt.Fprintf(&b, "| throughput outside faults, while busy | %.0f sends/s = %.0f%% of the quota (%.0f/s), over %d s |\n", tp, 100*tp/s.cfg.rate, s.cfg.rate, secs)
 	q := quotaShare(s, r.t0, time.Now())
+	busiest, busiestAt := s.arr.busiestWindow(s.cfg.quotaWindow)
+	fmt.Fprintf(&b, "| busiest sliding %v window at the emulator (the quota counts all but 429s) | %d requests from %s = %.1f%% of the quota %d (allowed %d) |\n",
+		s.cfg.quotaWindow, busiest, busiestAt.Sub(r.t0).Round(time.Millisecond), 100*float64(busiest)/float64(quota(s)), quota(s), quotaWithSlack(s))
 	fmt.Fprintf(&b, "| 429s outside storms | %d of %d requests (%.3f%%) |\n", q.limited, q.requests, 100*float64(q.limited)/float64(max(q.requests, 1)))
 	fmt.Fprintf(&b, "| transactional sends (1–3 users, each second) | %d, slowest %v; over 2 s or failed: %d, of which outside fault windows: %d |\n", txn, txnMax.Round(time.Millisecond), slow, slowOut)
 	got, twice := s.sink.received()

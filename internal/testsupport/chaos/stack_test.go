@@ -46,6 +46,12 @@ type stack struct {
 	dir    string
 	reps   []*replica
 	faults *faultLog
+	// pdb is the soak's own MariaDB, which the "DB restart" fault really
+	// stops and starts; nil where its binaries are absent (the fault is
+	// then simulated by the proxy refusing connections: noSQLServer says
+	// why).
+	pdb         *privateDB
+	noSQLServer string
 }
 
 // replica is one `pushfan serve` under a pinned instance id; it is
@@ -69,6 +75,15 @@ type process struct {
 
 func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 	t.Helper()
+	pdb, why := startPrivateDB(t)
+	dbAddr := "127.0.0.1:3306"
+	if pdb != nil {
+		t.Setenv(testdb.EnvDSN, pdb.DSN())
+		dbAddr = fmt.Sprintf("127.0.0.1:%d", pdb.port)
+		log.Info("chaos: a private MariaDB for real restarts", "addr", dbAddr, "dir", pdb.dir)
+	} else {
+		log.Warn("chaos: NO private MariaDB, so the DB restart fault is only simulated (the proxy refuses connections)", "why", why)
+	}
 	tdb := testdb.New(t)
 	// The replicas' logs stay when the soak failed: they are the evidence.
 	dir, err := os.MkdirTemp("", "pushfan-chaos-logs-")
@@ -82,7 +97,7 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 		}
 		os.RemoveAll(dir)
 	})
-	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}}
+	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}, pdb: pdb, noSQLServer: why}
 	s.seed()
 
 	s.emu = fcmemu.New(fcmemu.Config{
@@ -98,7 +113,7 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 	hookSrv := httptest.NewServer(s.sink)
 	t.Cleanup(hookSrv.Close)
 
-	s.proxy = teststack.NewProxy(t, "127.0.0.1:3306")
+	s.proxy = teststack.NewProxy(t, dbAddr)
 	yaml := filepath.Join(s.dir, "pushfan.yaml")
 	if err := os.WriteFile(yaml, []byte(configYAML(hookSrv.URL)), 0o600); err != nil {
 		t.Fatal(err)
