@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -85,6 +86,7 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| duplicate sends | %d, each charged to a fault; worst fault %s |\n", c.dups, worstFault(s))
 	fmt.Fprintf(&b, "| frequency cap %s (capped_users) | %d broadcasts, %d targets capped; %d users sent; at most %d in one user's %v window by arrival (%d users over %d there, within the %v slack); %d two-device users split by a failure |\n",
 		chaosCap, c.caps.broadcasts, c.caps.capped, c.caps.users, c.caps.mostInWindow, chaosCapWindow, c.caps.withinSlack, chaosCapN, capSlack, c.caps.splitDevices)
+	fmt.Fprintf(&b, "| late checkpoints of a stalled holder whose chunk a cancel closed (their sends moved out of canceled; the replicas' logs) | %d |\n", countLogLines(s.dir, lateHolderLog))
 	var unheard int
 	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders").Scan(&unheard)
 	fmt.Fprintf(&b, "| chunks a cancel closed under a stalled holder that never reported back (killed) | %d |\n", unheard)
@@ -150,4 +152,22 @@ func fmtCounts(m map[string]int) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// lateHolderLog is what a replica logs at a late holder's checkpoint
+// (broadcast/run, chunkrun.go).
+const lateHolderLog = "its sends since the last checkpoint were stored all the same"
+
+// countLogLines counts the lines holding what in the replicas' logs.
+func countLogLines(dir, what string) int {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	n := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n += strings.Count(string(raw), what)
+	}
+	return n
 }
