@@ -51,7 +51,9 @@ type checker struct {
 	// canceledDelivered are targets counted canceled that FCM accepted
 	// (chargeCanceled).
 	canceledDelivered int64
-	rows              map[uint64]row
+	// canceledDeliveredBy splits them by the kind of fault charged.
+	canceledDeliveredBy map[string]int64
+	rows                map[uint64]row
 	// longestStall is the longest a due, unfinished broadcast went without
 	// an outcome, counted from the later of its last outcome and the last
 	// fault; longestFinal the longest from submit (or release, or the
@@ -84,7 +86,7 @@ func (c *checker) wasBusy(at time.Time) bool {
 const checkEvery = 2 * time.Second
 
 func newChecker(s *stack, r *run, l *load) *checker {
-	return &checker{s: s, r: r, l: l, prog: map[uint64]progress{}, verified: map[uint64]bool{}, finalSeen: map[uint64]time.Time{}, rows: map[uint64]row{}}
+	return &checker{s: s, r: r, l: l, prog: map[uint64]progress{}, canceledDeliveredBy: map[string]int64{}, verified: map[uint64]bool{}, finalSeen: map[uint64]time.Time{}, rows: map[uint64]row{}}
 }
 
 // loop checks until ctx is done.
@@ -271,9 +273,11 @@ func (c *checker) chargeCanceled(b row, n int64) bool {
 		kinds = append(kinds, kindPause)
 	}
 	for range n {
-		if !c.s.faults.chargeOf(*b.FinishedAt, c.s.cfg.lease+5*time.Second, kinds...) {
+		kind, ok := c.s.faults.chargeOf(*b.FinishedAt, c.s.cfg.lease+5*time.Second, kinds...)
+		if !ok {
 			return false
 		}
+		c.canceledDeliveredBy[kind]++
 	}
 	c.canceledDelivered += n
 	return true

@@ -104,11 +104,13 @@ func (l *faultLog) inWindow(at time.Time, after time.Duration, kinds ...string) 
 // ending `after` past its end) with a bound and the most room left; false
 // when no fault explains it.
 func (l *faultLog) charge(at time.Time, after time.Duration) bool {
-	return l.chargeOf(at, after)
+	_, ok := l.chargeOf(at, after)
+	return ok
 }
 
-// chargeOf is charge restricted to the faults of kinds (all when empty).
-func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) bool {
+// chargeOf is charge restricted to the faults of kinds (all when empty);
+// it names the kind of the fault charged.
+func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var best *fault
@@ -128,10 +130,10 @@ func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) 
 		}
 	}
 	if best == nil {
-		return false
+		return "", false
 	}
 	best.dups++
-	return true
+	return best.kind, true
 }
 
 // overBound returns the faults charged with more duplicates than their bound.

@@ -90,7 +90,7 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	var unheard int
 	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders").Scan(&unheard)
 	fmt.Fprintf(&b, "| chunks a cancel closed under a stalled holder that never reported back (killed) | %d |\n", unheard)
-	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's, or a paused one's whose chunk was taken over before the cancel; charged to that fault, any other is a violation) | %d |\n", c.canceledDelivered)
+	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's, or a paused one's whose chunk was taken over before the cancel; charged to that fault, any other is a violation) | %d%s |\n", c.canceledDelivered, byKind(c.canceledDeliveredBy))
 	fmt.Fprintf(&b, "| longest time to final (from submit, release or local time due) | %v (broadcast %d) |\n", c.longestFinal.Round(100*time.Millisecond), c.longestFinalID)
 	fmt.Fprintf(&b, "| longest a running broadcast went without an outcome (after the last fault) | %v (broadcast %d; limit lease + 30 s = %v) |\n", c.longestStall.Round(time.Second), c.longestStallID, s.cfg.lease+30*time.Second)
 	tp, secs := throughput(s, c, r.t0, loadEnd)
@@ -170,4 +170,18 @@ func countLogLines(dir, what string) int {
 		n += strings.Count(string(raw), what)
 	}
 	return n
+}
+
+// byKind is ": n kind, …" in the fault kinds' order; "" for none.
+func byKind(m map[string]int64) string {
+	var parts []string
+	for _, k := range kindOrder {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d to %s", m[k], k))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
 }
