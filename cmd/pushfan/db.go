@@ -9,7 +9,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"pushfan/config"
-	"pushfan/internal/platform/clock"
 	"pushfan/internal/platform/sqldb"
 	"pushfan/repository"
 )
@@ -50,8 +49,12 @@ func openDBWithin(ctx context.Context, cfg config.Config, log *slog.Logger, wait
 		}
 		pause := min(backoff, left)
 		log.Warn("database not reachable at start-up; retrying", "attempt", attempt, "in", pause, "gives_up_in", left.Round(time.Second), "err", err)
-		if err := clock.Sleep(ctx, pause); err != nil {
-			return nil, fmt.Errorf("waiting for the database: %w", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for the database: %w", context.Cause(ctx))
+		case <-t.C:
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
