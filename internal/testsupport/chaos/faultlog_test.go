@@ -122,7 +122,7 @@ func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) 
 		if end.IsZero() {
 			end = at
 		}
-		if f.bound == 0 || at.Before(f.start.Add(-time.Second)) || at.After(end.Add(after)) {
+		if f.bound == 0 || at.Before(f.start.Add(-time.Second)) || at.After(l.heldBy(f.start, end.Add(after), at)) {
 			continue
 		}
 		if best == nil || f.bound-f.dups > best.bound-best.dups {
@@ -134,6 +134,28 @@ func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) 
 	}
 	best.dups++
 	return best.kind, true
+}
+
+// heldBy extends a charging window [from, to] by every emulator fault
+// that overlaps it (a 429 storm, a latency spike, an UNAVAILABLE burst):
+// the sends it repeats (a takeover's, after a kill) wait out the storm's
+// 429s or the slow answers, so they come that much later. A fault still on
+// counts until now. l.mu is held.
+func (l *faultLog) heldBy(from, to, now time.Time) time.Time {
+	for _, g := range l.faults {
+		if g.kind != kindStorm && g.kind != kindLatency && g.kind != kindUnavailable {
+			continue
+		}
+		end := g.end
+		if end.IsZero() {
+			end = now
+		}
+		if g.start.After(to) || end.Before(from) {
+			continue
+		}
+		to = to.Add(end.Sub(g.start))
+	}
+	return to
 }
 
 // overBound returns the faults charged with more duplicates than their bound.
