@@ -70,6 +70,11 @@ type Result struct {
 	Replayed bool
 	// Rest is how many targets CancelRest counted canceled.
 	Rest int64
+	// Late: the chunk had been closed by a cancel while this claim's
+	// lease was expired; the checkpoint's outcomes were stored all the
+	// same, moved out of the canceled the close counted (see
+	// lateCheckpoint). CancelRequested is set: the run stops.
+	Late bool
 }
 
 // Checkpoint stores cp for c in one transaction, conditional on c's epoch,
@@ -107,10 +112,16 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 			c.BroadcastID, c.Seq).Scan(&epoch, &stored, &status, &invalidated, &targets, &before)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
+			if late, err := s.lateCheckpoint(ctx, tx, c, cp, seq, &res); late || err != nil {
+				return err
+			}
 			return fmt.Errorf("chunk row gone (the broadcast finished): %w", ErrLost)
 		case err != nil:
 			return fmt.Errorf("lock chunk: %w", err)
 		case epoch != c.Epoch:
+			if late, err := s.lateCheckpoint(ctx, tx, c, cp, seq, &res); late || err != nil {
+				return err
+			}
 			return fmt.Errorf("claimed at epoch %d, the chunk is at %d: %w", c.Epoch, epoch, ErrLost)
 		case stored == seq:
 			// The previous attempt committed and its answer was lost.
@@ -191,6 +202,87 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 	}
 	c.Cursor, c.Done, c.CkptSeq = cp.Cursor, cp.Done, seq
 	return res, nil
+}
+
+// lateCheckpoint stores cp of a late holder: c's chunk was closed by a
+// cancel (Stop) while c held it with an expired lease, and the close
+// counted the targets without a stored outcome canceled. Some of them c
+// did send since its last checkpoint (they reached FCM), so its
+// checkpoints after the close still store their outcomes: succeeded,
+// failed and capped are added and the same number taken out of canceled
+// (the close's count of them is the row's rest; beyond it, an audience
+// that grew since the plan, targeted grows). Its canceled and the rest
+// (CancelRest) were counted by the close already. Effects run as for any
+// checkpoint (failure rows, dead tokens, frequency-cap settling).
+//
+// The late_holders row is the fence: it is found only under the epoch the
+// close moved the chunk past, so a holder fenced off by a takeover (whose
+// new holder sends the same targets again and counts them) never matches
+// one, and a chunk closed by a cancel is never claimed again, so nobody
+// else can count these targets. It carries the holder's checkpoint
+// sequence like a chunk row: a retry after a lost commit answer is a
+// replay, so each outcome moves once. A checkpoint that ends the run
+// (Done, Release) deletes the row. The broadcast may be final by then
+// (Finish does not wait for late holders): its counts change after its
+// broadcast.finished event, which carries those of the moment it
+// finished (docs/reliability.md).
+//
+// It reports whether c is such a late holder; when it is not, the caller
+// answers ErrLost.
+func (s *Store) lateCheckpoint(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) (bool, error) {
+	var stored uint64
+	var rest int64
+	err := tx.QueryRowContext(ctx, "SELECT ckpt_seq, rest FROM late_holders WHERE broadcast_id = ? AND seq = ? AND epoch = ? FOR UPDATE",
+		c.BroadcastID, c.Seq, c.Epoch).Scan(&stored, &rest)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("lock late holder: %w", err)
+	case stored == seq:
+		// The previous attempt committed and its answer was lost.
+		res.Replayed, res.CancelRequested = true, true
+		return true, nil
+	case stored != c.CkptSeq:
+		return false, nil
+	}
+	if cp.Effects != nil {
+		if res.Invalidated, err = cp.Effects(ctx, tx); err != nil {
+			return false, err
+		}
+	}
+	moved := cp.Succeeded + cp.Failed + cp.Capped
+	fromCanceled := min(moved, rest)
+	if cp.End == KeepLease {
+		_, err = tx.ExecContext(ctx, "UPDATE late_holders SET ckpt_seq = ?, rest = rest - ? WHERE broadcast_id = ? AND seq = ?",
+			seq, fromCanceled, c.BroadcastID, c.Seq)
+	} else {
+		_, err = tx.ExecContext(ctx, "DELETE FROM late_holders WHERE broadcast_id = ? AND seq = ?", c.BroadcastID, c.Seq)
+	}
+	if err != nil {
+		return false, fmt.Errorf("late holder: %w", err)
+	}
+	if moved > 0 || res.Invalidated > 0 || cp.WriteBackFailures > 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET targeted = targeted + ?, succeeded = succeeded + ?, failed = failed + ?,
+				canceled = canceled - ?, invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ? WHERE id = ?`,
+			moved-fromCanceled, cp.Succeeded, cp.Failed, fromCanceled, res.Invalidated, cp.WriteBackFailures, c.BroadcastID); err != nil {
+			return false, fmt.Errorf("move late outcomes out of canceled: %w", err)
+		}
+	}
+	if err := AddErrorCounts(ctx, tx, c.BroadcastID, cp.Errors); err != nil {
+		return false, err
+	}
+	if err := addCapped(ctx, tx, c.BroadcastID, cp.Capped); err != nil {
+		return false, err
+	}
+	if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
+		return false, err
+	}
+	if err := addRate(ctx, tx, c.BroadcastID, cp.Succeeded+cp.Failed); err != nil {
+		return false, err
+	}
+	res.Late, res.CancelRequested = true, true
+	return true, nil
 }
 
 // Column widths, kept in Go so strict SQL mode never rejects a checkpoint

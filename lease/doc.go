@@ -57,7 +57,16 @@
 //     So a holder that stalled past its lease, or a second process wrongly
 //     started under the same instance id, cannot store anything once
 //     another claim happened. An expired lease that nobody took is still
-//     its holder's: its next checkpoint renews it.
+//     its holder's: its next checkpoint renews it. One fenced holder is
+//     still heard: one whose chunk a cancel closed (not a claim) while
+//     its lease was expired. The close counted the chunk's unstored
+//     targets canceled, but the holder did send some of them; the close
+//     keeps its epoch and checkpoint sequence (late_holders), and the
+//     holder's checkpoints store their outcomes, moved out of canceled,
+//     sequenced as usual, until its last one. Nobody else can count those
+//     targets (a closed chunk is never claimed again), so none counts
+//     twice; a holder fenced by a takeover stays unheard, since its
+//     successor sends its unstored targets again and counts them.
 //   - Idempotent commits. When the connection drops after the server
 //     applied a COMMIT but before its answer arrived, the caller sees an
 //     error although the transaction happened. Each checkpoint carries a

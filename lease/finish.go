@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
@@ -21,7 +22,10 @@ import (
 //     (planning, waiting, pending, or leased with an expired lease) is
 //     closed, its epoch moved on so a stalled holder cannot store into it
 //     any more, and its targets that got no outcome counted canceled: the
-//     plan counted every chunk, so nothing is read from the audience.
+//     plan counted every chunk, so nothing is read from the audience. A
+//     leased chunk closed so is recorded in late_holders: its stalled
+//     holder's next checkpoints still store what it sent, moved out of
+//     canceled (see lateCheckpoint).
 //
 // Stopping a broadcast that is already canceled is not an error (a retry
 // after a lost commit answer); stopping one that ended otherwise is
@@ -30,20 +34,39 @@ import (
 func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool, err error) {
 	err = sqldb.InTx(ctx, s.db, s.log, "stop broadcast", func(tx *sql.Tx) error {
 		final = false
-		// Chunk rows first, then the broadcast row: the order every
-		// transaction here takes its locks in, so none deadlocks another.
+		// One instant for every statement below: a lease that expires
+		// between the count and the close would otherwise be closed without
+		// its targets counted.
+		var now time.Time
+		if err := tx.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
+			return fmt.Errorf("read the database clock: %w", err)
+		}
+		// Chunk rows first, then the late holders, then the broadcast row:
+		// the order every transaction here takes its locks in, so none
+		// deadlocks another.
 		const idle = ` WHERE broadcast_id = ?
-			AND (status IN ('planning', 'waiting', 'pending') OR (status = 'leased' AND lease_until < UTC_TIMESTAMP(6)))`
+			AND (status IN ('planning', 'waiting', 'pending') OR (status = 'leased' AND lease_until < ?))`
 		var closed, rest, waiting int64
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(GREATEST(COALESCE(targets, 0) - CAST(committed AS SIGNED), 0)), 0),
 				COALESCE(SUM(IF(status = 'waiting', COALESCE(targets, 0), 0)), 0)
-			FROM broadcast_chunks FORCE INDEX (idx_chunks_broadcast_status)`+idle+` FOR UPDATE`, id).Scan(&closed, &rest, &waiting); err != nil {
+			FROM broadcast_chunks FORCE INDEX (idx_chunks_broadcast_status)`+idle+` FOR UPDATE`, id, now).Scan(&closed, &rest, &waiting); err != nil {
 			return fmt.Errorf("count idle chunks: %w", err)
 		}
 		if closed > 0 {
+			// A leased chunk closed here has a holder that may be alive
+			// (paused, or cut off from the database, past its lease) and
+			// may have sent targets this close counts canceled: it may
+			// still report them (see Checkpoint, "late holder").
+			if _, err := tx.ExecContext(ctx, `INSERT INTO late_holders (broadcast_id, seq, epoch, ckpt_seq, rest, closed_at)
+				SELECT broadcast_id, seq, epoch, ckpt_seq, GREATEST(COALESCE(targets, 0) - CAST(committed AS SIGNED), 0), ?
+				FROM broadcast_chunks WHERE broadcast_id = ? AND status = 'leased' AND lease_until < ?
+				ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), ckpt_seq = VALUES(ckpt_seq), rest = VALUES(rest), closed_at = VALUES(closed_at)`,
+				now, id, now); err != nil {
+				return fmt.Errorf("record late holders: %w", err)
+			}
 			if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET status = 'done', done_by = 'canceled', epoch = epoch + 1,
 					committed = GREATEST(CAST(COALESCE(targets, 0) AS SIGNED), CAST(committed AS SIGNED)), cursor_id = hi_id, done_ranges = NULL,
-					target_ids = NULL, lease_owner = NULL, lease_until = NULL, claim_token = NULL`+idle, id); err != nil {
+					target_ids = NULL, lease_owner = NULL, lease_until = NULL, claim_token = NULL`+idle, id, now); err != nil {
 				return fmt.Errorf("close chunks: %w", err)
 			}
 		}

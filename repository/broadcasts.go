@@ -368,7 +368,7 @@ const (
 )
 
 // PurgeFinished deletes up to purgeBroadcastBatch broadcasts that finished
-// before cutoff, with their failures, error counts and any chunk rows, and
+// before cutoff, with their failures, error counts, any chunk rows and late holders, and
 // returns how many it deleted. Their counters move into the stats archive
 // in the same transaction as the delete, so /push/stats totals never
 // change. model.Failure rows go first, in batches of 1000 with pause between
@@ -472,6 +472,9 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 			"DELETE FROM broadcast_errors WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcast_variants WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM broadcast_chunks WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			// A late holder that never reported (it died) is forgotten
+			// with its broadcast; its targets stay counted canceled.
+			"DELETE FROM late_holders WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM engagement_events WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM engagement_counts WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM engagement_series WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",

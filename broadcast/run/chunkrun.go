@@ -218,6 +218,10 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 		if res.Replayed {
 			r.log.InfoContext(ctx, "a checkpoint whose commit answer was lost had been stored; not adding it again")
 		}
+		if res.Late {
+			r.log.WarnContext(ctx, "a cancel closed this chunk while its lease was expired (this instance stalled); its sends since the last checkpoint were stored all the same, moved out of canceled",
+				"succeeded", cp.Succeeded, "failed", cp.Failed, "capped", cp.Capped)
+		}
 		r.s.opt.Metrics.Committed(r.b.App, cp.Succeeded, cp.Canceled+res.Rest, cp.Errors, res.Invalidated)
 		r.s.opt.Metrics.Capped(r.b.App, cp.Capped, r.settled.Released, r.settled.Over)
 		if r.settled.Over > 0 {

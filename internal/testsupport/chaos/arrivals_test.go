@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,10 +29,23 @@ type arrivals struct {
 	dups         []dup
 	secs         map[int64]*second
 	unattributed int64
+	// capped are the capped broadcasts' sends (marked by their title), per
+	// broadcast and user: the first acceptance and the devices accepted.
+	capped map[uint64]map[uint64]*userSends
+	// counted are the arrival instants (Unix nanoseconds, in arrival
+	// order within a few ms) of the requests the project's quota counts:
+	// every send answered other than 429, as FCM counts them (its 4xx too).
+	counted []int64
 	// events are sampled event tokens of first acceptances, waiting to be
 	// posted back as opens by the load generator.
 	events  []string
 	sampleN int64
+}
+
+// userSends is what one user of a capped broadcast was sent.
+type userSends struct {
+	first   time.Time
+	devices int
 }
 
 type dup struct {
@@ -45,7 +59,7 @@ type second struct {
 }
 
 func newArrivals() *arrivals {
-	return &arrivals{sent: map[uint64]map[uint64]int32{}, secs: map[int64]*second{}}
+	return &arrivals{sent: map[uint64]map[uint64]int32{}, secs: map[int64]*second{}, capped: map[uint64]map[uint64]*userSends{}}
 }
 
 // statusWriter remembers the status the emulator answered.
@@ -80,10 +94,11 @@ func (a *arrivals) wrap(next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		sw := &statusWriter{ResponseWriter: w}
-		a.enter(time.Now())
+		arrived := time.Now()
+		a.enter(arrived)
 		next.ServeHTTP(sw, r)
 		a.inFlight.Add(-1)
-		a.record(time.Now(), sw.status, body)
+		a.record(arrived, time.Now(), sw.status, body)
 	})
 }
 
@@ -119,10 +134,13 @@ func (a *arrivals) maxInFlight(from, to time.Time) int64 {
 	return m
 }
 
-func (a *arrivals) record(now time.Time, status int, body []byte) {
+func (a *arrivals) record(arrived, now time.Time, status int, body []byte) {
 	var req struct {
 		Message struct {
-			Data map[string]string `json:"data"`
+			Data         map[string]string `json:"data"`
+			Notification struct {
+				Title string `json:"title"`
+			} `json:"notification"`
 		} `json:"message"`
 		ValidateOnly bool `json:"validate_only"`
 	}
@@ -135,7 +153,9 @@ func (a *arrivals) record(now time.Time, status int, body []byte) {
 	case status == http.StatusTooManyRequests:
 		sec.limited++
 		return
-	case status != http.StatusOK || req.ValidateOnly:
+	}
+	a.counted = append(a.counted, arrived.UnixNano())
+	if status != http.StatusOK || req.ValidateOnly {
 		return
 	}
 	sec.accepted++
@@ -159,6 +179,19 @@ func (a *arrivals) record(now time.Time, status int, body []byte) {
 	if m[c.Target] > 1 {
 		a.dups = append(a.dups, dup{now, c.BroadcastID, c.Target})
 		return
+	}
+	if req.Message.Notification.Title == cappedTitle {
+		us := a.capped[c.BroadcastID]
+		if us == nil {
+			us = map[uint64]*userSends{}
+			a.capped[c.BroadcastID] = us
+		}
+		u := us[c.UserID]
+		if u == nil {
+			u = &userSends{first: arrived}
+			us[c.UserID] = u
+		}
+		u.devices++
 	}
 	// One first acceptance in 20 is opened by its app, up to a backlog of
 	// 5,000 (the load posts them every two seconds).
@@ -224,4 +257,40 @@ func (a *arrivals) unattributedSends() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.unattributed
+}
+
+// busiestWindow is the most requests the quota counts that arrived within
+// any span of length w (a sliding window, not the emulator's fixed one),
+// and where that span starts.
+func (a *arrivals) busiestWindow(w time.Duration) (n int, from time.Time) {
+	a.mu.Lock()
+	ts := slices.Clone(a.counted)
+	a.mu.Unlock()
+	// Recorded when answered: arrival order is off by up to a latency.
+	slices.Sort(ts)
+	lo := 0
+	for hi, t := range ts {
+		for t-ts[lo] >= int64(w) {
+			lo++
+		}
+		if hi-lo+1 > n {
+			n, from = hi-lo+1, time.Unix(0, ts[lo])
+		}
+	}
+	return n, from
+}
+
+// cappedSends returns a copy of the capped broadcasts' sends.
+func (a *arrivals) cappedSends() map[uint64]map[uint64]userSends {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[uint64]map[uint64]userSends, len(a.capped))
+	for id, us := range a.capped {
+		m := make(map[uint64]userSends, len(us))
+		for u, x := range us {
+			m[u] = *x
+		}
+		out[id] = m
+	}
+	return out
 }

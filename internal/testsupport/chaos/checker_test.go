@@ -9,12 +9,16 @@ import (
 // row is a broadcast as the checker reads it from the database (directly,
 // not through the fault proxy).
 type row struct {
-	ID         uint64     `db:"id"`
-	Status     string     `db:"status"`
-	Targeted   int64      `db:"targeted"`
-	Succeeded  int64      `db:"succeeded"`
-	Failed     int64      `db:"failed"`
-	Canceled   int64      `db:"canceled"`
+	ID        uint64 `db:"id"`
+	Status    string `db:"status"`
+	Targeted  int64  `db:"targeted"`
+	Succeeded int64  `db:"succeeded"`
+	Failed    int64  `db:"failed"`
+	Canceled  int64  `db:"canceled"`
+	Capped    int64  `db:"capped"`
+	// Takeovers are the chunk claims from an expired lease, from the
+	// chunk summary of a final broadcast (0 before).
+	Takeovers  int64      `db:"takeovers"`
 	CreatedAt  time.Time  `db:"created_at"`
 	ReleasedAt *time.Time `db:"released_at"`
 	FinishedAt *time.Time `db:"finished_at"`
@@ -24,7 +28,7 @@ func (r row) final() bool {
 	return r.Status == "completed" || r.Status == "canceled" || r.Status == "failed"
 }
 
-func (r row) done() int64 { return r.Succeeded + r.Failed + r.Canceled }
+func (r row) done() int64 { return r.Succeeded + r.Failed + r.Canceled + r.Capped }
 
 // progress is when a broadcast's outcomes last moved.
 type progress struct {
@@ -47,7 +51,9 @@ type checker struct {
 	// canceledDelivered are targets counted canceled that FCM accepted
 	// (chargeCanceled).
 	canceledDelivered int64
-	rows              map[uint64]row
+	// canceledDeliveredBy splits them by the kind of fault charged.
+	canceledDeliveredBy map[string]int64
+	rows                map[uint64]row
 	// longestStall is the longest a due, unfinished broadcast went without
 	// an outcome, counted from the later of its last outcome and the last
 	// fault; longestFinal the longest from submit (or release, or the
@@ -61,6 +67,11 @@ type checker struct {
 	busy      [][2]time.Time
 	lastCheck time.Time
 	wasRun    bool
+	// finalPass: the run has drained (and waited for the late holders);
+	// every final broadcast is verified as it is.
+	finalPass bool
+	// caps is what the frequency-cap checks found (finalChecks).
+	caps capResult
 }
 
 func (c *checker) wasBusy(at time.Time) bool {
@@ -75,7 +86,7 @@ func (c *checker) wasBusy(at time.Time) bool {
 const checkEvery = 2 * time.Second
 
 func newChecker(s *stack, r *run, l *load) *checker {
-	return &checker{s: s, r: r, l: l, prog: map[uint64]progress{}, verified: map[uint64]bool{}, finalSeen: map[uint64]time.Time{}, rows: map[uint64]row{}}
+	return &checker{s: s, r: r, l: l, prog: map[uint64]progress{}, canceledDeliveredBy: map[string]int64{}, verified: map[uint64]bool{}, finalSeen: map[uint64]time.Time{}, rows: map[uint64]row{}}
 }
 
 // loop checks until ctx is done.
@@ -91,7 +102,11 @@ func (c *checker) loop(ctx context.Context) {
 // check runs every continuous invariant once; a violation stops the run.
 func (c *checker) check(now time.Time) {
 	var rows []row
-	if err := c.s.db.Select(&rows, `SELECT id, status, targeted, succeeded, failed, canceled, created_at, released_at, finished_at FROM broadcasts`); err != nil {
+	if c.s.dbRestarting(now) {
+		return // the checker's own connection is down with the server
+	}
+	if err := c.s.db.Select(&rows, `SELECT id, status, targeted, succeeded, failed, canceled, capped,
+		COALESCE(JSON_VALUE(chunk_summary, '$.takeovers'), 0) AS takeovers, created_at, released_at, finished_at FROM broadcasts`); err != nil {
 		c.r.violate(0, fmt.Sprintf("checker: reading broadcasts: %v", err))
 		return
 	}
@@ -114,7 +129,7 @@ func (c *checker) check(now time.Time) {
 	for _, b := range rows {
 		c.rows[b.ID] = b
 		if b.done() > b.Targeted {
-			c.r.violate(b.ID, fmt.Sprintf("succeeded %d + failed %d + canceled %d = %d, over targeted %d", b.Succeeded, b.Failed, b.Canceled, b.done(), b.Targeted))
+			c.r.violate(b.ID, fmt.Sprintf("succeeded %d + failed %d + canceled %d + capped %d = %d, over targeted %d", b.Succeeded, b.Failed, b.Canceled, b.Capped, b.done(), b.Targeted))
 			return
 		}
 		if b.final() {
@@ -180,9 +195,12 @@ func (c *checker) checkFinal(b row, now time.Time, local map[uint64]time.Time) {
 	if now.Sub(first) < 2*time.Second {
 		return
 	}
+	if !c.finalPass && c.awaitsLateHolder(b.ID) {
+		return
+	}
 	c.verified[b.ID] = true
 	if b.done() != b.Targeted {
-		c.r.violate(b.ID, fmt.Sprintf("final (%s) with succeeded %d + failed %d + canceled %d = %d, not targeted %d", b.Status, b.Succeeded, b.Failed, b.Canceled, b.done(), b.Targeted))
+		c.r.violate(b.ID, fmt.Sprintf("final (%s) with succeeded %d + failed %d + canceled %d + capped %d = %d, not targeted %d", b.Status, b.Succeeded, b.Failed, b.Canceled, b.Capped, b.done(), b.Targeted))
 		return
 	}
 	got := c.s.arr.distinct(b.ID)
@@ -201,18 +219,65 @@ func (c *checker) checkFinal(b row, now time.Time, local map[uint64]time.Time) {
 	}
 }
 
+// dbRestarting reports whether the private MariaDB is being restarted,
+// or was within the last 5 s (a query of the checker's may have started
+// just before the stop): the checker's reads wait for it.
+func (s *stack) dbRestarting(now time.Time) bool {
+	return s.pdb.down() || s.pdb != nil && s.faults.inWindow(now, 5*time.Second, kindDBRestart)
+}
+
+// lateHolderWait is how long after a cancel closed a chunk under a
+// stalled holder the checker waits for that holder to report (package
+// lease, late holders): the longest pause past the lease, and 30 s more.
+func (c *checker) lateHolderWait() time.Duration {
+	return c.s.cfg.lease + 5*time.Second + 30*time.Second
+}
+
+// awaitsLateHolder reports whether a cancel closed a chunk of broadcast id
+// under a stalled holder that may still report what it sent (its counts
+// may still move out of canceled), for at most lateHolderWait: a holder
+// killed since then never reports.
+func (c *checker) awaitsLateHolder(id uint64) bool {
+	var n int
+	if err := c.s.db.QueryRow("SELECT COUNT(*) FROM late_holders WHERE broadcast_id = ? AND closed_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND",
+		id, c.lateHolderWait().Microseconds()).Scan(&n); err != nil {
+		if !c.s.dbRestarting(time.Now()) {
+			c.r.violate(id, fmt.Sprintf("checker: reading late holders: %v", err))
+		}
+		return true
+	}
+	return n > 0
+}
+
 // chargeCanceled explains the targets of a canceled broadcast that were
-// delivered but counted canceled: a cancel closes the chunks of a holder
-// whose lease expired (killed, or paused past its lease) and counts their
-// unstored targets canceled, while the sends that holder made since its
-// last checkpoint (or makes when it wakes, before its fenced checkpoint)
-// did reach FCM. Nobody can know them, so they are bounded like the
-// duplicates of the same fault, and charged to it.
+// delivered but counted canceled, where nobody can know them:
+//
+//   - a holder killed (kill -9) since its last checkpoint: its sends
+//     reached FCM, and no process is left to report them; a cancel then
+//     closes its chunk and counts them canceled;
+//   - a holder paused past its lease whose chunk was taken over by
+//     another replica before the cancel: the new holder resumes from the
+//     stored cursor, and a cancel it sees before it has sent those targets
+//     again counts them canceled; the paused holder, fenced off by the
+//     takeover, is not heard (it would count twice what the new holder
+//     did send). Only a broadcast with a takeover in its chunk summary
+//     may be charged to a pause.
+//
+// A paused holder whose chunk the cancel itself closed is heard (package
+// lease, late holders): its delivered targets are no longer charged to
+// anything, and a shortfall there is a violation. They are bounded like
+// the duplicates of the same fault, and charged to it.
 func (c *checker) chargeCanceled(b row, n int64) bool {
+	kinds := []string{kindKill}
+	if b.Takeovers > 0 {
+		kinds = append(kinds, kindPause)
+	}
 	for range n {
-		if !c.s.faults.charge(*b.FinishedAt, c.s.cfg.lease+5*time.Second) {
+		kind, ok := c.s.faults.chargeOf(*b.FinishedAt, c.s.cfg.lease+5*time.Second, kinds...)
+		if !ok {
 			return false
 		}
+		c.canceledDeliveredBy[kind]++
 	}
 	c.canceledDelivered += n
 	return true

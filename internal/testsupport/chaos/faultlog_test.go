@@ -15,13 +15,14 @@ const (
 	kindDBCut       = "DB connections cut"
 	kindCommitFault = "COMMITs faulted (lost answer / never arrived)"
 	kindDBOutage    = "DB refused for seconds (restart simulated)"
+	kindDBRestart   = "DB server restarted (SIGTERM or SIGKILL, then start)"
 	kindStorm       = "429 storm"
 	kindLatency     = "latency spike 500 ms"
 	kindUnavailable = "UNAVAILABLE burst"
 	kindHookAway    = "webhook receiver away"
 )
 
-var kindOrder = []string{kindKill, kindPause, kindDBCut, kindCommitFault, kindDBOutage, kindStorm, kindLatency, kindUnavailable, kindHookAway}
+var kindOrder = []string{kindKill, kindPause, kindDBCut, kindCommitFault, kindDBRestart, kindDBOutage, kindStorm, kindLatency, kindUnavailable, kindHookAway}
 
 // fault is one injected fault: its kind, what it hit, when it started and
 // ended (zero while on), and the duplicates it may explain (bound) and was
@@ -103,15 +104,25 @@ func (l *faultLog) inWindow(at time.Time, after time.Duration, kinds ...string) 
 // ending `after` past its end) with a bound and the most room left; false
 // when no fault explains it.
 func (l *faultLog) charge(at time.Time, after time.Duration) bool {
+	_, ok := l.chargeOf(at, after)
+	return ok
+}
+
+// chargeOf is charge restricted to the faults of kinds (all when empty);
+// it names the kind of the fault charged.
+func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var best *fault
 	for _, f := range l.faults {
+		if len(kinds) > 0 && !contains(kinds, f.kind) {
+			continue
+		}
 		end := f.end
 		if end.IsZero() {
 			end = at
 		}
-		if f.bound == 0 || at.Before(f.start.Add(-time.Second)) || at.After(end.Add(after)) {
+		if f.bound == 0 || at.Before(f.start.Add(-time.Second)) || at.After(l.heldBy(f.start, end.Add(after), at)) {
 			continue
 		}
 		if best == nil || f.bound-f.dups > best.bound-best.dups {
@@ -119,10 +130,32 @@ func (l *faultLog) charge(at time.Time, after time.Duration) bool {
 		}
 	}
 	if best == nil {
-		return false
+		return "", false
 	}
 	best.dups++
-	return true
+	return best.kind, true
+}
+
+// heldBy extends a charging window [from, to] by every emulator fault
+// that overlaps it (a 429 storm, a latency spike, an UNAVAILABLE burst):
+// the sends it repeats (a takeover's, after a kill) wait out the storm's
+// 429s or the slow answers, so they come that much later. A fault still on
+// counts until now. l.mu is held.
+func (l *faultLog) heldBy(from, to, now time.Time) time.Time {
+	for _, g := range l.faults {
+		if g.kind != kindStorm && g.kind != kindLatency && g.kind != kindUnavailable {
+			continue
+		}
+		end := g.end
+		if end.IsZero() {
+			end = now
+		}
+		if g.start.After(to) || end.Before(from) {
+			continue
+		}
+		to = to.Add(end.Sub(g.start))
+	}
+	return to
 }
 
 // overBound returns the faults charged with more duplicates than their bound.

@@ -25,7 +25,7 @@ type domain struct {
 
 var domains = []domain{
 	{"replicas", []string{kindKill, kindPause}, []string{kindKill, kindPause}},
-	{"database", []string{kindDBCut}, []string{kindDBCut, kindCommitFault, kindDBOutage}},
+	{"database", []string{kindDBCut, kindDBRestart}, []string{kindDBCut, kindCommitFault, kindDBRestart}},
 	{"emulator", []string{kindStorm}, []string{kindStorm, kindLatency, kindUnavailable}},
 	{"webhooks", nil, []string{kindHookAway}},
 }
@@ -150,6 +150,29 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		_ = sleep(ctx, d)
 		s.proxy.FaultCommits(0)
 		log.finish(f, fmt.Sprintf("every 3rd COMMIT for %v: %d faulted", d.Round(100*time.Millisecond), s.proxy.AppliedLost.Load()+s.proxy.NotForwarded.Load()-before), s.boundFor(3))
+	case kindDBRestart:
+		if s.pdb == nil {
+			return s.inject(ctx, kindDBOutage, rng)
+		}
+		// A third of the restarts are crashes: InnoDB recovers at start.
+		sig, how := syscall.SIGTERM, "SIGTERM"
+		if rng.IntN(3) == 0 {
+			sig, how = syscall.SIGKILL, "SIGKILL"
+		}
+		d := between(rng, time.Second, 5*time.Second)
+		f := log.begin(kind, "mariadb", how, s.dupBound(3))
+		t0 := time.Now()
+		if err := s.pdb.stop(sig); err != nil {
+			return err
+		}
+		stopped := time.Since(t0)
+		_ = sleep(ctx, d)
+		t1 := time.Now()
+		if err := s.pdb.start(); err != nil {
+			return fmt.Errorf("restarting the private MariaDB: %w", err)
+		}
+		log.finish(f, fmt.Sprintf("%s (exit after %v), down %v more, start took %v", how, stopped.Round(100*time.Millisecond),
+			d.Round(100*time.Millisecond), time.Since(t1).Round(100*time.Millisecond)), s.boundFor(3))
 	case kindDBOutage:
 		d := between(rng, 3*time.Second, 10*time.Second)
 		f := log.begin(kind, "proxy", fmt.Sprintf("refused %v", d.Round(100*time.Millisecond)), s.dupBound(3))

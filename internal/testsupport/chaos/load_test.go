@@ -57,6 +57,7 @@ const quietTail = 45 * time.Second
 var generators = []generator{
 	{"bulk all", 20 * time.Second, 40 * time.Second, true, (*load).bulk},
 	{"named audience", 20 * time.Second, 40 * time.Second, true, (*load).named},
+	{"capped", 15 * time.Second, 30 * time.Second, true, (*load).capped},
 	{"paced", 40 * time.Second, 70 * time.Second, true, (*load).paced},
 	{"local time", 30 * time.Second, 80 * time.Second, true, (*load).localTime},
 	{"held", 30 * time.Second, 70 * time.Second, true, (*load).held},
@@ -148,6 +149,20 @@ func (l *load) named(ctx context.Context, rng *rand.Rand) error {
 	return err
 }
 
+// capped sends to the capped_users audience (the users of UTC, under the
+// chaos cap) often enough that most of its broadcasts find most users
+// capped; a quarter are canceled, as bulk broadcasts are.
+func (l *load) capped(ctx context.Context, rng *rand.Rand) error {
+	id, err := l.submit(ctx, rng, "capped", "/push/broadcast?wait=0", map[string]any{"title": cappedTitle, "audience": map[string]any{"name": "capped_users"}})
+	if err != nil {
+		return err
+	}
+	if rng.IntN(4) == 0 {
+		l.later(time.Now().Add(between(rng, 0, 15*time.Second)), id, "cancel")
+	}
+	return nil
+}
+
 func (l *load) paced(ctx context.Context, rng *rand.Rand) error {
 	_, err := l.submit(ctx, rng, "paced", "/push/broadcast?wait=0", map[string]any{"title": "paced", "audience": zoneAudience("Asia/Tokyo"), "max_rate": 200})
 	return err
@@ -193,6 +208,9 @@ func (l *load) held(ctx context.Context, rng *rand.Rand) error {
 func (l *load) resend(ctx context.Context, rng *rand.Rand) error {
 	var ids []uint64
 	if err := l.s.db.Select(&ids, "SELECT id FROM broadcasts WHERE status = 'completed' AND failed > 0 ORDER BY id DESC LIMIT 10"); err != nil {
+		if l.s.dbRestarting(time.Now()) {
+			return nil // no resend this round
+		}
 		return fmt.Errorf("finding a broadcast to resend: %w", err)
 	}
 	if len(ids) == 0 {
@@ -222,8 +240,14 @@ func (l *load) transactional(ctx context.Context, rng *rand.Rand) error {
 	if ctx.Err() != nil {
 		return errStopped
 	}
+	devices := int64(n) // every 10th user has a second device (seed)
+	for _, uid := range ids {
+		if uid%10 == 0 {
+			devices++
+		}
+	}
 	var b broadcastAnswer
-	ok := err == nil && status == http.StatusOK && json.Unmarshal(raw, &b) == nil && b.Status == "completed" && b.Succeeded == int64(n)
+	ok := err == nil && status == http.StatusOK && json.Unmarshal(raw, &b) == nil && b.Status == "completed" && b.Succeeded == devices
 	l.mu.Lock()
 	l.txn = append(l.txn, txnSend{start, took, ok})
 	l.submitted["transactional"]++
@@ -308,8 +332,14 @@ func (l *load) chore(ctx context.Context, c chore) error {
 		// A release retried after its answer was lost is refused the second
 		// time; only a broadcast still held is a failed release.
 		var st string
-		if c.action == "release" && (l.s.db.QueryRow("SELECT status FROM broadcasts WHERE id = ?", c.id).Scan(&st) != nil || st == "held") {
-			return fmt.Errorf("POST /push/broadcasts/%d/release: %d %s, and it is still held", c.id, status, raw)
+		if c.action == "release" {
+			err := l.s.db.QueryRow("SELECT status FROM broadcasts WHERE id = ?", c.id).Scan(&st)
+			switch {
+			case err != nil && l.s.dbRestarting(time.Now()):
+				l.chores = append(l.chores, chore{at: time.Now().Add(2 * time.Second), id: c.id, action: c.action})
+			case err != nil || st == "held":
+				return fmt.Errorf("POST /push/broadcasts/%d/release: %d %s, and it is still held", c.id, status, raw)
+			}
 		}
 		return nil
 	}

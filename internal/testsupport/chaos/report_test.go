@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -42,13 +43,14 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "### Chaos soak: CHAOS_DURATION=%v, CHAOS_SEED=%d\n\n", s.cfg.duration, s.cfg.seed)
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "Ran %s → %s UTC; load average at the end: %s\n\n", r.t0.UTC().Format("2006-01-02 15:04:05"), time.Now().UTC().Format("15:04:05"), strings.TrimSpace(string(load)))
-	var targets, succeeded, failed, canceled int64
+	var targets, succeeded, failed, canceled, capped int64
 	statuses := map[string]int{}
 	for _, x := range c.rows {
 		targets += x.Targeted
 		succeeded += x.Succeeded
 		failed += x.Failed
 		canceled += x.Canceled
+		capped += x.Capped
 		statuses[x.Status]++
 	}
 	b.WriteString("| what | result |\n|---|---|\n")
@@ -68,7 +70,7 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 		}
 	}
 	l.mu.Unlock()
-	fmt.Fprintf(&b, "| targets | %d: succeeded %d, failed %d, canceled %d |\n", targets, succeeded, failed, canceled)
+	fmt.Fprintf(&b, "| targets | %d: succeeded %d, failed %d, canceled %d, capped %d |\n", targets, succeeded, failed, canceled, capped)
 	kinds := map[string]int{}
 	for _, f := range s.faults.snapshot() {
 		kinds[f.kind]++
@@ -82,12 +84,21 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| faults injected | %s |\n", strings.Join(fk, "; "))
 	fmt.Fprintf(&b, "| violations | **%d** |\n", len(r.found()))
 	fmt.Fprintf(&b, "| duplicate sends | %d, each charged to a fault; worst fault %s |\n", c.dups, worstFault(s))
-	fmt.Fprintf(&b, "| targets delivered but counted canceled (a cancel closing a stale holder's chunk; charged to its fault) | %d |\n", c.canceledDelivered)
+	fmt.Fprintf(&b, "| frequency cap %s (capped_users) | %d broadcasts, %d targets capped; %d users sent; at most %d in one user's %v window by arrival (%d users over %d there, within the %v slack); %d two-device users split by a failure |\n",
+		chaosCap, c.caps.broadcasts, c.caps.capped, c.caps.users, c.caps.mostInWindow, chaosCapWindow, c.caps.withinSlack, chaosCapN, capSlack, c.caps.splitDevices)
+	fmt.Fprintf(&b, "| late checkpoints of a stalled holder whose chunk a cancel closed (their sends moved out of canceled; the replicas' logs) | %d |\n", countLogLines(s.dir, lateHolderLog))
+	var unheard int
+	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders").Scan(&unheard)
+	fmt.Fprintf(&b, "| chunks a cancel closed under a stalled holder that never reported back (killed) | %d |\n", unheard)
+	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's, or a paused one's whose chunk was taken over before the cancel; charged to that fault, any other is a violation) | %d%s |\n", c.canceledDelivered, byKind(c.canceledDeliveredBy))
 	fmt.Fprintf(&b, "| longest time to final (from submit, release or local time due) | %v (broadcast %d) |\n", c.longestFinal.Round(100*time.Millisecond), c.longestFinalID)
 	fmt.Fprintf(&b, "| longest a running broadcast went without an outcome (after the last fault) | %v (broadcast %d; limit lease + 30 s = %v) |\n", c.longestStall.Round(time.Second), c.longestStallID, s.cfg.lease+30*time.Second)
 	tp, secs := throughput(s, c, r.t0, loadEnd)
 	fmt.Fprintf(&b, "| throughput outside faults, while busy | %.0f sends/s = %.0f%% of the quota (%.0f/s), over %d s |\n", tp, 100*tp/s.cfg.rate, s.cfg.rate, secs)
 	q := quotaShare(s, r.t0, time.Now())
+	busiest, busiestAt := s.arr.busiestWindow(s.cfg.quotaWindow)
+	fmt.Fprintf(&b, "| busiest sliding %v window at the emulator (the quota counts all but 429s) | %d requests from %s = %.1f%% of the quota %d (allowed %d) |\n",
+		s.cfg.quotaWindow, busiest, busiestAt.Sub(r.t0).Round(time.Millisecond), 100*float64(busiest)/float64(quota(s)), quota(s), quotaWithSlack(s))
 	fmt.Fprintf(&b, "| 429s outside storms | %d of %d requests (%.3f%%) |\n", q.limited, q.requests, 100*float64(q.limited)/float64(max(q.requests, 1)))
 	fmt.Fprintf(&b, "| transactional sends (1–3 users, each second) | %d, slowest %v; over 2 s or failed: %d, of which outside fault windows: %d |\n", txn, txnMax.Round(time.Millisecond), slow, slowOut)
 	got, twice := s.sink.received()
@@ -141,4 +152,36 @@ func fmtCounts(m map[string]int) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// lateHolderLog is what a replica logs at a late holder's checkpoint
+// (broadcast/run, chunkrun.go).
+const lateHolderLog = "its sends since the last checkpoint were stored all the same"
+
+// countLogLines counts the lines holding what in the replicas' logs.
+func countLogLines(dir, what string) int {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	n := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n += strings.Count(string(raw), what)
+	}
+	return n
+}
+
+// byKind is ": n kind, …" in the fault kinds' order; "" for none.
+func byKind(m map[string]int64) string {
+	var parts []string
+	for _, k := range kindOrder {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d to %s", m[k], k))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
 }

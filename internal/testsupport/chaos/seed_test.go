@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // zones are the users' time zones, user id modulo 4. The first two are
@@ -24,6 +25,11 @@ func (s *stack) seed() {
 		fmt.Sprintf("INSERT INTO users (id, timezone) SELECT seq, ELT(1 + seq %% %d, %s) FROM seq_1_to_%d", len(zones), strings.Join(quoted, ","), n),
 		fmt.Sprintf(`INSERT INTO device_tokens (user_id, token, platform)
 			SELECT seq, IF(seq %% 100 = 0, CONCAT('unregistered-c-', seq), CONCAT('c-', seq)), 'android' FROM seq_1_to_%d ORDER BY seq`, n),
+		// Every 10th user has a second device: a frequency cap's answer is
+		// the user's, so both get the same one, though their token ids
+		// are far apart (in different chunks).
+		fmt.Sprintf(`INSERT INTO device_tokens (user_id, token, platform)
+			SELECT seq, CONCAT('c2-', seq), 'ios' FROM seq_1_to_%d WHERE seq %% 10 = 0 ORDER BY seq`, n),
 		"ANALYZE TABLE users, device_tokens",
 	} {
 		if _, err := s.db.Exec(q); err != nil {
@@ -36,10 +42,26 @@ func (s *stack) seed() {
 const cronJob = "chaos_every_minute"
 
 // configYAML is the replicas' PUSHFAN_CONFIG: a named audience (the users
-// of one zone), a cron job firing every minute, and every webhook event
+// of one zone), one under a frequency cap, a cron job firing every minute, and every webhook event
 // to the soak's sink.
 func configYAML(hookURL string) string {
-	return fmt.Sprintf(`audiences:
+	return fmt.Sprintf(`frequency_caps:
+  chaos: "%s"
+
+audiences:
+  - name: capped_users
+    description: the users of UTC (a quarter), under the chaos cap
+    frequency_cap: chaos
+    sql: |
+      SELECT t.id AS `+"`cursor`"+`, t.user_id, t.token
+      FROM device_tokens t
+      JOIN users u ON u.id = t.user_id
+      WHERE t.id > :after
+        AND t.invalidated_at IS NULL
+        AND u.push_enabled = 1
+        AND u.timezone = 'UTC'
+      ORDER BY t.id
+      LIMIT :limit
   - name: zone_users
     description: the users of one time zone
     params:
@@ -72,5 +94,16 @@ webhooks:
   - name: chaos
     url: %s
     secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
-`, cronJob, hookURL)
+`, chaosCap, cronJob, hookURL)
 }
+
+// The cap of the capped_users audience: at most chaosCapN of its
+// broadcasts per user in any chaosCapWindow (a rolling window, counted
+// from each reservation).
+const (
+	chaosCap       = "2/5m"
+	chaosCapN      = 2
+	chaosCapWindow = 5 * time.Minute
+	// cappedTitle marks the capped broadcasts' sends at the emulator.
+	cappedTitle = "capped"
+)

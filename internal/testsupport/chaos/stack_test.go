@@ -46,6 +46,12 @@ type stack struct {
 	dir    string
 	reps   []*replica
 	faults *faultLog
+	// pdb is the soak's own MariaDB, which the "DB restart" fault really
+	// stops and starts; nil where its binaries are absent (the fault is
+	// then simulated by the proxy refusing connections: noSQLServer says
+	// why).
+	pdb         *privateDB
+	noSQLServer string
 }
 
 // replica is one `pushfan serve` under a pinned instance id; it is
@@ -69,6 +75,15 @@ type process struct {
 
 func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 	t.Helper()
+	pdb, why := startPrivateDB(t)
+	dbAddr := "127.0.0.1:3306"
+	if pdb != nil {
+		t.Setenv(testdb.EnvDSN, pdb.DSN())
+		dbAddr = fmt.Sprintf("127.0.0.1:%d", pdb.port)
+		log.Info("chaos: a private MariaDB for real restarts", "addr", dbAddr, "dir", pdb.dir)
+	} else {
+		log.Warn("chaos: NO private MariaDB, so the DB restart fault is only simulated (the proxy refuses connections)", "why", why)
+	}
 	tdb := testdb.New(t)
 	// The replicas' logs stay when the soak failed: they are the evidence.
 	dir, err := os.MkdirTemp("", "pushfan-chaos-logs-")
@@ -82,7 +97,7 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 		}
 		os.RemoveAll(dir)
 	})
-	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}}
+	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}, pdb: pdb, noSQLServer: why}
 	s.seed()
 
 	s.emu = fcmemu.New(fcmemu.Config{
@@ -98,7 +113,7 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 	hookSrv := httptest.NewServer(s.sink)
 	t.Cleanup(hookSrv.Close)
 
-	s.proxy = teststack.NewProxy(t, "127.0.0.1:3306")
+	s.proxy = teststack.NewProxy(t, dbAddr)
 	yaml := filepath.Join(s.dir, "pushfan.yaml")
 	if err := os.WriteFile(yaml, []byte(configYAML(hookSrv.URL)), 0o600); err != nil {
 		t.Fatal(err)
@@ -117,6 +132,11 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 		// The load submits a transactional send every second beside the
 		// bulk mix: more than the default 30 a minute per admin token.
 		"PUSHFAN_SUBMIT_PER_MINUTE=1200",
+		// A send's timeout beyond the longest pause (lease + 5 s): a pause
+		// is a lease fault, not also a timeout of the sends in flight,
+		// whose answers the emulator gave (a timed-out send that was
+		// delivered is counted failed or canceled, which nobody can know).
+		"PUSHFAN_SEND_TIMEOUT=30s",
 	)
 	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
 		r := &replica{name: name}
