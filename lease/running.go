@@ -18,12 +18,13 @@ type Running struct {
 	HiID        uint64
 }
 
-// ListRunning returns up to limit leased chunks, oldest broadcast first
-// (for the console's cluster view). The status index finds them without
-// reading the pending queue.
-func (s *Store) ListRunning(ctx context.Context, limit int) ([]Running, error) {
+// ListRunning returns up to limit leased chunks of app's broadcasts,
+// oldest broadcast first (for the console's cluster view). The lease
+// index (status, app, lease_until) finds them without reading the pending
+// queue or another app's chunks.
+func (s *Store) ListRunning(ctx context.Context, app string, limit int) ([]Running, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT broadcast_id, seq, class_rank, COALESCE(lease_owner, ''), lease_until, cursor_id, hi_id
-		FROM broadcast_chunks WHERE status = ? AND lease_until > UTC_TIMESTAMP(6) ORDER BY broadcast_id, seq LIMIT ?`, StatusLeased, limit)
+		FROM broadcast_chunks WHERE status = ? AND app = ? AND lease_until > UTC_TIMESTAMP(6) ORDER BY broadcast_id, seq LIMIT ?`, StatusLeased, app, limit)
 	if err != nil {
 		return nil, fmt.Errorf("running chunks: %w", err)
 	}

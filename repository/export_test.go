@@ -27,3 +27,29 @@ func (s *Store) RecordFailures(ctx context.Context, fs []model.Failure) error {
 		return insertFailures(ctx, tx, fs)
 	})
 }
+
+// AudiencePageIndex is the index MariaDB's plan for an AudiencePage of a
+// over (after, upto] walks the tokens table (t) by, from EXPLAIN of the
+// very statement AudiencePage runs.
+func (s *Store) AudiencePageIndex(ctx context.Context, a model.Audience, after, upto uint64, limit int) (string, error) {
+	q, args, empty, err := s.audiencePageQuery(ctx, a, after, upto, limit)
+	if err != nil || empty {
+		return "", err
+	}
+	rows, err := s.db.QueryxContext(ctx, "EXPLAIN "+q, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		row := map[string]any{}
+		if err := rows.MapScan(row); err != nil {
+			return "", err
+		}
+		if table, _ := row["table"].([]byte); string(table) == "t" {
+			key, _ := row["key"].([]byte)
+			return string(key), nil
+		}
+	}
+	return "", rows.Err()
+}

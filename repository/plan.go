@@ -80,15 +80,15 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 		if empty || upto <= after {
 			return dst, nil
 		}
-		hint := ""
+		hint, from := "", sc.from
 		if a.All {
-			hint = "STRAIGHT_JOIN " // a primary-key range walk that stops after limit rows (see AudiencePage)
+			hint, from = "STRAIGHT_JOIN ", s.walkFrom(ctx) // a range walk that stops after limit rows (see AudiencePage)
 		}
 		full = make([]any, 0, len(args)+3)
 		full = append(full, after, upto)
 		full = append(full, args...)
 		full = append(full, limit)
-		query = "SELECT " + hint + sc.tID + ", " + zone + " FROM " + sc.from + " WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND " + cond +
+		query = "SELECT " + hint + sc.tID + ", " + zone + " FROM " + from + " WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND " + cond +
 			" ORDER BY " + sc.tID + " LIMIT ?"
 	}
 	rows, err := q.QueryContext(ctx, query, full...)

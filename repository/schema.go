@@ -38,14 +38,15 @@ type Schema struct {
 	onDead     string   // with ? for each parameter; "" for the bundled
 	onDeadArgs []string // "id", "token", "code", in placeholder order
 
-	// An audience page's SQL around its filter, built once (build): the
-	// hot path only appends the filter.
-	pageHead, pageTail string
+	// An audience page's SQL around its FROM clause and its filter, built
+	// once (build): the hot path only joins them.
+	pageCols, pageRange, pageTail string
 }
 
 // build derives the statements' fixed parts from the names.
 func (sc *Schema) build() *Schema {
-	sc.pageHead = sc.targetColumns() + " FROM " + sc.from + " WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND "
+	sc.pageCols = sc.targetColumns() + " FROM "
+	sc.pageRange = " WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND "
 	sc.pageTail = " ORDER BY " + sc.tID + " LIMIT ?"
 	return sc
 }

@@ -41,6 +41,9 @@ type Store struct {
 	log    *slog.Logger
 	schema *Schema            // the users and tokens tables the built-in audiences read
 	apps   map[string]*Schema // per app, when apps have tables of their own (WithApps)
+	// walk chooses the index of an "all" walk for the app of a Store
+	// reading one app of the bundled table (ForApp); nil otherwise.
+	walk *appWalk
 }
 
 // New returns a Store on db, a pool opened by sqldb.Open (and migrated by
@@ -54,7 +57,7 @@ func New(db *sqlx.DB, log *slog.Logger) *Store {
 // instead of the bundled ones. pushfan's own tables stay where they are.
 func (s *Store) WithSchema(sc *Schema) *Store {
 	c := *s
-	c.schema = sc
+	c.schema, c.walk = sc, nil
 	return &c
 }
 
@@ -65,7 +68,11 @@ func (s *Store) ForApp(app string) *Store {
 	if sc, ok := s.apps[app]; ok {
 		return s.WithSchema(sc)
 	}
-	return s.WithSchema(s.schema.ForApp(app))
+	c := s.WithSchema(s.schema.ForApp(app))
+	if !s.schema.mapped && app != "" {
+		c.walk = &appWalk{app: app} // the bundled table: every app's tokens in one (appwalk.go)
+	}
+	return c
 }
 
 // WithApps returns a Store that gives each app named in schemas its own

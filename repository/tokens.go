@@ -172,34 +172,14 @@ func audienceFilter(sc *Schema, a model.Audience) (cond string, args []any, empt
 // reflection), so a worker paging millions of tokens reuses one buffer.
 func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto uint64, limit int, dst []Target) ([]Target, error) {
 	dst = dst[:0]
-	if limit <= 0 {
-		return dst, fmt.Errorf("audience page: limit %d must be positive", limit)
-	}
-	cond, args, empty, err := audienceFilter(s.schema, a)
+	q, args, empty, err := s.audiencePageQuery(ctx, a, after, upto, limit)
 	if err != nil {
-		return dst, fmt.Errorf("audience page: %w", err)
+		return dst, err
 	}
-	if empty || upto <= after {
+	if empty {
 		return dst, nil
 	}
-	// STRAIGHT_JOIN pins device_tokens as the driving table for "all", so
-	// the plan is a primary-key range walk that stops after limit rows
-	// instead of a join over all users followed by a sort. For user_ids the
-	// optimizer is left free: there, driving from the user_id index is better.
-	hint := ""
-	if a.All {
-		hint = "STRAIGHT_JOIN "
-	}
-	// u.locale costs the plan nothing: the users row is read by its
-	// primary key for push_enabled already.
-	sc := s.schema
-	q := s.db.Rebind("SELECT " + hint + sc.pageHead + cond + sc.pageTail)
-	full := make([]any, 0, len(args)+3)
-	full = append(full, after, upto)
-	full = append(full, args...)
-	full = append(full, limit)
-
-	rows, err := s.db.QueryContext(ctx, q, full...)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return dst, fmt.Errorf("audience page after %d: %w", after, err)
 	}
@@ -207,6 +187,39 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 		return dst, fmt.Errorf("audience page after %d: %w", after, err)
 	}
 	return dst, nil
+}
+
+// audiencePageQuery is AudiencePage's statement and its arguments; empty
+// when the page has no target without reading anything.
+func (s *Store) audiencePageQuery(ctx context.Context, a model.Audience, after, upto uint64, limit int) (q string, args []any, empty bool, err error) {
+	if limit <= 0 {
+		return "", nil, false, fmt.Errorf("audience page: limit %d must be positive", limit)
+	}
+	cond, cargs, empty, err := audienceFilter(s.schema, a)
+	if err != nil {
+		return "", nil, false, fmt.Errorf("audience page: %w", err)
+	}
+	if empty || upto <= after {
+		return "", nil, true, nil
+	}
+	// STRAIGHT_JOIN pins device_tokens as the driving table for "all", so
+	// the plan is a range walk of the tokens that stops after limit rows
+	// instead of a join over all users followed by a sort: the primary
+	// key's, or for a small app of the shared table its own range of the
+	// app index (walkFrom). For user_ids the optimizer is left free:
+	// there, driving from the user_id index is better.
+	sc := s.schema
+	hint, from := "", sc.from
+	if a.All {
+		hint, from = "STRAIGHT_JOIN ", s.walkFrom(ctx)
+	}
+	// u.locale costs the plan nothing: the users row is read by its
+	// primary key for push_enabled already.
+	args = make([]any, 0, len(cargs)+3)
+	args = append(args, after, upto)
+	args = append(args, cargs...)
+	args = append(args, limit)
+	return s.db.Rebind("SELECT " + hint + sc.pageCols + from + sc.pageRange + cond + sc.pageTail), args, false, nil
 }
 
 // CountAudience returns how many targets AudiencePage would yield in total

@@ -228,3 +228,51 @@ func TestAnAppWithTablesOfItsOwn(t *testing.T) {
 		t.Fatalf("%d dead tokens written back to the legacy app's table, want %d", written, dead)
 	}
 }
+
+// The cluster view lists the running chunks of the app asked for only: a
+// token limited to partner sees partner's chunk, never consumer's, and
+// consumer's view (for a token with every app) shows consumer's only.
+func TestTheClusterViewListsOneAppsChunks(t *testing.T) {
+	t.Parallel()
+	const limited = "partner-view-secret-0123456789"
+	s, _ := appsStack(t, 400, 400, "pview:viewer:"+limited+":partner")
+	ids := map[string]uint64{}
+	for _, app := range []string{"consumer", "partner"} {
+		var b teststack.Broadcast
+		// Paced: each runs for minutes, under a lease, while the views are read.
+		if r := s.Do(http.MethodPost, "/push/broadcast?wait=0", map[string]any{"app": app, "title": app, "audience": map[string]any{"all": true}, "max_rate": 2}, &b); r.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s broadcast: %d", app, r.StatusCode)
+		}
+		ids[app] = b.ID
+		defer s.Do(http.MethodPost, fmt.Sprintf("/push/broadcasts/%d/cancel", b.ID), nil, nil)
+	}
+	type view struct {
+		App    string `json:"app"`
+		Chunks []struct {
+			BroadcastID uint64 `json:"broadcast_id"`
+		} `json:"chunks"`
+	}
+	read := func(token, app string) view {
+		var v view
+		if r := s.DoAuth(http.MethodGet, "/push/cluster?app="+app, token, nil, &v); r.StatusCode != http.StatusOK {
+			t.Fatalf("GET /push/cluster?app=%s: %d", app, r.StatusCode)
+		}
+		return v
+	}
+	for _, w := range []struct{ token, app string }{{limited, "partner"}, {teststack.AdminToken, "consumer"}} {
+		var v view
+		teststack.WaitEvery(t, w.app+"'s running chunk in its cluster view", 20*time.Second, 100*time.Millisecond, func() bool {
+			v = read(w.token, w.app)
+			return len(v.Chunks) > 0
+		})
+		for _, c := range v.Chunks {
+			if c.BroadcastID != ids[w.app] {
+				t.Fatalf("the cluster view of %s lists a chunk of broadcast %d; want only %s's broadcast %d (%+v)", w.app, c.BroadcastID, w.app, ids[w.app], v)
+			}
+		}
+	}
+	var e teststack.ErrorBody
+	if r := s.DoAuth(http.MethodGet, "/push/cluster?app=consumer", limited, nil, &e); r.StatusCode != http.StatusForbidden || e.Error.Code != "forbidden_app" {
+		t.Fatalf("the limited token's view of consumer: %d %+v, want 403 forbidden_app", r.StatusCode, e)
+	}
+}

@@ -34,7 +34,9 @@ type AppParts struct {
 // it closes what it made.
 func buildApps(ctx context.Context, cfg config.Config, m *metrics.Metrics, log *slog.Logger) ([]*AppParts, error) {
 	var out []*AppParts
-	for _, a := range cfg.AppList() {
+	apps := cfg.AppList()
+	for _, a := range apps {
+		concurrency := appConcurrency(cfg.Engine.Concurrency, a.RateLimit, apps)
 		alog := log
 		if len(cfg.Apps) > 0 {
 			alog = log.With("app", a.Name)
@@ -48,7 +50,7 @@ func buildApps(ctx context.Context, cfg config.Config, m *metrics.Metrics, log *
 			Client:          cfg.FCMClient,
 			HTTP2:           cfg.FCMHTTP2,
 			Log:             alog,
-			Concurrency:     cfg.Engine.Concurrency,
+			Concurrency:     concurrency,
 		})
 		if err != nil {
 			closeApps(out)
@@ -56,7 +58,7 @@ func buildApps(ctx context.Context, cfg config.Config, m *metrics.Metrics, log *
 		}
 		throttle := fanout.NewThrottle(a.RateLimit, cfg.Engine.RampUp, cfg.Engine.RateWindow)
 		engine, err := fanout.New(fanout.Config{
-			Concurrency:    cfg.Engine.Concurrency,
+			Concurrency:    concurrency,
 			PageSize:       cfg.Engine.PageSize,
 			SendTimeout:    cfg.Engine.SendTimeout,
 			MaxAttempts:    cfg.Engine.MaxAttempts,
@@ -73,6 +75,33 @@ func buildApps(ctx context.Context, cfg config.Config, m *metrics.Metrics, log *
 	}
 	return out, nil
 }
+
+// appConcurrency is an app's ceiling of sends in flight: its share of the
+// instance's PUSHFAN_CONCURRENCY in proportion to its rate limit, so that
+// the ceiling, and with it the memory and connections it bounds, stays
+// the instance's however many apps it serves. Each pool follows rate ×
+// latency below its ceiling, so a share in proportion to the rate lets
+// every app reach its quota at the latency the whole ceiling allows one
+// app alone. An app's ceiling is at least minAppConcurrency (the engine's
+// smallest pool), or the whole ceiling if that is smaller.
+func appConcurrency(total int, rate float64, apps []config.App) int {
+	if len(apps) <= 1 {
+		return total
+	}
+	var sum float64
+	for _, a := range apps {
+		sum += a.RateLimit
+	}
+	share := float64(total) / float64(len(apps))
+	if sum > 0 {
+		share = float64(total) * rate / sum
+	}
+	return min(total, max(minAppConcurrency, int(share)))
+}
+
+// minAppConcurrency is the least ceiling an app's pool is given: the
+// engine's smallest pool (fanout's minWorkers).
+const minAppConcurrency = 16
 
 // budgets joins each app to its project's budget, as member owner.
 func budgets(parts []*AppParts, db *sql.DB, m *metrics.Metrics, owner string, log *slog.Logger) {

@@ -14,7 +14,9 @@ import (
 const maxListedChunks = 200
 
 // clusterReader composes the cluster view from an app's rate budget's
-// members and the chunk leases, for GET /push/cluster?app=.
+// members and the chunk leases of that app's broadcasts, for GET
+// /push/cluster?app=: a token limited to some apps sees nothing of the
+// others'.
 func clusterReader(parts []*AppParts, leases *lease.Store) func(context.Context, string) (model.Cluster, error) {
 	budgets := make(map[string]*quota.Coordinator, len(parts))
 	for _, p := range parts {
@@ -29,7 +31,7 @@ func clusterReader(parts []*AppParts, leases *lease.Store) func(context.Context,
 		if err != nil {
 			return model.Cluster{}, err
 		}
-		running, err := leases.ListRunning(ctx, maxListedChunks+1)
+		running, err := leases.ListRunning(ctx, app, maxListedChunks+1)
 		if err != nil {
 			return model.Cluster{}, err
 		}
