@@ -218,8 +218,8 @@ func (s *stack) inject(ctx context.Context, kind string, first bool, rng *rand.R
 // when ctx is done) and applies off. A domain's first fault hits the
 // default app's emulator; the others hit it half the time, the partner's
 // three times in ten, and both the rest. The pick is drawn after the
-// fault's duration, so that the durations stay those of the single-app
-// soak's draws.
+// fault's duration, and not at all for a first fault, so that a seed's
+// fixed first faults stay those of the single-app soak.
 func (s *stack) emulatorFault(ctx context.Context, kind, detail string, d time.Duration, first bool, rng *rand.Rand, on, off func(*fcmemu.Config)) error {
 	emus := s.emus[:1]
 	if !first {
