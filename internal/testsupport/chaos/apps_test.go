@@ -95,16 +95,6 @@ func (e *emulator) set(change func(*fcmemu.Config)) error {
 	return nil
 }
 
-// emuOf is app's emulator.
-func (s *stack) emuOf(app string) *emulator {
-	for _, e := range s.emus {
-		if e.app.name == app {
-			return e
-		}
-	}
-	return nil
-}
-
 // quotaOf is app's quota per window: what its emulator allows, and its
 // rate limit times the window.
 func quotaOf(cfg runConfig, app appSpec) int { return int(app.rate * cfg.quotaWindow.Seconds()) }
