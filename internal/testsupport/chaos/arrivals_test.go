@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -13,7 +14,7 @@ import (
 	"pushfan/engagement"
 )
 
-// arrivals is the emulator's log as the checker needs it: each accepted
+// arrivals is an app's emulator's log as the checker needs it: each accepted
 // send attributed to its broadcast and target by the event token it
 // carries (data["pushfan"], signed by the replicas' key), the repeats of a
 // target already accepted (duplicates, with their time, to be explained by
@@ -21,6 +22,11 @@ import (
 // own per-token tallies cannot tell one broadcast's send from another's.
 type arrivals struct {
 	keys atomic.Pointer[engagement.Keys]
+	// app is the emulator's app: every request must come under its
+	// project's path and carry one of its tokens (apps: all of the soak's,
+	// to name the app a misrouted token belongs to).
+	app  appSpec
+	apps []appSpec
 
 	inFlight atomic.Int64
 
@@ -40,6 +46,17 @@ type arrivals struct {
 	// posted back as opens by the load generator.
 	events  []string
 	sampleN int64
+	// misrouted are the requests that came under another project's path
+	// or carried another app's token (the first few: the first stops the
+	// run).
+	misrouted []misroute
+}
+
+// misroute is a request an app's emulator should never have received.
+type misroute struct {
+	at        time.Time
+	broadcast uint64 // 0 when its event token did not verify
+	what      string
 }
 
 // userSends is what one user of a capped broadcast was sent.
@@ -58,8 +75,8 @@ type second struct {
 	maxInFlight                 int64 // the most send requests being answered at once
 }
 
-func newArrivals() *arrivals {
-	return &arrivals{sent: map[uint64]map[uint64]int32{}, secs: map[int64]*second{}, capped: map[uint64]map[uint64]*userSends{}}
+func newArrivals(app appSpec, apps []appSpec) *arrivals {
+	return &arrivals{app: app, apps: apps, sent: map[uint64]map[uint64]int32{}, secs: map[int64]*second{}, capped: map[uint64]map[uint64]*userSends{}}
 }
 
 // statusWriter remembers the status the emulator answered.
@@ -98,7 +115,7 @@ func (a *arrivals) wrap(next http.Handler) http.Handler {
 		a.enter(arrived)
 		next.ServeHTTP(sw, r)
 		a.inFlight.Add(-1)
-		a.record(arrived, time.Now(), sw.status, body)
+		a.record(arrived, time.Now(), sw.status, r.URL.Path, body)
 	})
 }
 
@@ -134,9 +151,10 @@ func (a *arrivals) maxInFlight(from, to time.Time) int64 {
 	return m
 }
 
-func (a *arrivals) record(arrived, now time.Time, status int, body []byte) {
+func (a *arrivals) record(arrived, now time.Time, status int, path string, body []byte) {
 	var req struct {
 		Message struct {
+			Token        string            `json:"token"`
 			Data         map[string]string `json:"data"`
 			Notification struct {
 				Title string `json:"title"`
@@ -147,6 +165,7 @@ func (a *arrivals) record(arrived, now time.Time, status int, body []byte) {
 	_ = json.Unmarshal(body, &req) // the emulator judged it; a bad body was not accepted
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.checkRoute(now, path, req.Message.Token, req.Message.Data["pushfan"])
 	sec := a.second(now)
 	sec.requests++
 	switch {
@@ -198,6 +217,49 @@ func (a *arrivals) record(arrived, now time.Time, status int, body []byte) {
 	if a.sampleN++; a.sampleN%20 == 0 && len(a.events) < 5000 {
 		a.events = append(a.events, tok)
 	}
+}
+
+// checkRoute records a request that came under another project's path
+// than the emulator's app's, or carried a token of another app (or of
+// none): a token sent through the wrong project, which FCM would refuse
+// or, worse, deliver to the wrong app. Every request counts, whatever
+// its answer. a.mu is held.
+func (a *arrivals) checkRoute(now time.Time, path, token, eventToken string) {
+	var what string
+	if want := "/v1/projects/" + a.app.project + "/messages:send"; path != want {
+		what = fmt.Sprintf("a send to %s arrived at app %s's emulator (its path is %s)", path, a.app.name, want)
+	} else if owner := tokenApp(a.apps, token); owner != a.app.name {
+		what = fmt.Sprintf("token %q (app %q) was sent through app %s's project %s", token, owner, a.app.name, a.app.project)
+	}
+	if what == "" || len(a.misrouted) >= 10 {
+		return
+	}
+	var id uint64
+	if keys := a.keys.Load(); keys != nil {
+		if c, err := keys.Verify(eventToken, now); err == nil {
+			id = c.BroadcastID
+		}
+	}
+	a.misrouted = append(a.misrouted, misroute{now, id, what})
+}
+
+// misroutes returns the misrouted requests recorded from index i on, and
+// the next index.
+func (a *arrivals) misroutes(i int) ([]misroute, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]misroute(nil), a.misrouted[i:]...), len(a.misrouted)
+}
+
+// broadcasts are the broadcasts this emulator accepted sends of.
+func (a *arrivals) broadcasts() []uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]uint64, 0, len(a.sent))
+	for id := range a.sent {
+		out = append(out, id)
+	}
+	return out
 }
 
 // takeEvents returns up to n sampled event tokens and forgets them.

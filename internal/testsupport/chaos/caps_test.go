@@ -43,7 +43,7 @@ func checkCaps(s *stack, r *run) capResult {
 		r.violate(0, fmt.Sprintf("caps: reading the capped broadcasts: %v", err))
 		return res
 	}
-	sends := s.arr.cappedSends()
+	sends := s.cappedSends()
 	byUser := map[uint64][]time.Time{}
 	for _, b := range bcs {
 		res.broadcasts++

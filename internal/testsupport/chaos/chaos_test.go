@@ -21,9 +21,10 @@ type runConfig struct {
 	seed     int64
 	duration time.Duration
 	users    int
-	// rate is PUSHFAN_RATE_LIMIT and the emulator's quota (per
-	// quotaWindow): the drills' 10 s window, so a short run sees many.
-	rate           float64
+	// apps are the soak's apps, the default one first: each one's rate is
+	// its rate_limit and its emulator's quota (per quotaWindow: the
+	// drills' 10 s window, so a short run sees many).
+	apps           []appSpec
 	quotaWindow    time.Duration
 	lease          time.Duration // the default PUSHFAN_LEASE the replicas run with
 	gapMin, gapMax time.Duration // between two faults of one domain
@@ -61,7 +62,7 @@ func configFromEnv(t *testing.T) runConfig {
 			t.Fatalf("CHAOS_SEED=%q: want an integer: %v", v, err)
 		}
 	}
-	return runConfig{binary: binary, seed: seed, duration: d, users: 20000, rate: 1500, quotaWindow: 10 * time.Second,
+	return runConfig{binary: binary, seed: seed, duration: d, users: 20000, apps: soakApps(), quotaWindow: 10 * time.Second,
 		lease: 10 * time.Second, gapMin: 15 * time.Second, gapMax: 45 * time.Second}
 }
 
@@ -148,9 +149,8 @@ func TestChaosSoak(t *testing.T) {
 func progressLog(ctx context.Context, wg *sync.WaitGroup, s *stack, r *run, log *slog.Logger) {
 	wg.Go(func() {
 		for sleep(ctx, time.Minute) == nil {
-			st := s.emu.Stats()
-			log.Info("chaos: running", "elapsed", time.Since(r.t0).Round(time.Second), "accepted", st.Accepted,
-				"requests", st.Requests, "faults", len(s.faults.snapshot()), "violations", len(r.found()))
+			log.Info("chaos: running", "elapsed", time.Since(r.t0).Round(time.Second), "accepted", s.accepted(),
+				"requests", s.requests(), "faults", len(s.faults.snapshot()), "violations", len(r.found()))
 		}
 	})
 }

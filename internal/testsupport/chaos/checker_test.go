@@ -10,6 +10,7 @@ import (
 // not through the fault proxy).
 type row struct {
 	ID        uint64 `db:"id"`
+	App       string `db:"app"`
 	Status    string `db:"status"`
 	Targeted  int64  `db:"targeted"`
 	Succeeded int64  `db:"succeeded"`
@@ -46,8 +47,10 @@ type checker struct {
 	prog      map[uint64]progress
 	verified  map[uint64]bool
 	finalSeen map[uint64]time.Time
-	dupIdx    int
-	dups      int64
+	// dupIdx and misIdx are, per app's emulator, how far its duplicates
+	// and misrouted requests have been read.
+	dupIdx, misIdx map[string]int
+	dups           int64
 	// canceledDelivered are targets counted canceled that FCM accepted
 	// (chargeCanceled).
 	canceledDelivered int64
@@ -62,11 +65,12 @@ type checker struct {
 	longestStallID, longestFinalID uint64
 	clusterDone                    int64
 	clusterAt                      time.Time
-	// busy are the spans between two checks that both saw a broadcast
-	// running: the seconds the throughput is measured over.
-	busy      [][2]time.Time
+	// busy are, per app, the spans between two checks that both saw a
+	// broadcast of it running: the seconds its throughput is measured
+	// over.
+	busy      map[string][][2]time.Time
 	lastCheck time.Time
-	wasRun    bool
+	wasRun    map[string]bool
 	// finalPass: the run has drained (and waited for the late holders);
 	// every final broadcast is verified as it is.
 	finalPass bool
@@ -74,8 +78,8 @@ type checker struct {
 	caps capResult
 }
 
-func (c *checker) wasBusy(at time.Time) bool {
-	for _, b := range c.busy {
+func (c *checker) wasBusy(app string, at time.Time) bool {
+	for _, b := range c.busy[app] {
 		if !at.Before(b[0]) && at.Add(time.Second).Before(b[1]) {
 			return true
 		}
@@ -86,7 +90,8 @@ func (c *checker) wasBusy(at time.Time) bool {
 const checkEvery = 2 * time.Second
 
 func newChecker(s *stack, r *run, l *load) *checker {
-	return &checker{s: s, r: r, l: l, prog: map[uint64]progress{}, canceledDeliveredBy: map[string]int64{}, verified: map[uint64]bool{}, finalSeen: map[uint64]time.Time{}, rows: map[uint64]row{}}
+	return &checker{s: s, r: r, l: l, prog: map[uint64]progress{}, canceledDeliveredBy: map[string]int64{}, verified: map[uint64]bool{}, finalSeen: map[uint64]time.Time{}, rows: map[uint64]row{},
+		dupIdx: map[string]int{}, misIdx: map[string]int{}, busy: map[string][][2]time.Time{}, wasRun: map[string]bool{}}
 }
 
 // loop checks until ctx is done.
@@ -105,19 +110,21 @@ func (c *checker) check(now time.Time) {
 	if c.s.dbRestarting(now) {
 		return // the checker's own connection is down with the server
 	}
-	if err := c.s.db.Select(&rows, `SELECT id, status, targeted, succeeded, failed, canceled, capped,
+	if err := c.s.db.Select(&rows, `SELECT id, app, status, targeted, succeeded, failed, canceled, capped,
 		COALESCE(JSON_VALUE(chunk_summary, '$.takeovers'), 0) AS takeovers, created_at, released_at, finished_at FROM broadcasts`); err != nil {
 		c.r.violate(0, fmt.Sprintf("checker: reading broadcasts: %v", err))
 		return
 	}
 	lastFault := c.s.faults.lastTouch(now)
-	due, total, running := false, int64(0), false
+	due, total, running := false, int64(0), map[string]bool{}
 	for _, b := range rows {
 		total += b.done()
-		running = running || b.Status == "running"
+		running[b.App] = running[b.App] || b.Status == "running"
 	}
-	if running && c.wasRun {
-		c.busy = append(c.busy, [2]time.Time{c.lastCheck, now})
+	for _, app := range c.s.cfg.apps {
+		if running[app.name] && c.wasRun[app.name] {
+			c.busy[app.name] = append(c.busy[app.name], [2]time.Time{c.lastCheck, now})
+		}
 	}
 	c.lastCheck, c.wasRun = now, running
 	c.l.mu.Lock()
@@ -164,6 +171,7 @@ func (c *checker) check(now time.Time) {
 		}
 	}
 	c.checkCluster(now, due, total, lastFault)
+	c.checkMisroutes()
 	c.checkDuplicates()
 }
 
@@ -181,8 +189,9 @@ func (c *checker) checkCluster(now time.Time, due bool, total int64, lastFault t
 
 // checkFinal checks a final broadcast once it has been final for 2 s (the
 // arrivals of its last sends are recorded after their answers, which the
-// replica may see first): its counts add up, and succeeded is what the
-// emulator accepted for it, target by target.
+// replica may see first): its counts add up, its sends went to its app's
+// emulator only, and succeeded is what that emulator accepted for it,
+// target by target.
 func (c *checker) checkFinal(b row, now time.Time, local map[uint64]time.Time) {
 	if c.verified[b.ID] {
 		return
@@ -203,7 +212,11 @@ func (c *checker) checkFinal(b row, now time.Time, local map[uint64]time.Time) {
 		c.r.violate(b.ID, fmt.Sprintf("final (%s) with succeeded %d + failed %d + canceled %d + capped %d = %d, not targeted %d", b.Status, b.Succeeded, b.Failed, b.Canceled, b.Capped, b.done(), b.Targeted))
 		return
 	}
-	got := c.s.arr.distinct(b.ID)
+	got, at := c.s.distinct(b.ID)
+	if len(at) > 1 || len(at) == 1 && at[0] != b.App {
+		c.r.violate(b.ID, fmt.Sprintf("a broadcast of app %s had sends accepted by the emulators of %v", b.App, at))
+		return
+	}
 	if got > b.Succeeded && b.Status == "canceled" && b.FinishedAt != nil && c.chargeCanceled(b, got-b.Succeeded) {
 		got = b.Succeeded // explained: see chargeCanceled
 	}
@@ -276,7 +289,7 @@ func (c *checker) chargeCanceled(b row, n int64) bool {
 		kinds = append(kinds, kindPause, kindDBCut, kindCommitFault, kindDBOutage, kindDBRestart)
 	}
 	for range n {
-		kind, ok := c.s.faults.chargeOf(*b.FinishedAt, c.s.cfg.lease+5*time.Second, kinds...)
+		kind, ok := c.s.faults.chargeOf(*b.FinishedAt, c.s.cfg.lease+5*time.Second, b.App, kinds...)
 		if !ok {
 			return false
 		}
@@ -286,16 +299,31 @@ func (c *checker) chargeCanceled(b row, n int64) bool {
 	return true
 }
 
+// checkMisroutes stops the run at a request an emulator received for
+// another app: under another project's path, or with another app's token.
+func (c *checker) checkMisroutes() {
+	for _, e := range c.s.emus {
+		ms, next := e.arr.misroutes(c.misIdx[e.app.name])
+		c.misIdx[e.app.name] = next
+		if len(ms) > 0 {
+			c.r.violate(ms[0].broadcast, fmt.Sprintf("at %s: %s", ms[0].at.Sub(c.r.t0).Round(time.Millisecond), ms[0].what))
+			return
+		}
+	}
+}
+
 // checkDuplicates charges every new duplicate arrival to a fault that
 // explains it; one no fault explains stops the run.
 func (c *checker) checkDuplicates() {
-	ds, next := c.s.arr.dupsSince(c.dupIdx)
-	c.dupIdx = next
-	for _, d := range ds {
-		c.dups++
-		if !c.s.faults.charge(d.at, c.s.cfg.lease+5*time.Second) {
-			c.r.violate(d.broadcast, fmt.Sprintf("target %d sent twice at %s with no fault to explain it", d.target, d.at.Sub(c.r.t0).Round(time.Millisecond)))
-			return
+	for _, e := range c.s.emus {
+		ds, next := e.arr.dupsSince(c.dupIdx[e.app.name])
+		c.dupIdx[e.app.name] = next
+		for _, d := range ds {
+			c.dups++
+			if !c.s.faults.charge(d.at, c.s.cfg.lease+5*time.Second, e.app.name) {
+				c.r.violate(d.broadcast, fmt.Sprintf("target %d of app %s sent twice at %s with no fault to explain it", d.target, e.app.name, d.at.Sub(c.r.t0).Round(time.Millisecond)))
+				return
+			}
 		}
 	}
 	for _, f := range c.s.faults.overBound() {

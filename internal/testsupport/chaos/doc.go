@@ -1,6 +1,8 @@
 // Package chaos is pushfan's chaos soak (make chaos, issue 29): three real
 // `pushfan serve` processes behind a TCP fault proxy to one MariaDB
-// database, the FCM emulator in the test process with a quota equal to the
+// database, two apps (Firebase projects: the default one and a partner
+// app, their tokens interleaved in one device_tokens table), each with an
+// FCM emulator of its own in the test process whose quota equals the app's
 // rate limit, a load generator keeping a mix of broadcasts going, faults
 // injected at random (kill -9, SIGSTOP longer than the lease, database
 // cuts and outages, 429 storms, latency spikes, UNAVAILABLE bursts, a

@@ -13,14 +13,28 @@ func drain(ctx context.Context, s *stack, r *run, l *load, c *checker) {
 		r.violate(0, fmt.Sprintf("drain: releasing the held broadcasts: %v", err))
 		return
 	}
-	var left int64
-	if err := s.db.QueryRow("SELECT COALESCE(SUM(targeted - succeeded - failed - canceled - capped), 0) FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed')").Scan(&left); err != nil {
+	var lefts []struct {
+		App  string `db:"app"`
+		Left int64  `db:"left"`
+	}
+	if err := s.db.Select(&lefts, "SELECT app, COALESCE(SUM(targeted - succeeded - failed - canceled - capped), 0) AS `left` FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed') GROUP BY app"); err != nil {
 		r.violate(0, fmt.Sprintf("drain: %v", err))
 		return
 	}
-	// What is left at half the quota, plus a lease and the 30 s, plus the
+	// What is left of each app at half its quota (the apps send side by
+	// side, each within its own), plus a lease and the 30 s, plus the
 	// local-time broadcasts' 40 s: a run that needs longer has stalled.
-	within := s.cfg.lease + 30*time.Second + 40*time.Second + time.Duration(float64(left)/(s.cfg.rate/2)*float64(time.Second))
+	var left int64
+	var slowest time.Duration
+	for _, x := range lefts {
+		left += x.Left
+		for _, a := range s.cfg.apps {
+			if a.name == x.App {
+				slowest = max(slowest, time.Duration(float64(x.Left)/(a.rate/2)*float64(time.Second)))
+			}
+		}
+	}
+	within := s.cfg.lease + 30*time.Second + 40*time.Second + slowest
 	if !waitFor(ctx, within, func() bool {
 		var n int
 		return s.db.QueryRow("SELECT COUNT(*) FROM broadcasts WHERE status NOT IN ('completed', 'canceled', 'failed')").Scan(&n) == nil && n == 0
@@ -77,19 +91,30 @@ func finalChecks(s *stack, r *run, l *load, c *checker, loadEnd time.Time) {
 			c.checkFinal(b, time.Now().Add(time.Hour), nil)
 		}
 	}
-	if n := s.arr.unattributedSends(); n > 0 {
-		r.violate(0, fmt.Sprintf("%d sends the emulator accepted carry no event token of a broadcast", n))
+	for _, e := range s.emus {
+		if n := e.arr.unattributedSends(); n > 0 {
+			r.violate(0, fmt.Sprintf("%d sends %s accepted carry no event token of a broadcast", n, e.target()))
+		}
+		for _, id := range e.arr.broadcasts() {
+			if b, ok := c.rows[id]; !ok || b.App != e.app.name {
+				r.violate(id, fmt.Sprintf("%s accepted sends of broadcast %d, which is not a broadcast of app %s (its app: %q)", e.target(), id, e.app.name, b.App))
+			}
+		}
 	}
 	c.caps = checkCaps(s, r)
 	checkCron(s, r, loadEnd)
 	checkWebhooks(s, r)
 	checkEngagement(s, r, l)
-	if n, from := s.arr.busiestWindow(s.cfg.quotaWindow); n > quotaWithSlack(s) {
-		r.violate(0, fmt.Sprintf("%d requests arrived at the emulator within %v from %s: over the quota %d by more than the slack (%d allowed)",
-			n, s.cfg.quotaWindow, from.Sub(r.t0).Round(time.Millisecond), quota(s), quotaWithSlack(s)))
-	}
-	if st := quotaShare(s, r.t0, loadEnd); st.requests > 0 && float64(st.limited) > 0.001*float64(st.requests) {
-		r.violate(0, fmt.Sprintf("%d of %d requests (%.3f%%) answered 429 outside the storms: more than 0.1%%", st.limited, st.requests, 100*float64(st.limited)/float64(st.requests)))
+	// The quota, app by app: each emulator against its own app's quota,
+	// its 429s outside its own storms.
+	for _, e := range s.emus {
+		if n, from := e.arr.busiestWindow(s.cfg.quotaWindow); n > quotaWithSlack(s.cfg, e.app) {
+			r.violate(0, fmt.Sprintf("%d requests arrived at %s within %v from %s: over app %s's quota %d by more than the slack (%d allowed)",
+				n, e.target(), s.cfg.quotaWindow, from.Sub(r.t0).Round(time.Millisecond), e.app.name, quotaOf(s.cfg, e.app), quotaWithSlack(s.cfg, e.app)))
+		}
+		if st := quotaShare(s, e, r.t0, loadEnd); st.requests > 0 && float64(st.limited) > 0.001*float64(st.requests) {
+			r.violate(0, fmt.Sprintf("%d of %d requests (%.3f%%) at %s answered 429 outside its storms: more than 0.1%%", st.limited, st.requests, 100*float64(st.limited)/float64(st.requests), e.target()))
+		}
 	}
 }
 
@@ -157,14 +182,3 @@ func checkEngagement(s *stack, r *run, l *load) {
 		}
 	}
 }
-
-// quota is the project's quota per window: what the emulator allows, and
-// the replicas' rate limit times the window.
-func quota(s *stack) int { return int(s.cfg.rate * s.cfg.quotaWindow.Seconds()) }
-
-// quotaWithSlack is the most requests any sliding window of the quota's
-// length may hold (docs/reliability-soak.md, "The quota, window by
-// window"): the limiter keeps every window to the quota (docs/scale-out.md,
-// "The window"), and arrival instants are the emulator's, a send's network
-// time after the replica's permit: 1 % of the quota covers them.
-func quotaWithSlack(s *stack) int { return quota(s) + quota(s)/100 }

@@ -26,11 +26,32 @@ var kindOrder = []string{kindKill, kindPause, kindDBCut, kindCommitFault, kindDB
 
 // fault is one injected fault: its kind, what it hit, when it started and
 // ended (zero while on), and the duplicates it may explain (bound) and was
-// charged with (dups).
+// charged with (dups). An emulator fault names the apps whose emulators
+// it hit (emus); the other faults hit every app.
 type fault struct {
 	kind, target, detail string
+	emus                 []string
 	start, end           time.Time
 	bound, dups          int64
+}
+
+// emulatorFault reports whether f is an emulator's (a storm, a latency
+// spike, an UNAVAILABLE burst).
+func (f *fault) emulatorFault() bool {
+	return f.kind == kindStorm || f.kind == kindLatency || f.kind == kindUnavailable
+}
+
+// touches reports whether f may slow app's sends: an emulator fault only
+// its own apps', a fault of the replicas or the database every app's. The
+// webhook receiver going away slows no send.
+func (f *fault) touches(app string) bool {
+	switch {
+	case f.emulatorFault():
+		return contains(f.emus, app)
+	case f.kind == kindHookAway:
+		return false
+	}
+	return true
 }
 
 // faultLog is every fault of the run, in the order they started.
@@ -40,7 +61,12 @@ type faultLog struct {
 }
 
 func (l *faultLog) begin(kind, target, detail string, bound int64) *fault {
-	f := &fault{kind: kind, target: target, detail: detail, start: time.Now(), bound: bound}
+	return l.beginOn(kind, target, detail, bound, nil)
+}
+
+// beginOn begins a fault of the emulators of apps emus.
+func (l *faultLog) beginOn(kind, target, detail string, bound int64, emus []string) *fault {
+	f := &fault{kind: kind, target: target, detail: detail, emus: emus, start: time.Now(), bound: bound}
 	l.mu.Lock()
 	l.faults = append(l.faults, f)
 	l.mu.Unlock()
@@ -83,10 +109,28 @@ func (l *faultLog) lastTouch(now time.Time) time.Time {
 // inWindow reports whether at falls in a fault's window: from its start
 // to after its end by after (for which kinds: all when kinds is empty).
 func (l *faultLog) inWindow(at time.Time, after time.Duration, kinds ...string) bool {
+	return l.inWindowOf(at, after, func(f *fault) bool { return len(kinds) == 0 || contains(kinds, f.kind) })
+}
+
+// excuses reports whether at falls in the window of a fault that may slow
+// app's sends (fault.touches): a storm of the other app's emulator does
+// not excuse a slow transactional send of this one.
+func (l *faultLog) excuses(at time.Time, after time.Duration, app string) bool {
+	return l.inWindowOf(at, after, func(f *fault) bool { return f.touches(app) })
+}
+
+// inStorm reports whether at falls in the window of a 429 storm of app's
+// emulator.
+func (l *faultLog) inStorm(at time.Time, after time.Duration, app string) bool {
+	return l.inWindowOf(at, after, func(f *fault) bool { return f.kind == kindStorm && contains(f.emus, app) })
+}
+
+// inWindowOf is inWindow for the faults keep keeps.
+func (l *faultLog) inWindowOf(at time.Time, after time.Duration, keep func(*fault) bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, f := range l.faults {
-		if len(kinds) > 0 && !contains(kinds, f.kind) {
+		if !keep(f) {
 			continue
 		}
 		end := f.end
@@ -100,17 +144,17 @@ func (l *faultLog) inWindow(at time.Time, after time.Duration, kinds ...string) 
 	return false
 }
 
-// charge assigns a duplicate at `at` to the fault covering it (its window
-// ending `after` past its end) with a bound and the most room left; false
-// when no fault explains it.
-func (l *faultLog) charge(at time.Time, after time.Duration) bool {
-	_, ok := l.chargeOf(at, after)
+// charge assigns a duplicate of app's at `at` to the fault covering it
+// (its window ending `after` past its end) with a bound and the most room
+// left; false when no fault explains it.
+func (l *faultLog) charge(at time.Time, after time.Duration, app string) bool {
+	_, ok := l.chargeOf(at, after, app)
 	return ok
 }
 
 // chargeOf is charge restricted to the faults of kinds (all when empty);
 // it names the kind of the fault charged.
-func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) (string, bool) {
+func (l *faultLog) chargeOf(at time.Time, after time.Duration, app string, kinds ...string) (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var best *fault
@@ -122,7 +166,7 @@ func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) 
 		if end.IsZero() {
 			end = at
 		}
-		if f.bound == 0 || at.Before(f.start.Add(-time.Second)) || at.After(l.heldBy(f.start, end.Add(after), at)) {
+		if f.bound == 0 || at.Before(f.start.Add(-time.Second)) || at.After(l.heldBy(f.start, end.Add(after), at, app)) {
 			continue
 		}
 		if best == nil || f.bound-f.dups > best.bound-best.dups {
@@ -136,14 +180,15 @@ func (l *faultLog) chargeOf(at time.Time, after time.Duration, kinds ...string) 
 	return best.kind, true
 }
 
-// heldBy extends a charging window [from, to] by every emulator fault
-// that overlaps it (a 429 storm, a latency spike, an UNAVAILABLE burst):
-// the sends it repeats (a takeover's, after a kill) wait out the storm's
-// 429s or the slow answers, so they come that much later. A fault still on
-// counts until now. l.mu is held.
-func (l *faultLog) heldBy(from, to, now time.Time) time.Time {
+// heldBy extends a charging window [from, to] by every fault of app's
+// emulator that overlaps it (a 429 storm, a latency spike, an UNAVAILABLE
+// burst): the sends it repeats (a takeover's, after a kill) wait out the
+// storm's 429s or the slow answers, so they come that much later. Another
+// app's emulator faults do not hold app's sends. A fault still on counts
+// until now. l.mu is held.
+func (l *faultLog) heldBy(from, to, now time.Time, app string) time.Time {
 	for _, g := range l.faults {
-		if g.kind != kindStorm && g.kind != kindLatency && g.kind != kindUnavailable {
+		if !g.emulatorFault() || !contains(g.emus, app) {
 			continue
 		}
 		end := g.end
@@ -191,7 +236,7 @@ func (l *faultLog) text(t0 time.Time) string {
 		if !f.end.IsZero() {
 			end = fmt.Sprintf("%7.1fs", f.end.Sub(t0).Seconds())
 		}
-		fmt.Fprintf(&b, "  %7.1fs → %s  %-45s %-10s %s (duplicates %d of bound %d)\n",
+		fmt.Fprintf(&b, "  %7.1fs → %s  %-45s %-11s %s (duplicates %d of bound %d)\n",
 			f.start.Sub(t0).Seconds(), end, f.kind, f.target, f.detail, f.dups, f.bound)
 	}
 	return b.String()

@@ -55,11 +55,13 @@ func (s *stack) domainLoop(ctx context.Context, d domain, rng *rand.Rand) error 
 		if err := sleep(ctx, gap); err != nil {
 			return err
 		}
-		kind := d.kinds[rng.IntN(len(d.kinds))]
+		// Drawn even when the queue decides, so that the draws after it
+		// stay those of the runs before.
+		kind, first := d.kinds[rng.IntN(len(d.kinds))], false
 		if len(queue) > 0 {
-			kind, queue = queue[0], queue[1:]
+			kind, queue, first = queue[0], queue[1:], true
 		}
-		if err := s.inject(ctx, kind, rng); err != nil {
+		if err := s.inject(ctx, kind, first, rng); err != nil {
 			return err
 		}
 		gap = between(rng, s.cfg.gapMin, s.cfg.gapMax)
@@ -72,10 +74,11 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 // The duplicates a fault may explain (README, "Duplicate bound after a
 // kill -9"): the sends in flight (the most the emulator had at once from
-// 5 s before the fault to its end, for the whole cluster: an over-estimate
-// for one replica) plus 150 ms at the rate limit for each replica that
-// lost unstored sends: one for a kill or a pause, all three for a database
-// fault. Until the fault ends, the bound uses its start.
+// 5 s before the fault to its end, for the whole cluster and every app's
+// emulator: an over-estimate for one replica) plus 150 ms at the apps'
+// rate limits together for each replica that lost unstored sends: one for
+// a kill or a pause, all three for a database fault. Until the fault ends,
+// the bound uses its start.
 func (s *stack) dupBound(replicas int) int64 {
 	now := time.Now()
 	return s.boundFor(replicas)(now, now)
@@ -83,7 +86,7 @@ func (s *stack) dupBound(replicas int) int64 {
 
 func (s *stack) boundFor(replicas int) func(from, to time.Time) int64 {
 	return func(from, to time.Time) int64 {
-		return s.arr.maxInFlight(from.Add(-5*time.Second), to) + int64(float64(replicas)*s.cfg.rate*0.150)
+		return s.maxInFlight(from.Add(-5*time.Second), to) + int64(float64(replicas)*s.cfg.totalRate()*0.150)
 	}
 }
 
@@ -108,8 +111,10 @@ func (s *stack) restart(r *replica) (string, error) {
 }
 
 // inject runs one fault of kind to its end. Its wait is cut short when
-// ctx is done; the undoing is not.
-func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
+// ctx is done; the undoing is not. first: one of its domain's fixed first
+// faults (an emulator fault then hits the default app's emulator, as in
+// the single-app soak).
+func (s *stack) inject(ctx context.Context, kind string, first bool, rng *rand.Rand) error {
 	log := s.faults
 	switch kind {
 	case kindKill:
@@ -152,7 +157,7 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		log.finish(f, fmt.Sprintf("every 3rd COMMIT for %v: %d faulted", d.Round(100*time.Millisecond), s.proxy.AppliedLost.Load()+s.proxy.NotForwarded.Load()-before), s.boundFor(3))
 	case kindDBRestart:
 		if s.pdb == nil {
-			return s.inject(ctx, kindDBOutage, rng)
+			return s.inject(ctx, kindDBOutage, first, rng)
 		}
 		// A third of the restarts are crashes: InnoDB recovers at start.
 		sig, how := syscall.SIGTERM, "SIGTERM"
@@ -182,38 +187,18 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 		log.finish(f, "", s.boundFor(3))
 	case kindStorm:
 		d := between(rng, 3*time.Second, 10*time.Second)
-		f := log.begin(kind, "emulator", fmt.Sprintf("%v", d.Round(100*time.Millisecond)), 0)
-		if err := s.setEmu(func(c *fcmemu.Config) { c.StormAfter, c.StormFor = 0, d }); err != nil {
-			return err
-		}
-		_ = sleep(ctx, d)
-		// Disarmed, so the next storm's arming is a change again.
-		if err := s.setEmu(func(c *fcmemu.Config) { c.StormFor = 0 }); err != nil {
-			return err
-		}
-		log.finish(f, "", nil)
+		// Disarmed at the end, so that the next storm's arming is a change
+		// again.
+		return s.emulatorFault(ctx, kind, fmt.Sprintf("%v", d.Round(100*time.Millisecond)), d, first, rng,
+			func(c *fcmemu.Config) { c.StormAfter, c.StormFor = 0, d }, func(c *fcmemu.Config) { c.StormFor = 0 })
 	case kindLatency:
 		d := between(rng, 5*time.Second, 10*time.Second)
-		f := log.begin(kind, "emulator", fmt.Sprintf("%v", d.Round(100*time.Millisecond)), 0)
-		if err := s.setEmu(func(c *fcmemu.Config) { c.Latency = 500 * time.Millisecond }); err != nil {
-			return err
-		}
-		_ = sleep(ctx, d)
-		if err := s.setEmu(func(c *fcmemu.Config) { c.Latency = baseLatency }); err != nil {
-			return err
-		}
-		log.finish(f, "", nil)
+		return s.emulatorFault(ctx, kind, fmt.Sprintf("%v", d.Round(100*time.Millisecond)), d, first, rng,
+			func(c *fcmemu.Config) { c.Latency = 500 * time.Millisecond }, func(c *fcmemu.Config) { c.Latency = baseLatency })
 	case kindUnavailable:
 		d := between(rng, 3*time.Second, 8*time.Second)
-		f := log.begin(kind, "emulator", fmt.Sprintf("30%% of sends for %v", d.Round(100*time.Millisecond)), 0)
-		if err := s.setEmu(func(c *fcmemu.Config) { c.ErrorRates = map[string]float64{fcmemu.KindUnavailable: 0.3} }); err != nil {
-			return err
-		}
-		_ = sleep(ctx, d)
-		if err := s.setEmu(func(c *fcmemu.Config) { c.ErrorRates = nil }); err != nil {
-			return err
-		}
-		log.finish(f, "", nil)
+		return s.emulatorFault(ctx, kind, fmt.Sprintf("30%% of sends for %v", d.Round(100*time.Millisecond)), d, first, rng,
+			func(c *fcmemu.Config) { c.ErrorRates = map[string]float64{fcmemu.KindUnavailable: 0.3} }, func(c *fcmemu.Config) { c.ErrorRates = nil })
 	case kindHookAway:
 		// At most 8 s: the deliverer retries after about 5 s and then 30 s,
 		// so every event is delivered within a minute of its return.
@@ -226,5 +211,44 @@ func (s *stack) inject(ctx context.Context, kind string, rng *rand.Rand) error {
 	default:
 		return fmt.Errorf("unknown fault kind %q", kind)
 	}
+	return nil
+}
+
+// emulatorFault applies on to the emulators it picks, waits d (cut short
+// when ctx is done) and applies off. A domain's first fault hits the
+// default app's emulator; the others hit it half the time, the partner's
+// three times in ten, and both the rest. The pick is drawn after the
+// fault's duration, and not at all for a first fault, so that a seed's
+// fixed first faults stay those of the single-app soak.
+func (s *stack) emulatorFault(ctx context.Context, kind, detail string, d time.Duration, first bool, rng *rand.Rand, on, off func(*fcmemu.Config)) error {
+	emus := s.emus[:1]
+	if !first {
+		switch n := rng.IntN(10); {
+		case n >= 8:
+			emus = s.emus
+		case n >= 5:
+			emus = s.emus[1:2]
+		}
+	}
+	apps, target := make([]string, len(emus)), emus[0].target()
+	for i, e := range emus {
+		apps[i] = e.app.name
+	}
+	if len(emus) > 1 {
+		target = "emu:both"
+	}
+	f := s.faults.beginOn(kind, target, detail, 0, apps)
+	for _, e := range emus {
+		if err := e.set(on); err != nil {
+			return err
+		}
+	}
+	_ = sleep(ctx, d)
+	for _, e := range emus {
+		if err := e.set(off); err != nil {
+			return err
+		}
+	}
+	s.faults.finish(f, "", nil)
 	return nil
 }

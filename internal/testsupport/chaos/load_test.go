@@ -36,6 +36,7 @@ type chore struct {
 }
 
 type txnSend struct {
+	app  string
 	at   time.Time
 	took time.Duration
 	ok   bool
@@ -65,6 +66,11 @@ var generators = []generator{
 	{"transactional", time.Second, time.Second, false, (*load).transactional},
 	{"engagement", 2 * time.Second, 2 * time.Second, false, (*load).engagement},
 	{"chores", 500 * time.Millisecond, 500 * time.Millisecond, false, (*load).doChores},
+	// The partner app's load, after the default app's: each generator's
+	// random stream is seeded by its index, so the default app's load
+	// keeps the choices it had before there was a partner.
+	{"partner bulk all", 30 * time.Second, 60 * time.Second, true, (*load).partnerBulk},
+	{"partner transactional", 2 * time.Second, 5 * time.Second, false, (*load).partnerTransactional},
 }
 
 func newLoad(s *stack, r *run) *load {
@@ -128,7 +134,7 @@ func (l *load) later(at time.Time, id uint64, action string) {
 }
 
 func (l *load) bulk(ctx context.Context, rng *rand.Rand) error {
-	id, err := l.submit(ctx, rng, "bulk all", "/push/broadcast?wait=0", map[string]any{"title": "bulk", "body": "to everyone", "audience": map[string]any{"all": true}})
+	id, err := l.submit(ctx, rng, "bulk all", "/push/broadcast?wait=0", map[string]any{"app": defaultApp, "title": "bulk", "body": "to everyone", "audience": map[string]any{"all": true}})
 	if err != nil {
 		return err
 	}
@@ -145,7 +151,7 @@ func zoneAudience(zone string) map[string]any {
 }
 
 func (l *load) named(ctx context.Context, rng *rand.Rand) error {
-	_, err := l.submit(ctx, rng, "named audience", "/push/broadcast?wait=0", map[string]any{"title": "named", "audience": zoneAudience("UTC")})
+	_, err := l.submit(ctx, rng, "named audience", "/push/broadcast?wait=0", map[string]any{"app": defaultApp, "title": "named", "audience": zoneAudience("UTC")})
 	return err
 }
 
@@ -153,7 +159,7 @@ func (l *load) named(ctx context.Context, rng *rand.Rand) error {
 // chaos cap) often enough that most of its broadcasts find most users
 // capped; a quarter are canceled, as bulk broadcasts are.
 func (l *load) capped(ctx context.Context, rng *rand.Rand) error {
-	id, err := l.submit(ctx, rng, "capped", "/push/broadcast?wait=0", map[string]any{"title": cappedTitle, "audience": map[string]any{"name": "capped_users"}})
+	id, err := l.submit(ctx, rng, "capped", "/push/broadcast?wait=0", map[string]any{"app": defaultApp, "title": cappedTitle, "audience": map[string]any{"name": "capped_users"}})
 	if err != nil {
 		return err
 	}
@@ -164,7 +170,7 @@ func (l *load) capped(ctx context.Context, rng *rand.Rand) error {
 }
 
 func (l *load) paced(ctx context.Context, rng *rand.Rand) error {
-	_, err := l.submit(ctx, rng, "paced", "/push/broadcast?wait=0", map[string]any{"title": "paced", "audience": zoneAudience("Asia/Tokyo"), "max_rate": 200})
+	_, err := l.submit(ctx, rng, "paced", "/push/broadcast?wait=0", map[string]any{"app": defaultApp, "title": "paced", "audience": zoneAudience("Asia/Tokyo"), "max_rate": 200})
 	return err
 }
 
@@ -184,7 +190,7 @@ func (l *load) localTime(ctx context.Context, rng *rand.Rand) error {
 	}
 	due := time.Now().Add(40 * time.Second)
 	id, err := l.submit(ctx, rng, "local time", "/push/broadcast?wait=0", map[string]any{
-		"title": "local", "audience": map[string]any{"user_ids": ids}, "class": "bulk",
+		"app": defaultApp, "title": "local", "audience": map[string]any{"user_ids": ids}, "class": "bulk",
 		"send_at_local": due.In(ktm).Format("2006-01-02T15:04:05")})
 	if err != nil {
 		return err
@@ -196,7 +202,7 @@ func (l *load) localTime(ctx context.Context, rng *rand.Rand) error {
 }
 
 func (l *load) held(ctx context.Context, rng *rand.Rand) error {
-	id, err := l.submit(ctx, rng, "held then released", "/push/broadcast?wait=0", map[string]any{"title": "held", "audience": zoneAudience("America/New_York"), "hold": true})
+	id, err := l.submit(ctx, rng, "held then released", "/push/broadcast?wait=0", map[string]any{"app": defaultApp, "title": "held", "audience": zoneAudience("America/New_York"), "hold": true})
 	if err != nil {
 		return err
 	}
@@ -204,7 +210,8 @@ func (l *load) held(ctx context.Context, rng *rand.Rand) error {
 	return nil
 }
 
-// resend re-sends the failures of a random completed broadcast.
+// resend re-sends the failures of a random completed broadcast (of
+// either app: a resend goes to its broadcast's app).
 func (l *load) resend(ctx context.Context, rng *rand.Rand) error {
 	var ids []uint64
 	if err := l.s.db.Select(&ids, "SELECT id FROM broadcasts WHERE status = 'completed' AND failed > 0 ORDER BY id DESC LIMIT 10"); err != nil {
@@ -220,53 +227,15 @@ func (l *load) resend(ctx context.Context, rng *rand.Rand) error {
 	return err
 }
 
-// transactional sends to 1-3 users (none with a dead token) and waits for
-// the answer, which comes when the send is final.
-func (l *load) transactional(ctx context.Context, rng *rand.Rand) error {
-	n := 1 + rng.IntN(3)
-	ids := make([]uint64, 0, n)
-	for len(ids) < n {
-		if uid := uint64(1 + rng.IntN(l.s.cfg.users)); uid%100 != 0 {
-			ids = append(ids, uid)
-		}
-	}
-	live := l.s.live()
-	if len(live) == 0 {
-		return nil
-	}
-	start := time.Now()
-	status, raw, err := call(ctx, l.hc, live[rng.IntN(len(live))], "POST", "/push/broadcast", "", map[string]any{"title": "your order shipped", "audience": map[string]any{"user_ids": ids}})
-	took := time.Since(start)
-	if ctx.Err() != nil {
-		return errStopped
-	}
-	devices := int64(n) // every 10th user has a second device (seed)
-	for _, uid := range ids {
-		if uid%10 == 0 {
-			devices++
-		}
-	}
-	var b broadcastAnswer
-	ok := err == nil && status == http.StatusOK && json.Unmarshal(raw, &b) == nil && b.Status == "completed" && b.Succeeded == devices
-	l.mu.Lock()
-	l.txn = append(l.txn, txnSend{start, took, ok})
-	l.submitted["transactional"]++
-	l.mu.Unlock()
-	if (!ok || took > 2*time.Second) && !l.s.faults.inWindow(start, txnGrace) && !l.s.faults.inWindow(start.Add(took), txnGrace) {
-		l.run.violate(b.ID, fmt.Sprintf("a transactional send to %v outside any fault window took %v: status %d, %v, %s", ids, took.Round(time.Millisecond), status, err, raw))
-	}
-	return nil
-}
-
-// txnGrace is how long after a fault a transactional send may still be
-// slow: the budget's shares settle in about 2 s after a member goes, the
-// rate ramps up after a storm, pools reconnect after a database cut.
-const txnGrace = 15 * time.Second
-
-// engagement posts opens for event tokens the emulator received, each
+// engagement posts opens for event tokens the emulators received, each
 // batch until a replica answers it 200 (a replay counts once).
 func (l *load) engagement(ctx context.Context, _ *rand.Rand) error {
-	toks := l.s.arr.takeEvents(50)
+	// 50 of the default app's, as in the single-app soak, and up to 25 of
+	// the partner's: one post holds at most 100.
+	toks := l.s.emus[0].arr.takeEvents(50)
+	for _, e := range l.s.emus[1:] {
+		toks = append(toks, e.arr.takeEvents(25)...)
+	}
 	if len(toks) == 0 {
 		return nil
 	}
@@ -281,7 +250,7 @@ func (l *load) engagement(ctx context.Context, _ *rand.Rand) error {
 	if status != http.StatusOK {
 		return fmt.Errorf("POST /v1/events: %d %s", status, raw)
 	}
-	keys := l.s.arr.keys.Load()
+	keys := l.s.emus[0].arr.keys.Load()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, t := range toks {

@@ -9,26 +9,27 @@ import (
 	"time"
 )
 
-// quotaShare sums the emulator's seconds from from to to, but those of a
-// storm and the 5 s after it (its 429s are the injected fault, and the
-// clients ramp back up after it).
-func quotaShare(s *stack, from, to time.Time) second {
-	return s.arr.totals(from, to, func(at time.Time) bool {
-		return s.faults.inWindow(at, 5*time.Second, kindStorm) || s.faults.inWindow(at.Add(time.Second), 5*time.Second, kindStorm)
+// quotaShare sums e's seconds from from to to, but those of a storm of e
+// and the 5 s after it (its 429s are the injected fault, and the clients
+// ramp back up after it). Another emulator's storm is no excuse.
+func quotaShare(s *stack, e *emulator, from, to time.Time) second {
+	return e.arr.totals(from, to, func(at time.Time) bool {
+		return s.faults.inStorm(at, 5*time.Second, e.app.name) || s.faults.inStorm(at.Add(time.Second), 5*time.Second, e.app.name)
 	})
 }
 
-// throughput is the accepted sends per second over the seconds outside
-// every fault's window (to lease + 5 s after it) in which a broadcast was
-// running: what the cluster sent when it had work and nothing was wrong.
-func throughput(s *stack, c *checker, from, to time.Time) (float64, int) {
+// throughput is e's accepted sends per second over the seconds outside
+// every fault's window (to lease + 5 s after it) in which a broadcast of
+// its app was running: what the cluster sent for the app when it had work
+// and nothing was wrong.
+func throughput(s *stack, c *checker, e *emulator, from, to time.Time) (float64, int) {
 	var accepted int64
 	secs := 0
 	for at := from.Truncate(time.Second).Add(time.Second); at.Add(time.Second).Before(to); at = at.Add(time.Second) {
-		if !c.wasBusy(at) || s.faults.inWindow(at, s.cfg.lease+5*time.Second) || s.faults.inWindow(at.Add(time.Second), s.cfg.lease+5*time.Second) {
+		if !c.wasBusy(e.app.name, at) || s.faults.inWindow(at, s.cfg.lease+5*time.Second) || s.faults.inWindow(at.Add(time.Second), s.cfg.lease+5*time.Second) {
 			continue
 		}
-		accepted += s.arr.totals(at, at.Add(time.Second), nil).accepted
+		accepted += e.arr.totals(at, at.Add(time.Second), nil).accepted
 		secs++
 	}
 	if secs == 0 {
@@ -54,31 +55,32 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 		statuses[x.Status]++
 	}
 	b.WriteString("| what | result |\n|---|---|\n")
-	fmt.Fprintf(&b, "| broadcasts | %d (%s) |\n", len(c.rows), fmtCounts(statuses))
+	fmt.Fprintf(&b, "| broadcasts (both apps) | %d (%s) |\n", len(c.rows), fmtCounts(statuses))
 	l.mu.Lock()
 	fmt.Fprintf(&b, "| submitted by kind | %s; cron fires %d; refused (4xx) %s |\n", fmtCounts(l.submitted), countCron(s), fmtCounts(l.refused))
 	fmt.Fprintf(&b, "| opens posted back (POST /v1/events) | %d events, %d broadcasts |\n", l.events, len(l.opened))
-	txn, slow, slowOut := len(l.txn), 0, 0
-	var txnMax time.Duration
-	for _, x := range l.txn {
-		txnMax = max(txnMax, x.took)
-		if x.took > 2*time.Second || !x.ok {
-			slow++
-			if !s.faults.inWindow(x.at, txnGrace) {
-				slowOut++
-			}
-		}
-	}
+	txns := append([]txnSend(nil), l.txn...)
 	l.mu.Unlock()
-	fmt.Fprintf(&b, "| targets | %d: succeeded %d, failed %d, canceled %d, capped %d |\n", targets, succeeded, failed, canceled, capped)
-	kinds := map[string]int{}
+	fmt.Fprintf(&b, "| targets (both apps) | %d: succeeded %d, failed %d, canceled %d, capped %d |\n", targets, succeeded, failed, canceled, capped)
+	// An emulator fault's count says which emulators it hit.
+	kinds, emus := map[string]int{}, map[string]map[string]int{}
 	for _, f := range s.faults.snapshot() {
 		kinds[f.kind]++
+		if f.emulatorFault() {
+			if emus[f.kind] == nil {
+				emus[f.kind] = map[string]int{}
+			}
+			emus[f.kind][f.target]++
+		}
 	}
 	var fk []string
 	for _, k := range kindOrder {
 		if kinds[k] > 0 {
-			fk = append(fk, fmt.Sprintf("%s %d", k, kinds[k]))
+			on := ""
+			if emus[k] != nil {
+				on = " (" + fmtCounts(emus[k]) + ")"
+			}
+			fk = append(fk, fmt.Sprintf("%s %d%s", k, kinds[k], on))
 		}
 	}
 	fmt.Fprintf(&b, "| faults injected | %s |\n", strings.Join(fk, "; "))
@@ -93,18 +95,11 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's, or a paused one's whose chunk was taken over before the cancel; charged to that fault, any other is a violation) | %d%s |\n", c.canceledDelivered, byKind(c.canceledDeliveredBy))
 	fmt.Fprintf(&b, "| longest time to final (from submit, release or local time due) | %v (broadcast %d) |\n", c.longestFinal.Round(100*time.Millisecond), c.longestFinalID)
 	fmt.Fprintf(&b, "| longest a running broadcast went without an outcome (after the last fault) | %v (broadcast %d; limit lease + 30 s = %v) |\n", c.longestStall.Round(time.Second), c.longestStallID, s.cfg.lease+30*time.Second)
-	tp, secs := throughput(s, c, r.t0, loadEnd)
-	fmt.Fprintf(&b, "| throughput outside faults, while busy | %.0f sends/s = %.0f%% of the quota (%.0f/s), over %d s |\n", tp, 100*tp/s.cfg.rate, s.cfg.rate, secs)
-	q := quotaShare(s, r.t0, time.Now())
-	busiest, busiestAt := s.arr.busiestWindow(s.cfg.quotaWindow)
-	fmt.Fprintf(&b, "| busiest sliding %v window at the emulator (the quota counts all but 429s) | %d requests from %s = %.1f%% of the quota %d (allowed %d) |\n",
-		s.cfg.quotaWindow, busiest, busiestAt.Sub(r.t0).Round(time.Millisecond), 100*float64(busiest)/float64(quota(s)), quota(s), quotaWithSlack(s))
-	fmt.Fprintf(&b, "| 429s outside storms | %d of %d requests (%.3f%%) |\n", q.limited, q.requests, 100*float64(q.limited)/float64(max(q.requests, 1)))
-	fmt.Fprintf(&b, "| transactional sends (1–3 users, each second) | %d, slowest %v; over 2 s or failed: %d, of which outside fault windows: %d |\n", txn, txnMax.Round(time.Millisecond), slow, slowOut)
+	for _, e := range s.emus {
+		appLines(&b, s, r, c, e, txns, loadEnd)
+	}
 	got, twice := s.sink.received()
 	fmt.Fprintf(&b, "| webhook events | %d delivered (%d more than once) |\n", len(got), twice)
-	distinct, repeats, unattributed := s.arr.accounted()
-	fmt.Fprintf(&b, "| the emulator's accepted sends, accounted for | %d = %d distinct (broadcast, target) + %d repeats + %d without an event token |\n", s.emu.Stats().Accepted, distinct, repeats, unattributed)
 	fmt.Fprintf(&b, "| COMMITs faulted by the proxy | %d answer lost, %d never arrived |\n", s.proxy.AppliedLost.Load(), s.proxy.NotForwarded.Load())
 	b.WriteString("\nFault log (seconds from the start):\n\n```\n" + s.faults.text(r.t0) + "```\n")
 	if vs := r.found(); len(vs) > 0 {
@@ -117,6 +112,55 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 		}
 	}
 	return b.String()
+}
+
+// appLines are the report's lines of e's app: its broadcasts and targets,
+// its emulator's sends, its quota and its transactional sends.
+func appLines(b *strings.Builder, s *stack, r *run, c *checker, e *emulator, txns []txnSend, loadEnd time.Time) {
+	app := e.app.name
+	statuses := map[string]int{}
+	var n, targets, succeeded, failed, canceled, capped int64
+	for _, x := range c.rows {
+		if x.App != app {
+			continue
+		}
+		n++
+		targets += x.Targeted
+		succeeded += x.Succeeded
+		failed += x.Failed
+		canceled += x.Canceled
+		capped += x.Capped
+		statuses[x.Status]++
+	}
+	fmt.Fprintf(b, "| **app %s** (project %s, %.0f/s): broadcasts | %d (%s) |\n", app, e.app.project, e.app.rate, n, fmtCounts(statuses))
+	fmt.Fprintf(b, "| app %s: targets | %d: succeeded %d, failed %d, canceled %d, capped %d |\n", app, targets, succeeded, failed, canceled, capped)
+	distinct, repeats, unattributed := e.arr.accounted()
+	all := e.arr.totals(r.t0, time.Now().Add(time.Second), nil)
+	fmt.Fprintf(b, "| app %s: sends at %s | %d requests; %d accepted = %d distinct (broadcast, target) + %d repeats + %d without an event token |\n",
+		app, e.target(), all.requests, e.emu.Stats().Accepted, distinct, repeats, unattributed)
+	busiest, busiestAt := e.arr.busiestWindow(s.cfg.quotaWindow)
+	fmt.Fprintf(b, "| app %s: busiest sliding %v window at %s (the quota counts all but 429s) | %d requests from %s = %.1f%% of its quota %d (allowed %d) |\n",
+		app, s.cfg.quotaWindow, e.target(), busiest, busiestAt.Sub(r.t0).Round(time.Millisecond), 100*float64(busiest)/float64(quotaOf(s.cfg, e.app)), quotaOf(s.cfg, e.app), quotaWithSlack(s.cfg, e.app))
+	q := quotaShare(s, e, r.t0, time.Now())
+	fmt.Fprintf(b, "| app %s: 429s outside its emulator's storms | %d of %d requests (%.3f%%) |\n", app, q.limited, q.requests, 100*float64(q.limited)/float64(max(q.requests, 1)))
+	tp, secs := throughput(s, c, e, r.t0, loadEnd)
+	fmt.Fprintf(b, "| app %s: throughput outside faults, while busy | %.0f sends/s = %.0f%% of its quota (%.0f/s), over %d s |\n", app, tp, 100*tp/e.app.rate, e.app.rate, secs)
+	var txn, slow, slowOut int
+	var txnMax time.Duration
+	for _, x := range txns {
+		if x.app != app {
+			continue
+		}
+		txn++
+		txnMax = max(txnMax, x.took)
+		if x.took > 2*time.Second || !x.ok {
+			slow++
+			if !s.faults.excuses(x.at, txnGrace, app) && !s.faults.excuses(x.at.Add(x.took), txnGrace, app) {
+				slowOut++
+			}
+		}
+	}
+	fmt.Fprintf(b, "| app %s: transactional sends (1–3 users) | %d, slowest %v; over 2 s or failed: %d, of which outside the windows of the faults that touch the app: %d |\n", app, txn, txnMax.Round(time.Millisecond), slow, slowOut)
 }
 
 func worstFault(s *stack) string {

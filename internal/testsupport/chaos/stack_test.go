@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,7 +20,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"pushfan/engagement"
-	"pushfan/fcmemu"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/internal/testsupport/teststack"
 )
@@ -30,17 +28,18 @@ import (
 const adminToken = "chaos-admin-token-0123456789"
 
 // stack is the soak's world: the database (read directly by the checker,
-// never through the proxy), the proxy the replicas go through, the
-// emulator with its arrivals log, the webhook sink and the replicas.
+// never through the proxy), the proxy the replicas go through, an
+// emulator per app with its arrivals log, the webhook sink and the
+// replicas.
 type stack struct {
-	t      *testing.T
-	log    *slog.Logger
-	cfg    runConfig
-	db     *sqlx.DB
-	proxy  *teststack.Proxy
-	emu    *fcmemu.Emulator
-	emuMu  sync.Mutex // serializes read-modify-write changes of the emulator's config
-	arr    *arrivals
+	t     *testing.T
+	log   *slog.Logger
+	cfg   runConfig
+	db    *sqlx.DB
+	proxy *teststack.Proxy
+	// emus are the apps' emulators, in cfg.apps's order (the default
+	// app's first).
+	emus   []*emulator
 	sink   *hookSink
 	env    []string
 	dir    string
@@ -100,14 +99,9 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}, pdb: pdb, noSQLServer: why}
 	s.seed()
 
-	s.emu = fcmemu.New(fcmemu.Config{
-		Latency: baseLatency, Jitter: baseJitter,
-		QuotaLimit: int(cfg.rate * cfg.quotaWindow.Seconds()), QuotaWindow: cfg.quotaWindow,
-		Seed: cfg.seed,
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.arr = newArrivals()
-	emuSrv := httptest.NewServer(s.arr.wrap(s.emu.Handler()))
-	t.Cleanup(emuSrv.Close)
+	for i, app := range cfg.apps {
+		s.emus = append(s.emus, newEmulator(t, cfg, app, cfg.seed+int64(i)))
+	}
 
 	s.sink = newHookSink()
 	hookSrv := httptest.NewServer(s.sink)
@@ -115,19 +109,21 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 
 	s.proxy = teststack.NewProxy(t, dbAddr)
 	yaml := filepath.Join(s.dir, "pushfan.yaml")
-	if err := os.WriteFile(yaml, []byte(configYAML(hookSrv.URL)), 0o600); err != nil {
+	if err := os.WriteFile(yaml, []byte(s.configYAML(hookSrv.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.env = append(os.Environ(),
 		"PUSHFAN_MYSQL_DSN="+s.proxy.DSN(tdb.DSN),
-		"PUSHFAN_FCM_ENDPOINT="+emuSrv.URL+"/v1",
-		"PUSHFAN_FCM_PROJECT_ID=chaos",
+		// The default app's, as in the single-app soak; the YAML's apps:
+		// names every app's endpoint and project.
+		"PUSHFAN_FCM_ENDPOINT="+s.emus[0].url,
+		"PUSHFAN_FCM_PROJECT_ID="+cfg.apps[0].project,
 		"PUSHFAN_ADMIN_TOKENS="+adminToken,
 		"PUSHFAN_INTERNAL_TOKEN="+adminToken,
 		"PUSHFAN_LOG_FORMAT=text",
 		"PUSHFAN_CONFIG="+yaml,
 		"PUSHFAN_WEBHOOK_ALLOW_PRIVATE=true",
-		fmt.Sprintf("PUSHFAN_RATE_LIMIT=%g", cfg.rate),
+		fmt.Sprintf("PUSHFAN_RATE_LIMIT=%g", cfg.apps[0].rate),
 		"PUSHFAN_RATE_WINDOW="+cfg.quotaWindow.String(),
 		// The load submits a transactional send every second beside the
 		// bulk mix: more than the default 30 a minute per admin token.
@@ -150,7 +146,9 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.arr.keys.Store(keys)
+	for _, e := range s.emus {
+		e.arr.keys.Store(keys)
+	}
 	return s
 }
 
@@ -295,20 +293,6 @@ func (s *stack) eventKeys() (*engagement.Keys, error) {
 		return nil, fmt.Errorf("event key: %w", err)
 	}
 	return k, nil
-}
-
-// setEmu changes the emulator's config under the lock, so that
-// overlapping faults (a storm during a latency spike) each undo only their
-// own field.
-func (s *stack) setEmu(change func(*fcmemu.Config)) error {
-	s.emuMu.Lock()
-	defer s.emuMu.Unlock()
-	c := s.emu.Config()
-	change(&c)
-	if err := s.emu.SetConfig(c); err != nil {
-		return fmt.Errorf("emulator config: %w", err)
-	}
-	return nil
 }
 
 // errStopped: the run's context ended while a step waited.
