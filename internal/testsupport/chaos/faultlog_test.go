@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"pushfan/config"
 )
 
 // Fault kinds.
@@ -183,9 +185,13 @@ func (l *faultLog) chargeOf(at time.Time, after time.Duration, app string, kinds
 // heldBy extends a charging window [from, to] by every fault of app's
 // emulator that overlaps it (a 429 storm, a latency spike, an UNAVAILABLE
 // burst): the sends it repeats (a takeover's, after a kill) wait out the
-// storm's 429s or the slow answers, so they come that much later. Another
-// app's emulator faults do not hold app's sends. A fault still on counts
-// until now. l.mu is held.
+// storm's 429s or the slow answers, so they come that much later. After a
+// storm they wait for the ramp as well: the senders come back at 10 % of
+// the rate and climb to all of it over PUSHFAN_RAMP_UP, with the storm's
+// backlog of every broadcast ahead of them (a 30-minute run, seed 4242,
+// found a kill's repeat 8 s past a storm's end, 3 s past a window that
+// ended with the storm's length added). Another app's emulator faults do
+// not hold app's sends. A fault still on counts until now. l.mu is held.
 func (l *faultLog) heldBy(from, to, now time.Time, app string) time.Time {
 	for _, g := range l.faults {
 		if !g.emulatorFault() || !contains(g.emus, app) {
@@ -199,9 +205,17 @@ func (l *faultLog) heldBy(from, to, now time.Time, app string) time.Time {
 			continue
 		}
 		to = to.Add(end.Sub(g.start))
+		if g.kind == kindStorm {
+			to = to.Add(stormRampUp)
+		}
 	}
 	return to
 }
+
+// stormRampUp is how long the replicas take to climb back to their full
+// rate after a 429 pause: PUSHFAN_RAMP_UP, which the soak leaves at its
+// default.
+var stormRampUp = config.Defaults().Engine.RampUp
 
 // overBound returns the faults charged with more duplicates than their bound.
 func (l *faultLog) overBound() []fault {

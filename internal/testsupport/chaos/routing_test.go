@@ -85,3 +85,24 @@ func TestEmulatorFaultExcusesItsOwnAppOnly(t *testing.T) {
 		t.Errorf("the default app's repeats: window to %v after the kill's end, want 1s (the partner's spike does not hold them)", got.Sub(kill.end))
 	}
 }
+
+// A kill's repeats that wait out a 429 storm wait for the ramp after it
+// too: the window is lengthened by the storm and by PUSHFAN_RAMP_UP (seed
+// 4242's repeat came 8 s after the storm's end, 16.7 s after the takeover).
+func TestAStormHoldsAKillsRepeatsForItsRampToo(t *testing.T) {
+	l := &faultLog{}
+	t0 := time.Now()
+	kill := l.begin(kindKill, "replica-b", "", 300)
+	kill.start, kill.end = t0, t0.Add(600*time.Millisecond)
+	storm := l.beginOn(kindStorm, "emulator", "", 0, []string{defaultApp})
+	storm.start, storm.end = t0.Add(10800*time.Millisecond), t0.Add(18700*time.Millisecond)
+	after := 15 * time.Second // lease + 5 s
+	repeat := t0.Add(26660 * time.Millisecond)
+	if kind, ok := l.chargeOf(repeat, after, defaultApp); !ok || kind != kindKill {
+		t.Fatalf("the takeover's repeat 8 s after the storm: charged %q %v, want to the kill", kind, ok)
+	}
+	late := kill.end.Add(after + storm.end.Sub(storm.start) + stormRampUp + time.Second)
+	if kind, ok := l.chargeOf(late, after, defaultApp); ok {
+		t.Fatalf("a repeat past the storm and its ramp: charged to %q, want no fault to explain it", kind)
+	}
+}
