@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -38,9 +39,19 @@ const walkCheckEvery = 10 * time.Minute
 type appWalk struct {
 	app   string
 	mu    sync.Mutex
-	at    time.Time
-	small bool // the app holds under half of the table: walk the app index
+	at    time.Time // of the last estimate, zero before the first
+	small bool      // the app holds under half of the table: walk the app index
+	// failed is when an estimate last failed: the next is tried
+	// walkRetryAfter later, not at every page of a database outage.
+	failed time.Time
 }
+
+// walkRetryAfter is how soon a failed estimate is tried again.
+const walkRetryAfter = 10 * time.Second
+
+// errNoEstimate: an estimate failed less than walkRetryAfter ago and none
+// was ever made.
+var errNoEstimate = errors.New("the app's share of device_tokens is not known yet")
 
 // walkHints are the two FROM clauses of a bundled "all" walk: by the app
 // index, and by the primary key alone.
@@ -60,7 +71,9 @@ func (s *Store) walkFrom(ctx context.Context) string {
 	}
 	small, err := s.walk.smallApp(ctx, s.db.DB)
 	if err != nil {
-		s.log.WarnContext(ctx, "estimating the app's share of device_tokens; the optimizer chooses the walk", "app", s.walk.app, "err", err)
+		if !errors.Is(err, errNoEstimate) {
+			s.log.WarnContext(ctx, "estimating the app's share of device_tokens; the optimizer chooses the walk", "app", s.walk.app, "err", err)
+		}
 		return sc.from
 	}
 	hint := pkOnlyHint
@@ -76,15 +89,19 @@ func (s *Store) walkFrom(ctx context.Context) string {
 func (w *appWalk) smallApp(ctx context.Context, db *sql.DB) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.at.IsZero() && time.Since(w.at) < walkCheckEvery {
-		return w.small, nil
+	if !w.at.IsZero() && time.Since(w.at) < walkCheckEvery || time.Since(w.failed) < walkRetryAfter {
+		if w.at.IsZero() {
+			return false, errNoEstimate
+		}
+		return w.small, nil // the last estimate, until the next one is due or can be made
 	}
 	app, err := explainRows(ctx, db, "EXPLAIN SELECT id FROM device_tokens FORCE INDEX (idx_device_tokens_app) WHERE app = ?", w.app)
-	if err != nil {
-		return false, err
+	var all int64
+	if err == nil {
+		all, err = explainRows(ctx, db, "EXPLAIN SELECT id FROM device_tokens FORCE INDEX (PRIMARY) WHERE id > 0")
 	}
-	all, err := explainRows(ctx, db, "EXPLAIN SELECT id FROM device_tokens FORCE INDEX (PRIMARY) WHERE id > 0")
 	if err != nil {
+		w.failed = time.Now()
 		return false, err
 	}
 	w.small, w.at = 2*app < all, time.Now()
