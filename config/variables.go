@@ -226,7 +226,7 @@ func variables(c *Config) []variable {
 			unset: "none: only admin tokens read the metrics",
 			rule:  note("at least 16 characters")},
 		{name: "PUSHFAN_CONCURRENCY", set: integer(&e.Concurrency),
-			doc:  "the most sending goroutines per instance: a ceiling (it also bounds memory and connections). Below it the pool follows rate × observed latency × 1.25 + 16",
+			doc:  "the most sending goroutines per instance: a ceiling (it also bounds memory and connections), shared by [several apps](apps.md) in proportion to their rate limits. Below it the pool follows rate × observed latency × 1.25 + 16",
 			rule: intRange(&e.Concurrency, 1, 20000)},
 		{name: "PUSHFAN_PAGE_SIZE", set: integer(&e.PageSize),
 			doc:  "tokens per keyset page read from MySQL",
