@@ -106,7 +106,8 @@ const minAppConcurrency = 16
 // budgets joins each app to its project's budget, as member owner.
 func budgets(parts []*AppParts, db *sql.DB, m *metrics.Metrics, owner string, log *slog.Logger) {
 	for _, p := range parts {
-		p.Quota = quota.New(db, log, p.quotaThrottle, p.Engine.Demand, quota.Options{
+		// Each app has a budget of its own: its lines say whose.
+		p.Quota = quota.New(db, log.With("app", p.Name), p.quotaThrottle, p.Engine.Demand, quota.Options{
 			Project: p.Sender.ProjectID(), Instance: quota.Member(owner), Limit: p.RateLimit,
 		})
 		p.Quota.OnShare(m.ForApp(p.Name).Share)

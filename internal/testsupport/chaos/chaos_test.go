@@ -117,6 +117,7 @@ func TestChaosSoak(t *testing.T) {
 	checkCtx, stopChecking := context.WithCancel(t.Context())
 	defer stopChecking()
 	checking.Go(func() { c.loop(checkCtx) })
+	checking.Go(func() { s.probe.run(checkCtx) })
 	l.start(ctx, &work)
 	s.runFaults(ctx, &work, func(err error) { r.violate(0, err.Error()) })
 	progressLog(ctx, &work, s, r, log)

@@ -94,6 +94,9 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| chunks a cancel closed under a stalled holder that never reported back (killed) | %d |\n", unheard)
 	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's, or a paused one's whose chunk was taken over before the cancel; charged to that fault, any other is a violation) | %d%s |\n", c.canceledDelivered, byKind(c.canceledDeliveredBy))
 	fmt.Fprintf(&b, "| longest time to final (from submit, release or local time due) | %v (broadcast %d) |\n", c.longestFinal.Round(100*time.Millisecond), c.longestFinalID)
+	if st := s.probe.longest(); st.late > 0 {
+		fmt.Fprintf(&b, "| the checker's longest stall (its clock stamps the emulators' arrivals) | %v, ending at %s |\n", st.late.Round(time.Millisecond), st.end.Sub(r.t0).Round(time.Millisecond))
+	}
 	fmt.Fprintf(&b, "| longest a running broadcast went without an outcome (after the last fault) | %v (broadcast %d; limit lease + 30 s = %v) |\n", c.longestStall.Round(time.Second), c.longestStallID, s.cfg.lease+30*time.Second)
 	for _, e := range s.emus {
 		appLines(&b, s, r, c, e, txns, loadEnd)
@@ -139,8 +142,14 @@ func appLines(b *strings.Builder, s *stack, r *run, c *checker, e *emulator, txn
 	fmt.Fprintf(b, "| app %s: sends at %s | %d requests; %d accepted = %d distinct (broadcast, target) + %d repeats + %d without an event token |\n",
 		app, e.target(), all.requests, e.emu.Stats().Accepted, distinct, repeats, unattributed)
 	busiest, busiestAt := e.arr.busiestWindow(s.cfg.quotaWindow)
-	fmt.Fprintf(b, "| app %s: busiest sliding %v window at %s (the quota counts all but 429s) | %d requests from %s = %.1f%% of its quota %d (allowed %d) |\n",
-		app, s.cfg.quotaWindow, e.target(), busiest, busiestAt.Sub(r.t0).Round(time.Millisecond), 100*float64(busiest)/float64(quotaOf(s.cfg, e.app)), quotaOf(s.cfg, e.app), quotaWithSlack(s.cfg, e.app))
+	allowed := quotaWithSlack(s.cfg, e.app)
+	stalled := ""
+	if lead := s.probe.lead(busiestAt, s.cfg.quotaWindow); busiest > allowed && lead > 0 {
+		allowed += int(e.app.rate * lead.Seconds())
+		stalled = fmt.Sprintf(", with the checker's own %v stall at its start", lead.Round(time.Millisecond))
+	}
+	fmt.Fprintf(b, "| app %s: busiest sliding %v window at %s (the quota counts all but 429s) | %d requests from %s = %.1f%% of its quota %d (allowed %d%s) |\n",
+		app, s.cfg.quotaWindow, e.target(), busiest, busiestAt.Sub(r.t0).Round(time.Millisecond), 100*float64(busiest)/float64(quotaOf(s.cfg, e.app)), quotaOf(s.cfg, e.app), allowed, stalled)
 	q := quotaShare(s, e, r.t0, time.Now())
 	fmt.Fprintf(b, "| app %s: 429s outside its emulator's storms | %d of %d requests (%.3f%%) |\n", app, q.limited, q.requests, 100*float64(q.limited)/float64(max(q.requests, 1)))
 	tp, secs := throughput(s, c, e, r.t0, loadEnd)

@@ -51,6 +51,9 @@ type stack struct {
 	// why).
 	pdb         *privateDB
 	noSQLServer string
+	// probe measures this process's own stalls, which move the arrival
+	// instants its emulators stamp.
+	probe *stallProbe
 }
 
 // replica is one `pushfan serve` under a pinned instance id; it is
@@ -96,7 +99,7 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 		}
 		os.RemoveAll(dir)
 	})
-	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}, pdb: pdb, noSQLServer: why}
+	s := &stack{t: t, log: log, cfg: cfg, db: tdb.SQL, dir: dir, faults: &faultLog{}, pdb: pdb, noSQLServer: why, probe: &stallProbe{}}
 	s.seed()
 
 	for i, app := range cfg.apps {
