@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // drain waits, with the faults undone and the load stopped, until every
@@ -47,37 +49,12 @@ func drain(ctx context.Context, s *stack, r *run, l *load, c *checker) {
 	}
 	// The deliverer retries after about 5 s, 30 s, 2 min and 10 min (each
 	// ±20 %): an event whose first attempts met a receiver away (or a
-	// database restart) waits for its next one. Wait for each undelivered
-	// event's next attempt to come due, and 30 s for the attempt itself;
-	// an event not delivered by then was dropped or stalled.
-	start := time.Now()
-	deadline := start.Add(time.Minute)
-	for {
-		var pending struct {
-			N     int   `db:"n"`
-			DueIn int64 `db:"due_in"`
-			Most  int   `db:"most"`
+	// database restart) waits for its next one, 12 minutes at the most.
+	if err := awaitWebhooks(ctx, s.db, time.Minute, 30*time.Second, 15*time.Minute); err != nil {
+		if ctx.Err() == nil {
+			r.violate(0, "drain: "+err.Error())
 		}
-		err := s.db.Get(&pending, "SELECT COUNT(*) AS n, COALESCE(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MAX(next_at)), 0) AS due_in, COALESCE(MAX(attempts), 0) AS most FROM webhook_outbox WHERE status <> 'delivered'")
-		if err == nil && pending.N == 0 {
-			break
-		}
-		if err == nil {
-			// Never past the fifth attempt's due time (12.6 min at the
-			// most after the first): a later one means a stuck deliverer.
-			due := time.Now().Add(time.Duration(pending.DueIn)*time.Microsecond + 30*time.Second)
-			if due.After(deadline) && due.Before(start.Add(15*time.Minute)) {
-				deadline = due
-			}
-		}
-		if time.Now().After(deadline) {
-			r.violate(0, fmt.Sprintf("drain: %d webhook events still undelivered %v after every broadcast was final, past their next attempt's due time (the most attempts of one: %d; err %v)",
-				pending.N, time.Since(start).Round(time.Second), pending.Most, err))
-			return
-		}
-		if sleep(ctx, 500*time.Millisecond) != nil {
-			return
-		}
+		return
 	}
 	// A stalled holder whose chunk a cancel closed reports what it sent
 	// when it resumes; one that was killed never does.
@@ -92,6 +69,44 @@ func drain(ctx context.Context, s *stack, r *run, l *load, c *checker) {
 	// The checker verifies a final broadcast once it has been final for
 	// 2 s; give it two more rounds.
 	_ = sleep(ctx, 2*checkEvery+time.Second)
+}
+
+// awaitWebhooks waits until every webhook event in the outbox is
+// delivered: at least floor, and until each undelivered event's next
+// attempt has come due (next_at) plus margin for the attempt itself, but
+// never past ceiling (a due time beyond it means a stuck deliverer). An
+// event undelivered then is an error naming how many and the most
+// attempts one has had.
+func awaitWebhooks(ctx context.Context, db *sqlx.DB, floor, margin, ceiling time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(floor)
+	for {
+		var pending struct {
+			N     int   `db:"n"`
+			DueIn int64 `db:"due_in"`
+			Most  int   `db:"most"`
+		}
+		err := db.GetContext(ctx, &pending, "SELECT COUNT(*) AS n, COALESCE(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MAX(next_at)), 0) AS due_in, COALESCE(MAX(attempts), 0) AS most FROM webhook_outbox WHERE status <> 'delivered'")
+		if err == nil && pending.N == 0 {
+			return nil
+		}
+		if err == nil {
+			due := time.Now().Add(time.Duration(pending.DueIn)*time.Microsecond + margin)
+			if due.After(deadline) && !due.After(start.Add(ceiling)) {
+				deadline = due
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("webhook events not known delivered %v after every broadcast was final: %w", time.Since(start).Round(time.Second), err)
+			}
+			return fmt.Errorf("%d webhook events still undelivered %v after every broadcast was final, past their next attempt's due time (the most attempts of one: %d)",
+				pending.N, time.Since(start).Round(time.Second), pending.Most)
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // waitFor polls cond every 500 ms until it holds (true) or within passes.
