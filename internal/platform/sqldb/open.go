@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,12 +31,34 @@ const (
 //   - interpolateParams=true (unless the DSN picks its own collation/charset,
 //     where interpolation may be unsafe): one round trip per query instead of
 //     prepare/execute/close, and no 65,535-placeholder cap on big IN lists;
-//   - time values truncated to microseconds, matching DATETIME(6).
+//   - time values truncated to microseconds, matching DATETIME(6);
+//   - on MariaDB, idle_transaction_timeout (idleTransactionTimeout) on
+//     every session, so a stalled process's open transaction cannot hold
+//     its row locks for longer.
 //
 // The pool gets maxOpen connections (16 if maxOpen <= 0), as many idle ones
 // (so bursts don't churn connections) and a 5 minute lifetime. Open pings the
 // server within ctx before returning.
 func Open(ctx context.Context, dsn string, maxOpen int, log *slog.Logger) (*sqlx.DB, error) {
+	return open(ctx, dsn, maxOpen, log, idleTransactionTimeout)
+}
+
+// idleTransactionTimeout is how long MariaDB lets one of our transactions
+// sit idle between two statements before it ends the session, rolling the
+// transaction back and freeing its locks. Every transaction here runs its
+// statements back to back, so only a stalled process gets near it: a VM
+// frozen or a SIGSTOP in the middle of a checkpoint. Without it, the row
+// locks that transaction holds block every other instance (a cancel of the
+// broadcast, a claim of its chunk) until the process runs again or its
+// connection drops, which can be hours; with it, for 30 s at most. The
+// stalled process finds its connection gone when it runs again, and its
+// retry is fenced like any late holder's. MySQL has no such setting (its
+// wait_timeout ends the session, idle in a transaction or not).
+const idleTransactionTimeout = 30 * time.Second
+
+// open is Open with the idle transaction timeout given (whole seconds; 0:
+// none).
+func open(ctx context.Context, dsn string, maxOpen int, log *slog.Logger, idleTx time.Duration) (*sqlx.DB, error) {
 	log = OrDiscard(log)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -54,12 +77,36 @@ func Open(ctx context.Context, dsn string, maxOpen int, log *slog.Logger) (*sqlx
 	if err := cfg.Apply(mysql.TimeTruncate(time.Microsecond)); err != nil {
 		return nil, fmt.Errorf("configure mysql driver: %w", err)
 	}
+	if maxOpen <= 0 {
+		maxOpen = defaultMaxOpen
+	}
+	db, err := pool(ctx, cfg, maxOpen)
+	if err != nil {
+		return nil, err
+	}
+	// The setting is MariaDB's: a MySQL server refuses a session that
+	// sets it. So ask the server first, then open the pool again with it.
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("reading the server's version at %s/%s: %w", cfg.Addr, cfg.DBName, err)
+	}
+	if idleTx >= time.Second && strings.Contains(version, "MariaDB") {
+		_ = db.Close()
+		cfg.Params["idle_transaction_timeout"] = strconv.Itoa(int(idleTx / time.Second))
+		if db, err = pool(ctx, cfg, maxOpen); err != nil {
+			return nil, err
+		}
+	}
+	log.Debug("mysql connected", "addr", cfg.Addr, "db", cfg.DBName, "max_open", maxOpen, "version", version)
+	return db, nil
+}
+
+// pool opens a pool of maxOpen connections by cfg and pings the server.
+func pool(ctx context.Context, cfg *mysql.Config, maxOpen int) (*sqlx.DB, error) {
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysql connector: %w", err)
-	}
-	if maxOpen <= 0 {
-		maxOpen = defaultMaxOpen
 	}
 	db := sqlx.NewDb(sql.OpenDB(connector), "mysql")
 	db.SetMaxOpenConns(maxOpen)
@@ -69,7 +116,6 @@ func Open(ctx context.Context, dsn string, maxOpen int, log *slog.Logger) (*sqlx
 		_ = db.Close()
 		return nil, fmt.Errorf("ping mysql at %s/%s: %w", cfg.Addr, cfg.DBName, err)
 	}
-	log.Debug("mysql connected", "addr", cfg.Addr, "db", cfg.DBName, "max_open", maxOpen)
 	return db, nil
 }
 
