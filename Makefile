@@ -209,7 +209,7 @@ clean: stop ## stop the demo, remove bin/ and the logs and pid files in .run/ (k
 FUZZTIME ?= 10s
 .PHONY: fuzz
 
-fuzz: ## run every fuzz target for FUZZTIME each (default 10s; e.g. make fuzz FUZZTIME=1m)
+fuzz: ## run every fuzz target for FUZZTIME each: a duration (default 10s; e.g. FUZZTIME=1m) or a count of runs (FUZZTIME=3000x, as CI does)
 	$(GO) test -run '^$$' -fuzz '^FuzzBroadcastRequest$$' -fuzztime $(FUZZTIME) ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSend$$' -fuzztime $(FUZZTIME) ./fcmemu/
 	$(GO) test -run '^$$' -fuzz '^FuzzSendHandler$$' -fuzztime $(FUZZTIME) ./fcmemu/
