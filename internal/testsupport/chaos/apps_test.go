@@ -108,6 +108,15 @@ func quotaWithSlack(cfg runConfig, app appSpec) int {
 	return quotaOf(cfg, app) + quotaOf(cfg, app)/100
 }
 
+// quotaAllowance is what the window of app's arrivals from `from` may
+// hold: the quota with its slack, and the app's rate times the lead the
+// checker's own stall gives the window's start (see stallProbe), which is
+// returned too.
+func quotaAllowance(cfg runConfig, app appSpec, probe *stallProbe, from time.Time) (int, time.Duration) {
+	lead := probe.lead(from, cfg.quotaWindow)
+	return quotaWithSlack(cfg, app) + int(app.rate*lead.Seconds()), lead
+}
+
 // totalRate is every app's rate limit together: what the cluster may send
 // at once, which bounds the sends a replica loses in 150 ms.
 func (c runConfig) totalRate() float64 {

@@ -342,16 +342,16 @@ func (a *arrivals) busiestWindow(w time.Duration) (n int, from time.Time) {
 	return n, from
 }
 
-// overQuota is the window of length w whose requests most exceed what it
-// may hold: base (the quota and its slack), and perSecond × the lead the
-// stall probe gives its start (see stallProbe). ok is false when none
-// exceeds it. Only windows over base ask the probe.
-func (a *arrivals) overQuota(w time.Duration, base int, perSecond float64, probe *stallProbe) (n, allowed int, from time.Time, ok bool) {
+// overQuota is the window of length w whose requests most exceed what
+// allowed says its start may hold (quotaAllowance). ok is false when none
+// exceeds it. Only windows over base, the least any window may hold, ask
+// allowed.
+func (a *arrivals) overQuota(w time.Duration, base int, allowed func(from time.Time) int) (n, limit int, from time.Time, ok bool) {
 	a.mu.Lock()
 	ts := slices.Clone(a.counted)
 	a.mu.Unlock()
 	slices.Sort(ts)
-	lo, leadAt, lead := 0, -1, time.Duration(0)
+	lo, limitAt, at := 0, -1, 0
 	worst := 0
 	for hi, t := range ts {
 		for t-ts[lo] >= int64(w) {
@@ -361,15 +361,14 @@ func (a *arrivals) overQuota(w time.Duration, base int, perSecond float64, probe
 		if k <= base {
 			continue
 		}
-		if leadAt != lo {
-			leadAt, lead = lo, probe.lead(time.Unix(0, ts[lo]), w)
+		if limitAt != lo {
+			limitAt, at = lo, allowed(time.Unix(0, ts[lo]))
 		}
-		limit := base + int(perSecond*lead.Seconds())
-		if k-limit > worst {
-			worst, n, allowed, from, ok = k-limit, k, limit, time.Unix(0, ts[lo]), true
+		if k-at > worst {
+			worst, n, limit, from, ok = k-at, k, at, time.Unix(0, ts[lo]), true
 		}
 	}
-	return n, allowed, from, ok
+	return n, limit, from, ok
 }
 
 // cappedSends returns a copy of the capped broadcasts' sends.

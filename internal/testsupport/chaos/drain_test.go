@@ -145,10 +145,11 @@ func finalChecks(s *stack, r *run, l *load, c *checker, loadEnd time.Time) {
 	// The quota, app by app: each emulator against its own app's quota,
 	// its 429s outside its own storms.
 	for _, e := range s.emus {
-		if n, allowed, from, over := e.arr.overQuota(s.cfg.quotaWindow, quotaWithSlack(s.cfg, e.app), e.app.rate, s.probe); over {
+		allowed := func(from time.Time) int { n, _ := quotaAllowance(s.cfg, e.app, s.probe, from); return n }
+		if n, limit, from, over := e.arr.overQuota(s.cfg.quotaWindow, quotaWithSlack(s.cfg, e.app), allowed); over {
+			_, lead := quotaAllowance(s.cfg, e.app, s.probe, from)
 			r.violate(0, fmt.Sprintf("%d requests arrived at %s within %v from %s: over app %s's quota %d by more than the slack (%d allowed, with %v of the checker's own stall at the window's start)",
-				n, e.target(), s.cfg.quotaWindow, from.Sub(r.t0).Round(time.Millisecond), e.app.name, quotaOf(s.cfg, e.app), allowed,
-				s.probe.lead(from, s.cfg.quotaWindow).Round(time.Millisecond)))
+				n, e.target(), s.cfg.quotaWindow, from.Sub(r.t0).Round(time.Millisecond), e.app.name, quotaOf(s.cfg, e.app), limit, lead.Round(time.Millisecond)))
 		}
 		if st := quotaShare(s, e, r.t0, loadEnd); st.requests > 0 && float64(st.limited) > 0.001*float64(st.requests) {
 			r.violate(0, fmt.Sprintf("%d of %d requests (%.3f%%) at %s answered 429 outside its storms: more than 0.1%%", st.limited, st.requests, 100*float64(st.limited)/float64(st.requests), e.target()))

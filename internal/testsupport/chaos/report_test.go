@@ -142,10 +142,9 @@ func appLines(b *strings.Builder, s *stack, r *run, c *checker, e *emulator, txn
 	fmt.Fprintf(b, "| app %s: sends at %s | %d requests; %d accepted = %d distinct (broadcast, target) + %d repeats + %d without an event token |\n",
 		app, e.target(), all.requests, e.emu.Stats().Accepted, distinct, repeats, unattributed)
 	busiest, busiestAt := e.arr.busiestWindow(s.cfg.quotaWindow)
-	allowed := quotaWithSlack(s.cfg, e.app)
-	stalled := ""
-	if lead := s.probe.lead(busiestAt, s.cfg.quotaWindow); busiest > allowed && lead > 0 {
-		allowed += int(e.app.rate * lead.Seconds())
+	allowed, stalled := quotaWithSlack(s.cfg, e.app), ""
+	if withLead, lead := quotaAllowance(s.cfg, e.app, s.probe, busiestAt); busiest > allowed && lead > 0 {
+		allowed = withLead
 		stalled = fmt.Sprintf(", with the checker's own %v stall at its start", lead.Round(time.Millisecond))
 	}
 	fmt.Fprintf(b, "| app %s: busiest sliding %v window at %s (the quota counts all but 429s) | %d requests from %s = %.1f%% of its quota %d (allowed %d%s) |\n",

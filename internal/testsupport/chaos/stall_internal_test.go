@@ -24,11 +24,16 @@ func TestAQuotaWindowIsAllowedOnlyTheCheckersOwnStall(t *testing.T) {
 			a.record(t0, t0, http.StatusOK, "/v1/projects/chaos/messages:send", []byte(`{"message":{"token":"c-1"}}`))
 		}
 	}
-	const base, rate = 1010, 100.0
+	// An app at 100/s, a 10 s window: a quota of 1,000, 1,010 with the slack.
+	cfg, app := runConfig{quotaWindow: w}, appSpec{rate: 100}
+	base := quotaWithSlack(cfg, app)
+	allowedBy := func(p *stallProbe) func(time.Time) int {
+		return func(from time.Time) int { n, _ := quotaAllowance(cfg, app, p, from); return n }
+	}
 
 	a := newArrivals(apps[0], apps)
 	fill(a)
-	n, allowed, from, over := a.overQuota(w, base, rate, &stallProbe{})
+	n, allowed, from, over := a.overQuota(w, base, allowedBy(&stallProbe{}))
 	if !over || n != 1030 || allowed != base || !from.Equal(t0) {
 		t.Fatalf("with no stall: over %v, %d requests from %v, %d allowed; want over, 1030 from t0, %d allowed", over, n, from.Sub(t0), allowed, base)
 	}
@@ -36,13 +41,13 @@ func TestAQuotaWindowIsAllowedOnlyTheCheckersOwnStall(t *testing.T) {
 	// A 250 ms stall ending 50 ms into the window: 200 ms of sends (20)
 	// may have come before it; 1,030 is still 0 over 1,010 + 20.
 	p := &stallProbe{stalls: []stall{{end: t0.Add(50 * time.Millisecond), late: 250 * time.Millisecond}}}
-	if n, allowed, _, over := a.overQuota(w, base, rate, p); over {
+	if n, allowed, _, over := a.overQuota(w, base, allowedBy(p)); over {
 		t.Fatalf("a 200 ms lead excuses 20 sends: %d requests against %d allowed were flagged", n, allowed)
 	}
 
 	// The same stall ending 150 ms in: a lead of 100 ms, 10 sends; 10 over.
 	p = &stallProbe{stalls: []stall{{end: t0.Add(150 * time.Millisecond), late: 250 * time.Millisecond}}}
-	if n, allowed, _, over := a.overQuota(w, base, rate, p); !over || n != 1030 || allowed != base+10 {
+	if n, allowed, _, over := a.overQuota(w, base, allowedBy(p)); !over || n != 1030 || allowed != base+10 {
 		t.Fatalf("a 100 ms lead: over %v, %d requests, %d allowed; want over, 1030 against %d", over, n, allowed, base+10)
 	}
 
