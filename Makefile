@@ -83,7 +83,7 @@ stop: ## stop what `make run` started (pids in .run/)
 # The real-process drills (kill -9, SIGTERM, replicas) measure duplicates
 # against a bound in milliseconds of sending: they run on their own, after
 # the rest, so that no other package's tests share the two cores with them.
-DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes|TestTwoProcesses|TestThreeProcessesShareOneQuota|TestKillOneOfThreeRebalancesTheBudget|TestUrgentSendsGoFirstOnOneProcess|TestKill9WhileEventsStreamIn|TestKill9SwitchesNoUsersVariant|TestKill9BeforeAWebhookIsDelivered|TestThreeInstancesDeliverEachEventOnce|TestKill9WithAFrequencyCapSendsEachUserOneBroadcast|TestBulkOfOneAppDoesNotHoldAnother|TestPausedHolderCountsItsSendsAfterACancel
+DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndAnotherInstanceFinishes|TestTwoProcesses|TestThreeProcessesShareOneQuota|TestKillOneOfThreeRebalancesTheBudget|TestUrgentSendsGoFirstOnOneProcess|TestKill9WhileEventsStreamIn|TestKill9SwitchesNoUsersVariant|TestKill9BeforeAWebhookIsDelivered|TestThreeInstancesDeliverEachEventOnce|TestKill9WithAFrequencyCapSendsEachUserOneBroadcast|TestBulkOfOneAppDoesNotHoldAnother|TestPausedHolderCountsItsSendsAfterACancel|TestFencedHoldersSendsCountAfterItsSuccessorCancels
 
 # The process drills measure timing at the default configuration against an
 # in-process emulator that the race detector would slow several times over:

@@ -57,6 +57,12 @@ type Checkpoint struct {
 	// before it read them): the plan's count tells how many, so nothing is
 	// read from the audience.
 	CancelRest bool
+	// Outcomes lists the checkpoint's succeeded, failed and capped
+	// targets one by one. It is called only when the chunk was taken over
+	// since the holder's claim, or when this checkpoint closes a chunk a
+	// takeover changed hands with a cancel: what a fenced holder sent is
+	// then counted exactly (fenced.go). Nil lists none.
+	Outcomes func() []TargetOutcome
 }
 
 // Result is what a checkpoint learned.
@@ -75,6 +81,12 @@ type Result struct {
 	// same, moved out of the canceled the close counted (see
 	// lateCheckpoint). CancelRequested is set: the run stops.
 	Late bool
+	// Fenced, with ErrLost: another instance took the chunk over while
+	// this claim's lease was expired; the checkpoint's sends were stored
+	// aside, counted only if a cancel ends the chunk before the new holder
+	// sends them again (fenced.go). The run stops, and its last
+	// checkpoint (the sends still in flight) is stored aside too.
+	Fenced bool
 }
 
 // Checkpoint stores cp for c in one transaction, conditional on c's epoch,
@@ -87,7 +99,9 @@ type Result struct {
 // retry exactly the same cp before checkpointing anything newer.
 //
 // ErrLost means the chunk is not c's any more: another claim took it (the
-// epoch moved), or a cancel closed it. Nothing was stored; the caller stops.
+// epoch moved), or a cancel closed it. Nothing was stored as the chunk's;
+// the caller stops. With Result.Fenced, the sends were stored aside for a
+// cancel's close to count (fenced.go).
 func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result, error) {
 	if cp.End == Done && (cp.Cursor != c.Hi || len(cp.Done) > 0) {
 		return Result{}, fmt.Errorf("checkpoint chunk %d/%d: a done chunk ends at its upper bound %d with no ranges, got cursor %d and %d ranges",
@@ -104,12 +118,14 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 	var res Result
 	err = sqldb.InTx(ctx, s.db, s.log, "checkpoint chunk", func(tx *sql.Tx) error {
 		res = Result{}
-		var epoch, stored uint64
+		var epoch, stored, fencedEpoch, cursor uint64
 		var status string
 		var invalidated, targets, before int64
-		err := tx.QueryRowContext(ctx, `SELECT epoch, ckpt_seq, status, ckpt_invalidated, COALESCE(targets, -1), committed
+		var storedDone []byte
+		err := tx.QueryRowContext(ctx, `SELECT epoch, ckpt_seq, status, ckpt_invalidated, COALESCE(targets, -1), committed,
+				COALESCE(fenced_epoch, 0), cursor_id, done_ranges
 			FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ? FOR UPDATE`,
-			c.BroadcastID, c.Seq).Scan(&epoch, &stored, &status, &invalidated, &targets, &before)
+			c.BroadcastID, c.Seq).Scan(&epoch, &stored, &status, &invalidated, &targets, &before, &fencedEpoch, &cursor, &storedDone)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if late, err := s.lateCheckpoint(ctx, tx, c, cp, seq, &res); late || err != nil {
@@ -121,6 +137,11 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		case epoch != c.Epoch:
 			if late, err := s.lateCheckpoint(ctx, tx, c, cp, seq, &res); late || err != nil {
 				return err
+			}
+			if status != StatusDone && c.Epoch <= fencedEpoch {
+				// Taken over while the chunk is still open: what this
+				// holder sent is kept for a cancel's close (fenced.go).
+				return storeAside(ctx, tx, c, cp, seq, &res)
 			}
 			return fmt.Errorf("claimed at epoch %d, the chunk is at %d: %w", c.Epoch, epoch, ErrLost)
 		case stored == seq:
@@ -141,6 +162,18 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if cp.End == Done && cp.CancelRest && targets >= 0 {
 			res.Rest = max(targets-before-cp.Succeeded-cp.Failed-cp.Canceled-cp.Capped, 0)
 			canceled += res.Rest
+		}
+		// A cancel closing a chunk that changed hands by a takeover: what
+		// the fenced holders sent is counted as sent, not canceled.
+		var fenced moved
+		if cp.End == Done && cp.CancelRest && fencedEpoch > 0 {
+			var now time.Time
+			if err := tx.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
+				return fmt.Errorf("read the database clock: %w", err)
+			}
+			if fenced, err = closeFenced(ctx, tx, c, seq, cursor, storedDone, sortedOutcomes(cp), canceled, now); err != nil {
+				return err
+			}
 		}
 		committed := cp.Succeeded + cp.Failed + canceled + cp.Capped
 		// targeted is the planned count until the broadcast finishes: a
@@ -183,6 +216,9 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, canceled, res.Invalidated, cp.WriteBackFailures, cp.Errors); err != nil {
 			return err
 		}
+		if err := applyMoved(ctx, tx, c.BroadcastID, fenced, min(fenced.total(), canceled)); err != nil {
+			return err
+		}
 		if err := addCapped(ctx, tx, c.BroadcastID, cp.Capped); err != nil {
 			return err
 		}
@@ -200,6 +236,13 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		}
 		return Result{}, err
 	}
+	if res.Fenced {
+		// Stored aside, not as the chunk's: the holder has lost it all the
+		// same. The sequence moves on, so its next checkpoint (the rest of
+		// its in-flight sends) is stored aside too, not taken for a replay.
+		c.CkptSeq = seq
+		return res, fmt.Errorf("chunk %d/%d taken over at epoch %d; %d sends stored aside: %w", c.BroadcastID, c.Seq, c.Epoch, cp.Succeeded+cp.Failed, ErrLost)
+	}
 	c.Cursor, c.Done, c.CkptSeq = cp.Cursor, cp.Done, seq
 	return res, nil
 }
@@ -216,10 +259,10 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 // checkpoint (failure rows, dead tokens, frequency-cap settling).
 //
 // The late_holders row is the fence: it is found only under the epoch the
-// close moved the chunk past, so a holder fenced off by a takeover (whose
-// new holder sends the same targets again and counts them) never matches
-// one, and a chunk closed by a cancel is never claimed again, so nobody
-// else can count these targets. It carries the holder's checkpoint
+// close moved the chunk past, and a chunk closed by a cancel is never
+// claimed again, so nobody else can count these targets. A row of a chunk
+// a takeover changed hands (unsent set) counts target by target instead,
+// for every holder up to its epoch (fenced.go). It carries the holder's checkpoint
 // sequence like a chunk row: a retry after a lost commit answer is a
 // replay, so each outcome moves once. A checkpoint that ends the run
 // (Done, Release) deletes the row. The broadcast may be final by then
@@ -230,15 +273,33 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 // It reports whether c is such a late holder; when it is not, the caller
 // answers ErrLost.
 func (s *Store) lateCheckpoint(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) (bool, error) {
-	var stored uint64
+	var stored, epoch uint64
 	var rest int64
-	err := tx.QueryRowContext(ctx, "SELECT ckpt_seq, rest FROM late_holders WHERE broadcast_id = ? AND seq = ? AND epoch = ? FOR UPDATE",
-		c.BroadcastID, c.Seq, c.Epoch).Scan(&stored, &rest)
+	var perTarget bool
+	var unsent []byte
+	err := tx.QueryRowContext(ctx, "SELECT ckpt_seq, rest, epoch, unsent IS NOT NULL, COALESCE(unsent, '') FROM late_holders WHERE broadcast_id = ? AND seq = ? FOR UPDATE",
+		c.BroadcastID, c.Seq).Scan(&stored, &rest, &epoch, &perTarget, &unsent)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("lock late holder: %w", err)
+	case perTarget:
+		// A chunk a takeover changed hands, closed by a cancel: every
+		// holder fenced off before the close may report, target by target
+		// (fenced.go), and the holder at the close as any late holder.
+		switch {
+		case c.Epoch < epoch:
+			return true, lateFenced(ctx, tx, c, cp, unsent, rest, 0, res)
+		case c.Epoch > epoch || stored != seq && stored != c.CkptSeq:
+			return false, nil
+		case stored == seq:
+			res.Replayed, res.CancelRequested = true, true
+			return true, nil
+		}
+		return true, lateFenced(ctx, tx, c, cp, unsent, rest, seq, res)
+	case epoch != c.Epoch:
+		return false, nil
 	case stored == seq:
 		// The previous attempt committed and its answer was lost.
 		res.Replayed, res.CancelRequested = true, true

@@ -252,8 +252,11 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, o ClaimOptions, token s
 	if err != nil {
 		return nil, fmt.Errorf("select: %w", err)
 	}
-	// takeovers is assigned before status: MySQL evaluates SET left to right.
-	if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET epoch = epoch + 1,
+	// fenced_epoch and takeovers are assigned before epoch and status:
+	// MySQL evaluates SET left to right. fenced_epoch names the holder a
+	// takeover fences off, whose sends a cancel's close may have to count
+	// (fenced.go).
+	if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET fenced_epoch = IF(status = 'leased', epoch, fenced_epoch), epoch = epoch + 1,
 			takeovers = takeovers + IF(status = 'leased', 1, 0), claims = claims + 1,
 			status = 'leased', lease_owner = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, claim_token = ?
 		WHERE broadcast_id = ? AND seq = ?`, o.Owner, o.Lease.Microseconds(), token, c.BroadcastID, c.Seq); err != nil {

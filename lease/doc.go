@@ -65,8 +65,11 @@
 //     holder's checkpoints store their outcomes, moved out of canceled,
 //     sequenced as usual, until its last one. Nobody else can count those
 //     targets (a closed chunk is never claimed again), so none counts
-//     twice; a holder fenced by a takeover stays unheard, since its
-//     successor sends its unstored targets again and counts them.
+//     twice. A holder fenced by a takeover stores nothing as the chunk's
+//     (its successor sends its unstored targets again and counts them),
+//     but its sends are stored aside, target by target, and a cancel that
+//     closes the chunk before the successor sent them again counts them as
+//     sent, not canceled, each once (fenced.go).
 //   - Idempotent commits. When the connection drops after the server
 //     applied a COMMIT but before its answer arrived, the caller sees an
 //     error although the transaction happened. Each checkpoint carries a

@@ -52,14 +52,21 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 			FROM broadcast_chunks FORCE INDEX (idx_chunks_broadcast_status)`+idle+` FOR UPDATE`, id, now).Scan(&closed, &rest, &waiting); err != nil {
 			return fmt.Errorf("count idle chunks: %w", err)
 		}
+		var fenced moved
 		if closed > 0 {
+			// A chunk a takeover changed hands: its fenced holders' sends
+			// count target by target (fenced.go).
+			var err error
+			if fenced, err = closeFencedIdle(ctx, tx, id, now); err != nil {
+				return err
+			}
 			// A leased chunk closed here has a holder that may be alive
 			// (paused, or cut off from the database, past its lease) and
 			// may have sent targets this close counts canceled: it may
 			// still report them (see Checkpoint, "late holder").
 			if _, err := tx.ExecContext(ctx, `INSERT INTO late_holders (broadcast_id, seq, epoch, ckpt_seq, rest, closed_at)
 				SELECT broadcast_id, seq, epoch, ckpt_seq, GREATEST(COALESCE(targets, 0) - CAST(committed AS SIGNED), 0), ?
-				FROM broadcast_chunks WHERE broadcast_id = ? AND status = 'leased' AND lease_until < ?
+				FROM broadcast_chunks WHERE broadcast_id = ? AND status = 'leased' AND lease_until < ? AND fenced_epoch IS NULL
 				ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), ckpt_seq = VALUES(ckpt_seq), rest = VALUES(rest), closed_at = VALUES(closed_at)`,
 				now, id, now); err != nil {
 				return fmt.Errorf("record late holders: %w", err)
@@ -90,6 +97,9 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 			WHERE id = ? AND status IN ('planning', 'queued', 'running')`, reason, rest, closed, waiting, id); err != nil {
 			return fmt.Errorf("flag: %w", err)
 		}
+		if err := applyMoved(ctx, tx, id, fenced, min(fenced.total(), rest)); err != nil {
+			return err
+		}
 		var status string
 		var requested bool
 		err = tx.QueryRowContext(ctx, "SELECT status, cancel_requested FROM broadcasts WHERE id = ?", id).Scan(&status, &requested)
@@ -106,6 +116,52 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 		return nil
 	})
 	return final, err
+}
+
+// closeFencedIdle records, for Stop, the chunks of broadcast id it closes
+// (idle at now, locked) that a takeover changed hands: what their fenced
+// holders stored aside moves out of canceled, and the targets the close
+// counts canceled are kept for the holders that report later, the one at
+// the close among them (fenced.go). It returns what moves.
+func closeFencedIdle(ctx context.Context, tx *sql.Tx, id uint64, now time.Time) (moved, error) {
+	type chunk struct {
+		seq                  int
+		epoch, ckpt, cur, hi uint64
+		done                 []byte
+		rest                 int64
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, epoch, ckpt_seq, cursor_id, hi_id, done_ranges, GREATEST(COALESCE(targets, 0) - CAST(committed AS SIGNED), 0)
+		FROM broadcast_chunks WHERE broadcast_id = ? AND fenced_epoch IS NOT NULL
+			AND (status IN ('planning', 'waiting', 'pending') OR (status = 'leased' AND lease_until < ?))`, id, now)
+	if err != nil {
+		return moved{}, fmt.Errorf("chunks taken over: %w", err)
+	}
+	var cs []chunk
+	for rows.Next() {
+		var c chunk
+		if err := rows.Scan(&c.seq, &c.epoch, &c.ckpt, &c.cur, &c.hi, &c.done, &c.rest); err != nil {
+			rows.Close()
+			return moved{}, fmt.Errorf("chunks taken over: %w", err)
+		}
+		cs = append(cs, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return moved{}, fmt.Errorf("chunks taken over: %w", err)
+	}
+	var all moved
+	for _, c := range cs {
+		done, err := decodeRanges(c.cur, c.done)
+		if err != nil {
+			return moved{}, fmt.Errorf("chunk %d/%d: %w", id, c.seq, err)
+		}
+		m, err := closeUnsent(ctx, tx, Key{BroadcastID: id, Seq: c.seq}, c.epoch, c.ckpt, unsentAtClose(c.cur, c.hi, done, nil), c.rest, now)
+		if err != nil {
+			return moved{}, err
+		}
+		all.add(m)
+	}
+	return all, nil
 }
 
 // endUnstarted ends the broadcasts ids that are in one of the statuses
@@ -236,6 +292,11 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM broadcast_chunks WHERE broadcast_id = ?", id); err != nil {
 			return fmt.Errorf("compact chunks: %w", err)
+		}
+		// Sends stored aside by holders a takeover fenced off, of chunks
+		// that completed: their successors sent those targets again.
+		if _, err := tx.ExecContext(ctx, "DELETE FROM fenced_sends WHERE broadcast_id = ?", id); err != nil {
+			return fmt.Errorf("drop fenced sends: %w", err)
 		}
 		if err := s.event(ctx, tx, EventFinished, id); err != nil {
 			return err

@@ -79,39 +79,44 @@ func TestLateHolderAfterACancelStoresWhatItSent(t *testing.T) {
 	}
 }
 
-// A holder fenced off by a takeover before the cancel gets nothing
-// stored: the new holder resumed from the stored cursor, sends those
-// targets again and counts them itself.
-func TestHolderFencedByATakeoverStoresNothingAfterACancel(t *testing.T) {
+// A cancel closes a chunk under a stalled holder that had taken it over
+// from another stalled one: both report later, and each target counts
+// once, by whichever reported it first; the one at the close replays a
+// retried checkpoint as usual.
+func TestHoldersStalledInTurnCountEachTargetOnceAfterACancel(t *testing.T) {
 	f := newFixture(t)
-	id := f.broadcast(lease.Plan{Lo: 0, Hi: 100, Targets: 100})
-	a := f.claim("a")
-	if _, err := f.s.Checkpoint(f.ctx(), a, keep(20, 20)); err != nil {
-		t.Fatal(err)
-	}
-	f.expire(id)
-	b := f.claim("b")
-	if b == nil || !b.Takeover {
-		t.Fatalf("takeover: %+v", b)
-	}
-	if _, err := f.s.Checkpoint(f.ctx(), b, keep(30, 10)); err != nil {
+	id, a, b := f.takenOver()
+	if _, err := f.s.Checkpoint(f.ctx(), b, sends(lease.KeepLease, 30, outcomes(21, 30, lease.OutcomeSucceeded))); err != nil {
 		t.Fatal(err)
 	}
 	f.expire(id) // now b stalls too, and the cancel closes its chunk
 	if _, err := f.s.Stop(f.ctx(), id, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.Checkpoint(f.ctx(), a, keep(40, 20)); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("the first holder's checkpoint: %v, want ErrLost", err)
+	if c := f.counts(id); c.succeeded != 30 || c.canceled != 70 {
+		t.Fatalf("after the cancel: %+v, want 30 succeeded and 70 canceled", c)
 	}
-	if res, err := f.s.Checkpoint(f.ctx(), b, lease.Checkpoint{Cursor: 100, Succeeded: 5, End: lease.Done, CancelRest: true}); err != nil || !res.Late {
+	// a, fenced off by b's takeover, sent 21..40: 31..40 were counted canceled.
+	if res, err := f.s.Checkpoint(f.ctx(), a, sends(lease.KeepLease, 40, outcomes(21, 40, lease.OutcomeSucceeded))); err != nil || !res.Late {
+		t.Fatalf("the first holder's late checkpoint: %+v %v", res, err)
+	}
+	// b sent 31..45 since its last checkpoint: only 41..45 are news.
+	last := sends(lease.Done, 100, outcomes(31, 45, lease.OutcomeSucceeded))
+	last.CancelRest = true
+	seqBefore := b.CkptSeq
+	if res, err := f.s.Checkpoint(f.ctx(), b, last); err != nil || !res.Late {
 		t.Fatalf("the second holder's late checkpoint: %+v %v", res, err)
+	}
+	retry := *b
+	retry.CkptSeq = seqBefore
+	if res, err := f.s.Checkpoint(f.ctx(), &retry, last); err != nil || !res.Replayed {
+		t.Fatalf("the second holder's retry: %+v %v, want a replay", res, err)
 	}
 	if ok, err := f.s.Finish(f.ctx(), id); err != nil || !ok {
 		t.Fatalf("finish: %v %v", ok, err)
 	}
-	if c := f.counts(id); c.succeeded != 35 || c.canceled != 65 || c.targeted != 100 {
-		t.Fatalf("final %+v, want 35 succeeded (20 + 10 + 5) and 65 canceled", c)
+	if c := f.counts(id); c.succeeded != 45 || c.canceled != 55 || c.targeted != 100 {
+		t.Fatalf("final %+v, want 45 succeeded (20 + 10 + 10 of a's + 5 of b's) and 55 canceled", c)
 	}
 }
 

@@ -44,6 +44,9 @@ type chunkRun struct {
 	// metrics and the log once it is stored).
 	caps    *capRun
 	settled caps.Settled
+	// fenced: a takeover fenced this run off, and its checkpoints are
+	// stored aside (lease.Result.Fenced).
+	fenced bool
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -234,6 +237,13 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 	case errors.Is(err, lease.ErrLost):
 		r.pending = nil
 		r.wb.stored(false)
+		if res.Fenced {
+			// Not stored as outcomes: the new holder sends these targets
+			// again and counts them, unless a cancel ends the chunk first.
+			r.fenced = true
+			r.log.WarnContext(ctx, "another instance took this chunk over while this one stalled; its sends since the last checkpoint were stored aside for a cancel to count",
+				"succeeded", cp.Succeeded, "failed", cp.Failed)
+		}
 	default:
 		r.s.opt.Metrics.CheckpointFailed()
 		skips, isWriteBack := r.wb.attemptFailed(err, time.Now())
@@ -258,6 +268,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		Lease:  r.s.in.Lease,
 
 		Variants: c.Variants,
+		Outcomes: func() []lease.TargetOutcome { return toLeaseOutcomes(c.Outcomes) },
 	}
 	if end == lease.Done {
 		cp.Cursor, cp.Done, cp.CancelRest = r.c.Hi, nil, cancelRest
@@ -341,7 +352,13 @@ func (r *chunkRun) finish(ctx context.Context, runErr error) {
 	var fatal *fanout.ErrFatal
 	switch {
 	case errors.Is(runErr, errLeaseLost):
-		return // someone else owns the chunk now; store nothing
+		// Someone else owns the chunk now: store nothing as its. A holder
+		// a takeover fenced off stores the sends it still had in flight
+		// aside, like the ones before (lease, fenced.go).
+		if r.fenced {
+			r.end(ctx, false, lease.Done, true)
+		}
+		return
 	case errors.As(runErr, &fatal):
 		if err := r.s.in.RetryDB(ctx, "failing broadcast", func(c context.Context) error {
 			_, err := r.s.leases.Stop(c, r.b.ID, fatal.Error())
@@ -408,6 +425,24 @@ func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, cance
 	case lost:
 		r.log.WarnContext(ctx, "lease lost before the final checkpoint; the new holder finishes the chunk")
 	}
+}
+
+// toLeaseOutcomes converts the engine's per-target outcomes for a
+// checkpoint: done only when the store asks (a fenced holder's, or a
+// cancel's close after a takeover).
+func toLeaseOutcomes(in []fanout.TargetOutcome) []lease.TargetOutcome {
+	out := make([]lease.TargetOutcome, 0, len(in))
+	for _, o := range in {
+		k := lease.OutcomeSucceeded
+		switch o.Kind {
+		case fanout.OutcomeFailed:
+			k = lease.OutcomeFailed
+		case fanout.OutcomeCapped:
+			k = lease.OutcomeCapped
+		}
+		out = append(out, lease.TargetOutcome{Cursor: o.Cursor, Kind: k, Code: o.Code})
+	}
+	return out
 }
 
 func toEngine(rs []lease.Range) []fanout.Range {

@@ -132,3 +132,98 @@ func (e *procEnv) distinctAccepted() int64 {
 	}
 	return n
 }
+
+// A holder paused past its lease, its chunks taken over by a second
+// instance, which is paused in turn just after its claims; the first
+// resumes (fenced off: its sends are stored aside), the broadcast is
+// canceled while the second's leases are still live, and the second
+// resumes, sees the cancel and closes its chunks. The first holder had
+// delivered targets the second had not sent again: the close must count
+// them as sent, so that succeeded is the emulator's distinct accepted
+// targets. Without the fenced holders' sends they stayed canceled (the
+// chaos soak's finding 5).
+func TestFencedHoldersSendsCountAfterItsSuccessorCancels(t *testing.T) {
+	const n = 60000
+	e := newProcEnv(t, n, fcmemu.Config{})
+	e.env = append(e.env, "PUSHFAN_SEND_TIMEOUT=60s")
+	a := e.start("first")
+	b := e.submit(a)
+	e.waitAccepted(0.2)
+	stopped := map[*proc]bool{}
+	signal := func(p *proc, sig syscall.Signal) {
+		t.Helper()
+		if err := p.Cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		stopped[p] = sig == syscall.SIGSTOP
+	}
+	t.Cleanup(func() {
+		for p, s := range stopped {
+			if s {
+				_ = p.Cmd.Process.Signal(syscall.SIGCONT)
+			}
+		}
+	})
+	signal(a, syscall.SIGSTOP)
+	time.Sleep(e.cfg.Engine.Lease + time.Second)
+	second := e.start("second")
+	waitCount(t, e, "the second instance's takeover of a chunk", 30*time.Second,
+		"SELECT COUNT(*) FROM broadcast_chunks WHERE broadcast_id = ? AND lease_owner = 'second' AND takeovers > 0", b.ID)
+	signal(second, syscall.SIGSTOP)
+	signal(a, syscall.SIGCONT)
+	waitCount(t, e, "the first instance's sends stored aside", 30*time.Second,
+		"SELECT COUNT(*) FROM fenced_sends WHERE broadcast_id = ?", b.ID)
+	leases := lease.New(e.pool.DB, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := leases.Stop(ctx, b.ID, ""); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	signal(second, syscall.SIGCONT)
+	deadline := time.Now().Add(time.Minute)
+	var final countsRow
+	for last, quiet := (countsRow{}), time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		final = e.row(b.ID)
+		if final != last {
+			last, quiet = final, time.Now()
+		}
+		if final.status == "canceled" && time.Since(quiet) > 3*time.Second {
+			break // final, and no late report for 3 s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 1m waiting for the broadcast to be canceled and its counts to settle: %+v", final)
+		}
+	}
+	got := e.distinctAccepted()
+	if final.succeeded != got || final.failed != 0 || final.succeeded+final.canceled != final.targeted || final.targeted != n {
+		t.Fatalf("final %+v; want succeeded = the %d distinct targets the emulator accepted, and the counts adding up to %d", final, got, n)
+	}
+	var closes int
+	if err := e.pool.QueryRow("SELECT COUNT(*) FROM late_holders WHERE broadcast_id = ? AND unsent IS NOT NULL", b.ID).Scan(&closes); err != nil {
+		t.Fatal(err)
+	}
+	if closes == 0 {
+		t.Fatal("no chunk a takeover changed hands was closed by the cancel: the drill did not reach the case it is for")
+	}
+	t.Logf("final %+v = distinct accepted; %d taken-over chunks closed by the cancel", final, closes)
+}
+
+// waitCount waits until query (with args) counts at least one row, failing
+// after limit with what it waited for.
+func waitCount(t *testing.T, e *procEnv, what string, limit time.Duration, query string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var n int
+		if err := e.pool.QueryRow(query, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

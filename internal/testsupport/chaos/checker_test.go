@@ -9,17 +9,14 @@ import (
 // row is a broadcast as the checker reads it from the database (directly,
 // not through the fault proxy).
 type row struct {
-	ID        uint64 `db:"id"`
-	App       string `db:"app"`
-	Status    string `db:"status"`
-	Targeted  int64  `db:"targeted"`
-	Succeeded int64  `db:"succeeded"`
-	Failed    int64  `db:"failed"`
-	Canceled  int64  `db:"canceled"`
-	Capped    int64  `db:"capped"`
-	// Takeovers are the chunk claims from an expired lease, from the
-	// chunk summary of a final broadcast (0 before).
-	Takeovers  int64      `db:"takeovers"`
+	ID         uint64     `db:"id"`
+	App        string     `db:"app"`
+	Status     string     `db:"status"`
+	Targeted   int64      `db:"targeted"`
+	Succeeded  int64      `db:"succeeded"`
+	Failed     int64      `db:"failed"`
+	Canceled   int64      `db:"canceled"`
+	Capped     int64      `db:"capped"`
 	CreatedAt  time.Time  `db:"created_at"`
 	ReleasedAt *time.Time `db:"released_at"`
 	FinishedAt *time.Time `db:"finished_at"`
@@ -111,7 +108,7 @@ func (c *checker) check(now time.Time) {
 		return // the checker's own connection is down with the server
 	}
 	if err := c.s.db.Select(&rows, `SELECT id, app, status, targeted, succeeded, failed, canceled, capped,
-		COALESCE(JSON_VALUE(chunk_summary, '$.takeovers'), 0) AS takeovers, created_at, released_at, finished_at FROM broadcasts`); err != nil {
+		created_at, released_at, finished_at FROM broadcasts`); err != nil {
 		c.r.violate(0, fmt.Sprintf("checker: reading broadcasts: %v", err))
 		return
 	}
@@ -263,33 +260,20 @@ func (c *checker) awaitsLateHolder(id uint64) bool {
 }
 
 // chargeCanceled explains the targets of a canceled broadcast that were
-// delivered but counted canceled, where nobody can know them:
+// delivered but counted canceled, where nobody can know them: a holder
+// killed (kill -9) since its last checkpoint. Its sends reached FCM, and no
+// process is left to report them; a cancel then closes its chunk (or its
+// successor's close counts them canceled) and counts them canceled.
 //
-//   - a holder killed (kill -9) since its last checkpoint: its sends
-//     reached FCM, and no process is left to report them; a cancel then
-//     closes its chunk and counts them canceled;
-//   - a holder paused past its lease whose chunk was taken over by
-//     another replica before the cancel: the new holder resumes from the
-//     stored cursor, and a cancel it sees before it has sent those targets
-//     again counts them canceled; the paused holder, fenced off by the
-//     takeover, is not heard (it would count twice what the new holder
-//     did send). Only a broadcast with a takeover in its chunk summary
-//     may be charged to a pause, or to a database fault (a cut, a faulted
-//     COMMIT, an outage or a restart): a holder whose checkpoints fail
-//     past its lease is taken over the same way as a paused one (seen in
-//     CI: seed 11, a DB cut, 6 targets).
-//
-// A paused holder whose chunk the cancel itself closed is heard (package
-// lease, late holders): its delivered targets are no longer charged to
-// anything, and a shortfall there is a violation. They are bounded like
-// the duplicates of the same fault, and charged to it.
+// Every live holder is heard (package lease): one whose chunk the cancel
+// closed under it (late holders), and one a takeover fenced off before it
+// (paused, or cut off from the database past its lease): its sends are
+// stored aside, or reported after the close, and counted target by target
+// (fenced.go). A shortfall charged to nothing else but a kill is a
+// violation; a kill's is bounded like its duplicates.
 func (c *checker) chargeCanceled(b row, n int64) bool {
-	kinds := []string{kindKill}
-	if b.Takeovers > 0 {
-		kinds = append(kinds, kindPause, kindDBCut, kindCommitFault, kindDBOutage, kindDBRestart)
-	}
 	for range n {
-		kind, ok := c.s.faults.chargeOf(*b.FinishedAt, c.s.cfg.lease+5*time.Second, b.App, kinds...)
+		kind, ok := c.s.faults.chargeOf(*b.FinishedAt, c.s.cfg.lease+5*time.Second, b.App, kindKill)
 		if !ok {
 			return false
 		}

@@ -89,10 +89,13 @@ func newReport(s *stack, r *run, l *load, c *checker, loadEnd time.Time) string 
 	fmt.Fprintf(&b, "| frequency cap %s (capped_users) | %d broadcasts, %d targets capped; %d users sent; at most %d in one user's %v window by arrival (%d users over %d there, within the %v slack); %d two-device users split by a failure |\n",
 		chaosCap, c.caps.broadcasts, c.caps.capped, c.caps.users, c.caps.mostInWindow, chaosCapWindow, c.caps.withinSlack, chaosCapN, capSlack, c.caps.splitDevices)
 	fmt.Fprintf(&b, "| late checkpoints of a stalled holder whose chunk a cancel closed (their sends moved out of canceled; the replicas' logs) | %d |\n", countLogLines(s.dir, lateHolderLog))
-	var unheard int
-	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders").Scan(&unheard)
+	fmt.Fprintf(&b, "| checkpoints of a holder fenced off by a takeover, its sends stored aside for a cancel's close (the replicas' logs) | %d |\n", countLogLines(s.dir, fencedLog))
+	var unheard, takenOver int
+	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders WHERE unsent IS NULL").Scan(&unheard)
+	_ = s.db.QueryRow("SELECT COUNT(*) FROM late_holders WHERE unsent IS NOT NULL").Scan(&takenOver)
 	fmt.Fprintf(&b, "| chunks a cancel closed under a stalled holder that never reported back (killed) | %d |\n", unheard)
-	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's, or a paused one's whose chunk was taken over before the cancel; charged to that fault, any other is a violation) | %d%s |\n", c.canceledDelivered, byKind(c.canceledDeliveredBy))
+	fmt.Fprintf(&b, "| chunks a takeover changed hands that a cancel closed (their fenced holders' sends counted target by target) | %d |\n", takenOver)
+	fmt.Fprintf(&b, "| targets delivered but counted canceled (a killed holder's: charged to the kill, any other is a violation) | %d%s |\n", c.canceledDelivered, byKind(c.canceledDeliveredBy))
 	fmt.Fprintf(&b, "| longest time to final (from submit, release or local time due) | %v (broadcast %d) |\n", c.longestFinal.Round(100*time.Millisecond), c.longestFinalID)
 	if st := s.probe.longest(); st.late > 0 {
 		fmt.Fprintf(&b, "| the checker's longest stall (its clock stamps the emulators' arrivals) | %v, ending at %s |\n", st.late.Round(time.Millisecond), st.end.Sub(r.t0).Round(time.Millisecond))
@@ -209,6 +212,10 @@ func fmtCounts(m map[string]int) string {
 // lateHolderLog is what a replica logs at a late holder's checkpoint
 // (broadcast/run, chunkrun.go).
 const lateHolderLog = "its sends since the last checkpoint were stored all the same"
+
+// fencedLog is what a replica logs when a takeover fenced it off and its
+// checkpoint's sends were stored aside (broadcast/run, lease fenced.go).
+const fencedLog = "its sends since the last checkpoint were stored aside for a cancel to count"
 
 // countLogLines counts the lines holding what in the replicas' logs.
 func countLogLines(dir, what string) int {

@@ -1,0 +1,417 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// A holder fenced off by a takeover (it stalled past its lease, and another
+// instance claimed the chunk) did send the targets it had in flight and
+// those it sent before its next checkpoint found the chunk gone. Its
+// successor resumes from the stored cursor and sends them again, counting
+// them itself: nothing is lost, they are duplicates. Unless a cancel ends
+// the chunk first: the successor's close counts every target it has not
+// reached canceled, although the fenced holder delivered some of them.
+//
+// So a fenced holder's checkpoints are not simply refused. While the chunk
+// is open, the outcomes they carry are stored aside, target by target
+// (fenced_sends), and the holder stops. When the chunk is closed by a
+// cancel (a Done checkpoint with CancelRest), the close reads them: a
+// target it would count canceled that a fenced holder sent is counted as
+// that holder's outcome instead, and the close records the targets it did
+// count canceled (late_holders.unsent) for a fenced holder that reports
+// only later. Each target moves out of canceled at most once, because it
+// leaves that set when it does; a target the successor reached keeps the
+// successor's outcome. A chunk that completes without a cancel needs
+// nothing of this: its successor sent everything again, and Finish drops
+// what was stored aside.
+//
+// A fenced holder's failure rows and dead tokens are not written (the
+// tokens are found dead again at their next send), and its frequency-cap
+// reservations are its successor's to settle; only its counts are stored.
+
+// OutcomeKind says what became of one target in a checkpoint.
+type OutcomeKind uint8
+
+// The outcomes a checkpoint lists target by target (canceled ones are not).
+const (
+	OutcomeSucceeded OutcomeKind = iota + 1
+	OutcomeFailed
+	OutcomeCapped
+)
+
+// TargetOutcome is one target's outcome in a checkpoint.
+type TargetOutcome struct {
+	Cursor uint64
+	Kind   OutcomeKind
+	Code   string // the error code, for OutcomeFailed
+}
+
+// moved is what a fenced holder's outcomes change in the broadcast's counts.
+type moved struct {
+	succeeded, failed, capped int64
+	errors                    map[string]int64
+}
+
+func (m moved) total() int64 { return m.succeeded + m.failed + m.capped }
+
+func (m *moved) add(o moved) {
+	m.succeeded += o.succeeded
+	m.failed += o.failed
+	m.capped += o.capped
+	for code, n := range o.errors {
+		if m.errors == nil {
+			m.errors = map[string]int64{}
+		}
+		m.errors[code] += n
+	}
+}
+
+// take counts the outcomes whose target lies in unsent, and returns unsent
+// without them: a target counted here is never counted again.
+func take(unsent []Range, outs []TargetOutcome) ([]Range, moved) {
+	m := moved{errors: map[string]int64{}}
+	outs = slices.Clone(outs)
+	slices.SortFunc(outs, func(a, b TargetOutcome) int {
+		switch {
+		case a.Cursor < b.Cursor:
+			return -1
+		case a.Cursor > b.Cursor:
+			return 1
+		}
+		return 0
+	})
+	var hit []uint64
+	for _, o := range outs {
+		if n := len(hit); n > 0 && hit[n-1] == o.Cursor {
+			continue // listed twice (two rows of one holder): once
+		}
+		if !inRanges(unsent, o.Cursor) {
+			continue
+		}
+		hit = append(hit, o.Cursor)
+		switch o.Kind {
+		case OutcomeSucceeded:
+			m.succeeded++
+		case OutcomeFailed:
+			m.failed++
+			m.errors[o.Code]++
+		case OutcomeCapped:
+			m.capped++
+		}
+	}
+	return without(unsent, hit), m
+}
+
+// inRanges reports whether x lies in rs (sorted, disjoint).
+func inRanges(rs []Range, x uint64) bool {
+	i, _ := slices.BinarySearchFunc(rs, x, func(r Range, x uint64) int {
+		switch {
+		case r.Hi < x:
+			return -1
+		case r.Lo > x:
+			return 1
+		}
+		return 0
+	})
+	return i < len(rs) && rs[i].Lo <= x && x <= rs[i].Hi
+}
+
+// without returns rs less the points xs (ascending).
+func without(rs []Range, xs []uint64) []Range {
+	if len(xs) == 0 {
+		return rs
+	}
+	out := make([]Range, 0, len(rs)+len(xs))
+	i := 0
+	for _, r := range rs {
+		for i < len(xs) && xs[i] < r.Lo {
+			i++
+		}
+		lo, cut := r.Lo, false
+		for i < len(xs) && xs[i] <= r.Hi {
+			x := xs[i]
+			i++
+			if x > lo {
+				out = append(out, Range{lo, x - 1})
+			}
+			if x == r.Hi {
+				cut = true // and lo+1 would overflow at the top of the space
+				break
+			}
+			lo = max(lo, x+1)
+		}
+		if !cut {
+			out = append(out, Range{lo, r.Hi})
+		}
+	}
+	return out
+}
+
+// unsentAtClose is what a close counts canceled: the targets in (cursor, hi]
+// outside the stored ranges done that the closing checkpoint's own outcomes
+// (succeeded, failed, capped) do not cover.
+func unsentAtClose(cursor, hi uint64, done []Range, final []TargetOutcome) []Range {
+	var rs []Range
+	lo := cursor + 1
+	for _, d := range done {
+		if d.Lo > lo {
+			rs = append(rs, Range{lo, d.Lo - 1})
+		}
+		lo = d.Hi + 1
+	}
+	if lo <= hi {
+		rs = append(rs, Range{lo, hi})
+	}
+	xs := make([]uint64, 0, len(final))
+	for _, o := range final {
+		xs = append(xs, o.Cursor)
+	}
+	slices.Sort(xs)
+	return without(rs, slices.Compact(xs))
+}
+
+// encodeSet writes a set of ranges with no cursor below it: the first
+// range's bounds, then the rest as encodeRanges after it.
+func encodeSet(rs []Range) ([]byte, error) {
+	if len(rs) == 0 {
+		return []byte{}, nil
+	}
+	head := binary.AppendUvarint(nil, rs[0].Lo)
+	head = binary.AppendUvarint(head, rs[0].Hi-rs[0].Lo)
+	tail, err := encodeRanges(rs[0].Hi, rs[1:])
+	if err != nil {
+		return nil, err
+	}
+	return append(head, tail...), nil
+}
+
+// decodeSet is the inverse of encodeSet.
+func decodeSet(b []byte) ([]Range, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	lo, k1 := binary.Uvarint(b)
+	if k1 <= 0 {
+		return nil, errors.New("unsent ranges: truncated")
+	}
+	length, k2 := binary.Uvarint(b[k1:])
+	if k2 <= 0 || lo+length < lo {
+		return nil, errors.New("unsent ranges: truncated or overflowing")
+	}
+	rest, err := decodeRanges(lo+length, b[k1+k2:])
+	if err != nil {
+		return nil, fmt.Errorf("unsent ranges: %w", err)
+	}
+	return append([]Range{{lo, lo + length}}, rest...), nil
+}
+
+// encodeSent writes the sent outcomes of outs (ascending cursors) as, per
+// target, the uvarint gap from the previous cursor and the error code's
+// length and bytes (length 0: succeeded; codes are never empty).
+func encodeSent(outs []TargetOutcome) []byte {
+	var buf []byte
+	prev := uint64(0)
+	for _, o := range outs {
+		if o.Kind != OutcomeSucceeded && o.Kind != OutcomeFailed {
+			continue
+		}
+		code := o.Code
+		if o.Kind == OutcomeFailed && code == "" {
+			code = "UNKNOWN"
+		}
+		if o.Kind == OutcomeSucceeded {
+			code = ""
+		}
+		buf = binary.AppendUvarint(buf, o.Cursor-prev)
+		buf = binary.AppendUvarint(buf, uint64(len(code)))
+		buf = append(buf, code...)
+		prev = o.Cursor
+	}
+	return buf
+}
+
+// decodeSent is the inverse of encodeSent.
+func decodeSent(b []byte) ([]TargetOutcome, error) {
+	var out []TargetOutcome
+	prev := uint64(0)
+	for len(b) > 0 {
+		gap, k1 := binary.Uvarint(b)
+		if k1 <= 0 || prev+gap < prev {
+			return nil, errors.New("fenced sends: corrupt list")
+		}
+		n, k2 := binary.Uvarint(b[k1:])
+		if k2 <= 0 || n > uint64(len(b)-k1-k2) {
+			return nil, errors.New("fenced sends: corrupt list")
+		}
+		b = b[k1+k2:]
+		prev += gap
+		o := TargetOutcome{Cursor: prev, Kind: OutcomeSucceeded}
+		if n > 0 {
+			o.Kind, o.Code = OutcomeFailed, string(b[:n])
+		}
+		b = b[n:]
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// sortedOutcomes returns cp's outcomes ascending by cursor (nil when the
+// checkpoint lists none).
+func sortedOutcomes(cp Checkpoint) []TargetOutcome {
+	if cp.Outcomes == nil {
+		return nil
+	}
+	outs := slices.Clone(cp.Outcomes())
+	slices.SortStableFunc(outs, func(a, b TargetOutcome) int {
+		switch {
+		case a.Cursor < b.Cursor:
+			return -1
+		case a.Cursor > b.Cursor:
+			return 1
+		}
+		return 0
+	})
+	return outs
+}
+
+// storeAside stores the sent outcomes of cp, from holder c fenced off by a
+// takeover while the chunk is still open, for the chunk's close to read
+// (see the top of this file). The row is keyed by c's epoch and the
+// checkpoint's sequence, so a retry after a lost answer stores nothing
+// twice.
+func storeAside(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) error {
+	if b := encodeSent(sortedOutcomes(cp)); len(b) > 0 {
+		if _, err := tx.ExecContext(ctx, "INSERT IGNORE INTO fenced_sends (broadcast_id, seq, epoch, ckpt_seq, outcomes) VALUES (?, ?, ?, ?, ?)",
+			c.BroadcastID, c.Seq, c.Epoch, seq, b); err != nil {
+			return fmt.Errorf("store a fenced holder's sends aside: %w", err)
+		}
+	}
+	res.Fenced = true
+	return nil
+}
+
+// closeFenced runs in a chunk's closing checkpoint with a cancel (Done,
+// CancelRest) by c, when a takeover fenced off an earlier holder: the sends
+// stored aside move out of what the close counts canceled (canceled), and
+// what it still counts canceled is recorded for those holders' later
+// reports (under c's epoch and closing sequence seq: a retry of the close
+// after a lost answer is a replay). It returns what moves.
+func closeFenced(ctx context.Context, tx *sql.Tx, c *Claim, seq, cursor uint64, stored []byte, final []TargetOutcome, canceled int64, now time.Time) (moved, error) {
+	done, err := decodeRanges(cursor, stored)
+	if err != nil {
+		return moved{}, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	return closeUnsent(ctx, tx, c.Key, c.Epoch, seq, unsentAtClose(cursor, c.Hi, done, final), canceled, now)
+}
+
+// closeUnsent is the common part of a close of chunk k that a takeover
+// changed hands: unsent are the targets the close counts canceled (of
+// which canceled are real ones), the sends stored aside among them move,
+// and what is left is recorded in late_holders under epoch, the holder at
+// the close, and its checkpoint sequence ckptSeq. It returns what moves.
+func closeUnsent(ctx context.Context, tx *sql.Tx, k Key, epoch, ckptSeq uint64, unsent []Range, canceled int64, now time.Time) (moved, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT outcomes FROM fenced_sends WHERE broadcast_id = ? AND seq = ? ORDER BY epoch, ckpt_seq FOR UPDATE", k.BroadcastID, k.Seq)
+	if err != nil {
+		return moved{}, fmt.Errorf("read fenced sends: %w", err)
+	}
+	var aside []TargetOutcome
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			rows.Close()
+			return moved{}, fmt.Errorf("read fenced sends: %w", err)
+		}
+		outs, err := decodeSent(b)
+		if err != nil {
+			rows.Close()
+			return moved{}, fmt.Errorf("chunk %d/%d: %w", k.BroadcastID, k.Seq, err)
+		}
+		aside = append(aside, outs...)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return moved{}, fmt.Errorf("read fenced sends: %w", err)
+	}
+	unsent, m := take(unsent, aside)
+	if len(aside) > 0 {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM fenced_sends WHERE broadcast_id = ? AND seq = ?", k.BroadcastID, k.Seq); err != nil {
+			return moved{}, fmt.Errorf("drop fenced sends: %w", err)
+		}
+	}
+	enc, err := encodeSet(unsent)
+	if err != nil {
+		return moved{}, fmt.Errorf("chunk %d/%d: %w", k.BroadcastID, k.Seq, err)
+	}
+	rest := max(canceled-m.total(), 0)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO late_holders (broadcast_id, seq, epoch, ckpt_seq, rest, closed_at, unsent) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), ckpt_seq = VALUES(ckpt_seq), rest = VALUES(rest), closed_at = VALUES(closed_at), unsent = VALUES(unsent)`,
+		k.BroadcastID, k.Seq, epoch, ckptSeq, rest, now, enc); err != nil {
+		return moved{}, fmt.Errorf("record the fenced holders: %w", err)
+	}
+	return m, nil
+}
+
+// lateFenced stores what holder c reports after a close recorded the
+// targets it counted canceled (unsent, rest of them real): its outcomes
+// among them move out of canceled, and leave unsent, so a retry moves
+// nothing again. ownSeq is 0 for a holder fenced off by a takeover before
+// the close, which stores counts only; for the holder at the close it is
+// its checkpoint's sequence, stored for replays, and its Effects run as
+// for any late holder (failure rows, dead tokens, frequency caps).
+func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsentEnc []byte, rest int64, ownSeq uint64, res *Result) error {
+	unsent, err := decodeSet(unsentEnc)
+	if err != nil {
+		return fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	if ownSeq > 0 && cp.Effects != nil {
+		if res.Invalidated, err = cp.Effects(ctx, tx); err != nil {
+			return err
+		}
+	}
+	unsent, m := take(unsent, sortedOutcomes(cp))
+	res.Late, res.CancelRequested = true, true
+	fromCanceled := min(m.total(), rest)
+	enc, err := encodeSet(unsent)
+	if err != nil {
+		return fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
+	}
+	set, args := "rest = rest - ?, unsent = ?", []any{fromCanceled, enc}
+	if ownSeq > 0 {
+		set += ", ckpt_seq = ?"
+		args = append(args, ownSeq)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE late_holders SET "+set+" WHERE broadcast_id = ? AND seq = ?", append(args, c.BroadcastID, c.Seq)...); err != nil {
+		return fmt.Errorf("fenced holder: %w", err)
+	}
+	if ownSeq > 0 && (res.Invalidated > 0 || cp.WriteBackFailures > 0) {
+		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ? WHERE id = ?",
+			res.Invalidated, cp.WriteBackFailures, c.BroadcastID); err != nil {
+			return fmt.Errorf("late holder's dead tokens: %w", err)
+		}
+	}
+	return applyMoved(ctx, tx, c.BroadcastID, m, fromCanceled)
+}
+
+// applyMoved adds the outcomes m, found among targets counted canceled, to
+// broadcast id: fromCanceled of them taken out of canceled (the rest,
+// beyond what was counted canceled, raise targeted).
+func applyMoved(ctx context.Context, tx *sql.Tx, id uint64, m moved, fromCanceled int64) error {
+	if m.total() == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET targeted = targeted + ?, succeeded = succeeded + ?, failed = failed + ?,
+			capped = capped + ?, canceled = canceled - ? WHERE id = ?`,
+		m.total()-fromCanceled, m.succeeded, m.failed, m.capped, fromCanceled, id); err != nil {
+		return fmt.Errorf("move outcomes out of canceled: %w", err)
+	}
+	if err := AddErrorCounts(ctx, tx, id, m.errors); err != nil {
+		return err
+	}
+	return addRate(ctx, tx, id, m.succeeded+m.failed)
+}

@@ -1,0 +1,57 @@
+package lease
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func TestWithoutCutsPointsOutOfRanges(t *testing.T) {
+	for _, tc := range []struct {
+		rs   []Range
+		xs   []uint64
+		want []Range
+	}{
+		{[]Range{{1, 10}}, nil, []Range{{1, 10}}},
+		{[]Range{{1, 10}}, []uint64{1}, []Range{{2, 10}}},
+		{[]Range{{1, 10}}, []uint64{10}, []Range{{1, 9}}},
+		{[]Range{{1, 10}}, []uint64{5, 5, 6}, []Range{{1, 4}, {7, 10}}},
+		{[]Range{{1, 3}, {7, 9}}, []uint64{0, 2, 5, 7, 8, 9, 12}, []Range{{1, 1}, {3, 3}}},
+		{[]Range{{4, 4}}, []uint64{4}, []Range{}},
+		{[]Range{{math.MaxUint64 - 1, math.MaxUint64}}, []uint64{math.MaxUint64}, []Range{{math.MaxUint64 - 1, math.MaxUint64 - 1}}},
+	} {
+		if got := without(tc.rs, tc.xs); !slices.Equal(got, tc.want) && (len(got) != 0 || len(tc.want) != 0) {
+			t.Errorf("without(%v, %v) = %v, want %v", tc.rs, tc.xs, got, tc.want)
+		}
+	}
+}
+
+func TestUnsentAtCloseIsWhatNothingCovers(t *testing.T) {
+	got := unsentAtClose(10, 100, []Range{{15, 20}, {30, 30}}, []TargetOutcome{{Cursor: 11}, {Cursor: 31}, {Cursor: 100}})
+	want := []Range{{12, 14}, {21, 29}, {32, 99}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("unsent %v, want %v", got, want)
+	}
+}
+
+func TestFencedEncodingsRoundTrip(t *testing.T) {
+	for _, rs := range [][]Range{{{0, 0}}, {{1, 5}}, {{3, 4}, {9, 9}, {12, 1 << 40}}} {
+		b, err := encodeSet(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeSet(b)
+		if err != nil || !slices.Equal(got, rs) {
+			t.Fatalf("set %v came back %v (%v)", rs, got, err)
+		}
+	}
+	outs := []TargetOutcome{{Cursor: 3, Kind: OutcomeSucceeded}, {Cursor: 4, Kind: OutcomeCapped}, {Cursor: 7, Kind: OutcomeFailed, Code: "UNREGISTERED"}, {Cursor: 1 << 33, Kind: OutcomeSucceeded}}
+	got, err := decodeSent(encodeSent(outs))
+	want := []TargetOutcome{outs[0], outs[2], outs[3]} // capped ones are not sends
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("sends came back %v (%v), want %v", got, err, want)
+	}
+	if _, err := decodeSent([]byte{1, 9, 'x'}); err == nil {
+		t.Fatal("a truncated code decoded")
+	}
+}
