@@ -66,8 +66,12 @@ type Config struct {
 	// address is refused when connecting. WebhookTimeout bounds an attempt.
 	WebhookAllowPrivate bool          `yaml:"webhook_allow_private"`
 	WebhookTimeout      time.Duration `yaml:"webhook_timeout"`
-	DB                  DB            `yaml:"db"`
-	Log                 Log           `yaml:"log"`
+	// WebhookRetrySchedule is the waits after an event's failed attempts,
+	// comma-separated Go durations ("5s,30s,2m"; ParseRetrySchedule), the
+	// last repeating until the event expires a day after it was written.
+	WebhookRetrySchedule string `yaml:"webhook_retry_schedule"`
+	DB                   DB     `yaml:"db"`
+	Log                  Log    `yaml:"log"`
 }
 
 // Events configures engagement: the signed event token every message
@@ -274,6 +278,9 @@ func Defaults() Config {
 		},
 		Events:         Events{Tracking: "on", TTL: 7 * 24 * time.Hour, PerAddress: 20},
 		WebhookTimeout: 10 * time.Second,
+		// 5 s, 30 s, 2 min, 10 min, 30 min, then hourly: quick for a blip,
+		// then sparse for a receiver that is down.
+		WebhookRetrySchedule: "5s,30s,2m,10m,30m,1h",
 		HTTP: HTTP{
 			ReadTimeout:       15 * time.Second,
 			ReadHeaderTimeout: 5 * time.Second,

@@ -144,6 +144,9 @@ func (c *Config) validateServe() []error {
 	}
 	errs = append(errs, validateLocalTime(e)...)
 	errs = append(errs, validateFrequencyCaps(c)...)
+	if _, err := ParseRetrySchedule(c.WebhookRetrySchedule); err != nil {
+		errs = append(errs, fmt.Errorf("PUSHFAN_WEBHOOK_RETRY_SCHEDULE: %w", err))
+	}
 	if c.HTTP.BodyLimit < 1024 {
 		bad("PUSHFAN_HTTP_BODY_LIMIT", "must be at least 1024 bytes, got %d", c.HTTP.BodyLimit)
 	}

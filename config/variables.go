@@ -393,6 +393,10 @@ func variables(c *Config) []variable {
 		{name: "PUSHFAN_WEBHOOK_TIMEOUT", set: duration(&c.WebhookTimeout),
 			doc:  "deadline of one webhook attempt",
 			rule: durRange(&c.WebhookTimeout, time.Second, time.Minute)},
+		{name: "PUSHFAN_WEBHOOK_RETRY_SCHEDULE", set: str(&c.WebhookRetrySchedule),
+			doc: "the waits after a webhook event's failed attempts, comma-separated durations: the nth failure waits the nth step, every one past the list the last, each ±20 %; " +
+				"an event still failing a day after it was written expires (and disables its endpoint) whatever the schedule",
+			rule: note(fmt.Sprintf("1 to %d durations, each above 0 and at most %s", maxRetrySteps, shortDuration(maxRetryStep)))},
 		{name: "PUSHFAN_DB_MAX_OPEN", set: integer(&c.DB.MaxOpen), part: PartDatabase,
 			doc:  "database pool size",
 			rule: intRange(&c.DB.MaxOpen, 1, 1000)},

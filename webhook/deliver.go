@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,13 +29,13 @@ const (
 	maxErrorLen = 255
 )
 
-// backoff is the wait after the nth failed attempt (from 1): about 5 s,
-// 30 s, 2 min, 10 min, 30 min, 1 h, then hourly, each ±20 %.
-func backoff(n int, r *rand.Rand) time.Duration {
-	steps := []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour}
-	d := time.Hour
-	if n >= 1 && n <= len(steps) {
-		d = steps[n-1]
+// backoff is the wait after the nth failed attempt (from 1): the nth step
+// of schedule (not empty), the last one past its end, each ±20 % so that
+// the events of one outage are not all retried at the same instant.
+func backoff(n int, schedule []time.Duration, r *rand.Rand) time.Duration {
+	d := schedule[len(schedule)-1]
+	if n >= 1 && n <= len(schedule) {
+		d = schedule[n-1]
 	}
 	return time.Duration(float64(d) * (0.8 + 0.4*r.Float64()))
 }
@@ -50,6 +51,7 @@ type Deliverer struct {
 	client    *http.Client
 	timeout   time.Duration
 	poll      time.Duration
+	retry     []time.Duration // backoff's schedule
 	log       *slog.Logger
 	loop      lifecycle.Loop
 	wake      chan struct{}
@@ -62,13 +64,19 @@ type Deliverer struct {
 }
 
 // NewDeliverer delivers the outbox of db to endpoints with client, each
-// attempt within timeout; an idle deliverer looks for work every poll.
-func NewDeliverer(db *sql.DB, endpoints []*Endpoint, client *http.Client, timeout, poll time.Duration, log *slog.Logger) *Deliverer {
+// attempt within timeout; an idle deliverer looks for work every poll. A
+// failed attempt is retried after the next step of retry (the last one
+// repeating, each ±20 %), which must not be empty: the configuration
+// checks PUSHFAN_WEBHOOK_RETRY_SCHEDULE at start.
+func NewDeliverer(db *sql.DB, endpoints []*Endpoint, client *http.Client, timeout, poll time.Duration, retry []time.Duration, log *slog.Logger) *Deliverer {
+	if len(retry) == 0 {
+		panic("webhook.NewDeliverer: an empty retry schedule")
+	}
 	m := make(map[string]*Endpoint, len(endpoints))
 	for _, e := range endpoints {
 		m[e.Name] = e
 	}
-	return &Deliverer{db: db, endpoints: m, order: endpoints, client: client, timeout: timeout, poll: poll, log: log,
+	return &Deliverer{db: db, endpoints: m, order: endpoints, client: client, timeout: timeout, poll: poll, retry: slices.Clone(retry), log: log,
 		wake: make(chan struct{}, 1), rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 }
 
@@ -211,7 +219,7 @@ func (d *Deliverer) deliver(ctx context.Context, r row) {
 			d.disable(bg, r.endpoint, why)
 		}
 		d.mu.Lock()
-		wait := backoff(n, d.rand)
+		wait := backoff(n, d.retry, d.rand)
 		d.mu.Unlock()
 		var st any
 		if status != 0 {

@@ -56,13 +56,14 @@ type receiver struct {
 type delivery struct {
 	id   string
 	body []byte
-	ok   bool // the signature verified
+	ok   bool      // the signature verified
+	at   time.Time // when it arrived
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
-	rc.got = append(rc.got, delivery{id: r.Header.Get("webhook-id"), body: body, ok: verify(rc.secret, r.Header, body)})
+	rc.got = append(rc.got, delivery{id: r.Header.Get("webhook-id"), body: body, ok: verify(rc.secret, r.Header, body), at: time.Now()})
 	n := len(rc.got)
 	rc.mu.Unlock()
 	code := http.StatusNoContent
@@ -85,7 +86,18 @@ type env struct {
 	d   *webhook.Deliverer
 }
 
+// defaultRetry is PUSHFAN_WEBHOOK_RETRY_SCHEDULE's default, which the
+// timings of these tests ("about 5 s and 30 s later") assume.
+func defaultRetry() []time.Duration {
+	return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour}
+}
+
 func newEnv(t *testing.T, url string, allowPrivate bool, events ...string) *env {
+	return newEnvRetry(t, url, allowPrivate, defaultRetry(), events...)
+}
+
+// newEnvRetry is newEnv with the deliverer retrying on retry.
+func newEnvRetry(t *testing.T, url string, allowPrivate bool, retry []time.Duration, events ...string) *env {
 	tdb := testdb.New(t)
 	eps, err := webhook.Compile([]webhook.Config{{Name: "app", URL: url, Secret: secret, Events: events}})
 	if err != nil {
@@ -93,7 +105,7 @@ func newEnv(t *testing.T, url string, allowPrivate bool, events ...string) *env 
 	}
 	log := slog.New(slog.DiscardHandler)
 	e := &env{t: t, db: tdb.SQL.DB, out: webhook.NewOutbox(eps),
-		d: webhook.NewDeliverer(tdb.SQL.DB, eps, webhook.NewClient(5*time.Second, allowPrivate), 5*time.Second, 50*time.Millisecond, log)}
+		d: webhook.NewDeliverer(tdb.SQL.DB, eps, webhook.NewClient(5*time.Second, allowPrivate), 5*time.Second, 50*time.Millisecond, retry, log)}
 	e.d.Start(context.Background())
 	t.Cleanup(func() { _ = e.d.Stop(context.Background()) })
 	return e
@@ -198,6 +210,38 @@ func TestFailuresAreRetriedWithTheSameID(t *testing.T) {
 		t.Fatalf("%d attempts in %v, want 3 after the backoff (about 5 s and 30 s)", n, took)
 	}
 	t.Logf("delivered on the third attempt after %v", took.Round(time.Millisecond))
+}
+
+// A schedule of 1 s, 2 s: three 500s are retried about 1 s, 2 s and 2 s
+// (the last step repeating) after each, ±20 %, and the fourth attempt
+// delivers. The default's 5 s and 30 s would be far outside these bounds.
+func TestFailuresAreRetriedOnTheSchedule(t *testing.T) {
+	t.Parallel()
+	rc := &receiver{t: t, secret: secret, answer: func(n int) int {
+		if n <= 3 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	}}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e := newEnvRetry(t, srv.URL, true, []time.Duration{time.Second, 2 * time.Second})
+	e.add(webhook.BroadcastStarted, map[string]any{"id": 7})
+	waitFor(t, "the fourth attempt to deliver", 20*time.Second, func() bool { s, _, _ := e.row(); return s == "delivered" })
+	got := rc.deliveries()
+	if len(got) != 4 {
+		t.Fatalf("%d attempts, want 4", len(got))
+	}
+	// Each gap is at least the step's -20 % (the attempt is not due
+	// before), and at most its +20 % with room for the poll (50 ms), the
+	// claim and the race detector.
+	const slack = 500 * time.Millisecond
+	for i, step := range []time.Duration{time.Second, 2 * time.Second, 2 * time.Second} {
+		gap := got[i+1].at.Sub(got[i].at)
+		if lo, hi := step*4/5, step*6/5+slack; gap < lo || gap > hi {
+			t.Errorf("attempt %d came %v after attempt %d, want %v to %v (step %v ±20 %%)", i+2, gap, i+1, lo, hi, step)
+		}
+	}
 }
 
 // 410 Gone stops the retries.

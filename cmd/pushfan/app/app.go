@@ -115,7 +115,11 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	outbox := outboxEvents{out: webhook.NewOutbox(hooks), render: server.BroadcastObject}
-	deliverer := webhookDeliverer(cfg, pool.DB, hooks, log)
+	deliverer, err := webhookDeliverer(cfg, pool.DB, hooks, log)
+	if err != nil {
+		closeApps(parts)
+		return nil, err
+	}
 	deliverer.OnDisabled = m.WebhookDisabled
 	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)

@@ -29,9 +29,14 @@ func compileWebhooks(cfg config.Config) ([]*webhook.Endpoint, error) {
 	return eps, nil
 }
 
-// webhookDeliverer delivers the outbox to the endpoints.
-func webhookDeliverer(cfg config.Config, db *sql.DB, eps []*webhook.Endpoint, log *slog.Logger) *webhook.Deliverer {
-	return webhook.NewDeliverer(db, eps, webhook.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate), cfg.WebhookTimeout, time.Second, log)
+// webhookDeliverer delivers the outbox to the endpoints, retrying on
+// PUSHFAN_WEBHOOK_RETRY_SCHEDULE.
+func webhookDeliverer(cfg config.Config, db *sql.DB, eps []*webhook.Endpoint, log *slog.Logger) (*webhook.Deliverer, error) {
+	retry, err := config.ParseRetrySchedule(cfg.WebhookRetrySchedule)
+	if err != nil {
+		return nil, fmt.Errorf("PUSHFAN_WEBHOOK_RETRY_SCHEDULE: %w", err)
+	}
+	return webhook.NewDeliverer(db, eps, webhook.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate), cfg.WebhookTimeout, time.Second, retry, log), nil
 }
 
 // outboxEvents writes lease's transition events to the webhook outbox,

@@ -47,10 +47,14 @@ func drain(ctx context.Context, s *stack, r *run, l *load, c *checker) {
 		r.violate(id, fmt.Sprintf("drain: still %s %v after the load and the faults stopped (%d targets were left)", status, within.Round(time.Second), left))
 		return
 	}
-	// The deliverer retries after about 5 s, 30 s, 2 min and 10 min (each
-	// ±20 %): an event whose first attempts met a receiver away (or a
-	// database restart) waits for its next one, 12 minutes at the most.
-	if err := awaitWebhooks(ctx, s.db, time.Minute, 30*time.Second, 15*time.Minute); err != nil {
+	// The replicas retry after about 2 s, 5 s, 10 s, 20 s, then every
+	// 30 s (each ±20 %; PUSHFAN_WEBHOOK_RETRY_SCHEDULE in stack_test.go):
+	// an event whose attempts met a receiver away (or a database restart)
+	// is next due within 36 s, or 40 s (a claim's lease: the attempt's
+	// timeout and 30 s) when its replica was killed mid-attempt. Three
+	// minutes leave room for two more failures; a due time past them is a
+	// stuck deliverer.
+	if err := awaitWebhooks(ctx, s.db, time.Minute, 30*time.Second, 3*time.Minute); err != nil {
 		if ctx.Err() == nil {
 			r.violate(0, "drain: "+err.Error())
 		}

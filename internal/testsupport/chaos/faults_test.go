@@ -200,8 +200,9 @@ func (s *stack) inject(ctx context.Context, kind string, first bool, rng *rand.R
 		return s.emulatorFault(ctx, kind, fmt.Sprintf("30%% of sends for %v", d.Round(100*time.Millisecond)), d, first, rng,
 			func(c *fcmemu.Config) { c.ErrorRates = map[string]float64{fcmemu.KindUnavailable: 0.3} }, func(c *fcmemu.Config) { c.ErrorRates = nil })
 	case kindHookAway:
-		// At most 8 s: the deliverer retries after about 5 s and then 30 s,
-		// so every event is delivered within a minute of its return.
+		// At most 8 s: the replicas retry after about 2 s, 5 s and then
+		// 10 s (stack_test.go's PUSHFAN_WEBHOOK_RETRY_SCHEDULE), so every
+		// event is delivered within a quarter minute of its return.
 		d := between(rng, 3*time.Second, 8*time.Second)
 		f := log.begin(kind, "sink", fmt.Sprintf("%v", d.Round(100*time.Millisecond)), 0)
 		s.sink.away.Store(true)

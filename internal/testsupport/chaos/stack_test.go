@@ -126,6 +126,14 @@ func newStack(t *testing.T, cfg runConfig, log *slog.Logger) *stack {
 		"PUSHFAN_LOG_FORMAT=text",
 		"PUSHFAN_CONFIG="+yaml,
 		"PUSHFAN_WEBHOOK_ALLOW_PRIVATE=true",
+		// The drain waits for each undelivered webhook event's next
+		// attempt: on the production schedule (5s,30s,2m,10m,...) an event
+		// whose first attempts met the sink away or a database fault would
+		// hold the short run up to ~12 min for the attempt after its 4th.
+		// A short schedule (then every 30 s) keeps the drain within a few
+		// minutes; the invariant, every event delivered at least once, is
+		// the same.
+		"PUSHFAN_WEBHOOK_RETRY_SCHEDULE=2s,5s,10s,20s,30s",
 		fmt.Sprintf("PUSHFAN_RATE_LIMIT=%g", cfg.apps[0].rate),
 		"PUSHFAN_RATE_WINDOW="+cfg.quotaWindow.String(),
 		// The load submits a transactional send every second beside the
