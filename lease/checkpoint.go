@@ -167,6 +167,11 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		// the fenced holders sent is counted as sent, not canceled.
 		var fenced moved
 		if cp.End == Done && cp.CancelRest && fencedEpoch > 0 {
+			if cp.Outcomes == nil && cp.Succeeded+cp.Failed+cp.Capped > 0 {
+				// Its own outcomes would look unsent, and a fenced holder's
+				// copies of them would count twice.
+				return fmt.Errorf("checkpoint chunk %d/%d: closing a chunk a takeover changed hands needs its outcomes listed (Checkpoint.Outcomes)", c.BroadcastID, c.Seq)
+			}
 			var now time.Time
 			if err := tx.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
 				return fmt.Errorf("read the database clock: %w", err)
@@ -273,6 +278,19 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 // It reports whether c is such a late holder; when it is not, the caller
 // answers ErrLost.
 func (s *Store) lateCheckpoint(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) (bool, error) {
+	// A plain read first: a locking read of a missing row takes a gap
+	// lock, which an insert of another chunk's row would wait on (a
+	// deadlock with a close, fenced.go). Whoever inserts this chunk's row
+	// holds the chunk row's lock, which the caller holds (or the chunk is
+	// gone, and nobody inserts any more), so a row not seen here is not
+	// there.
+	var exists int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM late_holders WHERE broadcast_id = ? AND seq = ?", c.BroadcastID, c.Seq).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look for a late holder: %w", err)
+	}
+	if exists == 0 {
+		return false, nil
+	}
 	var stored, epoch uint64
 	var rest int64
 	var perTarget bool

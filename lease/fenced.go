@@ -73,11 +73,14 @@ func (m *moved) add(o moved) {
 }
 
 // take counts the outcomes whose target lies in unsent, and returns unsent
-// without them: a target counted here is never counted again.
-func take(unsent []Range, outs []TargetOutcome) ([]Range, moved) {
+// without them: a target counted here is never counted again. Capped
+// outcomes count only withCapped (the holder at the close: a fenced
+// holder's cap reservations were its successor's, so its capped targets
+// stay canceled). Listed twice, a target counts as its first listing.
+func take(unsent []Range, outs []TargetOutcome, withCapped bool) ([]Range, moved) {
 	m := moved{errors: map[string]int64{}}
 	outs = slices.Clone(outs)
-	slices.SortFunc(outs, func(a, b TargetOutcome) int {
+	slices.SortStableFunc(outs, func(a, b TargetOutcome) int {
 		switch {
 		case a.Cursor < b.Cursor:
 			return -1
@@ -88,6 +91,9 @@ func take(unsent []Range, outs []TargetOutcome) ([]Range, moved) {
 	})
 	var hit []uint64
 	for _, o := range outs {
+		if o.Kind == OutcomeCapped && !withCapped {
+			continue
+		}
 		if n := len(hit); n > 0 && hit[n-1] == o.Cursor {
 			continue // listed twice (two rows of one holder): once
 		}
@@ -157,15 +163,22 @@ func without(rs []Range, xs []uint64) []Range {
 // outside the stored ranges done that the closing checkpoint's own outcomes
 // (succeeded, failed, capped) do not cover.
 func unsentAtClose(cursor, hi uint64, done []Range, final []TargetOutcome) []Range {
+	if cursor >= hi {
+		return nil
+	}
 	var rs []Range
 	lo := cursor + 1
 	for _, d := range done {
 		if d.Lo > lo {
 			rs = append(rs, Range{lo, d.Lo - 1})
 		}
+		if d.Hi >= hi {
+			lo = hi
+			break
+		}
 		lo = d.Hi + 1
 	}
-	if lo <= hi {
+	if lo <= hi && (len(done) == 0 || done[len(done)-1].Hi < hi) {
 		rs = append(rs, Range{lo, hi})
 	}
 	xs := make([]uint64, 0, len(final))
@@ -316,14 +329,24 @@ func closeFenced(ctx context.Context, tx *sql.Tx, c *Claim, seq, cursor uint64, 
 // and what is left is recorded in late_holders under epoch, the holder at
 // the close, and its checkpoint sequence ckptSeq. It returns what moves.
 func closeUnsent(ctx context.Context, tx *sql.Tx, k Key, epoch, ckptSeq uint64, unsent []Range, canceled int64, now time.Time) (moved, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT outcomes FROM fenced_sends WHERE broadcast_id = ? AND seq = ? ORDER BY epoch, ckpt_seq FOR UPDATE", k.BroadcastID, k.Seq)
+	// A plain read, not a locking one: every writer of a chunk's rows
+	// here holds the chunk row's lock, as the caller does, so none can
+	// change under it; and a locking range read would take gap locks,
+	// which an insert of another chunk's rows waits on while this
+	// transaction goes on to insert into late_holders: the opposite
+	// order of a fenced holder's checkpoint, a deadlock. Each row is then
+	// deleted by its full key (a record lock).
+	rows, err := tx.QueryContext(ctx, "SELECT epoch, ckpt_seq, outcomes FROM fenced_sends WHERE broadcast_id = ? AND seq = ? ORDER BY epoch, ckpt_seq", k.BroadcastID, k.Seq)
 	if err != nil {
 		return moved{}, fmt.Errorf("read fenced sends: %w", err)
 	}
+	type key struct{ epoch, seq uint64 }
+	var keys []key
 	var aside []TargetOutcome
 	for rows.Next() {
+		var kk key
 		var b []byte
-		if err := rows.Scan(&b); err != nil {
+		if err := rows.Scan(&kk.epoch, &kk.seq, &b); err != nil {
 			rows.Close()
 			return moved{}, fmt.Errorf("read fenced sends: %w", err)
 		}
@@ -332,15 +355,17 @@ func closeUnsent(ctx context.Context, tx *sql.Tx, k Key, epoch, ckptSeq uint64, 
 			rows.Close()
 			return moved{}, fmt.Errorf("chunk %d/%d: %w", k.BroadcastID, k.Seq, err)
 		}
+		keys = append(keys, kk)
 		aside = append(aside, outs...)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return moved{}, fmt.Errorf("read fenced sends: %w", err)
 	}
-	unsent, m := take(unsent, aside)
-	if len(aside) > 0 {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM fenced_sends WHERE broadcast_id = ? AND seq = ?", k.BroadcastID, k.Seq); err != nil {
+	unsent, m := take(unsent, aside, false)
+	for _, kk := range keys {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM fenced_sends WHERE broadcast_id = ? AND seq = ? AND epoch = ? AND ckpt_seq = ?",
+			k.BroadcastID, k.Seq, kk.epoch, kk.seq); err != nil {
 			return moved{}, fmt.Errorf("drop fenced sends: %w", err)
 		}
 	}
@@ -374,7 +399,7 @@ func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsent
 			return err
 		}
 	}
-	unsent, m := take(unsent, sortedOutcomes(cp))
+	unsent, m := take(unsent, sortedOutcomes(cp), ownSeq > 0)
 	res.Late, res.CancelRequested = true, true
 	fromCanceled := min(m.total(), rest)
 	enc, err := encodeSet(unsent)
@@ -389,10 +414,17 @@ func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsent
 	if _, err := tx.ExecContext(ctx, "UPDATE late_holders SET "+set+" WHERE broadcast_id = ? AND seq = ?", append(args, c.BroadcastID, c.Seq)...); err != nil {
 		return fmt.Errorf("fenced holder: %w", err)
 	}
-	if ownSeq > 0 && (res.Invalidated > 0 || cp.WriteBackFailures > 0) {
-		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ? WHERE id = ?",
-			res.Invalidated, cp.WriteBackFailures, c.BroadcastID); err != nil {
-			return fmt.Errorf("late holder's dead tokens: %w", err)
+	if ownSeq > 0 {
+		if res.Invalidated > 0 || cp.WriteBackFailures > 0 {
+			if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ? WHERE id = ?",
+				res.Invalidated, cp.WriteBackFailures, c.BroadcastID); err != nil {
+				return fmt.Errorf("late holder's dead tokens: %w", err)
+			}
+		}
+		// Its sends per variant, as any late holder's: they were sent,
+		// whoever's outcome counts for a target.
+		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
+			return err
 		}
 	}
 	return applyMoved(ctx, tx, c.BroadcastID, m, fromCanceled)

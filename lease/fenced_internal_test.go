@@ -32,6 +32,14 @@ func TestUnsentAtCloseIsWhatNothingCovers(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("unsent %v, want %v", got, want)
 	}
+	// At the top of the cursor space nothing wraps around to 0.
+	const top = math.MaxUint64
+	if got := unsentAtClose(top-3, top, []Range{{top - 1, top}}, nil); !slices.Equal(got, []Range{{top - 2, top - 2}}) {
+		t.Fatalf("unsent at the top %v, want [%d]", got, uint64(top-2))
+	}
+	if got := unsentAtClose(top, top, nil, nil); len(got) != 0 {
+		t.Fatalf("unsent past the top %v, want none", got)
+	}
 }
 
 func TestFencedEncodingsRoundTrip(t *testing.T) {

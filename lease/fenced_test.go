@@ -230,3 +230,63 @@ func TestACancelsCloseCountsSendsStoredAside(t *testing.T) {
 		t.Fatalf("%d rows of sends stored aside after the close, want 0", n)
 	}
 }
+
+// A cancel closing two chunks, one a takeover changed hands whose audience
+// grew past its plan (its close counts none canceled), the other under a
+// stalled holder: the fenced holder's sends raise targeted rather than
+// take from the other chunk's canceled, so that chunk's late holder still
+// finds its targets there.
+func TestACancelsCloseMovesOutOfEachChunksOwnCanceled(t *testing.T) {
+	f := newFixture(t)
+	id := f.broadcast(lease.Plan{Lo: 0, Hi: 100, Targets: 20}, lease.Plan{Lo: 100, Hi: 200, Targets: 100})
+	a := f.claim("a") // chunk 0
+	if _, err := f.s.Checkpoint(f.ctx(), a, sends(lease.KeepLease, 20, outcomes(1, 20, lease.OutcomeSucceeded))); err != nil {
+		t.Fatal(err)
+	}
+	c := f.claim("c") // chunk 1
+	if _, err := f.s.Checkpoint(f.ctx(), c, sends(lease.KeepLease, 110, outcomes(101, 110, lease.OutcomeSucceeded))); err != nil {
+		t.Fatal(err)
+	}
+	f.expire(id)
+	b := f.claim("b")
+	if b == nil || b.Seq != 0 || !b.Takeover {
+		t.Fatalf("takeover of chunk 0: %+v", b)
+	}
+	if _, err := f.s.Checkpoint(f.ctx(), a, sends(lease.KeepLease, 25, outcomes(21, 25, lease.OutcomeSucceeded))); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("a: %v, want ErrLost", err)
+	}
+	f.expire(id) // b stalls too
+	if _, err := f.s.Stop(f.ctx(), id, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.counts(id); got.succeeded != 35 || got.canceled != 90 || got.targeted != 125 {
+		t.Fatalf("after the cancel: %+v, want 35 succeeded, 90 canceled (chunk 1's) and targeted 125", got)
+	}
+	if res, err := f.s.Checkpoint(f.ctx(), c, sends(lease.Done, 200, outcomes(111, 120, lease.OutcomeSucceeded))); err != nil || !res.Late {
+		t.Fatalf("c's late checkpoint: %+v %v", res, err)
+	}
+	if ok, err := f.s.Finish(f.ctx(), id); err != nil || !ok {
+		t.Fatalf("finish: %v %v", ok, err)
+	}
+	if got := f.counts(id); got.succeeded != 45 || got.canceled != 80 || got.targeted != 125 {
+		t.Fatalf("final %+v, want 45 succeeded, 80 canceled of 125", got)
+	}
+}
+
+// A close of a chunk a takeover changed hands must list its outcomes:
+// without them its own sends would look unsent, and a fenced holder's
+// copies of them would count twice.
+func TestAClosingCheckpointAfterATakeoverMustListItsOutcomes(t *testing.T) {
+	f := newFixture(t)
+	id, _, b := f.takenOver()
+	if _, err := f.s.Stop(f.ctx(), id, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.s.Checkpoint(f.ctx(), b, lease.Checkpoint{Cursor: 100, Succeeded: 5, End: lease.Done, CancelRest: true})
+	if err == nil || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("a close without its outcomes listed: %v, want an error", err)
+	}
+	if got := f.counts(id); got.succeeded != 20 {
+		t.Fatalf("the refused close stored something: %+v", got)
+	}
+}

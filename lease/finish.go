@@ -53,11 +53,12 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 			return fmt.Errorf("count idle chunks: %w", err)
 		}
 		var fenced moved
+		var fencedOut int64 // of fenced, those counted canceled by this close
 		if closed > 0 {
 			// A chunk a takeover changed hands: its fenced holders' sends
 			// count target by target (fenced.go).
 			var err error
-			if fenced, err = closeFencedIdle(ctx, tx, id, now); err != nil {
+			if fenced, fencedOut, err = closeFencedIdle(ctx, tx, id, now); err != nil {
 				return err
 			}
 			// A leased chunk closed here has a holder that may be alive
@@ -97,7 +98,7 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 			WHERE id = ? AND status IN ('planning', 'queued', 'running')`, reason, rest, closed, waiting, id); err != nil {
 			return fmt.Errorf("flag: %w", err)
 		}
-		if err := applyMoved(ctx, tx, id, fenced, min(fenced.total(), rest)); err != nil {
+		if err := applyMoved(ctx, tx, id, fenced, fencedOut); err != nil {
 			return err
 		}
 		var status string
@@ -122,8 +123,10 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 // (idle at now, locked) that a takeover changed hands: what their fenced
 // holders stored aside moves out of canceled, and the targets the close
 // counts canceled are kept for the holders that report later, the one at
-// the close among them (fenced.go). It returns what moves.
-func closeFencedIdle(ctx context.Context, tx *sql.Tx, id uint64, now time.Time) (moved, error) {
+// the close among them (fenced.go). It returns what moves, and how many
+// of those this close counted canceled (chunk by chunk: a chunk whose
+// audience grew since the plan counted fewer than it had).
+func closeFencedIdle(ctx context.Context, tx *sql.Tx, id uint64, now time.Time) (moved, int64, error) {
 	type chunk struct {
 		seq                  int
 		epoch, ckpt, cur, hi uint64
@@ -134,34 +137,36 @@ func closeFencedIdle(ctx context.Context, tx *sql.Tx, id uint64, now time.Time) 
 		FROM broadcast_chunks WHERE broadcast_id = ? AND fenced_epoch IS NOT NULL
 			AND (status IN ('planning', 'waiting', 'pending') OR (status = 'leased' AND lease_until < ?))`, id, now)
 	if err != nil {
-		return moved{}, fmt.Errorf("chunks taken over: %w", err)
+		return moved{}, 0, fmt.Errorf("chunks taken over: %w", err)
 	}
 	var cs []chunk
 	for rows.Next() {
 		var c chunk
 		if err := rows.Scan(&c.seq, &c.epoch, &c.ckpt, &c.cur, &c.hi, &c.done, &c.rest); err != nil {
 			rows.Close()
-			return moved{}, fmt.Errorf("chunks taken over: %w", err)
+			return moved{}, 0, fmt.Errorf("chunks taken over: %w", err)
 		}
 		cs = append(cs, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return moved{}, fmt.Errorf("chunks taken over: %w", err)
+		return moved{}, 0, fmt.Errorf("chunks taken over: %w", err)
 	}
 	var all moved
+	var out int64
 	for _, c := range cs {
 		done, err := decodeRanges(c.cur, c.done)
 		if err != nil {
-			return moved{}, fmt.Errorf("chunk %d/%d: %w", id, c.seq, err)
+			return moved{}, 0, fmt.Errorf("chunk %d/%d: %w", id, c.seq, err)
 		}
 		m, err := closeUnsent(ctx, tx, Key{BroadcastID: id, Seq: c.seq}, c.epoch, c.ckpt, unsentAtClose(c.cur, c.hi, done, nil), c.rest, now)
 		if err != nil {
-			return moved{}, err
+			return moved{}, 0, err
 		}
 		all.add(m)
+		out += min(m.total(), c.rest)
 	}
-	return all, nil
+	return all, out, nil
 }
 
 // endUnstarted ends the broadcasts ids that are in one of the statuses
@@ -294,9 +299,17 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 			return fmt.Errorf("compact chunks: %w", err)
 		}
 		// Sends stored aside by holders a takeover fenced off, of chunks
-		// that completed: their successors sent those targets again.
-		if _, err := tx.ExecContext(ctx, "DELETE FROM fenced_sends WHERE broadcast_id = ?", id); err != nil {
-			return fmt.Errorf("drop fenced sends: %w", err)
+		// that completed: their successors sent those targets again. Looked
+		// for with a plain read first, so that the common broadcast, with
+		// none, takes no range lock on the table.
+		var aside int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM fenced_sends WHERE broadcast_id = ?", id).Scan(&aside); err != nil {
+			return fmt.Errorf("look for fenced sends: %w", err)
+		}
+		if aside > 0 {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM fenced_sends WHERE broadcast_id = ?", id); err != nil {
+				return fmt.Errorf("drop fenced sends: %w", err)
+			}
 		}
 		if err := s.event(ctx, tx, EventFinished, id); err != nil {
 			return err

@@ -126,6 +126,8 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 			// A late holder that never reported (it died) is forgotten
 			// with its broadcast; its targets stay counted canceled.
 			"DELETE FROM late_holders WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
+			// Dropped by Finish, unless an instance of an older version finished the broadcast.
+			"DELETE FROM fenced_sends WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM engagement_events WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM engagement_counts WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
 			"DELETE FROM engagement_series WHERE broadcast_id IN (SELECT id FROM broadcasts WHERE id IN (" + in + ") AND finished_at < ?)",
