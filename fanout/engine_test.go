@@ -307,10 +307,8 @@ func TestCommitDoneRanges(t *testing.T) {
 		t.Fatalf("done %v, want %v", got.Done, want)
 	}
 	// Target by target, in read order, canceled ones left out.
-	wantOutcomes := []TargetOutcome{{Cursor: 12, Kind: OutcomeSucceeded}, {Cursor: 15, Kind: OutcomeFailed, Code: codeUnavailable},
-		{Cursor: 20, Kind: OutcomeSucceeded}, {Cursor: 22, Kind: OutcomeSucceeded}, {Cursor: 41, Kind: OutcomeSucceeded}}
-	if !slices.Equal(got.Outcomes, wantOutcomes) {
-		t.Fatalf("outcomes %v, want %v", got.Outcomes, wantOutcomes)
+	if want := []uint64{12, 20, 22, 41}; !slices.Equal(got.SucceededIDs, want) || got.Failures[0].Target.Cursor != 15 || len(got.CappedIDs) != 0 {
+		t.Fatalf("succeeded ids %v, want %v; failed %d, want 15", got.SucceededIDs, want, got.Failures[0].Target.Cursor)
 	}
 	a.finish(0, outSucceeded, nil)
 	b.finish(1, outSucceeded, nil)
@@ -318,8 +316,8 @@ func TestCommitDoneRanges(t *testing.T) {
 	if got.Cursor != 41 || got.Succeeded != 2 || got.Canceled != 1 || len(got.Failures) != 0 || len(got.Done) != 0 {
 		t.Fatalf("second commit %+v, want cursor 41 and 16 canceled", got)
 	}
-	if want := []TargetOutcome{{Cursor: 11, Kind: OutcomeSucceeded}, {Cursor: 21, Kind: OutcomeSucceeded}}; !slices.Equal(got.Outcomes, want) {
-		t.Fatalf("second commit's outcomes %v, want %v", got.Outcomes, want)
+	if want := []uint64{11, 21}; !slices.Equal(got.SucceededIDs, want) {
+		t.Fatalf("second commit's succeeded ids %v, want %v", got.SucceededIDs, want)
 	}
 	c.finish(1, outSucceeded, nil)
 	if got = p.Commit(false); got.Cursor != 45 || got.Succeeded != 1 || len(p.segs) != 0 {

@@ -147,30 +147,14 @@ type Committed struct {
 	// Variants counts the delta's sent targets (succeeded or failed) per
 	// Job.Variants name; nil when the run has no variants.
 	Variants map[string]int64
-	// Outcomes are the delta's succeeded, failed and capped targets one
-	// by one, in read order. A checkpoint fenced off by a takeover stores
-	// them aside: if a cancel then ends the chunk before its new holder
-	// sent them again, they are what was really sent (lease, fenced
-	// holders), not canceled.
-	Outcomes []TargetOutcome
+	// SucceededIDs and CappedIDs are the cursors of the delta's succeeded
+	// and capped targets, in read order (its failed ones are in Failures).
+	// A checkpoint fenced off by a takeover stores them aside: if a cancel
+	// then ends the chunk before its new holder sent them again, they are
+	// what was really sent (lease, fenced holders), not canceled. Eight
+	// bytes a target, and gone with the checkpoint.
+	SucceededIDs, CappedIDs []uint64
 }
-
-// TargetOutcome is one target's outcome in a Committed delta.
-type TargetOutcome struct {
-	Cursor uint64
-	Kind   OutcomeKind
-	Code   string // the error code, for OutcomeFailed
-}
-
-// OutcomeKind says what became of a target.
-type OutcomeKind uint8
-
-// The outcomes a Committed lists target by target (canceled ones are not).
-const (
-	OutcomeSucceeded OutcomeKind = iota + 1
-	OutcomeFailed
-	OutcomeCapped
-)
 
 // IsZero reports whether the delta holds no outcome.
 func (c Committed) IsZero() bool {
@@ -218,19 +202,18 @@ func (p *Progress) Commit(resumable bool) Committed {
 			switch o {
 			case outSucceeded:
 				c.Succeeded++
-				c.Outcomes = append(c.Outcomes, TargetOutcome{Cursor: pg.ids[j], Kind: OutcomeSucceeded})
+				c.SucceededIDs = append(c.SucceededIDs, pg.ids[j])
 			case outFailed:
 				c.Failed++
 				f := pg.fails[j]
 				c.Errors[f.Code]++
 				c.Failures = append(c.Failures, *f)
-				c.Outcomes = append(c.Outcomes, TargetOutcome{Cursor: pg.ids[j], Kind: OutcomeFailed, Code: f.Code})
 				pg.fails[j] = nil
 			case outCanceled:
 				c.Canceled++
 			case outCapped:
 				c.Capped++
-				c.Outcomes = append(c.Outcomes, TargetOutcome{Cursor: pg.ids[j], Kind: OutcomeCapped})
+				c.CappedIDs = append(c.CappedIDs, pg.ids[j])
 			}
 			pg.state[j].Store(s | committed)
 		}

@@ -268,7 +268,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		Lease:  r.s.in.Lease,
 
 		Variants: c.Variants,
-		Outcomes: func() []lease.TargetOutcome { return toLeaseOutcomes(c.Outcomes) },
+		Outcomes: func() []lease.TargetOutcome { return toLeaseOutcomes(c) },
 	}
 	if end == lease.Done {
 		cp.Cursor, cp.Done, cp.CancelRest = r.c.Hi, nil, cancelRest
@@ -427,20 +427,19 @@ func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, cance
 	}
 }
 
-// toLeaseOutcomes converts the engine's per-target outcomes for a
-// checkpoint: done only when the store asks (a fenced holder's, or a
-// cancel's close after a takeover).
-func toLeaseOutcomes(in []fanout.TargetOutcome) []lease.TargetOutcome {
-	out := make([]lease.TargetOutcome, 0, len(in))
-	for _, o := range in {
-		k := lease.OutcomeSucceeded
-		switch o.Kind {
-		case fanout.OutcomeFailed:
-			k = lease.OutcomeFailed
-		case fanout.OutcomeCapped:
-			k = lease.OutcomeCapped
-		}
-		out = append(out, lease.TargetOutcome{Cursor: o.Cursor, Kind: k, Code: o.Code})
+// toLeaseOutcomes lists a checkpoint's outcomes target by target: done
+// only when the store asks (a fenced holder's, or a cancel's close after a
+// takeover).
+func toLeaseOutcomes(c fanout.Committed) []lease.TargetOutcome {
+	out := make([]lease.TargetOutcome, 0, len(c.SucceededIDs)+len(c.Failures)+len(c.CappedIDs))
+	for _, id := range c.SucceededIDs {
+		out = append(out, lease.TargetOutcome{Cursor: id, Kind: lease.OutcomeSucceeded})
+	}
+	for _, f := range c.Failures {
+		out = append(out, lease.TargetOutcome{Cursor: f.Target.Cursor, Kind: lease.OutcomeFailed, Code: f.Code})
+	}
+	for _, id := range c.CappedIDs {
+		out = append(out, lease.TargetOutcome{Cursor: id, Kind: lease.OutcomeCapped})
 	}
 	return out
 }
