@@ -176,7 +176,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 			if err := tx.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
 				return fmt.Errorf("read the database clock: %w", err)
 			}
-			if fenced, err = closeFenced(ctx, tx, c, seq, cursor, storedDone, sortedOutcomes(cp), canceled, now); err != nil {
+			if fenced, err = closeFenced(ctx, tx, c, seq, cursor, storedDone, outcomesOf(cp), canceled, now); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -78,17 +79,8 @@ func (m *moved) add(o moved) {
 // holder's cap reservations were its successor's, so its capped targets
 // stay canceled). Listed twice, a target counts as its first listing.
 func take(unsent []Range, outs []TargetOutcome, withCapped bool) ([]Range, moved) {
+	outs = byCursor(outs)
 	m := moved{errors: map[string]int64{}}
-	outs = slices.Clone(outs)
-	slices.SortStableFunc(outs, func(a, b TargetOutcome) int {
-		switch {
-		case a.Cursor < b.Cursor:
-			return -1
-		case a.Cursor > b.Cursor:
-			return 1
-		}
-		return 0
-	})
 	var hit []uint64
 	for _, o := range outs {
 		if o.Kind == OutcomeCapped && !withCapped {
@@ -274,22 +266,19 @@ func decodeSent(b []byte) ([]TargetOutcome, error) {
 	return out, nil
 }
 
-// sortedOutcomes returns cp's outcomes ascending by cursor (nil when the
-// checkpoint lists none).
-func sortedOutcomes(cp Checkpoint) []TargetOutcome {
+// outcomesOf returns cp's outcomes (nil when the checkpoint lists none).
+func outcomesOf(cp Checkpoint) []TargetOutcome {
 	if cp.Outcomes == nil {
 		return nil
 	}
-	outs := slices.Clone(cp.Outcomes())
-	slices.SortStableFunc(outs, func(a, b TargetOutcome) int {
-		switch {
-		case a.Cursor < b.Cursor:
-			return -1
-		case a.Cursor > b.Cursor:
-			return 1
-		}
-		return 0
-	})
+	return cp.Outcomes()
+}
+
+// byCursor returns a copy of outs ascending by cursor, in their order
+// where two name the same target.
+func byCursor(outs []TargetOutcome) []TargetOutcome {
+	outs = slices.Clone(outs)
+	slices.SortStableFunc(outs, func(a, b TargetOutcome) int { return cmp.Compare(a.Cursor, b.Cursor) })
 	return outs
 }
 
@@ -299,7 +288,7 @@ func sortedOutcomes(cp Checkpoint) []TargetOutcome {
 // checkpoint's sequence, so a retry after a lost answer stores nothing
 // twice.
 func storeAside(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) error {
-	if b := encodeSent(sortedOutcomes(cp)); len(b) > 0 {
+	if b := encodeSent(byCursor(outcomesOf(cp))); len(b) > 0 {
 		if _, err := tx.ExecContext(ctx, "INSERT IGNORE INTO fenced_sends (broadcast_id, seq, epoch, ckpt_seq, outcomes) VALUES (?, ?, ?, ?, ?)",
 			c.BroadcastID, c.Seq, c.Epoch, seq, b); err != nil {
 			return fmt.Errorf("store a fenced holder's sends aside: %w", err)
@@ -399,7 +388,7 @@ func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsent
 			return err
 		}
 	}
-	unsent, m := take(unsent, sortedOutcomes(cp), ownSeq > 0)
+	unsent, m := take(unsent, outcomesOf(cp), ownSeq > 0)
 	res.Late, res.CancelRequested = true, true
 	fromCanceled := min(m.total(), rest)
 	enc, err := encodeSet(unsent)

@@ -60,15 +60,6 @@ func (f *fixture) takenOver() (id uint64, a, b *lease.Claim) {
 	return id, a, b
 }
 
-func (f *fixture) fencedSends(id uint64) int {
-	f.t.Helper()
-	var n int
-	if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*) FROM fenced_sends WHERE broadcast_id = ?", id).Scan(&n); err != nil {
-		f.t.Fatal(err)
-	}
-	return n
-}
-
 // A holder fenced off by a takeover sent targets its successor had not
 // reached when a cancel ended the chunk: those count as sent, not
 // canceled, whether the fenced holder reported before the close (stored
@@ -91,7 +82,7 @@ func TestAFencedHoldersSendsCountWhenItsSuccessorCancels(t *testing.T) {
 	if _, err := f.s.Checkpoint(f.ctx(), &retry, early); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("the retry: %v, want ErrLost", err)
 	}
-	if n := f.fencedSends(id); n != 1 {
+	if n := f.rowsOf("fenced_sends", id); n != 1 {
 		t.Fatalf("%d rows of sends stored aside, want 1", n)
 	}
 	if c := f.counts(id); c.succeeded != 20 || c.failed != 0 || c.canceled != 0 {
@@ -118,7 +109,7 @@ func TestAFencedHoldersSendsCountWhenItsSuccessorCancels(t *testing.T) {
 	if c := f.counts(id); c != want {
 		t.Fatalf("after the close: %+v, want %+v", c, want)
 	}
-	if n := f.fencedSends(id); n != 0 {
+	if n := f.rowsOf("fenced_sends", id); n != 0 {
 		t.Fatalf("%d rows of sends stored aside after the close, want 0", n)
 	}
 
@@ -166,7 +157,7 @@ func TestAFencedHoldersSendsCountForNothingWhenTheChunkCompletes(t *testing.T) {
 	if c := f.counts(id); c.succeeded != 100 || c.canceled != 0 || c.targeted != 100 {
 		t.Fatalf("final %+v, want 100 succeeded", c)
 	}
-	if n := f.fencedSends(id); n != 0 {
+	if n := f.rowsOf("fenced_sends", id); n != 0 {
 		t.Fatalf("%d rows of sends stored aside after Finish, want 0", n)
 	}
 }
@@ -226,7 +217,7 @@ func TestACancelsCloseCountsSendsStoredAside(t *testing.T) {
 	if c := f.counts(id); c != want {
 		t.Fatalf("final %+v, want %+v", c, want)
 	}
-	if n := f.fencedSends(id); n != 0 {
+	if n := f.rowsOf("fenced_sends", id); n != 0 {
 		t.Fatalf("%d rows of sends stored aside after the close, want 0", n)
 	}
 }

@@ -8,10 +8,11 @@ import (
 	"pushfan/lease"
 )
 
-func (f *fixture) lateHolders(id uint64) int {
+// rowsOf counts broadcast id's rows in table.
+func (f *fixture) rowsOf(table string, id uint64) int {
 	f.t.Helper()
 	var n int
-	if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*) FROM late_holders WHERE broadcast_id = ?", id).Scan(&n); err != nil {
+	if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*) FROM "+table+" WHERE broadcast_id = ?", id).Scan(&n); err != nil {
 		f.t.Fatal(err)
 	}
 	return n
@@ -68,7 +69,7 @@ func TestLateHolderAfterACancelStoresWhatItSent(t *testing.T) {
 	if c := f.counts(id); c != want {
 		t.Fatalf("after the final late checkpoint: %+v, want %+v", c, want)
 	}
-	if n := f.lateHolders(id); n != 0 {
+	if n := f.rowsOf("late_holders", id); n != 0 {
 		t.Fatalf("%d late holder rows after the holder's last checkpoint, want 0", n)
 	}
 	if _, err := f.s.Checkpoint(f.ctx(), a, keep(100, 5)); !errors.Is(err, lease.ErrLost) {
