@@ -253,6 +253,9 @@ func (c *h2Conn) drainedLocked() bool {
 
 // close shuts the connection now; its sends fail with err.
 func (c *h2Conn) close(err error) {
+	// Out of the pool first: a send that sees its stream fail must not be
+	// handed this connection again when it retries at once.
+	c.pool.retire(c)
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
@@ -275,7 +278,6 @@ func (c *h2Conn) close(err error) {
 		close(c.closing)
 		c.nc.Close()
 	})
-	c.pool.retire(c)
 	c.pool.forget(c)
 	c.pool.releaseN(c, ended)
 }

@@ -72,16 +72,25 @@ func (p *h2Pool) start(ctx context.Context, body []byte) (*h2Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := p.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s := &h2Stream{hdr: hdr, body: body, done: make(chan h2Result, 1), conn: c}
-	if err := c.enqueue(s); err != nil {
+	// A connection can fail or go away between acquire and enqueue; the
+	// request has not left then, so another connection may take it
+	// without any risk of a duplicate. Bounded: a server that fails every
+	// connection at once gives the send its error.
+	for attempt := 1; ; attempt++ {
+		c, err := p.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s := &h2Stream{hdr: hdr, body: body, done: make(chan h2Result, 1), conn: c}
+		err = c.enqueue(s)
+		if err == nil {
+			return s, nil
+		}
 		p.release(c)
-		return nil, err
+		if attempt == 3 {
+			return nil, err
+		}
 	}
-	return s, nil
 }
 
 // wait returns the answer of a started stream, or gives the stream up
