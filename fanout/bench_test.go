@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,4 +179,38 @@ func BenchmarkThrottleWait(b *testing.B) {
 			}
 		})
 	})
+	// held: 512 workers (the default pool) waiting on a limit they
+	// saturate, as a broadcast against its quota does; cpu-ns/permit is the
+	// process's CPU a permit costs there.
+	b.Run("held", func(b *testing.B) {
+		const perSecond = 50000
+		t := fanout.NewThrottle(perSecond, 0, 0)
+		var left atomic.Int64
+		left.Store(int64(b.N))
+		cpu0 := processCPU(b)
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		for range 512 {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					if err := t.Wait(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/permit")
+	})
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

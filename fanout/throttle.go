@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"pushfan/internal/platform/clock"
 )
 
@@ -25,9 +23,9 @@ import (
 // Urgent sends (a transactional broadcast's, WaitUrgent) go first: while
 // one waits for a permit, bulk waiters hold back.
 type Throttle struct {
-	// lim is replaced, never changed in place, only by Fill (under mu); the
-	// other writers change it in place under mu, and Wait loads it.
-	lim    atomic.Pointer[rate.Limiter]
+	// bucket gives the permits; mu orders the writers that set its rate
+	// and burst from the state below.
+	bucket *permitBucket
 	rampUp time.Duration
 	window time.Duration
 	now    func() time.Time
@@ -37,8 +35,8 @@ type Throttle struct {
 	pausedUntil atomic.Int64
 	ramping     atomic.Bool
 	mu          sync.Mutex
-	share       float64    // as SetLimit set it
-	full        rate.Limit // the share, corrected for the burst (see effective)
+	share       float64 // as SetLimit set it
+	full        float64 // the share, corrected for the burst (see effective)
 	burst       int
 	onPause     func(until time.Time)
 
@@ -51,10 +49,6 @@ type Throttle struct {
 	renewed  chan struct{}
 
 	changed chan struct{} // signalled by SetLimit: the pool resizes at once
-	// raised is closed (and replaced) whenever the limiter's rate goes up,
-	// to wake waiters holding a permit reserved at the lower rate (see
-	// reserve).
-	raised atomic.Pointer[chan struct{}]
 
 	// permits and waited count the permits given, and those that had to
 	// wait for the rate: while most wait, the sends run at their limit with
@@ -85,11 +79,9 @@ func NewThrottle(perSecond float64, rampUp, window time.Duration) *Throttle {
 	}
 	t := &Throttle{rampUp: rampUp, window: window, now: time.Now, changed: make(chan struct{}, 1),
 		renewed: make(chan struct{})}
-	t.lim.Store(rate.NewLimiter(0, 1))
+	t.bucket = newPermitBucket(t.now)
 	t.epoch = t.now()
 	t.grantEnd.Store(math.MaxInt64)
-	raised := make(chan struct{})
-	t.raised.Store(&raised)
 	t.SetLimit(perSecond)
 	return t
 }
@@ -100,13 +92,13 @@ func NewThrottle(perSecond float64, rampUp, window time.Duration) *Throttle {
 const arrivalLag = 50 * time.Millisecond
 
 // effective is the rate and burst for perSecond (see NewThrottle).
-func (t *Throttle) effective(perSecond float64) (rate.Limit, int) {
+func (t *Throttle) effective(perSecond float64) (float64, int) {
 	burst := max(int(perSecond/10), 1)
 	eff := perSecond - (float64(burst)+perSecond*arrivalLag.Seconds())/t.window.Seconds()
 	if eff < perSecond/2 {
 		eff = perSecond / 2 // a tiny rate: the burst of one dominates
 	}
-	return rate.Limit(eff), burst
+	return eff, burst
 }
 
 // SetLimit changes the rate (this instance's share of the budget). A ramp
@@ -127,9 +119,8 @@ func (t *Throttle) SetLimit(perSecond float64) {
 	}
 	t.full, t.burst = full, burst
 	if !t.ramping.Load() {
-		now := t.now()
-		t.setRate(now, full)
-		t.lim.Load().SetBurstAt(now, burst)
+		t.bucket.setRate(full)
+		t.bucket.setBurst(burst)
 	}
 }
 
@@ -147,31 +138,10 @@ func (t *Throttle) SetLimit(perSecond float64) {
 func (t *Throttle) Fill(idle time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ramping.Load() || t.lim.Load().Limit() != t.full || idle <= 0 {
+	if t.ramping.Load() || t.bucket.limit() != t.full || idle <= 0 {
 		return
 	}
-	// rate.Limiter cannot set its tokens: a new one starts full, and takes
-	// what the idle did not give.
-	lim := rate.NewLimiter(t.full, t.burst)
-	now := t.now()
-	if give := int(float64(t.full) * idle.Seconds()); give < t.burst {
-		lim.AllowN(now, t.burst-give)
-	}
-	t.lim.Store(lim)
-	// Waiters holding a reservation of the old limiter ask the new one.
-	next := make(chan struct{})
-	close(*t.raised.Swap(&next))
-}
-
-// setRate sets the limiter's rate, waking the waiters of a lower one.
-// Called with t.mu held.
-func (t *Throttle) setRate(now time.Time, r rate.Limit) {
-	up := r > t.lim.Load().Limit()
-	t.lim.Load().SetLimitAt(now, r)
-	if up {
-		next := make(chan struct{})
-		close(*t.raised.Swap(&next))
-	}
+	t.bucket.fill(math.Floor(t.full * idle.Seconds()))
 }
 
 // Limit is the rate SetLimit last set: the rate the throttle allows once
@@ -246,7 +216,7 @@ func (t *Throttle) Wait(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return t.wait(ctx)
+	return t.wait(ctx, false)
 }
 
 // WaitUrgent is Wait for a transactional broadcast's send: bulk waiters
@@ -265,10 +235,10 @@ func (t *Throttle) WaitUrgent(ctx context.Context) error {
 		}
 		t.urgentMu.Unlock()
 	}()
-	return t.wait(ctx)
+	return t.wait(ctx, true)
 }
 
-func (t *Throttle) wait(ctx context.Context) error {
+func (t *Throttle) wait(ctx context.Context, urgent bool) error {
 	for {
 		now := t.now()
 		if until := t.pausedUntil.Load(); now.UnixNano() < until {
@@ -288,46 +258,19 @@ func (t *Throttle) wait(ctx context.Context) error {
 			t.adjustRamp(now)
 			t.mu.Unlock()
 		}
-		if err := t.reserve(ctx); err != nil {
+		waited, err := t.bucket.take(ctx, urgent)
+		if err != nil {
 			return err
+		}
+		t.permits.Add(1)
+		if waited {
+			t.waited.Add(1)
 		}
 		if !t.lapsed(t.now()) {
 			return nil
 		}
-		// The permit came due after the grant ran out (reserved before a
+		// The permit came due after the grant ran out (queued before a
 		// stall): it is not spent.
-	}
-}
-
-// reserve waits for one permit of the limiter. A permit reserved at a
-// lower rate than the limiter has now is given back and asked for again:
-// reservations are spaced at the rate they were made at, so one made at
-// the trickle a member joins with, or at a paced broadcast's small demand,
-// would otherwise hold its worker for seconds after the share had risen.
-func (t *Throttle) reserve(ctx context.Context) error {
-	for {
-		raised := *t.raised.Load()
-		now := t.now()
-		r := t.lim.Load().ReserveN(now, 1)
-		d := r.DelayFrom(now)
-		if d == 0 {
-			t.permits.Add(1)
-			return nil
-		}
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-			t.permits.Add(1)
-			t.waited.Add(1)
-			return nil
-		case <-raised:
-			timer.Stop()
-			r.CancelAt(t.now())
-		case <-ctx.Done():
-			timer.Stop()
-			r.CancelAt(t.now())
-			return ctx.Err()
-		}
 	}
 }
 
@@ -349,14 +292,14 @@ func (t *Throttle) adjustRamp(now time.Time) {
 		frac = 0.1 + 0.9*float64(elapsed)/float64(t.rampUp)
 	}
 	if frac >= 1 {
-		t.setRate(now, t.full)
-		t.lim.Load().SetBurstAt(now, t.burst)
+		t.bucket.setRate(t.full)
+		t.bucket.setBurst(t.burst)
 		t.ramping.Store(false)
 		return
 	}
-	want := rate.Limit(float64(t.full) * frac)
-	if cur := t.lim.Load().Limit(); want > cur*1.05 || want < cur*0.95 {
-		t.setRate(now, want)
+	want := t.full * frac
+	if cur := t.bucket.limit(); want > cur*1.05 || want < cur*0.95 {
+		t.bucket.setRate(want)
 	}
 }
 
@@ -388,7 +331,6 @@ func (t *Throttle) hold(until time.Time) bool {
 	t.ramping.Store(true)
 	// Drop the burst to one so the bucket filled during the pause cannot
 	// release a herd at the boundary, and start the ramp at 10%.
-	t.lim.Load().SetBurstAt(until, 1)
-	t.lim.Load().SetLimitAt(until, t.full*0.1)
+	t.bucket.pause(until, t.full*0.1, 1)
 	return true
 }

@@ -2,6 +2,8 @@ package fanout
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -145,4 +147,64 @@ func TestThrottleFillGivesTheBurstAtOnce(t *testing.T) {
 	if n := burstOf(th); n > 1 {
 		t.Fatalf("%d permits without waiting after a pause and Fill, want at most 1 (the ramp's burst)", n)
 	}
+}
+
+// A token bucket gives at most its burst plus the integral of its rate in
+// any span, however often the rate changes: a share that rises and falls
+// with the other instances' demand (a transactional send on another
+// replica lowers it for a moment) mints no permits. Workers wait at a
+// share that toggles between 200/s and 2,000/s every 25 ms; the permits
+// given must stay within the bound computed from the times of the
+// changes. A limiter that gave back reservations made at the low rate as
+// if they had been made at the high one (golang.org/x/time/rate's CancelAt
+// after SetLimit, golang/go#69419) minted up to a burst at each rise: a
+// quota overshoot in the chaos soak (finding 10).
+func TestThrottleRateChangesMintNoPermits(t *testing.T) {
+	const low, high = 200.0, 2000.0
+	th := NewThrottle(high, 0, 0)
+	effLow, _ := th.effective(low)
+	effHigh, burst := th.effective(high)
+	ctx, cancel := context.WithCancel(context.Background())
+	var given atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 64 {
+		wg.Go(func() {
+			for th.Wait(ctx) == nil {
+				given.Add(1)
+			}
+		})
+	}
+	// bound accumulates ∫rate: a rise is counted from just before its
+	// SetLimit, a fall from just after, so the bound errs high.
+	bound, at, cur := float64(burst)+1, start, float64(effHigh)
+	for i := range 60 {
+		time.Sleep(25 * time.Millisecond)
+		next, share := float64(effLow), low
+		if i%2 == 1 {
+			next, share = float64(effHigh), high
+		}
+		if next > cur {
+			now := time.Now()
+			bound += cur * now.Sub(at).Seconds()
+			at = now
+			th.SetLimit(share)
+		} else {
+			th.SetLimit(share)
+			now := time.Now()
+			bound += cur * now.Sub(at).Seconds()
+			at = now
+		}
+		cur = next
+	}
+	time.Sleep(25 * time.Millisecond)
+	n := given.Load() // read before the end is taken: errs high
+	bound += cur * time.Since(at).Seconds()
+	cancel()
+	wg.Wait()
+	if float64(n) > bound {
+		t.Fatalf("%d permits in %v of a share toggling between %.0f/s and %.0f/s every 25 ms, above the bucket's bound of %.0f (its burst %d + the rate's integral)",
+			n, time.Since(start).Round(time.Millisecond), low, high, bound, burst)
+	}
+	t.Logf("%d permits, bound %.0f", n, bound)
 }
