@@ -94,7 +94,8 @@ func (b *permitBucket) take(ctx context.Context, urgent bool) (waited bool, err 
 	} else {
 		b.bulk.push(w)
 	}
-	b.scheduleLocked(now)
+	// Tokens there already (a timer not yet fired) go to the first in line.
+	b.dispatchLocked(now)
 	b.mu.Unlock()
 	select {
 	case <-w.ch:

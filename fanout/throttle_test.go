@@ -60,12 +60,11 @@ func TestThrottleGivesNoPermitPastItsGrant(t *testing.T) {
 	}
 }
 
-// Permits reserved at a low rate are asked for again when the rate rises:
-// twenty sends waiting on a share of 1/s (a member's trickle while it
-// joins, a paced broadcast's demand) go at once when the share becomes
-// 10,000/s, instead of one a second for twenty seconds as they were
-// reserved.
-func TestThrottleRaisedWakesPermitsReservedAtTheLowRate(t *testing.T) {
+// A rise applies at once to the sends already waiting: twenty sends
+// waiting on a share of 1/s (a member's trickle while it joins, a paced
+// broadcast's demand) go at once when the share becomes 10,000/s, instead
+// of one a second for twenty seconds.
+func TestThrottleRaiseAppliesToTheSendsWaiting(t *testing.T) {
 	th := NewThrottle(1, 0, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -77,7 +76,7 @@ func TestThrottleRaisedWakesPermitsReservedAtTheLowRate(t *testing.T) {
 	for range waiters {
 		go func() { got <- th.Wait(ctx) }()
 	}
-	time.Sleep(50 * time.Millisecond) // let them reserve at 1/s
+	time.Sleep(50 * time.Millisecond) // let them queue at 1/s
 	th.SetLimit(10000)
 	start := time.Now()
 	deadline := time.After(5 * time.Second)
@@ -88,10 +87,10 @@ func TestThrottleRaisedWakesPermitsReservedAtTheLowRate(t *testing.T) {
 				t.Fatal(err)
 			}
 		case <-deadline:
-			t.Fatalf("%d of %d waiters had a permit 5 s after the rate rose to 10,000/s: they kept their reservations at 1/s", i, waiters)
+			t.Fatalf("%d of %d waiters had a permit 5 s after the rate rose to 10,000/s: they kept waiting at 1/s", i, waiters)
 		}
 	}
-	t.Logf("%d waiters reserved at 1/s had their permits %v after the rise", waiters, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d waiters at 1/s had their permits %v after the rise", waiters, time.Since(start).Round(time.Millisecond))
 }
 
 // A throttle raised from the trickle starts with the trickle's nearly empty
