@@ -37,28 +37,25 @@ func queued(t *testing.T, b *permitBucket, n int) {
 	}
 }
 
-// permitsIn counts the results that arrive within d; every one must be a
-// permit.
-func permitsIn(t *testing.T, got <-chan error, d time.Duration) int {
+// permits waits for n permits from got, failing on an error or after 5 s.
+func permits(t *testing.T, got <-chan error, n int, what string) {
 	t.Helper()
-	n := 0
-	timeout := time.After(d)
-	for {
+	timeout := time.After(5 * time.Second)
+	for i := range n {
 		select {
 		case err := <-got:
 			if err != nil {
-				t.Fatalf("a waiter had %v, want a permit", err)
+				t.Fatalf("%s: a waiter had %v, want a permit", what, err)
 			}
-			n++
 		case <-timeout:
-			return n
+			t.Fatalf("timed out waiting for %s: %d of %d permits", what, i, n)
 		}
 	}
 }
 
-// A waiter that leaves without its permit takes no token: after ten left a
-// bucket that accrues nothing, the three tokens Fill gives go to the next
-// three waiters, and the fourth waits.
+// A waiter that leaves without its permit takes no token and gives none
+// back: after ten left a bucket that accrues nothing, the next four wait,
+// the three tokens Fill gives go to three of them, and the fourth waits.
 func TestBucketWaiterThatLeavesTakesNoToken(t *testing.T) {
 	b := newPermitBucket(time.Now)
 	b.setRate(0)
@@ -80,18 +77,22 @@ func TestBucketWaiterThatLeavesTakesNoToken(t *testing.T) {
 			t.Fatal("timed out waiting for the waiters whose context ended to leave")
 		}
 	}
-	b.fill(3)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	got := waitersOf(ctx, b, 4, false)
-	if n := permitsIn(t, got, 200*time.Millisecond); n != 3 {
-		t.Fatalf("%d permits from a bucket filled with 3 after ten waiters left, want 3", n)
+	queued(t, b, 4) // the ten gave back no token: there is none to take
+	b.fill(3)
+	permits(t, got, 3, "the three tokens Fill gave after ten waiters left")
+	queued(t, b, 1) // the fourth: no token for it (the bucket accrues none)
+	select {
+	case err := <-got:
+		t.Fatalf("a fourth waiter had %v from a bucket filled with 3", err)
+	default:
 	}
-	queued(t, b, 1)
 }
 
-// Waiters queued when a pause begins get nothing until it ends; then the
-// ramp's rate and its burst of one apply.
+// Nothing is given in a pause: not to the waiters queued when it begins,
+// nor the token the bucket held then.
 func TestBucketGivesNothingInAPause(t *testing.T) {
 	b := newPermitBucket(time.Now)
 	b.setRate(0) // the waiters queue, and stay queued until the pause
@@ -120,6 +121,18 @@ func TestBucketGivesNothingInAPause(t *testing.T) {
 	if first.Before(until) {
 		t.Fatalf("a permit %v before the pause ended", until.Sub(first))
 	}
+
+	// A token already there when the pause begins waits for its end too.
+	b = newPermitBucket(time.Now) // its one token
+	b.setRate(0)
+	until = time.Now().Add(300 * time.Millisecond)
+	b.pause(until, 1000, 1)
+	if _, err := b.take(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if early := until.Sub(time.Now()); early > 0 {
+		t.Fatalf("the bucket's token was given %v before the pause ended", early)
+	}
 }
 
 // Urgent waiters go before the bulk waiters queued ahead of them.
@@ -135,10 +148,11 @@ func TestBucketServesUrgentFirst(t *testing.T) {
 	urgent := waitersOf(ctx, b, 2, true)
 	queued(t, b, 7)
 	b.fill(2)
-	if n := permitsIn(t, urgent, 200*time.Millisecond); n != 2 {
-		t.Fatalf("%d of 2 urgent waiters had a permit", n)
-	}
-	if n := permitsIn(t, bulk, 50*time.Millisecond); n != 0 {
-		t.Fatalf("%d bulk waiters had a permit meant for the urgent ones", n)
+	permits(t, urgent, 2, "the two urgent waiters' permits")
+	queued(t, b, 5) // every bulk waiter still waits
+	select {
+	case err := <-bulk:
+		t.Fatalf("a bulk waiter had %v, a permit meant for the urgent ones", err)
+	default:
 	}
 }
