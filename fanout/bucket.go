@@ -71,6 +71,23 @@ func (q *permitQueue) pop() *permitWaiter {
 	return nil
 }
 
+// leave counts out a waiter that left. The queue drops those that left
+// when they outnumber the others: at a rate of 0 nothing pops them, and
+// sends whose contexts keep ending would pile up.
+func (q *permitQueue) leave() {
+	q.live--
+	if len(q.ws) > 2*q.live+64 {
+		kept := q.ws[:0]
+		for _, w := range q.ws {
+			if !w.gone {
+				kept = append(kept, w)
+			}
+		}
+		clear(q.ws[len(kept):])
+		q.ws = kept
+	}
+}
+
 func newPermitBucket(now func() time.Time) *permitBucket {
 	// One token, like a new Limiter of burst 1: Fill gives a starting
 	// instance the rest when it has earned them.
@@ -107,9 +124,9 @@ func (b *permitBucket) take(ctx context.Context, urgent bool) (waited bool, err 
 	if !w.given {
 		w.gone = true
 		if urgent {
-			b.urgent.live--
+			b.urgent.leave()
 		} else {
-			b.bulk.live--
+			b.bulk.leave()
 		}
 		b.scheduleLocked(b.now())
 		return true, ctx.Err()

@@ -156,3 +156,30 @@ func TestBucketServesUrgentFirst(t *testing.T) {
 	default:
 	}
 }
+
+// Waiters that leave a bucket giving nothing do not pile up in its queue.
+func TestBucketForgetsWaitersThatLeft(t *testing.T) {
+	b := newPermitBucket(time.Now)
+	b.setRate(0)
+	b.setBurst(3)
+	b.fill(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stay := waitersOf(ctx, b, 3, false)
+	queued(t, b, 3)
+	for range 1000 {
+		left, leave := context.WithCancel(context.Background())
+		leave()
+		if _, err := b.take(left, false); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a take whose context had ended: %v", err)
+		}
+	}
+	b.mu.Lock()
+	held := len(b.bulk.ws)
+	b.mu.Unlock()
+	if held > 2*3+64 {
+		t.Fatalf("the queue holds %d waiters after 1,000 left and 3 stayed", held)
+	}
+	b.fill(3)
+	permits(t, stay, 3, "the three that stayed")
+}
