@@ -128,7 +128,9 @@ func (b *permitBucket) take(ctx context.Context, urgent bool) (waited bool, err 
 		} else {
 			b.bulk.leave()
 		}
-		b.scheduleLocked(b.now())
+		// Brought up to now first: the timer set from stale tokens would
+		// move later at every leave, and the next in line wait on.
+		b.dispatchLocked(b.now())
 		return true, ctx.Err()
 	}
 	// Given as ctx ended, and not used: the token goes back, as if it had
@@ -230,8 +232,9 @@ func (b *permitBucket) dispatchLocked(now time.Time) {
 	b.scheduleLocked(now)
 }
 
-// scheduleLocked sets the timer for when the next waiter's token will be
-// there, or stops it when nobody waits or no token will come.
+// scheduleLocked (tokens brought up to now) sets the timer for when the
+// next waiter's token will be there, or stops it when nobody waits or no
+// token will come.
 func (b *permitBucket) scheduleLocked(now time.Time) {
 	var at time.Time
 	if b.urgent.live+b.bulk.live > 0 && b.rate > 0 {

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -182,4 +183,43 @@ func TestBucketForgetsWaitersThatLeft(t *testing.T) {
 	}
 	b.fill(3)
 	permits(t, stay, 3, "the three that stayed")
+}
+
+// A waiter that leaves does not put off the next in line: the timer stays
+// set for when the next token is there. (It was set from the tokens as of
+// the last change, so each leave moved it later by the time since; waiters
+// leaving one after the other could hold the rest back for good.) A fake
+// clock: the timer's instant is checked, not waited for.
+func TestBucketLeavingDoesNotPutOffTheNext(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	b := newPermitBucket(now)
+	b.setRate(10) // a token each 100 ms
+	b.fill(0)
+	due := now().Add(100 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waitersOf(ctx, b, 1, false)
+	queued(t, b, 1)
+	for i := range 5 {
+		left, leave := context.WithCancel(context.Background())
+		gone := waitersOf(left, b, 1, false)
+		queued(t, b, 2)
+		mu.Lock()
+		clock = clock.Add(15 * time.Millisecond) // the leave comes later
+		mu.Unlock()
+		leave()
+		select {
+		case <-gone:
+		case <-time.After(5 * time.Second):
+			t.Fatal("timed out waiting for a waiter whose context ended to leave")
+		}
+		b.mu.Lock()
+		at := b.timerAt
+		b.mu.Unlock()
+		if d := at.Sub(due); d < -time.Microsecond || d > time.Microsecond { // float rounding
+			t.Fatalf("after leave %d the timer is set %v after the next token is due", i+1, at.Sub(due))
+		}
+	}
 }

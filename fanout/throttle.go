@@ -286,7 +286,14 @@ func (t *Throttle) adjustRamp(now time.Time) {
 	if !t.ramping.Load() {
 		return
 	}
+	// A pause that began after the caller read now (another instance's
+	// Hold) has not ended at now: the ramp starts at its end, and a
+	// negative elapsed would set the rate below the ramp's 10 %, to 0 at
+	// worst, with every worker queued and none to come back and raise it.
 	elapsed := now.Sub(time.Unix(0, t.pausedUntil.Load()))
+	if elapsed < 0 {
+		return
+	}
 	frac := 1.0
 	if t.rampUp > 0 {
 		frac = 0.1 + 0.9*float64(elapsed)/float64(t.rampUp)

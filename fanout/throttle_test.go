@@ -207,3 +207,19 @@ func TestThrottleRateChangesMintNoPermits(t *testing.T) {
 	}
 	t.Logf("%d permits, bound %.0f", n, bound)
 }
+
+// A pause that begins while a worker is between reading the clock and
+// adjusting the ramp (another instance's Hold) does not set the rate below
+// the ramp's start: with every other worker queued for a permit, a rate of
+// 0 would give none, and nobody would come back to raise it.
+func TestThrottleRampIgnoresAPauseNotEnded(t *testing.T) {
+	th := NewThrottle(1000, 10*time.Second, 0)
+	before := time.Now()
+	th.Hold(before.Add(30 * time.Second))
+	th.mu.Lock()
+	th.adjustRamp(before) // read before the Hold
+	th.mu.Unlock()
+	if r, want := th.bucket.limit(), th.full*0.1; r != want {
+		t.Fatalf("the rate is %.1f/s in a pause after a ramp step taken with a clock read before it, want the ramp's start %.1f/s", r, want)
+	}
+}
