@@ -156,53 +156,40 @@ func (b *permitBucket) advance(now time.Time) {
 	}
 }
 
-// setRate changes the rate from now on; the tokens accrued so far were
-// accrued at the old one.
-func (b *permitBucket) setRate(r float64) {
+// update applies change to the bucket as of now: the tokens accrued so far
+// at the old rate, none above the burst after it, and the waiters served
+// from what is there.
+func (b *permitBucket) update(change func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	b.advance(now)
-	b.rate = max(r, 0)
+	change()
+	b.tokens = min(b.tokens, b.burst)
 	b.dispatchLocked(now)
 }
 
-// setBurst changes the burst; tokens above it are dropped.
-func (b *permitBucket) setBurst(n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	b.advance(now)
-	b.burst = float64(max(n, 1))
-	b.tokens = min(b.tokens, b.burst)
-	b.dispatchLocked(now)
+// set changes the rate and the burst.
+func (b *permitBucket) set(r float64, burst int) {
+	b.update(func() { b.rate, b.burst = max(r, 0), float64(max(burst, 1)) })
 }
 
 // pause gives no token until until, and from then on accrues at r up to
 // burst, starting from at most burst.
 func (b *permitBucket) pause(until time.Time, r float64, burst int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	b.advance(now)
-	if until.After(b.from) {
-		b.from = until
-	}
-	b.rate = max(r, 0)
-	b.burst = float64(max(burst, 1))
-	b.tokens = min(b.tokens, b.burst)
-	b.dispatchLocked(now)
+	b.update(func() {
+		if until.After(b.from) {
+			b.from = until
+		}
+		b.rate, b.burst = max(r, 0), float64(max(burst, 1))
+	})
 }
 
+// setRate changes the rate alone (a ramp's step).
+func (b *permitBucket) setRate(r float64) { b.update(func() { b.rate = max(r, 0) }) }
+
 // fill sets the tokens to n (at most the burst); see Throttle.Fill.
-func (b *permitBucket) fill(n float64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	b.advance(now)
-	b.tokens = min(max(n, 0), b.burst)
-	b.dispatchLocked(now)
-}
+func (b *permitBucket) fill(n float64) { b.update(func() { b.tokens = max(n, 0) }) }
 
 // limit is the rate.
 func (b *permitBucket) limit() float64 {

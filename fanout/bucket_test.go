@@ -54,6 +54,16 @@ func permits(t *testing.T, got <-chan error, n int, what string) {
 	}
 }
 
+// noneYet fails if a result from got is there already.
+func noneYet(t *testing.T, got <-chan error, who string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		t.Fatalf("%s had %v", who, err)
+	default:
+	}
+}
+
 // A waiter that leaves without its permit takes no token and gives none
 // back: after ten left a bucket that accrues nothing, the next four wait,
 // the three tokens Fill gives go to three of them, and the fourth waits.
@@ -63,7 +73,7 @@ func TestBucketWaiterThatLeavesTakesNoToken(t *testing.T) {
 	if _, err := b.take(context.Background(), false); err != nil { // its one token
 		t.Fatal(err)
 	}
-	b.setBurst(10)
+	b.set(0, 10)
 	left, cancel := context.WithCancel(context.Background())
 	gone := waitersOf(left, b, 10, false)
 	queued(t, b, 10)
@@ -85,19 +95,14 @@ func TestBucketWaiterThatLeavesTakesNoToken(t *testing.T) {
 	b.fill(3)
 	permits(t, got, 3, "the three tokens Fill gave after ten waiters left")
 	queued(t, b, 1) // the fourth: no token for it (the bucket accrues none)
-	select {
-	case err := <-got:
-		t.Fatalf("a fourth waiter had %v from a bucket filled with 3", err)
-	default:
-	}
+	noneYet(t, got, "a fourth waiter, from a bucket filled with 3")
 }
 
 // Nothing is given in a pause: not to the waiters queued when it begins,
 // nor the token the bucket held then.
 func TestBucketGivesNothingInAPause(t *testing.T) {
 	b := newPermitBucket(time.Now)
-	b.setRate(0) // the waiters queue, and stay queued until the pause
-	b.setBurst(10)
+	b.set(0, 10) // the waiters queue, and stay queued until the pause
 	b.fill(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -139,8 +144,7 @@ func TestBucketGivesNothingInAPause(t *testing.T) {
 // Urgent waiters go before the bulk waiters queued ahead of them.
 func TestBucketServesUrgentFirst(t *testing.T) {
 	b := newPermitBucket(time.Now)
-	b.setRate(0)
-	b.setBurst(5)
+	b.set(0, 5)
 	b.fill(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -151,18 +155,13 @@ func TestBucketServesUrgentFirst(t *testing.T) {
 	b.fill(2)
 	permits(t, urgent, 2, "the two urgent waiters' permits")
 	queued(t, b, 5) // every bulk waiter still waits
-	select {
-	case err := <-bulk:
-		t.Fatalf("a bulk waiter had %v, a permit meant for the urgent ones", err)
-	default:
-	}
+	noneYet(t, bulk, "a bulk waiter, with a permit meant for the urgent ones")
 }
 
 // Waiters that leave a bucket giving nothing do not pile up in its queue.
 func TestBucketForgetsWaitersThatLeft(t *testing.T) {
 	b := newPermitBucket(time.Now)
-	b.setRate(0)
-	b.setBurst(3)
+	b.set(0, 3)
 	b.fill(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

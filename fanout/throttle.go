@@ -119,8 +119,7 @@ func (t *Throttle) SetLimit(perSecond float64) {
 	}
 	t.full, t.burst = full, burst
 	if !t.ramping.Load() {
-		t.bucket.setRate(full)
-		t.bucket.setBurst(burst)
+		t.bucket.set(full, burst)
 	}
 }
 
@@ -299,8 +298,7 @@ func (t *Throttle) adjustRamp(now time.Time) {
 		frac = 0.1 + 0.9*float64(elapsed)/float64(t.rampUp)
 	}
 	if frac >= 1 {
-		t.bucket.setRate(t.full)
-		t.bucket.setBurst(t.burst)
+		t.bucket.set(t.full, t.burst)
 		t.ramping.Store(false)
 		return
 	}
