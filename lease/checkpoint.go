@@ -87,6 +87,11 @@ type Result struct {
 	// sends them again (fenced.go). The run stops, and its last
 	// checkpoint (the sends still in flight) is stored aside too.
 	Fenced bool
+	// Outdated: a release built for a newer schema is migrating the
+	// database, or has (ErrOutdated). The checkpoint was stored, but a
+	// Done one as a Release: the chunk is handed back for the newer
+	// release to end. The run stops and releases the chunk.
+	Outdated bool
 }
 
 // Checkpoint stores cp for c in one transaction, conditional on c's epoch,
@@ -118,11 +123,22 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 	var res Result
 	err = sqldb.InTx(ctx, s.db, s.log, "checkpoint chunk", func(tx *sql.Tx) error {
 		res = Result{}
+		// A release older than the schema stores what it sent, and hands
+		// the chunk back rather than end it: ending it is the newer
+		// release's, with the bookkeeping it knows (schema.go).
+		old, err := s.behind(ctx, tx)
+		if err != nil {
+			return err
+		}
+		cp := cp
+		if res.Outdated = old; old && cp.End == Done {
+			cp.End, cp.CancelRest = Release, false
+		}
 		var epoch, stored, fencedEpoch, cursor uint64
 		var status string
 		var invalidated, targets, before int64
 		var storedDone []byte
-		err := tx.QueryRowContext(ctx, `SELECT epoch, ckpt_seq, status, ckpt_invalidated, COALESCE(targets, -1), committed,
+		err = tx.QueryRowContext(ctx, `SELECT epoch, ckpt_seq, status, ckpt_invalidated, COALESCE(targets, -1), committed,
 				COALESCE(fenced_epoch, 0), cursor_id, done_ranges
 			FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ? FOR UPDATE`,
 			c.BroadcastID, c.Seq).Scan(&epoch, &stored, &status, &invalidated, &targets, &before, &fencedEpoch, &cursor, &storedDone)

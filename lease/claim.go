@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"pushfan/internal/platform/sqldb"
+	"pushfan/repository"
 )
 
 // Chunk statuses.
@@ -41,11 +43,17 @@ type Store struct {
 	db     *sql.DB
 	log    *slog.Logger
 	events Events // the transitions' events (SetEvents); nil: none
+	// schema is the schema this release was built for, checked against
+	// the schema fence by every transition (schema.go).
+	schema       int64
+	outdatedFn   func(fence, schema int64) // OnOutdated; nil: none
+	outdatedOnce sync.Once
 }
 
-// New returns a Store on db (the same database the broadcasts live in).
+// New returns a Store on db (the same database the broadcasts live in),
+// for a release built for this build's schema (repository.SchemaVersion).
 func New(db *sql.DB, log *slog.Logger) *Store {
-	return &Store{db: db, log: sqldb.OrDiscard(log)}
+	return &Store{db: db, log: sqldb.OrDiscard(log), schema: repository.SchemaVersion()}
 }
 
 // Key names one chunk.
@@ -187,12 +195,12 @@ type ClaimOptions struct {
 func (s *Store) Claim(ctx context.Context, o ClaimOptions) (*Claim, error) {
 	token := NewToken()
 	var c *Claim
-	err := sqldb.InTx(ctx, s.db, s.log, "claim chunk", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "claim chunk", func(tx *sql.Tx) error {
 		var err error
 		c, err = s.claimIn(ctx, tx, o, token)
 		return err
 	})
-	if err == nil || ctx.Err() != nil {
+	if err == nil || ctx.Err() != nil || errors.Is(err, ErrOutdated) {
 		return c, err
 	}
 	found, lookErr := s.findClaim(ctx, token)

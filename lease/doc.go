@@ -39,7 +39,8 @@
 //	planning, queued, running  (flagged)                    Stop: the cancel flag and the error, which every
 //	                                                          running chunk sees; the idle chunks closed
 //	planning, queued, running  completed, canceled, failed  Finish (planned, every chunk done: canceled if
-//	                                                          flagged, failed with an error)
+//	                                                          flagged, failed with an error); Repair (the same,
+//	                                                          every chunk row done while open_chunks says not)
 //	completed, canceled,       -                            final: Stop answers ErrFinished (a cancel
 //	failed                                                    repeated on a canceled one is a no-op)
 //
@@ -83,6 +84,30 @@
 //     the Ranges above it whose targets have one too. A takeover resumes at
 //     the cursor and skips the ranges, so after a crash only the sends in
 //     flight and those since the last checkpoint are repeated.
+//
+// Two more rules keep it whole when releases run side by side (a rolling
+// deploy across a migration; docs/operations.md, "Upgrades"):
+//
+//   - The schema fence. Every transaction that moves a chunk or a
+//     broadcast on (a claim, a chunk's end, Finish, Repair, Stop, a plan
+//     step or claim, a promotion, a release of a held broadcast, a submit)
+//     first reads the fence row (schema_fence) under a shared lock. A
+//     release that is about to migrate the database raises the fence to
+//     the schema it was built for (repository.RaiseFence, which waits for
+//     those locks), and a Store whose schema is older then answers
+//     ErrOutdated and moves nothing on. It still stores what it sent: its
+//     checkpoints are stored (a Done one as a Release, Result.Outdated),
+//     and hand-backs and plan releases go through (a plan released so
+//     counts no failed attempt). Those writes are the one thing a
+//     migration must keep valid for the release before it (expand only).
+//     OnOutdated tells the instance, which stops taking work.
+//   - Repair. A broadcast whose chunk rows are all done is finished,
+//     whatever its open_chunks counter says: a release from before the
+//     counter (migration 00014) ends chunks without keeping it, and the
+//     counter then never reaches 0. Stranded finds such broadcasts (a loose
+//     index scan: two index entries per unfinished broadcast) and Repair
+//     finishes them as Finish does, under the same locks, so two instances
+//     repair one broadcast once.
 //
 // The package writes the chunk rows and a broadcast's state (status,
 // counters, per-code error counts, cancel flag, plan lease). Capped targets

@@ -32,7 +32,7 @@ import (
 // ErrFinished, and an unknown id ErrNotFound. It reports whether the
 // broadcast is now final.
 func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool, err error) {
-	err = sqldb.InTx(ctx, s.db, s.log, "stop broadcast", func(tx *sql.Tx) error {
+	err = s.inTx(ctx, "stop broadcast", func(tx *sql.Tx) error {
 		final = false
 		// One instant for every statement below: a lease that expires
 		// between the count and the close would otherwise be closed without
@@ -235,10 +235,18 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 	if open {
 		return false, nil
 	}
+	finished, _, err := s.finish(ctx, id, false)
+	return finished, err
+}
+
+// finish is Finish's transaction. With repair, it finishes a broadcast
+// whose open_chunks counter is above 0 although every chunk row is done
+// (Repair), and reports the counter it found; without, it leaves a
+// broadcast the counter keeps open alone.
+func (s *Store) finish(ctx context.Context, id uint64, repair bool) (finished bool, counted int64, err error) {
 	token := NewToken()
-	var finished bool
-	err := sqldb.InTx(ctx, s.db, s.log, "finish broadcast", func(tx *sql.Tx) error {
-		finished = false
+	err = s.inTx(ctx, "finish broadcast", func(tx *sql.Tx) error {
+		finished, counted = false, 0
 		sum := Summary{DoneBy: map[string]int{}}
 		rows, err := tx.QueryContext(ctx, "SELECT status, claims, takeovers, COALESCE(done_by, '') FROM broadcast_chunks WHERE broadcast_id = ? FOR UPDATE", id)
 		if err != nil {
@@ -265,17 +273,17 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 			return fmt.Errorf("lock chunks: %w", err)
 		}
 		var status string
-		var cancel, open bool
+		var cancel, planning bool
 		var errText, had sql.NullString
-		err = tx.QueryRowContext(ctx, "SELECT status, cancel_requested, error, finish_token, planning = 1 OR open_chunks > 0 FROM broadcasts WHERE id = ? FOR UPDATE", id).
-			Scan(&status, &cancel, &errText, &had, &open)
+		err = tx.QueryRowContext(ctx, "SELECT status, cancel_requested, error, finish_token, planning = 1, open_chunks FROM broadcasts WHERE id = ? FOR UPDATE", id).
+			Scan(&status, &cancel, &errText, &had, &planning, &counted)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 		case err != nil:
 			return fmt.Errorf("lock broadcast: %w", err)
-		case open:
-			return nil
+		case planning, counted > 0 && !repair, counted == 0 && repair:
+			return nil // open; or, for a repair, nothing to repair (Finish's)
 		case status == "completed" || status == "canceled" || status == "failed" || status == "scheduled" || status == "held":
 			return nil // held and scheduled ones have no chunks yet: nothing to finish
 		}
@@ -290,7 +298,7 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 		if err != nil {
 			return fmt.Errorf("encode chunk summary: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = ?, targeted = succeeded + failed + canceled + capped,
+		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = ?, targeted = succeeded + failed + canceled + capped, open_chunks = 0,
 			started_at = COALESCE(started_at, UTC_TIMESTAMP(6)), finished_at = UTC_TIMESTAMP(6), finish_token = ?, chunk_summary = ? WHERE id = ?`,
 			final, token, string(summary), id); err != nil {
 			return fmt.Errorf("finish: %w", err)
@@ -317,13 +325,13 @@ func (s *Store) Finish(ctx context.Context, id uint64) (bool, error) {
 		finished = true
 		return nil
 	})
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrOutdated) {
 		var had sql.NullString
 		if e := s.db.QueryRowContext(ctx, "SELECT finish_token FROM broadcasts WHERE id = ?", id).Scan(&had); e == nil && had.String == token {
-			return true, nil // the commit happened; its answer was lost
+			return true, counted, nil // the commit happened; its answer was lost
 		}
 	}
-	return finished, err
+	return finished, counted, err
 }
 
 // Row is a chunk as stored, for operators and tests.

@@ -38,7 +38,7 @@ func (s *Store) SetHeldTargets(ctx context.Context, id uint64, n int64) error {
 // status) when the broadcast is not held, ErrNotFound for an unknown id.
 func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.Status, error) {
 	var status model.Status
-	err := sqldb.InTx(ctx, s.db, s.log, "release held broadcast", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "release held broadcast", func(tx *sql.Tx) error {
 		var cur string
 		var ahead bool
 		err := tx.QueryRowContext(ctx, `SELECT status, COALESCE(COALESCE(starts_at, send_at) > UTC_TIMESTAMP(6), 0)
@@ -115,7 +115,7 @@ func (s *Store) PromoteDue(ctx context.Context) ([]uint64, error) {
 // once), applies the transition to them, and returns their ids.
 func (s *Store) sweep(ctx context.Context, what, q string, apply func(tx *sql.Tx, ids []uint64) error) ([]uint64, error) {
 	var ids []uint64
-	err := sqldb.InTx(ctx, s.db, s.log, what, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, what, func(tx *sql.Tx) error {
 		var err error
 		if ids, err = queryIDs(ctx, tx, q); err != nil {
 			return fmt.Errorf("select: %w", err)

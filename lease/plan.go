@@ -65,7 +65,7 @@ type PlanClaim struct {
 // once without waiting on each other.
 func (s *Store) ClaimPlan(ctx context.Context, owner string, lease time.Duration, skip []uint64) (*PlanClaim, error) {
 	var pc *PlanClaim
-	err := sqldb.InTx(ctx, s.db, s.log, "claim plan", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "claim plan", func(tx *sql.Tx) error {
 		pc = nil
 		var not string
 		args := make([]any, 0, len(skip))
@@ -147,7 +147,7 @@ func (s *Store) CommitStep(ctx context.Context, pc *PlanClaim, st Step, lease ti
 	if !st.Done && st.Cursor <= pc.Cursor {
 		return fmt.Errorf("plan of %d: step to cursor %d does not advance from %d", pc.BroadcastID, st.Cursor, pc.Cursor)
 	}
-	err := sqldb.InTx(ctx, s.db, s.log, "store plan step", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "store plan step", func(tx *sql.Tx) error {
 		// Chunk rows first, then the broadcast row, as everywhere here.
 		if _, err := tx.ExecContext(ctx, "SELECT seq FROM broadcast_chunks WHERE broadcast_id = ? AND status = 'planning' FOR UPDATE", pc.BroadcastID); err != nil {
 			return fmt.Errorf("lock building chunks: %w", err)
@@ -302,8 +302,19 @@ func upsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, rows 
 func (s *Store) ReleasePlan(ctx context.Context, pc *PlanClaim, retryIn time.Duration, failed bool) (int, error) {
 	var failures int
 	err := sqldb.InTx(ctx, s.db, s.log, "release plan", func(tx *sql.Tx) error {
+		// A release older than the schema fails its plan steps
+		// (ErrOutdated): that is a hand-back, not a failed attempt, and the
+		// newer release resumes the plan at once (schema.go).
+		old, err := s.behind(ctx, tx)
+		if err != nil {
+			return err
+		}
+		retryIn := retryIn
 		add := 0
-		if failed {
+		switch {
+		case old:
+			retryIn = 0
+		case failed:
 			add = 1
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE broadcasts SET plan_owner = NULL, plan_failures = plan_failures + ?,
@@ -353,7 +364,7 @@ func (s *Store) RefusePlan(ctx context.Context, pc *PlanClaim, retryIn time.Dura
 // by their own index: the claim never does, however many wait.
 func (s *Store) PromoteWaiting(ctx context.Context, limit int) (int, error) {
 	var n int
-	err := sqldb.InTx(ctx, s.db, s.log, "promote waiting chunks", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "promote waiting chunks", func(tx *sql.Tx) error {
 		n = 0
 		rows, err := tx.QueryContext(ctx, `SELECT broadcast_id, seq, class_rank, COALESCE(targets, 0) FROM broadcast_chunks FORCE INDEX (idx_chunks_waiting)
 			WHERE status = 'waiting' AND not_before <= UTC_TIMESTAMP(6) ORDER BY not_before LIMIT ? FOR UPDATE SKIP LOCKED`, limit)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -27,7 +26,7 @@ type Planner func(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*Step, e
 // b.IdempotencyKey set and already used, it returns
 // repository.ErrDuplicateKey.
 func (s *Store) Submit(ctx context.Context, b *model.Broadcast, plan Planner) error {
-	err := sqldb.InTx(ctx, s.db, s.log, "submit broadcast", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "submit broadcast", func(tx *sql.Tx) error {
 		b.Status = model.StatusPlanning
 		switch {
 		case b.HoldExpiresAt != nil:
@@ -73,7 +72,7 @@ func (s *Store) Create(ctx context.Context, b *model.Broadcast) error {
 	if b.Status == "" {
 		b.Status = model.StatusQueued
 	}
-	err := sqldb.InTx(ctx, s.db, s.log, "create broadcast", func(tx *sql.Tx) error {
+	err := s.inTx(ctx, "create broadcast", func(tx *sql.Tx) error {
 		if err := repository.InsertBroadcast(ctx, tx, b); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/model"
 )
@@ -17,7 +18,8 @@ import (
 // which need chunks and a plan, are walked by the claim and plan tests.
 func TestBroadcastTransitionsFollowTheStateMachine(t *testing.T) {
 	t.Parallel()
-	s, leases := heldStores(t)
+	tdb := testdb.New(t)
+	s, leases := tdb.Store, lease.New(tdb.SQL.DB, nil)
 	past := time.Now().Add(-time.Minute).UTC()
 	ops := map[string]func(id uint64) error{
 		"PromoteDue": func(uint64) error { _, err := leases.PromoteDue(ctx(t)); return err },
@@ -32,6 +34,15 @@ func TestBroadcastTransitionsFollowTheStateMachine(t *testing.T) {
 		"Stop":        func(id uint64) error { return stop(t, leases, id, "") },
 		"StopFail":    func(id uint64) error { return stop(t, leases, id, "boom") },
 		"Finish":      func(id uint64) error { _, err := leases.Finish(ctx(t), id); return err },
+		// A counter that says a chunk is open with none left (a release
+		// without the counter ended it).
+		"Repair": func(id uint64) error {
+			if _, err := tdb.SQL.ExecContext(ctx(t), "UPDATE broadcasts SET open_chunks = 1 WHERE id = ?", id); err != nil {
+				return err
+			}
+			_, _, err := leases.Repair(ctx(t), id)
+			return err
+		},
 		"Stop+Finish": func(id uint64) error {
 			if err := stop(t, leases, id, ""); err != nil {
 				return err
@@ -54,8 +65,8 @@ func TestBroadcastTransitionsFollowTheStateMachine(t *testing.T) {
 		model.StatusScheduled: {"PromoteDue": "planning", "Stop": "canceled", "StopFail": "failed", "Stop+Finish": "canceled", "StopFail+Finish": "failed"},
 		model.StatusHeld:      {"ReleaseHeld": "planning", "ExpireHolds": "canceled", "Stop": "canceled", "StopFail": "failed", "Stop+Finish": "canceled", "StopFail+Finish": "failed"},
 		model.StatusPlanning:  {"Stop": "flagged", "StopFail": "flagged", "Stop+Finish": "canceled", "StopFail+Finish": "failed"},
-		model.StatusQueued:    {"Stop": "flagged", "StopFail": "flagged", "Finish": "completed", "Stop+Finish": "canceled", "StopFail+Finish": "failed"},
-		model.StatusRunning:   {"Stop": "flagged", "StopFail": "flagged", "Finish": "completed", "Stop+Finish": "canceled", "StopFail+Finish": "failed"},
+		model.StatusQueued:    {"Stop": "flagged", "StopFail": "flagged", "Finish": "completed", "Repair": "completed", "Stop+Finish": "canceled", "StopFail+Finish": "failed"},
+		model.StatusRunning:   {"Stop": "flagged", "StopFail": "flagged", "Finish": "completed", "Repair": "completed", "Stop+Finish": "canceled", "StopFail+Finish": "failed"},
 		model.StatusCompleted: {},
 		model.StatusCanceled:  {},
 		model.StatusFailed:    {},

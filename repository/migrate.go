@@ -24,7 +24,10 @@ var migrationFiles embed.FS // read-only: embed.FS cannot be mutated
 const migrateLockWait = 5 * time.Minute
 
 // Migrate applies pending migrations (goose, embedded SQL) to the database db
-// is connected to, logging each version applied.
+// is connected to, logging each version applied. It raises the schema
+// fence to this build's SchemaVersion first (RaiseFence): an instance of an
+// older release still running on the database then hands its work back
+// rather than move it on without the new schema's bookkeeping.
 //
 // Several pushfan instances may start at once and all run Migrate. A MySQL
 // named lock (GET_LOCK, scoped to the database name), taken on a connection
@@ -63,6 +66,13 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	}
 	defer unlock()
 
+	// The fence first: instances of an older release stop moving state on
+	// before the first migration runs (docs/operations.md, "Upgrades").
+	// Raised again after, for a database that got the fence's table in this
+	// run.
+	if err := RaiseFence(ctx, db, SchemaVersion()); err != nil {
+		return err
+	}
 	results, err := provider.Up(ctx)
 	var perr *goose.PartialError
 	if errors.As(err, &perr) {
@@ -76,6 +86,9 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 			return fmt.Errorf("migrate: version %d (%s): %w", perr.Failed.Source.Version, perr.Failed.Source.Path, perr.Err)
 		}
 		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := RaiseFence(ctx, db, SchemaVersion()); err != nil {
+		return err
 	}
 	version, err := provider.GetDBVersion(ctx)
 	if err != nil {

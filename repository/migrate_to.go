@@ -39,5 +39,6 @@ func MigrateTo(ctx context.Context, db *sql.DB, version int64, log *slog.Logger)
 	if got != version {
 		return fmt.Errorf("migrate up to version %d: the database is at version %d (no such migration?)", version, got)
 	}
-	return nil
+	// As the release built for that schema would have left it.
+	return RaiseFence(ctx, db, version)
 }
