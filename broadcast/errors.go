@@ -1,6 +1,11 @@
 package broadcast
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"pushfan/lease"
+)
 
 // Errors the HTTP layer maps to status codes.
 var (
@@ -13,3 +18,13 @@ var (
 	// ErrIdempotencyConflict: the Idempotency-Key was used for another request.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 )
+
+// unavailable turns the refusal of an instance older than the database's
+// schema (lease.ErrOutdated: a newer release is migrating it) into
+// ErrShuttingDown, which a client retries on another instance.
+func unavailable(err error) error {
+	if errors.Is(err, lease.ErrOutdated) {
+		return fmt.Errorf("%w: %w", ErrShuttingDown, err)
+	}
+	return err
+}

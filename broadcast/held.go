@@ -104,7 +104,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 	case errors.Is(err, lease.ErrNotFound):
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
 	case err != nil:
-		return nil, fmt.Errorf("releasing broadcast %d: %w", id, err)
+		return nil, fmt.Errorf("releasing broadcast %d: %w", id, unavailable(err))
 	}
 	s.log.InfoContext(ctx, "held broadcast released", "broadcast_id", id, "released_by", by, "status", status)
 	b, err = s.Get(context.WithoutCancel(ctx), id)

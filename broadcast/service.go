@@ -68,6 +68,10 @@ type Options struct {
 	// every instance that claims it (none can run it: a named audience no
 	// configuration has) before its broadcast fails.
 	HandBackTimeout time.Duration
+	// RepairInterval is how often the instance looks for broadcasts whose
+	// chunks are all done but that a counter keeps open (0:
+	// DefaultRepairInterval; see repair.go).
+	RepairInterval time.Duration
 	// HoldExpiry is how long a held broadcast waits for its release
 	// (0: DefaultHoldExpiry); FourEyes requires the releasing token to
 	// differ from the creating one.
@@ -137,6 +141,9 @@ func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, log 
 	if opt.HandBackTimeout <= 0 {
 		opt.HandBackTimeout = 10 * time.Minute
 	}
+	if opt.RepairInterval <= 0 {
+		opt.RepairInterval = DefaultRepairInterval
+	}
 	claiming, stopClaiming := context.WithCancel(context.Background())
 	running, stopRunning := context.WithCancelCause(context.Background())
 	s := &Service{
@@ -160,6 +167,7 @@ func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, log 
 		PollInterval: opt.PollInterval, HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit,
 		DefaultZone: opt.Rules.zone(), Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget,
 	})
+	leases.OnOutdated(s.retire)
 	return s
 }
 
@@ -180,6 +188,7 @@ func (s *Service) Start(ctx context.Context) {
 	s.runner.Start()
 	s.planner.Start()
 	s.group.Go(s.promote)
+	s.group.Go(s.repair)
 }
 
 // ExpectedFinish is when running broadcast b should end (see the function
@@ -207,10 +216,25 @@ func (s *Service) Stop(ctx context.Context) error {
 }
 
 // halt is Stop's two steps, without the wait.
-func (s *Service) halt() {
+func (s *Service) halt() { s.haltFor(run.ErrShutdown) }
+
+// haltFor is halt with why as the runs' cause.
+func (s *Service) haltFor(why error) {
 	s.stopping.Store(true)
-	s.stopClaiming()               // stop taking work
-	s.stopRunning(run.ErrShutdown) // abort the work in flight: checkpoint and release
+	s.stopClaiming()   // stop taking work
+	s.stopRunning(why) // abort the work in flight: checkpoint and release
+}
+
+// retire stops this instance taking work for good, as Stop does, but the
+// API goes on answering: a release built for a newer schema (fence) than
+// this one's is migrating the database, or has (lease.ErrOutdated). The
+// runs store every outcome they have and hand their chunks back; submits
+// and cancels answer 503 (ErrShuttingDown), so that clients retry on an
+// instance of the newer release. Called by the lease store, once.
+func (s *Service) retire(fence, schema int64) {
+	s.log.Warn("a newer release is migrating the database (schema fence above this release's schema): handing every chunk back and taking no more work; reads are still served",
+		"fence", fence, "schema", schema)
+	s.haltFor(run.ErrOutdated)
 }
 
 // Get returns the stored broadcast (counters as of the last checkpoints).
@@ -241,7 +265,7 @@ func (s *Service) Cancel(ctx context.Context, id uint64) (*model.Broadcast, erro
 	case errors.Is(err, lease.ErrFinished):
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrFinished)
 	case err != nil:
-		return nil, err
+		return nil, unavailable(err)
 	}
 	s.reads.forget(id)
 	s.runner.Finish(ctx, id)

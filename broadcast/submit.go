@@ -121,7 +121,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		}
 		b = found
 	} else if err != nil {
-		return nil, false, err
+		return nil, false, unavailable(err)
 	}
 	log := s.log.With("broadcast_id", b.ID)
 	if b.Status == model.StatusHeld {

@@ -23,6 +23,7 @@ type Metrics struct {
 	targets         *prometheus.CounterVec
 	broadcasts      *prometheus.CounterVec
 	broadcastTime   *prometheus.HistogramVec
+	repaired        prometheus.Counter
 	chunkClaims     *prometheus.CounterVec
 	invalidations   prometheus.Counter
 	checkpointFails prometheus.Counter
@@ -74,6 +75,10 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Help:    "Time from a broadcast's start to its end, for broadcasts this instance finished.",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
 		}, []string{"app"}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pushfan_broadcasts_repaired_total",
+			Help: "Broadcasts the self-repair finished: every chunk of theirs was done while their open_chunks counter kept them open (chunks ended by an older release beside this one). Any increase is worth a look at the logs.",
+		}),
 		chunkClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_chunk_claims_total",
 			Help: "Chunks claimed by this instance; takeover=\"true\" when the previous holder's lease had expired.",
@@ -120,7 +125,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 		}, []string{"app"}),
 	}
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
-		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled,
+		m.broadcasts, m.broadcastTime, m.repaired, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled,
 		m.capped, m.capReleased, m.capExceeded,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -236,6 +241,9 @@ func (m *Metrics) BroadcastFinished(app, status, trigger string, took time.Durat
 	m.broadcasts.WithLabelValues(app, status, trigger).Inc()
 	m.broadcastTime.WithLabelValues(app).Observe(took.Seconds())
 }
+
+// BroadcastRepaired counts a broadcast the self-repair finished.
+func (m *Metrics) BroadcastRepaired() { m.repaired.Inc() }
 
 // ChunkClaimed counts a claim.
 func (m *Metrics) ChunkClaimed(takeover bool) {

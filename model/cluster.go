@@ -20,7 +20,10 @@ type BudgetMember struct {
 	Demand       float64 // +Inf: as much as it gets
 	Share        float64 // its part of Limit, by the members' split
 	HeartbeatAge time.Duration
-	Self         bool // the instance that answered
+	// SchemaVersion is the schema its release was built for (0: a release
+	// from before it was recorded).
+	SchemaVersion int64
+	Self          bool // the instance that answered
 }
 
 // RunningChunk is a leased chunk of a broadcast.

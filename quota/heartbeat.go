@@ -250,9 +250,10 @@ func (c *Coordinator) exchange(ctx context.Context, sending bool, demand float64
 	// read the members after writing and applied its share before this
 	// one began (unless it failed). SET runs left to right, so it takes
 	// the old heartbeat_at.
-	if _, err := c.db.ExecContext(ctx, `INSERT INTO budget_members (project, instance, sending, demand, heartbeat_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
-		ON DUPLICATE KEY UPDATE applied_at = IF(?, heartbeat_at, applied_at), sending = VALUES(sending), demand = VALUES(demand), heartbeat_at = VALUES(heartbeat_at)`,
-		c.opt.Project, c.opt.Instance, sending, stored, c.applied); err != nil {
+	if _, err := c.db.ExecContext(ctx, `INSERT INTO budget_members (project, instance, sending, demand, heartbeat_at, schema_version) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), ?)
+		ON DUPLICATE KEY UPDATE applied_at = IF(?, heartbeat_at, applied_at), sending = VALUES(sending), demand = VALUES(demand), heartbeat_at = VALUES(heartbeat_at),
+			schema_version = VALUES(schema_version)`,
+		c.opt.Project, c.opt.Instance, sending, stored, c.opt.Schema, c.applied); err != nil {
 		c.applied = false
 		return nil, 0, fmt.Errorf("heartbeat: %w", err)
 	}

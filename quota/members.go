@@ -20,7 +20,10 @@ type MemberState struct {
 	// (max-min over the sending members' demands; an idle member has none).
 	Share        float64
 	HeartbeatAge time.Duration
-	Self         bool
+	// Schema is the database schema its release was built for (0: a
+	// release from before migration 00029, which does not write it).
+	Schema int64
+	Self   bool
 }
 
 // Budget is the project's limit, its live members and any 429 pause.
@@ -34,7 +37,7 @@ type Budget struct {
 // view): one query, on demand, not part of the heartbeat loop.
 func (c *Coordinator) Members(ctx context.Context) (Budget, error) {
 	out := Budget{Limit: c.opt.Limit}
-	rows, err := c.db.QueryContext(ctx, `SELECT instance, sending, demand, TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) FROM budget_members
+	rows, err := c.db.QueryContext(ctx, `SELECT instance, sending, demand, TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)), schema_version FROM budget_members
 		WHERE project = ? AND heartbeat_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY instance`,
 		c.opt.Project, c.opt.Stale.Microseconds())
 	if err != nil {
@@ -47,7 +50,7 @@ func (c *Coordinator) Members(ctx context.Context) (Budget, error) {
 		var m MemberState
 		var d sql.NullFloat64
 		var ageMicros int64
-		if err := rows.Scan(&m.Instance, &m.Sending, &d, &ageMicros); err != nil {
+		if err := rows.Scan(&m.Instance, &m.Sending, &d, &ageMicros, &m.Schema); err != nil {
 			return out, fmt.Errorf("reading budget members: %w", err)
 		}
 		m.HeartbeatAge = time.Duration(ageMicros) * time.Microsecond

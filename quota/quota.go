@@ -107,9 +107,13 @@ import (
 
 // Options tune a Coordinator.
 type Options struct {
-	Project  string        // the FCM project the budget is for
-	Instance string        // this process's name in the budget (see Member)
-	Limit    float64       // the project's messages per second
+	Project  string  // the FCM project the budget is for
+	Instance string  // this process's name in the budget (see Member)
+	Limit    float64 // the project's messages per second
+	// Schema is the database schema this release was built for, written
+	// with every heartbeat so that the cluster view shows the instances
+	// older than the database (docs/operations.md, "Upgrades").
+	Schema   int64
 	Interval time.Duration // between heartbeats (default 250 ms)
 	Stale    time.Duration // a member silent this long has gone (default 4 × Interval)
 	// JoinWait is how long a member that starts sending beside others

@@ -34,6 +34,7 @@ type memberView struct {
 	DemandPerSecond *float64 `json:"demand_per_second"` // null: as much as it gets
 	SharePerSecond  float64  `json:"share_per_second"`
 	HeartbeatAgeMS  int64    `json:"heartbeat_age_ms"`
+	SchemaVersion   int64    `json:"schema_version"`
 	Self            bool     `json:"self"`
 }
 
@@ -76,7 +77,7 @@ func (s *Server) getCluster(c echo.Context) error {
 		Members: make([]memberView, 0, len(cl.Members)), Chunks: make([]runningChunk, 0, len(cl.Chunks))}
 	for _, m := range cl.Members {
 		v := memberView{Instance: m.Instance, Sending: m.Sending, SharePerSecond: math.Round(m.Share*10) / 10,
-			HeartbeatAgeMS: m.HeartbeatAge.Milliseconds(), Self: m.Self}
+			HeartbeatAgeMS: m.HeartbeatAge.Milliseconds(), SchemaVersion: m.SchemaVersion, Self: m.Self}
 		if !math.IsInf(m.Demand, 1) {
 			d := m.Demand
 			v.DemandPerSecond = &d

@@ -79,7 +79,7 @@ func (in *Instance) RetryDBUnless(ctx context.Context, what string, final func(e
 // isAnswer reports errors that are the database's answer, not a failure
 // to reach it: retrying cannot change them.
 func isAnswer(err error) bool {
-	return errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrFinished) ||
+	return errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotFound) || errors.Is(err, lease.ErrFinished) || errors.Is(err, lease.ErrOutdated) ||
 		errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrDuplicateKey)
 }
 

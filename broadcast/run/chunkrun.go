@@ -170,6 +170,11 @@ func (r *chunkRun) checkpointLoop(ctx context.Context) {
 		case res.CancelRequested:
 			r.stop(errCanceled)
 			return
+		case res.Outdated:
+			// A newer release is migrating the database: store what the
+			// run has and hand the chunk back (finish, Release).
+			r.stop(ErrOutdated)
+			return
 		}
 	}
 }

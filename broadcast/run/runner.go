@@ -69,6 +69,9 @@ type Metrics interface {
 	// sent past a cap (caps.Settled.Over).
 	Capped(app string, capped, released, exceeded int64)
 	BroadcastFinished(app, status, trigger string, took time.Duration)
+	// BroadcastRepaired counts a broadcast the self-repair finished: every
+	// chunk of it was done while a counter kept it open (Repair).
+	BroadcastRepaired()
 	ChunkClaimed(takeover bool)
 	CheckpointFailed()
 	// WriteBackSkipped counts dead tokens a checkpoint stored without
@@ -81,6 +84,7 @@ type noMetrics struct{}
 func (noMetrics) Committed(string, int64, int64, map[string]int64, int64) {}
 func (noMetrics) Capped(string, int64, int64, int64)                      {}
 func (noMetrics) BroadcastFinished(string, string, string, time.Duration) {}
+func (noMetrics) BroadcastRepaired()                                      {}
 func (noMetrics) ChunkClaimed(bool)                                       {}
 func (noMetrics) CheckpointFailed()                                       {}
 func (noMetrics) WriteBackSkipped(int64)                                  {}
@@ -88,6 +92,11 @@ func (noMetrics) WriteBackSkipped(int64)                                  {}
 // ErrShutdown is the cause the instance's stop cancels Running with: each
 // run checkpoints what it has and releases its chunk.
 var ErrShutdown = errors.New("instance shutting down")
+
+// ErrOutdated is the cause when a release built for a newer schema is
+// migrating the database (lease.ErrOutdated): each run stores what it has
+// and hands its chunk back, for the newer release to go on with.
+var ErrOutdated = fmt.Errorf("a newer release is migrating the database: %w", lease.ErrOutdated)
 
 // Causes of a chunk run stopping early.
 var (
@@ -176,12 +185,41 @@ func (s *Runner) Finish(ctx context.Context, id uint64) {
 		finished, err = s.leases.Finish(c, id)
 		return err
 	}); err != nil {
+		if errors.Is(err, lease.ErrOutdated) {
+			return // the newer release's to finish
+		}
 		s.in.Log.ErrorContext(ctx, "finishing the broadcast failed; the next chunk to end retries", "broadcast_id", id, "err", err)
 		return
 	}
-	if !finished {
-		return
+	if finished {
+		s.finished(ctx, id, "broadcast finished")
 	}
+}
+
+// Repair finishes broadcast id if every chunk of it is done although its
+// open_chunks counter says some are open (lease.Store.Repair: a release
+// that does not keep the counter ended chunks beside this one), logs it
+// and counts it (pushfan_broadcasts_repaired_total). A broadcast still
+// running, or finished meanwhile, is left alone.
+func (s *Runner) Repair(ctx context.Context, id uint64) error {
+	var counted int64
+	var repaired bool
+	if err := s.in.RetryDB(ctx, "repairing broadcast", func(c context.Context) (err error) {
+		counted, repaired, err = s.leases.Repair(c, id)
+		return err
+	}); err != nil || !repaired {
+		return err
+	}
+	s.opt.Metrics.BroadcastRepaired()
+	s.in.Log.WarnContext(ctx, "repaired a broadcast: every chunk of it was done, but its open_chunks counter kept it open (chunks ended by a release that does not keep it); finished it",
+		"broadcast_id", id, "open_chunks", counted)
+	s.finished(ctx, id, "broadcast finished by the repair")
+	return nil
+}
+
+// finished reports a broadcast this instance finished: its cached reads,
+// its metrics and a log line.
+func (s *Runner) finished(ctx context.Context, id uint64, msg string) {
 	s.opt.Changed(id)
 	c, cancel := context.WithTimeout(ctx, s.in.DBTimeout)
 	b, err := s.store.GetBroadcast(c, id)
@@ -194,7 +232,7 @@ func (s *Runner) Finish(ctx context.Context, id uint64) {
 		took = b.FinishedAt.Sub(*b.StartedAt)
 	}
 	s.opt.Metrics.BroadcastFinished(b.App, string(b.Status), b.Trigger, took)
-	s.in.Log.InfoContext(ctx, "broadcast finished", "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
+	s.in.Log.InfoContext(ctx, msg, "broadcast_id", id, "status", b.Status, "targeted", b.Targeted,
 		"succeeded", b.Succeeded, "failed", b.Failed, "canceled", b.Canceled, "invalidated", b.Invalidated)
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"pushfan/repository"
 )
 
 // versionInfo is what `pushfan version` prints, read from the build
@@ -48,7 +50,9 @@ func readVersion() versionInfo {
 
 func printVersion(w io.Writer) error {
 	v := readVersion()
-	_, err := fmt.Fprintf(w, "pushfan %s\nrevision %s\ntime     %s\ngo       %s\n", v.Module, v.Revision, v.Time, v.Go)
+	// schema: the database schema the build was made for (its highest
+	// migration; docs/operations.md, "Releases side by side").
+	_, err := fmt.Fprintf(w, "pushfan %s\nrevision %s\ntime     %s\nschema   %d\ngo       %s\n", v.Module, v.Revision, v.Time, repository.SchemaVersion(), v.Go)
 	if err != nil {
 		return fmt.Errorf("writing the version: %w", err)
 	}

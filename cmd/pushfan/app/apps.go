@@ -109,6 +109,7 @@ func budgets(parts []*AppParts, db *sql.DB, m *metrics.Metrics, owner string, lo
 		// Each app has a budget of its own: its lines say whose.
 		p.Quota = quota.New(db, log.With("app", p.Name), p.quotaThrottle, p.Engine.Demand, quota.Options{
 			Project: p.Sender.ProjectID(), Instance: quota.Member(owner), Limit: p.RateLimit,
+			Schema: repository.SchemaVersion(),
 		})
 		p.Quota.OnShare(m.ForApp(p.Name).Share)
 	}

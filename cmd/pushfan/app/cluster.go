@@ -39,7 +39,7 @@ func clusterReader(parts []*AppParts, leases *lease.Store) func(context.Context,
 			Chunks: make([]model.RunningChunk, 0, min(len(running), maxListedChunks))}
 		for _, m := range b.Members {
 			out.Members = append(out.Members, model.BudgetMember{Instance: m.Instance, Sending: m.Sending, Demand: m.Demand,
-				Share: m.Share, HeartbeatAge: m.HeartbeatAge, Self: m.Self})
+				Share: m.Share, HeartbeatAge: m.HeartbeatAge, SchemaVersion: m.Schema, Self: m.Self})
 		}
 		for i, r := range running {
 			if i == maxListedChunks {
