@@ -41,6 +41,14 @@ func BuildPushfan(pkg, dir string) (string, error) {
 // its log. PUSHFAN_TEST_PROC_LOGS=1 shows every process's whole log.
 func StartServe(t testing.TB, binary, name string, env []string) *Process {
 	t.Helper()
+	return StartServeWithin(t, binary, name, env, 30*time.Second)
+}
+
+// StartServeWithin is StartServe for a start that may take longer than
+// 30 s: one that migrates a database many versions behind on a loaded
+// machine.
+func StartServeWithin(t testing.TB, binary, name string, env []string, ready time.Duration) *Process {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +88,7 @@ func StartServe(t testing.TB, binary, name string, env []string) *Process {
 			t.Logf("log of %s:\n%s", name, Tail(string(raw), lines))
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(ready)
 	for {
 		if resp, err := http.Get(p.URL + "/readyz"); err == nil {
 			resp.Body.Close()
@@ -95,7 +103,7 @@ func StartServe(t testing.TB, binary, name string, env []string) *Process {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready (GET /readyz) within 30s", name)
+			t.Fatalf("%s not ready (GET /readyz) within %v", name, ready)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
