@@ -59,7 +59,7 @@ func startService(t *testing.T, tdb *testdb.DB, owner string, schema int64, send
 		t.Fatal(err)
 	}
 	opt.FlushInterval, opt.DBTimeout, opt.Lease = 50*time.Millisecond, 5*time.Second, 10*time.Second
-	opt.ChunkWidth, opt.MaxChunks, opt.PollInterval, opt.Owner = 1000, 100, 50*time.Millisecond, owner
+	opt.ChunkWidth, opt.MaxChunks, opt.PollInterval, opt.Owner, opt.ChunkParallel = 1000, 100, 50*time.Millisecond, owner, 2
 	svc := broadcast.New(tdb.Store, ls, instance.Single(e, tdb.Store, 0), log, opt)
 	ctx := context.Background()
 	e.Start(ctx)
@@ -100,8 +100,13 @@ func TestAnOlderReleaseHandsItsWorkBackWhenANewerOneMigrates(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// The newer release begins to migrate.
+	// The newer release begins to migrate. From then on the older one ends
+	// no chunk: the chunks it ended are the ones done now.
 	if err := repository.RaiseFence(ctx, tdb.SQL.DB, v+1); err != nil {
+		t.Fatal(err)
+	}
+	var endedBefore int
+	if err := tdb.SQL.GetContext(ctx, &endedBefore, "SELECT COUNT(*) FROM broadcast_chunks WHERE broadcast_id = ? AND status = 'done'", b.ID); err != nil {
 		t.Fatal(err)
 	}
 	leases := lease.New(tdb.SQL.DB, nil)
@@ -154,7 +159,11 @@ func TestAnOlderReleaseHandsItsWorkBackWhenANewerOneMigrates(t *testing.T) {
 	if dups > 8 {
 		t.Fatalf("%d sends repeated; only the 8 in flight may", dups)
 	}
-	t.Logf("the older release had sent %d of %d when it handed its chunks back; the newer one ended the broadcast with %d sends repeated", handedBack, n, dups)
+	if got.Chunks == nil || got.Chunks.DoneBy["old"] != endedBefore || got.Chunks.DoneBy["new"] != got.Chunks.Chunks-endedBefore {
+		t.Fatalf("chunks ended by each release %+v; the older one ended %d before the fence rose and must end none after", got.Chunks, endedBefore)
+	}
+	t.Logf("the older release had sent %d of %d and ended %d of %d chunks when it handed its chunks back; the newer one ended the broadcast with %d sends repeated",
+		handedBack, n, endedBefore, got.Chunks.Chunks, dups)
 }
 
 // The self-repair on a running service: a broadcast whose chunks are all
