@@ -48,7 +48,7 @@ func benchCheckpoint(b *testing.B, failures int) {
 		b.Fatal(err)
 	}
 	id, _ := res.LastInsertId()
-	if err := lease.InsertChunks(ctx, tx, uint64(id), lease.Bulk, []lease.Plan{{Lo: 0, Hi: 1 << 40, Targets: -1}}); err != nil {
+	if err := lease.InsertChunks(ctx, tx, uint64(id), lease.Bulk, []lease.Plan{{Lo: 0, Hi: 1 << 40, Targets: 1 << 40}}); err != nil {
 		b.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
