@@ -121,6 +121,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	deliverer.OnDisabled = m.WebhookDisabled
+	deliverer.OnLostClaim = m.WebhookLostClaim
 	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)
 	if err != nil {
