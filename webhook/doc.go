@@ -13,5 +13,6 @@
 //   - claim.go: one attempt's claim (token and lease), and its hand-back;
 //   - record.go: the attempt, and its result written only under its claim;
 //   - status.go: the endpoints' health and deliveries, for operators;
-//   - summaries.go: broadcast.engagement, an hour and a day after a finish.
+//   - summaries.go, summary_pass.go, summary_retry.go: broadcast.engagement,
+//     each stage passed from a cursor by one instance at a time.
 package webhook
