@@ -68,3 +68,25 @@ func TestHealthReadsOnlyTheWaitingEvents(t *testing.T) {
 	}
 	t.Logf("rows read: %v", read)
 }
+
+// After the upgrade that keeps the last success on the endpoint's row,
+// the row has none: the first deliverer to start reads it from the
+// outbox's delivered events, once.
+func TestTheLastSuccessIsReadFromTheOutboxAfterTheUpgrade(t *testing.T) {
+	o := newOutbox(t, "http://127.0.0.1:9/hooks")
+	seedDelivered(t, o.db, 1000)
+	var newest time.Time
+	if err := o.db.QueryRow("SELECT MAX(delivered_at) FROM webhook_outbox").Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	d := o.deliverer(time.Second, time.Second, nil)
+	var hs []webhook.Health
+	waitFor(t, "the last success read from the outbox", 10*time.Second, func() bool {
+		var err error
+		hs, err = d.Status(context.Background())
+		return err == nil && len(hs) == 1 && hs[0].LastSuccess != nil
+	})
+	if !hs[0].LastSuccess.Equal(newest) {
+		t.Fatalf("last success %v, want the newest delivery's %v", hs[0].LastSuccess, newest)
+	}
+}

@@ -29,10 +29,12 @@
 --                                 until their stage is SummaryGrace overdue
 --
 -- Rolling deploy: everything is added, nothing changed. The previous
--- release claims batches without a token and records unconditionally, as
--- before; it reads health from the outbox and summaries from the whole
--- window, as before. Both are still right beside this one (see
--- docs/webhooks.md, "Operations"). ADD COLUMN of a NULL column is instant,
+-- release goes on as before beside this one: it claims 100 rows under one
+-- lease without a token and records its results unconditionally, reads
+-- the health from the outbox, and looks at the whole window for
+-- summaries. Its claim moves next_at, so this release never overwrites a
+-- row the previous one took over; the reverse can happen while it runs,
+-- as it did before (docs/webhooks.md, "A deploy"). ADD COLUMN of a NULL column is instant,
 -- and CREATE INDEX is online (ALGORITHM=INPLACE, LOCK=NONE): events are
 -- written and delivered while it builds.
 
