@@ -29,12 +29,13 @@ type keyedTable struct {
 var sweptTables = []keyedTable{
 	{"frequency_users", []string{"user_id"}},
 	{"frequency_holds", []string{"user_id", "chunk"}},
+	{"frequency_shares", []string{"user_id"}},
 }
 
 // Sweep deletes what the ledger no longer needs: slots that expired
 // before expiredBefore (free anyway: deleting them only keeps the table
-// small) and the answers and holds of broadcasts that ended before
-// finishedBefore (no device of theirs is read again). It returns the rows
+// small) and the answers, holds and shares of broadcasts that ended
+// before finishedBefore (no device of theirs is read again). It returns the rows
 // deleted.
 //
 // A running broadcast writes its answers and holds throughout, at every
