@@ -29,7 +29,7 @@ func BenchmarkSend(b *testing.B) {
 	srv := okServer()
 	defer srv.Close()
 	const conc = 64
-	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
+	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", Delivery: fanout.Delivery{DisplayTag: "pushfan-1"}}
 	token := "bench-token-000001-abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"
 
 	for _, client := range []string{fcm.ClientSDK, fcm.ClientDirect} {
@@ -100,7 +100,7 @@ func BenchmarkSendTagged(b *testing.B) {
 	token := "bench-token-000001-abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"
 	tag := "k1a2b3c4d.AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSYnKCkqKywtLi8w"
 	for _, tagged := range []bool{false, true} {
-		msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
+		msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", Delivery: fanout.Delivery{DisplayTag: "pushfan-1"}}
 		if tagged {
 			msg.Tagged, msg.Data = true, map[string]string{"pushfan": fanout.TagPlaceholder}
 		}
@@ -160,7 +160,7 @@ func BenchmarkSendTLSHTTP2(b *testing.B) {
 		b.Fatal(err)
 	}
 	const conc = 512
-	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", CollapseKey: "pushfan-1"}
+	msg := &fanout.Message{Title: "pushfan bench", Body: "one message per token, measured", Delivery: fanout.Delivery{DisplayTag: "pushfan-1"}}
 	token := "bench-token-000001-abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"
 	for _, h2 := range []string{fcm.HTTP2Pushfan, fcm.HTTP2NetHTTP} {
 		b.Run(strings.ReplaceAll(h2, "/", ""), func(b *testing.B) {
