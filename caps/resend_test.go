@@ -114,6 +114,24 @@ func TestARunningResendKeepsItsAnswersAndHoldsThroughTheSweep(t *testing.T) {
 			t.Errorf("user %d holds slots of %v; want one, the original's", u, got)
 		}
 	}
+
+	// Once the resend has ended an hour ago, its rows go too (its shares
+	// of the root's slots: users 7 and 8).
+	if n := count(t, db, "SELECT COUNT(*) FROM frequency_shares WHERE broadcast_id = ?", resend.ID); n != 2 {
+		t.Errorf("the resend shares its root's slots for %d users, want 2", n)
+	}
+	mustExec(t, db, "UPDATE broadcasts SET status = 'completed', finished_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR WHERE id = ?", resend.ID)
+	if _, err := l.Sweep(t.Context(), now.Add(-time.Hour), now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	left := count(t, db, `SELECT (SELECT COUNT(*) FROM frequency_users WHERE broadcast_id IN (?, ?)) + (SELECT COUNT(*) FROM frequency_holds WHERE broadcast_id IN (?, ?))
+		+ (SELECT COUNT(*) FROM frequency_shares WHERE broadcast_id IN (?, ?))`, root, resend.ID, root, resend.ID, root, resend.ID)
+	if left != 0 {
+		t.Errorf("%d answers, holds and shares of the original and its resend left after both ended, want none", left)
+	}
+	if got := liveSlots(t, db, 7, now); !slices.Equal(got, []uint64{root}) {
+		t.Errorf("user 7 holds slots of %v after the sweep; want the day's, the original's", got)
+	}
 }
 
 // A resend counts as its original: a user the original was sent to gets
