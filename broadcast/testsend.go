@@ -99,11 +99,11 @@ func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*Test
 	if s.stopping.Load() {
 		return nil, ErrShuttingDown
 	}
-	msg, userIDs, tokens, err := s.validateTest(spec)
+	app, err := s.appOf(spec.App)
 	if err != nil {
 		return nil, err
 	}
-	app, err := s.appOf(spec.App)
+	msg, userIDs, tokens, err := s.validateTest(spec, app.Delivery)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*Test
 // validateTest checks a test send's request: the message by the broadcast
 // rules (as a message to the built-in audience: no template variables,
 // for there is no audience row to fill them from), and who it is for.
-func (s *Service) validateTest(spec TestSpec) (msg *fanout.Message, userIDs []uint64, tokens []string, err error) {
+func (s *Service) validateTest(spec TestSpec, delivery model.DeliveryDefaults) (msg *fanout.Message, userIDs []uint64, tokens []string, err error) {
 	for _, f := range []struct {
 		name string
 		set  bool
@@ -207,11 +207,12 @@ func (s *Service) validateTest(spec TestSpec) (msg *fanout.Message, userIDs []ui
 	} else if err != nil {
 		return nil, nil, nil, err
 	}
-	// Its own collapse key: a retried send that did arrive collapses on
-	// the device, and it collapses with no broadcast nor another test send.
+	// Its own display tag: a retried send that did arrive folds on the
+	// device, and it folds with no broadcast nor another test send. Sent
+	// as transactional (high priority): the tester looks at the phone now.
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	msg = message.Engine(req.Message, "pushfan-test-"+hex.EncodeToString(b[:]), false)
+	msg = message.Engine(req.Message, message.WithClass("pushfan-test-"+hex.EncodeToString(b[:]), delivery.Of(model.ClassTransactional), time.Now()), false)
 	personalize, variants, err := message.Personalizer(&model.Broadcast{Message: req.Message}, msg)
 	if err != nil {
 		return nil, nil, nil, fieldError("template_error", "", "%v", err)

@@ -28,6 +28,9 @@ type App struct {
 	Schema *model.SchemaMapping `yaml:"schema"`
 	// Audiences are named audiences of this app only.
 	Audiences []Audience `yaml:"audiences"`
+	// Delivery replaces the deployment's delivery defaults (priority and
+	// TTL by class) where it sets a field (DeliveryOf).
+	Delivery *model.DeliveryDefaults `yaml:"delivery"`
 }
 
 // appName is what an app may be called: it appears in URLs, metric
@@ -67,6 +70,12 @@ func (c *Config) AppNames() []string {
 		out[i] = a.Name
 	}
 	return out
+}
+
+// DeliveryOf is app's delivery defaults: the deployment's, with the
+// fields of the app's own delivery: over them.
+func (c *Config) DeliveryOf(app App) model.DeliveryDefaults {
+	return c.Delivery.Over(app.Delivery)
 }
 
 // SchemaOf is the table mapping app's built-in audiences read: its own,
@@ -149,6 +158,10 @@ func (c *Config) validateApps(bad func(name, format string, args ...any)) {
 		}
 		if a.RateLimit < 0 {
 			bad(key+".rate_limit", "must be positive (messages a second), got %v", a.RateLimit)
+		}
+		if a.Delivery != nil {
+			validateDeliveryClass(key+".delivery.bulk", a.Delivery.Bulk, true, bad)
+			validateDeliveryClass(key+".delivery.transactional", a.Delivery.Transactional, true, bad)
 		}
 	}
 	if len(c.Apps) == 0 {

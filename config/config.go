@@ -57,6 +57,10 @@ type Config struct {
 	// FrequencyCaps are named caps (name → "1/2h,3/day") that an audience
 	// or a job may name as its frequency_cap instead of the default.
 	FrequencyCaps map[string]string `yaml:"frequency_caps"`
+	// Delivery is how each class's messages are sent: priority on Android
+	// and APNs, and how long an offline device's copy is kept (delivery.go;
+	// an app's own replaces it field by field).
+	Delivery model.DeliveryDefaults `yaml:"delivery"`
 
 	Engine Engine `yaml:"engine"`
 	HTTP   HTTP   `yaml:"http"`
@@ -276,6 +280,7 @@ func Defaults() Config {
 			StartSpread:     5 * time.Second,
 			DefaultTimezone: "UTC",
 		},
+		Delivery:       defaultDelivery(),
 		Events:         Events{Tracking: "on", TTL: 7 * 24 * time.Hour, PerAddress: 20},
 		WebhookTimeout: 10 * time.Second,
 		// 5 s, 30 s, 2 min, 10 min, 30 min, then hourly: quick for a blip,

@@ -47,6 +47,11 @@ func (r rule) and(text string) rule {
 	return r
 }
 
+// deliveryRule is a rule checked by one of delivery.go's checks.
+func deliveryRule(problem func() string, text string) rule {
+	return rule{text: text, check: problem}
+}
+
 // note is a rule that validate.go checks by hand.
 func note(text string) rule { return rule{text: text} }
 
@@ -174,7 +179,7 @@ func shortDuration(d time.Duration) string {
 // order `pushfan config check` prints them and docs/configuration.md lists
 // them.
 func variables(c *Config) []variable {
-	e, h := &c.Engine, &c.HTTP
+	e, h, d := &c.Engine, &c.HTTP, &c.Delivery
 	return []variable{
 		{name: "PUSHFAN_MYSQL_DSN", set: str(&c.MySQLDSN), part: PartDatabase,
 			doc:  "go-sql-driver DSN of pushfan's database; `serve` and `migrate` create the database if it is missing",
@@ -313,6 +318,24 @@ func variables(c *Config) []variable {
 				"and dry runs are exempt, and a request's `\"frequency_cap\": false` goes past it. Named caps for audiences and jobs: `frequency_caps:` in the YAML",
 			unset: "none",
 			rule:  note("N/day or N/<duration>, comma-separated")},
+		{name: "PUSHFAN_BULK_ANDROID_PRIORITY", set: str(&d.Bulk.AndroidPriority),
+			doc:  "Android `priority` of bulk and paced broadcasts where the request's `android` sets none: Firebase asks that traffic that is not urgent go at `normal` (Android demotes an app whose `high` messages show nothing). YAML `delivery.bulk.android_priority`; an app's own under `apps[].delivery`",
+			rule: deliveryRule(func() string { return androidPriorityProblem(d.Bulk.AndroidPriority, false) }, "normal or high")},
+		{name: "PUSHFAN_BULK_APNS_PRIORITY", set: str(&d.Bulk.APNSPriority),
+			doc:  "`apns-priority` of bulk and paced broadcasts where the request's `apns` sets none (a message without a notification always goes at 5, as APNs requires)",
+			rule: deliveryRule(func() string { return apnsPriorityProblem(d.Bulk.APNSPriority, false) }, "10, 5 or 1")},
+		{name: "PUSHFAN_BULK_TTL", set: duration(&d.Bulk.TTL),
+			doc:  "how long FCM and the platforms keep a bulk broadcast's message for an offline device (Android `ttl`, `apns-expiration`, web push `TTL`) where the request sets none",
+			rule: deliveryRule(func() string { return ttlProblem(d.Bulk.TTL, false) }, "1s to 672h, whole seconds")},
+		{name: "PUSHFAN_TRANSACTIONAL_ANDROID_PRIORITY", set: str(&d.Transactional.AndroidPriority),
+			doc:  "Android `priority` of transactional broadcasts and test sends where the request's `android` sets none",
+			rule: deliveryRule(func() string { return androidPriorityProblem(d.Transactional.AndroidPriority, false) }, "normal or high")},
+		{name: "PUSHFAN_TRANSACTIONAL_APNS_PRIORITY", set: str(&d.Transactional.APNSPriority),
+			doc:  "`apns-priority` of transactional broadcasts and test sends where the request's `apns` sets none",
+			rule: deliveryRule(func() string { return apnsPriorityProblem(d.Transactional.APNSPriority, false) }, "10, 5 or 1")},
+		{name: "PUSHFAN_TRANSACTIONAL_TTL", set: duration(&d.Transactional.TTL),
+			doc:  "how long a transactional message is kept for an offline device where the request sets none: a code or an alert is stale sooner than a campaign",
+			rule: deliveryRule(func() string { return ttlProblem(d.Transactional.TTL, false) }, "1s to 672h, whole seconds")},
 		{name: "PUSHFAN_HTTP_READ_TIMEOUT", set: duration(&h.ReadTimeout),
 			doc:  "the API server's read timeout",
 			rule: positive(&h.ReadTimeout)},

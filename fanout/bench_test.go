@@ -100,7 +100,7 @@ func benchEngine(b *testing.B, workers int, withMetrics, tagged bool) {
 	if withMetrics {
 		eng.SetMetrics(metrics.New(prometheus.NewRegistry(), nil).ForApp("default"))
 	}
-	msg := &fanout.Message{Title: "bench", Body: "engine overhead", CollapseKey: "pushfan-1"}
+	msg := &fanout.Message{Title: "bench", Body: "engine overhead", Delivery: fanout.Delivery{DisplayTag: "pushfan-1"}}
 	p := &fanout.Progress{}
 	src := newGenSource(b.N)
 

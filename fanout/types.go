@@ -28,9 +28,10 @@ type Message struct {
 	Body  string
 	Image string
 	Data  map[string]string
-	// CollapseKey makes a rare duplicate collapse on the device (Android
-	// collapse_key, APNs apns-collapse-id).
-	CollapseKey string
+	// Delivery is how FCM and the platforms treat the message where its
+	// own Platform objects say nothing: priority, lifetime and the tag
+	// that folds a rare duplicate on the display (package fcm).
+	Delivery Delivery
 	// Platform holds FCM's android, apns, webpush and fcm_options objects
 	// as normalized JSON; the engine passes them on without reading them.
 	Platform Platform
@@ -40,6 +41,30 @@ type Message struct {
 	// web push link: each send replaces it with the Job's Tag for its
 	// target (see TaggedPrepared).
 	Tagged bool
+}
+
+// Delivery is a message's defaults for the way to the device and the
+// display there, applied by package fcm only where the message's own
+// Platform objects set nothing (a request's override always wins).
+type Delivery struct {
+	// DisplayTag folds copies of one broadcast on the display: Android's
+	// and web push's notification tag, and APNs' apns-collapse-id (APNs
+	// keeps one notification per device while it is offline anyway). It
+	// never makes a message collapsible in FCM's store: Android's
+	// collapse_key is set only when a request asks for one, since FCM
+	// keeps at most four collapse keys per offline device.
+	DisplayTag string
+	// AndroidPriority is "normal" or "high" ("": FCM's default, high).
+	AndroidPriority string
+	// APNSPriority is apns-priority, "5" or "10" ("": APNs' default, 10).
+	// A message without a notification (a background one) is sent at 5
+	// whatever it says: APNs refuses 10 for those.
+	APNSPriority string
+	// TTL is how long FCM and the platforms keep the message for an
+	// offline device (0: FCM's default, 4 weeks); apns-expiration counts
+	// it from Built.
+	TTL   time.Duration
+	Built time.Time
 }
 
 // TagPlaceholder stands for a send's tag in a Tagged Message. No real

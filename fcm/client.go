@@ -271,7 +271,7 @@ func (c *Client) Close() {
 }
 
 // sdkMessage is the SDK's message for msg, without a token: its platform
-// overrides (platform.go), then pushfan's collapse keys where they set
+// overrides (platform.go), then its delivery defaults where they set
 // none.
 func sdkMessage(m *fanout.Message) (messaging.Message, error) {
 	t := messaging.Message{Data: m.Data}
@@ -281,7 +281,7 @@ func sdkMessage(m *fanout.Message) (messaging.Message, error) {
 	if err := setPlatform(&t, m.Platform); err != nil {
 		return t, err
 	}
-	setCollapseDefaults(&t, m.CollapseKey)
+	setDeliveryDefaults(&t, m.Delivery)
 	return t, nil
 }
 

@@ -77,12 +77,13 @@ func TestDirectClientMatchesTheSDK(t *testing.T) {
 	}
 
 	plain := &fanout.Message{Title: "Hi \"you\" <b>&</b>", Body: "ünïcødé ✓", Image: "https://example.com/i.png",
-		Data: map[string]string{"k": "v", "deep_link": "app://x?a=1&b=2"}, CollapseKey: "pushfan-7"}
+		Data:     map[string]string{"k": "v", "deep_link": "app://x?a=1&b=2"},
+		Delivery: fanout.Delivery{DisplayTag: "pushfan-7", AndroidPriority: "normal", APNSPriority: "5", TTL: 28 * 24 * time.Hour, Built: time.Now()}}
 	dry := &fanout.Message{Body: "dry", DryRun: true}
 	reserved := &fanout.Message{Body: "x", Data: map[string]string{"from": "nope"}}
 	// All four platform override objects, every field the rules accept.
-	overrides := &fanout.Message{Title: "o", Body: "p", Data: map[string]string{"k": "v"}, CollapseKey: "pushfan-8", Platform: samplePlatform()}
-	overridesDry := &fanout.Message{Body: "dry", CollapseKey: "pushfan-8", Platform: samplePlatform(), DryRun: true}
+	overrides := &fanout.Message{Title: "o", Body: "p", Data: map[string]string{"k": "v"}, Delivery: fanout.Delivery{DisplayTag: "pushfan-8"}, Platform: samplePlatform()}
+	overridesDry := &fanout.Message{Body: "dry", Delivery: fanout.Delivery{DisplayTag: "pushfan-8"}, Platform: samplePlatform(), DryRun: true}
 
 	cases := []struct {
 		name  string

@@ -87,7 +87,7 @@ func TestH2ClientMatchesTheSDK(t *testing.T) {
 	defer sdk.Close()
 	direct := h2Client(t, srv.URL, ca, 4)
 
-	plain := &fanout.Message{Title: "Hi \"you\" <b>&</b>", Body: "ünïcødé ✓", Data: map[string]string{"k": "v"}, CollapseKey: "pushfan-7"}
+	plain := &fanout.Message{Title: "Hi \"you\" <b>&</b>", Body: "ünïcødé ✓", Data: map[string]string{"k": "v"}, Delivery: fanout.Delivery{DisplayTag: "pushfan-7"}}
 	reserved := &fanout.Message{Body: "x", Data: map[string]string{"from": "nope"}}
 	dry := &fanout.Message{Body: "dry", DryRun: true, Platform: samplePlatform()}
 	cases := []struct {

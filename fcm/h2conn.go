@@ -54,8 +54,9 @@ const (
 	// have queued (at most maxStreamsPerConn) must fit. At 16,000 sends a
 	// second a connection gets there in about a day.
 	lastStreamID = 1<<31 - 1 - 2*maxStreamsPerConn
-	// writeTimeout bounds one flush: a server that stops reading fails the
-	// connection instead of holding the writer.
+	// writeTimeout bounds one batch of writes (the pool's writeTimeout):
+	// a server that stops reading fails the connection instead of holding
+	// the writer.
 	writeTimeout = 10 * time.Second
 )
 
@@ -158,7 +159,7 @@ func startH2Conn(p *h2Pool, nc net.Conn, wg *sync.WaitGroup) (*h2Conn, error) {
 	// Until the server's SETTINGS say otherwise, what the last connection's
 	// said (FCM's limit does not change from one connection to the next).
 	c.limit.Store(p.streamLimit.Load())
-	_ = nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_ = nc.SetWriteDeadline(time.Now().Add(p.writeTimeout))
 	_, err := io.WriteString(bw, http2.ClientPreface)
 	if err == nil {
 		err = fr.WriteSettings(

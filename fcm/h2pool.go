@@ -22,6 +22,9 @@ type h2Pool struct {
 	headers     *h2Headers
 	concurrency int
 	log         *slog.Logger
+	// writeTimeout bounds each batch of frames a connection's writer
+	// writes (writeTimeout; shorter in tests).
+	writeTimeout time.Duration
 
 	// ctx ends at close: it bounds the dials.
 	ctx    context.Context
@@ -56,7 +59,7 @@ type h2Pick struct {
 
 func newH2Pool(d *h2Dialer, h *h2Headers, concurrency int, log *slog.Logger) *h2Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &h2Pool{dialer: d, headers: h, concurrency: max(concurrency, 1), log: log,
+	p := &h2Pool{dialer: d, headers: h, concurrency: max(concurrency, 1), log: log, writeTimeout: writeTimeout,
 		ctx: ctx, cancel: cancel, active: make(map[*h2Conn]int), all: make(map[*h2Conn]bool)}
 	p.streamLimit.Store(perTransport) // FCM's, and the emulator's
 	return p

@@ -54,8 +54,11 @@ func (c *h2Conn) checkLiveness() bool {
 		c.close(errConnClosed)
 		return true
 	case !read:
+		// The deadline first: the last one set may have passed long ago,
+		// and the frame can reach the socket before the flush (the
+		// buffer is flushed as it fills).
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.pool.writeTimeout))
 		if err := c.fr.WritePing(false, [8]byte{'p', 'u', 's', 'h', 'f', 'a', 'n'}); err == nil {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 			_ = c.bw.Flush()
 		}
 	}
@@ -143,6 +146,11 @@ func (c *h2Conn) writeBatch(hbuf *bytes.Buffer, enc *hpack.Encoder) error {
 	if acks == 0 && len(pings) == 0 && len(rsts) == 0 && len(wus) == 0 && len(opened) == 0 && len(chunks) == 0 {
 		return nil
 	}
+	// One deadline for the whole batch, set before its first frame: the
+	// buffer flushes to the socket as it fills (a batch is often several
+	// times its 16 KB), and the deadline of the last batch may have
+	// passed long ago, which would fail the first write of this one.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.pool.writeTimeout))
 	fr := c.fr
 	var err error
 	for range acks {
@@ -172,7 +180,6 @@ func (c *h2Conn) writeBatch(hbuf *bytes.Buffer, enc *hpack.Encoder) error {
 	if err != nil {
 		return err
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	return c.bw.Flush()
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"firebase.google.com/go/v4/messaging"
@@ -112,27 +114,113 @@ func remarshal(v any, dst any) error {
 	return json.Unmarshal(raw, dst)
 }
 
-// setCollapseDefaults applies pushfan's collapse key where the message
-// sets none of its own.
-func setCollapseDefaults(m *messaging.Message, key string) {
-	if key == "" {
-		return
-	}
-	if m.Android == nil {
-		m.Android = &messaging.AndroidConfig{}
-	}
-	if m.Android.CollapseKey == "" {
-		m.Android.CollapseKey = key
-	}
-	if m.APNS == nil {
-		m.APNS = &messaging.APNSConfig{}
-	}
-	if _, ok := m.APNS.Headers["apns-collapse-id"]; !ok {
-		h := make(map[string]string, len(m.APNS.Headers)+1)
-		for k, v := range m.APNS.Headers {
-			h[k] = v
+// setDeliveryDefaults applies the message's delivery defaults (see
+// fanout.Delivery) where its own objects set nothing: the display tag on
+// Android's and web push's notification (only when there is one: a tag
+// would turn a data message into a notification) and as apns-collapse-id;
+// Android's priority and ttl; apns-priority (5 for a message with no
+// notification, which APNs takes as a background push) and
+// apns-expiration; web push's TTL and Urgency headers.
+func setDeliveryDefaults(m *messaging.Message, d fanout.Delivery) {
+	shows := m.Notification != nil
+	if d.AndroidPriority != "" || d.TTL > 0 || (d.DisplayTag != "" && (shows || m.Android != nil && m.Android.Notification != nil)) {
+		if m.Android == nil {
+			m.Android = &messaging.AndroidConfig{}
 		}
-		h["apns-collapse-id"] = key
-		m.APNS.Headers = h
+		a := m.Android
+		if a.Priority == "" {
+			a.Priority = d.AndroidPriority
+		}
+		if a.TTL == nil && d.TTL > 0 {
+			ttl := d.TTL
+			a.TTL = &ttl
+		}
+		if d.DisplayTag != "" && (shows || a.Notification != nil) {
+			if a.Notification == nil {
+				a.Notification = &messaging.AndroidNotification{}
+			}
+			if a.Notification.Tag == "" {
+				a.Notification.Tag = d.DisplayTag
+			}
+		}
 	}
+	apns := map[string]string{}
+	if d.DisplayTag != "" {
+		apns["apns-collapse-id"] = d.DisplayTag
+	}
+	if p := d.APNSPriority; p != "" {
+		if !shows && !apnsAlert(m.APNS) {
+			p = "5"
+		}
+		apns["apns-priority"] = p
+	}
+	if d.TTL > 0 && !d.Built.IsZero() {
+		apns["apns-expiration"] = strconv.FormatInt(d.Built.Add(d.TTL).Unix(), 10)
+	}
+	if len(apns) > 0 {
+		if m.APNS == nil {
+			m.APNS = &messaging.APNSConfig{}
+		}
+		m.APNS.Headers = withHeaders(m.APNS.Headers, apns)
+	}
+	web := map[string]string{}
+	if d.TTL > 0 {
+		web["TTL"] = strconv.FormatInt(int64(d.TTL/time.Second), 10)
+	}
+	switch d.AndroidPriority {
+	case "high":
+		web["Urgency"] = "high"
+	case "normal":
+		web["Urgency"] = "normal"
+	}
+	webShows := shows || m.Webpush != nil && m.Webpush.Notification != nil
+	if len(web) > 0 || d.DisplayTag != "" && webShows {
+		if m.Webpush == nil {
+			m.Webpush = &messaging.WebpushConfig{}
+		}
+		w := m.Webpush
+		w.Headers = withHeaders(w.Headers, web)
+		if d.DisplayTag != "" && webShows {
+			if w.Notification == nil {
+				w.Notification = &messaging.WebpushNotification{}
+			}
+			if w.Notification.Tag == "" {
+				w.Notification.Tag = d.DisplayTag
+			}
+		}
+	}
+}
+
+// apnsAlert reports whether an apns object asks for an alert of its own
+// (aps.alert), which makes a message a visible one on iOS.
+func apnsAlert(a *messaging.APNSConfig) bool {
+	return a != nil && a.Payload != nil && a.Payload.Aps != nil && (a.Payload.Aps.Alert != nil || a.Payload.Aps.AlertString != "")
+}
+
+// withHeaders is h with defaults added where h has no value of the same
+// name (HTTP header names compare without case), in a copy: h may be
+// shared by every send of the message.
+func withHeaders(h, defaults map[string]string) map[string]string {
+	if len(defaults) == 0 {
+		return h
+	}
+	out := make(map[string]string, len(h)+len(defaults))
+	for k, v := range h {
+		out[k] = v
+	}
+	for k, v := range defaults {
+		if !hasHeader(h, k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func hasHeader(h map[string]string, name string) bool {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }

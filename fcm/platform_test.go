@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"testing"
+	"time"
 
 	"pushfan/fanout"
 	"pushfan/fcmemu"
@@ -47,36 +48,60 @@ func samplePlatform() fanout.Platform {
 }
 
 // Each override object reaches FCM as given, through both clients, and
-// pushfan's collapse keys are added only where the message has none.
+// the delivery defaults are added only where the message sets none: no
+// collapse_key unless the request asks (FCM keeps four collapse keys per
+// offline device), the display tag only on a message that shows a
+// notification, apns-priority 5 for one that shows none.
 func TestPlatformOverridesReachFCMAsGiven(t *testing.T) {
 	emu := fcmemu.New(fcmemu.Config{}, slog.New(slog.DiscardHandler))
 	emu.RecordMessages()
 	srv := httptest.NewServer(emu.Handler())
 	defer srv.Close()
 
+	built := time.Unix(1_800_000_000, 0)
+	bulk := fanout.Delivery{DisplayTag: "pushfan-9", AndroidPriority: "normal", APNSPriority: "5", TTL: 28 * 24 * time.Hour, Built: built}
+	urgent := fanout.Delivery{DisplayTag: "pushfan-9", AndroidPriority: "high", APNSPriority: "10", TTL: 24 * time.Hour, Built: built}
 	withAPNSID := func(raw string, id string) any {
 		v := decodeAny(t, []byte(raw))
 		v.(map[string]any)["headers"].(map[string]any)["apns-collapse-id"] = id
 		return v
 	}
 	cases := []struct {
-		name string
-		plat fanout.Platform
-		want map[string]any // the message's objects at FCM
+		name     string
+		noNotice bool // a data message: no title nor body
+		delivery fanout.Delivery
+		plat     fanout.Platform
+		want     map[string]any // the message's objects at FCM
 	}{
-		{"every field", samplePlatform(), map[string]any{
-			"android":     decodeAny(t, []byte(sampleAndroid)), // its own collapse_key wins
+		{"every field", false, bulk, samplePlatform(), map[string]any{
+			"android":     decodeAny(t, []byte(sampleAndroid)), // its own priority, ttl, tag and collapse_key win
 			"apns":        withAPNSID(sampleAPNS, "pushfan-9"),
 			"webpush":     decodeAny(t, []byte(sampleWebpush)),
 			"fcm_options": decodeAny(t, []byte(sampleFCMOptions)),
 		}},
-		{"the request's apns-collapse-id, no android", fanout.Platform{APNS: json.RawMessage(`{"headers":{"apns-collapse-id":"mine"}}`)}, map[string]any{
-			"android": map[string]any{"collapse_key": "pushfan-9"},
-			"apns":    map[string]any{"headers": map[string]any{"apns-collapse-id": "mine"}},
+		{"bulk, no overrides", false, bulk, fanout.Platform{}, map[string]any{
+			"android": map[string]any{"priority": "normal", "ttl": "2419200s", "notification": map[string]any{"tag": "pushfan-9"}},
+			"apns":    map[string]any{"headers": map[string]any{"apns-collapse-id": "pushfan-9", "apns-priority": "5", "apns-expiration": "1802419200"}},
+			"webpush": map[string]any{"headers": map[string]any{"TTL": "2419200", "Urgency": "normal"}, "notification": map[string]any{"tag": "pushfan-9"}},
 		}},
-		{"android without a collapse key", fanout.Platform{Android: json.RawMessage(`{"priority":"normal","ttl":"0s"}`)}, map[string]any{
-			"android": map[string]any{"collapse_key": "pushfan-9", "priority": "normal", "ttl": "0s"},
-			"apns":    map[string]any{"headers": map[string]any{"apns-collapse-id": "pushfan-9"}},
+		{"transactional, no overrides", false, urgent, fanout.Platform{}, map[string]any{
+			"android": map[string]any{"priority": "high", "ttl": "86400s", "notification": map[string]any{"tag": "pushfan-9"}},
+			"apns":    map[string]any{"headers": map[string]any{"apns-collapse-id": "pushfan-9", "apns-priority": "10", "apns-expiration": "1800086400"}},
+			"webpush": map[string]any{"headers": map[string]any{"TTL": "86400", "Urgency": "high"}, "notification": map[string]any{"tag": "pushfan-9"}},
+		}},
+		{"a data message, transactional", true, urgent, fanout.Platform{}, map[string]any{
+			"android": map[string]any{"priority": "high", "ttl": "86400s"},
+			"apns":    map[string]any{"headers": map[string]any{"apns-collapse-id": "pushfan-9", "apns-priority": "5", "apns-expiration": "1800086400"}},
+			"webpush": map[string]any{"headers": map[string]any{"TTL": "86400", "Urgency": "high"}},
+		}},
+		{"the request's collapse key and headers", false, bulk, fanout.Platform{
+			Android: json.RawMessage(`{"collapse_key":"news","priority":"high"}`),
+			APNS:    json.RawMessage(`{"headers":{"apns-collapse-id":"news","apns-priority":"10"}}`),
+			Webpush: json.RawMessage(`{"headers":{"ttl":"60","Topic":"news"}}`),
+		}, map[string]any{
+			"android": map[string]any{"collapse_key": "news", "priority": "high", "ttl": "2419200s", "notification": map[string]any{"tag": "pushfan-9"}},
+			"apns":    map[string]any{"headers": map[string]any{"apns-collapse-id": "news", "apns-priority": "10", "apns-expiration": "1802419200"}},
+			"webpush": map[string]any{"headers": map[string]any{"ttl": "60", "Topic": "news", "Urgency": "normal"}, "notification": map[string]any{"tag": "pushfan-9"}},
 		}},
 	}
 	for _, tc := range cases {
@@ -89,7 +114,10 @@ func TestPlatformOverridesReachFCMAsGiven(t *testing.T) {
 				}
 				defer cl.Close()
 				tok := "ok-plat-" + c
-				msg := &fanout.Message{Title: "t", Body: "b", Data: map[string]string{"top": "1"}, CollapseKey: "pushfan-9", Platform: tc.plat}
+				msg := &fanout.Message{Title: "t", Body: "b", Data: map[string]string{"top": "1"}, Delivery: tc.delivery, Platform: tc.plat}
+				if tc.noNotice {
+					msg.Title, msg.Body = "", ""
+				}
 				if out := send(t, cl, msg, tok, fanout.Budget{Max: 1}); out.Class != fanout.Success {
 					t.Fatalf("%s: %+v", c, out)
 				}

@@ -24,7 +24,7 @@ func TestTaggedSendsMatchTheSDK(t *testing.T) {
 	srv := httptest.NewServer(rb)
 	defer srv.Close()
 	msg := &fanout.Message{
-		Title: "sale", Tagged: true, CollapseKey: "pushfan-9",
+		Title: "sale", Tagged: true, Delivery: fanout.Delivery{DisplayTag: "pushfan-9"},
 		Data:     map[string]string{"pushfan": fanout.TagPlaceholder, "url": "https://push.example.com/v1/c/" + fanout.TagPlaceholder, "k": "v"},
 		Platform: fanout.Platform{Webpush: json.RawMessage(`{"fcm_options":{"link":"https://push.example.com/v1/c/` + "\\u0001pushfan-tag\\u0001" + `"}}`)},
 	}

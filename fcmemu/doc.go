@@ -21,6 +21,18 @@
 //	POST /emulator/reset                        clear counts and stats (not config)
 //	GET  /emulator/config                       current Config as JSON
 //	PUT  /emulator/config                       change Config at runtime (fields present replace)
+//	POST /emulator/devices/{token}/offline      take a token's phone offline: FCM stores its messages
+//	POST /emulator/devices/{token}/online       bring it back: {"delivered":[...],"deleted":bool}
+//
+// # Offline phones
+//
+// A token taken offline (Offline, or the route above) is a phone away from the network: what FCM
+// accepts for it is stored by FCM's rules for an Android device, and Online hands back what was
+// kept. A non-collapsible message is kept, up to 100 (the 101st discards them all, and the phone
+// is told: deleted); a collapsible one (android.collapse_key) replaces the stored message of its
+// key, and at most four keys are kept (the oldest goes); a message whose android.ttl passed is
+// dropped, and one with a ttl of 0 is never stored. Shown folds what a phone got by its
+// notification tag, as the tray does.
 //
 // Anything else, a wrong method included, answers 404 NOT_FOUND in the google.rpc.Status JSON
 // shape.

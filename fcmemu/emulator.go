@@ -29,6 +29,7 @@ type Emulator struct {
 	tokens  *tokenTable
 	stats   statsCounters
 	rec     recorder
+	devs    devices
 
 	msgSeq   atomic.Uint64 // message ids
 	reqSeq   atomic.Uint64 // randomness for token-less sends
@@ -124,6 +125,7 @@ func (e *Emulator) Reset() {
 	defer e.cfgMu.Unlock()
 	e.tokens.reset()
 	e.rec.reset()
+	e.devs.reset()
 	e.stats.reset(time.Now())
 	e.quota.reset()
 	e.backoff.w.Store(nil)

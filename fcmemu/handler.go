@@ -26,6 +26,7 @@ func (e *Emulator) routes() http.Handler {
 	mux.HandleFunc("POST /emulator/reset", e.serveReset)
 	mux.HandleFunc("GET /emulator/config", e.serveGetConfig)
 	mux.HandleFunc("PUT /emulator/config", e.servePutConfig)
+	mux.HandleFunc("POST /emulator/devices/{token}/{state}", e.serveDevice)
 	// The catch-all also takes wrong methods on the routes above (ServeMux prefers a matching
 	// pattern to its own 405), so every miss answers in the google.rpc.Status shape.
 	mux.HandleFunc("/", serveNotFound)
@@ -122,6 +123,9 @@ func (e *Emulator) readSend(w http.ResponseWriter, r *http.Request) (parsedSend,
 	p := parseSend(buf.Bytes())
 	if p.hasToken {
 		e.rec.record(p.token, buf.Bytes())
+		if e.devs.watched(p.token) {
+			p.msg = message(buf.Bytes())
+		}
 	}
 	return p, true
 }
@@ -261,6 +265,9 @@ func (e *Emulator) respond(w http.ResponseWriter, cfg *settings, project string,
 			s.accepted.Add(1)
 			if te != nil {
 				te.accepted.Add(1)
+			}
+			if p.msg != nil {
+				e.accept(p.token, p.msg)
 			}
 		}
 		writeBody(w, http.StatusOK, e.successBody(project), 0)

@@ -43,6 +43,9 @@ type parsedSend struct {
 	hasToken     bool
 	validateOnly bool
 	reject       *rejection // nil when the request is valid
+	// msg is the message of a send to a watched phone (devices.go), kept
+	// to hand to it once accepted.
+	msg json.RawMessage
 }
 
 // rejection is a 400 INVALID_ARGUMENT: which field and which rule.

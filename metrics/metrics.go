@@ -31,6 +31,8 @@ type Metrics struct {
 	rateShare       *prometheus.GaugeVec
 	rateMembers     *prometheus.GaugeVec
 	hooksDisabled   *prometheus.CounterVec
+	hooksLost       *prometheus.CounterVec
+	summaryFails    *prometheus.CounterVec
 	capped          *prometheus.CounterVec
 	capReleased     *prometheus.CounterVec
 	capExceeded     *prometheus.CounterVec
@@ -102,6 +104,14 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_webhook_endpoints_disabled_total",
 			Help: "Webhook endpoints disabled after an event of theirs failed for a day (GET /push/webhooks says which are disabled now).",
 		}, []string{"endpoint"}),
+		hooksLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_webhook_lost_claims_total",
+			Help: "Webhook attempts whose result was dropped because another instance had taken the event over meanwhile (the attempt outlived its claim: a stalled instance or database). That instance records its own attempt.",
+		}, []string{"endpoint"}),
+		summaryFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_webhook_summary_failures_total",
+			Help: "broadcast.engagement summaries that failed to be written; each is retried with backoff, and the pass goes on with the other broadcasts.",
+		}, []string{"stage"}),
 		capped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pushfan_sends_capped_total",
 			Help: "Targets withheld by a frequency cap (their user had had the cap's sends in its window), stored as an outcome. Equals the broadcasts' capped.",
@@ -120,7 +130,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 		}, []string{"app"}),
 	}
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
-		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled,
+		m.broadcasts, m.broadcastTime, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled, m.hooksLost, m.summaryFails,
 		m.capped, m.capReleased, m.capExceeded,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -258,3 +268,9 @@ func (m *Metrics) WriteBackSkipped(n int64) {
 
 // WebhookDisabled counts an endpoint disabled after failing for a day.
 func (m *Metrics) WebhookDisabled(endpoint string) { m.hooksDisabled.WithLabelValues(endpoint).Inc() }
+
+// WebhookLostClaim counts an attempt's result dropped: its claim was lost.
+func (m *Metrics) WebhookLostClaim(endpoint string) { m.hooksLost.WithLabelValues(endpoint).Inc() }
+
+// WebhookSummaryFailed counts an engagement summary that failed (retried).
+func (m *Metrics) WebhookSummaryFailed(stage string) { m.summaryFails.WithLabelValues(stage).Inc() }

@@ -55,7 +55,7 @@ type Message struct {
 	Localized map[string]Localized `json:"localized,omitempty"`
 	// FCM's platform overrides, in the REST API's JSON shape, as the
 	// request rules normalized them (broadcast/overrides.go): what FCM
-	// receives, before pushfan's collapse-key defaults.
+	// receives, before pushfan's delivery defaults (fanout.Delivery).
 	Android    json.RawMessage `json:"android,omitempty"`
 	APNS       json.RawMessage `json:"apns,omitempty"`
 	Webpush    json.RawMessage `json:"webpush,omitempty"`

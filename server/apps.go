@@ -1,11 +1,14 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/broadcast"
 	"pushfan/config"
 )
 
@@ -86,6 +89,10 @@ func (s *Server) knownApp(app string) bool {
 // broadcastApp guards the routes of one broadcast (/push/broadcasts/:id…):
 // a token limited to some apps gets 403 on a broadcast of another. Only
 // such a token costs a read (the read cache's), before the handler's own.
+// It fails closed: only a broadcast that does not exist goes on to the
+// handler (its own 404); any other error reading the app (a timeout, a
+// row that does not decode) refuses the request, since the handler may
+// well act on the broadcast without that read (a cancel does).
 func (s *Server) broadcastApp(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		t := caller(c)
@@ -97,8 +104,11 @@ func (s *Server) broadcastApp(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c) // the handler's own 400
 		}
 		b, err := s.svc.Get(c.Request().Context(), id)
-		if err != nil {
-			return next(c) // the handler's own 404 (or error)
+		switch {
+		case errors.Is(err, broadcast.ErrNotFound):
+			return next(c) // the handler's own 404
+		case err != nil:
+			return fmt.Errorf("checking broadcast %d's app for token %s: %w", id, t.Name, err)
 		}
 		if !t.MayUse(b.App) {
 			return forbiddenApp(t, b.App)

@@ -276,3 +276,30 @@ func TestTheClusterViewListsOneAppsChunks(t *testing.T) {
 		t.Fatalf("the limited token's view of consumer: %d %+v, want 403 forbidden_app", r.StatusCode, e)
 	}
 }
+
+// The app check fails closed: a broadcast of another app whose row cannot
+// be read (here its message is not an object; in production a timeout)
+// is refused to a token limited to its own apps, and stays as it was;
+// only a broadcast that does not exist goes on to the handler's 404.
+func TestTheAppCheckFailsClosed(t *testing.T) {
+	t.Parallel()
+	const limited = "partner-ops-secret-0123456789"
+	s, _ := appsStack(t, 5, 3, "pops:sender:"+limited+":partner")
+	var c teststack.Broadcast
+	s.Do(http.MethodPost, "/push/broadcast?wait=0", map[string]any{"app": "consumer", "title": "c", "audience": map[string]any{"all": true}, "hold": true}, &c)
+	if c.Status != "held" {
+		t.Fatalf("consumer's broadcast: %+v, want held", c)
+	}
+	s.MustExec(fmt.Sprintf("UPDATE broadcasts SET message = '[1]' WHERE id = %d", c.ID))
+	var e teststack.ErrorBody
+	if r := s.DoAuth(http.MethodPost, fmt.Sprintf("/push/broadcasts/%d/cancel", c.ID), limited, nil, &e); r.StatusCode < 500 {
+		t.Fatalf("cancel of another app's unreadable broadcast: %d %+v, want refused with a 5xx", r.StatusCode, e)
+	}
+	var status string
+	if err := s.SQL.QueryRow("SELECT status FROM broadcasts WHERE id = ?", c.ID).Scan(&status); err != nil || status != "held" {
+		t.Fatalf("the broadcast is %q (%v), want still held", status, err)
+	}
+	if r := s.DoAuth(http.MethodPost, "/push/broadcasts/999999/cancel", limited, nil, &e); r.StatusCode != http.StatusNotFound || e.Error.Code != "not_found" {
+		t.Fatalf("cancel of no broadcast: %d %+v, want 404 not_found", r.StatusCode, e)
+	}
+}

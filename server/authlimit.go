@@ -30,8 +30,9 @@ func (f *authFailures) admit(c echo.Context, ok bool) error {
 	return nil
 }
 
-// addrKey is the failure budget's key for a client address: an IPv6
-// address counts by its /64, which one host can fill.
+// addrKey is a per-address budget's key for a client address (the
+// failure budget's, the events'): an IPv6 address counts by its /64,
+// which one host can fill.
 func addrKey(addr string) string {
 	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
 		return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()

@@ -278,3 +278,39 @@ func TestEventsRefusedAreNotCounted(t *testing.T) {
 		t.Fatalf("counted %v from refused events", got)
 	}
 }
+
+// The events budget counts an IPv6 client by its /64, as the
+// authentication budget does: one host holds the whole /64, and posting
+// from each of its addresses must not multiply the budget.
+func TestEventsBudgetCountsAnIPv6ClientByItsSlash64(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		// A burst of 1, and the next post allowed 100 s later: no refill
+		// within the test, however slow the machine.
+		c.Events.PerAddress = 0.01
+		c.HTTP.TrustedProxies = []string{"127.0.0.1/32"}
+	}})
+	post := func(addr string) int {
+		t.Helper()
+		req, err := http.NewRequest("POST", s.API.URL+"/v1/events", strings.NewReader(`{"events":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", addr)
+		resp, err := s.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("2001:db8:7:1::1"); code == http.StatusTooManyRequests {
+		t.Fatalf("the first post: 429, within the burst")
+	}
+	if code := post("2001:db8:7:1:ffff::2"); code != http.StatusTooManyRequests {
+		t.Fatalf("another address of the same /64: %d, want 429 (the /64 spent its burst)", code)
+	}
+	if code := post("2001:db8:7:2::1"); code == http.StatusTooManyRequests {
+		t.Fatalf("another /64: 429, want its own budget")
+	}
+}

@@ -25,7 +25,9 @@ func WithEvents(in *engagement.Ingester) Option { return func(s *Server) { s.eve
 
 // routeEvents adds the public routes: no admin token (the event tokens are
 // signed), CORS for PUSHFAN_EVENT_ORIGINS, and a budget per client
-// address.
+// address (an IPv6 address by its /64, as the authentication budget
+// counts it: one host holds a whole /64 and could post from each of its
+// addresses).
 func (s *Server) routeEvents(e *echo.Echo) {
 	if s.events == nil {
 		return
@@ -34,7 +36,7 @@ func (s *Server) routeEvents(e *echo.Echo) {
 	addrs := newKeyedLimiters(perSecond*60, int(math.Ceil(2*perSecond)))
 	limit := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			r := addrs.reserve(c.RealIP())
+			r := addrs.reserve(addrKey(c.RealIP()))
 			if d := r.Delay(); d > 0 {
 				r.Cancel()
 				return rateLimited(c, d, "this address posted too many events")
@@ -94,7 +96,7 @@ func (s *Server) click(addrs *keyedLimiters, data bool) echo.HandlerFunc {
 		case err != nil:
 			return err
 		}
-		if r := addrs.reserve(c.RealIP()); r.Delay() > 0 {
+		if r := addrs.reserve(addrKey(c.RealIP())); r.Delay() > 0 {
 			r.Cancel()
 		} else if a, err := s.events.Ingest(c.Request().Context(), []engagement.RawEvent{{Token: tok, Type: "clicked"}}); err != nil {
 			// The user gets to the link either way; the click goes uncounted.

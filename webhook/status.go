@@ -43,37 +43,69 @@ type Delivery struct {
 // ErrNotFound: no such endpoint or delivery.
 var ErrNotFound = errors.New("webhook: not found")
 
-// Status reports every endpoint's health, in configuration order.
+// Status reports every endpoint's health, in configuration order. It
+// reads each endpoint's row (its last success and whether it is disabled)
+// and its waiting events on ix_webhook_waiting (how many, and the oldest
+// one's attempts): never the delivered events, however many the outbox
+// keeps.
 func (d *Deliverer) Status(ctx context.Context) ([]Health, error) {
 	out := make([]Health, 0, len(d.order))
 	for _, e := range d.order {
 		h := Health{Name: e.Name, URL: e.URL}
-		var last sql.NullTime
-		if err := d.db.QueryRowContext(ctx, `SELECT MAX(delivered_at), COUNT(IF(status = 'pending', 1, NULL)) FROM webhook_outbox WHERE endpoint = ?`, e.Name).
-			Scan(&last, &h.Queued); err != nil {
+		var last, at sql.NullTime
+		var why sql.NullString
+		err := d.db.QueryRowContext(ctx, `SELECT last_success, disabled_at, reason FROM webhook_endpoints WHERE name = ?`, e.Name).Scan(&last, &at, &why)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("webhook health of %s: %w", e.Name, err)
 		}
 		if last.Valid {
 			t := last.Time.UTC()
 			h.LastSuccess = &t
 		}
-		err := d.db.QueryRowContext(ctx, `SELECT attempts FROM webhook_outbox WHERE endpoint = ? AND status = 'pending' ORDER BY id LIMIT 1`, e.Name).Scan(&h.Failing)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("webhook health of %s: %w", e.Name, err)
-		}
-		var at sql.NullTime
-		var why sql.NullString
-		err = d.db.QueryRowContext(ctx, `SELECT disabled_at, reason FROM webhook_endpoints WHERE name = ?`, e.Name).Scan(&at, &why)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("webhook health of %s: %w", e.Name, err)
-		}
 		if at.Valid {
 			t := at.Time.UTC()
 			h.Disabled, h.DisabledFor = &t, why.String
 		}
+		var oldest sql.NullInt64
+		if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(id) FROM webhook_outbox FORCE INDEX (ix_webhook_waiting) WHERE endpoint = ? AND status = 'pending'`, e.Name).
+			Scan(&h.Queued, &oldest); err != nil {
+			return nil, fmt.Errorf("webhook health of %s: %w", e.Name, err)
+		}
+		if oldest.Valid {
+			err := d.db.QueryRowContext(ctx, `SELECT attempts FROM webhook_outbox WHERE id = ?`, oldest.Int64).Scan(&h.Failing)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) { // delivered and purged since: none failing
+				return nil, fmt.Errorf("webhook health of %s: %w", e.Name, err)
+			}
+		}
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// backfillLastSuccess gives the endpoints whose row has no last success
+// the latest delivery in the outbox: once after the upgrade that added
+// the column (the previous release kept none), then never again, as every
+// delivery sets it. An endpoint that never took an event reads an empty
+// range of ix_webhook_waiting each time.
+func (d *Deliverer) backfillLastSuccess(ctx context.Context) {
+	for _, e := range d.order {
+		var have sql.NullTime
+		err := d.db.QueryRowContext(ctx, "SELECT last_success FROM webhook_endpoints WHERE name = ?", e.Name).Scan(&have)
+		if err == nil && have.Valid {
+			continue
+		}
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			var last sql.NullTime
+			err = d.db.QueryRowContext(ctx, "SELECT MAX(delivered_at) FROM webhook_outbox FORCE INDEX (ix_webhook_waiting) WHERE endpoint = ? AND status = 'delivered'", e.Name).Scan(&last)
+			if err == nil && last.Valid {
+				_, err = d.db.ExecContext(ctx, `INSERT INTO webhook_endpoints (name, last_success) VALUES (?, ?)
+					ON DUPLICATE KEY UPDATE last_success = GREATEST(COALESCE(last_success, VALUES(last_success)), VALUES(last_success))`, e.Name, last.Time)
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("webhooks: reading an endpoint's last success from the outbox failed; it shows none until its next delivery", "endpoint", e.Name, "err", err)
+		}
+	}
 }
 
 // Deliveries pages endpoint's deliveries newest first: those with an id

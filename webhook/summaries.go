@@ -7,6 +7,7 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -25,18 +26,31 @@ var SummaryStages = []time.Duration{time.Hour, 24 * time.Hour}
 // telling the app about a day-old broadcast as if it were news.
 const SummaryGrace = 6 * time.Hour
 
-// SummarySource gives the summaries their broadcasts: those that finished
-// in [from, to) and sent something, and one's summary data (nil: none to
-// send, as for a broadcast that carried no event token).
+// Finished is a broadcast that finished: when, and its id. Summaries go
+// in this order (time, then id), and a stage's cursor is one of these.
+type Finished struct {
+	At time.Time
+	ID uint64
+}
+
+// SummarySource gives the summaries their broadcasts and one's summary
+// data (nil: none to send, as for a broadcast that carried no event
+// token).
 type SummarySource interface {
-	FinishedBetween(ctx context.Context, from, to time.Time) ([]uint64, error)
+	// FinishedAfter lists, in finish order, up to limit broadcasts that
+	// finished after cursor and before to, having sent something.
+	FinishedAfter(ctx context.Context, cursor Finished, to time.Time, limit int) ([]Finished, error)
 	Summary(ctx context.Context, id uint64, after time.Duration) (any, error)
 }
 
 // Summaries writes broadcast.engagement events: any instance, each stage
-// of each broadcast once. The event's webhook-id is derived from the
+// of each broadcast once. A stage's pass (summary_pass.go) is held by one
+// instance at a time and goes on from the stage's cursor, so each
+// broadcast is looked at once per stage, whether it has a summary to
+// send or not; a summary that fails is retried with backoff (summary_retry.go)
+// while the pass goes on. The event's webhook-id is derived from the
 // broadcast, the stage and the endpoint, and the outbox's unique key on
-// it keeps one row however many instances write it at once.
+// it keeps one row whoever writes it.
 type Summaries struct {
 	db     *sql.DB
 	out    *Outbox
@@ -46,6 +60,10 @@ type Summaries struct {
 	now    func() time.Time
 	loop   lifecycle.Loop
 	stages []time.Duration
+
+	// OnFailed, if set, is told when a summary failed (it is retried
+	// later): a metric, by stage ("1h", "24h").
+	OnFailed func(stage string)
 }
 
 // NewSummaries looks for due summaries every every (and once at start).
@@ -75,7 +93,7 @@ func (s *Summaries) run(ctx context.Context) {
 		case <-t.C:
 		}
 		if n, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("webhooks: writing engagement summaries failed; the next pass retries", "err", err)
+			s.log.Warn("webhooks: an engagement summaries pass failed; the next pass goes on from where it stopped", "err", err)
 		} else if n > 0 {
 			s.log.Info("webhooks: engagement summaries written", "events", n)
 		}
@@ -84,42 +102,31 @@ func (s *Summaries) run(ctx context.Context) {
 	}
 }
 
-// RunOnce writes every due summary not written yet and returns how many
-// rows it added.
+// RunOnce runs a pass of each stage and returns how many rows they added.
+// A stage whose pass fails (its database) does not keep the other from
+// its own.
 func (s *Summaries) RunOnce(ctx context.Context) (int, error) {
-	now := s.now()
 	added := 0
+	var errs []error
 	for _, after := range s.stages {
-		ids, err := s.src.FinishedBetween(ctx, now.Add(-after-SummaryGrace), now.Add(-after))
+		n, err := s.pass(ctx, after)
+		added += n
 		if err != nil {
-			return added, fmt.Errorf("engagement summaries at %s: %w", StageName(after), err)
-		}
-		missing, err := s.missing(ctx, ids, after)
-		if err != nil {
-			return added, err
-		}
-		for _, id := range ids { // in finish order
-			if len(missing[id]) == 0 {
-				continue
-			}
-			n, err := s.write(ctx, id, after, missing[id])
-			added += n
-			if err != nil {
-				return added, err
-			}
+			errs = append(errs, fmt.Errorf("engagement summaries at %s: %w", StageName(after), err))
 		}
 	}
-	return added, nil
+	return added, errors.Join(errs...)
 }
 
-// summaryBatch bounds the webhook-ids looked up in one query.
+// summaryBatch bounds the broadcasts of one step of a pass, and the
+// webhook-ids looked up in one query.
 const summaryBatch = 500
 
 // missing finds, among ids' summaries at stage after, those not written
-// yet, by endpoint. A broadcast stays in the window for SummaryGrace
-// after its summary went out (thousands of them with a transactional send
-// a second), so the lookup is by batches of webhook-ids on the outbox's
-// unique key, never a query per broadcast.
+// yet, by endpoint: another instance may have written them (the previous
+// release, which looks at the whole window every pass, or a pass that
+// stopped before it moved the cursor). The lookup is by batches of
+// webhook-ids on the outbox's unique key, never a query per broadcast.
 func (s *Summaries) missing(ctx context.Context, ids []uint64, after time.Duration) (map[uint64][]*Endpoint, error) {
 	type want struct {
 		id uint64

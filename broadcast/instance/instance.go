@@ -109,6 +109,8 @@ type App struct {
 	Store  *repository.Store
 	// RateLimit is the app's project quota in messages a second.
 	RateLimit float64
+	// Delivery is the app's delivery defaults by class (priority, TTL).
+	Delivery model.DeliveryDefaults
 }
 
 // Apps are the apps this instance sends for, in configuration order.

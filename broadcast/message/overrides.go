@@ -19,7 +19,8 @@ import (
 // the SDK would drop silently is refused here instead, naming its path.
 // Values are normalized to the SDK's own spelling (priority "HIGH" is sent
 // as "high", ttl "1.5s" as "1.500000000s"), and what is stored with the
-// broadcast is what FCM receives, before pushfan's collapse keys.
+// broadcast is what FCM receives, before pushfan's delivery defaults
+// (fanout.Delivery).
 
 // maxTTL is FCM's longest time to live: 28 days.
 const maxTTL = 28 * 24 * time.Hour
@@ -83,19 +84,14 @@ func encodePlatform(p [4]override) ([4]json.RawMessage, error) {
 }
 
 // platformSize is what the objects add to the payload FCM's 4096-byte
-// limit counts (see payloadSize), as sent: with pushfan's collapse keys
-// where the request set none, for the longest broadcast id.
+// limit counts (see payloadSize), as sent: with pushfan's delivery
+// defaults (fanout.Delivery) where the request set none, at their
+// longest (the longest tag, priority and lifetime), so that no
+// configuration of them can push an accepted message over the limit.
 func platformSize(p [4]override) int {
-	longest := CollapseKey(math.MaxUint64)
 	n := 0
 	for i, o := range p {
-		tree := o.tree
-		switch i {
-		case 0:
-			tree = withAndroidCollapseKey(tree, longest)
-		case 1:
-			tree = withAPNSCollapseID(tree, longest)
-		}
+		tree := withLongestDefaults(overrideNames[i], o.tree)
 		if tree == nil {
 			continue
 		}
@@ -108,34 +104,55 @@ func platformSize(p [4]override) int {
 	return n
 }
 
-// withAndroidCollapseKey is android with collapse_key set to key unless it
-// has one (what package fcm sends).
-func withAndroidCollapseKey(android map[string]any, key string) map[string]any {
-	if _, ok := android["collapse_key"]; ok {
-		return android
+// The longest values package fcm may add (fcm/platform.go,
+// setDeliveryDefaults): the display tag of the largest id, "normal"
+// priority, FCM's longest lifetime, an apns-expiration of ten digits.
+var longestDefaults = struct {
+	tag, androidPriority, ttl, apnsPriority, expiration, webTTL, urgency string
+}{Tag(math.MaxUint64), "normal", "2419200s", "10", "9999999999", "2419200", "normal"}
+
+// withLongestDefaults is the object named name with the longest delivery
+// defaults added where it has none of its own.
+func withLongestDefaults(name string, tree map[string]any) map[string]any {
+	d := longestDefaults
+	switch name {
+	case "android":
+		return withDefaults(tree, map[string]any{"priority": d.androidPriority, "ttl": d.ttl,
+			"notification": map[string]any{"tag": d.tag}})
+	case "apns":
+		return withDefaults(tree, map[string]any{"headers": map[string]any{
+			"apns-collapse-id": d.tag, "apns-priority": d.apnsPriority, "apns-expiration": d.expiration}})
+	case "webpush":
+		return withDefaults(tree, map[string]any{"headers": map[string]any{"TTL": d.webTTL, "Urgency": d.urgency},
+			"notification": map[string]any{"tag": d.tag}})
 	}
-	out := map[string]any{"collapse_key": key}
-	for k, v := range android {
-		out[k] = v
-	}
-	return out
+	return tree
 }
 
-// withAPNSCollapseID is apns with the apns-collapse-id header set to key
-// unless it has one.
-func withAPNSCollapseID(apns map[string]any, key string) map[string]any {
-	h, _ := apns["headers"].(map[string]any)
-	if _, ok := h["apns-collapse-id"]; ok {
-		return apns
+// withDefaults is tree with defaults added, one level of objects deep,
+// where tree has no value of the same key: a copy, tree is not changed.
+func withDefaults(tree, defaults map[string]any) map[string]any {
+	out := make(map[string]any, len(tree)+len(defaults))
+	for k, v := range tree {
+		out[k] = v
 	}
-	headers := map[string]any{"apns-collapse-id": key}
-	for k, v := range h {
-		headers[k] = v
-	}
-	out := map[string]any{"headers": headers}
-	for k, v := range apns {
-		if k != "headers" {
-			out[k] = v
+	for k, dv := range defaults {
+		sub, isObject := dv.(map[string]any)
+		have, ok := out[k]
+		switch {
+		case !ok:
+			out[k] = dv
+		case isObject:
+			if m, isMap := have.(map[string]any); isMap {
+				merged := make(map[string]any, len(m)+len(sub))
+				for sk, sv := range sub {
+					merged[sk] = sv
+				}
+				for sk, sv := range m {
+					merged[sk] = sv
+				}
+				out[k] = merged
+			}
 		}
 	}
 	return out

@@ -13,10 +13,10 @@ import (
 	"pushfan/model"
 )
 
-// CollapseKey is pushfan's default collapse key of broadcast id (Android
-// collapse_key, APNs apns-collapse-id), which makes a rare duplicate send
-// collapse on the device. A request's own collapse key wins.
-func CollapseKey(id uint64) string { return "pushfan-" + strconv.FormatUint(id, 10) }
+// Tag is broadcast id's display tag (fanout.Delivery.DisplayTag): the
+// notification tag on Android and the web, and apns-collapse-id, so that
+// a rare duplicate after a kill -9 folds on the device.
+func Tag(id uint64) string { return "pushfan-" + strconv.FormatUint(id, 10) }
 
 // platformFields lists every string of the objects that may be a template,
 // named by its path.

@@ -67,6 +67,6 @@ func render(tmpl *audience.Template, base *fanout.Message, loc *localeMatcher, t
 				return nil, err
 			}
 		}
-		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, CollapseKey: base.CollapseKey, Platform: p, DryRun: base.DryRun}, nil
+		return &fanout.Message{Title: title, Body: body, Image: base.Image, Data: data, Delivery: base.Delivery, Platform: p, DryRun: base.DryRun}, nil
 	}
 }

@@ -9,10 +9,10 @@ import (
 // abVariants are the engine's variants of b's A/B variants, each message
 // tracked as track tracks the broadcast's own, and the Job's Tag naming
 // each send's A/B and localized variant (nil when untracked).
-func (s *Runner) abVariants(b *model.Broadcast) (*fanout.Variants, func(fanout.Target, int) string, error) {
+func (s *Runner) abVariants(b *model.Broadcast, d fanout.Delivery) (*fanout.Variants, func(fanout.Target, int) string, error) {
 	tracked := s.opt.Tags != nil && !b.Message.Untracked()
 	v, split, err := message.ABVariants(b, func(m model.Message) (*fanout.Message, error) {
-		fm := message.Engine(m, message.CollapseKey(b.ID), b.DryRun)
+		fm := message.Engine(m, d, b.DryRun)
 		if !tracked {
 			return fm, nil
 		}

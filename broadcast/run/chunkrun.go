@@ -80,7 +80,11 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	if c.Takeover {
 		r.log.WarnContext(ctx, "took over a chunk whose lease expired", "resume_after", c.Cursor, "done_ranges", len(c.Done))
 	}
-	msg := message.Engine(b.Message, message.CollapseKey(b.ID), b.DryRun)
+	var delivery fanout.Delivery
+	if appErr == nil {
+		delivery = message.Delivery(b, app.Delivery, time.Now())
+	}
+	msg := message.Engine(b.Message, delivery, b.DryRun)
 	msg, tag, err := s.track(b, msg)
 	if appErr != nil {
 		err = appErr
@@ -97,7 +101,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	switch {
 	case err != nil:
 	case len(b.Message.Variants) > 0:
-		variants, tag, err = s.abVariants(b)
+		variants, tag, err = s.abVariants(b, delivery)
 	default:
 		personalize, variants, err = message.Personalizer(b, msg)
 	}

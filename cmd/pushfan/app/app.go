@@ -121,6 +121,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	deliverer.OnDisabled = m.WebhookDisabled
+	deliverer.OnLostClaim = m.WebhookLostClaim
 	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)
 	if err != nil {
@@ -182,6 +183,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		summaryOut = webhook.NewOutbox(nil)
 	}
 	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, svc: svc}, 30*time.Second, log)
+	summaries.OnFailed = m.WebhookSummaryFailed
 	budgets(parts, pool.DB, m, svc.Owner(), log)
 	api := server.New(cfg, svc, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),

@@ -11,6 +11,7 @@ import (
 	"pushfan/fanout"
 	"pushfan/fcm"
 	"pushfan/metrics"
+	"pushfan/model"
 	"pushfan/quota"
 	"pushfan/repository"
 )
@@ -26,6 +27,8 @@ type AppParts struct {
 	// app's project budget; a 429 from one project pauses only its app.
 	Quota     *quota.Coordinator
 	RateLimit float64
+	// Delivery is the app's delivery defaults by class.
+	Delivery model.DeliveryDefaults
 
 	quotaThrottle *fanout.Throttle // the engine's, which Quota sets
 }
@@ -71,7 +74,7 @@ func buildApps(ctx context.Context, cfg config.Config, m *metrics.Metrics, log *
 			return nil, fmt.Errorf("app %s: %w", a.Name, err)
 		}
 		engine.SetMetrics(m.ForApp(a.Name))
-		out = append(out, &AppParts{Name: a.Name, Sender: sender, Engine: engine, RateLimit: a.RateLimit, quotaThrottle: throttle})
+		out = append(out, &AppParts{Name: a.Name, Sender: sender, Engine: engine, RateLimit: a.RateLimit, Delivery: cfg.DeliveryOf(a), quotaThrottle: throttle})
 	}
 	return out, nil
 }
@@ -119,7 +122,7 @@ func budgets(parts []*AppParts, db *sql.DB, m *metrics.Metrics, owner string, lo
 func instanceApps(parts []*AppParts, store *repository.Store) *broadcast.Apps {
 	list := make([]*broadcast.App, len(parts))
 	for i, p := range parts {
-		list[i] = &broadcast.App{Name: p.Name, Engine: p.Engine, Store: store.ForApp(p.Name), RateLimit: p.RateLimit}
+		list[i] = &broadcast.App{Name: p.Name, Engine: p.Engine, Store: store.ForApp(p.Name), RateLimit: p.RateLimit, Delivery: p.Delivery}
 	}
 	return broadcast.NewApps(list...)
 }

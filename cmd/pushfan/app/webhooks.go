@@ -70,8 +70,16 @@ type summarySource struct {
 	svc   *broadcast.Service
 }
 
-func (s summarySource) FinishedBetween(ctx context.Context, from, to time.Time) ([]uint64, error) {
-	return s.store.FinishedBetween(ctx, from, to)
+func (s summarySource) FinishedAfter(ctx context.Context, cursor webhook.Finished, to time.Time, limit int) ([]webhook.Finished, error) {
+	list, err := s.store.FinishedAfter(ctx, cursor.At, cursor.ID, to, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]webhook.Finished, len(list))
+	for i, f := range list {
+		out[i] = webhook.Finished{At: f.At, ID: f.ID}
+	}
+	return out, nil
 }
 
 func (s summarySource) Summary(ctx context.Context, id uint64, after time.Duration) (any, error) {
