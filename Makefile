@@ -88,10 +88,11 @@ DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndA
 # The process drills measure timing at the default configuration against an
 # in-process emulator that the race detector would slow several times over:
 # they are left out of race builds (//go:build !race) and run alone, last.
-test: ## ensure MariaDB, Chromium and buildah are there, then run every test with the race detector, then the process drills alone
+test: ## ensure MariaDB, Chromium, buildah and Node.js are there, then run every test with the race detector, then the process drills alone
 	bash scripts/ensure-mysql.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-buildah.sh
+	bash scripts/ensure-node.sh
 	$(GO) test -race -count=1 -timeout 20m -skip '$(DRILLS)' ./...
 	$(GO) test -count=1 -timeout 30m -run '$(DRILLS)' ./cmd/pushfan/
 

@@ -121,7 +121,7 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 		Hold:               rr.Hold,
 		ParentID:           orig.ID,
 		// Capped as its original was: it is the same message to the
-		// same users (see run.capKey).
+		// same users (see run.capRoot).
 		FrequencyCap: orig.FrequencyCap,
 	})
 }

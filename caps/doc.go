@@ -12,8 +12,9 @@
 // (a 1/day and a 3/day broadcast both count the day's sends).
 //
 // The unit is the user: each user's answer in a broadcast is stored once
-// (frequency_users) and every device of theirs, whatever page or chunk
-// reads it, gets the same one. Its states:
+// (frequency_users, keyed by the broadcast, a resend's by itself) and
+// every device of theirs, whatever page or chunk reads it, gets the same
+// one. Its states:
 //
 //	(none) ──Reserve──▶ reserved ──checkpoint: a device sent──▶ sent
 //	   │                   └──checkpoint: only unsent outcomes, no target held──▶ released ──Reserve (a later device)──▶ …
@@ -60,6 +61,32 @@
 // of a user in its chunk replaces the dead run's count (every target that
 // run left unsettled is read again by the takeover); a page reserved again
 // by one run counts once (holds remember the last cursor counted).
+//
+// A resend counts as its original (Broadcast): the slots it takes are
+// its root's (frequency_slots.broadcast_id is the root of its chain, the
+// original a resend of a resend of … went over), so a user the original
+// was sent to (on another device) finds the slot held and gets the resend
+// without a second one, and a user the original did not reach takes one,
+// the root's, once for the original and all its resends; a slot of the
+// original's that expired (a rolling window past) is taken anew. Its
+// answers and holds are its own, keyed by the resend: retention keeps
+// them while it runs whenever its root ended, and two resends of one
+// original count their chunks apart. Two resends of one original running
+// at once reserve the same users: one takes a user's slot, the other
+// finds it held. So a resend gives back only a slot it took (taker), never
+// the one the original, or a finished resend, was sent under, and a slot
+// another resend of the root still shares goes to that one instead
+// (frequency_shares: the users each resend holds under its root's
+// slots, written before it reads them; the release reads the root's rows
+// of its users with locks, so a resend sharing one meanwhile is either
+// seen or reads the slot gone and takes it again).
+//
+// Retention (Sweep) deletes the slots long expired, and the answers,
+// holds and shares of the broadcasts that ended an hour ago. A running
+// broadcast writes its rows at every page and checkpoint, so the sweep
+// neither reads nor locks one of them: it lists the broadcasts present
+// in each table (an index dive each), asks which ended, and deletes their
+// rows by whole primary keys, a batch at a time.
 //
 // A sent user found without its slot (a cap lowered meanwhile, or a run
 // sending after its lease was taken over, outside the holds as it is

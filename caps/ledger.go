@@ -34,6 +34,27 @@ func NewLedger(db *sql.DB, log *slog.Logger) *Ledger {
 	return &Ledger{db: db, log: sqldb.OrDiscard(log)}
 }
 
+// Broadcast is who the ledger counts a reservation or a settlement for.
+// ID, the running broadcast, keys its answers and holds. Root is the root
+// of a resend's chain (the original a resend of a resend of … went over;
+// 0 for a broadcast that is no resend): the slots a resend takes are
+// its root's, so that a user the original was sent to holds one slot
+// for the original and all its resends (see the package doc).
+type Broadcast struct {
+	ID, Root uint64
+}
+
+// owner is the broadcast whose slots b takes and holds.
+func (b Broadcast) owner() uint64 {
+	if b.Root == 0 {
+		return b.ID
+	}
+	return b.Root
+}
+
+// resend reports a broadcast whose slots are another's.
+func (b Broadcast) resend() bool { return b.owner() != b.ID }
+
 // User is one user of a page, with the zone their local day is counted in
 // (nil: UTC) and how many of the page's targets are theirs (0 counts as
 // 1): the targets that hold their answer until a checkpoint settles them.
@@ -66,7 +87,7 @@ type Holder struct {
 // The page's targets hold their users' answers until a checkpoint of h
 // settles them (Settle). It is safe to repeat (a takeover reading the
 // page again gets the same answers).
-func (l *Ledger) Reserve(ctx context.Context, b uint64, h Holder, set Set, users []User, now time.Time) (map[uint64]bool, error) {
+func (l *Ledger) Reserve(ctx context.Context, b Broadcast, h Holder, set Set, users []User, now time.Time) (map[uint64]bool, error) {
 	capped := map[uint64]bool{}
 	if set.Empty() || len(users) == 0 {
 		return capped, nil
@@ -84,11 +105,11 @@ func (l *Ledger) Reserve(ctx context.Context, b uint64, h Holder, set Set, users
 	})
 	for len(ids) > 0 {
 		n := min(len(ids), maxUsersPerStatement)
-		if err := l.hold(ctx, b, h, ids[:n], byID); err != nil {
-			return nil, fmt.Errorf("reserve frequency slots of broadcast %d: %w", b, err)
+		if err := l.hold(ctx, b.ID, h, ids[:n], byID); err != nil {
+			return nil, fmt.Errorf("reserve frequency slots of broadcast %d: %w", b.ID, err)
 		}
 		if err := l.reserveBatch(ctx, b, set, ids[:n], byID, now.UTC(), capped); err != nil {
-			return nil, fmt.Errorf("reserve frequency slots of broadcast %d: %w", b, err)
+			return nil, fmt.Errorf("reserve frequency slots of broadcast %d: %w", b.ID, err)
 		}
 		ids = ids[n:]
 	}
@@ -138,8 +159,8 @@ func (l *Ledger) hold(ctx context.Context, b uint64, h Holder, ids []uint64, byI
 	})
 }
 
-func (l *Ledger) reserveBatch(ctx context.Context, b uint64, set Set, ids []uint64, byID map[uint64]User, now time.Time, capped map[uint64]bool) error {
-	states, err := l.states(ctx, b, ids)
+func (l *Ledger) reserveBatch(ctx context.Context, b Broadcast, set Set, ids []uint64, byID map[uint64]User, now time.Time, capped map[uint64]bool) error {
+	states, err := l.states(ctx, b.ID, ids)
 	if err != nil {
 		return err
 	}
@@ -155,6 +176,15 @@ func (l *Ledger) reserveBatch(ctx context.Context, b uint64, set Set, ids []uint
 	}
 	if len(open) == 0 {
 		return nil
+	}
+	// A resend shares its root's slots with the root's other resends: it
+	// says which users it holds under them before it reads them, so that
+	// a resend giving one back either sees this one or has given it back
+	// already (giveBack).
+	if b.resend() {
+		if err := l.exec(ctx, "share cap slots", shareQuery(len(open)), shareArgs(b, open)...); err != nil {
+			return err
+		}
 	}
 	full := map[uint64]bool{}
 	in := open
@@ -176,13 +206,13 @@ func (l *Ledger) reserveBatch(ctx context.Context, b uint64, set Set, ids []uint
 		if full[id] {
 			st = stateCapped
 		}
-		args = append(args, b, id, st)
+		args = append(args, b.ID, id, st)
 	}
 	if err := l.exec(ctx, "write cap answers", `INSERT INTO frequency_users (broadcast_id, user_id, state) VALUES `+
 		sqldb.Placeholders(len(open), 3)+` ON DUPLICATE KEY UPDATE state = IF(state = 0, VALUES(state), state)`, args...); err != nil {
 		return err
 	}
-	if states, err = l.states(ctx, b, open); err != nil {
+	if states, err = l.states(ctx, b.ID, open); err != nil {
 		return err
 	}
 	var drop []uint64
@@ -194,12 +224,17 @@ func (l *Ledger) reserveBatch(ctx context.Context, b uint64, set Set, ids []uint
 	}
 	// A capped user holds nothing: give back the slots taken for it
 	// before a cap turned out full.
-	return l.dropSlots(ctx, l.db, b, drop)
+	if len(drop) == 0 || !b.resend() {
+		return dropSlots(ctx, l.db, b.ID, drop)
+	}
+	return sqldb.InTx(ctx, l.db, l.log, "give back capped users' slots", func(tx *sql.Tx) error {
+		return giveBack(ctx, tx, b, drop)
+	})
 }
 
-// take reserves one slot of cap c for each of ids, and returns the users
-// for whom c is full.
-func (l *Ledger) take(ctx context.Context, b uint64, c config.FrequencyCap, ids []uint64, byID map[uint64]User, now time.Time) ([]uint64, error) {
+// take reserves one slot of cap c for each of ids, owned by b's owner and
+// taken by b, and returns the users for whom c is full.
+func (l *Ledger) take(ctx context.Context, b Broadcast, c config.FrequencyCap, ids []uint64, byID map[uint64]User, now time.Time) ([]uint64, error) {
 	key := window(c)
 	var full []uint64
 	pending := ids
@@ -217,7 +252,7 @@ func (l *Ledger) take(ctx context.Context, b uint64, c config.FrequencyCap, ids 
 		var want []any
 		var next []uint64
 		for _, id := range pending {
-			held, free := slots[id].pick(b, c.Max)
+			held, free := slots[id].pick(b.owner(), c.Max)
 			switch {
 			case held:
 			case free < 0:
@@ -227,7 +262,7 @@ func (l *Ledger) take(ctx context.Context, b uint64, c config.FrequencyCap, ids 
 				if loc == nil {
 					loc = time.UTC
 				}
-				want = append(want, id, key, free, b, expires(c, now, loc).UTC())
+				want = append(want, id, key, free, b.owner(), b.ID, expires(c, now, loc).UTC())
 				next = append(next, id)
 			}
 		}
@@ -237,15 +272,24 @@ func (l *Ledger) take(ctx context.Context, b uint64, c config.FrequencyCap, ids 
 		// The row is rewritten only when its slot expired: of two
 		// broadcasts racing for it, the second finds it live and keeps
 		// the first's. The next round reads which one won.
-		if err := l.exec(ctx, "take frequency slots", `INSERT INTO frequency_slots (user_id, cap, slot, broadcast_id, expires_at) VALUES `+
-			sqldb.Placeholders(len(next), 5)+`
-			ON DUPLICATE KEY UPDATE broadcast_id = IF(expires_at <= ?, VALUES(broadcast_id), broadcast_id),
-				expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)`, append(want, now, now)...); err != nil {
+		if err := l.exec(ctx, "take frequency slots", takeQuery(len(next)), append(want, now, now, now)...); err != nil {
 			return nil, err
 		}
 		pending = next
 	}
 	return full, nil
+}
+
+// takeQuery upserts rows slots (user_id, cap, slot, broadcast_id, taker,
+// expires_at), then three times the time now: a row is rewritten only
+// when its slot expired (expires_at is assigned last, as the others read
+// it).
+func takeQuery(rows int) string {
+	return `INSERT INTO frequency_slots (user_id, cap, slot, broadcast_id, taker, expires_at) VALUES ` +
+		sqldb.Placeholders(rows, 6) + `
+		ON DUPLICATE KEY UPDATE broadcast_id = IF(expires_at <= ?, VALUES(broadcast_id), broadcast_id),
+			taker = IF(expires_at <= ?, VALUES(taker), taker),
+			expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)`
 }
 
 // userSlots are one user's slots of one window: by slot, the broadcast
@@ -354,22 +398,6 @@ func readStates(ctx context.Context, q sqldb.Querier, b uint64, ids []uint64, lo
 		return nil, fmt.Errorf("read cap answers: %w", err)
 	}
 	return out, nil
-}
-
-// dropSlots deletes every slot b holds for ids.
-func (l *Ledger) dropSlots(ctx context.Context, q sqldb.Execer, b uint64, ids []uint64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	args := make([]any, 0, len(ids)+1)
-	args = append(args, b)
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	if _, err := q.ExecContext(ctx, `DELETE FROM frequency_slots WHERE broadcast_id = ? AND user_id IN (`+sqldb.InList(len(ids))+`)`, args...); err != nil {
-		return fmt.Errorf("release frequency slots: %w", err)
-	}
-	return nil
 }
 
 // exec runs one statement on its own, again after a deadlock (InnoDB

@@ -42,7 +42,7 @@ func users(zone *time.Location, ids ...uint64) []caps.User {
 // clock's nanoseconds, a database round trip apart).
 func reserve(t *testing.T, l *caps.Ledger, b uint64, set caps.Set, us []caps.User, now time.Time) map[uint64]bool {
 	t.Helper()
-	capped, err := l.Reserve(context.Background(), b, caps.Holder{Upto: uint64(time.Now().UnixNano())}, set, us, now)
+	capped, err := l.Reserve(context.Background(), caps.Broadcast{ID: b}, caps.Holder{Upto: uint64(time.Now().UnixNano())}, set, us, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestReserveRacingBroadcastsGiveEachUserOne(t *testing.T) {
 				for i := range us {
 					us[i] = caps.User{ID: uint64(p*page + i + 1)}
 				}
-				capped, err := l.Reserve(context.Background(), uint64(r+1), caps.Holder{Upto: uint64(p + 1)}, set, us, now)
+				capped, err := l.Reserve(context.Background(), caps.Broadcast{ID: uint64(r + 1)}, caps.Holder{Upto: uint64(p + 1)}, set, us, now)
 				if err != nil {
 					errs <- err
 					return
@@ -231,7 +231,7 @@ func settleAt(t *testing.T, l *caps.Ledger, db *sql.DB, b uint64, set caps.Set, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := l.Settle(context.Background(), tx, caps.Settlement{B: b, Set: set, Sent: sent, Unsent: unsent, Now: now})
+	got, err := l.Settle(context.Background(), tx, caps.Settlement{B: caps.Broadcast{ID: b}, Set: set, Sent: sent, Unsent: unsent, Now: now})
 	if err != nil {
 		_ = tx.Rollback()
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func TestSettlingUsersWhoHoldTheirSlotsTakesAStatementPerCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := l.Settle(context.Background(), tx, caps.Settlement{B: 1, Set: set, Sent: []uint64{1, 2, 3, 4, 5}, Now: now,
+	got, err := l.Settle(context.Background(), tx, caps.Settlement{B: caps.Broadcast{ID: 1}, Set: set, Sent: []uint64{1, 2, 3, 4, 5}, Now: now,
 		Zones: func(context.Context, []uint64) (map[uint64]*time.Location, error) {
 			t.Error("zones read for users who hold their slots")
 			return nil, nil
@@ -492,6 +492,12 @@ func TestACapCountsPerApp(t *testing.T) {
 // reserveAs reserves us in b for chunk run h, failing the test on error.
 func reserveAs(t *testing.T, l *caps.Ledger, b uint64, h caps.Holder, set caps.Set, us []caps.User, now time.Time) map[uint64]bool {
 	t.Helper()
+	return reserveIn(t, l, caps.Broadcast{ID: b}, h, set, us, now)
+}
+
+// reserveIn is reserveAs for a broadcast b that may be a resend.
+func reserveIn(t *testing.T, l *caps.Ledger, b caps.Broadcast, h caps.Holder, set caps.Set, us []caps.User, now time.Time) map[uint64]bool {
+	t.Helper()
 	capped, err := l.Reserve(context.Background(), b, h, set, us, now)
 	if err != nil {
 		t.Fatal(err)
@@ -504,6 +510,12 @@ func reserveAs(t *testing.T, l *caps.Ledger, b uint64, h caps.Holder, set caps.S
 }
 
 func settleAs(t *testing.T, l *caps.Ledger, db *sql.DB, b uint64, h caps.Holder, set caps.Set, now time.Time, sent, unsent []uint64) caps.Settled {
+	t.Helper()
+	return settleIn(t, l, db, caps.Broadcast{ID: b}, h, set, now, sent, unsent)
+}
+
+// settleIn is settleAs for a broadcast b that may be a resend.
+func settleIn(t *testing.T, l *caps.Ledger, db *sql.DB, b caps.Broadcast, h caps.Holder, set caps.Set, now time.Time, sent, unsent []uint64) caps.Settled {
 	t.Helper()
 	tx, err := db.Begin()
 	if err != nil {

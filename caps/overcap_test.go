@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 
 // sendGate holds the first send to a token starting with prefix at the
 // emulator until release: a send in flight for as long as the test needs.
+// A gate made disarmed lets every send through until it is armed.
 type sendGate struct {
 	prefix  string
+	off     atomic.Bool   // disarmed
 	arrived chan struct{} // closed when the held send reached the emulator
 	release func()        // lets it through (safe twice)
 	mu      sync.Mutex
@@ -33,6 +36,15 @@ func newSendGate(prefix string) *sendGate {
 	return g
 }
 
+// newDisarmedSendGate is a gate that holds nothing until arm.
+func newDisarmedSendGate(prefix string) *sendGate {
+	g := newSendGate(prefix)
+	g.off.Store(true)
+	return g
+}
+
+func (g *sendGate) arm() { g.off.Store(false) }
+
 func (g *sendGate) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -41,7 +53,7 @@ func (g *sendGate) wrap(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if bytes.Contains(body, []byte(`"`+g.prefix)) {
+		if !g.off.Load() && bytes.Contains(body, []byte(`"`+g.prefix)) {
 			g.mu.Lock()
 			first := !g.held
 			g.held = true

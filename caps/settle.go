@@ -18,7 +18,7 @@ import (
 // a user once per target of theirs whose outcome the checkpoint stores:
 // those targets hold the user's answer no longer.
 type Settlement struct {
-	B            uint64
+	B            Broadcast
 	Holder       Holder
 	Set          Set
 	Sent, Unsent []uint64
@@ -32,7 +32,9 @@ type Settlement struct {
 type Settled struct {
 	// Released users gave their slots back: none of their devices read
 	// so far was sent, and none is still held (in flight, or read and
-	// waiting) by a chunk of the broadcast.
+	// waiting) by a chunk of the broadcast. A resend gives back its share
+	// of its root's slots (shares.go): the slot goes only if the resend
+	// took it and no other resend of the root shares it.
 	Released int64
 	// Held users had only unsent devices here, but another target of
 	// theirs still holds the answer: their slots are kept for it, and the
@@ -68,7 +70,7 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 	// the order Reserve takes them in (hold).
 	var give, answered []uint64
 	for batch := range slices.Chunk(unsent, maxUsersPerStatement) {
-		states, err := readStates(ctx, tx, s.B, batch, true)
+		states, err := readStates(ctx, tx, s.B.ID, batch, true)
 		if err != nil {
 			return out, err
 		}
@@ -87,7 +89,7 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 	if err := unhold(ctx, tx, s); err != nil {
 		return out, err
 	}
-	held, err := stillHeld(ctx, tx, s.B, give)
+	held, err := stillHeld(ctx, tx, s.B.ID, give)
 	if err != nil {
 		return out, err
 	}
@@ -96,7 +98,7 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 	give, answered = slices.DeleteFunc(give, kept), slices.DeleteFunc(answered, kept)
 	out.Held -= int64(len(answered))
 	for batch := range slices.Chunk(answered, maxUsersPerStatement) {
-		args := []any{s.B}
+		args := []any{s.B.ID}
 		for _, id := range batch {
 			args = append(args, id)
 		}
@@ -105,10 +107,8 @@ func (l *Ledger) Settle(ctx context.Context, tx *sql.Tx, s Settlement) (Settled,
 			return out, fmt.Errorf("release capped users: %w", err)
 		}
 	}
-	for batch := range slices.Chunk(give, maxUsersPerStatement) {
-		if err := l.dropSlots(ctx, tx, s.B, batch); err != nil {
-			return out, err
-		}
+	if err := giveBack(ctx, tx, s.B, give); err != nil {
+		return out, err
 	}
 	out.Released = int64(len(answered))
 	return out, nil
@@ -135,7 +135,7 @@ func unhold(ctx context.Context, tx *sql.Tx, s Settlement) error {
 		ids := byCount[n]
 		slices.Sort(ids)
 		for batch := range slices.Chunk(ids, maxUsersPerStatement) {
-			args := []any{n, n, s.B, s.Holder.Chunk, s.Holder.Epoch}
+			args := []any{n, n, s.B.ID, s.Holder.Chunk, s.Holder.Epoch}
 			for _, id := range batch {
 				args = append(args, id)
 			}
@@ -214,7 +214,7 @@ func (st *settling) sent(ctx context.Context, tx *sql.Tx, batch []uint64) error 
 			return err
 		}
 		for _, id := range batch {
-			if held, _ := slots[i][id].pick(b, c.Max); !held {
+			if held, _ := slots[i][id].pick(b.owner(), c.Max); !held {
 				missing[id] = true
 			}
 		}
@@ -223,7 +223,7 @@ func (st *settling) sent(ctx context.Context, tx *sql.Tx, batch []uint64) error 
 	// checkpoint) keep what they have: only a user's first send counts.
 	var check map[uint64]bool
 	if len(missing) > 0 {
-		states, err := readStates(ctx, tx, b, slices.Sorted(maps.Keys(missing)), true)
+		states, err := readStates(ctx, tx, b.ID, slices.Sorted(maps.Keys(missing)), true)
 		if err != nil {
 			return err
 		}
@@ -236,7 +236,7 @@ func (st *settling) sent(ctx context.Context, tx *sql.Tx, batch []uint64) error 
 	}
 	args := make([]any, 0, 3*len(batch))
 	for _, id := range batch {
-		args = append(args, b, id, stateSent)
+		args = append(args, b.ID, id, stateSent)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO frequency_users (broadcast_id, user_id, state) VALUES `+
 		sqldb.Placeholders(len(batch), 3)+` ON DUPLICATE KEY UPDATE state = 3`, args...); err != nil {
@@ -247,6 +247,7 @@ func (st *settling) sent(ctx context.Context, tx *sql.Tx, batch []uint64) error 
 	}
 	ids := slices.Sorted(maps.Keys(check))
 	st.zones = nil // this batch's, read when first needed
+	took := map[uint64]bool{}
 	for i, c := range set.caps {
 		asked, full, err := st.take(ctx, tx, c, ids, slots[i])
 		if err != nil {
@@ -254,9 +255,18 @@ func (st *settling) sent(ctx context.Context, tx *sql.Tx, batch []uint64) error 
 		}
 		for _, id := range asked {
 			st.took[id] = true
+			took[id] = true
 		}
 		for _, id := range full {
 			st.over[id] = true
+		}
+	}
+	// A resend says it shares the slots it took again, as a reservation
+	// does (shares.go).
+	if b.resend() && len(took) > 0 {
+		ids := slices.Sorted(maps.Keys(took))
+		if _, err := tx.ExecContext(ctx, shareQuery(len(ids)), shareArgs(b, ids)...); err != nil {
+			return fmt.Errorf("share cap slots: %w", err)
 		}
 	}
 	return nil
@@ -271,7 +281,7 @@ func (st *settling) take(ctx context.Context, tx *sql.Tx, c config.FrequencyCap,
 	b, key := st.s.B, window(c)
 	var want []any
 	for _, id := range ids {
-		held, free := slots[id].pick(b, c.Max)
+		held, free := slots[id].pick(b.owner(), c.Max)
 		if held {
 			continue
 		}
@@ -283,13 +293,10 @@ func (st *settling) take(ctx context.Context, tx *sql.Tx, c config.FrequencyCap,
 		if err != nil {
 			return nil, nil, err
 		}
-		want = append(want, id, key, free, b, expires(c, st.now, loc).UTC())
+		want = append(want, id, key, free, b.owner(), b.ID, expires(c, st.now, loc).UTC())
 	}
 	if len(want) > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO frequency_slots (user_id, cap, slot, broadcast_id, expires_at) VALUES `+
-			sqldb.Placeholders(len(want)/5, 5)+`
-			ON DUPLICATE KEY UPDATE broadcast_id = IF(expires_at <= ?, VALUES(broadcast_id), broadcast_id),
-				expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)`, append(want, st.now, st.now)...); err != nil {
+		if _, err := tx.ExecContext(ctx, takeQuery(len(want)/6), append(want, st.now, st.now, st.now)...); err != nil {
 			return nil, nil, fmt.Errorf("take frequency slots again: %w", err)
 		}
 	}
@@ -299,7 +306,7 @@ func (st *settling) take(ctx context.Context, tx *sql.Tx, c config.FrequencyCap,
 		}
 	}
 	for _, id := range asked {
-		if held, _ := slots[id].pick(b, c.Max); !held {
+		if held, _ := slots[id].pick(b.owner(), c.Max); !held {
 			full = append(full, id)
 		}
 	}
@@ -330,42 +337,4 @@ func sortedUnique(ids []uint64) []uint64 {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	return slices.Compact(ids)
-}
-
-// sweepBatch is how many rows one retention statement deletes: small, so
-// that it never holds locks a reservation waits on for long.
-const sweepBatch = 5000
-
-// Sweep deletes what the ledger no longer needs: slots that expired
-// before expiredBefore (free anyway: deleting them only keeps the table
-// small) and the answers of broadcasts that ended before finishedBefore
-// (no device of theirs is read again). It returns the rows deleted.
-func (l *Ledger) Sweep(ctx context.Context, expiredBefore, finishedBefore time.Time) (int64, error) {
-	var total int64
-	for _, st := range []struct {
-		name, query string
-		before      time.Time
-	}{
-		{"expired frequency slots", "DELETE FROM frequency_slots WHERE expires_at < ? LIMIT ?", expiredBefore},
-		{"finished broadcasts' cap answers", `DELETE FROM frequency_users WHERE broadcast_id IN (
-			SELECT id FROM broadcasts WHERE status IN ('completed', 'canceled', 'failed') AND finished_at < ?) LIMIT ?`, finishedBefore},
-		{"finished broadcasts' cap holds", `DELETE FROM frequency_holds WHERE broadcast_id IN (
-			SELECT id FROM broadcasts WHERE status IN ('completed', 'canceled', 'failed') AND finished_at < ?) LIMIT ?`, finishedBefore},
-	} {
-		for {
-			res, err := l.db.ExecContext(ctx, st.query, st.before.UTC(), sweepBatch)
-			if err != nil {
-				return total, fmt.Errorf("delete %s: %w", st.name, err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return total, fmt.Errorf("delete %s: %w", st.name, err)
-			}
-			total += n
-			if n < sweepBatch {
-				break
-			}
-		}
-	}
-	return total, nil
 }

@@ -306,9 +306,9 @@ func TestANamedAudienceTakesItsNamedCap(t *testing.T) {
 // A resend of a resend counts as the root of its chain in the ledger: a
 // user whose first device the original reached, and whose other device
 // failed in the original and in the first resend, gets the second resend
-// on that device, without a second slot (it is the same send). Counted as
-// the first resend instead, the user would be capped: the original holds
-// the day's slot.
+// on that device, without a second slot (it is the same send), and the
+// first resend's failure gives back nothing. Counted as the first resend
+// instead, the user would be capped: the original holds the day's slot.
 func TestAResendOfAResendCountsAsTheOriginal(t *testing.T) {
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Engine.FrequencyCap = "1/day"
@@ -340,11 +340,12 @@ func TestAResendOfAResendCountsAsTheOriginal(t *testing.T) {
 			t.Errorf("token %s: the emulator accepted %d messages, want %d", tok, c.Accepted, want)
 		}
 	}
+	// One slot, the original's; an answer in each of the three.
 	var slots, answers int
-	if err := s.SQL.QueryRow("SELECT (SELECT COUNT(*) FROM frequency_slots WHERE user_id = 1), (SELECT COUNT(*) FROM frequency_users WHERE user_id = 1)").Scan(&slots, &answers); err != nil {
+	if err := s.SQL.QueryRow("SELECT (SELECT COUNT(*) FROM frequency_slots WHERE user_id = 1 AND broadcast_id = ?), (SELECT COUNT(*) FROM frequency_users WHERE user_id = 1)", orig.ID).Scan(&slots, &answers); err != nil {
 		t.Fatal(err)
 	}
-	if slots != 1 || answers != 1 {
-		t.Errorf("user 1 holds %d slots and %d answers; want 1 of each, the original's", slots, answers)
+	if total := count(t, s.SQL.DB, "SELECT COUNT(*) FROM frequency_slots WHERE user_id = 1"); slots != 1 || total != 1 || answers != 3 {
+		t.Errorf("user 1 holds %d slots (%d of the original) and %d answers; want the original's slot only, and an answer in each broadcast", total, slots, answers)
 	}
 }

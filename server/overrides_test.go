@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,8 +46,9 @@ func asJSON(t *testing.T, s string) any {
 
 // The issue's examples, pasted as an operator would, reach the emulator as
 // FCM receives them, through both clients: normalized (priority "HIGH" is
-// sent as the SDK's "high"), with pushfan's collapse keys unless the
-// request sets its own.
+// sent as the SDK's "high"), with pushfan's delivery defaults where the
+// request sets none (docs/fcm.md): the display tag, a bulk broadcast's
+// priority and lifetime, and no collapse key unless the request asks.
 func TestPlatformOverridesReachTheEmulator(t *testing.T) {
 	for _, client := range []string{fcm.ClientSDK, fcm.ClientDirect} {
 		t.Run(client, func(t *testing.T) {
@@ -66,9 +68,9 @@ func TestPlatformOverridesReachTheEmulator(t *testing.T) {
 			}
 			key := fmt.Sprintf("pushfan-%d", b.ID)
 			want := map[string]any{
-				"android":     asJSON(t, `{"collapse_key":"`+key+`","priority":"high","ttl":"600s","notification":{"channel_id":"promo","sound":"default","tag":"sale"}}`),
+				"android":     asJSON(t, `{"priority":"high","ttl":"600s","notification":{"channel_id":"promo","sound":"default","tag":"sale"}}`),
 				"apns":        asJSON(t, `{"headers":{"apns-priority":"5","apns-collapse-id":"`+key+`"},"payload":{"aps":{"badge":3,"sound":"default"}}}`),
-				"webpush":     asJSON(t, `{"fcm_options":{"link":"https://example.com/sale"}}`),
+				"webpush":     asJSON(t, `{"headers":{"TTL":"2419200","Urgency":"normal"},"notification":{"tag":"`+key+`"},"fcm_options":{"link":"https://example.com/sale"}}`),
 				"fcm_options": asJSON(t, `{"analytics_label":"x"}`),
 			}
 			for _, tok := range []string{"ok-a", "ok-b"} {
@@ -76,6 +78,7 @@ func TestPlatformOverridesReachTheEmulator(t *testing.T) {
 					t.Fatalf("%s: accepted %d, want 1", tok, n)
 				}
 				m := lastMessage(t, s, tok)
+				takeExpiration(t, m, b.CreatedAt.Add(28*24*time.Hour))
 				for k, w := range want {
 					if !reflect.DeepEqual(m[k], w) {
 						t.Errorf("%s: message.%s at the emulator:\n got  %v\n want %v", tok, k, m[k], w)
@@ -97,8 +100,10 @@ func TestPlatformOverridesReachTheEmulator(t *testing.T) {
 				t.Fatalf("second broadcast: %d %+v", resp.StatusCode, b2)
 			}
 			m := lastMessage(t, s, "ok-a")
-			if !reflect.DeepEqual(m["android"], asJSON(t, `{"collapse_key":"sale-2026"}`)) ||
-				!reflect.DeepEqual(m["apns"], asJSON(t, `{"headers":{"apns-collapse-id":"sale-ios"}}`)) {
+			takeExpiration(t, m, b2.CreatedAt.Add(28*24*time.Hour))
+			key2 := fmt.Sprintf("pushfan-%d", b2.ID)
+			if !reflect.DeepEqual(m["android"], asJSON(t, `{"collapse_key":"sale-2026","priority":"normal","ttl":"2419200s","notification":{"tag":"`+key2+`"}}`)) ||
+				!reflect.DeepEqual(m["apns"], asJSON(t, `{"headers":{"apns-collapse-id":"sale-ios","apns-priority":"5"}}`)) {
 				t.Fatalf("the request's collapse keys: android %v, apns %v", m["android"], m["apns"])
 			}
 		})
@@ -227,7 +232,9 @@ func TestCronJobPlatformOverrides(t *testing.T) {
 		t.Fatalf("fired broadcast %+v", b)
 	}
 	m := lastMessage(t, s, "ok-cron")
-	want := asJSON(t, fmt.Sprintf(`{"collapse_key":"pushfan-%d","priority":"high","notification":{"channel_id":"promo"}}`, fired.ID))
+	// The job's own priority, pushfan's lifetime (a cron fire is bulk) and
+	// display tag; no collapse key.
+	want := asJSON(t, fmt.Sprintf(`{"priority":"high","ttl":"2419200s","notification":{"channel_id":"promo","tag":"pushfan-%d"}}`, fired.ID))
 	if !reflect.DeepEqual(m["android"], want) || m["apns"].(map[string]any)["headers"].(map[string]any)["apns-priority"] != "10" {
 		t.Fatalf("the job's message at the emulator: android %v, apns %v", m["android"], m["apns"])
 	}
@@ -318,4 +325,19 @@ func TestTemplatedLinksKeepTheirHost(t *testing.T) {
 	if err := s.SQL.Get(&n, "SELECT COUNT(*) FROM broadcasts"); err != nil || n != 1 {
 		t.Fatalf("%d broadcasts stored (err %v), want only the first", n, err)
 	}
+}
+
+// takeExpiration checks that message m's apns-expiration is about want
+// (it counts from when the chunk run built the message) and takes it out,
+// so the rest compares exactly.
+func takeExpiration(t *testing.T, m map[string]any, want time.Time) {
+	t.Helper()
+	apns, _ := m["apns"].(map[string]any)
+	h, _ := apns["headers"].(map[string]any)
+	v, _ := h["apns-expiration"].(string)
+	secs, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || time.Unix(secs, 0).Sub(want).Abs() > time.Minute {
+		t.Fatalf("apns-expiration %q, want about %v (%d)", v, want, want.Unix())
+	}
+	delete(h, "apns-expiration")
 }

@@ -18,12 +18,13 @@ import (
 )
 
 // capRun is one chunk run's frequency caps: the set its broadcast is sent
-// under, the broadcast it counts as in the ledger, the chunk run its
-// reservations hold answers for, and its users' zones.
+// under, who it is in the ledger (itself, with the root of its chain for
+// a resend), the chunk run its reservations hold answers for, and its
+// users' zones.
 type capRun struct {
 	s      *Runner
 	store  *repository.Store // the app's: its users' zones
-	key    uint64
+	key    caps.Broadcast
 	holder caps.Holder
 	set    caps.Set
 	zones  zoneCache
@@ -39,10 +40,11 @@ func (s *Runner) capsOf(ctx context.Context, app *instance.App, b *model.Broadca
 	if err != nil {
 		return nil, fmt.Errorf("broadcast %d: %w", b.ID, err)
 	}
-	key, err := s.capKey(ctx, b)
+	root, err := s.capRoot(ctx, b)
 	if err != nil {
 		return nil, err
 	}
+	key := caps.Broadcast{ID: b.ID, Root: root}
 	return &capRun{s: s, store: app.Store, key: key, holder: caps.Holder{Chunk: c.Seq, Epoch: c.Epoch}, set: set.ForApp(b.App), zones: zoneCache{def: s.opt.DefaultZone}}, nil
 }
 
@@ -51,13 +53,15 @@ func (s *Runner) capsOf(ctx context.Context, app *instance.App, b *model.Broadca
 // bad data could make).
 const maxResendDepth = 64
 
-// capKey is the broadcast b counts as in the ledger: itself, or for a
-// resend the root of its chain (the original a resend of a resend of …
-// went over), so that a user the original was sent to (on another
-// device) is sent every resend too, and counts them all as one send; a
-// user the original released reserves afresh. An original that retention
-// deleted ends the walk at the oldest broadcast still stored.
-func (s *Runner) capKey(ctx context.Context, b *model.Broadcast) (uint64, error) {
+// capRoot is the broadcast whose slots b takes in the ledger: itself, or
+// for a resend the root of its chain (the original a resend of a resend
+// of … went over), so that a user the original was sent to (on another
+// device) is sent every resend too, under the original's slot, and counts
+// them all as one send; a user the original released reserves afresh.
+// The answers and holds are b's own either way (caps.Broadcast). An
+// original that retention deleted ends the walk at the oldest broadcast
+// still stored.
+func (s *Runner) capRoot(ctx context.Context, b *model.Broadcast) (uint64, error) {
 	cur := b
 	for range maxResendDepth {
 		if cur.Trigger != "resend" || cur.ParentID == 0 {

@@ -38,33 +38,36 @@ type baselineRun struct {
 	EmuMaxInFlight    int64   `json:"emu_max_in_flight"`
 }
 
-// wireMessage is what pushfan's SDK call puts on the wire for one token
-// (notification plus the collapse keys), pre-encoded for the raw probe.
+// wireBodies are what pushfan's SDK call puts on the wire for each token
+// (the notification plus a bulk broadcast's delivery defaults, as
+// benchMessage has them), pre-encoded for the raw probe.
 func wireBodies(tokens []string) ([][]byte, error) {
-	type notification struct {
-		Title string `json:"title,omitempty"`
-		Body  string `json:"body,omitempty"`
-	}
-	type message struct {
-		Token        string            `json:"token"`
-		Notification notification      `json:"notification"`
-		Android      map[string]string `json:"android"`
-		APNS         map[string]any    `json:"apns"`
-	}
 	out := make([][]byte, len(tokens))
 	for i, t := range tokens {
-		b, err := json.Marshal(map[string]any{"message": message{
-			Token:        t,
-			Notification: notification{Title: "pushfan bench", Body: "one message per token, measured"},
-			Android:      map[string]string{"collapse_key": "pushfan-bench"},
-			APNS:         map[string]any{"headers": map[string]string{"apns-collapse-id": "pushfan-bench"}},
-		}})
+		b, err := json.Marshal(map[string]any{"message": benchMessage(t)})
 		if err != nil {
 			return nil, err
 		}
 		out[i] = b
 	}
 	return out, nil
+}
+
+// benchMessage is the message every client of the comparison sends: what
+// pushfan sends for a bulk broadcast (docs/fcm.md: the display tag, normal
+// priority, four weeks), so that each pays for the same bytes.
+func benchMessage(token string) *messaging.Message {
+	ttl := 28 * 24 * time.Hour
+	return &messaging.Message{
+		Token:        token,
+		Notification: &messaging.Notification{Title: "pushfan bench", Body: "one message per token, measured"},
+		Android: &messaging.AndroidConfig{Priority: "normal", TTL: &ttl,
+			Notification: &messaging.AndroidNotification{Tag: "pushfan-bench"}},
+		APNS: &messaging.APNSConfig{Headers: map[string]string{"apns-collapse-id": "pushfan-bench", "apns-priority": "5",
+			"apns-expiration": "1800000000"}},
+		Webpush: &messaging.WebpushConfig{Headers: map[string]string{"TTL": "2419200", "Urgency": "normal"},
+			Notification: &messaging.WebpushNotification{Tag: "pushfan-bench"}},
+	}
 }
 
 // measureEmu wraps fn with emulator stats before and after.
@@ -179,15 +182,6 @@ func sdkClient(ctx context.Context, emu *emulator) (*messaging.Client, error) {
 	return app.Messaging(ctx)
 }
 
-func sdkMessage(token string) *messaging.Message {
-	return &messaging.Message{
-		Token:        token,
-		Notification: &messaging.Notification{Title: "pushfan bench", Body: "one message per token, measured"},
-		Android:      &messaging.AndroidConfig{CollapseKey: "pushfan-bench"},
-		APNS:         &messaging.APNSConfig{Headers: map[string]string{"apns-collapse-id": "pushfan-bench"}},
-	}
-}
-
 // sequentialSDK is the slow first version of the feature: one blocking
 // client.Send after the other.
 func sequentialSDK(ctx context.Context, emu *emulator, tokens []string) (*baselineRun, error) {
@@ -205,7 +199,7 @@ func sequentialSDK(ctx context.Context, emu *emulator, tokens []string) (*baseli
 				return ctx.Err()
 			}
 			start := time.Now()
-			if _, err := client.Send(ctx, sdkMessage(tok)); err != nil {
+			if _, err := client.Send(ctx, benchMessage(tok)); err != nil {
 				r.Errors++
 				continue
 			}
@@ -240,11 +234,9 @@ func multicastSDK(ctx context.Context, emu *emulator, tokens []string) (*baselin
 				return ctx.Err()
 			}
 			batch := tokens[lo:min(lo+500, len(tokens))]
+			m := benchMessage("")
 			resp, err := client.SendEachForMulticast(ctx, &messaging.MulticastMessage{
-				Tokens:       batch,
-				Notification: &messaging.Notification{Title: "pushfan bench", Body: "one message per token, measured"},
-				Android:      &messaging.AndroidConfig{CollapseKey: "pushfan-bench"},
-				APNS:         &messaging.APNSConfig{Headers: map[string]string{"apns-collapse-id": "pushfan-bench"}},
+				Tokens: batch, Notification: m.Notification, Android: m.Android, APNS: m.APNS, Webpush: m.Webpush,
 			})
 			if err != nil {
 				r.Errors += int64(len(batch))
