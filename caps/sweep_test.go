@@ -11,7 +11,6 @@ import (
 
 	"pushfan/caps"
 	"pushfan/internal/testsupport/testdb"
-	"pushfan/internal/testsupport/teststack"
 )
 
 // sweepFixture is a ledger with a finished broadcast (done, ended two
@@ -173,7 +172,7 @@ func TestSweepNeitherWaitsForNorBlocksARunningBroadcast(t *testing.T) {
 		n, err := caps.NewLedger(f.db, nil).Sweep(sctx, sweepAt, sweepAt)
 		swept <- result{n, err}
 	}()
-	waitForLockWait(t, f.db)
+	testdb.WaitForLockWait(t, f.db, "frequency_users", time.Minute)
 	for _, b := range []uint64{f.early, f.late} {
 		for _, q := range []string{
 			"UPDATE frequency_users SET state = 1 WHERE broadcast_id = ?",
@@ -198,21 +197,6 @@ func TestSweepNeitherWaitsForNorBlocksARunningBroadcast(t *testing.T) {
 	if r.err != nil || r.n != 2*due {
 		t.Fatalf("the second sweep: %d rows, %v; want %d", r.n, r.err, 2*due)
 	}
-}
-
-// waitForLockWait waits until a session on db's database waits for a row
-// lock (the sweep, on the row the test holds).
-func waitForLockWait(t *testing.T, db *sql.DB) {
-	t.Helper()
-	teststack.WaitEvery(t, "the sweep to wait for the locked row", time.Minute, 10*time.Millisecond, func() bool {
-		var n int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
-			JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-			WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	})
 }
 
 // At scale: with 200,000 answers and holds of a running broadcast in the

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/repository"
 )
@@ -161,25 +162,11 @@ func TestRaisingTheFenceWaitsForTransitionsInFlight(t *testing.T) {
 	raised := make(chan error, 1)
 	go func() { raised <- repository.RaiseFence(ctx, f.db, v+1) }()
 	// The raise waits on the row lock (the server says so), not a timer.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waits int
-		if err := f.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w
-			JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.blocking_lock_id WHERE l.lock_table LIKE '%schema_fence%'`).Scan(&waits); err != nil {
-			t.Fatal(err)
-		}
-		if waits > 0 {
-			break
-		}
-		select {
-		case err := <-raised:
-			t.Fatalf("the fence rose (%v) while a transition held it", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the raise never waited on the transition's lock")
-		}
-		time.Sleep(10 * time.Millisecond)
+	testdb.WaitForLockWait(t, f.db, "schema_fence", 30*time.Second)
+	select {
+	case err := <-raised:
+		t.Fatalf("the fence rose (%v) while a transition held it", err)
+	default:
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)

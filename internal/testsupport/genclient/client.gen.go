@@ -1118,6 +1118,9 @@ type ClusterMember struct {
 	// Instance The process's budget member name: instance id / pid-random.
 	Instance string `json:"instance"`
 
+	// SchemaVersion The database schema the instance's release was built for (its highest migration); 0: a release from before migration 00029, which does not say. An instance below the database's schema takes no work (docs/operations.md, Upgrades).
+	SchemaVersion int `json:"schema_version"`
+
 	// Self The instance that answered.
 	Self    bool `json:"self"`
 	Sending bool `json:"sending"`
