@@ -321,7 +321,7 @@ func variables(c *Config) []variable {
 		{name: "PUSHFAN_STALE_AFTER", set: days(&e.StaleAfter),
 			doc: "leave out of every audience (all, user_ids, named ones, resends, a test send's user_ids) a token not refreshed for this long, read from `device_tokens.updated_at` " +
 				"(or a mapped `schema.tokens.last_seen`), as an invalidated one is left out: Firebase counts a token unrefreshed for a month as stale and drops it after 270 days. " +
-				"A preview reports how many were left out (`stale`); `pushfan_stale_tokens_skipped_total` counts them as broadcasts skip them. YAML `engine.stale_after`; e.g. `30d` or `720h`",
+				"A preview reports how many were left out (`stale`); `pushfan_stale_tokens_skipped_total` counts them as broadcasts skip them. E.g. `30d` or `720h` (the YAML takes Go durations only: `720h`). See [Stale tokens](fcm.md#stale-tokens)",
 			unset: "off: every valid token is sent to",
 			rule:  staleAfterRule(&e.StaleAfter)},
 		{name: "PUSHFAN_BULK_ANDROID_PRIORITY", set: str(&d.Bulk.AndroidPriority),
