@@ -106,24 +106,32 @@ func (s *service) call(ctx context.Context, method, path string, body []byte) (b
 	return v, err
 }
 
-// postJSON posts body to path and decodes the answer into out.
-func (s *service) postJSON(ctx context.Context, path string, body, out any) error {
+// postJSONWithin posts body to path and decodes the answer into out,
+// waiting up to within for it (a count over 10M tokens takes longer than
+// the client's 30 s).
+func (s *service) postJSONWithin(ctx context.Context, within time.Duration, path string, body, out any) error {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	return s.callInto(ctx, http.MethodPost, path, raw, out)
+	c := *s.http
+	c.Timeout = within
+	return s.callWith(ctx, &c, http.MethodPost, path, raw, out)
 }
 
 // callInto makes one admin API call and decodes a 2xx answer into v.
 func (s *service) callInto(ctx context.Context, method, path string, body []byte, v any) error {
+	return s.callWith(ctx, s.http, method, path, body, v)
+}
+
+func (s *service) callWith(ctx context.Context, client *http.Client, method, path string, body []byte, v any) error {
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}

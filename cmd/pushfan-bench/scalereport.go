@@ -114,10 +114,10 @@ func (r *report) printScale(w io.Writer) {
 	if st := s.Stale; st != nil {
 		fmt.Fprintf(w, "\nPUSHFAN_STALE_AFTER, with %d tokens (every 4th) marked 40 days old (in %.1f s):\n", st.MarkedStale, st.MarkSeconds)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "setting\tpreview ms\tcount\tstale\tplan of all s\ttargeted\twalk s\trows read\ttargets\tstatements")
+		fmt.Fprintln(tw, "setting\tpreview ms\tcount\tstale\tcount statement s\tplan of all s\ttargeted\twalk s\trows read\ttargets\tstatements")
 		for _, k := range []string{"off", "30d"} {
 			r := st.BySetting[k]
-			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%d\t%.1f\t%.0f\t%d\t%d\n", k, r.PreviewMS, r.PreviewCount, r.PreviewStale,
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.0f\t%d\t%d\n", k, r.PreviewMS, r.PreviewCount, r.PreviewStale, r.CountSeconds,
 				r.PlanSeconds, r.Targeted, r.WalkSeconds, r.WalkRowsRead, r.WalkTargets, r.WalkStatement)
 		}
 		tw.Flush()
