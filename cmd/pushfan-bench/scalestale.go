@@ -13,12 +13,12 @@ import (
 // "30d"), the preview of "all", its plan, and a walk of every token by
 // the send's own page statement (rows the server read, and time).
 type staleFigures struct {
-	MarkedStale   int64                  `json:"tokens_marked_stale"`
-	MarkSeconds   float64                `json:"mark_seconds"`
-	BySetting     map[string]staleRun    `json:"by_setting"`
-	Explain       map[string]string      `json:"explain_page"`
-	WalkPageSize  int                    `json:"walk_page_size"`
-	RowsReadRatio float64                `json:"walk_rows_read_30d_over_off"`
+	MarkedStale   int64               `json:"tokens_marked_stale"`
+	MarkSeconds   float64             `json:"mark_seconds"`
+	BySetting     map[string]staleRun `json:"by_setting"`
+	Explain       map[string]string   `json:"explain_page"`
+	WalkPageSize  int                 `json:"walk_page_size"`
+	RowsReadRatio float64             `json:"walk_rows_read_30d_over_off"`
 }
 
 // staleRun is one setting's figures.
