@@ -202,10 +202,12 @@ func (s *Store) AudiencePageStale(ctx context.Context, a model.Audience, after, 
 			return dst[:0], 0, fmt.Errorf("audience page after %d: %w", after, err)
 		}
 		var read, skipped int
-		if dst, read, skipped, after, err = scanFlagged(rows, dst, limit); err != nil {
+		var last uint64
+		if dst, read, skipped, last, err = scanFlagged(rows, dst, limit); err != nil {
 			return dst[:0], 0, fmt.Errorf("audience page after %d: %w", after, err)
 		}
 		stale += skipped
+		after = last
 		if len(dst) == limit || read < limit {
 			return dst, stale, nil
 		}
