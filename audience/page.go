@@ -255,6 +255,15 @@ func (b Bound) Preview(ctx context.Context, db *sqlx.DB, n int) (count int64, sa
 // withhold) costs no second pass over the audience. An error from each
 // ends the walk.
 func (b Bound) PreviewEach(ctx context.Context, db *sqlx.DB, n int, each func(ctx context.Context, userIDs []uint64) error) (count int64, sampleUserIDs []uint64, err error) {
+	return b.PreviewKeep(ctx, db, n, nil, each)
+}
+
+// PreviewKeep is PreviewEach counting, sampling and passing on only the
+// rows of each page that keep, if set, returns (a subset of the page, in
+// its order): the rows a broadcast would send to when pushfan holds the
+// audience to a rule of its own (the stale rule) beyond the query.
+func (b Bound) PreviewKeep(ctx context.Context, db *sqlx.DB, n int, keep func(ctx context.Context, rows []Row) ([]Row, error),
+	each func(ctx context.Context, userIDs []uint64) error) (count int64, sampleUserIDs []uint64, err error) {
 	sampleUserIDs = []uint64{}
 	var ids []uint64
 	seen := make(map[uint64]struct{}, min(max(n, 0), 1024))
@@ -265,17 +274,27 @@ func (b Bound) PreviewEach(ctx context.Context, db *sqlx.DB, n int, each func(ct
 		if err != nil {
 			return 0, []uint64{}, fmt.Errorf("preview: %w", err)
 		}
-		count += int64(len(buf))
-		if each != nil && len(buf) > 0 {
+		read := len(buf)
+		if read > 0 {
+			after = buf[read-1].Cursor
+		}
+		kept := buf
+		if keep != nil && read > 0 {
+			if kept, err = keep(ctx, buf); err != nil {
+				return 0, []uint64{}, fmt.Errorf("preview: %w", err)
+			}
+		}
+		count += int64(len(kept))
+		if each != nil && len(kept) > 0 {
 			ids = ids[:0]
-			for _, r := range buf {
+			for _, r := range kept {
 				ids = append(ids, r.UserID)
 			}
 			if err := each(ctx, ids); err != nil {
 				return 0, []uint64{}, fmt.Errorf("preview: %w", err)
 			}
 		}
-		for _, r := range buf {
+		for _, r := range kept {
 			if len(sampleUserIDs) >= n {
 				break
 			}
@@ -284,9 +303,8 @@ func (b Bound) PreviewEach(ctx context.Context, db *sqlx.DB, n int, each func(ct
 				sampleUserIDs = append(sampleUserIDs, r.UserID)
 			}
 		}
-		if len(buf) < PreviewPageSize {
+		if read < PreviewPageSize {
 			return count, sampleUserIDs, nil
 		}
-		after = buf[len(buf)-1].Cursor
 	}
 }

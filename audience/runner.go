@@ -42,3 +42,10 @@ func (r *Runner) Preview(ctx context.Context, b Bound, n int) (int64, []uint64, 
 func (r *Runner) PreviewEach(ctx context.Context, b Bound, n int, each func(context.Context, []uint64) error) (int64, []uint64, error) {
 	return b.PreviewEach(ctx, r.db, n, each)
 }
+
+// PreviewKeep is PreviewEach over the rows keep returns of each page (see
+// Bound.PreviewKeep).
+func (r *Runner) PreviewKeep(ctx context.Context, b Bound, n int, keep func(context.Context, []Row) ([]Row, error),
+	each func(context.Context, []uint64) error) (int64, []uint64, error) {
+	return b.PreviewKeep(ctx, r.db, n, keep, each)
+}

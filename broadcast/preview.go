@@ -32,7 +32,11 @@ type PreviewCap struct {
 // targets, a sample of its users, the cap it would be sent under, and
 // how many of its users that cap would withhold (nil when none applies).
 type Preview struct {
-	Count  int64
+	Count int64
+	// Stale is how many tokens the audience would have had but for the
+	// stale rule (PUSHFAN_STALE_AFTER): left out of Count, as a broadcast
+	// leaves them out; 0 while the rule is off.
+	Stale  int64
 	Sample []uint64
 	Cap    CapChoice
 	Capped *int64
@@ -99,14 +103,14 @@ func (s *Service) preview(ctx context.Context, a model.Audience, bound audience.
 		ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
 		defer cancel()
 		if a.Name != "" {
-			return s.previewNamed(ctx, bound, windows, n)
+			return s.previewNamed(ctx, app.Store, bound, windows, n)
 		}
 		return s.previewBuiltin(ctx, app.Store, a, windows, n)
 	})
 	if err != nil {
 		return Preview{}, err
 	}
-	return Preview{Count: got.count, Sample: got.sample, Cap: choice, Capped: got.capped}, nil
+	return Preview{Count: got.count, Stale: got.stale, Sample: got.sample, Cap: choice, Capped: got.capped}, nil
 }
 
 // previewNamed walks a named audience once, counting its targets and,
@@ -115,40 +119,70 @@ func (s *Service) preview(ctx context.Context, a model.Audience, bound audience.
 // as a broadcast's reservation reads the ledger. The capped users are
 // kept (8 bytes each) to count a user whose devices lie in several pages
 // once.
-func (s *Service) previewNamed(ctx context.Context, b audience.Bound, windows []repository.CapWindow, n int) (preview, error) {
-	if len(windows) == 0 {
-		count, sample, err := s.opt.Named.Preview(ctx, b, n)
-		return preview{count: count, sample: sample}, err
+//
+// With the stale rule on, each page's tokens are held to it against the
+// tokens table (store.StaleTokens), as a broadcast's send holds them: the
+// count leaves them out and stale counts them.
+func (s *Service) previewNamed(ctx context.Context, store *repository.Store, b audience.Bound, windows []repository.CapWindow, n int) (preview, error) {
+	var stale int64
+	var keep func(context.Context, []audience.Row) ([]audience.Row, error)
+	if store.Schema().StaleRule() {
+		var tokens []string
+		keep = func(ctx context.Context, rows []audience.Row) ([]audience.Row, error) {
+			tokens = tokens[:0]
+			for _, r := range rows {
+				tokens = append(tokens, r.Token)
+			}
+			out, err := store.StaleTokens(ctx, tokens)
+			if err != nil || len(out) == 0 {
+				return rows, err
+			}
+			kept := rows[:0]
+			for _, r := range rows {
+				if !out[r.Token] {
+					kept = append(kept, r)
+				}
+			}
+			stale += int64(len(rows) - len(kept))
+			return kept, nil
+		}
 	}
+	var each func(context.Context, []uint64) error
 	now := s.now()
 	var capped []uint64
-	count, sample, err := s.opt.Named.PreviewEach(ctx, b, n, func(ctx context.Context, ids []uint64) error {
-		slices.Sort(ids)
-		got, err := s.store.CappedAmong(ctx, windows, slices.Compact(ids), now)
-		capped = append(capped, got...)
-		return err
-	})
+	if len(windows) > 0 {
+		each = func(ctx context.Context, ids []uint64) error {
+			slices.Sort(ids)
+			got, err := s.store.CappedAmong(ctx, windows, slices.Compact(ids), now)
+			capped = append(capped, got...)
+			return err
+		}
+	}
+	count, sample, err := s.opt.Named.PreviewKeep(ctx, b, n, keep, each)
 	if err != nil {
 		return preview{}, err
 	}
+	if len(windows) == 0 {
+		return preview{count: count, stale: stale, sample: sample}, nil
+	}
 	slices.Sort(capped)
 	c := int64(len(slices.Compact(capped)))
-	return preview{count: count, sample: sample, capped: &c}, nil
+	return preview{count: count, stale: stale, sample: sample, capped: &c}, nil
 }
 
 // previewBuiltin counts a built-in audience, samples up to n user ids,
 // and under windows counts the users the caps would withhold (driven by
 // the ledger's live slots: repository.CountCappedUsers).
 func (s *Service) previewBuiltin(ctx context.Context, store *repository.Store, a model.Audience, windows []repository.CapWindow, n int) (preview, error) {
-	count, sample, err := countBuiltin(ctx, store, a, n)
+	count, stale, sample, err := countBuiltin(ctx, store, a, n)
 	if err != nil || len(windows) == 0 {
-		return preview{count: count, sample: sample}, err
+		return preview{count: count, stale: stale, sample: sample}, err
 	}
 	c, err := store.CountCappedUsers(ctx, a, windows, s.now())
 	if err != nil {
 		return preview{}, fmt.Errorf("preview: %w", err)
 	}
-	return preview{count: count, sample: sample, capped: &c}, nil
+	return preview{count: count, stale: stale, sample: sample, capped: &c}, nil
 }
 
 // previewKey names a validated audience's preview of n users: its stored
@@ -158,17 +192,18 @@ func previewKey(a model.Audience, n int) string {
 	return strconv.Itoa(n) + " " + string(raw)
 }
 
-// countBuiltin counts a built-in audience and samples up to n user ids.
-func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience, n int) (int64, []uint64, error) {
-	count, err := store.CountAudience(ctx, a)
+// countBuiltin counts a built-in audience, and the tokens the stale rule
+// leaves out of it (one scan), and samples up to n user ids.
+func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience, n int) (int64, int64, []uint64, error) {
+	count, stale, err := store.CountAudienceStale(ctx, a)
 	if err != nil {
-		return 0, nil, fmt.Errorf("preview: %w", err)
+		return 0, 0, nil, fmt.Errorf("preview: %w", err)
 	}
 	// A user has one or a few tokens: a page of 4n tokens holds n users
 	// but for heavy multi-device users, and a short sample is fine then.
 	page, err := store.AudiencePage(ctx, a, 0, math.MaxUint64, 4*n, nil)
 	if err != nil {
-		return 0, nil, fmt.Errorf("preview: %w", err)
+		return 0, 0, nil, fmt.Errorf("preview: %w", err)
 	}
 	sample := make([]uint64, 0, n)
 	for _, t := range page {
@@ -176,5 +211,5 @@ func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience
 			sample = append(sample, t.UserID)
 		}
 	}
-	return count, sample, nil
+	return count, stale, sample, nil
 }

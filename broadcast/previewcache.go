@@ -35,6 +35,7 @@ type previewEntry struct {
 // would withhold now.
 type preview struct {
 	count  int64
+	stale  int64 // left out as stale (PUSHFAN_STALE_AFTER)
 	sample []uint64
 	capped *int64
 }

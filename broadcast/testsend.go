@@ -52,6 +52,7 @@ func (t TestSpec) untracked() bool { return t.Track != nil && !*t.Track }
 const (
 	TokenValid       = "valid"       // a device_tokens row, not invalidated
 	TokenInvalidated = "invalidated" // a device_tokens row already invalidated
+	TokenStale       = "stale"       // a device_tokens row not refreshed within PUSHFAN_STALE_AFTER
 	TokenUnknown     = "unknown"     // no device_tokens row (a raw token)
 )
 
@@ -68,7 +69,7 @@ type TestResult struct {
 	Token   string
 	TokenID uint64 // 0 when unknown
 	UserID  uint64 // 0 when unknown
-	State   string // TokenValid, TokenInvalidated, TokenUnknown
+	State   string // TokenValid, TokenInvalidated, TokenStale, TokenUnknown
 	// Succeeded, or Code and Message say why not.
 	Succeeded bool
 	Code      string
@@ -331,8 +332,13 @@ func (s *Service) resolveTokens(ctx context.Context, store *repository.Store, to
 		results[i] = TestResult{Token: t, State: TokenUnknown}
 		if k, ok := known[t]; ok {
 			results[i].TokenID, results[i].UserID, results[i].State = k.TokenID, k.UserID, TokenValid
-			if k.Invalidated {
+			switch {
+			case k.Invalidated:
 				results[i].State = TokenInvalidated
+			case k.Stale:
+				// Sent all the same, as an invalidated one is: the
+				// operator holds the device and asked for this token.
+				results[i].State = TokenStale
 			}
 		}
 	}

@@ -181,6 +181,12 @@ type Engine struct {
 	// "1/2h,3/day" (ParseFrequencyCaps); "" for none. Transactional
 	// broadcasts are exempt.
 	FrequencyCap string `yaml:"frequency_cap"`
+	// StaleAfter leaves out of every audience a token not refreshed for
+	// this long (device_tokens.updated_at, or a mapped
+	// schema.tokens.last_seen): Firebase counts a token a month without
+	// a refresh as stale, and sends to it waste quota on phones that are
+	// gone. 0, the default, sends to every valid token, as before.
+	StaleAfter time.Duration `yaml:"stale_after"`
 }
 
 // HTTP configures the API server.

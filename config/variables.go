@@ -318,6 +318,12 @@ func variables(c *Config) []variable {
 				"and dry runs are exempt, and a request's `\"frequency_cap\": false` goes past it. Named caps for audiences and jobs: `frequency_caps:` in the YAML",
 			unset: "none",
 			rule:  note("N/day or N/<duration>, comma-separated")},
+		{name: "PUSHFAN_STALE_AFTER", set: days(&e.StaleAfter),
+			doc: "leave out of every audience (all, user_ids, named ones, resends, a test send's user_ids) a token not refreshed for this long, read from `device_tokens.updated_at` " +
+				"(or a mapped `schema.tokens.last_seen`), as an invalidated one is left out: Firebase counts a token unrefreshed for a month as stale and drops it after 270 days. " +
+				"A preview reports how many were left out (`stale`); `pushfan_stale_tokens_skipped_total` counts them as broadcasts skip them. E.g. `30d` or `720h` (the YAML takes Go durations only: `720h`). See [Stale tokens](fcm.md#stale-tokens)",
+			unset: "off: every valid token is sent to",
+			rule:  staleAfterRule(&e.StaleAfter)},
 		{name: "PUSHFAN_BULK_ANDROID_PRIORITY", set: str(&d.Bulk.AndroidPriority),
 			doc:  "Android `priority` of bulk and paced broadcasts where the request's `android` sets none: Firebase asks that traffic that is not urgent go at `normal` (Android demotes an app whose `high` messages show nothing). YAML `delivery.bulk.android_priority`; an app's own under `apps[].delivery`",
 			rule: deliveryRule(func() string { return androidPriorityProblem(d.Bulk.AndroidPriority, false) }, "normal or high")},

@@ -37,6 +37,7 @@ type Metrics struct {
 	capped          *prometheus.CounterVec
 	capReleased     *prometheus.CounterVec
 	capExceeded     *prometheus.CounterVec
+	staleSkipped    *prometheus.CounterVec
 }
 
 // New registers pushfan's collectors, the Go runtime and process collectors,
@@ -129,6 +130,10 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 			Name: "pushfan_frequency_cap_exceeded_total",
 			Help: "Users sent a broadcast past a frequency cap: a device of theirs was sent without its slot, and another broadcast had taken the slot meanwhile. The ledger's holds keep it at 0; anything else is a bug to report.",
 		}, []string{"app"}),
+		staleSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pushfan_stale_tokens_skipped_total",
+			Help: "Tokens a broadcast's send left out as stale (PUSHFAN_STALE_AFTER: not refreshed for that long), counted as its pages are read; a chunk resumed after a crash may count a page again.",
+		}, []string{"app"}),
 		rateMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pushfan_rate_members",
 			Help: "Instances sending to the FCM project that the budget is split between (this one included).",
@@ -136,7 +141,7 @@ func New(reg prometheus.Registerer, db *sql.DB) *Metrics {
 	}
 	reg.MustRegister(m.sendAttempts, m.sendDuration, m.inFlight, m.retries, m.rateWait, m.targets,
 		m.broadcasts, m.broadcastTime, m.repaired, m.chunkClaims, m.invalidations, m.checkpointFails, m.writeBackFails, m.workers, m.rateShare, m.rateMembers, m.hooksDisabled, m.hooksLost, m.summaryFails,
-		m.capped, m.capReleased, m.capExceeded,
+		m.capped, m.capReleased, m.capExceeded, m.staleSkipped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
@@ -171,6 +176,7 @@ func (m *Metrics) ForApp(app string) *App {
 	m.capped.WithLabelValues(app)
 	m.capReleased.WithLabelValues(app)
 	m.capExceeded.WithLabelValues(app)
+	m.staleSkipped.WithLabelValues(app)
 	return &App{
 		sendAttempts: m.sendAttempts.MustCurryWith(prometheus.Labels{"app": app}),
 		sendOK:       m.sendAttempts.WithLabelValues(app, classSuccess, "OK"),
@@ -225,6 +231,13 @@ func (m *Metrics) Capped(app string, capped, released, exceeded int64) {
 	}
 	if exceeded > 0 {
 		m.capExceeded.WithLabelValues(app).Add(float64(exceeded))
+	}
+}
+
+// StaleSkipped counts tokens a send left out as stale.
+func (m *Metrics) StaleSkipped(app string, n int) {
+	if n > 0 {
+		m.staleSkipped.WithLabelValues(app).Add(float64(n))
 	}
 }
 

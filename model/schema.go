@@ -32,6 +32,10 @@ type TokensMapping struct {
 	// App is an optional column naming each token's app (docs/apps.md),
 	// for one table holding the tokens of several apps.
 	App string `yaml:"app"`
+	// LastSeen is an optional date/time column the app sets on every
+	// token refresh: PUSHFAN_STALE_AFTER reads it (the bundled table's is
+	// updated_at), and needs it on a mapped table.
+	LastSeen string `yaml:"last_seen"`
 	// OnDead is the statement that writes a dead token back, run once per
 	// dead token in the checkpoint's transaction, with :id, :token, :code.
 	OnDead string `yaml:"on_dead"`

@@ -135,12 +135,20 @@ const MaxIDsPerRead = 500
 // with a target list pages it with this, and a token invalidated or a
 // user disabled since the plan is not sent to.
 func (s *Store) TargetsByID(ctx context.Context, ids []uint64, dst []Target) ([]Target, error) {
+	dst, _, err := s.TargetsByIDStale(ctx, ids, dst)
+	return dst, err
+}
+
+// TargetsByIDStale is TargetsByID, also returning how many of ids it left
+// out as stale (PUSHFAN_STALE_AFTER): the plan counted them fresh, and a
+// send counts what it leaves out.
+func (s *Store) TargetsByIDStale(ctx context.Context, ids []uint64, dst []Target) ([]Target, int, error) {
 	dst = dst[:0]
 	if len(ids) == 0 {
-		return dst, nil
+		return dst, 0, nil
 	}
 	if len(ids) > MaxIDsPerRead {
-		return dst, fmt.Errorf("targets by id: %d ids, at most %d a read", len(ids), MaxIDsPerRead)
+		return dst, 0, fmt.Errorf("targets by id: %d ids, at most %d a read", len(ids), MaxIDsPerRead)
 	}
 	var in strings.Builder
 	in.Grow(len(ids) * 9)
@@ -151,13 +159,25 @@ func (s *Store) TargetsByID(ctx context.Context, ids []uint64, dst []Target) ([]
 		in.WriteString(strconv.FormatUint(id, 10)) // integers the plan stored, never request text
 	}
 	sc := s.schema
+	if f := sc.flagged; f != nil {
+		rows, err := s.db.QueryContext(ctx, "SELECT STRAIGHT_JOIN "+f.pageCols+f.from+" WHERE "+sc.tID+" BETWEEN ? AND ? AND "+
+			sc.tID+" IN ("+in.String()+") AND "+f.base+" ORDER BY "+sc.tID, ids[0], ids[len(ids)-1])
+		if err != nil {
+			return dst, 0, fmt.Errorf("targets by id from %d: %w", ids[0], err)
+		}
+		dst, _, stale, _, err := scanFlagged(rows, dst, len(ids))
+		if err != nil {
+			return dst, 0, fmt.Errorf("targets by id from %d: %w", ids[0], err)
+		}
+		return dst, stale, nil
+	}
 	rows, err := s.db.QueryContext(ctx, "SELECT STRAIGHT_JOIN "+sc.targetColumns()+" FROM "+sc.from+" WHERE "+sc.tID+" BETWEEN ? AND ? AND "+
 		sc.tID+" IN ("+in.String()+") AND "+sc.base+" ORDER BY "+sc.tID, ids[0], ids[len(ids)-1])
 	if err != nil {
-		return dst, fmt.Errorf("targets by id from %d: %w", ids[0], err)
+		return dst, 0, fmt.Errorf("targets by id from %d: %w", ids[0], err)
 	}
 	if dst, err = scanTargets(rows, dst); err != nil {
-		return dst, fmt.Errorf("targets by id from %d: %w", ids[0], err)
+		return dst, 0, fmt.Errorf("targets by id from %d: %w", ids[0], err)
 	}
-	return dst, nil
+	return dst, 0, nil
 }

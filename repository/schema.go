@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"pushfan/model"
 )
@@ -33,7 +35,23 @@ type Schema struct {
 	// for every token (a mapping without tokens.app, or no app chosen).
 	owned  string
 	appCol string // t.<column> of the tokens' app; "" when unmapped
-	base   string // the audience rule: valid AND enabled
+	// live is the audience rule before freshness: valid AND enabled (AND
+	// owned). base is the audience rule: live, and fresh when
+	// PUSHFAN_STALE_AFTER is set (WithStaleAfter).
+	live, base string
+
+	// lastSeen is the t.<column> a token's freshness is read from
+	// (t.updated_at for the bundled table, a mapping's last_seen), ""
+	// when a mapping names none. fresh is the condition that a token is
+	// not stale, and staleValue the same as a 0/1 column (a NULL
+	// last_seen is fresh: no timestamp is no evidence the phone is gone);
+	// both "" while PUSHFAN_STALE_AFTER is off.
+	lastSeen          string
+	fresh, staleValue string
+	// flagged is this schema with base = live: a send's page reads the
+	// stale tokens too, flagged by staleValue, so that it counts what it
+	// leaves out (AudiencePageStale). nil while the stale rule is off.
+	flagged *Schema
 
 	onDead     string   // with ? for each parameter; "" for the bundled
 	onDeadArgs []string // "id", "token", "code", in placeholder order
@@ -43,8 +61,24 @@ type Schema struct {
 	pageCols, pageRange, pageTail string
 }
 
-// build derives the statements' fixed parts from the names.
+// build derives the audience rule and the statements' fixed parts from
+// the names.
 func (sc *Schema) build() *Schema {
+	sc.live = sc.valid + " AND " + sc.enabled
+	if sc.owned != "" {
+		sc.live += " AND " + sc.owned
+	}
+	sc.base = sc.live
+	sc.flagged = nil
+	if sc.fresh != "" {
+		sc.base += " AND " + sc.fresh
+		f := *sc
+		f.base, f.flagged = sc.live, nil
+		f.pageCols = f.targetColumns() + ", " + sc.staleValue + " FROM "
+		f.pageRange = " WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND "
+		f.pageTail = " ORDER BY " + sc.tID + " LIMIT ?"
+		sc.flagged = &f
+	}
 	sc.pageCols = sc.targetColumns() + " FROM "
 	sc.pageRange = " WHERE " + sc.tID + " > ? AND " + sc.tID + " <= ? AND "
 	sc.pageTail = " ORDER BY " + sc.tID + " LIMIT ?"
@@ -60,8 +94,7 @@ func BundledSchema() *Schema {
 		tID:  "t.id", tUser: "t.user_id", tToken: "t.token", tPlatform: "t.platform",
 		uID: "u.id", uLocale: "u.locale", uTimezone: "u.timezone",
 		valid: "t.invalidated_at IS NULL", enabled: "u.push_enabled = 1",
-		base:   "t.invalidated_at IS NULL AND u.push_enabled = 1",
-		appCol: "t.app",
+		appCol: "t.app", lastSeen: "t.updated_at",
 	}).build()
 }
 
@@ -77,9 +110,39 @@ func (sc *Schema) ForApp(app string) *Schema {
 	}
 	c := *sc
 	c.owned = sc.appCol + " = '" + app + "'"
-	c.base = sc.valid + " AND " + sc.enabled + " AND " + c.owned
 	return c.build()
 }
+
+// WithStaleAfter returns the schema whose audience rule also leaves out
+// the tokens not refreshed for d (PUSHFAN_STALE_AFTER); d = 0 returns sc
+// as it is. A token is stale when its last_seen column is older than the
+// database's clock less d: one clock for every replica, and the cutoff is
+// a constant of each statement, so nothing is bound per page. A mapping
+// without a last_seen column cannot tell a stale token: an error naming
+// the key.
+func (sc *Schema) WithStaleAfter(d time.Duration) (*Schema, error) {
+	if d <= 0 {
+		return sc, nil
+	}
+	if sc.lastSeen == "" {
+		return nil, errors.New("schema.tokens.last_seen: required when PUSHFAN_STALE_AFTER is set " +
+			"(the date/time column the app sets on every token refresh)")
+	}
+	c := *sc
+	cutoff := "NOW(6) - INTERVAL " + strconv.FormatInt(int64(d/time.Second), 10) + " SECOND"
+	if sc.mapped {
+		c.fresh = "(" + sc.lastSeen + " >= " + cutoff + " OR " + sc.lastSeen + " IS NULL)"
+		c.staleValue = "COALESCE(" + sc.lastSeen + " < " + cutoff + ", 0)"
+	} else {
+		// device_tokens.updated_at is NOT NULL.
+		c.fresh = sc.lastSeen + " >= " + cutoff
+		c.staleValue = "(" + sc.lastSeen + " < " + cutoff + ")"
+	}
+	return c.build(), nil
+}
+
+// StaleRule reports whether the audience rule leaves stale tokens out.
+func (sc *Schema) StaleRule() bool { return sc.fresh != "" }
 
 // ownedAnd is cond and the app condition, if any.
 func (sc *Schema) ownedAnd(cond string) string {
@@ -166,6 +229,7 @@ func CompileSchema(def model.SchemaMapping) (*Schema, error) {
 	sc.tToken = column("tokens.token", "t", t.Token, true)
 	sc.tPlatform = column("tokens.platform", "t", t.Platform, false)
 	sc.appCol = column("tokens.app", "t", t.App, false)
+	sc.lastSeen = column("tokens.last_seen", "t", t.LastSeen, false)
 	sc.valid = condition("tokens.valid", t.Valid)
 	if strings.TrimSpace(t.OnDead) == "" {
 		// Without it, every later broadcast would send to the dead tokens
@@ -182,7 +246,6 @@ func CompileSchema(def model.SchemaMapping) (*Schema, error) {
 		return nil, err
 	}
 	sc.from = sc.tokensTable + " t JOIN " + sc.usersTable + " u ON " + sc.uID + " = " + sc.tUser
-	sc.base = sc.valid + " AND " + sc.enabled
 	return sc.build(), nil
 }
 

@@ -48,6 +48,12 @@ func (sc *Schema) Check(ctx context.Context, db *sqlx.DB) error {
 	column("tokens.user_id", t.Table, tcols, t.UserID, true)
 	column("tokens.token", t.Table, tcols, t.Token, false)
 	column("tokens.platform", t.Table, tcols, t.Platform, false)
+	column("tokens.last_seen", t.Table, tcols, t.LastSeen, false)
+	if typ, ok := tcols[strings.ToLower(t.LastSeen)]; ok && t.LastSeen != "" && !timeTypes[strings.ToLower(typ)] {
+		// Compared with the database's clock less PUSHFAN_STALE_AFTER: a
+		// number or a string there would compare, and mean nothing.
+		errs = append(errs, fmt.Errorf("schema.tokens.last_seen: column %s of %s is %s, not a date/time (datetime, timestamp or date)", t.LastSeen, t.Table, typ))
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...) // the queries below would only repeat these
 	}
@@ -66,7 +72,7 @@ func (sc *Schema) Check(ctx context.Context, db *sqlx.DB) error {
 	}
 	// Both conditions together, in the join every audience query uses: a
 	// column name both tables have is ambiguous only here.
-	probe("users.push_enabled and schema.tokens.valid (joined)", "SELECT "+sc.targetColumns()+", "+sc.uTimezone+", "+or(sc.tPlatform, "NULL")+
+	probe("users.push_enabled and schema.tokens.valid (joined)", "SELECT "+sc.targetColumns()+", "+sc.uTimezone+", "+or(sc.tPlatform, "NULL")+", "+or(sc.staleValue, "0")+
 		" FROM "+sc.from+" WHERE "+sc.base)
 	stmt, err := db.PrepareContext(ctx, sc.onDead)
 	if err != nil {
@@ -76,6 +82,9 @@ func (sc *Schema) Check(ctx context.Context, db *sqlx.DB) error {
 	}
 	return errors.Join(errs...)
 }
+
+// timeTypes are information_schema's DATA_TYPEs a last_seen column may have.
+var timeTypes = map[string]bool{"datetime": true, "timestamp": true, "date": true}
 
 // integerTypes are information_schema's DATA_TYPEs of the integer columns.
 var integerTypes = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "integer": true, "bigint": true}

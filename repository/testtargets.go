@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -16,7 +17,7 @@ type TestUser struct {
 	UserID      uint64
 	Exists      bool // a users row exists
 	PushEnabled bool
-	Tokens      []Target // valid tokens (invalidated_at IS NULL), by id
+	Tokens      []Target // valid tokens (invalidated_at IS NULL), by id; not stale ones (PUSHFAN_STALE_AFTER)
 }
 
 // TestUsers returns, for each id (in the order given), the user and its
@@ -28,7 +29,7 @@ func (s *Store) TestUsers(ctx context.Context, ids []uint64) ([]TestUser, error)
 	}
 	sc := s.schema
 	q, args, err := sqlx.In("SELECT "+sc.uID+", "+sc.enabledValue()+", "+sc.tID+", "+sc.tToken+" FROM "+sc.usersTable+" u"+
-		" LEFT JOIN "+sc.tokensTable+" t ON "+sc.tUser+" = "+sc.uID+" AND "+sc.ownedAnd(sc.valid)+
+		" LEFT JOIN "+sc.tokensTable+" t ON "+sc.tUser+" = "+sc.uID+" AND "+sc.ownedAnd(sc.validFresh())+
 		" WHERE "+sc.uID+" IN (?) ORDER BY "+sc.uID+", "+sc.tID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("test users: expand ids: %w", err)
@@ -75,6 +76,7 @@ type KnownToken struct {
 	TokenID     uint64
 	UserID      uint64
 	Invalidated bool
+	Stale       bool // not refreshed within PUSHFAN_STALE_AFTER (false while it is off)
 }
 
 // LookupTokens returns the device_tokens rows of the given tokens, keyed
@@ -85,7 +87,8 @@ func (s *Store) LookupTokens(ctx context.Context, tokens []string) (map[string]K
 		return out, nil
 	}
 	sc := s.schema
-	q, args, err := sqlx.In("SELECT "+sc.tID+", "+sc.tUser+", "+sc.tToken+", "+sc.invalidValue()+" FROM "+sc.tokensTable+" t WHERE "+sc.ownedAnd(sc.tToken+" IN (?)"), tokens)
+	q, args, err := sqlx.In("SELECT "+sc.tID+", "+sc.tUser+", "+sc.tToken+", "+sc.invalidValue()+", "+or(sc.staleValue, "0")+
+		" FROM "+sc.tokensTable+" t WHERE "+sc.ownedAnd(sc.tToken+" IN (?)"), tokens)
 	if err != nil {
 		return nil, fmt.Errorf("lookup tokens: expand: %w", err)
 	}
@@ -97,13 +100,68 @@ func (s *Store) LookupTokens(ctx context.Context, tokens []string) (map[string]K
 	for rows.Next() {
 		var k KnownToken
 		var tok string
-		if err := rows.Scan(&k.TokenID, &k.UserID, &tok, &k.Invalidated); err != nil {
+		if err := rows.Scan(&k.TokenID, &k.UserID, &tok, &k.Invalidated, &k.Stale); err != nil {
 			return nil, fmt.Errorf("lookup tokens: scan: %w", err)
 		}
 		out[tok] = k
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("lookup tokens: %w", err)
+	}
+	return out, nil
+}
+
+// validFresh is the tokens' valid condition and, with the stale rule on,
+// their freshness: a test send's user_ids get the tokens a broadcast
+// would send to.
+func (sc *Schema) validFresh() string {
+	if sc.fresh == "" {
+		return sc.valid
+	}
+	return "(" + sc.valid + " AND " + sc.fresh + ")"
+}
+
+// staleLookup bounds the IN list of one StaleTokens statement, below
+// MariaDB's in_predicate_conversion_threshold (1000), as invalidateChunk.
+const staleLookup = 500
+
+// StaleTokens returns which of tokens are rows of the tokens table that
+// the stale rule (PUSHFAN_STALE_AFTER) leaves out: how a named audience's
+// page, whose query need not know the rule, is held to it. A token the
+// table does not hold is not stale (nothing says when it was last seen).
+// Each statement is up to staleLookup probes of the token's unique key.
+// nil while the rule is off.
+func (s *Store) StaleTokens(ctx context.Context, tokens []string) (map[string]bool, error) {
+	sc := s.schema
+	if sc.fresh == "" || len(tokens) == 0 {
+		return nil, nil
+	}
+	var out map[string]bool
+	for chunk := range slices.Chunk(tokens, staleLookup) {
+		q, args, err := sqlx.In("SELECT "+sc.tToken+" FROM "+sc.tokensTable+" t WHERE "+sc.tToken+" IN (?) AND "+sc.staleValue, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("stale tokens: expand: %w", err)
+		}
+		rows, err := s.db.QueryContext(ctx, s.db.Rebind(q), args...)
+		if err != nil {
+			return nil, fmt.Errorf("stale tokens: %w", err)
+		}
+		for rows.Next() {
+			var tok string
+			if err := rows.Scan(&tok); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("stale tokens: scan: %w", err)
+			}
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[tok] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("stale tokens: %w", err)
+		}
 	}
 	return out, nil
 }

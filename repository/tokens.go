@@ -171,7 +171,51 @@ func audienceFilter(sc *Schema, a model.Audience) (cond string, args []any, empt
 // straight into dst's existing backing array (no per-row struct through
 // reflection), so a worker paging millions of tokens reuses one buffer.
 func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto uint64, limit int, dst []Target) ([]Target, error) {
+	dst, _, err := s.AudiencePageStale(ctx, a, after, upto, limit, dst)
+	return dst, err
+}
+
+// AudiencePageStale is AudiencePage, also returning how many stale tokens
+// (PUSHFAN_STALE_AFTER) it passed over: a send counts what the stale rule
+// leaves out. The page reads the stale tokens flagged rather than
+// filtered (the same rows read either way: the walk's index does not hold
+// last_seen), keeps the fresh ones, and reads on while stale ones left it
+// short, so that only the last page is short, as the engine expects. A
+// stale token is counted once: the rows past the one that filled the page
+// are read again by the next page, and counted then.
+func (s *Store) AudiencePageStale(ctx context.Context, a model.Audience, after, upto uint64, limit int, dst []Target) ([]Target, int, error) {
 	dst = dst[:0]
+	if s.schema.flagged == nil {
+		dst, err := s.audiencePage(ctx, a, after, upto, limit, dst)
+		return dst, 0, err
+	}
+	flagged := s.WithSchema(s.schema.flagged)
+	flagged.walk = s.walk
+	stale := 0
+	for {
+		q, args, empty, err := flagged.audiencePageQuery(ctx, a, after, upto, limit)
+		if err != nil || empty {
+			return dst, stale, err
+		}
+		rows, err := s.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return dst[:0], 0, fmt.Errorf("audience page after %d: %w", after, err)
+		}
+		var read, skipped int
+		var last uint64
+		if dst, read, skipped, last, err = scanFlagged(rows, dst, limit); err != nil {
+			return dst[:0], 0, fmt.Errorf("audience page after %d: %w", after, err)
+		}
+		stale += skipped
+		after = last
+		if len(dst) == limit || read < limit {
+			return dst, stale, nil
+		}
+	}
+}
+
+// audiencePage is AudiencePage without the stale rule's flags.
+func (s *Store) audiencePage(ctx context.Context, a model.Audience, after, upto uint64, limit int, dst []Target) ([]Target, error) {
 	q, args, empty, err := s.audiencePageQuery(ctx, a, after, upto, limit)
 	if err != nil {
 		return dst, err
@@ -222,6 +266,31 @@ func (s *Store) audiencePageQuery(ctx context.Context, a model.Audience, after, 
 	return s.db.Rebind("SELECT " + hint + sc.pageCols + from + sc.pageRange + cond + sc.pageTail), args, false, nil
 }
 
+// CountAudienceStale is CountAudience and, beside it, how many tokens the
+// audience would have but for the stale rule (0 while it is off): one
+// scan counts both.
+func (s *Store) CountAudienceStale(ctx context.Context, a model.Audience) (count, stale int64, err error) {
+	sc := s.schema.flagged
+	if sc == nil {
+		count, err = s.CountAudience(ctx, a)
+		return count, 0, err
+	}
+	cond, args, empty, err := audienceFilter(sc, a)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count audience: %w", err)
+	}
+	if empty {
+		return 0, 0, nil
+	}
+	var all int64
+	var st sql.NullInt64
+	q := s.db.Rebind("SELECT COUNT(*), SUM(" + sc.staleValue + ") FROM " + sc.from + " WHERE " + cond)
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&all, &st); err != nil {
+		return 0, 0, fmt.Errorf("count audience: %w", err)
+	}
+	return all - st.Int64, st.Int64, nil
+}
+
 // CountAudience returns how many targets AudiencePage would yield in total
 // right now (the broadcast's "targeted" before sending starts).
 func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, error) {
@@ -259,4 +328,34 @@ func scanTargets(rows *sql.Rows, dst []Target) ([]Target, error) {
 		return dst[:0], err
 	}
 	return dst, nil
+}
+
+// scanFlagged appends to dst the fresh targets of rows (targetColumns and
+// the stale flag), up to limit in all, and closes rows. It returns how
+// many rows it read, how many of those were stale, and the id of the last
+// row it took in (after, when none): the rows past the one that filled
+// dst are left for the next page.
+func scanFlagged(rows *sql.Rows, dst []Target, limit int) (out []Target, read, stale int, last uint64, err error) {
+	defer rows.Close()
+	var locale sql.RawBytes
+	var locales localeInterner
+	var t Target
+	var isStale bool
+	for len(dst) < limit && rows.Next() {
+		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale, &isStale); err != nil {
+			return dst[:0], 0, 0, 0, fmt.Errorf("scan target: %w", err)
+		}
+		read++
+		last = t.TokenID
+		if isStale {
+			stale++
+			continue
+		}
+		t.Locale = locales.intern(locale)
+		dst = append(dst, t)
+	}
+	if err := rows.Err(); err != nil {
+		return dst[:0], 0, 0, 0, err
+	}
+	return dst, read, stale, last, nil
 }

@@ -72,7 +72,7 @@ func previewBody(p broadcast.Preview, out map[string]any) map[string]any {
 	if sample == nil {
 		sample = []uint64{}
 	}
-	out["count"], out["sample_user_ids"], out["capped_users"] = p.Count, sample, p.Capped
+	out["count"], out["stale"], out["sample_user_ids"], out["capped_users"] = p.Count, p.Stale, sample, p.Capped
 	out["frequency_cap"], out["frequency_cap_source"] = nil, p.Cap.Source
 	if p.Cap.Spec != "" {
 		out["frequency_cap"] = p.Cap.Spec

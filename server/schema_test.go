@@ -289,27 +289,34 @@ func TestSchemaMappingCheckedAtStartUp(t *testing.T) {
 		name   string
 		change func(m *model.SchemaMapping)
 		want   string
+		stale  time.Duration // PUSHFAN_STALE_AFTER
 	}{
+		{"last_seen for the stale rule", func(m *model.SchemaMapping) {},
+			"schema.tokens.last_seen: required when PUSHFAN_STALE_AFTER is set", 30 * 24 * time.Hour},
+		{"last_seen type", func(m *model.SchemaMapping) { m.Tokens.LastSeen = "os_type" },
+			"schema.tokens.last_seen: column os_type of " + db + ".push_devices is varchar, not a date/time", 0},
+		{"last_seen column", func(m *model.SchemaMapping) { m.Tokens.LastSeen = "seen_at" },
+			"schema.tokens.last_seen: column seen_at not found in " + db + ".push_devices", 30 * 24 * time.Hour},
 		{"column", func(m *model.SchemaMapping) { m.Tokens.Token = "fcm_tokn" },
-			"schema.tokens.token: column fcm_tokn not found in " + db + ".push_devices"},
+			"schema.tokens.token: column fcm_tokn not found in " + db + ".push_devices", 0},
 		{"table", func(m *model.SchemaMapping) { m.Users.Table = db + ".member" },
-			"schema.users.table: table " + db + ".member not found"},
+			"schema.users.table: table " + db + ".member not found", 0},
 		{"condition", func(m *model.SchemaMapping) { m.Tokens.Valid = "deleted = 'N'" },
-			"schema.tokens.valid: "},
+			"schema.tokens.valid: ", 0},
 		{"ambiguous", func(m *model.SchemaMapping) { m.Tokens.Valid = "member_id > 0" }, // both tables have member_id
-			"schema.users.push_enabled and schema.tokens.valid (joined): "},
+			"schema.users.push_enabled and schema.tokens.valid (joined): ", 0},
 		{"id type", func(m *model.SchemaMapping) { m.Tokens.ID = "fcm_token" },
-			"schema.tokens.id: column fcm_token of " + db + ".push_devices is varchar, not an integer"},
+			"schema.tokens.id: column fcm_token of " + db + ".push_devices is varchar, not an integer", 0},
 		{"locale", func(m *model.SchemaMapping) { m.Users.Locale = "language" },
-			"schema.users.locale: column language not found in " + db + ".members"},
+			"schema.users.locale: column language not found in " + db + ".members", 0},
 		{"timezone", func(m *model.SchemaMapping) { m.Users.Timezone = "zone" },
-			"schema.users.timezone: column zone not found in " + db + ".members"},
+			"schema.users.timezone: column zone not found in " + db + ".members", 0},
 		{"on_dead", func(m *model.SchemaMapping) {
 			m.Tokens.OnDead = "UPDATE " + db + ".push_devices SET gone = 1 WHERE device_seq = :id"
-		}, "schema.tokens.on_dead: "},
+		}, "schema.tokens.on_dead: ", 0},
 		{"on_dead param", func(m *model.SchemaMapping) {
 			m.Tokens.OnDead = "UPDATE " + db + ".push_devices SET deleted_yn = 'Y' WHERE device_seq = :device"
-		}, "schema.tokens.on_dead: unknown parameter :device"},
+		}, "schema.tokens.on_dead: unknown parameter :device", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -317,6 +324,7 @@ func TestSchemaMappingCheckedAtStartUp(t *testing.T) {
 			m := mapping(db)
 			tc.change(&m)
 			cfg.Schema = m
+			cfg.Engine.StaleAfter = tc.stale
 			pool, err := sqldb.Open(context.Background(), cfg.MySQLDSN, 2, nil)
 			if err != nil {
 				t.Fatal(err)

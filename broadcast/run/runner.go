@@ -77,6 +77,9 @@ type Metrics interface {
 	// WriteBackSkipped counts dead tokens a checkpoint stored without
 	// their write-back to a mapped schema's table (on_dead kept failing).
 	WriteBackSkipped(n int64)
+	// StaleSkipped counts tokens a send's pages left out as stale
+	// (PUSHFAN_STALE_AFTER), by app.
+	StaleSkipped(app string, n int)
 }
 
 type noMetrics struct{}
@@ -88,6 +91,7 @@ func (noMetrics) BroadcastRepaired()                                      {}
 func (noMetrics) ChunkClaimed(bool)                                       {}
 func (noMetrics) CheckpointFailed()                                       {}
 func (noMetrics) WriteBackSkipped(int64)                                  {}
+func (noMetrics) StaleSkipped(string, int)                                {}
 
 // ErrShutdown is the cause the instance's stop cancels Running with: each
 // run checkpoints what it has and releases its chunk.

@@ -18,22 +18,23 @@ import (
 // source returns the engine's Source for chunk c of b: its target list
 // when the plan fixed one, else its range (Lo, Hi] of the audience.
 func (s *Runner) source(app *instance.App, b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
+	stale := func(n int) { s.opt.Metrics.StaleSkipped(b.App, n) }
 	if b.Audience.Name == "" {
 		if c.IDs != nil {
-			return &listSource{store: app.Store, ids: c.IDs, timeout: s.in.DBTimeout}, nil
+			return &listSource{store: app.Store, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
 		}
 		a := b.Audience
 		var err error
 		if a.Zones, err = zoneFilter(c.Zones); err != nil {
 			return nil, err
 		}
-		return &builtinSource{store: app.Store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout}, nil
+		return &builtinSource{store: app.Store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout, stale: stale}, nil
 	}
 	bound, err := s.opt.Bind(b.Audience)
 	if err != nil {
 		return nil, err
 	}
-	return &namedSource{named: s.opt.Named, bound: bound, upto: c.Hi, ids: c.IDs, timeout: s.in.DBTimeout}, nil
+	return &namedSource{named: s.opt.Named, store: app.Store, bound: bound, upto: c.Hi, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
 }
 
 // builtinSource pages the bundled tables' audience within one chunk.
@@ -42,6 +43,7 @@ type builtinSource struct {
 	audience model.Audience
 	upto     uint64
 	timeout  time.Duration
+	stale    func(int)           // counts the tokens a page left out as stale
 	buf      []repository.Target // reused: only the engine's producer calls Page
 }
 
@@ -50,9 +52,11 @@ func (a *builtinSource) Page(ctx context.Context, after uint64, limit int, dst [
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	var err error
-	if a.buf, err = a.store.AudiencePage(ctx, a.audience, after, a.upto, limit, a.buf); err != nil {
+	var stale int
+	if a.buf, stale, err = a.store.AudiencePageStale(ctx, a.audience, after, a.upto, limit, a.buf); err != nil {
 		return dst, err
 	}
+	a.stale(stale)
 	for _, t := range a.buf {
 		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale})
 	}
@@ -67,6 +71,7 @@ type listSource struct {
 	store   *repository.Store
 	ids     []uint64
 	timeout time.Duration
+	stale   func(int)
 	buf     []repository.Target
 }
 
@@ -79,11 +84,13 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 		i += n
 		c, cancel := context.WithTimeout(ctx, l.timeout)
 		var err error
-		l.buf, err = l.store.TargetsByID(c, batch, l.buf)
+		var stale int
+		l.buf, stale, err = l.store.TargetsByIDStale(c, batch, l.buf)
 		cancel()
 		if err != nil {
 			return dst[:0], err
 		}
+		l.stale(stale)
 		for _, t := range l.buf {
 			dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale})
 		}
@@ -94,45 +101,79 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 // namedSource pages a named SQL audience by its cursor column within one
 // chunk. A chunk of a local-time plan carries its target list (ids, the
 // cursors of one zone group, spread over the audience): its pages keep
-// only those rows, reading on through the others' until a page is full,
-// since the engine takes a short page for the chunk's end.
+// only those rows. With PUSHFAN_STALE_AFTER set, the tokens it yields are
+// held to the stale rule against the tokens table (Store.StaleTokens): an
+// operator's query need not know the rule, as the rule is the
+// deployment's, and a stale token is left out of every audience. A page
+// either leaves short reads on, since the engine ends the chunk at the
+// first short page.
 type namedSource struct {
 	named   *audience.Runner
+	store   *repository.Store
 	bound   audience.Bound
 	upto    uint64
 	ids     []uint64 // nil: every row in the range
 	timeout time.Duration
+	stale   func(int)
 	rows    []audience.Row
+	kept    []audience.Row // this chunk's rows of a page
+	tokens  []string
 }
 
 func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
 	dst = dst[:0]
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
-	for len(dst) < limit {
+	for {
 		var err error
 		if n.rows, err = n.named.Page(ctx, n.bound, after, n.upto, limit, n.rows); err != nil {
 			return dst[:0], err
 		}
+		n.kept = n.kept[:0]
 		for _, r := range n.rows {
 			if n.ids != nil {
 				if _, in := slices.BinarySearch(n.ids, r.Cursor); !in {
-					continue
+					continue // another zone group's target
 				}
+			}
+			n.kept = append(n.kept, r)
+		}
+		stale, err := n.staleAmong(ctx, n.kept)
+		if err != nil {
+			return dst[:0], err
+		}
+		skipped := 0
+		for _, r := range n.kept {
+			if len(dst) == limit {
+				break // the rest are read again by the next page, and counted then
+			}
+			if stale[r.Token] {
+				skipped++
+				continue
 			}
 			// A named audience gives a localized message its users'
 			// languages by a column named locale.
 			dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars, Locale: r.Vars["locale"]})
-			if len(dst) == limit {
-				return dst, nil
-			}
 		}
-		if n.ids == nil || len(n.rows) < limit {
-			return dst, nil // the range is read to its end
+		n.stale(skipped)
+		if len(dst) == limit || len(n.rows) < limit {
+			return dst, nil
 		}
 		after = n.rows[len(n.rows)-1].Cursor
 	}
-	return dst, nil
+}
+
+// staleAmong returns which tokens of rows the stale rule leaves out (nil
+// while it is off: Store.StaleTokens reads nothing then).
+func (n *namedSource) staleAmong(ctx context.Context, rows []audience.Row) (map[string]bool, error) {
+	if n.store == nil || !n.store.Schema().StaleRule() {
+		return nil, nil
+	}
+	n.tokens = n.tokens[:0]
+	for _, r := range rows {
+		n.tokens = append(n.tokens, r.Token)
+	}
+	return n.store.StaleTokens(ctx, n.tokens)
 }
 
 // zoneFilter decodes the zone group of a chunk planned before migration

@@ -102,28 +102,51 @@ type broadcastView = apiclient.Broadcast
 
 func (s *service) call(ctx context.Context, method, path string, body []byte) (broadcastView, error) {
 	var v broadcastView
+	err := s.callInto(ctx, method, path, body, &v)
+	return v, err
+}
+
+// postJSONWithin posts body to path and decodes the answer into out,
+// waiting up to within for it (a count over 10M tokens takes longer than
+// the client's 30 s).
+func (s *service) postJSONWithin(ctx context.Context, within time.Duration, path string, body, out any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	c := *s.http
+	c.Timeout = within
+	return s.callWith(ctx, &c, http.MethodPost, path, raw, out)
+}
+
+// callInto makes one admin API call and decodes a 2xx answer into v.
+func (s *service) callInto(ctx context.Context, method, path string, body []byte, v any) error {
+	return s.callWith(ctx, s.http, method, path, body, v)
+}
+
+func (s *service) callWith(ctx context.Context, client *http.Client, method, path string, body []byte, v any) error {
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(body))
 	if err != nil {
-		return v, err
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return v, fmt.Errorf("%s %s: %w", method, path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return v, fmt.Errorf("%s %s: %w", method, path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return v, fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(raw)))
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(raw)))
 	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return v, fmt.Errorf("%s %s: %w", method, path, err)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	return v, nil
+	return nil
 }
 
 // scrapeLatency reads the send-latency histogram from GET /metrics; ok is

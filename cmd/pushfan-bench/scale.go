@@ -26,7 +26,10 @@ import (
 //   - how long a cancel takes to be final in each state;
 //   - a 3-user send on an idle table, and with 20 local-time broadcasts
 //     of 1M tokens each waiting (on a second database of 1M tokens);
-//   - the serve process's peak RSS.
+//   - the serve process's peak RSS;
+//   - what PUSHFAN_STALE_AFTER costs: with a quarter of the tokens 40
+//     days old, the preview, the plan and a walk of every token by the
+//     send's page statement (rows read), the rule off and at 30 days.
 //
 // Targets: every submit ≤ 1 s, ≥ 97 % of the rate limit from the first
 // second, every cancel ≤ 1 s, RSS ≤ 150 MB.
@@ -65,9 +68,11 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 		return err
 	}
 	sr.SeedSeconds = seedSecs
-	small, _, err := b.zonedDB(ctx, "scale_waiting", 1_000_000)
-	if err != nil {
-		return err
+	var small benchDB
+	if b.o.scalePhase("waiting") {
+		if small, _, err = b.zonedDB(ctx, "scale_waiting", 1_000_000); err != nil {
+			return err
+		}
 	}
 	restore, err := b.fitBufferPool(ctx, db, sr)
 	if err != nil {
@@ -116,6 +121,13 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 	}
 	sr.PeakRSSMB = float64(hwm) / 1024
 	svc.stop()
+	if b.o.scalePhase("stale") {
+		// Its own serves, one per setting, on the same tokens: last of
+		// the 10M phases, as it marks a quarter of them stale.
+		if err := m.staleCost(ctx); err != nil {
+			return err
+		}
+	}
 	if !b.o.scalePhase("waiting") {
 		rep.scaleTargets()
 		return nil

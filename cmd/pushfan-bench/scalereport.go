@@ -40,6 +40,8 @@ type scaleReport struct {
 	// the capacity model; Tables the sizes of pushfan's tables then.
 	DB     map[string]float64   `json:"db_per_second_first_minute"`
 	Tables map[string]tableSize `json:"tables_during_the_all"`
+	// Stale is what PUSHFAN_STALE_AFTER costs (scalestale.go).
+	Stale *staleFigures `json:"stale_tokens,omitempty"`
 }
 
 // urgentFigures are a 3-user transactional send's submit-to-delivered
@@ -108,6 +110,21 @@ func (r *report) printScale(w io.Writer) {
 	fmt.Fprintf(w, "peak RSS of serve: %.1f MB\n", s.PeakRSSMB)
 	for _, k := range sortedKeys(s.RSSByPhase) {
 		fmt.Fprintf(w, "  RSS while %s: %.1f MB\n", k, s.RSSByPhase[k])
+	}
+	if st := s.Stale; st != nil {
+		fmt.Fprintf(w, "\nPUSHFAN_STALE_AFTER, with %d tokens (every 4th) marked 40 days old (in %.1f s):\n", st.MarkedStale, st.MarkSeconds)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "setting\tpreview ms\tcount\tstale\tcount statement s\tplan of all s\ttargeted\twalk s\trows read\ttargets\tstatements")
+		for _, k := range []string{"off", "30d"} {
+			r := st.BySetting[k]
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.0f\t%d\t%d\n", k, r.PreviewMS, r.PreviewCount, r.PreviewStale, r.CountSeconds,
+				r.PlanSeconds, r.Targeted, r.WalkSeconds, r.WalkRowsRead, r.WalkTargets, r.WalkStatement)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "walk rows read, 30d over off: %.3f\n", st.RowsReadRatio)
+		for _, k := range []string{"off", "30d"} {
+			fmt.Fprintf(w, "  EXPLAIN of a page (%s): %s\n", k, st.Explain[k])
+		}
 	}
 	if len(s.DB) > 0 {
 		fmt.Fprintf(w, "database per second over the first minute of the all:")

@@ -92,7 +92,11 @@ func configCheck(getenv config.Getenv, stdout, stderr io.Writer) error {
 // checkSchema checks the schema mapping against the database exactly as
 // serve's start-up does, so a mistyped column is found before a deploy.
 func checkSchema(cfg config.Config) error {
-	if _, err := repository.CompileSchema(cfg.Schema); err != nil {
+	sc, err := repository.CompileSchema(cfg.Schema)
+	if err == nil {
+		_, err = sc.WithStaleAfter(cfg.Engine.StaleAfter)
+	}
+	if err != nil {
 		return err // no database needed to see these
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DB.Timeout)

@@ -19,6 +19,9 @@ func CheckSchema(ctx context.Context, cfg config.Config, pool *sqlx.DB) (*reposi
 	if err != nil {
 		return nil, err // each problem already names its schema. key
 	}
+	if schema, err = schema.WithStaleAfter(cfg.Engine.StaleAfter); err != nil {
+		return nil, err // names schema.tokens.last_seen
+	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
 	defer cancel()
 	if err := schema.Check(cctx, pool); err != nil {
@@ -37,6 +40,9 @@ func CheckAppSchemas(ctx context.Context, cfg config.Config, pool *sqlx.DB) (map
 			continue
 		}
 		schema, err := repository.CompileSchema(*a.Schema)
+		if err == nil {
+			schema, err = schema.WithStaleAfter(cfg.Engine.StaleAfter)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("apps.%s.%w", a.Name, err)
 		}

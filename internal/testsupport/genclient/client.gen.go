@@ -440,6 +440,7 @@ func (e TestSendResultOutcome) Valid() bool {
 // Defines values for TestSendResultTokenStatus.
 const (
 	Invalidated TestSendResultTokenStatus = "invalidated"
+	Stale       TestSendResultTokenStatus = "stale"
 	Unknown     TestSendResultTokenStatus = "unknown"
 	Valid       TestSendResultTokenStatus = "valid"
 )
@@ -448,6 +449,8 @@ const (
 func (e TestSendResultTokenStatus) Valid() bool {
 	switch e {
 	case Invalidated:
+		return true
+	case Stale:
 		return true
 	case Unknown:
 		return true
@@ -806,7 +809,7 @@ type AudiencePreview struct {
 	// CappedUsers Users of the audience whom frequency_cap, the cap a broadcast with this body would be sent under, would withhold now (holding every slot of one of its windows in the ledger); null when no cap applies (frequency_cap null). Named audiences are counted along the same walk as count, a statement a page.
 	CappedUsers *int `json:"capped_users"`
 
-	// Count Targets (tokens) the audience selects now.
+	// Count Targets (tokens) the audience selects now. Stale tokens (PUSHFAN_STALE_AFTER) are not counted: see stale.
 	Count int `json:"count"`
 
 	// FrequencyCap The caps a broadcast with this body would be sent under, as the broadcast object would record them, e.g. "1/day"; null for none (frequency_cap_source says why).
@@ -818,6 +821,9 @@ type AudiencePreview struct {
 	// FrequencyCapSource Where frequency_cap comes from: named (the audience's frequency_caps entry, frequency_cap_name), default (PUSHFAN_FREQUENCY_CAP); or why none applies: off (the audience's configuration), bypass ("frequency_cap": false), transactional (exempt unless it asks), dry_run, none (no cap configured).
 	FrequencyCapSource AudiencePreviewFrequencyCapSource `json:"frequency_cap_source"`
 	SampleUserIds      []int                             `json:"sample_user_ids"`
+
+	// Stale Tokens left out of count as stale: not refreshed within PUSHFAN_STALE_AFTER (device_tokens.updated_at, or the mapped schema.tokens.last_seen), as a broadcast leaves them out; 0 while it is off. A named audience's tokens are held to the rule against the tokens table.
+	Stale int `json:"stale"`
 }
 
 // AudiencePreviewFrequencyCapSource Where frequency_cap comes from: named (the audience's frequency_caps entry, frequency_cap_name), default (PUSHFAN_FREQUENCY_CAP); or why none applies: off (the audience's configuration), bypass ("frequency_cap": false), transactional (exempt unless it asks), dry_run, none (no cap configured).
@@ -1382,7 +1388,7 @@ type Preview struct {
 	// CappedUsers Users of the audience whom frequency_cap, the cap a broadcast with this body would be sent under, would withhold now (holding every slot of one of its windows in the ledger); null when no cap applies (frequency_cap null). Named audiences are counted along the same walk as count, a statement a page.
 	CappedUsers *int `json:"capped_users"`
 
-	// Count Targets (tokens) a broadcast to this audience would have now.
+	// Count Targets (tokens) a broadcast to this audience would have now. Stale tokens (PUSHFAN_STALE_AFTER) are not counted: see stale.
 	Count int `json:"count"`
 
 	// FrequencyCap The caps a broadcast with this body would be sent under, as the broadcast object would record them, e.g. "1/day"; null for none (frequency_cap_source says why).
@@ -1394,6 +1400,9 @@ type Preview struct {
 	// FrequencyCapSource Where frequency_cap comes from: named (the audience's frequency_caps entry, frequency_cap_name), default (PUSHFAN_FREQUENCY_CAP); or why none applies: off (the audience's configuration), bypass ("frequency_cap": false), transactional (exempt unless it asks), dry_run, none (no cap configured).
 	FrequencyCapSource PreviewFrequencyCapSource `json:"frequency_cap_source"`
 	SampleUserIds      []int                     `json:"sample_user_ids"`
+
+	// Stale Tokens left out of count as stale: not refreshed within PUSHFAN_STALE_AFTER (device_tokens.updated_at, or the mapped schema.tokens.last_seen), as a broadcast leaves them out; 0 while it is off. A named audience's tokens are held to the rule against the tokens table.
+	Stale int `json:"stale"`
 }
 
 // PreviewFrequencyCapSource Where frequency_cap comes from: named (the audience's frequency_caps entry, frequency_cap_name), default (PUSHFAN_FREQUENCY_CAP); or why none applies: off (the audience's configuration), bypass ("frequency_cap": false), transactional (exempt unless it asks), dry_run, none (no cap configured).
@@ -1607,14 +1616,16 @@ type TestSendRequest struct {
 
 // TestSendResult defines model for TestSendResult.
 type TestSendResult struct {
-	Attempts    int                       `json:"attempts"`
-	Code        *string                   `json:"code"`
-	Invalidated bool                      `json:"invalidated"`
-	Message     *string                   `json:"message"`
-	MessageId   *string                   `json:"message_id"`
-	Outcome     TestSendResultOutcome     `json:"outcome"`
-	Token       string                    `json:"token"`
-	TokenId     *int                      `json:"token_id"`
+	Attempts    int                   `json:"attempts"`
+	Code        *string               `json:"code"`
+	Invalidated bool                  `json:"invalidated"`
+	Message     *string               `json:"message"`
+	MessageId   *string               `json:"message_id"`
+	Outcome     TestSendResultOutcome `json:"outcome"`
+	Token       string                `json:"token"`
+	TokenId     *int                  `json:"token_id"`
+
+	// TokenStatus valid: a row of the tokens table, sent to; invalidated: a row already invalidated; stale: a row not refreshed within PUSHFAN_STALE_AFTER (a raw token is sent whatever its state, as a rehearsal on a device in hand; a user's stale tokens are left out, as a broadcast leaves them out); unknown: no row.
 	TokenStatus TestSendResultTokenStatus `json:"token_status"`
 	UserId      *int                      `json:"user_id"`
 }
@@ -1622,7 +1633,7 @@ type TestSendResult struct {
 // TestSendResultOutcome defines model for TestSendResult.Outcome.
 type TestSendResultOutcome string
 
-// TestSendResultTokenStatus defines model for TestSendResult.TokenStatus.
+// TestSendResultTokenStatus valid: a row of the tokens table, sent to; invalidated: a row already invalidated; stale: a row not refreshed within PUSHFAN_STALE_AFTER (a raw token is sent whatever its state, as a rehearsal on a device in hand; a user's stale tokens are left out, as a broadcast leaves them out); unknown: no row.
 type TestSendResultTokenStatus string
 
 // Trigger What created the broadcast: an API request, an API request with send_at, a cron job fire, or a resend of another broadcast's failures.
