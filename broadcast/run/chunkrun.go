@@ -69,7 +69,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	app, appErr := s.appOf(b)
 	r := &chunkRun{
 		s: s, c: c, b: b, app: app, p: &fanout.Progress{}, stop: stop,
-		gate: newStoreGate(s.unstored[app.Name]),
+		gate: newStoreGate(s.opt.FlushInterval, time.Now(), s.unstored[app.Name]),
 		wb:   writeBacks{lease: s.in.Lease},
 		log:  s.in.Log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}

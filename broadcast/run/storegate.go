@@ -7,12 +7,13 @@ import (
 )
 
 // commitAllowance is how long past a checkpoint interval a chunk's
-// outcomes may go unstored at the rate limit: room for the checkpoint's
-// own commit on a busy database.
+// outcomes may go unstored before its run stops handing new targets to
+// the workers: room for the checkpoint's own commit on a busy database.
 const commitAllowance = 50 * time.Millisecond
 
-// confirmOpen is the slack for a commit slower than the allowance (part
-// of window, the count the gates allow past the stored checkpoints).
+// confirmOpen is how long each confirmed checkpoint opens the gate, however
+// old its outcomes: what keeps a run sending (in short bursts) while every
+// commit takes longer than the allowance.
 const confirmOpen = 20 * time.Millisecond
 
 // minUnstored is the fewest sends a run may have past its last stored
@@ -25,29 +26,16 @@ const minUnstored = 16
 // past their last stored checkpoints.
 func window(flush time.Duration) time.Duration { return flush + commitAllowance + confirmOpen }
 
-// unstored is what the chunk runs of one app on this instance may have sent
-// past their last stored checkpoints, together: the app's rate limit ×
-// window. Outcomes since the last confirmed checkpoint are what a kill -9
-// repeats; without the gates, a database that stalls for seconds lets a
-// run keep sending for seconds, and a crash then repeats all of it
-// (measured: 16,524 duplicates of 60,000 after a 2 s stall, against a
-// bound of 1,858). So a crash repeats at most the sends in flight plus
-// window of sends at each app's rate limit.
+// unstored is what the chunk runs of one app on this instance may have
+// sent past their last stored checkpoints, together: the app's rate limit
+// × window. It is one of the two limits of the runs' store gates (see
+// storeGate), and the one that holds on a loaded machine.
 //
-// The bound is a count, held per app, not per run and not by time (issue
-// 38). Each run used to have its own part (the limit split evenly over
-// its app's runs) and also closed once its last stored checkpoint's
-// outcomes were older than FlushInterval + commitAllowance. Both made a
-// run's rate follow its commit latency, which is the database's, that is
-// every other app's checkpoints as well: beside a saturated app A (four
-// runs checkpointing every 50 ms), app B's one run found its outcomes too
-// old at most checkpoints and sent in 20 ms bursts between them, at a
-// third to a half of its quota. A count per app lets each app's runs send
-// their app's rate whenever its sends past the stored checkpoints fit in
-// the window, whatever their commits cost, and an app with several runs
-// uses the room a run that is committing leaves. The count alone bounds
-// what a crash repeats: while the database stalls, the sends stop once the
-// app's window is spent (time bounded nothing more).
+// It is the app's, shared by its runs (issue 38): each run used to have its
+// own part, the app's limit split evenly over its runs, so that a run
+// whose checkpoint was committing held its sends while the app's other
+// runs left room. An app with several runs now uses the room one of them
+// leaves, and another app's runs never count.
 type unstored struct {
 	// allowed is the app's rate limit × window: read at every checkpoint
 	// (mark) into limit, never per send (it takes the throttle's lock).
@@ -63,30 +51,66 @@ func newUnstored(allowed func() int64) *unstored {
 	return &unstored{allowed: allowed, limit: max(allowed(), minUnstored), opened: make(chan struct{})}
 }
 
-// storeGate holds a chunk run's producer while its app's sends past their
-// last stored checkpoints fill the app's window (see unstored). A worker
-// that took a target checks it again once it has its rate permit.
+// storeGate holds a chunk run's producer while its progress is not stored.
+// Outcomes since the last confirmed checkpoint are what a kill -9 repeats;
+// without the gate, a database that stalls for seconds lets a run keep
+// sending for seconds, and a crash then repeats all of it (measured: 16,524
+// duplicates of 60,000 after a 2 s stall, against a bound of 1,858).
+//
+// Two limits hold a new send, and a worker that took a target checks them
+// again once it has its rate permit (and gives the permit back when they
+// hold it: fanout's Engine.permit):
+//
+//   - time: nothing new goes once the run's last stored checkpoint's
+//     outcomes are older than FlushInterval + commitAllowance. A commit
+//     slower than that would close the gate for good (by the time it is
+//     confirmed, its outcomes are older than maxAge), so each confirmed
+//     checkpoint also opens it for confirmOpen: with slow commits a run
+//     sends in short bursts between them, and spends at each the permits
+//     its app's throttle kept meanwhile (up to its burst, 100 ms of the
+//     rate), which the workers waiting at the closed gate no longer drop.
+//   - count: the sends of the app's runs past their last stored
+//     checkpoints stay under window × the app's rate limit (see
+//     unstored). Time alone does not bound them: while the gate is closed
+//     the rate limiter's bucket refills, and when it opens every worker
+//     waiting at it spends the bucket at once (100 ms of the limit),
+//     however slow the sends were before. Under a loaded machine's slow
+//     commits that burst took a kill -9 drill to 1,385 duplicates against
+//     its bound of 1,118.
+//
+// So a crash repeats at most the sends in flight plus window (FlushInterval
+// + commitAllowance + confirmOpen) of sends at each app's rate limit.
 type storeGate struct {
-	u *unstored // the app's; its mu guards the fields below
+	u      *unstored // the app's; its mu guards the fields below
+	maxAge time.Duration
 
-	passed   int64 // sends that passed the gate since the run began
-	storedAt int64 // passed when the last confirmed checkpoint's outcomes were taken
-	closed   bool  // the run ended: its sends no longer count
+	stored      time.Time // when the last confirmed checkpoint's outcomes were taken
+	confirmedAt time.Time // when it was confirmed
+	passed      int64     // sends that passed the gate since the run began
+	storedAt    int64     // passed when the last confirmed checkpoint's outcomes were taken
+	closed      bool      // the run ended: its sends no longer count
 }
 
 // gateMark is the moment a checkpoint's outcomes are taken: confirmed
 // with it, the checkpoint covers the sends that had passed by then.
 type gateMark struct {
+	at     time.Time
 	passed int64
 }
 
-func newStoreGate(u *unstored) *storeGate { return &storeGate{u: u} }
+func newStoreGate(flush time.Duration, now time.Time, u *unstored) *storeGate {
+	return &storeGate{u: u, maxAge: flush + commitAllowance, stored: now, confirmedAt: now}
+}
 
 // open reports whether the gate is open (called with g.u.mu held): the
 // app's window has room, or the run has fewer than minUnstored sends past
-// its own last checkpoint.
+// its own last checkpoint; and the run's last stored checkpoint is recent,
+// or was just confirmed.
 func (g *storeGate) open() bool {
-	return !g.closed && (g.u.n < g.u.limit || g.passed-g.storedAt < minUnstored)
+	if g.closed || g.u.n >= g.u.limit && g.passed-g.storedAt >= minUnstored {
+		return false
+	}
+	return time.Since(g.stored) <= g.maxAge || time.Since(g.confirmedAt) <= confirmOpen
 }
 
 // Open reports whether a new send may go. A true answer counts as a send
@@ -103,7 +127,7 @@ func (g *storeGate) Open() bool {
 }
 
 // Wait returns at once while the gate is open, else when a checkpoint of
-// the app's runs is stored or ctx ends.
+// the app's runs is stored (it may have made room) or ctx ends.
 func (g *storeGate) Wait(ctx context.Context) error {
 	for {
 		g.u.mu.Lock()
@@ -127,7 +151,7 @@ func (g *storeGate) mark() gateMark {
 	g.u.mu.Lock()
 	defer g.u.mu.Unlock()
 	g.u.limit = limit
-	return gateMark{passed: g.passed}
+	return gateMark{at: time.Now(), passed: g.passed}
 }
 
 // confirmed records that the checkpoint taken at m is stored: the sends
@@ -135,11 +159,11 @@ func (g *storeGate) mark() gateMark {
 func (g *storeGate) confirmed(m gateMark) {
 	g.u.mu.Lock()
 	defer g.u.mu.Unlock()
-	if m.passed <= g.storedAt || g.closed {
+	if m.at.Before(g.stored) || g.closed {
 		return
 	}
 	g.u.n -= m.passed - g.storedAt
-	g.storedAt = m.passed
+	g.stored, g.confirmedAt, g.storedAt = m.at, time.Now(), m.passed
 	close(g.u.opened)
 	g.u.opened = make(chan struct{})
 }
