@@ -133,13 +133,24 @@ func (b *permitBucket) take(ctx context.Context, urgent bool) (waited bool, err 
 		b.dispatchLocked(b.now())
 		return true, ctx.Err()
 	}
-	// Given as ctx ended, and not used: the token goes back, as if it had
-	// not been taken (it was taken at or before now).
-	now = b.now()
+	// Given as ctx ended, and not used: the token goes back.
+	b.giveBackLocked()
+	return true, ctx.Err()
+}
+
+// giveBack returns a token that was taken and not used, as if it had not
+// been taken (it was taken at or before now): the next in line gets it.
+func (b *permitBucket) giveBack() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.giveBackLocked()
+}
+
+func (b *permitBucket) giveBackLocked() {
+	now := b.now()
 	b.advance(now)
 	b.tokens = min(b.tokens+1, b.burst)
 	b.dispatchLocked(now)
-	return true, ctx.Err()
 }
 
 // advance brings tokens up to now.

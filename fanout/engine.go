@@ -141,19 +141,10 @@ func (e *Engine) Busy() bool {
 	return e.unpaced > 0 || e.urgent > 0 || len(e.pacers) > 0
 }
 
-// RunShare is the rate limit split evenly over the Runs in progress (the
-// whole limit when none runs): what a chunk run's store gate lets one run
-// have past its last checkpoint, so that the runs of an instance together
-// stay within the limit's worth whatever the rate limiter's bucket holds.
-func (e *Engine) RunShare() float64 {
-	e.mu.Lock()
-	runs := e.unpaced + e.urgent
-	for _, n := range e.pacers {
-		runs += n
-	}
-	e.mu.Unlock()
-	return e.throttle.Limit() / float64(max(runs, 1))
-}
+// Limit is the throttle's rate (this instance's share of the project's
+// budget): what the store gates of the Runs in progress allow past their
+// last checkpoints, together, is window's worth of it.
+func (e *Engine) Limit() float64 { return e.throttle.Limit() }
 
 // PermitWaits is the throttle's (see Throttle.PermitWaits).
 func (e *Engine) PermitWaits() (waited, permits int64) { return e.throttle.PermitWaits() }

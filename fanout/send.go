@@ -44,8 +44,12 @@ func (e *Engine) worker(p *pool) {
 }
 
 // permit waits for a rate permit for one of r's sends, and for r's gate
-// to be open when the permit comes (else the permit is let go: the send
-// waits for the gate, then for a fresh permit).
+// to be open when the permit comes. Else the permit goes back to the
+// throttle, for a send of another Run whose gate is open (or for r's own
+// once its gate opens): dropped, it was a send the app never made, and
+// with a gate closing at every slow commit, each worker waiting there
+// dropped one each time (issue 38: about a tenth of an app's rate beside
+// another app's bulk). The send waits for the gate, then for a permit.
 func (e *Engine) permit(r *run) error {
 	for {
 		waitStart := time.Now()
@@ -59,6 +63,7 @@ func (e *Engine) permit(r *run) error {
 		if err != nil || r.job.Gate == nil || r.job.Gate.Open() {
 			return err
 		}
+		e.throttle.giveBack()
 		if err := r.job.Gate.Wait(r.ctx); err != nil {
 			return err
 		}

@@ -273,6 +273,15 @@ func (t *Throttle) wait(ctx context.Context, urgent bool) error {
 	}
 }
 
+// giveBack returns a permit Wait or WaitUrgent gave and that was not
+// used: as if it had not been taken (the bucket holds at most its burst,
+// so nothing is minted).
+// It is not counted among the permits given (PermitWaits).
+func (t *Throttle) giveBack() {
+	t.permits.Add(-1)
+	t.bucket.giveBack()
+}
+
 // PermitWaits returns how many permits the throttle has given, and how
 // many of them had to wait for the rate. Between two reads, a high share
 // of waits means the sends are held by their rate limit, not by the CPU:

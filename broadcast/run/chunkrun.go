@@ -34,7 +34,8 @@ type chunkRun struct {
 	pending *lease.Checkpoint
 	// pendingMark is when pending's outcomes were taken from the engine.
 	pendingMark gateMark
-	// gate holds the engine's producer while outcomes go unstored.
+	// gate holds the engine's producer while the app's outcomes go
+	// unstored (see unstored).
 	gate *storeGate
 	// wb retries pending's write-back of dead tokens, and leaves out the
 	// tokens whose write-back keeps failing (see writeback.go).
@@ -68,12 +69,11 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	app, appErr := s.appOf(b)
 	r := &chunkRun{
 		s: s, c: c, b: b, app: app, p: &fanout.Progress{}, stop: stop,
-		gate: newStoreGate(s.opt.FlushInterval, time.Now(), func() int64 {
-			return int64(app.Engine.RunShare() * window(s.opt.FlushInterval).Seconds())
-		}),
-		wb:  writeBacks{lease: s.in.Lease},
-		log: s.in.Log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
+		gate: newStoreGate(s.opt.FlushInterval, time.Now(), s.unstored[app.Name]),
+		wb:   writeBacks{lease: s.in.Lease},
+		log:  s.in.Log.With("broadcast_id", b.ID, "chunk", c.Seq, "epoch", c.Epoch),
 	}
+	defer r.gate.close() // after the final checkpoint: its sends count no more
 	// Even a run that stops before the engine starts checkpoints the claim's
 	// cursor and done ranges, never fewer.
 	r.p.Reset(c.Cursor, toEngine(c.Done))

@@ -116,12 +116,15 @@ type Runner struct {
 	apps   *instance.Apps
 	opt    Options
 
-	wake    chan struct{}     // the dispatcher: chunks to claim
-	lanes   map[string]*lanes // chunk slots by app, then by class
-	next    int               // the app the dispatcher asks first (round robin)
-	pacer   *pacer            // paced broadcasts' rates
-	runs    runSet            // chunks running here
-	refused refusals          // broadcasts this instance handed back
+	wake  chan struct{}     // the dispatcher: chunks to claim
+	lanes map[string]*lanes // chunk slots by app, then by class
+	// unstored bounds each app's sends past its runs' stored checkpoints
+	// (the store gates'), by app.
+	unstored map[string]*unstored
+	next     int      // the app the dispatcher asks first (round robin)
+	pacer    *pacer   // paced broadcasts' rates
+	runs     runSet   // chunks running here
+	refused  refusals // broadcasts this instance handed back
 }
 
 // New builds a Runner; Start starts it.
@@ -136,13 +139,18 @@ func New(in *instance.Instance, store *repository.Store, leases *lease.Store, ap
 	s := &Runner{
 		in: in, store: store, leases: leases, apps: apps, opt: opt,
 		wake:  make(chan struct{}, 1),
-		lanes: map[string]*lanes{},
+		lanes: map[string]*lanes{}, unstored: map[string]*unstored{},
 		pacer: newPacer(leases, opt.RateLimit, in.Log),
 	}
 	// Each app has slots of its own: a large bulk broadcast of one app
 	// never holds the slots another app's broadcasts run in.
 	for _, app := range apps.List() {
 		s.lanes[app.Name] = newLanes(opt.ChunkParallel)
+		// And a window of unstored sends of its own, shared by its runs
+		// only: another app's runs, or their slow commits, never hold it.
+		s.unstored[app.Name] = newUnstored(func() int64 {
+			return int64(app.Engine.Limit() * window(opt.FlushInterval).Seconds())
+		})
 	}
 	return s
 }

@@ -47,6 +47,7 @@ type projectLog struct {
 	mu       sync.Mutex
 	accepted map[string]map[string]int // token → project → 2xx answers
 	requests map[string]int            // project → requests
+	times    []time.Time               // when each 2xx answer was given, in order
 }
 
 func newProjectLog(t *testing.T, cfg fcmemu.Config) *projectLog {
@@ -118,7 +119,15 @@ func (l *projectLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			l.accepted[req.Message.Token] = byProject
 		}
 		byProject[project]++
+		l.times = append(l.times, time.Now())
 	}
+}
+
+// acceptedTimes copies when each send was accepted, in order.
+func (l *projectLog) acceptedTimes() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.times)
 }
 
 // snapshot copies the log.
