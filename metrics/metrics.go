@@ -188,6 +188,9 @@ func (m *Metrics) ForApp(app string) *App {
 	m.capped.WithLabelValues(app)
 	m.capReleased.WithLabelValues(app)
 	m.capExceeded.WithLabelValues(app)
+	// And the 429s: a series born at its first value hides that first
+	// burst from rate() and increase(), the 429 panel and alert.
+	m.sendAttempts.WithLabelValues(app, "transient", "QUOTA_EXCEEDED")
 	return &App{
 		sendAttempts: m.sendAttempts.MustCurryWith(prometheus.Labels{"app": app}),
 		sendOK:       m.sendAttempts.WithLabelValues(app, classSuccess, "OK"),

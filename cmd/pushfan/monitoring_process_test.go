@@ -141,6 +141,20 @@ scrape_configs:
 		return n == len(loadRules(t).Groups[0].Rules)
 	})
 
+	// The new series moved with the broadcast: checkpoints were timed, the
+	// chunk was seen running, the storm's 429s were counted, the database
+	// answered every scrape.
+	for _, q := range []string{
+		`sum(pushfan_checkpoint_duration_seconds_count) > 0`,
+		`max_over_time(pushfan_chunks{state="running"}[5m]) > 0`,
+		`sum(increase(pushfan_fcm_send_attempts_total{code="QUOTA_EXCEEDED"}[5m])) > 0`,
+		`min_over_time(pushfan_database_up[5m]) == 1`,
+	} {
+		if len(api.query(t, q, time.Time{})) == 0 {
+			t.Errorf("%s: empty", q)
+		}
+	}
+
 	// Every expression runs, and every series it names exists.
 	for _, e := range monitoringExprs(t) {
 		api.query(t, substitute(e.expr, "1m"), time.Time{}) // fails the test on an error
