@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run stop test lint docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
+.PHONY: help build dist image run stop test lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -88,11 +88,12 @@ DRILLS := TestKill9MidBroadcastResumesAfterRestart|TestSIGTERMReleasesLeasesAndA
 # The process drills measure timing at the default configuration against an
 # in-process emulator that the race detector would slow several times over:
 # they are left out of race builds (//go:build !race) and run alone, last.
-test: ## ensure MariaDB, Chromium, buildah and Node.js are there, then run every test with the race detector, then the process drills alone
+test: ## ensure MariaDB, Chromium, buildah, Node.js and Prometheus are there, then run every test with the race detector, then the process drills alone
 	bash scripts/ensure-mysql.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-buildah.sh
 	bash scripts/ensure-node.sh
+	bash scripts/ensure-prometheus.sh
 	$(GO) test -race -count=1 -timeout 20m -skip '$(DRILLS)' ./...
 	$(GO) test -count=1 -timeout 30m -run '$(DRILLS)' ./cmd/pushfan/
 
@@ -123,6 +124,9 @@ chaos-short: ## the CI variant: 3 minutes, a seed from CHAOS_SHORT_SEEDS (at lea
 # on a fresh machine, so nothing needs installing by hand.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEADCODE    ?= golang.org/x/tools/cmd/deadcode@v0.52.0
+# Helm, pinned the same way: the chart's test (cmd/pushfan/helm_test.go)
+# reads this line and renders deploy/helm/pushfan with `go run $(HELM)`.
+HELM        ?= helm.sh/helm/v4/cmd/helm@v4.3.2
 
 lint: ## gofmt -l must list nothing; go vet; staticcheck; no dead code (deadcode, tests as roots)
 	@echo "$(GOFMT) -l ."
@@ -141,6 +145,9 @@ lint: ## gofmt -l must list nothing; go vet; staticcheck; no dead code (deadcode
 		echo "$$dead" | sed 's/^/  /'; \
 		exit 1; \
 	fi
+
+helm-template: ## render the Helm chart (deploy/helm/pushfan) with the pinned helm, as its test does
+	$(GO) run $(HELM) template pushfan deploy/helm/pushfan
 
 bench-go: ## run the Go benchmarks (no tests; engine, throttle, SDK vs raw send, paging, checkpoint)
 	bash scripts/ensure-mysql.sh

@@ -56,6 +56,10 @@ type Answer struct {
 // waiting meanwhile in one transaction, so the database sees a
 // transaction per commit time rather than one per event.
 type Ingester struct {
+	// OnCommitted, when set before Start, is told each group commit's
+	// events stored and those already stored (metrics).
+	OnCommitted func(stored, duplicates int)
+
 	store   Store
 	keys    *Keys
 	log     *slog.Logger
@@ -293,6 +297,18 @@ func (g *Ingester) commit(group []*post) {
 	if err != nil {
 		g.log.Warn("storing events failed; the apps are told to retry", "events", len(all), "err", err)
 		err = fmt.Errorf("engagement: storing events: %w", err)
+	}
+	if err == nil && g.OnCommitted != nil {
+		var stored, dups int
+		for _, r := range res {
+			switch r {
+			case model.EventStored:
+				stored++
+			case model.EventDuplicate:
+				dups++
+			}
+		}
+		g.OnCommitted(stored, dups)
 	}
 	for _, p := range group {
 		if err != nil {

@@ -179,6 +179,12 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 	if want := map[string]int64{"opened": 310, "clicked": 10}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("counts %v, want %v", got, want)
 	}
+	// The metrics count the events committed: 300 opens, 10 clicks and
+	// their 10 implied opens stored; the 50 opens posted again duplicates.
+	m := scrape(t, s.HTTP, s.API.URL+"/metrics", teststack.AdminToken)
+	if st, dup := m[`pushfan_events_ingested_total{result="stored"}`], m[`pushfan_events_ingested_total{result="duplicate"}`]; st != 320 || dup != 50 {
+		t.Fatalf("pushfan_events_ingested_total: stored %v, duplicate %v; want 320 and 50", st, dup)
+	}
 
 	// The API shows them: the broadcast's funnel, its series, the totals.
 	var view struct {

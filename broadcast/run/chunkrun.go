@@ -222,7 +222,9 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.s.in.DBTimeout)
 	defer cancel()
 	cp := r.pending
+	began := time.Now()
 	res, err := r.s.leases.Checkpoint(dbctx, r.c, *cp)
+	r.s.opt.Metrics.CheckpointTook(time.Since(began))
 	switch {
 	case err == nil:
 		r.pending = nil

@@ -74,6 +74,8 @@ type Metrics interface {
 	BroadcastRepaired()
 	ChunkClaimed(takeover bool)
 	CheckpointFailed()
+	// CheckpointTook observes one checkpoint's transaction, stored or not.
+	CheckpointTook(d time.Duration)
 	// WriteBackSkipped counts dead tokens a checkpoint stored without
 	// their write-back to a mapped schema's table (on_dead kept failing).
 	WriteBackSkipped(n int64)
@@ -90,6 +92,7 @@ func (noMetrics) BroadcastFinished(string, string, string, time.Duration) {}
 func (noMetrics) BroadcastRepaired()                                      {}
 func (noMetrics) ChunkClaimed(bool)                                       {}
 func (noMetrics) CheckpointFailed()                                       {}
+func (noMetrics) CheckpointTook(time.Duration)                            {}
 func (noMetrics) WriteBackSkipped(int64)                                  {}
 func (noMetrics) StaleSkipped(string, int)                                {}
 

@@ -121,6 +121,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	deliverer.OnDisabled = m.WebhookDisabled
+	metrics.NewState(reg, pool.DB, appNames(parts), endpointNames(cfg), cfg.DB.Timeout, log)
 	deliverer.OnLostClaim = m.WebhookLostClaim
 	leases.SetEvents(outbox)
 	keys, err := eventKeys(ctx, cfg, store)
@@ -129,6 +130,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	events := engagement.NewIngester(store, keys, log, cfg.DB.Timeout)
+	events.OnCommitted = m.EventsIngested
 	var tags *engagement.Tagger
 	if cfg.Events.TrackingOn() {
 		tags = engagement.NewTagger(keys, cfg.Events.TTL, cfg.Events.PublicURL)

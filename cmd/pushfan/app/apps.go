@@ -151,3 +151,12 @@ func audienceApps(cfg config.Config) map[string]string {
 	}
 	return out
 }
+
+// appNames lists the apps' names (the metrics report each, at 0 when idle).
+func appNames(parts []*AppParts) []string {
+	names := make([]string, len(parts))
+	for i, p := range parts {
+		names[i] = p.Name
+	}
+	return names
+}

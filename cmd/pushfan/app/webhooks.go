@@ -85,3 +85,13 @@ func (s summarySource) FinishedAfter(ctx context.Context, cursor webhook.Finishe
 func (s summarySource) Summary(ctx context.Context, id uint64, after time.Duration) (any, error) {
 	return server.EngagementSummary(ctx, s.svc, id, webhook.StageName(after))
 }
+
+// endpointNames lists the configured webhook endpoints' names (the
+// metrics report each, at 0 when it has no backlog and is enabled).
+func endpointNames(cfg config.Config) []string {
+	names := make([]string, len(cfg.Webhooks))
+	for i, w := range cfg.Webhooks {
+		names[i] = w.Name
+	}
+	return names
+}
