@@ -61,6 +61,7 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 	}
 	p := newPlanPass(b, pc.Width, s.in.Now(), s.opt.DefaultZone, pc.Cursor, pc.Seq, pc.Building)
 	start := time.Now()
+	var rested time.Duration // how long the plan yielded to sends (the log says)
 	for step := 0; ; step++ {
 		if ctx.Err() != nil {
 			s.releasePlan(bg, log, pc)
@@ -106,14 +107,17 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 			s.runs.Poke()
 		}
 		if st.Done {
-			log.InfoContext(ctx, "broadcast planned", "chunks", st.Seq, "took", time.Since(start).Round(time.Millisecond))
+			log.InfoContext(ctx, "broadcast planned", "chunks", st.Seq, "targeted", pc.Targeted,
+				"took", time.Since(start).Round(time.Millisecond), "rested", rested.Round(time.Millisecond))
 			s.runs.Finish(bg, b.ID) // an empty audience ends here
 			return
 		}
+		r0 := time.Now()
 		if err := s.rest(ctx, pc, time.Since(stepStart), before); err != nil {
 			s.releasePlan(bg, log, pc)
 			return
 		}
+		rested += time.Since(r0)
 	}
 }
 
