@@ -99,3 +99,81 @@ func logDuration(t *testing.T, m map[string]any, key string) time.Duration {
 	t.Fatalf("log line %v: %s is no duration", m, key)
 	return 0
 }
+
+// rawBroadcast is a broadcast object as JSON values, to tell null from 0.
+func rawBroadcast(t *testing.T, s *teststack.Stack, id uint64) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if resp := s.Do("GET", "/push/broadcasts/"+itoa(id), nil, &m); resp.StatusCode != http.StatusOK {
+		t.Fatalf("read %d: %d %v", id, resp.StatusCode, m)
+	}
+	return m
+}
+
+// counting reports whether a broadcast object says its audience is being
+// counted: targeted present and null, never 0, and planning as want.
+func counting(t *testing.T, what string, m map[string]any, planning bool) {
+	t.Helper()
+	v, ok := m["targeted"]
+	if !ok || v != nil || m["planning"] != planning {
+		t.Fatalf("%s: targeted %v (present %v), planning %v; want targeted null, planning %v", what, v, ok, m["planning"], planning)
+	}
+}
+
+// A send_at_local broadcast answers its 202 with targeted null and
+// planning true (it read targeted 0 until its plan had counted), and has
+// its exact targeted, planning false, once the plan is done; a scheduled
+// broadcast and a held one read null too until their audience is counted,
+// and /push/stats adds a broadcast's targeted only once it is known.
+func TestTargetedIsNullUntilTheAudienceIsCounted(t *testing.T) {
+	s := teststack.New(t, teststack.Options{})
+	n := int64(s.SeedZoned(300, 2, scaleZones))
+	all := map[string]any{"all": true}
+
+	var sub map[string]any
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "noon", "audience": all, "send_at_local": tomorrowNoon()}, &sub); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", resp.StatusCode, sub)
+	}
+	counting(t, "send_at_local's 202", sub, true)
+	id := uint64(sub["id"].(float64))
+	planned := s.WaitPlanned(id, time.Minute)
+	if m := rawBroadcast(t, s, id); m["targeted"] != float64(n) || m["planning"] != false || planned.Status != "queued" || waiting(planned) != n {
+		t.Fatalf("planned: targeted %v planning %v, %+v; want %d targets, all waiting", m["targeted"], m["planning"], planned, n)
+	}
+
+	var sched map[string]any
+	at := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "later", "audience": all, "send_at": at}, &sched); resp.StatusCode != http.StatusAccepted || sched["status"] != "scheduled" {
+		t.Fatalf("schedule: %d %v", resp.StatusCode, sched)
+	}
+	counting(t, "a scheduled broadcast", sched, false)
+
+	// A held broadcast: null until its background count lands, then the
+	// count (an empty audience's 0 included: 0 is a count, not "unknown").
+	var held map[string]any
+	if resp := s.Do("POST", "/push/broadcast", map[string]any{"title": "held", "audience": all, "hold": true}, &held); resp.StatusCode != http.StatusAccepted || held["status"] != "held" {
+		t.Fatalf("hold: %d %v", resp.StatusCode, held)
+	}
+	heldID := uint64(held["id"].(float64))
+	if held["targeted"] != nil && held["targeted"] != float64(n) {
+		t.Fatalf("held 202: targeted %v; want null (or, counted already, %d)", held["targeted"], n)
+	}
+	teststack.WaitEvery(t, "the held broadcast counted", 10*time.Second, 20*time.Millisecond, func() bool {
+		return rawBroadcast(t, s, heldID)["targeted"] == float64(n)
+	})
+
+	// A broadcast whose plan has counted part of its audience while its
+	// first sends go out: its targeted is not in the totals yet, its
+	// outcomes are.
+	s.MustExec(`INSERT INTO broadcasts (id, status, message, audience, targeted, succeeded, planning, started_at)
+		VALUES (777, 'running', '{"title":"x"}', '{"all":true}', 5000, 40, 1, UTC_TIMESTAMP(6))`)
+	counting(t, "a broadcast planned while it sends", rawBroadcast(t, s, 777), true)
+	var st struct{ Targeted, Succeeded int64 }
+	s.Do("GET", "/push/stats", nil, &st)
+	if st.Targeted != 2*n || st.Succeeded != 40 { // the send_at_local's and the held one's counts; not the scheduled or the planning one
+		t.Fatalf("stats: %+v; want targeted %d (the counted broadcasts only), succeeded 40", st, 2*n)
+	}
+	for _, id := range []uint64{id, uint64(sched["id"].(float64)), heldID} {
+		s.Do("POST", "/push/broadcasts/"+itoa(id)+"/cancel", nil, nil)
+	}
+}
