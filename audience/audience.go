@@ -95,6 +95,12 @@ const (
 	ColToken  = "token"
 )
 
+// ColTimezone is an optional column: the IANA zone of the row's user. A
+// local-time delivery (send_at_local, quiet hours) takes it over the
+// users table's zone; NULL or empty falls back to that. It is a template
+// variable too, like every other extra column.
+const ColTimezone = "timezone"
+
 // unquotedCursor spots the commonest mistake in an audience query: CURSOR is
 // a reserved word in MySQL and MariaDB, so the alias needs backquotes.
 var unquotedCursor = regexp.MustCompile(`(?i)\bAS\s+cursor\b`)
@@ -399,6 +405,7 @@ func (a *Audience) args(values map[string]any, after, upto uint64, limit int) []
 // layout says where the required columns and the variables are in a result.
 type layout struct {
 	cursor, userID, token int
+	timezone              int // -1: the query returns none
 	vars                  []varCol
 }
 
@@ -411,7 +418,7 @@ type varCol struct {
 // newLayout locates the required columns in a result and checks the
 // variables' names; the error lists every problem.
 func newLayout(cols []*sql.ColumnType) (layout, error) {
-	l := layout{cursor: -1, userID: -1, token: -1}
+	l := layout{cursor: -1, userID: -1, token: -1, timezone: -1}
 	var errs []error
 	seen := make(map[string]bool, len(cols))
 	for i, c := range cols {
@@ -439,6 +446,9 @@ func newLayout(cols []*sql.ColumnType) (layout, error) {
 			if !isIdent(name) {
 				errs = append(errs, fmt.Errorf("column %q is not a usable template variable name: alias it (AS some_name)", name))
 				continue
+			}
+			if low == ColTimezone {
+				l.timezone = i
 			}
 			l.vars = append(l.vars, varCol{name: name, index: i, dbType: c.DatabaseTypeName()})
 		}

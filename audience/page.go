@@ -20,6 +20,10 @@ type Row struct {
 	Cursor uint64
 	UserID uint64
 	Token  string
+	// Zone is the user's IANA zone from the query's timezone column, when
+	// it returns one that is neither NULL nor empty (HasZone).
+	Zone    string
+	HasZone bool
 	// Vars holds the extra columns as strings (NULL is ""), nil when the
 	// audience has none. Each row gets its own map, never reused by a later
 	// Page, so a Row may be handed to another goroutine.
@@ -71,6 +75,14 @@ func (b Bound) Cursors(ctx context.Context, db *sqlx.DB, after uint64, limit int
 		dst = append(dst, r.Cursor)
 	}
 	return dst, nil
+}
+
+// Targets appends to dst[:0] the rows of up to limit targets after
+// `after`, in cursor order, without their variables: what a local-time
+// plan reads of the audience (cursor, user and the timezone column, if
+// the query returns one). The same keyset contract and checks as Page.
+func (b Bound) Targets(ctx context.Context, db *sqlx.DB, after uint64, limit int, dst []Row) ([]Row, error) {
+	return b.page(ctx, db, after, math.MaxUint64, limit, dst, false)
 }
 
 // page is Page; withVars false leaves Vars nil (Preview needs no variables).
@@ -149,6 +161,11 @@ func makeRow(l layout, vals []any, withVars bool) (Row, error) {
 	}
 	if r.Token == "" {
 		return Row{}, fmt.Errorf("token is empty (cursor %d)", r.Cursor)
+	}
+	if l.timezone >= 0 {
+		if z := format(vals[l.timezone], ""); z != "" {
+			r.Zone, r.HasZone = z, true
+		}
 	}
 	if withVars && len(l.vars) > 0 {
 		r.Vars = make(map[string]string, len(l.vars))

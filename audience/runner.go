@@ -26,6 +26,12 @@ func (r *Runner) Cursors(ctx context.Context, b Bound, after uint64, limit int, 
 	return b.Cursors(ctx, r.db, after, limit, dst)
 }
 
+// Targets reads one keyset page of b's targets without their variables
+// (see Bound.Targets).
+func (r *Runner) Targets(ctx context.Context, b Bound, after uint64, limit int, dst []Row) ([]Row, error) {
+	return b.Targets(ctx, r.db, after, limit, dst)
+}
+
 // Preview counts b and samples up to n user ids (see Bound.Preview).
 func (r *Runner) Preview(ctx context.Context, b Bound, n int) (int64, []uint64, error) {
 	return b.Preview(ctx, r.db, n)

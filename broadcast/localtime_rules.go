@@ -24,25 +24,21 @@ func (r Rules) zone() *time.Location {
 // local checks send_at_local and quiet_hours and returns the local
 // delivery to store with the audience; nil when there is none. The quiet
 // hours are the request's window if it gives one (whatever its class),
-// none if it says false or null, and else the deployment's default, for a
-// built-in audience and a class other than transactional: a default is
-// for campaigns, and a one-user code or receipt must not wait for the
-// morning. now is the clock for the horizon; a zero now (a cron fire,
-// whose own next occurrence is at most a day ahead) skips it.
-func (r Rules) local(spec Spec, a model.Audience, class string, now time.Time) (*model.LocalDelivery, error) {
+// none if it says false or null, and else the deployment's default, for
+// every class but transactional, whatever the audience: a default is for
+// campaigns, and a one-user code or receipt must not wait for the
+// morning. A named audience's targets get their zones as the built-in
+// audiences' do, from the users table by user id, unless the audience
+// returns a timezone column. now is the clock for the horizon; a zero now
+// (a cron fire, whose own next occurrence is at most a day ahead) skips
+// it.
+func (r Rules) local(spec Spec, class string, now time.Time) (*model.LocalDelivery, error) {
 	qh := spec.QuietHours.Window
-	if qh == nil && !spec.QuietHours.Off && r.QuietHours != nil && a.Name == "" && class != model.ClassTransactional {
+	if qh == nil && !spec.QuietHours.Off && r.QuietHours != nil && class != model.ClassTransactional {
 		qh = r.QuietHours
 	}
 	if spec.SendAtLocal == "" && qh == nil {
 		return nil, nil
-	}
-	if a.Name != "" {
-		field := "send_at_local"
-		if spec.SendAtLocal == "" {
-			field = "quiet_hours"
-		}
-		return nil, fieldError("invalid_value", field, "%s needs the users' zones: it works with the built-in audiences (all, user_ids), not a named audience", field)
 	}
 	l := &model.LocalDelivery{At: spec.SendAtLocal}
 	if spec.SendAtLocal != "" {

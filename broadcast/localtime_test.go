@@ -12,24 +12,24 @@ import (
 func TestLocalRules(t *testing.T) {
 	r := Rules{Horizon: 24 * time.Hour, QuietHours: &model.QuietHours{Start: "22:00", End: "08:00"}}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	// The deployment's quiet hours apply to built-in audiences by default.
-	l, err := r.local(Spec{}, model.Audience{All: true}, model.ClassBulk, now)
+	// The deployment's quiet hours apply to every bulk broadcast by
+	// default, whatever its audience: a named one's zones come from its
+	// users (or its own timezone column) as a built-in one's do.
+	l, err := r.local(Spec{}, model.ClassBulk, now)
 	if err != nil || l == nil || *l.QuietHours != *r.QuietHours {
 		t.Fatalf("default quiet hours: %+v %v", l, err)
 	}
-	if l, err := r.local(Spec{}, model.Audience{Name: "vip"}, model.ClassBulk, now); err != nil || l != nil {
-		t.Fatalf("named audience without local fields: %+v %v", l, err)
+	l, err = r.local(Spec{SendAtLocal: "2026-12-02T09:00:00"}, model.ClassBulk, now)
+	if err != nil || l == nil || l.At != "2026-12-02T09:00:00" || *l.QuietHours != *r.QuietHours {
+		t.Fatalf("send_at_local: %+v %v", l, err)
 	}
 	var fe *FieldError
-	if _, err := r.local(Spec{SendAtLocal: "2026-12-02T09:00:00"}, model.Audience{Name: "vip"}, model.ClassBulk, now); !errors.As(err, &fe) || fe.Field != "send_at_local" {
-		t.Fatalf("named audience with send_at_local: %v", err)
-	}
 	// The horizon counts from the earliest zone (UTC+14): 2026-12-03T00:00
 	// there is 2026-12-02T10:00Z, 22 h ahead.
-	if _, err := r.local(Spec{SendAtLocal: "2026-12-03T00:00:00"}, model.Audience{All: true}, model.ClassBulk, now); err != nil {
+	if _, err := r.local(Spec{SendAtLocal: "2026-12-03T00:00:00"}, model.ClassBulk, now); err != nil {
 		t.Fatalf("within the horizon in UTC+14: %v", err)
 	}
-	if _, err := r.local(Spec{SendAtLocal: "2026-12-03T04:00:00"}, model.Audience{All: true}, model.ClassBulk, now); !errors.As(err, &fe) || fe.Code != "send_at_too_far" {
+	if _, err := r.local(Spec{SendAtLocal: "2026-12-03T04:00:00"}, model.ClassBulk, now); !errors.As(err, &fe) || fe.Code != "send_at_too_far" {
 		t.Fatalf("beyond the horizon: %v", err)
 	}
 }

@@ -52,8 +52,13 @@ func TestDefaultQuietHoursByClass(t *testing.T) {
 			}
 		})
 	}
-	// Off with a named audience is no error: there is nothing to switch off.
-	if l, err := r.local(Spec{QuietHours: QuietHoursSpec{Off: true}}, model.Audience{Name: "vip"}, model.ClassBulk, time.Now()); err != nil || l != nil {
+	// A named audience takes the default and a window of its own as a
+	// built-in one does.
+	named := &AudienceSpec{Name: "vip"}
+	if l, err := r.local(Spec{Audience: named}, model.ClassBulk, time.Now()); err != nil || l == nil || *l.QuietHours != *r.QuietHours {
+		t.Fatalf("named audience, the default: %+v %v", l, err)
+	}
+	if l, err := r.local(Spec{Audience: named, QuietHours: QuietHoursSpec{Off: true}}, model.ClassBulk, time.Now()); err != nil || l != nil {
 		t.Fatalf("named audience, quiet hours off: %+v %v", l, err)
 	}
 }

@@ -175,7 +175,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err != nil {
 		return out, err
 	}
-	if a.Local, err = r.local(spec, a, p.class, now); err != nil {
+	if a.Local, err = r.local(spec, p.class, now); err != nil {
 		return out, err
 	}
 	return Request{

@@ -309,7 +309,7 @@ func variables(c *Config) []variable {
 			doc:  "IANA zone of users without one (or with an unknown one) for `send_at_local` and quiet hours",
 			rule: note("an IANA zone name")},
 		{name: "PUSHFAN_QUIET_HOURS", set: str(&e.QuietHours),
-			doc:   "default quiet hours of built-in audiences' bulk broadcasts (never transactional ones; a request's `\"quiet_hours\": false` turns it off), e.g. `22:00-08:00`",
+			doc:   "default quiet hours of every bulk and paced broadcast, whatever its audience (never transactional ones; a request's `\"quiet_hours\": false` turns it off), e.g. `22:00-08:00`",
 			unset: "none",
 			rule:  note("HH:MM-HH:MM (or HH:MM:SS), start ≠ end")},
 		{name: "PUSHFAN_FREQUENCY_CAP", set: str(&e.FrequencyCap),

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"pushfan/audience"
 	"pushfan/internal/platform/clock"
 	"pushfan/lease"
 	"pushfan/model"
@@ -224,6 +225,9 @@ func (s *Planner) planReader(store *repository.Store, b *model.Broadcast) (planR
 	if err != nil {
 		return nil, err
 	}
+	if a.Local != nil {
+		return s.namedLocalReader(store, bound), nil
+	}
 	var cursors []uint64
 	var buf []repository.PlanRow
 	return func(ctx context.Context, after, _ uint64) ([]repository.PlanRow, bool, error) {
@@ -237,4 +241,40 @@ func (s *Planner) planReader(store *repository.Store, b *model.Broadcast) (planR
 		}
 		return buf, len(buf) == namedStepRows, nil
 	}, nil
+}
+
+// namedLocalReader reads a named audience for a local-time plan: each
+// target's zone is the one its row gives (a timezone column), else its
+// user's in the users table (the bundled one or the app's mapped
+// schema.users.timezone), read by user id a page at a time. A user with
+// neither is on the default zone, as with the built-in audiences.
+func (s *Planner) namedLocalReader(store *repository.Store, bound audience.Bound) planRead {
+	var rows []audience.Row
+	var ids []uint64
+	var buf []repository.PlanRow
+	return func(ctx context.Context, after, _ uint64) ([]repository.PlanRow, bool, error) {
+		var err error
+		if rows, err = s.opt.Named.Targets(ctx, bound, after, namedStepRows, rows); err != nil {
+			return nil, false, err
+		}
+		ids = ids[:0]
+		for _, r := range rows {
+			if !r.HasZone {
+				ids = append(ids, r.UserID)
+			}
+		}
+		zones, err := store.UserZones(ctx, ids)
+		if err != nil {
+			return nil, false, err
+		}
+		buf = buf[:0]
+		for _, r := range rows {
+			z, has := r.Zone, r.HasZone
+			if !has {
+				z, has = zones[r.UserID]
+			}
+			buf = append(buf, repository.PlanRow{ID: r.Cursor, Zone: z, HasZone: has})
+		}
+		return buf, len(rows) == namedStepRows, nil
+	}
 }

@@ -33,7 +33,7 @@ func (s *Runner) source(app *instance.App, b *model.Broadcast, c *lease.Claim) (
 	if err != nil {
 		return nil, err
 	}
-	return &namedSource{named: s.opt.Named, bound: bound, upto: c.Hi, timeout: s.in.DBTimeout}, nil
+	return &namedSource{named: s.opt.Named, bound: bound, upto: c.Hi, ids: c.IDs, timeout: s.in.DBTimeout}, nil
 }
 
 // builtinSource pages the bundled tables' audience within one chunk.
@@ -92,11 +92,15 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 }
 
 // namedSource pages a named SQL audience by its cursor column within one
-// chunk.
+// chunk. A chunk of a local-time plan carries its target list (ids, the
+// cursors of one zone group, spread over the audience): its pages keep
+// only those rows, reading on through the others' until a page is full,
+// since the engine takes a short page for the chunk's end.
 type namedSource struct {
 	named   *audience.Runner
 	bound   audience.Bound
 	upto    uint64
+	ids     []uint64 // nil: every row in the range
 	timeout time.Duration
 	rows    []audience.Row
 }
@@ -105,14 +109,28 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 	dst = dst[:0]
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
-	var err error
-	if n.rows, err = n.named.Page(ctx, n.bound, after, n.upto, limit, n.rows); err != nil {
-		return dst, err
-	}
-	for _, r := range n.rows {
-		// A named audience gives a localized message its users' languages
-		// by a column named locale.
-		dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars, Locale: r.Vars["locale"]})
+	for len(dst) < limit {
+		var err error
+		if n.rows, err = n.named.Page(ctx, n.bound, after, n.upto, limit, n.rows); err != nil {
+			return dst[:0], err
+		}
+		for _, r := range n.rows {
+			if n.ids != nil {
+				if _, in := slices.BinarySearch(n.ids, r.Cursor); !in {
+					continue
+				}
+			}
+			// A named audience gives a localized message its users'
+			// languages by a column named locale.
+			dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars, Locale: r.Vars["locale"]})
+			if len(dst) == limit {
+				return dst, nil
+			}
+		}
+		if n.ids == nil || len(n.rows) < limit {
+			return dst, nil // the range is read to its end
+		}
+		after = n.rows[len(n.rows)-1].Cursor
 	}
 	return dst, nil
 }

@@ -1038,13 +1038,13 @@ type BroadcastRequest struct {
 	// MaxRate At most this many messages a second, across every instance; at most PUSHFAN_RATE_LIMIT.
 	MaxRate *float32 `json:"max_rate,omitempty"`
 
-	// QuietHours A window {start, end}: targets inside it wait for its end, whatever the class (built-in audiences only). false or null: no quiet hours, not even PUSHFAN_QUIET_HOURS. Left out: PUSHFAN_QUIET_HOURS when set, for a built-in audience and a bulk broadcast; a transactional broadcast never gets the default.
+	// QuietHours A window {start, end}: targets inside it wait for its end, whatever the class and the audience. false or null: no quiet hours, not even PUSHFAN_QUIET_HOURS. Left out: PUSHFAN_QUIET_HOURS when set, for every broadcast but a transactional one.
 	QuietHours *BroadcastRequest_QuietHours `json:"quiet_hours,omitempty"`
 
 	// SendAt Schedule it (status scheduled); in the future, within PUSHFAN_SCHEDULE_HORIZON.
 	SendAt *time.Time `json:"send_at,omitempty"`
 
-	// SendAtLocal A wall-clock time with no offset, delivered at that time in each user's own zone (users.timezone or the mapped timezone column; PUSHFAN_DEFAULT_TIMEZONE for users without one or with an unknown zone). Zones where it has passed get it at once. Excludes send_at; built-in audiences only.
+	// SendAtLocal A wall-clock time with no offset, delivered at that time in each user's own zone (users.timezone or the mapped timezone column; PUSHFAN_DEFAULT_TIMEZONE for users without one or with an unknown zone). Zones where it has passed get it at once. Excludes send_at. A named audience's users get their zones the same way, unless its query returns a timezone column, which wins.
 	//
 	// Example: 2026-12-02T09:00:00
 	SendAtLocal *string `json:"send_at_local,omitempty"`
@@ -1067,7 +1067,7 @@ type BroadcastRequest struct {
 // BroadcastRequestQuietHours1 defines model for BroadcastRequest.QuietHours.1.
 type BroadcastRequestQuietHours1 bool
 
-// BroadcastRequest_QuietHours A window {start, end}: targets inside it wait for its end, whatever the class (built-in audiences only). false or null: no quiet hours, not even PUSHFAN_QUIET_HOURS. Left out: PUSHFAN_QUIET_HOURS when set, for a built-in audience and a bulk broadcast; a transactional broadcast never gets the default.
+// BroadcastRequest_QuietHours A window {start, end}: targets inside it wait for its end, whatever the class and the audience. false or null: no quiet hours, not even PUSHFAN_QUIET_HOURS. Left out: PUSHFAN_QUIET_HOURS when set, for every broadcast but a transactional one.
 type BroadcastRequest_QuietHours struct {
 	union json.RawMessage
 }
