@@ -95,7 +95,7 @@ func BroadcastObject(b *model.Broadcast) any { return viewOf(b, time.Now()) }
 func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
-		Planning: b.Planning || b.Status == model.StatusPlanning, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled, Capped: b.Capped,
+		Planning: !b.Status.Final() && (b.Planning || b.Status == model.StatusPlanning), Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled, Capped: b.Capped,
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated, WriteBackFailures: b.WriteBackFailures,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		Trigger: b.Trigger, App: b.App, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
