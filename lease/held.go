@@ -23,7 +23,7 @@ const HoldExpired = "hold expired"
 // touches a broadcast that is still held: a count that lands after a
 // release or a cancel must not overwrite what those stored.
 func (s *Store) SetHeldTargets(ctx context.Context, id uint64, n int64) error {
-	if _, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET targeted = ? WHERE id = ? AND status = 'held'", n, id); err != nil {
+	if _, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET targeted = ?, held_counted = 1 WHERE id = ? AND status = 'held'", n, id); err != nil {
 		return fmt.Errorf("held broadcast %d: set targeted: %w", id, err)
 	}
 	return nil

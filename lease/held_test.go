@@ -111,3 +111,37 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 		t.Fatalf("release of an expired hold: %v", err)
 	}
 }
+
+// A held broadcast's targeted is known once its preview count is stored,
+// an empty audience's 0 included, and unknown again once released: its
+// plan counts the audience anew (model.Broadcast.TargetedKnown on the
+// stored row).
+func TestAHeldCountIsKnownUntilTheRelease(t *testing.T) {
+	t.Parallel()
+	s, leases := heldStores(t)
+	future := time.Now().Add(time.Hour).UTC()
+	b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}, HoldExpiresAt: &future}
+	if err := leases.Submit(ctx(t), b, noPlan); err != nil {
+		t.Fatal(err)
+	}
+	known := func(what string, want bool) {
+		t.Helper()
+		got, err := s.GetBroadcast(ctx(t), b.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.TargetedKnown() != want {
+			t.Fatalf("%s: %s, planning %v, held counted %v, targeted %d: known %v, want %v",
+				what, got.Status, got.Planning, got.HeldCounted, got.Targeted, got.TargetedKnown(), want)
+		}
+	}
+	known("held, before its count", false)
+	if err := leases.SetHeldTargets(ctx(t), b.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	known("held, counted empty", true)
+	if _, err := leases.ReleaseHeld(ctx(t), b.ID, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	known("released (planning)", false)
+}

@@ -135,6 +135,9 @@ type Broadcast struct {
 	// complete, from which Targeted is the whole audience.
 	Planning  bool
 	PlannedAt *time.Time
+	// HeldCounted: a held broadcast's audience has been counted (in the
+	// background after its submit): Targeted is that count.
+	HeldCounted bool
 
 	// Durable-run fields (see package lease).
 	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later
@@ -179,6 +182,24 @@ type Broadcast struct {
 	// (package caps); "" for none: exempt (transactional), bypassed by the
 	// request ("frequency_cap": false), or no cap configured.
 	FrequencyCap string
+}
+
+// TargetedKnown reports whether Targeted is the count of the broadcast's
+// audience, rather than a part of it or nothing yet: not while its plan
+// runs (Planning: the plan counts it, exactly, in one pass), not before a
+// scheduled broadcast's time (its audience is read then), not before a
+// held broadcast's preview count lands; always once it is final, where
+// succeeded + failed + canceled + capped = targeted.
+func (b *Broadcast) TargetedKnown() bool {
+	switch {
+	case b.Status.Final():
+		return true
+	case b.Planning, b.Status == StatusPlanning, b.Status == StatusScheduled:
+		return false
+	case b.Status == StatusHeld:
+		return b.HeldCounted
+	}
+	return true
 }
 
 // Paced reports whether the broadcast keeps a pace of its own.

@@ -9,6 +9,13 @@ import (
 	"pushfan/model"
 )
 
+// targetedKnown is model.Broadcast.TargetedKnown over a broadcasts row:
+// the totals add a broadcast's targeted where the API shows it, never the
+// part of an audience a running plan has counted so far, nor a held
+// broadcast's count before it lands.
+const targetedKnown = `(status IN ('completed', 'canceled', 'failed') OR
+	(planning = 0 AND status NOT IN ('planning', 'scheduled') AND (status <> 'held' OR held_counted = 1)))`
+
 // model.Stats sums counters over all non-dry-run broadcasts, running ones
 // included, and those deleted by retention (kept in the stats archive).
 // Both queries run in one read-only REPEATABLE READ transaction, so Errors
@@ -39,7 +46,7 @@ func (s *Store) Stats(ctx context.Context, apps []string) (model.Stats, error) {
 	err = tx.QueryRowContext(ctx, `SELECT
 			COALESCE(SUM(dry_run = 0), 0),
 			COALESCE(SUM(dry_run <> 0), 0),
-			COALESCE(SUM(IF(dry_run = 0, targeted, 0)), 0),
+			COALESCE(SUM(IF(dry_run = 0 AND `+targetedKnown+`, targeted, 0)), 0),
 			COALESCE(SUM(IF(dry_run = 0, succeeded, 0)), 0),
 			COALESCE(SUM(IF(dry_run = 0, failed, 0)), 0),
 			COALESCE(SUM(IF(dry_run = 0, canceled, 0)), 0),

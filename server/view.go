@@ -8,13 +8,20 @@ import (
 
 // broadcastView is the broadcast object of the API contract.
 type broadcastView struct {
-	ID        uint64       `json:"id"`
-	Status    model.Status `json:"status"`
-	DryRun    bool         `json:"dry_run"`
-	Targeted  int64        `json:"targeted"`
-	Succeeded int64        `json:"succeeded"`
-	Failed    int64        `json:"failed"`
-	Canceled  int64        `json:"canceled"`
+	ID     uint64       `json:"id"`
+	Status model.Status `json:"status"`
+	DryRun bool         `json:"dry_run"`
+	// Targeted is null until the audience is counted (TargetedKnown):
+	// while Planning, before a scheduled broadcast's time, and before a
+	// held one's preview count; never a part of the audience, never 0 for
+	// one not counted yet.
+	Targeted *int64 `json:"targeted"`
+	// Planning: the audience's plan runs (chunks are made and the
+	// audience counted, whatever the pace); targeted is null until it ends.
+	Planning  bool  `json:"planning"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	Canceled  int64 `json:"canceled"`
 	// Capped are targets withheld by a frequency cap: succeeded + failed
 	// + canceled + capped = targeted.
 	Capped            int64            `json:"capped"`
@@ -88,7 +95,7 @@ func BroadcastObject(b *model.Broadcast) any { return viewOf(b, time.Now()) }
 func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 	v := broadcastView{
 		ID: b.ID, Status: b.Status, DryRun: b.DryRun,
-		Targeted: b.Targeted, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled, Capped: b.Capped,
+		Planning: !b.Status.Final() && (b.Planning || b.Status == model.StatusPlanning), Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled, Capped: b.Capped,
 		Errors: b.Errors, InvalidatedTokens: b.Invalidated, WriteBackFailures: b.WriteBackFailures,
 		Message: b.Message, Audience: b.Audience, RequestID: b.RequestID, CreatedBy: b.CreatedBy,
 		Trigger: b.Trigger, App: b.App, SendAt: b.SendAt, JobName: b.JobName, FireTime: b.FireTime, StartsAt: b.StartsAt,
@@ -98,6 +105,10 @@ func viewOf(b *model.Broadcast, now time.Time) broadcastView {
 
 		Variants:      b.Variants,
 		HoldExpiresAt: b.HoldExpiresAt, ReleasedBy: b.ReleasedBy, ReleasedAt: b.ReleasedAt, ParentID: b.ParentID,
+	}
+	if b.TargetedKnown() {
+		n := b.Targeted
+		v.Targeted = &n
 	}
 	v.Audience.Local = nil // rendered at the top level, as requested
 	v.localView = localOf(b)

@@ -151,6 +151,17 @@ func (a *Apps) Busy() bool {
 	return false
 }
 
+// Demand sums the apps' engines' demands (fanout.Engine.Demand): +Inf
+// while any app runs an unpaced send, else the rate their paces (and
+// urgent sends) ask for; 0 when nothing sends.
+func (a *Apps) Demand() float64 {
+	var sum float64
+	for _, app := range a.list {
+		sum += app.Engine.Demand()
+	}
+	return sum
+}
+
 // PermitWaits sums the apps' throttles' (fanout.Engine.PermitWaits).
 func (a *Apps) PermitWaits() (waited, permits int64) {
 	for _, app := range a.list {

@@ -59,6 +59,9 @@ type Runs interface {
 type Load interface {
 	Busy() bool
 	PermitWaits() (waited, permits int64)
+	// Demand is the rate the sends in progress ask for: +Inf when an
+	// unpaced one takes every permit it gets, else the sum of their paces.
+	Demand() float64
 }
 
 // appStore is the Store that reads b's app's tokens; an error for an app

@@ -62,12 +62,13 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 	}
 	p := newPlanPass(b, pc.Width, s.in.Now(), s.opt.DefaultZone, pc.Cursor, pc.Seq, pc.Building)
 	start := time.Now()
+	var rested time.Duration // how long the plan yielded to sends (the log says)
 	for step := 0; ; step++ {
 		if ctx.Err() != nil {
 			s.releasePlan(bg, log, pc)
 			return
 		}
-		stepStart := time.Now()
+		stepStart, before := time.Now(), s.mark()
 		var rows []repository.PlanRow
 		var full bool
 		// A connection lost or a timeout is retried here; an error in the
@@ -107,27 +108,38 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 			s.runs.Poke()
 		}
 		if st.Done {
-			log.InfoContext(ctx, "broadcast planned", "chunks", st.Seq, "took", time.Since(start).Round(time.Millisecond))
+			log.InfoContext(ctx, "broadcast planned", "chunks", st.Seq, "targeted", pc.Targeted,
+				"took", time.Since(start).Round(time.Millisecond), "rested", rested.Round(time.Millisecond))
 			s.runs.Finish(bg, b.ID) // an empty audience ends here
 			return
 		}
-		if err := s.rest(ctx, pc, time.Since(stepStart)); err != nil {
+		r0 := time.Now()
+		if err := s.rest(ctx, pc, time.Since(stepStart), before); err != nil {
 			s.releasePlan(bg, log, pc)
 			return
 		}
+		rested += time.Since(r0)
 	}
 }
 
 // rest is the pause of a plan between two steps while this instance
 // sends and the plan is more than planLead seconds of the budget ahead of
-// its broadcast's sends: the next step waits until the sends run at their
-// rate limit (most permits wait for the rate: the CPU and the database have
-// room to spare), or planYield times the last step's duration at most. A
+// its broadcast's sends: the next step waits until the sends get the rate
+// they ask for, or planYield times the last step's duration at most. A
 // plan then uses the headroom the sends leave, all of it on a machine with
 // room (the database elsewhere), and at least a tenth of its speed on one
 // where the sends take every core; one that nothing sends beside plans at
 // full speed.
-func (s *Planner) rest(ctx context.Context, pc *lease.PlanClaim, step time.Duration) error {
+//
+// The sends get their rate when most of their permits wait for the rate
+// limit (the CPU and the database have room to spare), or, when every
+// send in progress is paced, when they kept their paces (over the step
+// itself, else over a probe): a pace, not the plan, holds them back. So a
+// paced broadcast's plan (and any plan beside paced sends that keep up)
+// never rests: pacing decides when the sends go out, not when the
+// audience is counted, and the exact targeted of a broadcast paced at 50/s
+// is known as soon as an unpaced one's.
+func (s *Planner) rest(ctx context.Context, pc *lease.PlanClaim, step time.Duration, before loadMark) error {
 	budget := s.opt.RateLimit
 	if budget <= 0 {
 		budget = 10000
@@ -135,20 +147,60 @@ func (s *Planner) rest(ctx context.Context, pc *lease.PlanClaim, step time.Durat
 	if !s.load.Busy() || float64(pc.Targeted-pc.Attempted) <= planLead*budget {
 		return nil
 	}
+	prev := s.mark()
+	if pacesKept(before, prev, s.load.Demand()) {
+		return nil
+	}
 	deadline := time.Now().Add(planYield * step)
-	w0, p0 := s.load.PermitWaits()
 	for time.Now().Before(deadline) {
 		if err := clock.Sleep(ctx, restProbe); err != nil {
 			return err
 		}
-		w, p := s.load.PermitWaits()
-		if n := p - p0; n > 0 && float64(w-w0) > 0.5*float64(n) {
-			return nil // the sends are held by their rate: room for a step
+		cur := s.mark()
+		if rateHeld(prev, cur) || pacesKept(prev, cur, s.load.Demand()) {
+			return nil
 		}
-		w0, p0 = w, p
+		prev = cur
 	}
 	return nil
 }
+
+// loadMark is the sends' permit counters at one instant.
+type loadMark struct {
+	at              time.Time
+	waited, permits int64
+}
+
+func (s *Planner) mark() loadMark {
+	w, p := s.load.PermitWaits()
+	return loadMark{at: time.Now(), waited: w, permits: p}
+}
+
+// rateHeld reports whether most permits given between a and b waited for
+// the rate limit: the sends are held by it, not by the CPU.
+func rateHeld(a, b loadMark) bool {
+	n := b.permits - a.permits
+	return n > 0 && float64(b.waited-a.waited) > 0.5*float64(n)
+}
+
+// pacesKept reports whether sends that are all paced, asking for demand a
+// second (finite: no unpaced send runs), got at least paceKept of it
+// between a and b, within paceSlack permits (a pace's limiter hands its
+// permits out one by one: a short window at a low rate may hold none).
+func pacesKept(a, b loadMark, demand float64) bool {
+	if math.IsInf(demand, 1) || math.IsNaN(demand) {
+		return false
+	}
+	want := paceKept*demand*b.at.Sub(a.at).Seconds() - paceSlack
+	return float64(b.permits-a.permits) >= want
+}
+
+// paceKept and paceSlack: paced sends that got this share of their rate,
+// give or take paceSlack permits, kept their paces.
+const (
+	paceKept  = 0.8
+	paceSlack = 2
+)
 
 // restProbe is how often a resting plan looks at the sends.
 const restProbe = 20 * time.Millisecond

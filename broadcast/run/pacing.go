@@ -227,9 +227,16 @@ func paceRate(b *model.Broadcast, st lease.PaceState, limit float64) float64 {
 // a deliver_over broadcast at its deadline (or later if its audience does
 // not fit in it), any other from the rate it has kept so far, capped by its
 // max_rate and the project's budget. nil when it is not running or its
-// audience is not counted yet.
+// audience is not counted yet (while its plan runs, a deliver_over
+// broadcast's deadline, any other nil: the rest of a count is no estimate).
 func ExpectedFinish(b *model.Broadcast, budget float64, now time.Time) *time.Time {
-	if b.Status != model.StatusRunning || b.StartedAt == nil || b.Targeted <= 0 {
+	if b.Status != model.StatusRunning || b.StartedAt == nil {
+		return nil
+	}
+	if !b.TargetedKnown() || b.Targeted <= 0 {
+		if deadline := b.StartedAt.Add(b.DeliverOver); b.DeliverOver > 0 && deadline.After(now) {
+			return &deadline
+		}
 		return nil
 	}
 	limit := budget

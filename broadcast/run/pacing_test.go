@@ -47,6 +47,8 @@ func TestExpectedFinish(t *testing.T) {
 		{"at the rate kept so far", running(model.Broadcast{Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), now.Add(20 * time.Second)},
 		{"max_rate caps the estimate", running(model.Broadcast{MaxRate: 100, Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), now.Add(200 * time.Second)},
 		{"deliver_over: its deadline", running(model.Broadcast{DeliverOver: time.Minute, Counts: model.Counts{Targeted: 60000, Succeeded: 10000}}), started.Add(time.Minute)},
+		{"no guess from a part counted", running(model.Broadcast{Planning: true, Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), time.Time{}},
+		{"deliver_over while counted: its deadline", running(model.Broadcast{Planning: true, DeliverOver: time.Minute, Counts: model.Counts{Targeted: 100}}), started.Add(time.Minute)},
 		{"deliver_over too short for the budget", running(model.Broadcast{DeliverOver: 20 * time.Second, Counts: model.Counts{Targeted: 1_000_000}}), now.Add(time.Duration(1_000_000 * int64(time.Second) / 9900))},
 	} {
 		got := ExpectedFinish(tc.b, 9900, now)

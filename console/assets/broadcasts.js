@@ -89,7 +89,7 @@ function row(b) {
     h('td', null, badge(b.status), b.dry_run ? h('span', {class: 'tag'}, 'dry run') : null),
     h('td', null, b.trigger),
     h('td', {class: 'title-cell'}, headline(b)),
-    h('td', {class: 'num'}, num(b.targeted)),
+    h('td', {class: 'num'}, b.targeted == null ? 'counting…' : num(b.targeted)),
     h('td', {class: 'num'}, num(b.succeeded)),
     h('td', {class: 'num'}, num(b.failed)),
     h('td', null, timeEl(b.created_at)),

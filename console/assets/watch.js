@@ -55,10 +55,12 @@ export async function render(ctx) {
     count('targeted', 'Targeted'), count('succeeded', 'Succeeded'), count('failed', 'Failed'),
     count('canceled', 'Canceled'), count('capped', 'Capped'), count('waiting', 'Waiting'), count('pending', 'Pending'));
   const pace = h('p', {class: 'muted'});
-  // While the audience is still being planned, targeted is what the plan
-  // has counted so far.
+  // Until the audience is counted (planning, scheduled, held before its
+  // count) targeted is null: the bar has nothing to divide by, so it gives
+  // way to "counting…" (a bar of a part of the audience would run ahead).
+  const counting = h('p', {id: 'progress-counting', class: 'muted', hidden: true}, 'counting…');
   const planning = h('p', {id: 'planning-note', class: 'muted', hidden: true},
-    'The audience is still being planned: Targeted is what the plan has counted so far.');
+    'The audience is being counted; sends may start meanwhile. Targeted and the bar follow once it is.');
 
   const chart = s('svg', {id: 'rate-chart', class: 'chart', role: 'img', 'aria-label': 'Sends per second'});
 
@@ -97,7 +99,7 @@ export async function render(ctx) {
     sender ? actions : null,
     actionError,
     h('section', {class: 'card', 'aria-labelledby': 'progress-h'},
-      h('h2', {id: 'progress-h'}, 'Progress'), progress, legend, planning, pace),
+      h('h2', {id: 'progress-h'}, 'Progress'), progress, counting, legend, planning, pace),
     testCard,
     h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
       h('h2', {id: 'rate-h'}, 'Sends per second'), chart),
@@ -121,25 +123,34 @@ export async function render(ctx) {
     dryTag.hidden = !b.dry_run;
     subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${b.trigger}${b.created_by ? ' by ' + b.created_by : ''} · ${headline(b)}`;
 
-    planning.hidden = Boolean(b.planned_at) || isFinal(b.status) || b.status === 'held' || b.status === 'scheduled';
+    const known = b.targeted != null;
+    planning.hidden = !b.planning;
+    progress.hidden = !known;
+    counting.hidden = known;
     const waiting = b.waiting || 0;
     const capped = b.capped || 0;
     const done = b.succeeded + b.failed + b.canceled + capped;
-    const pending = Math.max(0, b.targeted - done - waiting);
+    const pending = known ? Math.max(0, b.targeted - done - waiting) : null;
     const values = {targeted: b.targeted, succeeded: b.succeeded, failed: b.failed, canceled: b.canceled, capped, waiting, pending};
     for (const [k, v] of Object.entries(values)) {
-      counts[k].textContent = num(v);
-      counts[k].dataset.value = String(v);
+      counts[k].textContent = v == null ? 'counting…' : num(v);
+      counts[k].dataset.value = v == null ? '' : String(v);
     }
     for (const k of SEGMENTS) {
-      const pct = b.targeted ? (values[k] / b.targeted) * 100 : 0;
+      const pct = known && b.targeted ? (values[k] / b.targeted) * 100 : 0;
       segs[k].style.width = Math.min(100, pct) + '%';
       segs[k].title = `${k}: ${num(values[k])}`;
     }
-    progress.setAttribute('aria-valuemax', String(b.targeted));
-    progress.setAttribute('aria-valuenow', String(Math.min(done, b.targeted)));
-    progress.setAttribute('aria-valuetext',
-      `${num(b.succeeded)} succeeded, ${num(b.failed)} failed, ${num(b.canceled)} canceled, ${num(capped)} capped, ${num(waiting)} waiting, ${num(pending)} pending of ${num(b.targeted)}`);
+    if (known) {
+      progress.setAttribute('aria-valuemax', String(b.targeted));
+      progress.setAttribute('aria-valuenow', String(Math.min(done, b.targeted)));
+      progress.setAttribute('aria-valuetext',
+        `${num(b.succeeded)} succeeded, ${num(b.failed)} failed, ${num(b.canceled)} canceled, ${num(capped)} capped, ${num(waiting)} waiting, ${num(pending)} pending of ${num(b.targeted)}`);
+    } else {
+      progress.removeAttribute('aria-valuemax');
+      progress.removeAttribute('aria-valuenow');
+      progress.setAttribute('aria-valuetext', `${num(done)} done; the audience is being counted`);
+    }
     fill(pace, ...paceLine(b, st.series));
 
     const codesKey = JSON.stringify(b.errors || {});
@@ -232,7 +243,7 @@ export async function render(ctx) {
     const b = st.b;
     const ok = await confirmDialog({
       title: `Release broadcast #${id}?`,
-      body: `It goes out to ${num(b.targeted)} targets${b.send_at ? ' at its send time' : ' now'}.`,
+      body: `It goes out to ${b.targeted == null ? 'its audience (still being counted)' : num(b.targeted) + ' targets'}${b.send_at ? ' at its send time' : ' now'}.`,
       ok: 'Release',
     });
     if (ok) await act(button, async () => update(await post(`${base}/release`, {}, {signal})));

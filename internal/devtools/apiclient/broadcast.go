@@ -7,10 +7,14 @@ import "time"
 
 // Broadcast is the API's broadcast object.
 type Broadcast struct {
-	ID                uint64           `json:"id"`
-	Status            string           `json:"status"`
-	DryRun            bool             `json:"dry_run"`
+	ID     uint64 `json:"id"`
+	Status string `json:"status"`
+	DryRun bool   `json:"dry_run"`
+	// Targeted is 0 while the API shows null (its audience is not counted
+	// yet: Planning, scheduled, or held before its count); a test that
+	// tells the two apart reads the JSON itself.
 	Targeted          int64            `json:"targeted"`
+	Planning          bool             `json:"planning"`
 	Succeeded         int64            `json:"succeeded"`
 	Failed            int64            `json:"failed"`
 	Canceled          int64            `json:"canceled"`

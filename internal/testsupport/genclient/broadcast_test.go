@@ -54,11 +54,12 @@ func TestGeneratedClientDrivesABroadcast(t *testing.T) {
 	b := *sub.JSON202
 	if sub.Headers202.Location != fmt.Sprintf("/push/broadcasts/%d", b.Id) || b.App != "default" ||
 		b.Audience.All == nil || !bool(*b.Audience.All) || b.Message.Title == nil || *b.Message.Title != "Hello" ||
-		b.MaxRate == nil || *b.MaxRate != 10 || b.Trigger != genclient.Api || b.FinishedAt != nil {
+		b.MaxRate == nil || *b.MaxRate != 10 || b.Trigger != genclient.Api || b.FinishedAt != nil ||
+		b.Targeted != nil || !b.Planning { // its audience is counted after the answer: null, never 0
 		t.Fatalf("submit answered %+v (Location %q)", b, sub.Headers202.Location)
 	}
 
-	// Read it until its first sends are counted.
+	// Read it until its audience is counted and its first sends are.
 	var read genclient.Broadcast
 	teststack.WaitEvery(t, "the paced broadcast's first sends", 30*time.Second, 20*time.Millisecond, func() bool {
 		got, err := client.GetBroadcastWithResponse(ctx, b.Id)
@@ -69,9 +70,10 @@ func TestGeneratedClientDrivesABroadcast(t *testing.T) {
 		if read.FinishedAt != nil {
 			t.Fatalf("the broadcast ended before the cancel: %+v", read)
 		}
-		return read.Succeeded > 0
+		return read.Succeeded > 0 && read.Targeted != nil
 	})
-	if read.Id != b.Id || read.Status != genclient.StatusRunning || read.StartedAt == nil || read.Succeeded >= targets {
+	if read.Id != b.Id || read.Status != genclient.StatusRunning || read.StartedAt == nil || read.Succeeded >= targets ||
+		*read.Targeted != targets || read.Planning {
 		t.Fatalf("read %+v, want broadcast %d running with its first sends", read, b.Id)
 	}
 
@@ -81,11 +83,11 @@ func TestGeneratedClientDrivesABroadcast(t *testing.T) {
 		t.Fatalf("cancel: %v %d %s", err, cancel.StatusCode(), cancel.Body)
 	}
 	c := *cancel.JSON200
-	if c.Status != genclient.StatusCanceled || c.FinishedAt == nil || c.Targeted != targets || c.Failed != 0 || c.Capped != 0 ||
+	if c.Status != genclient.StatusCanceled || c.FinishedAt == nil || c.Targeted == nil || *c.Targeted != targets || c.Failed != 0 || c.Capped != 0 ||
 		c.Succeeded+c.Canceled != targets || c.Succeeded < read.Succeeded || c.Canceled == 0 {
 		t.Fatalf("cancel answered %+v, want canceled with its %d targets sent or canceled", c, targets)
 	}
-	t.Logf("read: %s, %d of %d sent; canceled: %d sent, %d canceled", read.Status, read.Succeeded, read.Targeted, c.Succeeded, c.Canceled)
+	t.Logf("read: %s, %d of %d sent; canceled: %d sent, %d canceled", read.Status, read.Succeeded, *read.Targeted, c.Succeeded, c.Canceled)
 
 	// A 400, decoded into the error type: a send_at in the past (a rule
 	// the schema cannot state), with nothing created.

@@ -944,6 +944,9 @@ type Broadcast struct {
 	// PlannedAt When the audience's plan was complete (targeted is the whole audience from then on); null while it is being planned, and for a held or scheduled broadcast.
 	PlannedAt *time.Time `json:"planned_at"`
 
+	// Planning True while the broadcast's audience is planned into chunks and counted (status planning, or running while its first chunks are sent); targeted is null until it ends, when planned_at is set.
+	Planning bool `json:"planning"`
+
 	// QuietHours A daily window in each user's local time (HH:MM or HH:MM:SS; start after end wraps past midnight). A target whose local send time falls inside is deferred to the window's end, never dropped.
 	QuietHours *QuietHours `json:"quiet_hours,omitempty"`
 	ReleasedAt *time.Time  `json:"released_at,omitempty"`
@@ -968,8 +971,8 @@ type Broadcast struct {
 	Status    Status `json:"status"`
 	Succeeded int    `json:"succeeded"`
 
-	// Targeted Tokens selected. While the audience is still being planned (planned_at null), the targets planned so far; once planned, the whole audience. At the end exactly succeeded + failed + canceled + capped (a token invalidated since the plan is not sent and not counted). Never below succeeded + failed + canceled + capped.
-	Targeted int `json:"targeted"`
+	// Targeted Tokens selected: the exact count of the audience, or null while it is not counted yet, never a part of it and never 0 for an audience not counted. Null while the audience is planned (planning true: the plan counts it in one pass, whatever the broadcast's pace, within a minute at 10 million tokens; sends may start meanwhile), for a scheduled broadcast before its time (its audience is read then), and for a held broadcast until its preview count lands (seconds after the submit). Once counted, the whole audience; at the end exactly succeeded + failed + canceled + capped (a token invalidated since the plan is not sent and not counted), and never below that sum.
+	Targeted *int `json:"targeted"`
 
 	// Trigger What created the broadcast: an API request, an API request with send_at, a cron job fire, or a resend of another broadcast's failures.
 	Trigger Trigger `json:"trigger"`
@@ -1521,7 +1524,9 @@ type Stats struct {
 	// Opened Distinct targets the apps reported opened, across broadcasts.
 	Opened    int `json:"opened"`
 	Succeeded int `json:"succeeded"`
-	Targeted  int `json:"targeted"`
+
+	// Targeted The targeted of the broadcasts whose audience is counted (those whose targeted the API shows): a broadcast still planned, scheduled, or held before its count adds its outcomes but not its targeted yet.
+	Targeted int `json:"targeted"`
 }
 
 // Status held (waiting for release) → scheduled (waiting for starts_at: send_at or a cron fire time, plus the start spread) → planning (its audience being planned into chunks, after the submit answered) → queued → running → completed | canceled | failed. A large audience goes planning → running: its first chunks are sent while the rest is planned (planned_at is null until the plan is complete).
