@@ -190,10 +190,6 @@ func TestWebhooksForAHeldBroadcast(t *testing.T) {
 			Queued      int64
 		}
 	}
-	s.Do("GET", "/push/webhooks", nil, &hooks)
-	if len(hooks.Webhooks) != 1 || hooks.Webhooks[0].Name != "app" || hooks.Webhooks[0].LastSuccess == nil || hooks.Webhooks[0].Queued != 0 || hooks.Webhooks[0].Failing != 0 {
-		t.Fatalf("webhooks %+v", hooks)
-	}
 	var page struct {
 		Deliveries []struct {
 			ID        uint64
@@ -203,8 +199,25 @@ func TestWebhooksForAHeldBroadcast(t *testing.T) {
 			Attempts  int
 		}
 	}
-	s.Do("GET", fmt.Sprintf("/push/webhooks/app/deliveries?broadcast_id=%d", b.ID), nil, &page)
-	if len(page.Deliveries) != 2 || page.Deliveries[0].Type != "broadcast.finished" || page.Deliveries[0].Status != "delivered" || page.Deliveries[0].Attempts != 1 {
+	// The receiver has both events; the deliverer records each answer
+	// once it has read it, so the outbox may lag the receiver briefly.
+	delivered := func() bool {
+		for _, d := range page.Deliveries {
+			if d.Status != "delivered" {
+				return false
+			}
+		}
+		return len(page.Deliveries) == 2
+	}
+	waitUntil(t, "both deliveries recorded", 30*time.Second, func() bool {
+		s.Do("GET", fmt.Sprintf("/push/webhooks/app/deliveries?broadcast_id=%d", b.ID), nil, &page)
+		return delivered()
+	})
+	s.Do("GET", "/push/webhooks", nil, &hooks)
+	if len(hooks.Webhooks) != 1 || hooks.Webhooks[0].Name != "app" || hooks.Webhooks[0].LastSuccess == nil || hooks.Webhooks[0].Queued != 0 || hooks.Webhooks[0].Failing != 0 {
+		t.Fatalf("webhooks %+v", hooks)
+	}
+	if page.Deliveries[0].Type != "broadcast.finished" || page.Deliveries[0].Attempts != 1 {
 		t.Fatalf("deliveries %+v", page)
 	}
 	if resp := s.Do("POST", fmt.Sprintf("/push/webhooks/app/deliveries/%d/redeliver", page.Deliveries[0].ID), nil, nil); resp.StatusCode != http.StatusAccepted {
