@@ -1,0 +1,197 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"pushfan/internal/platform/clock"
+	"pushfan/internal/platform/sqldb"
+)
+
+// keyKind is the Go type a key column scans into and is passed back as.
+type keyKind int
+
+const (
+	keyUint keyKind = iota
+	keyString
+	keyTime
+)
+
+type keyCol struct {
+	name string
+	kind keyKind
+}
+
+// purgedTable is a table with rows per broadcast that retention deletes
+// with the broadcast. key is its primary key, in order; either it starts
+// with broadcast_id, or it is id alone and an index (broadcast_id, …)
+// finds a broadcast's rows (InnoDB appends the primary key to it, so the
+// index is ordered by (broadcast_id, id)). keep, if set, is a condition
+// the rows deleted must meet.
+type purgedTable struct {
+	name string
+	key  []keyCol
+	keep string
+}
+
+var (
+	uintKey = func(name string) keyCol { return keyCol{name, keyUint} }
+	bid     = uintKey("broadcast_id")
+)
+
+// bigPurged are the tables whose rows per broadcast can be many: they
+// are deleted before the broadcast's transaction, a batch per statement,
+// each a transaction of its own.
+var bigPurged = []purgedTable{
+	{name: "broadcast_failures", key: []keyCol{uintKey("id")}},
+	{name: "engagement_events", key: []keyCol{bid, uintKey("target_id"), uintKey("type")}},
+	{name: "engagement_series", key: []keyCol{bid, uintKey("type"), {"minute", keyTime}}},
+	{name: "send_rate", key: []keyCol{bid, {"at", keyTime}}},
+	{name: "broadcast_chunks", key: []keyCol{bid, uintKey("seq")}},
+	{name: "fenced_sends", key: []keyCol{bid, uintKey("seq"), uintKey("epoch"), uintKey("ckpt_seq")}},
+	// Webhooks delivered (or given up) go with their broadcast; one
+	// still waiting stays until it is delivered or expires.
+	{name: "webhook_outbox", key: []keyCol{uintKey("id")}, keep: "status <> 'pending'"},
+}
+
+// smallPurged are the tables with a few rows per broadcast, deleted in
+// the broadcast's transaction only (besides what is left of bigPurged).
+// broadcast_errors and engagement_counts are read by the archive first.
+var smallPurged = []purgedTable{
+	{name: "broadcast_errors", key: []keyCol{bid, {"code", keyString}}},
+	{name: "broadcast_variants", key: []keyCol{bid, {"variant", keyString}}},
+	// A late holder that never reported (it died) is forgotten with its
+	// broadcast; its targets stay counted canceled.
+	{name: "late_holders", key: []keyCol{bid, uintKey("seq")}},
+	{name: "engagement_counts", key: []keyCol{bid, uintKey("variant"), uintKey("localized"), uintKey("type")}},
+	{name: "engagement_open_delays", key: []keyCol{bid, uintKey("bucket")}},
+}
+
+// purgeRows deletes t's rows of the broadcasts ids, purgeRowBatch at a
+// time: it reads a batch of their primary keys with a plain read (which
+// locks nothing: a consistent read, on the range of the key prefix, or
+// of the broadcast_id index, that ids select), then deletes exactly those
+// keys. A statement that deleted "WHERE broadcast_id IN (…)" would lock
+// the gap after each broadcast's last row up to the next broadcast's
+// first (REPEATABLE READ's next-key locks), so a running broadcast
+// inserting a row there would wait for it; a delete by whole keys locks
+// the rows it deletes and nothing else. pause is slept between batches;
+// q is the pool, or the broadcasts' transaction.
+func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause time.Duration) (int64, error) {
+	cols := make([]string, len(t.key))
+	for i, c := range t.key {
+		cols[i] = c.name
+	}
+	list := strings.Join(cols, ", ")
+	idArgs := make([]any, len(ids))
+	for i, id := range ids {
+		idArgs[i] = id
+	}
+	var total int64
+	var last []any
+	for {
+		query := "SELECT " + list + " FROM " + t.name + " WHERE broadcast_id IN (" + sqldb.InList(len(ids)) + ")"
+		args := append([]any(nil), idArgs...)
+		if last != nil {
+			cond, cargs := purgeKeyAfter(cols, last)
+			query += " AND " + cond
+			args = append(args, cargs...)
+		}
+		if t.keep != "" {
+			query += " AND " + t.keep
+		}
+		keys, err := scanKeys(ctx, q, t.key, query+" ORDER BY "+list+" LIMIT ?", append(args, purgeRowBatch)...)
+		if err != nil {
+			return total, fmt.Errorf("purge %s: read keys: %w", t.name, err)
+		}
+		if len(keys) == 0 {
+			return total, nil
+		}
+		del := "DELETE FROM " + t.name + " WHERE (" + list + ") IN (" + sqldb.Placeholders(len(keys), len(cols)) + ")"
+		var dargs []any
+		for _, k := range keys {
+			dargs = append(dargs, k...)
+		}
+		if t.keep != "" {
+			del += " AND " + t.keep
+		}
+		res, err := q.ExecContext(ctx, del, dargs...)
+		if err != nil {
+			return total, fmt.Errorf("purge %s: %w", t.name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("purge %s: %w", t.name, err)
+		}
+		total += n
+		if len(keys) < purgeRowBatch {
+			return total, nil
+		}
+		last = keys[len(keys)-1]
+		if pause > 0 {
+			if err := clock.Sleep(ctx, pause); err != nil {
+				return total, err
+			}
+		}
+	}
+}
+
+// purgeKeyAfter is "the key cols come after last" in the form the range
+// optimizer reads (a row comparison it does not):
+// c1 > ? OR c1 = ? AND c2 > ? ...
+func purgeKeyAfter(cols []string, last []any) (string, []any) {
+	ors := make([]string, 0, len(cols))
+	var args []any
+	for i := range cols {
+		ands := make([]string, 0, i+1)
+		for j := range i {
+			ands = append(ands, cols[j]+" = ?")
+			args = append(args, last[j])
+		}
+		ands = append(ands, cols[i]+" > ?")
+		args = append(args, last[i])
+		ors = append(ors, strings.Join(ands, " AND "))
+	}
+	return "(" + strings.Join(ors, " OR ") + ")", args
+}
+
+// scanKeys reads rows of the key columns cols.
+func scanKeys(ctx context.Context, q execer, cols []keyCol, query string, args ...any) ([][]any, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		ptrs := make([]any, len(cols))
+		for i, c := range cols {
+			switch c.kind {
+			case keyString:
+				ptrs[i] = new(string)
+			case keyTime:
+				ptrs[i] = new(time.Time)
+			default:
+				ptrs[i] = new(uint64)
+			}
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		key := make([]any, len(cols))
+		for i, p := range ptrs {
+			switch v := p.(type) {
+			case *string:
+				key[i] = *v
+			case *time.Time:
+				key[i] = *v
+			case *uint64:
+				key[i] = *v
+			}
+		}
+		out = append(out, key)
+	}
+	return out, rows.Err()
+}
