@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -52,4 +53,11 @@ func (s *Store) AudiencePageIndex(ctx context.Context, a model.Audience, after, 
 		}
 	}
 	return "", rows.Err()
+}
+
+// PurgeInTx runs the transaction part of PurgeFinished in tx, on ids as
+// they are (none of their rows deleted first), so a test can hold that
+// transaction's locks open.
+func PurgeInTx(ctx context.Context, tx *sql.Tx, ids []uint64, cutoff time.Time) (int, error) {
+	return purgeLocked(ctx, tx, ids, cutoff)
 }

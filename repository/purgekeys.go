@@ -28,12 +28,13 @@ type keyCol struct {
 // with the broadcast. key is its primary key, in order; either it starts
 // with broadcast_id, or it is id alone and an index (broadcast_id, …)
 // finds a broadcast's rows (InnoDB appends the primary key to it, so the
-// index is ordered by (broadcast_id, id)). keep, if set, is a condition
-// the rows deleted must meet.
+// index is ordered by (broadcast_id, id)), named by index. keep, if
+// set, is a condition the rows deleted must meet.
 type purgedTable struct {
-	name string
-	key  []keyCol
-	keep string
+	name  string
+	key   []keyCol
+	index string // the index that finds a broadcast's rows
+	keep  string
 }
 
 var (
@@ -45,7 +46,7 @@ var (
 // are deleted before the broadcast's transaction, a batch per statement,
 // each a transaction of its own.
 var bigPurged = []purgedTable{
-	{name: "broadcast_failures", key: []keyCol{uintKey("id")}},
+	{name: "broadcast_failures", key: []keyCol{uintKey("id")}, index: "idx_broadcast_failures_broadcast_id"},
 	{name: "engagement_events", key: []keyCol{bid, uintKey("target_id"), uintKey("type")}},
 	{name: "engagement_series", key: []keyCol{bid, uintKey("type"), {"minute", keyTime}}},
 	{name: "send_rate", key: []keyCol{bid, {"at", keyTime}}},
@@ -53,7 +54,7 @@ var bigPurged = []purgedTable{
 	{name: "fenced_sends", key: []keyCol{bid, uintKey("seq"), uintKey("epoch"), uintKey("ckpt_seq")}},
 	// Webhooks delivered (or given up) go with their broadcast; one
 	// still waiting stays until it is delivered or expires.
-	{name: "webhook_outbox", key: []keyCol{uintKey("id")}, keep: "status <> 'pending'"},
+	{name: "webhook_outbox", key: []keyCol{uintKey("id")}, index: "ix_webhook_broadcast", keep: "t.status <> 'pending'"},
 }
 
 // smallPurged are the tables with a few rows per broadcast, deleted in
@@ -69,16 +70,27 @@ var smallPurged = []purgedTable{
 	{name: "engagement_open_delays", key: []keyCol{bid, uintKey("bucket")}},
 }
 
-// purgeRows deletes t's rows of the broadcasts ids, purgeRowBatch at a
-// time: it reads a batch of their primary keys with a plain read (which
-// locks nothing: a consistent read, on the range of the key prefix, or
-// of the broadcast_id index, that ids select), then deletes exactly those
-// keys. A statement that deleted "WHERE broadcast_id IN (…)" would lock
-// the gap after each broadcast's last row up to the next broadcast's
-// first (REPEATABLE READ's next-key locks), so a running broadcast
-// inserting a row there would wait for it; a delete by whole keys locks
-// the rows it deletes and nothing else. pause is slept between batches;
-// q is the pool, or the broadcasts' transaction.
+// readIndex is the index hint that makes a read of t's keys a range of
+// the broadcast's rows, in key order: the optimizer picks another index
+// of broadcast_failures (by token) and sorts all of a broadcast's rows
+// for every batch.
+func (t purgedTable) readIndex() string {
+	if t.index == "" {
+		return " FORCE INDEX (PRIMARY)"
+	}
+	return " FORCE INDEX (" + t.index + ")"
+}
+
+// purgeRows deletes t's rows of the broadcasts ids, a batch at a time: it
+// reads a batch of their primary keys with a plain read (which locks
+// nothing: a consistent read, on the range of the key prefix, or of the
+// broadcast_id index, that ids select), then deletes exactly those keys.
+// A statement that deleted "WHERE broadcast_id IN (…)" would lock the gap
+// after each broadcast's last row up to the next broadcast's first
+// (REPEATABLE READ's next-key locks), so a running broadcast inserting a
+// row there would wait for it; a delete by whole keys locks the rows it
+// deletes and nothing else (deleteKeys). pause is slept between
+// batches; q is the pool, or the broadcasts' transaction.
 func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause time.Duration) (int64, error) {
 	cols := make([]string, len(t.key))
 	for i, c := range t.key {
@@ -89,10 +101,11 @@ func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause
 	for i, id := range ids {
 		idArgs[i] = id
 	}
+	batch := purgeRowBatch
 	var total int64
 	var last []any
 	for {
-		query := "SELECT " + list + " FROM " + t.name + " WHERE broadcast_id IN (" + sqldb.InList(len(ids)) + ")"
+		query := "SELECT " + list + " FROM " + t.name + " AS t" + t.readIndex() + " WHERE broadcast_id IN (" + sqldb.InList(len(ids)) + ")"
 		args := append([]any(nil), idArgs...)
 		if last != nil {
 			cond, cargs := purgeKeyAfter(cols, last)
@@ -102,23 +115,17 @@ func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause
 		if t.keep != "" {
 			query += " AND " + t.keep
 		}
-		keys, err := scanKeys(ctx, q, t.key, query+" ORDER BY "+list+" LIMIT ?", append(args, purgeRowBatch)...)
+		keys, err := scanKeys(ctx, q, t.key, query+" ORDER BY "+list+" LIMIT ?", append(args, batch)...)
 		if err != nil {
 			return total, fmt.Errorf("purge %s: read keys: %w", t.name, err)
 		}
 		if len(keys) == 0 {
 			return total, nil
 		}
-		del := "DELETE FROM " + t.name + " WHERE (" + list + ") IN (" + sqldb.Placeholders(len(keys), len(cols)) + ")"
-		var dargs []any
-		for _, k := range keys {
-			dargs = append(dargs, k...)
-		}
-		if t.keep != "" {
-			del += " AND " + t.keep
-		}
+		del, dargs := deleteKeys(t, keys)
 		res, err := q.ExecContext(ctx, del, dargs...)
 		if err != nil {
+
 			return total, fmt.Errorf("purge %s: %w", t.name, err)
 		}
 		n, err := res.RowsAffected()
@@ -126,7 +133,7 @@ func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause
 			return total, fmt.Errorf("purge %s: %w", t.name, err)
 		}
 		total += n
-		if len(keys) < purgeRowBatch {
+		if len(keys) < batch {
 			return total, nil
 		}
 		last = keys[len(keys)-1]
@@ -136,6 +143,46 @@ func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause
 			}
 		}
 	}
+}
+
+// deleteKeys is the statement that deletes t's rows of keys, and its
+// arguments: a join of the keys (a derived table, one row per key) to
+// the table by its whole primary key, in that order (STRAIGHT_JOIN): a
+// look-up per key (eq_ref), which locks that row only. "WHERE (key) IN
+// (…)" leaves the plan to the optimizer, which picks a scan of a small
+// table, or a range of another index on broadcast_id (then its next-key
+// locks hold the gap before a running broadcast's rows), whatever the
+// index hints; and MariaDB turns an IN list of 1,000 values or more
+// into a join that scans the table.
+func deleteKeys(t purgedTable, keys [][]any) (string, []any) {
+	var b strings.Builder
+	b.WriteString("DELETE t FROM (")
+	args := make([]any, 0, len(keys)*len(t.key))
+	for i, k := range keys {
+		if i == 0 {
+			b.WriteString("SELECT ")
+			for j := range t.key {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "? AS k%d", j)
+			}
+		} else {
+			b.WriteString(" UNION ALL SELECT " + sqldb.InList(len(t.key)))
+		}
+		args = append(args, k...)
+	}
+	b.WriteString(") AS k STRAIGHT_JOIN " + t.name + " AS t FORCE INDEX (PRIMARY) ON ")
+	for j, c := range t.key {
+		if j > 0 {
+			b.WriteString(" AND ")
+		}
+		fmt.Fprintf(&b, "t.%s = k.k%d", c.name, j)
+	}
+	if t.keep != "" {
+		b.WriteString(" AND " + t.keep)
+	}
+	return b.String(), args
 }
 
 // purgeKeyAfter is "the key cols come after last" in the form the range
