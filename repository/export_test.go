@@ -61,3 +61,22 @@ func (s *Store) AudiencePageIndex(ctx context.Context, a model.Audience, after, 
 func PurgeInTx(ctx context.Context, tx *sql.Tx, ids []uint64, cutoff time.Time) (int, error) {
 	return purgeLocked(ctx, tx, ids, cutoff)
 }
+
+// PurgeStatements returns, for each table retention deletes from, the
+// read of the first batch of keys of the broadcasts ids with its
+// arguments, and the delete of the keys it reads from db.
+func PurgeStatements(ctx context.Context, db *sqlx.DB, ids []uint64) (map[string][2]string, map[string][2][]any, error) {
+	stmts := map[string][2]string{}
+	args := map[string][2][]any{}
+	for _, t := range append(append([]purgedTable(nil), bigPurged...), smallPurged...) {
+		read, rargs := readKeysQuery(t, ids, nil)
+		keys, err := scanKeys(ctx, db, t.key, read, rargs...)
+		if err != nil {
+			return nil, nil, err
+		}
+		del, dargs := deleteKeys(t, keys)
+		stmts[t.name] = [2]string{read, del}
+		args[t.name] = [2][]any{rargs, dargs}
+	}
+	return stmts, args, nil
+}

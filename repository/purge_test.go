@@ -290,3 +290,39 @@ func TestPurgeReadsOnlyTheFinishedBroadcastsRows(t *testing.T) {
 		}
 	}
 }
+
+// Every statement of the purge finds the rows through the broadcast's
+// key: its keys' read is a range of the index starting with
+// broadcast_id, and its delete a look-up of each key in the primary key
+// (eq_ref), which locks that row only.
+func TestPurgeStatementsUseTheBroadcastKey(t *testing.T) {
+	f := newPurgeFixture(t, 300, 400)
+	ctx := t.Context()
+	stmts, args, err := repository.PurgeStatements(ctx, f.store.DB(), []uint64{f.done})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for table, st := range stmts {
+		for i, q := range st {
+			rows, err := f.store.DB().QueryxContext(ctx, "EXPLAIN "+q, args[table][i]...)
+			if err != nil {
+				t.Fatalf("EXPLAIN %s: %v", q, err)
+			}
+			for rows.Next() {
+				r := map[string]any{}
+				if err := rows.MapScan(r); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprintf("%s", r["table"]) != "t" {
+					continue
+				}
+				typ, key := fmt.Sprintf("%s", r["type"]), fmt.Sprintf("%s", r["key"])
+				t.Logf("%s %s: %s on %s", table, []string{"read", "delete"}[i], typ, key)
+				if i == 0 && typ != "range" && typ != "ref" || i == 1 && (typ != "eq_ref" || key != "PRIMARY") {
+					t.Errorf("%s: %s on %s: %s", table, typ, key, q)
+				}
+			}
+			rows.Close()
+		}
+	}
+}

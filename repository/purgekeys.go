@@ -92,30 +92,11 @@ func (t purgedTable) readIndex() string {
 // deletes and nothing else (deleteKeys). pause is slept between
 // batches; q is the pool, or the broadcasts' transaction.
 func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause time.Duration) (int64, error) {
-	cols := make([]string, len(t.key))
-	for i, c := range t.key {
-		cols[i] = c.name
-	}
-	list := strings.Join(cols, ", ")
-	idArgs := make([]any, len(ids))
-	for i, id := range ids {
-		idArgs[i] = id
-	}
-	batch := purgeRowBatch
 	var total int64
 	var last []any
 	for {
-		query := "SELECT " + list + " FROM " + t.name + " AS t" + t.readIndex() + " WHERE broadcast_id IN (" + sqldb.InList(len(ids)) + ")"
-		args := append([]any(nil), idArgs...)
-		if last != nil {
-			cond, cargs := purgeKeyAfter(cols, last)
-			query += " AND " + cond
-			args = append(args, cargs...)
-		}
-		if t.keep != "" {
-			query += " AND " + t.keep
-		}
-		keys, err := scanKeys(ctx, q, t.key, query+" ORDER BY "+list+" LIMIT ?", append(args, batch)...)
+		query, args := readKeysQuery(t, ids, last)
+		keys, err := scanKeys(ctx, q, t.key, query, args...)
 		if err != nil {
 			return total, fmt.Errorf("purge %s: read keys: %w", t.name, err)
 		}
@@ -125,7 +106,6 @@ func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause
 		del, dargs := deleteKeys(t, keys)
 		res, err := q.ExecContext(ctx, del, dargs...)
 		if err != nil {
-
 			return total, fmt.Errorf("purge %s: %w", t.name, err)
 		}
 		n, err := res.RowsAffected()
@@ -133,7 +113,7 @@ func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause
 			return total, fmt.Errorf("purge %s: %w", t.name, err)
 		}
 		total += n
-		if len(keys) < batch {
+		if len(keys) < purgeRowBatch {
 			return total, nil
 		}
 		last = keys[len(keys)-1]
@@ -143,6 +123,30 @@ func purgeRows(ctx context.Context, q execer, t purgedTable, ids []uint64, pause
 			}
 		}
 	}
+}
+
+// readKeysQuery is the plain read of the next purgeRowBatch keys of t's
+// rows of the broadcasts ids, after the key last (nil: from the first).
+func readKeysQuery(t purgedTable, ids []uint64, last []any) (string, []any) {
+	cols := make([]string, len(t.key))
+	for i, c := range t.key {
+		cols[i] = c.name
+	}
+	list := strings.Join(cols, ", ")
+	args := make([]any, 0, len(ids)+len(cols)*len(cols)+1)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	query := "SELECT " + list + " FROM " + t.name + " AS t" + t.readIndex() + " WHERE broadcast_id IN (" + sqldb.InList(len(ids)) + ")"
+	if last != nil {
+		cond, cargs := purgeKeyAfter(cols, last)
+		query += " AND " + cond
+		args = append(args, cargs...)
+	}
+	if t.keep != "" {
+		query += " AND " + t.keep
+	}
+	return query + " ORDER BY " + list + " LIMIT ?", append(args, purgeRowBatch)
 }
 
 // deleteKeys is the statement that deletes t's rows of keys, and its
