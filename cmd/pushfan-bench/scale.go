@@ -26,7 +26,9 @@ import (
 //   - how long a cancel takes to be final in each state;
 //   - a 3-user send on an idle table, and with 20 local-time broadcasts
 //     of 1M tokens each waiting (on a second database of 1M tokens);
-//   - the serve process's peak RSS.
+//   - the serve process's peak RSS;
+//   - first, a broadcast's checkpoint latency beside a retention pass over
+//     RETENTION_EVENTS expired engagement events (retention.go).
 //
 // Targets: every submit ≤ 1 s, ≥ 97 % of the rate limit from the first
 // second, every cancel ≤ 1 s, RSS ≤ 150 MB.
@@ -34,8 +36,8 @@ import (
 const scaleZoneCount = 16
 
 // scalePhase reports whether the scale run measures phase (SCALE_PHASES,
-// a comma-separated subset of kinds, minute, cancels, waiting; all by
-// default): a partial run is for looking into one figure.
+// a comma-separated subset of retention, kinds, minute, cancels, waiting;
+// all by default): a partial run is for looking into one figure.
 func (o options) scalePhase(phase string) bool {
 	return o.scalePhases == "" || slices.Contains(strings.Split(o.scalePhases, ","), phase)
 }
@@ -56,6 +58,14 @@ const scaleAudienceYAML = "audiences:\n  - name: everyone\n    description: ever
 	"      ORDER BY t.id LIMIT :limit\n"
 
 func (b *bench) runScale(ctx context.Context, rep *report) error {
+	if b.o.scalePhase("retention") {
+		if err := b.runRetention(ctx, rep); err != nil {
+			return fmt.Errorf("retention phase: %w", err)
+		}
+		if b.o.scalePhases == "retention" {
+			return nil
+		}
+	}
 	n := b.o.scaleN
 	sr := &scaleReport{Tokens: n, Zones: scaleZoneCount, SubmitMS: map[string]float64{}, TargetedKnown: map[string]float64{},
 		CancelMS: map[string]float64{}, RateLimit: 9900}
