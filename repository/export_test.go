@@ -74,7 +74,10 @@ func PurgeStatements(ctx context.Context, db *sqlx.DB, ids []uint64) (map[string
 		if err != nil {
 			return nil, nil, err
 		}
-		del, dargs := deleteKeys(t, keys)
+		del, dargs, err := deleteKeys(t, keys)
+		if err != nil {
+			return nil, nil, err
+		}
 		stmts[t.name] = [2]string{read, del}
 		args[t.name] = [2][]any{rargs, dargs}
 	}
