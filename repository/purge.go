@@ -32,7 +32,7 @@ const (
 // MariaDB up to 11.0, a scan of the whole table that locked every row
 // until the commit: checkpoints timed out waiting for it (1205). The
 // tables with many rows per broadcast go first, a batch per statement
-// with pause between them, outside the transaction that deletes the
+// with a pause after each, outside the transaction that deletes the
 // broadcasts; that one deletes what is left (rows written since).
 func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.Duration) (int, error) {
 	var ids []uint64
@@ -66,18 +66,23 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, pause time.
 // totals to the archive, and deletes them with what is left of their
 // rows. It returns how many it deleted.
 func purgeLocked(ctx context.Context, tx *sql.Tx, ids []uint64, cutoff time.Time) (int, error) {
-	// Lock the rows first (by primary key: those rows only): the reads
+	// Lock the rows first, a look-up of each (lockKeys: those rows only;
+	// "WHERE id IN (…) FOR UPDATE" reads, and locks, the row after each
+	// id too, which may be a running broadcast's): the reads
 	// below then see them as they are deleted (the transaction's snapshot
 	// starts at its first plain read), and nothing stored with a
 	// broadcast locked (events, checkpoints) is written for them any
 	// more, so the plain reads of their rows below see every one.
-	args := make([]any, 0, len(ids)+1)
-	for _, id := range ids {
-		args = append(args, id)
+	keys := make([][]any, len(ids))
+	for i, id := range ids {
+		keys[i] = []any{id}
+	}
+	lock, largs, err := lockKeys(broadcastsTable, keys, "t.finished_at < ?")
+	if err != nil {
+		return 0, fmt.Errorf("lock: %w", err)
 	}
 	var locked []uint64
-	lrows, err := tx.QueryContext(ctx, "SELECT id FROM broadcasts WHERE id IN ("+sqldb.InList(len(ids))+") AND finished_at < ? FOR UPDATE",
-		append(args, dbTime(cutoff))...)
+	lrows, err := tx.QueryContext(ctx, lock, append(largs, dbTime(cutoff))...)
 	if err != nil {
 		return 0, fmt.Errorf("lock: %w", err)
 	}
@@ -105,12 +110,18 @@ func purgeLocked(ctx context.Context, tx *sql.Tx, ids []uint64, cutoff time.Time
 			return 0, fmt.Errorf("delete: %w", err)
 		}
 	}
-	in := sqldb.InList(len(locked))
-	largs := make([]any, len(locked))
+	// By whole key too: a DELETE … WHERE id IN (…) may scan a small
+	// broadcasts table, or read past each id, locking running
+	// broadcasts' rows.
+	keys = make([][]any, len(locked))
 	for i, id := range locked {
-		largs[i] = id
+		keys[i] = []any{id}
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM broadcasts WHERE id IN ("+in+")", largs...); err != nil {
+	del, dargs, err := deleteKeys(broadcastsTable, keys)
+	if err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, del, dargs...); err != nil {
 		return 0, fmt.Errorf("delete: %w", err)
 	}
 	return deleted, nil

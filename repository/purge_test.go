@@ -138,11 +138,21 @@ func TestPurgeNeitherWaitsForNorBlocksARunningBroadcast(t *testing.T) {
 	ctx := t.Context()
 	want := f.rows(t, f.early)
 
+	// A second finished broadcast, after late: the purge locks both
+	// finished ones, and must not lock late, between them.
+	exec(t, f.store, `INSERT INTO broadcasts (message, audience, status, finished_at) VALUES ('{}', '{"all":true}', 'completed', UTC_TIMESTAMP(6) - INTERVAL 100 DAY)`)
 	checkpoint, err := f.store.DB().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = checkpoint.Rollback() }()
+	// One at a time, as a checkpoint does: a locking read of several
+	// ids locks the row after each too (a range per id).
+	for _, b := range []uint64{f.early, f.late} {
+		if _, err := checkpoint.ExecContext(ctx, "SELECT id FROM broadcasts WHERE id = ? FOR UPDATE", b); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, table := range purgedTables {
 		// Through the broadcast's index, as a checkpoint finds them:
 		// with a third of the rows wanted, the optimizer would scan
@@ -164,8 +174,8 @@ func TestPurgeNeitherWaitsForNorBlocksARunningBroadcast(t *testing.T) {
 	if err := checkpoint.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Errorf("purged %d broadcasts, want 1", n)
+	if n != 2 {
+		t.Errorf("purged %d broadcasts, want 2", n)
 	}
 	f.checkPurged(t, want)
 
@@ -184,6 +194,7 @@ func TestPurgeNeitherWaitsForNorBlocksARunningBroadcast(t *testing.T) {
 	}
 	for _, b := range []uint64{f.early, f.late} {
 		for _, q := range []string{
+			"UPDATE broadcasts SET succeeded = succeeded + 1 WHERE id = %[1]d",
 			"UPDATE engagement_events FORCE INDEX (PRIMARY) SET at = NOW() WHERE broadcast_id = %[1]d",
 			"INSERT INTO engagement_events (broadcast_id, target_id, type, user_id, variant, localized, sent_at, at) VALUES (%[1]d, 0, 1, 1, 0, 0, NOW(), NOW()), (%[1]d, 99999999, 1, 1, 0, 0, NOW(), NOW())",
 			"UPDATE broadcast_failures FORCE INDEX (idx_broadcast_failures_broadcast_id) SET attempts = attempts + 1 WHERE broadcast_id = %[1]d",

@@ -187,6 +187,32 @@ func readKeysQuery(t purgedTable, ids []uint64, last []any) (string, []any) {
 // argument whatever the batch (MariaDB 10.6+, MySQL 8.0.4+), and costs
 // the server a quarter of a UNION ALL of one SELECT per key.
 func deleteKeys(t purgedTable, keys [][]any) (string, []any, error) {
+	join, args, err := joinKeys(t, keys)
+	if err != nil {
+		return "", nil, err
+	}
+	q := "DELETE t FROM " + join
+	if t.keep != "" {
+		q += " AND " + t.keep
+	}
+	return q, args, nil
+}
+
+// lockKeys is the locking read of t's rows of keys that meet cond (more
+// arguments follow for it), as deleteKeys: a look-up of each key.
+func lockKeys(t purgedTable, keys [][]any, cond string) (string, []any, error) {
+	join, args, err := joinKeys(t, keys)
+	if err != nil {
+		return "", nil, err
+	}
+	return "SELECT t." + t.key[0].name + " FROM " + join + " WHERE " + cond + " FOR UPDATE", args, nil
+}
+
+// broadcastsTable is the broadcasts, locked and deleted by their key.
+var broadcastsTable = purgedTable{name: "broadcasts", key: []keyCol{uintKey("id")}}
+
+// joinKeys is "JSON_TABLE(keys) AS k STRAIGHT_JOIN t ON (whole key)".
+func joinKeys(t purgedTable, keys [][]any) (string, []any, error) {
 	rows := make([][]any, len(keys))
 	for i, k := range keys {
 		row := make([]any, len(k))
@@ -203,7 +229,7 @@ func deleteKeys(t purgedTable, keys [][]any) (string, []any, error) {
 		return "", nil, err
 	}
 	var b strings.Builder
-	b.WriteString("DELETE t FROM JSON_TABLE(?, '$[*]' COLUMNS (")
+	b.WriteString("JSON_TABLE(?, '$[*]' COLUMNS (")
 	for j, c := range t.key {
 		if j > 0 {
 			b.WriteString(", ")
@@ -216,9 +242,6 @@ func deleteKeys(t purgedTable, keys [][]any) (string, []any, error) {
 			b.WriteString(" AND ")
 		}
 		fmt.Fprintf(&b, "t.%s = k.k%d", c.name, j)
-	}
-	if t.keep != "" {
-		b.WriteString(" AND " + t.keep)
 	}
 	return b.String(), []any{string(doc)}, nil
 }
