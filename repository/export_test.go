@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -52,4 +53,33 @@ func (s *Store) AudiencePageIndex(ctx context.Context, a model.Audience, after, 
 		}
 	}
 	return "", rows.Err()
+}
+
+// PurgeInTx runs the transaction part of PurgeFinished in tx, on ids as
+// they are (none of their rows deleted first), so a test can hold that
+// transaction's locks open.
+func PurgeInTx(ctx context.Context, tx *sql.Tx, ids []uint64, cutoff time.Time) (int, error) {
+	return purgeLocked(ctx, tx, ids, cutoff)
+}
+
+// PurgeStatements returns, for each table retention deletes from, the
+// read of the first batch of keys of the broadcasts ids with its
+// arguments, and the delete of the keys it reads from db.
+func PurgeStatements(ctx context.Context, db *sqlx.DB, ids []uint64) (map[string][2]string, map[string][2][]any, error) {
+	stmts := map[string][2]string{}
+	args := map[string][2][]any{}
+	for _, t := range append(append([]purgedTable(nil), bigPurged...), smallPurged...) {
+		read, rargs := readKeysQuery(t, ids, nil)
+		keys, err := scanKeys(ctx, db, t.key, read, rargs...)
+		if err != nil {
+			return nil, nil, err
+		}
+		del, dargs, err := deleteKeys(t, keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		stmts[t.name] = [2]string{read, del}
+		args[t.name] = [2][]any{rargs, dargs}
+	}
+	return stmts, args, nil
 }

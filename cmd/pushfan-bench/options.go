@@ -39,12 +39,16 @@ type options struct {
 	serveEnv       []string
 	scaleN         int
 	scalePhases    string
-	scalePool      bool
-	appsQuotas     []int
-	appsSeconds    int
-	appsLevels     []float64
-	appsAlone      bool
-	appsStagger    bool
+	// retentionEvents and retentionWindow: the scale run's retention
+	// phase (retention.go).
+	retentionEvents int
+	retentionWindow time.Duration
+	scalePool       bool
+	appsQuotas      []int
+	appsSeconds     int
+	appsLevels      []float64
+	appsAlone       bool
+	appsStagger     bool
 }
 
 func envString(key, def string) string {
@@ -117,7 +121,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.latency, "latency", envDuration("LATENCY", defLatency), "emulator latency per send (env LATENCY; 5ms for scale)")
 	fs.IntVar(&o.scaleN, "scale-n", envInt("SCALE_N", 10_000_000), "scale: tokens, two per user, in 16 zones (env SCALE_N)")
 	fs.BoolVar(&o.scalePool, "scale-buffer-pool", envString("SCALE_BUFFER_POOL", "fit") != "keep", "scale: raise innodb_buffer_pool_size to hold the seeded tables for the run (env SCALE_BUFFER_POOL=fit, the default; keep measures the server's own)")
-	fs.StringVar(&o.scalePhases, "scale-phases", envString("SCALE_PHASES", ""), "scale: only these of kinds,minute,cancels,stale,waiting (env SCALE_PHASES; default all)")
+	fs.StringVar(&o.scalePhases, "scale-phases", envString("SCALE_PHASES", ""), "scale: only these of retention,kinds,minute,cancels,stale,waiting (env SCALE_PHASES; default all)")
+	fs.IntVar(&o.retentionEvents, "retention-events", envInt("RETENTION_EVENTS", 10_000_000), "scale, retention phase: engagement events of expired broadcasts (env RETENTION_EVENTS)")
+	fs.DurationVar(&o.retentionWindow, "retention-window", envDuration("RETENTION_WINDOW", 30*time.Minute), "scale, retention phase: how long the pass may run (env RETENTION_WINDOW)")
 	fs.DurationVar(&o.jitter, "jitter", envDuration("JITTER", 5*time.Millisecond), "emulator uniform extra latency (env JITTER)")
 	fs.StringVar(&o.mode, "mode", envString("MODE", "tls"), "wire protocol to the emulator: tls (TLS + HTTP/2, as FCM speaks), http1 or h2c (env MODE)")
 	fs.StringVar(&o.out, "out", envString("OUT", ""), "JSON result file (env OUT; default bench-results/<timestamp>-<command>.json)")

@@ -63,27 +63,28 @@ func settingsOf(o options) settings {
 
 // report is everything one invocation measured (the JSON file).
 type report struct {
-	Kind       string          `json:"kind"`
-	StartedAt  time.Time       `json:"started_at"`
-	FinishedAt time.Time       `json:"finished_at"`
-	Commit     string          `json:"commit"`
-	Machine    machine         `json:"machine"`
-	Settings   settings        `json:"settings"`
-	Pushfan    []*pushfanRun   `json:"pushfan,omitempty"`
-	Probe      []*baselineRun  `json:"raw_probe,omitempty"`
-	Small      []*pushfanRun   `json:"small_n,omitempty"`
-	Multicast  *baselineRun    `json:"sdk_multicast,omitempty"`
-	Sequential *baselineRun    `json:"sdk_sequential,omitempty"`
-	Sweep      []*pushfanRun   `json:"sweep,omitempty"`
-	Quota      *pushfanRun     `json:"quota,omitempty"`
-	Latency    []*pushfanRun   `json:"latency_sweep,omitempty"`
-	Scale      *scaleReport    `json:"scale,omitempty"`
-	Events     *eventsReport   `json:"events,omitempty"`
-	Webhooks   *webhooksReport `json:"webhooks,omitempty"`
-	Caps       *capsReport     `json:"caps,omitempty"`
-	Apps       *appsReport     `json:"apps,omitempty"`
-	Summary    *summary        `json:"summary,omitempty"`
-	Targets    []target        `json:"targets,omitempty"`
+	Kind       string           `json:"kind"`
+	StartedAt  time.Time        `json:"started_at"`
+	FinishedAt time.Time        `json:"finished_at"`
+	Commit     string           `json:"commit"`
+	Machine    machine          `json:"machine"`
+	Settings   settings         `json:"settings"`
+	Pushfan    []*pushfanRun    `json:"pushfan,omitempty"`
+	Probe      []*baselineRun   `json:"raw_probe,omitempty"`
+	Small      []*pushfanRun    `json:"small_n,omitempty"`
+	Multicast  *baselineRun     `json:"sdk_multicast,omitempty"`
+	Sequential *baselineRun     `json:"sdk_sequential,omitempty"`
+	Sweep      []*pushfanRun    `json:"sweep,omitempty"`
+	Quota      *pushfanRun      `json:"quota,omitempty"`
+	Latency    []*pushfanRun    `json:"latency_sweep,omitempty"`
+	Scale      *scaleReport     `json:"scale,omitempty"`
+	Events     *eventsReport    `json:"events,omitempty"`
+	Webhooks   *webhooksReport  `json:"webhooks,omitempty"`
+	Caps       *capsReport      `json:"caps,omitempty"`
+	Retention  *retentionReport `json:"retention,omitempty"`
+	Apps       *appsReport      `json:"apps,omitempty"`
+	Summary    *summary         `json:"summary,omitempty"`
+	Targets    []target         `json:"targets,omitempty"`
 }
 
 // summary holds the medians over the repeats and the ratios quoted in the
@@ -116,7 +117,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil || r.Caps != nil || r.Apps != nil
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil || r.Caps != nil || r.Apps != nil || r.Retention != nil
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -364,6 +365,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Caps != nil {
 		r.Caps.print(w)
+	}
+	if r.Retention != nil {
+		r.Retention.print(w)
 	}
 	if r.Apps != nil {
 		r.Apps.print(w)

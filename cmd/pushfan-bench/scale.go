@@ -29,7 +29,9 @@ import (
 //   - the serve process's peak RSS;
 //   - what PUSHFAN_STALE_AFTER costs: with a quarter of the tokens 40
 //     days old, the preview, the plan and a walk of every token by the
-//     send's page statement (rows read), the rule off and at 30 days.
+//     send's page statement (rows read), the rule off and at 30 days;
+//   - first, a broadcast's checkpoint latency beside a retention pass over
+//     RETENTION_EVENTS expired engagement events (retention.go).
 //
 // Targets: every submit ≤ 1 s, ≥ 97 % of the rate limit from the first
 // second, every cancel ≤ 1 s, RSS ≤ 150 MB.
@@ -37,8 +39,9 @@ import (
 const scaleZoneCount = 16
 
 // scalePhase reports whether the scale run measures phase (SCALE_PHASES,
-// a comma-separated subset of kinds, minute, cancels, waiting; all by
-// default): a partial run is for looking into one figure.
+// a comma-separated subset of retention, kinds, minute, cancels, stale,
+// waiting;
+// all by default): a partial run is for looking into one figure.
 func (o options) scalePhase(phase string) bool {
 	return o.scalePhases == "" || slices.Contains(strings.Split(o.scalePhases, ","), phase)
 }
@@ -59,6 +62,14 @@ const scaleAudienceYAML = "audiences:\n  - name: everyone\n    description: ever
 	"      ORDER BY t.id LIMIT :limit\n"
 
 func (b *bench) runScale(ctx context.Context, rep *report) error {
+	if b.o.scalePhase("retention") {
+		if err := b.runRetention(ctx, rep); err != nil {
+			return fmt.Errorf("retention phase: %w", err)
+		}
+		if b.o.scalePhases == "retention" {
+			return nil
+		}
+	}
 	n := b.o.scaleN
 	sr := &scaleReport{Tokens: n, Zones: scaleZoneCount, SubmitMS: map[string]float64{}, TargetedKnown: map[string]float64{},
 		CancelMS: map[string]float64{}, RateLimit: 9900}
