@@ -323,7 +323,7 @@ func TestReadmeKeepsTheTwoCommands(t *testing.T) {
 	_, blocks := parse(readLines(t, filepath.Join(root, "README.md")))
 	want := []string{
 		"make run    # MariaDB up, schema migrated, 1,000 demo users, FCM emulator, server up, example curl printed",
-		"make test   # MariaDB and Chromium up, then go test -race ./... (real database, real SDK, emulator, browser)",
+		"make test   # MariaDB, Chromium, Node, Prometheus up; go test -race ./... (real database, SDK, emulator, browser)",
 	}
 	for _, b := range blocks {
 		if strings.Join(b.body, "\n") == strings.Join(want, "\n") {
