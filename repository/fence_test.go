@@ -1,7 +1,9 @@
 package repository_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/repository"
@@ -38,5 +40,33 @@ func TestMigrateRaisesTheSchemaFence(t *testing.T) {
 	old := testdb.NewAt(t, 13)
 	if err := repository.RaiseFence(ctx(t), old.SQL.DB, version); err != nil {
 		t.Fatalf("raising the fence on a database without one: %v", err)
+	}
+}
+
+// A start of the same release (every start migrates) only reads a fence
+// already at its version: a stalled instance's transition holding the
+// fence row under a shared lock (a paused process) holds it up not at
+// all. It waited for the lock before, up to innodb_lock_wait_timeout, and
+// every later transition of every instance queued behind it.
+func TestRaisingTheFenceToWhereItIsTakesNoLock(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	db := s.DB().DB
+	v := repository.SchemaVersion()
+	stalled, err := db.BeginTx(ctx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Rollback()
+	var fence int64
+	if err := stalled.QueryRowContext(ctx(t), "SELECT version FROM schema_fence WHERE id = 1 LOCK IN SHARE MODE").Scan(&fence); err != nil {
+		t.Fatal(err)
+	}
+	quick, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	defer cancel()
+	for _, to := range []int64{v, v - 1} {
+		if err := repository.RaiseFence(quick, db, to); err != nil {
+			t.Fatalf("raising the fence to %d (it is at %d) beside a transition in flight: %v", to, fence, err)
+		}
 	}
 }
