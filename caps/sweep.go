@@ -162,7 +162,7 @@ func (l *Ledger) deleteRows(ctx context.Context, t keyedTable, b uint64) (int64,
 		query := "SELECT " + cols + " FROM " + t.name + " WHERE broadcast_id = ?"
 		args := []any{b}
 		if last != nil {
-			cond, cargs := keyAfter(t.rest, last)
+			cond, cargs := sqldb.KeyAfter(t.rest, last)
 			query += " AND " + cond
 			args = append(args, cargs...)
 		}
@@ -192,25 +192,6 @@ func (l *Ledger) deleteRows(ctx context.Context, t keyedTable, b uint64) (int64,
 		}
 		last = keys[len(keys)-1]
 	}
-}
-
-// keyAfter is the condition "the key's columns cols come after last" in
-// a form the range optimizer reads (a row comparison it does not):
-// c1 > ? OR c1 = ? AND c2 > ? ...
-func keyAfter(cols []string, last []any) (string, []any) {
-	var ors []string
-	var args []any
-	for i := range cols {
-		var ands []string
-		for j := range i {
-			ands = append(ands, cols[j]+" = ?")
-			args = append(args, last[j])
-		}
-		ands = append(ands, cols[i]+" > ?")
-		args = append(args, last[i])
-		ors = append(ors, strings.Join(ands, " AND "))
-	}
-	return "(" + strings.Join(ors, " OR ") + ")", args
 }
 
 // readKeys reads rows of n unsigned columns.

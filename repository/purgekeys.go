@@ -165,7 +165,7 @@ func readKeysQuery(t purgedTable, ids []uint64, last []any) (string, []any) {
 	}
 	query := "SELECT " + list + " FROM " + t.name + " AS t" + t.readIndex() + " WHERE broadcast_id IN (" + sqldb.InList(len(ids)) + ")"
 	if last != nil {
-		cond, cargs := purgeKeyAfter(cols, last)
+		cond, cargs := sqldb.KeyAfter(cols, last)
 		query += " AND " + cond
 		args = append(args, cargs...)
 	}
@@ -244,25 +244,6 @@ func joinKeys(t purgedTable, keys [][]any) (string, []any, error) {
 		fmt.Fprintf(&b, "t.%s = k.k%d", c.name, j)
 	}
 	return b.String(), []any{string(doc)}, nil
-}
-
-// purgeKeyAfter is "the key cols come after last" in the form the range
-// optimizer reads (a row comparison it does not):
-// c1 > ? OR c1 = ? AND c2 > ? ...
-func purgeKeyAfter(cols []string, last []any) (string, []any) {
-	ors := make([]string, 0, len(cols))
-	var args []any
-	for i := range cols {
-		ands := make([]string, 0, i+1)
-		for j := range i {
-			ands = append(ands, cols[j]+" = ?")
-			args = append(args, last[j])
-		}
-		ands = append(ands, cols[i]+" > ?")
-		args = append(args, last[i])
-		ors = append(ors, strings.Join(ands, " AND "))
-	}
-	return "(" + strings.Join(ors, " OR ") + ")", args
 }
 
 // scanKeys reads rows of the key columns cols.
