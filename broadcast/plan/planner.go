@@ -118,6 +118,12 @@ const (
 	// planYield bounds a rest: at most this many times as long as the step
 	// took (a tenth of the plan's speed, when the sends never leave room).
 	planYield = 9
+	// planRestMax bounds a plan's rests in all: the sends beside it get the
+	// plan's first rests, and the people waiting on the total the rest.
+	// The plan of an "all" of 10M tokens rests about 24 s without it on
+	// an idle 2-core machine, a named audience's about 40 s (make
+	// bench-scale), where a minute is the promise.
+	planRestMax = 15 * time.Second
 	// planAttempts bounds the failed attempts at planning a broadcast
 	// (its audience cannot be read: an error in the deployment's SQL, a
 	// table gone) before it ends failed with the reason.

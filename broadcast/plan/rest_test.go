@@ -57,7 +57,7 @@ func TestAPlanRestsForSendsThatNeedTheCPUNeverForAPace(t *testing.T) {
 			before := s.mark()
 			time.Sleep(step) // the step
 			t0 := time.Now()
-			if err := s.rest(t.Context(), ahead, step, before); err != nil {
+			if err := s.rest(t.Context(), ahead, step, before, planRestMax); err != nil {
 				t.Fatal(err)
 			}
 			rested := time.Since(t0)
@@ -70,5 +70,35 @@ func TestAPlanRestsForSendsThatNeedTheCPUNeverForAPace(t *testing.T) {
 			}
 			t.Logf("rested %v after %d reads of the permits", rested.Round(time.Millisecond), c.load.reads.Load())
 		})
+	}
+}
+
+// A plan's rests are bounded in all (planRestMax): beside sends that would
+// have it rest planYield × its step, a plan with less left of its rests
+// rests only that, and one that used them up does not rest, so that its
+// exact targeted comes within a bound whatever runs beside it.
+func TestAPlanRestsNoLongerThanWhatIsLeftOfItsRests(t *testing.T) {
+	const step = 100 * time.Millisecond
+	ahead := &lease.PlanClaim{Targeted: 1_000_000}
+	for _, c := range []struct {
+		left     time.Duration
+		min, max time.Duration
+	}{
+		{planRestMax, planYield * step * 8 / 10, 2 * planYield * step},
+		{200 * time.Millisecond, 150 * time.Millisecond, 800 * time.Millisecond}, // 900 ms if the bound were not kept
+		{0, 0, 400 * time.Millisecond},
+		{-time.Second, 0, 400 * time.Millisecond},
+	} {
+		load := &sends{demand: math.Inf(1), perSec: 2000, start: time.Now().Add(-time.Second)} // short of the rate limit
+		s := &Planner{load: load, opt: Options{RateLimit: 2000}}
+		before := s.mark()
+		time.Sleep(step)
+		t0 := time.Now()
+		if err := s.rest(t.Context(), ahead, step, before, c.left); err != nil {
+			t.Fatal(err)
+		}
+		if rested := time.Since(t0); rested < c.min || rested > c.max {
+			t.Errorf("with %v of its rests left: rested %v, want %v to %v", c.left, rested.Round(time.Millisecond), c.min, c.max)
+		}
 	}
 }

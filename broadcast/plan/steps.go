@@ -114,7 +114,7 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 			return
 		}
 		r0 := time.Now()
-		if err := s.rest(ctx, pc, time.Since(stepStart), before); err != nil {
+		if err := s.rest(ctx, pc, time.Since(stepStart), before, planRestMax-rested); err != nil {
 			s.releasePlan(bg, log, pc)
 			return
 		}
@@ -139,19 +139,25 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 // never rests: pacing decides when the sends go out, not when the
 // audience is counted, and the exact targeted of a broadcast paced at 50/s
 // is known as soon as an unpaced one's.
-func (s *Planner) rest(ctx context.Context, pc *lease.PlanClaim, step time.Duration, before loadMark) error {
+//
+// left is what remains of the plan's rests in all (planRestMax, less what
+// it rested already): a plan that used it up plans at full speed beside
+// any sends, so that an unpaced broadcast's exact targeted comes at most
+// planRestMax later than on an idle instance (issue 38: within a minute on
+// 10M tokens, whatever the kind).
+func (s *Planner) rest(ctx context.Context, pc *lease.PlanClaim, step time.Duration, before loadMark, left time.Duration) error {
 	budget := s.opt.RateLimit
 	if budget <= 0 {
 		budget = 10000
 	}
-	if !s.load.Busy() || float64(pc.Targeted-pc.Attempted) <= planLead*budget {
+	if left <= 0 || !s.load.Busy() || float64(pc.Targeted-pc.Attempted) <= planLead*budget {
 		return nil
 	}
 	prev := s.mark()
 	if pacesKept(before, prev, s.load.Demand()) {
 		return nil
 	}
-	deadline := time.Now().Add(planYield * step)
+	deadline := time.Now().Add(min(planYield*step, left))
 	for time.Now().Before(deadline) {
 		if err := clock.Sleep(ctx, restProbe); err != nil {
 			return err

@@ -74,6 +74,7 @@ func (r *report) scaleTargets() {
 		target{Name: "from the first second", Want: fmt.Sprintf("≥ 97%% of %.0f/s every second", limit), Got: fmt.Sprintf("slowest second %d (%.1f%%)", s.MinSecondPerS, 100*float64(s.MinSecondPerS)/limit),
 			Met: float64(s.MinSecondPerS) >= 0.97*limit},
 		target{Name: "exact targeted of an all at max_rate 50", Want: "≤ 60 s", Got: knownGot(s.TargetedKnown, pacedAll), Met: knownWithin(s.TargetedKnown, pacedAll, 60)},
+		slowestKnown(s.TargetedKnown),
 		target{Name: "every cancel", Want: "≤ 1000 ms", Got: fmt.Sprintf("%.0f ms", worstCancel), Met: worstCancel <= 1000},
 		target{Name: "a 3-user send with 20 × 1M waiting", Want: "≤ 1.5× idle", Got: fmt.Sprintf("%.2f×", s.Urgent.Ratio), Met: s.Urgent.Ratio <= 1.5},
 		target{Name: "peak RSS", Want: "≤ 150 MB", Got: fmt.Sprintf("%.1f MB", s.PeakRSSMB), Met: s.PeakRSSMB <= 150},
@@ -152,6 +153,25 @@ func knownGot(known map[string]float64, kind string) string {
 		return fmt.Sprintf("%.1f s", v)
 	}
 	return "not measured"
+}
+
+// slowestKnown is the target on every kind's exact targeted (issue 38:
+// within 60 s on 10M tokens, whatever the kind and the pace): the slowest
+// kind is named; a kind whose plan never ended is not in the map, and the
+// run failed before this.
+func slowestKnown(known map[string]float64) target {
+	t := target{Name: "exact targeted of every kind", Want: "≤ 60 s", Got: "not measured"}
+	worst := ""
+	for _, k := range sortedKeys(known) {
+		if worst == "" || known[k] > known[worst] {
+			worst = k
+		}
+	}
+	if worst != "" {
+		t.Got = fmt.Sprintf("%.1f s (%s)", known[worst], worst)
+		t.Met = known[worst] <= 60
+	}
+	return t
 }
 
 func knownWithin(known map[string]float64, kind string, s float64) bool {
