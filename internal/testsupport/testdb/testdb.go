@@ -46,7 +46,8 @@ type DB struct {
 }
 
 // New creates a database named pushfan_t_<random hex> on the server given by
-// PUSHFAN_TEST_MYSQL_DSN and migrates it. The pool is closed and the
+// PUSHFAN_TEST_MYSQL_DSN, migrated: a copy of a template migrated once
+// per version of the migrations (template.go). The pool is closed and the
 // database dropped when the test ends. An unreachable server fails the
 // test, never skips it: CI must not go green without a database.
 func New(t testing.TB) *DB {
@@ -98,6 +99,18 @@ func create(t testing.TB, version int64) *DB {
 	t.Cleanup(func() { drop(t, server, name) })
 
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if version == 0 { // the latest schema: a copy of the template (template.go)
+		tpl, err := templateName()
+		if err == nil {
+			err = ensureTemplate(ctx, server, tpl, log)
+		}
+		if err == nil {
+			err = copyTemplate(ctx, server, tpl, name)
+		}
+		if err != nil {
+			t.Fatalf("testdb: %v", err)
+		}
+	}
 	pool, err := sqldb.Open(ctx, dsn, 8, log)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
@@ -107,12 +120,10 @@ func create(t testing.TB, version int64) *DB {
 			t.Errorf("testdb: %v", err)
 		}
 	})
-	migrate := func() error { return repository.Migrate(ctx, pool.DB, log) }
 	if version > 0 {
-		migrate = func() error { return repository.MigrateTo(ctx, pool.DB, version, log) }
-	}
-	if err := migrate(); err != nil {
-		t.Fatalf("testdb: %v", err)
+		if err := repository.MigrateTo(ctx, pool.DB, version, log); err != nil {
+			t.Fatalf("testdb: %v", err)
+		}
 	}
 	return &DB{Store: repository.New(pool, log), SQL: pool, DSN: dsn}
 }

@@ -2,6 +2,8 @@ package testdb_test
 
 import (
 	"database/sql"
+	"fmt"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -109,4 +111,64 @@ func TestNewAtStopsAtTheVersion(t *testing.T) {
 	if _, err := d.SQL.ExecContext(t.Context(), "SELECT app FROM device_tokens LIMIT 0"); err != nil {
 		t.Fatalf("after Migrate: %v", err)
 	}
+}
+
+// A copy of the template is the schema the migrations make: every table's
+// CREATE statement, its row count, and no view, trigger, routine or event
+// in either (a migration that made one would need the copy to carry it).
+func TestACopyIsTheMigratedSchema(t *testing.T) {
+	copied, migrated := testdb.New(t), testdb.NewAt(t, repository.SchemaVersion())
+	a, b := describe(t, copied.SQL.DB), describe(t, migrated.SQL.DB)
+	if a != b {
+		t.Fatalf("the copy differs from the migrated schema:\ncopy:\n%s\nmigrated:\n%s", a, b)
+	}
+	if !strings.Contains(a, "CREATE TABLE `device_tokens`") || !strings.Contains(a, "goose_db_version") {
+		t.Fatalf("the description lacks the schema's tables:\n%s", a)
+	}
+}
+
+var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
+// describe is a database's schema and row counts, as text to compare.
+func describe(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	ctx := t.Context()
+	var b strings.Builder
+	for _, q := range []string{
+		"SELECT COUNT(*) FROM information_schema.VIEWS WHERE TABLE_SCHEMA = DATABASE()",
+		"SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
+		"SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()",
+		"SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = DATABASE()",
+	} {
+		var n int
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s: %d\n", q, n)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, s)
+	}
+	rows.Close()
+	for _, tn := range tables {
+		var name, create string
+		var n int
+		if err := db.QueryRowContext(ctx, "SHOW CREATE TABLE `"+tn+"`").Scan(&name, &create); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+tn+"`").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s\nrows: %d\n", autoIncrement.ReplaceAllString(create, ""), n)
+	}
+	return b.String()
 }
