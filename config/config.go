@@ -38,7 +38,7 @@ type Config struct {
 	// message, the default) or "sdk" (messaging.Client.Send per token).
 	FCMClient string `yaml:"fcm_client"`
 	// FCMHTTP2 is the direct client's HTTP/2 client: "pushfan" (its own,
-	// the default: fcm/h2pool.go) or "net/http" (Go's, which the SDK uses).
+	// the default: fcm/transport) or "net/http" (Go's, which the SDK uses).
 	FCMHTTP2 string `yaml:"fcm_http2"`
 
 	// Apps are the Firebase projects pushfan sends for (apps.go); empty:

@@ -206,9 +206,9 @@ func variables(c *Config) []variable {
 				"Same request, headers and error handling (a test checks byte for byte); `direct` costs about a third less CPU per send",
 			rule: oneOf(&c.FCMClient, false, "direct", "sdk")},
 		{name: "PUSHFAN_FCM_HTTP2", set: str(&c.FCMHTTP2),
-			doc: "the direct client's HTTP/2 client for TLS (and h2c) endpoints: `pushfan`, its own (`fcm/h2*.go`: the frames of many requests in one TLS write, no goroutine per request), " +
+			doc: "the direct client's HTTP/2 client for TLS (and h2c) endpoints: `pushfan`, its own (`fcm/transport/h2*.go`: the frames of many requests in one TLS write, no goroutine per request), " +
 				"or `net/http`, Go's. Same request bytes, headers (less `Accept-Encoding`) and classification; falls back to net/http's HTTP/1.1 when the server does not negotiate h2. " +
-				"To a plain `http://` endpoint, `pushfan` also means its own HTTP/1.1 client (`fcm/h1*.go`) and `net/http` Go's transport",
+				"To a plain `http://` endpoint, `pushfan` also means its own HTTP/1.1 client (`fcm/transport/h1*.go`) and `net/http` Go's transport",
 			rule: oneOf(&c.FCMHTTP2, false, "pushfan", "net/http")},
 		{name: "GOOGLE_APPLICATION_CREDENTIALS", set: str(&c.CredentialsFile),
 			doc:  "service-account JSON key for real FCM (environment only); the project id is read from it",

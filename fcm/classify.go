@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"pushfan/fanout"
+	"pushfan/fcm/transport"
 
 	"firebase.google.com/go/v4/errorutils"
 )
@@ -35,7 +36,7 @@ func classify(ctx context.Context, err error) fanout.Outcome {
 	if resp := errorutils.HTTPResponse(err); resp != nil {
 		// An FCM answer: the SDK keeps the response, body included, so both
 		// clients are classified by the one reading of the body below.
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, transport.MaxErrorBody))
 		out := classifyResponse(resp.StatusCode, resp.Header, body)
 		out.Detail = detail
 		return out

@@ -3,25 +3,23 @@
 // and splices tokens in (byte-identical requests, checked by a test), the
 // transport that holds the SDK's own retries to the engine's per-token
 // budget, and the one classifier of FCM's answers. It implements
-// fanout.Sender; the engine sees only classified outcomes.
+// fanout.Sender; the engine sees only classified outcomes. The HTTP/1.1
+// and HTTP/2 clients the direct client sends over, and the pool of
+// net/http transports both clients share, are fcm/transport's.
 package fcm
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"pushfan/fanout"
+	"pushfan/fcm/transport"
 
 	firebase "firebase.google.com/go/v4"
 	"firebase.google.com/go/v4/messaging"
@@ -46,8 +44,9 @@ type Options struct {
 	// ClientSDK. Both send the same HTTP v1 request over the same transport.
 	Client string
 	// HTTP2 picks the direct client's HTTP clients: HTTP2Pushfan (the
-	// default: h2*.go, and h1*.go for a plain http:// endpoint) or
-	// HTTP2NetHTTP (net/http's, as the SDK uses).
+	// default: fcm/transport's HTTP/2 client, and its HTTP/1.1 client for
+	// a plain http:// endpoint) or HTTP2NetHTTP (net/http's, as the SDK
+	// uses).
 	HTTP2 string
 	// Log gets the client's warnings; nil discards them.
 	Log *slog.Logger
@@ -55,7 +54,7 @@ type Options struct {
 
 // The direct client's two HTTP/2 clients.
 const (
-	// HTTP2Pushfan sends over pushfan's own HTTP/2 client (h2pool.go).
+	// HTTP2Pushfan sends over pushfan's own HTTP/2 client (fcm/transport).
 	HTTP2Pushfan = "pushfan"
 	// HTTP2NetHTTP sends over net/http's HTTP/2 client.
 	HTTP2NetHTTP = "net/http"
@@ -77,7 +76,7 @@ const (
 type Client struct {
 	client    *messaging.Client
 	direct    *directClient // nil: use client
-	transport roundTripCloser
+	transport *transport.ConnPool
 	projectID string
 }
 
@@ -102,20 +101,21 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	plain, err := baseTransport(o)
+	plain, err := transport.NewHTTPTransport(o.CAFile, o.H2C, o.Concurrency)
 	if err != nil {
 		return nil, err
 	}
 	// HTTP/2 (as FCM speaks it) over TLS or h2c; HTTP/1.1 to a plain
 	// http:// emulator.
 	h2 := o.H2C || o.Endpoint == "" || strings.HasPrefix(o.Endpoint, "https://")
-	base := newConnPool(plain, max(o.Concurrency, 1), h2)
+	base := transport.NewConnPool(plain, max(o.Concurrency, 1), h2)
 	budget := budgetTransport(base)
 	projectID := o.ProjectID
 	endpoint := strings.TrimRight(o.Endpoint, "/")
 	var hc *http.Client
 	// recorder makes the authenticated transport hand back the headers it
-	// would send (h2headers.go); nil: there is no authentication.
+	// would send (transport.HeaderRecorder); nil: there is no
+	// authentication.
 	var recorder http.RoundTripper
 	if o.Endpoint != "" {
 		hc = &http.Client{Transport: budget}
@@ -130,9 +130,9 @@ func New(ctx context.Context, o Options) (*Client, error) {
 			}
 		}
 		// NewTransport adds Google auth on top of our tuned, budgeted base;
-		// a request marked by withHeaderRecorder stops under the auth, so
-		// that the HTTP/2 client sends the same headers with the same token.
-		authed, err := htransport.NewTransport(ctx, &recordOrSend{send: budget},
+		// a request the HTTP/2 client marks stops under the auth, so that
+		// it sends the same headers with the same token.
+		authed, err := htransport.NewTransport(ctx, transport.HeaderRecorder(budget),
 			option.WithAuthCredentialsFile(option.ServiceAccount, o.CredentialsFile),
 			option.WithScopes("https://www.googleapis.com/auth/firebase.messaging", "https://www.googleapis.com/auth/cloud-platform"),
 		)
@@ -146,17 +146,14 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		return nil, errors.New("fcm: a project id is required")
 	}
 	if o.Client != ClientSDK {
-		direct := newDirectClient(hc, endpoint, projectID)
-		switch {
-		case o.HTTP2 == HTTP2NetHTTP:
-		case h2:
-			if direct.h2, err = newH2Client(direct, plain, o, recorder, log); err != nil {
-				return nil, err
-			}
-		case !proxied(direct.url):
-			if direct.h1, err = newH1Pool(direct.url, direct.header, o.Concurrency); err != nil {
-				return nil, err
-			}
+		direct := newDirectClient(endpoint, projectID)
+		direct.tr, err = transport.New(transport.Options{
+			URL: direct.url, Header: direct.header, Auth: recorder, TLS: plain.TLSClientConfig,
+			HTTP2: h2, H2C: o.H2C, NetHTTP: o.HTTP2 == HTTP2NetHTTP, Fallback: hc,
+			Concurrency: o.Concurrency, Log: log,
+		}, outcome)
+		if err != nil {
+			return nil, err
 		}
 		return &Client{direct: direct, transport: base, projectID: projectID}, nil
 	}
@@ -173,58 +170,6 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		return nil, fmt.Errorf("fcm: creating messaging client: %w", err)
 	}
 	return &Client{client: client, transport: base, projectID: projectID}, nil
-}
-
-func baseTransport(o Options) (*http.Transport, error) {
-	conc := o.Concurrency
-	if conc < 1 {
-		conc = 1
-	}
-	t := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:   true,
-		MaxIdleConns:        conc + 16,
-		MaxIdleConnsPerHost: conc + 16, // every worker keeps its connection between sends
-		// Over HTTP/1.1 a send is a connection: no more than the workers,
-		// however a burst of sends races the dials (see connPool for HTTP/2).
-		MaxConnsPerHost:       conc + 16,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("fcm: reading CA file: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("fcm: %s holds no PEM certificate", o.CAFile)
-		}
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	if o.H2C {
-		var p http.Protocols
-		p.SetUnencryptedHTTP2(true)
-		t.Protocols = &p
-	}
-	return t, nil
-}
-
-// proxied reports whether the environment sends requests to rawURL
-// through a proxy (net/http then carries them: the HTTP/1.1 client dials
-// the endpoint itself).
-func proxied(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return true
-	}
-	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
-	return err != nil || proxy != nil
 }
 
 func projectFromCredentials(path string) (string, error) {
@@ -262,11 +207,8 @@ func (c *Client) Prepare(msg *fanout.Message) (fanout.Prepared, error) {
 // connections: it returns when their goroutines have ended.
 func (c *Client) Close() {
 	c.transport.CloseIdleConnections()
-	if c.direct != nil && c.direct.h2 != nil {
-		c.direct.h2.close()
-	}
-	if c.direct != nil && c.direct.h1 != nil {
-		c.direct.h1.close()
+	if c.direct != nil {
+		c.direct.tr.Close()
 	}
 }
 

@@ -6,20 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"strings"
 
 	"pushfan/fanout"
+	"pushfan/fcm/transport"
 
 	firebase "firebase.google.com/go/v4"
 	"firebase.google.com/go/v4/messaging"
 )
 
 // The direct client sends the same HTTP v1 request as messaging.Client.Send,
-// with the same headers, through the same authenticated and budgeted
-// http.Client, but without re-encoding the message for every token: the
+// with the same headers, over fcm/transport's HTTP/2 or HTTP/1.1 client or
+// the SDK's own authenticated and budgeted http.Client (transport.Options:
+// Fallback), but without re-encoding the message for every token: the
 // body is encoded once per message by the SDK's own JSON encoding, with a
 // placeholder where the token goes, and each send splices its token in.
 //
@@ -44,32 +45,19 @@ const tokenPlaceholder = "\x01pushfan-token\x01"
 // encodedPlaceholder is tokenPlaceholder as encoding/json writes it.
 var encodedPlaceholder = []byte(`"\u0001pushfan-token\u0001"`)
 
-// maxErrorBody caps how much of a response body is read.
-const maxErrorBody = 64 << 10
-
-// maxSuccessBody caps how much of a success body is kept for its name
-// (FCM's is under 100 bytes).
-const maxSuccessBody = 4 << 10
-
 type directClient struct {
-	client *http.Client
-	url    string
+	url string
 	// header is shared by every request: an http.RoundTripper must not
 	// modify the request (Google's auth transports clone it before adding
 	// Authorization).
 	header http.Header
-	// h2, when not nil, carries the sends over HTTP/2 (h2pool.go) until
-	// the server turns out not to speak it.
-	h2 *h2Pool
-	// h1, when not nil, carries the sends over HTTP/1.1 to a plain http://
-	// endpoint (h1pool.go).
-	h1 *h1Pool
+	// tr carries the requests and classifies their answers (outcome).
+	tr *transport.Client[fanout.Outcome]
 }
 
-func newDirectClient(client *http.Client, endpoint, projectID string) *directClient {
+func newDirectClient(endpoint, projectID string) *directClient {
 	return &directClient{
-		client: client,
-		url:    endpoint + "/projects/" + projectID + "/messages:send", // endpoint has no trailing slash
+		url: endpoint + "/projects/" + projectID + "/messages:send", // endpoint has no trailing slash
 		header: http.Header{
 			"Content-Type":              {"application/json"},
 			"X-Goog-Api-Format-Version": {"2"},
@@ -187,96 +175,40 @@ func (p *directPrepared) SendTagged(ctx context.Context, token, tag string, b fa
 	return p.StartTagged(ctx, token, tag, b).Wait(ctx)
 }
 
-// StartTagged hands the request to the HTTP/2 client and returns without
+// StartTagged hands the request to the transport and returns without
 // waiting for the answer (fanout.StartingPrepared): the engine waits from a
 // shallow stack. Over net/http, the request is made in Wait.
 func (p *directPrepared) StartTagged(ctx context.Context, token, tag string, _ fanout.Budget) fanout.Pending {
-	if h2 := p.d.h2; h2 != nil && !h2.noH2.Load() {
-		s, err := h2.start(ctx, p.body(token, tag))
-		if err == nil {
-			return s
-		}
-		if !errors.Is(err, errNoH2) {
-			return &endedSend{out: outcome(ctx, h2Result{err: err})}
-		}
+	return p.d.tr.Start(ctx, p.body(token, tag))
+}
+
+// outcome classifies the transport's answer to a send as Classify does
+// the SDK's error for the same answer; the transport calls it at the end of
+// a send's Wait.
+func outcome(ctx context.Context, r transport.Result) fanout.Outcome {
+	switch {
+	case r.Err != nil:
+		return errorOutcome(ctx, r.Err)
+	case r.Status >= 200 && r.Status < 300:
+		return fanout.Outcome{Class: fanout.Success, Requests: 1, MessageID: messageName(r.Body)}
 	}
-	if h1 := p.d.h1; h1 != nil {
-		s, err := h1.start(ctx, p.body(token, tag))
-		if err != nil {
-			return &endedSend{out: outcome(ctx, h2Result{err: err})}
-		}
-		return s
-	}
-	return &netHTTPSend{p: p, token: token, tag: tag}
+	out := classifyResponse(r.Status, r.Header, r.Body)
+	out.Requests = 1
+	return out
 }
 
-// Wait returns the outcome of the stream's request (fanout.Pending).
-func (s *h2Stream) Wait(ctx context.Context) fanout.Outcome {
-	return outcome(ctx, s.wait(ctx))
-}
-
-// endedSend is a send that ended before it was started.
-type endedSend struct{ out fanout.Outcome }
-
-func (e *endedSend) Wait(context.Context) fanout.Outcome { return e.out }
-
-// netHTTPSend is a send over net/http, made in Wait.
-type netHTTPSend struct {
-	p          *directPrepared
-	token, tag string
-}
-
-func (n *netHTTPSend) Wait(ctx context.Context) fanout.Outcome {
-	return n.p.sendNetHTTP(ctx, n.token, n.tag)
-}
-
-// sendNetHTTP makes the request through net/http.
-func (p *directPrepared) sendNetHTTP(ctx context.Context, token, tag string) fanout.Outcome {
-	d := p.d
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(p.body(token, tag)))
-	if err != nil {
+// errorOutcome is the outcome of a send that got no answer. (Its own
+// function: the target errors.As takes is allocated, and a success does
+// not pay for it.)
+func errorOutcome(ctx context.Context, err error) fanout.Outcome {
+	var bad *transport.RequestError
+	switch {
+	case errors.As(err, &bad):
 		return fanout.Outcome{Class: fanout.Fatal, Code: CodeUnknown, Detail: err.Error(), Requests: 1}
-	}
-	req.Header = d.header
-	resp, err := d.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fanout.Outcome{Class: fanout.Transient, Code: fanout.CodeTimeout, Detail: err.Error(), Requests: 1}
-		}
-		return fanout.Outcome{Class: fanout.Transient, Code: CodeNetwork, Detail: err.Error(), Requests: 1}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		// FCM answers with a short {"name": ...}, the message id, as the
-		// SDK's Send returns it. Read to the end so the connection is
-		// reused; an endless body only costs its connection.
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody))
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		return fanout.Outcome{Class: fanout.Success, Requests: 1, MessageID: messageName(raw)}
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if err != nil && ctx.Err() != nil {
+	case ctx.Err() != nil:
 		return fanout.Outcome{Class: fanout.Transient, Code: fanout.CodeTimeout, Detail: err.Error(), Requests: 1}
 	}
-	out := classifyResponse(resp.StatusCode, resp.Header, raw)
-	out.Requests = 1
-	return out
-}
-
-// outcome classifies an answer of the HTTP/2 client as Send does
-// net/http's.
-func outcome(ctx context.Context, r h2Result) fanout.Outcome {
-	switch {
-	case r.err != nil && ctx.Err() != nil:
-		return fanout.Outcome{Class: fanout.Transient, Code: fanout.CodeTimeout, Detail: r.err.Error(), Requests: 1}
-	case r.err != nil:
-		return fanout.Outcome{Class: fanout.Transient, Code: CodeNetwork, Detail: r.err.Error(), Requests: 1}
-	case r.status >= 200 && r.status < 300:
-		return fanout.Outcome{Class: fanout.Success, Requests: 1, MessageID: messageName(r.body)}
-	}
-	out := classifyResponse(r.status, r.header, r.body)
-	out.Requests = 1
-	return out
+	return fanout.Outcome{Class: fanout.Transient, Code: CodeNetwork, Detail: err.Error(), Requests: 1}
 }
 
 // messageName returns the "name" of a success body, as the SDK reads it

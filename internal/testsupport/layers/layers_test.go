@@ -32,8 +32,11 @@ var allowed = map[string][]string{
 	"websdk":                      nil,        // the web SDK's ES module, embedded
 	// The engine: targets in, classified outcomes out. No HTTP, no FCM.
 	"fanout": {"internal/platform/clock", "internal/platform/lifecycle"},
-	// The FCM client implements the engine's Sender.
-	"fcm": {"fanout"},
+	// The FCM client implements the engine's Sender; it sends over its
+	// transport: the HTTP/1.1 and HTTP/2 clients, their pools and dialing,
+	// which know nothing of FCM (or of anything else of pushfan's).
+	"fcm":           {"fanout", "fcm/transport"},
+	"fcm/transport": nil,
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
@@ -94,7 +97,7 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
-	"config": 1, "fanout": 1, "metrics": 1,
+	"config": 1, "fanout": 1, "metrics": 1, "fcm/transport": 1,
 	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2,
 	"lease":                         3,
 	"broadcast/message":             3,

@@ -1,30 +1,28 @@
-package fcm
+package transport
 
 import (
 	"context"
 	"fmt"
 	"time"
-
-	"pushfan/fanout"
 )
 
 // h1Send is a request written on its connection, waiting for the answer
-// (fanout.Pending).
-type h1Send struct {
-	p    *h1Pool
-	c    *h1Conn
-	stop func() bool // ends the watch on the send's context
+// (a Pending).
+type h1Send[T any] struct {
+	p      *h1Pool
+	c      *h1Conn
+	stop   func() bool // ends the watch on the send's context
+	finish func(context.Context, Result) T
 }
 
 // maxPooledRequest: a request buffer grown past it (a message near FCM's
 // 4 KB limit is smaller) is not kept.
 const maxPooledRequest = 8 << 10
 
-// start writes body as one request and returns without reading the
+// startH1 writes body as one request and returns without reading the
 // answer: the send's goroutine returns from the deep part (a connection,
-// the write) and parks in Wait with a shallow stack (see
-// fanout.StartingPrepared).
-func (p *h1Pool) start(ctx context.Context, body []byte) (*h1Send, error) {
+// the write) and parks in Wait with a shallow stack (see Client.Start).
+func startH1[T any](ctx context.Context, p *h1Pool, body []byte, finish func(context.Context, Result) T) (*h1Send[T], error) {
 	c, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -47,14 +45,14 @@ func (p *h1Pool) start(ctx context.Context, body []byte) (*h1Send, error) {
 		p.drop(c)
 		return nil, fmt.Errorf("fcm: writing the request: %w", err)
 	}
-	return &h1Send{p: p, c: c, stop: stop}, nil
+	return &h1Send[T]{p: p, c: c, stop: stop, finish: finish}, nil
 }
 
-// Wait returns the outcome of the request (fanout.Pending). It parks in
+// Wait returns the finished answer to the request (Pending). It parks in
 // ready, the shallowest way down to the socket; the frames that read and
-// classify the answer come after, so that the parked stack fits in 4 KB
-// (see fanout.StartingPrepared).
-func (s *h1Send) Wait(ctx context.Context) fanout.Outcome {
+// finish the answer come after, so that the parked stack fits in 4 KB
+// (see Client.Start).
+func (s *h1Send[T]) Wait(ctx context.Context) T {
 	if err := s.ready(); err != nil {
 		return s.failed(ctx, err)
 	}
@@ -62,36 +60,36 @@ func (s *h1Send) Wait(ctx context.Context) fanout.Outcome {
 }
 
 // ready waits for the answer to start.
-func (s *h1Send) ready() error {
+func (s *h1Send[T]) ready() error {
 	_, err := s.c.br.Peek(1)
 	return err
 }
 
 //go:noinline
-func (s *h1Send) failed(ctx context.Context, err error) fanout.Outcome {
+func (s *h1Send[T]) failed(ctx context.Context, err error) T {
 	s.end(false)
-	return outcome(ctx, h2Result{err: fmt.Errorf("fcm: waiting for the answer: %w", err)})
+	return s.finish(ctx, Result{Err: fmt.Errorf("fcm: waiting for the answer: %w", err)})
 }
 
 // answer reads the answer: the status, an error answer's headers, and the
-// body up to maxSuccessBody (a success) or maxErrorBody. The connection is
+// body up to MaxSuccessBody (a success) or MaxErrorBody. The connection is
 // reused when the answer was read to its end and the server keeps it.
 // (h1answer.go reads it by hand: http.ReadResponse's frames, on top of a
 // worker's, grew every worker's stack to 8 KB.)
 //
 //go:noinline
-func (s *h1Send) answer(ctx context.Context) fanout.Outcome {
+func (s *h1Send[T]) answer(ctx context.Context) T {
 	a, err := readH1Answer(s.c.br)
 	if err != nil {
 		s.end(false)
-		return outcome(ctx, h2Result{err: fmt.Errorf("fcm: reading the answer: %w", err)})
+		return s.finish(ctx, Result{Err: fmt.Errorf("fcm: reading the answer: %w", err)})
 	}
 	s.end(a.reuse)
-	return outcome(ctx, h2Result{status: a.status, header: a.header, body: a.body})
+	return s.finish(ctx, Result{Status: a.status, Header: a.header, Body: a.body})
 }
 
 // end gives the connection back, or closes it.
-func (s *h1Send) end(reuse bool) {
+func (s *h1Send[T]) end(reuse bool) {
 	if !s.stop() {
 		reuse = false // ctx ended: the deadline is set, or about to be
 	}

@@ -1,10 +1,16 @@
-package fcm
+package transport
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // perTransport is how many requests one of the pool's transports carries
@@ -13,13 +19,7 @@ import (
 // HTTP/1.1 its connections.
 const perTransport = 100
 
-// roundTripCloser is the transport a Client sends through and closes.
-type roundTripCloser interface {
-	http.RoundTripper
-	CloseIdleConnections()
-}
-
-// connPool spreads requests over transports that each carry up to
+// ConnPool spreads requests over transports that each carry up to
 // perTransport at once, and adds one only when every one is full, so that
 // connections follow the sends in flight instead of their bursts.
 //
@@ -37,7 +37,7 @@ type roundTripCloser interface {
 // Should an HTTP/2 pool get an HTTP/1.1 answer (a proxy that does not speak
 // HTTP/2), one connection a transport would serialise the sends: from then
 // on the pool makes HTTP/1.1 transports instead.
-type connPool struct {
+type ConnPool struct {
 	base  *http.Transport
 	max   int // transports at most
 	http1 atomic.Bool
@@ -51,15 +51,16 @@ type pooledConn struct {
 	inFlight atomic.Int64
 }
 
-// newConnPool pools transports made like base, enough for concurrency
-// requests at once; h2 says the server speaks HTTP/2.
-func newConnPool(base *http.Transport, concurrency int, h2 bool) *connPool {
-	p := &connPool{base: base, max: concurrency/perTransport + 1}
+// NewConnPool pools transports made like base (NewHTTPTransport's),
+// enough for concurrency requests at once; h2 says the server speaks
+// HTTP/2.
+func NewConnPool(base *http.Transport, concurrency int, h2 bool) *ConnPool {
+	p := &ConnPool{base: base, max: concurrency/perTransport + 1}
 	p.http1.Store(!h2)
 	return p
 }
 
-func (p *connPool) newTransport() *http.Transport {
+func (p *ConnPool) newTransport() *http.Transport {
 	t := p.base.Clone()
 	if p.http1.Load() {
 		t.MaxConnsPerHost, t.MaxIdleConnsPerHost = perTransport, perTransport
@@ -70,7 +71,9 @@ func (p *connPool) newTransport() *http.Transport {
 	return t
 }
 
-func (p *connPool) RoundTrip(req *http.Request) (*http.Response, error) {
+// RoundTrip sends req on the least loaded of the pool's transports
+// (http.RoundTripper).
+func (p *ConnPool) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := p.pick()
 	resp, err := c.t.RoundTrip(req)
 	if err != nil {
@@ -86,7 +89,7 @@ func (p *connPool) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // pick takes a stream on the least loaded connection, opening one more
 // when all are full (up to max).
-func (p *connPool) pick() *pooledConn {
+func (p *ConnPool) pick() *pooledConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var best *pooledConn
@@ -103,9 +106,9 @@ func (p *connPool) pick() *pooledConn {
 	return best
 }
 
-// fallBack replaces the HTTP/2 transports by HTTP/1.1 ones (see connPool);
+// fallBack replaces the HTTP/2 transports by HTTP/1.1 ones (see ConnPool);
 // requests in flight on the old ones finish there.
-func (p *connPool) fallBack() {
+func (p *ConnPool) fallBack() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.http1.Swap(true) {
@@ -117,7 +120,8 @@ func (p *connPool) fallBack() {
 	p.conns = nil
 }
 
-func (p *connPool) CloseIdleConnections() {
+// CloseIdleConnections closes the idle connections of every transport.
+func (p *ConnPool) CloseIdleConnections() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
@@ -135,4 +139,49 @@ type doneBody struct {
 func (b *doneBody) Close() error {
 	b.once.Do(b.done)
 	return b.ReadCloser.Close()
+}
+
+// NewHTTPTransport is net/http's transport for concurrency requests at
+// once, trusting the PEM roots in caFile as well as the system's (an
+// emulator's self-signed CA; "" for none), speaking HTTP/2 without TLS to
+// an http:// URL when h2c. It is the base of a ConnPool, and its TLS
+// configuration that of the HTTP/2 client (Options.TLS).
+func NewHTTPTransport(caFile string, h2c bool, concurrency int) (*http.Transport, error) {
+	conc := concurrency
+	if conc < 1 {
+		conc = 1
+	}
+	t := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        conc + 16,
+		MaxIdleConnsPerHost: conc + 16, // every worker keeps its connection between sends
+		// Over HTTP/1.1 a send is a connection: no more than the workers,
+		// however a burst of sends races the dials (see ConnPool for HTTP/2).
+		MaxConnsPerHost:       conc + 16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("fcm: reading CA file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("fcm: %s holds no PEM certificate", caFile)
+		}
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if h2c {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+	}
+	return t, nil
 }

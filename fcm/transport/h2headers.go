@@ -1,4 +1,4 @@
-package fcm
+package transport
 
 import (
 	"bytes"
@@ -17,11 +17,11 @@ import (
 )
 
 // The HTTP/2 client sends every request with one header block, encoded
-// once: the same header set net/http sends for the direct client's request
-// (its four SDK headers, the User-Agent net/http adds, and whatever the
-// authenticated transport adds, Authorization above all), less
-// Accept-Encoding: net/http asks for gzip only to undo it itself, and FCM's
-// answers are a few hundred bytes. Only content-length is encoded per
+// once: the same header set net/http sends for the same request through
+// Options.Fallback (Options.Header, the User-Agent net/http adds, and
+// whatever the authenticated transport adds, Authorization above all),
+// less Accept-Encoding: net/http asks for gzip only to undo it itself, and
+// the answers are kept to a few KB anyway (FCM's are a few hundred bytes). Only content-length is encoded per
 // request.
 //
 // Every field is encoded "never indexed": the block leaves the server's
@@ -34,7 +34,7 @@ import (
 const authRefresh = 5 * time.Second
 
 // netHTTPUserAgent is the User-Agent net/http sends for a request without
-// one (the direct and SDK clients set none).
+// one (fcm's direct and SDK clients set none).
 const netHTTPUserAgent = "Go-http-client/2.0"
 
 // headerBlock is an HPACK-encoded header block and when to take it again.
@@ -46,10 +46,10 @@ type headerBlock struct {
 // h2Headers hands out the header block of a send.
 type h2Headers struct {
 	pseudo []hpack.HeaderField
-	header http.Header // the direct client's headers
+	header http.Header // Options.Header
 	// auth, when not nil, is the authenticated transport; a request sent
 	// through it withHeaderRecorder comes back with the headers it would
-	// have carried (the SDK's and the direct client's requests do).
+	// have carried (Options.Fallback's requests do).
 	auth    http.RoundTripper
 	authURL *url.URL
 
@@ -132,7 +132,7 @@ func (h *h2Headers) block(ctx context.Context) ([]byte, error) {
 	return nb.block, nil
 }
 
-// capture runs a request with the direct client's headers through the
+// capture runs a request with Options.Header through the
 // authenticated transport and encodes the headers it comes out with.
 func (h *h2Headers) capture(ctx context.Context) (*headerBlock, error) {
 	req, err := http.NewRequestWithContext(withHeaderRecorder(ctx), http.MethodPost, h.authURL.String(), http.NoBody)
@@ -174,9 +174,15 @@ func withHeaderRecorder(ctx context.Context) context.Context {
 	return context.WithValue(ctx, recordKey{}, true)
 }
 
-// recordOrSend is the base of the authenticated transport: it records the
-// requests marked by withHeaderRecorder (headerRecorder) and sends the
-// others.
+// HeaderRecorder is the base an authenticating http.RoundTripper given as
+// Options.Auth sits on: it records the requests the HTTP/2 client marks
+// (headerRecorder), and sends every other request through send, so that
+// the same authenticated transport also serves net/http's requests.
+func HeaderRecorder(send http.RoundTripper) http.RoundTripper {
+	return &recordOrSend{send: send}
+}
+
+// recordOrSend is HeaderRecorder's transport.
 type recordOrSend struct{ send http.RoundTripper }
 
 func (t *recordOrSend) RoundTrip(req *http.Request) (*http.Response, error) {

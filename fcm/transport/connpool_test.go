@@ -1,4 +1,4 @@
-package fcm
+package transport
 
 import (
 	"crypto/tls"
@@ -31,10 +31,10 @@ func tlsServer(t *testing.T, h2 bool) (*httptest.Server, *atomic.Int64) {
 	return srv, &conns
 }
 
-func poolFor(srv *httptest.Server, concurrency int) *connPool {
+func poolFor(srv *httptest.Server, concurrency int) *ConnPool {
 	base := &http.Transport{ForceAttemptHTTP2: true, MaxIdleConnsPerHost: concurrency,
 		TLSClientConfig: &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}}
-	return newConnPool(base, concurrency, true)
+	return NewConnPool(base, concurrency, true)
 }
 
 // burst sends n requests at once through rt and returns the protocols

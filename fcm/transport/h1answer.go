@@ -1,4 +1,4 @@
-package fcm
+package transport
 
 import (
 	"bufio"
@@ -12,11 +12,11 @@ import (
 	"strconv"
 )
 
-// h1Answer is an HTTP/1.1 answer as the direct client needs it.
+// h1Answer is an HTTP/1.1 answer as a Result needs it.
 type h1Answer struct {
 	status int
-	header http.Header // an error answer's only: classifyResponse reads it
-	body   []byte      // up to maxSuccessBody or maxErrorBody
+	header http.Header // an error answer's only (Result)
+	body   []byte      // up to MaxSuccessBody or MaxErrorBody
 	reuse  bool        // read to its end, and the server keeps the connection
 }
 
@@ -34,9 +34,9 @@ func readH1Answer(br *bufio.Reader) (h1Answer, error) {
 		if a.status >= 100 && a.status < 200 {
 			continue
 		}
-		limit := int64(maxErrorBody)
+		limit := int64(MaxErrorBody)
 		if a.status >= 200 && a.status < 300 {
-			limit = maxSuccessBody
+			limit = MaxSuccessBody
 		}
 		var body io.Reader
 		switch {

@@ -1,12 +1,10 @@
-package fcm
+package transport
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,16 +63,18 @@ func newH2Pool(d *h2Dialer, h *h2Headers, concurrency int, log *slog.Logger) *h2
 	return p
 }
 
-// start hands body to a connection as one request and returns its stream
-// without waiting for the answer (wait does, or Wait). The send's goroutine goes
-// through the deep part (headers, a stream slot, the queue) here and
-// returns from it, so that it parks in wait with a shallow stack: 4,096
-// sends parked with 8 KB stacks were a third of the process's memory.
-func (p *h2Pool) start(ctx context.Context, body []byte) (*h2Stream, error) {
+// start hands s, its body set, to a connection as one request and
+// returns without waiting for the answer (h2Send.Wait does). The send's
+// goroutine goes through the deep part (headers, a stream slot, the
+// queue) here and returns from it, so that it parks in Wait with a
+// shallow stack: 4,096 sends parked with 8 KB stacks were a third of the
+// process's memory.
+func (p *h2Pool) start(ctx context.Context, s *h2Stream) error {
 	hdr, err := p.headers.block(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	s.hdr, s.done = hdr, make(chan Result, 1)
 	// A connection can fail or go away between acquire and enqueue; the
 	// request has not left then, so another connection may take it
 	// without any risk of a duplicate. Bounded: a server that fails every
@@ -82,39 +82,45 @@ func (p *h2Pool) start(ctx context.Context, body []byte) (*h2Stream, error) {
 	for attempt := 1; ; attempt++ {
 		c, err := p.acquire(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s := &h2Stream{hdr: hdr, body: body, done: make(chan h2Result, 1), conn: c}
+		s.conn = c
 		err = c.enqueue(s)
 		if err == nil {
-			return s, nil
+			return nil
 		}
 		p.release(c)
 		if attempt == 3 {
-			return nil, err
+			return err
 		}
 	}
 }
 
-// wait returns the answer of a started stream, or gives the stream up
-// when ctx ends first.
-func (s *h2Stream) wait(ctx context.Context) h2Result {
+// h2Send is a started stream and what finishes its answer (Pending).
+type h2Send[T any] struct {
+	h2Stream
+	finish func(context.Context, Result) T
+}
+
+// Wait returns the finished answer of the stream, or gives the stream up
+// when ctx ends first. It parks in the select, its own frame.
+func (s *h2Send[T]) Wait(ctx context.Context) T {
 	select {
 	case r := <-s.done:
-		return r
+		return s.finish(ctx, r)
 	case <-ctx.Done():
-		return s.giveUp(ctx)
+		return s.finish(ctx, s.giveUp(ctx))
 	}
 }
 
-// giveUp cancels s for wait (kept out of wait's frame: see start).
+// giveUp cancels s for Wait (kept out of Wait's frame: see start).
 //
 //go:noinline
-func (s *h2Stream) giveUp(ctx context.Context) h2Result {
+func (s *h2Stream) giveUp(ctx context.Context) Result {
 	if r, ok := s.conn.cancel(s); ok {
 		return r
 	}
-	return h2Result{err: fmt.Errorf("fcm: waiting for the answer: %w", ctx.Err())}
+	return Result{Err: fmt.Errorf("fcm: waiting for the answer: %w", ctx.Err())}
 }
 
 // acquire takes a stream slot on the first connection with one free,
@@ -335,16 +341,4 @@ func (p *h2Pool) openConns() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.conns)
-}
-
-// newH2Client is the HTTP/2 client of d: to d's URL, trusting what plain
-// trusts, h2c when o says so for an http:// endpoint, with d's headers and
-// those auth adds (nil: none).
-func newH2Client(d *directClient, plain *http.Transport, o Options, auth http.RoundTripper, log *slog.Logger) (*h2Pool, error) {
-	u, err := url.Parse(d.url)
-	if err != nil {
-		return nil, fmt.Errorf("fcm: endpoint: %w", err)
-	}
-	dialer := newH2Dialer(u, plain.TLSClientConfig, o.H2C && u.Scheme == "http")
-	return newH2Pool(dialer, newH2Headers(u, d.header, auth), o.Concurrency, log), nil
 }

@@ -1,4 +1,4 @@
-package fcm
+package transport
 
 import (
 	"bufio"
@@ -25,14 +25,14 @@ import (
 //
 // What bounds a connection's memory: its streams (at most the server's
 // MAX_CONCURRENT_STREAMS, capped at maxStreamsPerConn), each holding its
-// request body until written and at most maxErrorBody of answer (4 KB for a
+// request body until written and at most MaxErrorBody of answer (4 KB for a
 // success); a 16 KB write buffer and a 16 KB read buffer; the framer's read
 // buffer (one frame, at most maxReadFrameSize); the HPACK decoder's table
 // (4 KB).
 
 const (
 	// streamRecvWindow is the window a stream's answer starts with (the
-	// HTTP/2 default); answers past maxErrorBody are dropped as they come.
+	// HTTP/2 default); answers past MaxErrorBody are dropped as they come.
 	streamRecvWindow = 65535
 	// connRecvWindow is the connection's receive window: every stream can
 	// have a full answer under way at once.
@@ -63,22 +63,13 @@ const (
 // errConnClosed fails the sends of a connection the client closed.
 var errConnClosed = errors.New("fcm: HTTP/2 connection closed")
 
-// h2Result is a stream's answer: the status, the headers of an error
-// answer, and the body (bounded); or err when there is no answer.
-type h2Result struct {
-	status int
-	header http.Header
-	body   []byte
-	err    error
-}
-
 // h2Stream is one request and its answer. Fields after done are the
 // connection's, under its mu (body and sent: the writer's alone).
 type h2Stream struct {
 	hdr  []byte // the header block, less content-length
 	body []byte
-	conn *h2Conn       // the connection it is queued on
-	done chan h2Result // cap 1: the one result
+	conn *h2Conn     // the connection it is queued on
+	done chan Result // cap 1: the one result
 
 	id        uint32 // 0 until the writer opens it
 	sent      int    // bytes of body written
@@ -142,7 +133,7 @@ func startH2Conn(p *h2Pool, nc net.Conn, wg *sync.WaitGroup) (*h2Conn, error) {
 	bw := bufio.NewWriterSize(nc, writeBufferSize)
 	fr := http2.NewFramer(bw, bufio.NewReaderSize(nc, 16<<10))
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.MaxHeaderListSize = maxErrorBody
+	fr.MaxHeaderListSize = MaxErrorBody
 	fr.SetMaxReadFrameSize(maxReadFrameSize)
 	fr.SetReuseFrames()
 	c := &h2Conn{
@@ -165,7 +156,7 @@ func startH2Conn(p *h2Pool, nc net.Conn, wg *sync.WaitGroup) (*h2Conn, error) {
 		err = fr.WriteSettings(
 			http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 			http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamRecvWindow},
-			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxErrorBody},
+			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: MaxErrorBody},
 		)
 	}
 	if err == nil {
@@ -210,7 +201,7 @@ func (c *h2Conn) poke() {
 
 // cancel gives up s (its send's context ended). It returns s's result when
 // the answer came first.
-func (c *h2Conn) cancel(s *h2Stream) (h2Result, bool) {
+func (c *h2Conn) cancel(s *h2Stream) (Result, bool) {
 	c.mu.Lock()
 	if s.ended {
 		c.mu.Unlock()
@@ -228,12 +219,12 @@ func (c *h2Conn) cancel(s *h2Stream) (h2Result, bool) {
 	if drained {
 		c.close(errConnClosed)
 	}
-	return h2Result{}, false
+	return Result{}, false
 }
 
 // endLocked gives s its result and frees its slot; the caller releases the
 // slot in the pool once it has let go of c.mu. It reports whether it did.
-func (c *h2Conn) endLocked(s *h2Stream, r h2Result) bool {
+func (c *h2Conn) endLocked(s *h2Stream, r Result) bool {
 	if s.ended {
 		return false
 	}
@@ -264,12 +255,12 @@ func (c *h2Conn) close(err error) {
 	err = c.err
 	var ended int
 	for _, s := range c.streams {
-		if c.endLocked(s, h2Result{err: err}) {
+		if c.endLocked(s, Result{Err: err}) {
 			ended++
 		}
 	}
 	for _, s := range c.queue {
-		if c.endLocked(s, h2Result{err: err}) {
+		if c.endLocked(s, Result{Err: err}) {
 			ended++
 		}
 	}

@@ -1,4 +1,4 @@
-package fcm
+package transport
 
 import (
 	"bufio"
@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// h1Pool is the direct client's HTTP/1.1 client, for a plain http://
-// endpoint (the emulator): one request at a time a connection, written and
-// read by the send's own goroutine.
+// h1Pool is the HTTP/1.1 client, for a plain http:// endpoint (the
+// emulator): one request at a time a connection, written and read by the
+// send's own goroutine.
 //
 // net/http's transport keeps two goroutines and a 4 KB read and a 4 KB
 // write buffer for every connection, and over HTTP/1.1 a send in flight is

@@ -1,4 +1,4 @@
-package fcm
+package transport
 
 import (
 	"errors"
@@ -77,14 +77,14 @@ func (c *h2Conn) onHeaders(f *http2.MetaHeadersFrame) {
 		status, err := strconv.Atoi(f.PseudoValue("status"))
 		switch {
 		case err != nil || status < 100:
-			ended = c.endLocked(s, h2Result{err: fmt.Errorf("fcm: HTTP/2 answer with a bad :status %q", f.PseudoValue("status"))})
+			ended = c.endLocked(s, Result{Err: fmt.Errorf("fcm: HTTP/2 answer with a bad :status %q", f.PseudoValue("status"))})
 			c.rsts = append(c.rsts, rstFrame{f.StreamID, http2.ErrCodeProtocol})
 		case status < 200: // informational; the answer follows
 		default:
 			s.status = status
-			s.respCap = maxErrorBody
+			s.respCap = MaxErrorBody
 			if status < 300 {
-				s.respCap = maxSuccessBody
+				s.respCap = MaxSuccessBody
 			} else {
 				s.header = make(http.Header)
 				for _, hf := range f.RegularFields() {
@@ -96,9 +96,9 @@ func (c *h2Conn) onHeaders(f *http2.MetaHeadersFrame) {
 	}
 	if !ended && f.StreamEnded() {
 		if s.status == 0 {
-			ended = c.endLocked(s, h2Result{err: errors.New("fcm: HTTP/2 stream ended without an answer")})
+			ended = c.endLocked(s, Result{Err: errors.New("fcm: HTTP/2 stream ended without an answer")})
 		} else {
-			ended = c.endLocked(s, h2Result{status: s.status, header: s.header, body: s.resp})
+			ended = c.endLocked(s, Result{Status: s.status, Header: s.header, Body: s.resp})
 		}
 	}
 	drained := c.drainedLocked()
@@ -127,7 +127,7 @@ func (c *h2Conn) onData(f *http2.DataFrame) {
 	ended, wake := false, len(c.wus) > 0
 	if s != nil {
 		if s.status == 0 {
-			ended = c.endLocked(s, h2Result{err: errors.New("fcm: HTTP/2 DATA before the answer's headers")})
+			ended = c.endLocked(s, Result{Err: errors.New("fcm: HTTP/2 DATA before the answer's headers")})
 			c.rsts = append(c.rsts, rstFrame{f.StreamID, http2.ErrCodeProtocol})
 			wake = true
 		} else {
@@ -136,7 +136,7 @@ func (c *h2Conn) onData(f *http2.DataFrame) {
 				s.resp = append(s.resp, d[:min(len(d), room)]...)
 			}
 			if f.StreamEnded() {
-				ended = c.endLocked(s, h2Result{status: s.status, header: s.header, body: s.resp})
+				ended = c.endLocked(s, Result{Status: s.status, Header: s.header, Body: s.resp})
 			} else if s.recvUnack += n; s.recvUnack >= streamRecvWindow/2 {
 				c.wus = append(c.wus, windowUpdate{s.id, uint32(s.recvUnack)})
 				s.recvUnack = 0
@@ -163,7 +163,7 @@ func (c *h2Conn) onData(f *http2.DataFrame) {
 func (c *h2Conn) streamFailed(id uint32, code http2.ErrCode, err error) {
 	c.mu.Lock()
 	s := c.streams[id]
-	ended := s != nil && c.endLocked(s, h2Result{err: err})
+	ended := s != nil && c.endLocked(s, Result{Err: err})
 	if code != 0 {
 		c.rsts = append(c.rsts, rstFrame{id, code})
 	}
@@ -240,12 +240,12 @@ func (c *h2Conn) onGoAway(f *http2.GoAwayFrame) {
 	c.goingAway = true
 	var ended int
 	for id, s := range c.streams {
-		if id > f.LastStreamID && c.endLocked(s, h2Result{err: err}) {
+		if id > f.LastStreamID && c.endLocked(s, Result{Err: err}) {
 			ended++
 		}
 	}
 	for _, s := range c.queue {
-		if c.endLocked(s, h2Result{err: err}) {
+		if c.endLocked(s, Result{Err: err}) {
 			ended++
 		}
 	}
