@@ -34,12 +34,7 @@ func (s *Server) listApps(c echo.Context) error {
 
 // resolveApp is the app a request names, or the only app for "" ("" when
 // it names none and there are several: the request rules refuse that).
-func (s *Server) resolveApp(app string) string {
-	if app != "" {
-		return app
-	}
-	return s.dom.Apps.of("")
-}
+func (s *Server) resolveApp(app string) string { return s.dom.Apps.of(app) }
 
 // mayUseApp refuses (403) a token limited to other apps than app (a
 // request's app field; "" is the only app, if there is one).
