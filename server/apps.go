@@ -26,7 +26,7 @@ func (s *Server) listApps(c echo.Context) error {
 	t := caller(c)
 	for _, a := range s.dom.Apps.List {
 		if t == nil || t.mayUse(a.Name) {
-			out.Apps = append(out.Apps, appView{Name: a.Name, ProjectID: a.ProjectID, RateLimit: a.RateLimit})
+			out.Apps = append(out.Apps, appView(a))
 		}
 	}
 	return c.JSON(http.StatusOK, out)
