@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"pushfan/broadcast"
-	"pushfan/config"
 )
 
 // appView is one app in GET /push/apps.
@@ -25,9 +24,9 @@ func (s *Server) listApps(c echo.Context) error {
 		Apps []appView `json:"apps"`
 	}{Apps: []appView{}}
 	t := caller(c)
-	for _, a := range s.cfg.AppList() {
-		if t == nil || t.MayUse(a.Name) {
-			out.Apps = append(out.Apps, appView{Name: a.Name, ProjectID: a.ProjectID, RateLimit: a.RateLimit})
+	for _, a := range s.dom.Apps.List {
+		if t == nil || t.mayUse(a.Name) {
+			out.Apps = append(out.Apps, appView(a))
 		}
 	}
 	return c.JSON(http.StatusOK, out)
@@ -35,25 +34,20 @@ func (s *Server) listApps(c echo.Context) error {
 
 // resolveApp is the app a request names, or the only app for "" ("" when
 // it names none and there are several: the request rules refuse that).
-func (s *Server) resolveApp(app string) string {
-	if app != "" {
-		return app
-	}
-	return s.cfg.AppOf("")
-}
+func (s *Server) resolveApp(app string) string { return s.dom.Apps.of(app) }
 
 // mayUseApp refuses (403) a token limited to other apps than app (a
 // request's app field; "" is the only app, if there is one).
 func (s *Server) mayUseApp(c echo.Context, app string) error {
 	t := caller(c)
 	app = s.resolveApp(app)
-	if t == nil || app == "" || t.MayUse(app) {
+	if t == nil || app == "" || t.mayUse(app) {
 		return nil
 	}
 	return forbiddenApp(t, app)
 }
 
-func forbiddenApp(t *config.AdminToken, app string) *APIError {
+func forbiddenApp(t *Token, app string) *APIError {
 	return &APIError{Status: http.StatusForbidden, Code: "forbidden_app", Field: "app",
 		Message: "token " + t.Name + " may not use app " + app + " (it is limited to its apps in PUSHFAN_ADMIN_TOKENS)"}
 }
@@ -66,7 +60,7 @@ func (s *Server) appFilter(c echo.Context) ([]string, error) {
 		if !s.knownApp(q) {
 			return nil, badRequest("unknown_app", "app", "app %q is not configured", q)
 		}
-		if t != nil && !t.MayUse(q) {
+		if t != nil && !t.mayUse(q) {
 			return nil, forbiddenApp(t, q)
 		}
 		return []string{q}, nil
@@ -77,14 +71,7 @@ func (s *Server) appFilter(c echo.Context) ([]string, error) {
 	return t.Apps, nil
 }
 
-func (s *Server) knownApp(app string) bool {
-	for _, a := range s.cfg.AppNames() {
-		if a == app {
-			return true
-		}
-	}
-	return false
-}
+func (s *Server) knownApp(app string) bool { return s.dom.Apps.known(app) }
 
 // broadcastApp guards the routes of one broadcast (/push/broadcasts/:id…):
 // a token limited to some apps gets 403 on a broadcast of another. Only
@@ -103,14 +90,14 @@ func (s *Server) broadcastApp(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil || id == 0 {
 			return next(c) // the handler's own 400
 		}
-		b, err := s.svc.Get(c.Request().Context(), id)
+		b, err := s.dom.Reader.Get(c.Request().Context(), id)
 		switch {
 		case errors.Is(err, broadcast.ErrNotFound):
 			return next(c) // the handler's own 404
 		case err != nil:
 			return fmt.Errorf("checking broadcast %d's app for token %s: %w", id, t.Name, err)
 		}
-		if !t.MayUse(b.App) {
+		if !t.mayUse(b.App) {
 			return forbiddenApp(t, b.App)
 		}
 		return next(c)

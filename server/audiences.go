@@ -29,21 +29,14 @@ func (s *Server) listAudiences(c echo.Context) error {
 		BuiltIn []string       `json:"built_in"`
 		Named   []audienceView `json:"named"`
 	}{BuiltIn: []string{"all", "user_ids"}, Named: []audienceView{}}
-	all := s.cfg.AllAudiences()
-	capOf := make(map[string]string, len(all))
-	appOf := make(map[string]string, len(all))
-	for _, a := range all {
-		capOf[a.Name] = a.FrequencyCap
-		appOf[a.Name] = s.cfg.AppOf(a.App)
-	}
 	apps, err := s.appFilter(c)
 	if err != nil {
 		return err
 	}
-	for _, a := range s.audienceList {
-		if app := appOf[a.Name()]; apps == nil || slices.Contains(apps, app) {
+	for _, a := range s.dom.Audiences {
+		if apps == nil || slices.Contains(apps, a.App) {
 			out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars(),
-				FrequencyCap: capOf[a.Name()], App: app})
+				FrequencyCap: a.FrequencyCap, App: a.App})
 		}
 	}
 	return c.JSON(http.StatusOK, out)
@@ -88,7 +81,7 @@ func previewBody(p broadcast.Preview, out map[string]any) map[string]any {
 // cap (frequency_cap, class, max_rate, deliver_over, dry_run) as a
 // broadcast request would name them.
 func (s *Server) previewAudience(c echo.Context) error {
-	a, ok := s.audiences[c.Param("name")]
+	a, ok := s.dom.audience(c.Param("name"))
 	if !ok {
 		return &APIError{Status: http.StatusNotFound, Code: "unknown_audience", Message: "no audience named " + c.Param("name") + " is configured"}
 	}
@@ -105,12 +98,7 @@ func (s *Server) previewAudience(c echo.Context) error {
 		}
 	}
 	// The audience's own app: its tokens, its caps.
-	app := ""
-	for _, ca := range s.cfg.AllAudiences() {
-		if ca.Name == a.Name() {
-			app = s.cfg.AppOf(ca.App)
-		}
-	}
+	app := a.App
 	if err := s.mayUseApp(c, app); err != nil {
 		return err
 	}
@@ -118,11 +106,11 @@ func (s *Server) previewAudience(c echo.Context) error {
 	if err != nil {
 		return badRequest("invalid_params", "params", "%v", err)
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.DB.Timeout*6)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Timeouts.DB*6)
 	defer cancel()
 	q := req.query()
 	q.App = app
-	p, err := s.svc.Preview(ctx, bound, q, previewSample)
+	p, err := s.dom.Reader.Preview(ctx, bound, q, previewSample)
 	if err != nil {
 		return err
 	}
@@ -151,7 +139,7 @@ func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	}
 	q := req.query()
 	q.App = req.App
-	p, err := s.svc.PreviewAudience(c.Request().Context(), req.Audience, q, previewSample)
+	p, err := s.dom.Reader.PreviewAudience(c.Request().Context(), req.Audience, q, previewSample)
 	if err != nil {
 		return err
 	}

@@ -7,16 +7,23 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-
-	"pushfan/config"
 )
+
+// authParts are who may call and from where: the admin, internal and
+// metrics token sets; the failed-authentication budget per client address
+// (bearer tokens and sign-ins); the trusted reverse proxies.
+type authParts struct {
+	admin, internal, metrics tokenSet
+	failures                 *authFailures
+	proxies                  trustedProxies
+}
 
 // tokenSet checks bearer tokens in constant time: the presented token is
 // hashed and compared with every configured hash, match or not, so timing
 // reveals neither a prefix nor which token matched.
-type tokenSet struct{ tokens []config.AdminToken }
+type tokenSet struct{ tokens []Token }
 
-func (ts tokenSet) match(token string) *config.AdminToken {
+func (ts tokenSet) match(token string) *Token {
 	h := sha256.Sum256([]byte(token))
 	found := -1
 	for i := range ts.tokens {
@@ -49,7 +56,7 @@ func (s *Server) requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 				return unauthorized(c, realm, "send Authorization: Bearer <token>")
 			}
 			t := ts.match(strings.TrimSpace(token))
-			if err := s.failures.admit(c, t != nil); err != nil {
+			if err := s.auth.failures.admit(c, t != nil); err != nil {
 				return err
 			}
 			if t == nil {
@@ -69,8 +76,8 @@ func (s *Server) requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
 
 // mayChange refuses a viewer token any method but GET and HEAD.
-func mayChange(t *config.AdminToken, m string) error {
-	if t.Role == config.RoleViewer && !safeMethod(m) {
+func mayChange(t *Token, m string) error {
+	if t.Role == RoleViewer && !safeMethod(m) {
 		return &APIError{Status: http.StatusForbidden, Code: "forbidden", Message: "token " + t.Name + " has the viewer role, which may only read; " + m + " needs a sender token"}
 	}
 	return nil
@@ -79,9 +86,9 @@ func mayChange(t *config.AdminToken, m string) error {
 // requireAdmin lets in an admin bearer token or, without an Authorization
 // header, a console session, whose changes must carry its CSRF token.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
-	bearer := s.requireBearer(s.admin, "admin")(next)
+	bearer := s.requireBearer(s.auth.admin, "admin")(next)
 	return func(c echo.Context) error {
-		if s.sessions == nil || c.Request().Header.Get(echo.HeaderAuthorization) != "" {
+		if s.console.sessions == nil || c.Request().Header.Get(echo.HeaderAuthorization) != "" {
 			return bearer(c)
 		}
 		if _, err := c.Cookie(sessionCookie); err != nil {
@@ -109,8 +116,8 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // caller returns the admin token that authenticated the request.
-func caller(c echo.Context) *config.AdminToken {
-	t, _ := c.Get(tokenKey).(*config.AdminToken)
+func caller(c echo.Context) *Token {
+	t, _ := c.Get(tokenKey).(*Token)
 	return t
 }
 

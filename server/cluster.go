@@ -14,7 +14,7 @@ import (
 // WithCluster serves GET /push/cluster from read (the rate budget's
 // members and the running chunks, composed by package app).
 func WithCluster(read func(ctx context.Context, app string) (model.Cluster, error)) Option {
-	return func(s *Server) { s.cluster = read }
+	return func(s *Server) { s.console.cluster = read }
 }
 
 type clusterView struct {
@@ -51,12 +51,12 @@ type runningChunk struct {
 // getCluster shows the live cluster: the rate budget's members and their
 // shares, any 429 pause, and the chunks under a lease.
 func (s *Server) getCluster(c echo.Context) error {
-	if s.cluster == nil {
+	if s.console.cluster == nil {
 		return &APIError{Status: http.StatusNotFound, Code: "cluster_unavailable", Message: "this server has no cluster view configured"}
 	}
 	app := c.QueryParam("app")
 	if app == "" {
-		app = s.cfg.AppNames()[0]
+		app = s.dom.Apps.List[0].Name
 		if t := caller(c); t != nil && t.Apps != nil {
 			app = t.Apps[0]
 		}
@@ -67,9 +67,9 @@ func (s *Server) getCluster(c echo.Context) error {
 	if err := s.mayUseApp(c, app); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.DB.Timeout)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Timeouts.DB)
 	defer cancel()
-	cl, err := s.cluster(ctx, app)
+	cl, err := s.console.cluster(ctx, app)
 	if err != nil {
 		return err
 	}

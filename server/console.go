@@ -1,13 +1,23 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"pushfan/console"
+	"pushfan/model"
 )
+
+// consoleParts are the console's: its sessions (nil: no sign-in), the
+// live-watch streams, and the cluster view (nil: none).
+type consoleParts struct {
+	sessions SessionStore
+	watch    *watchHub
+	cluster  func(ctx context.Context, app string) (model.Cluster, error)
+}
 
 // consoleCSP keeps the console to its own files: no inline script or
 // style, no third-party hosts (it must work with no internet), and no

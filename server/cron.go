@@ -16,7 +16,7 @@ import (
 // and fire time (default: the current minute).
 func (s *Server) triggerJob(c echo.Context) error {
 	var j *cron.Compiled
-	for _, cj := range s.jobs {
+	for _, cj := range s.dom.Jobs {
 		if cj.Name == c.Param("job") {
 			j = cj
 		}
@@ -43,7 +43,7 @@ func (s *Server) triggerJob(c echo.Context) error {
 		}
 		fire = t.UTC()
 	}
-	b, existing, err := s.svc.FireJob(c.Request().Context(), j, fire)
+	b, existing, err := s.dom.Submitter.FireJob(c.Request().Context(), j, fire)
 	if err != nil {
 		return err
 	}
@@ -85,14 +85,14 @@ func (s *Server) listJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, j := range s.jobs {
-		app := s.cfg.AppOf(j.App)
+	for _, j := range s.dom.Jobs {
+		app := s.dom.Apps.of(j.App)
 		if apps != nil && !slices.Contains(apps, app) {
 			continue
 		}
 		v := jobView{Name: j.Name, Schedule: j.Schedule, Timezone: j.Loc.String(), Enabled: j.Enabled(), Catchup: j.Catchup.String(), NextFires: j.NextN(now, 5),
 			FrequencyCap: j.FrequencyCap, App: app}
-		lf, err := s.svc.LastJobFire(c.Request().Context(), j.Name)
+		lf, err := s.dom.Reader.LastJobFire(c.Request().Context(), j.Name)
 		if err != nil {
 			return err
 		}

@@ -86,7 +86,7 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 		case http.StatusMethodNotAllowed:
 			return &APIError{Status: he.Code, Code: "method_not_allowed", Message: c.Request().Method + " is not allowed on " + c.Request().URL.Path}
 		case http.StatusRequestEntityTooLarge:
-			return &APIError{Status: he.Code, Code: "body_too_large", Message: fmt.Sprintf("the request body is larger than the %d-byte limit", s.cfg.HTTP.BodyLimit)}
+			return &APIError{Status: he.Code, Code: "body_too_large", Message: fmt.Sprintf("the request body is larger than the %d-byte limit", s.cfg.Limits.Body)}
 		case http.StatusUnsupportedMediaType:
 			return &APIError{Status: he.Code, Code: "unsupported_media_type", Message: "send the body as application/json"}
 		}

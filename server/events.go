@@ -21,7 +21,7 @@ const eventsBodyLimit = 64 << 10
 
 // WithEvents serves the apps' public engagement routes under /v1: the
 // events they report, by in.
-func WithEvents(in *engagement.Ingester) Option { return func(s *Server) { s.events = in } }
+func WithEvents(in *engagement.Ingester) Option { return func(s *Server) { s.extra.events = in } }
 
 // routeEvents adds the public routes: no admin token (the event tokens are
 // signed), CORS for PUSHFAN_EVENT_ORIGINS, and a budget per client
@@ -29,10 +29,10 @@ func WithEvents(in *engagement.Ingester) Option { return func(s *Server) { s.eve
 // counts it: one host holds a whole /64 and could post from each of its
 // addresses).
 func (s *Server) routeEvents(e *echo.Echo) {
-	if s.events == nil {
+	if s.extra.events == nil {
 		return
 	}
-	perSecond := s.cfg.Events.PerAddress
+	perSecond := s.cfg.Limits.EventsPerAddress
 	addrs := newKeyedLimiters(perSecond*60, int(math.Ceil(2*perSecond)))
 	limit := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -44,12 +44,12 @@ func (s *Server) routeEvents(e *echo.Echo) {
 			return next(c)
 		}
 	}
-	if len(s.cfg.Events.Origins) > 0 {
+	if len(s.cfg.EventOrigins) > 0 {
 		// On the echo, not the group: a preflight OPTIONS matches no route
 		// of the group, and must still be answered.
 		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
 			Skipper:      func(c echo.Context) bool { return !strings.HasPrefix(c.Request().URL.Path, "/v1/") },
-			AllowOrigins: s.cfg.Events.Origins,
+			AllowOrigins: s.cfg.EventOrigins,
 			AllowMethods: []string{http.MethodPost, http.MethodGet},
 			AllowHeaders: []string{echo.HeaderContentType},
 			MaxAge:       86400,
@@ -85,11 +85,11 @@ func (s *Server) webSDK(c echo.Context) error {
 func (s *Server) click(addrs *keyedLimiters, data bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		tok := c.Param("token")
-		claims, err := s.events.Verify(tok)
+		claims, err := s.extra.events.Verify(tok)
 		if err != nil {
 			return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link is not one pushfan sent"}
 		}
-		link, err := s.svc.ClickLink(c.Request().Context(), claims.BroadcastID, claims.Variant, data)
+		link, err := s.dom.Reader.ClickLink(c.Request().Context(), claims.BroadcastID, claims.Variant, data)
 		switch {
 		case errors.Is(err, broadcast.ErrNotFound) || (err == nil && link == ""):
 			return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link's broadcast is gone, or had no link"}
@@ -98,7 +98,7 @@ func (s *Server) click(addrs *keyedLimiters, data bool) echo.HandlerFunc {
 		}
 		if r := addrs.reserve(addrKey(c.RealIP())); r.Delay() > 0 {
 			r.Cancel()
-		} else if a, err := s.events.Ingest(c.Request().Context(), []engagement.RawEvent{{Token: tok, Type: "clicked"}}); err != nil {
+		} else if a, err := s.extra.events.Ingest(c.Request().Context(), []engagement.RawEvent{{Token: tok, Type: "clicked"}}); err != nil {
 			// The user gets to the link either way; the click goes uncounted.
 			s.log.WarnContext(c.Request().Context(), "counting a click failed", "broadcast_id", claims.BroadcastID, "err", err)
 		} else if len(a.Refused) > 0 {
@@ -155,7 +155,7 @@ func (s *Server) postEvents(c echo.Context) error {
 	for i, ev := range req.Events {
 		raw[i] = engagement.RawEvent{Token: ev.Token, Type: ev.Type, At: ev.At}
 	}
-	a, err := s.events.Ingest(c.Request().Context(), raw)
+	a, err := s.extra.events.Ingest(c.Request().Context(), raw)
 	switch {
 	case errors.Is(err, engagement.ErrStopping):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; retry the events on another instance"}

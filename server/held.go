@@ -21,7 +21,7 @@ func (s *Server) releaseBroadcast(c echo.Context) error {
 	if t := caller(c); t != nil {
 		by = t.Name
 	}
-	b, err := s.svc.Release(c.Request().Context(), id, by)
+	b, err := s.dom.Submitter.Release(c.Request().Context(), id, by)
 	switch {
 	case errors.Is(err, broadcast.ErrNotHeld):
 		return &APIError{Status: http.StatusConflict, Code: "not_held", Message: "only a held broadcast can be released: " + err.Error()}

@@ -7,8 +7,6 @@ import (
 	"slices"
 
 	"github.com/labstack/echo/v4"
-
-	"pushfan/config"
 )
 
 // The metrics say how much is sent to whom and when, and name the
@@ -20,10 +18,10 @@ import (
 // metricsTokens may read the metrics: the metrics token (named "metrics",
 // a viewer, so it opens nothing else: only this route accepts it) and the
 // admin tokens.
-func metricsTokens(token string, admin []config.AdminToken) tokenSet {
+func metricsTokens(token string, admin []Token) tokenSet {
 	ts := tokenSet{tokens: slices.Clone(admin)}
 	if token != "" {
-		ts.tokens = append(ts.tokens, config.AdminToken{Name: "metrics", Role: config.RoleViewer, Hash: sha256.Sum256([]byte(token))})
+		ts.tokens = append(ts.tokens, Token{Name: "metrics", Role: RoleViewer, Hash: sha256.Sum256([]byte(token))})
 	}
 	return ts
 }
@@ -36,21 +34,21 @@ func metricsTokens(token string, admin []config.AdminToken) tokenSet {
 // The profiles are never on the API's listener. nil when the address is
 // not set.
 func (s *Server) MetricsServer() *http.Server {
-	if s.cfg.MetricsAddr == "" || s.metrics == nil {
+	if s.cfg.MetricsAddr == "" || s.extra.metrics == nil {
 		return nil
 	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.IPExtractor = s.proxies.clientAddr()
+	e.IPExtractor = s.auth.proxies.clientAddr()
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.requestContext)
 	e.Use(s.recoverPanics)
 	var auth []echo.MiddlewareFunc
-	if s.cfg.MetricsToken != "" {
-		auth = append(auth, s.requireBearer(s.metricsTokens, "metrics"))
+	if s.cfg.Tokens.Metrics != "" {
+		auth = append(auth, s.requireBearer(s.auth.metrics, "metrics"))
 	}
-	e.GET("/metrics", echo.WrapHandler(s.metrics), auth...)
+	e.GET("/metrics", echo.WrapHandler(s.extra.metrics), auth...)
 	// pprof.Index serves every named profile (heap, goroutine, allocs, ...)
 	// below its prefix; the CPU profile and trace are handlers of their own.
 	e.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(pprof.Index)), auth...)

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,7 +18,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 
-	"pushfan/config"
 	"pushfan/engagement"
 	"pushfan/fcm"
 	"pushfan/model"
@@ -42,11 +42,10 @@ func loadOpenAPI(t *testing.T) *openapi3.T {
 // need none.
 func routeServer(t *testing.T) *Server {
 	t.Helper()
-	cfg := config.Defaults()
-	cfg.AdminTokens = []string{"openapi-test-token-0123456789"}
-	cfg.InternalToken = "openapi-internal-token-0123456789"
+	cfg := Config{Tokens: Tokens{Admin: []Token{{Name: "admin-1", Role: RoleSender, Hash: sha256.Sum256([]byte("openapi-test-token-0123456789"))}},
+		Internal: "openapi-internal-token-0123456789"}, Limits: Limits{Body: 1 << 20}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(cfg, nil, nil, log, WithMetrics(http.NotFoundHandler()), WithEvents(engagement.NewIngester(nil, nil, log, time.Second)),
+	return New(cfg, Domain{}, nil, log, WithMetrics(http.NotFoundHandler()), WithEvents(engagement.NewIngester(nil, nil, log, time.Second)),
 		WithWebhooks(webhook.NewDeliverer(nil, nil, nil, time.Second, time.Second, []time.Duration{time.Second}, log)))
 }
 

@@ -62,7 +62,7 @@ func (s *Server) overTLS(c echo.Context) bool {
 	if r.TLS != nil {
 		return true
 	}
-	if !s.proxies.trusts(r.RemoteAddr) {
+	if !s.auth.proxies.trusts(r.RemoteAddr) {
 		return false
 	}
 	proto := r.Header.Get(echo.HeaderXForwardedProto)

@@ -43,7 +43,7 @@ func (s *Server) resendBroadcast(c echo.Context) error {
 	if rr.IdempotencyKey, err = idempotencyKey(c); err != nil {
 		return err
 	}
-	b, existing, err := s.svc.Resend(ctx, rr)
+	b, existing, err := s.dom.Submitter.Resend(ctx, rr)
 	if err != nil {
 		return resendError(err)
 	}

@@ -1,8 +1,10 @@
 // Package server is pushfan's HTTP API on Echo, and HTTP only: routes,
-// auth, strict decoding, calls into package broadcast (whose request rules
+// auth, strict decoding, calls into the domain (whose request rules
 // validate), rendering, and the one error handler that maps typed errors
 // (a *broadcast.FieldError is a 400 naming the field) to the contract's
-// JSON.
+// JSON. It reaches the domain through the small interfaces it declares
+// (domain.go) and reads only its own settings (Config): package app wires
+// both, and the contract tests run it against fakes.
 package server
 
 import (
@@ -17,10 +19,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"pushfan/audience"
-	"pushfan/broadcast"
-	"pushfan/config"
-	"pushfan/cron"
 	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
@@ -35,35 +33,27 @@ type Pinger interface {
 
 // Server holds the API's dependencies.
 type Server struct {
-	cfg     config.Config
-	svc     *broadcast.Service
-	db      Pinger
-	log     *slog.Logger
-	admin   tokenSet
-	now     func() time.Time
-	echo    *echo.Echo
-	metrics http.Handler
+	cfg  Config
+	dom  Domain
+	db   Pinger
+	log  *slog.Logger
+	now  func() time.Time
+	echo *echo.Echo
 
-	audiences    map[string]*audience.Audience
-	audienceList []*audience.Audience
-	jobs         []*cron.Compiled
-	internal     tokenSet
-	openAPIDoc   []byte // GET /openapi.json, copied once
+	auth    authParts
+	console consoleParts
+	extra   extras
+	// openAPIDoc is GET /openapi.json's body, copied once.
+	openAPIDoc []byte
+}
 
-	// The console: sessions (nil: no sign-in), the live-watch streams,
-	// and the cluster view.
-	sessions SessionStore
-	watch    *watchHub
-	cluster  func(ctx context.Context, app string) (model.Cluster, error)
-	events   *engagement.Ingester // the public event routes (nil: none)
-	webhooks *webhook.Deliverer   // the webhook endpoints' health (nil: none)
-
-	// failures is the failed-authentication budget per client address
-	// (bearer tokens and sign-ins); proxies are the trusted reverse
-	// proxies; metricsTokens may read GET /metrics.
-	failures      *authFailures
-	proxies       trustedProxies
-	metricsTokens tokenSet
+// extras are the routes beside the broadcasts', each nil when not
+// configured: GET /metrics (a Prometheus handler), the apps' public event
+// routes, and the webhook endpoints' health.
+type extras struct {
+	metrics  http.Handler
+	events   *engagement.Ingester
+	webhooks *webhook.Deliverer
 }
 
 // Option adjusts a Server.
@@ -72,48 +62,34 @@ type Option func(*Server)
 // WithMetrics serves h (a Prometheus handler) at GET /metrics, to the
 // metrics token and the admin tokens (and on PUSHFAN_METRICS_ADDR: see
 // MetricsServer).
-func WithMetrics(h http.Handler) Option { return func(s *Server) { s.metrics = h } }
+func WithMetrics(h http.Handler) Option { return func(s *Server) { s.extra.metrics = h } }
 
-// WithAudiences makes named audiences (checked against the database)
-// available to requests.
-func WithAudiences(as []*audience.Audience) Option {
-	return func(s *Server) {
-		for _, a := range as {
-			s.audiences[a.Name()] = a
-		}
-		s.audienceList = as
-	}
-}
-
-// WithJobs serves the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
-func WithJobs(jobs []*cron.Compiled) Option { return func(s *Server) { s.jobs = jobs } }
-
-// New wires the routes. cfg must have passed Validate.
-func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger, opts ...Option) *Server {
-	tokens, err := config.ParseAdminTokens(cfg.AdminTokens)
-	if err != nil {
-		// Validate refuses such a config; never run with half the tokens.
-		log.Error("admin tokens unusable; the admin API refuses every request", "err", err)
-		tokens = nil
-	}
-	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now,
-		audiences: map[string]*audience.Audience{}, openAPIDoc: openapi.Document()}
-	if cfg.InternalToken != "" {
-		s.internal = tokenSet{tokens: []config.AdminToken{{Name: "internal", Role: config.RoleSender, Hash: sha256.Sum256([]byte(cfg.InternalToken))}}}
+// New wires the routes: cfg's values must be valid (package app builds
+// them from a validated configuration), and d's Submitter, Reader and
+// Tester serve the routes that call the domain.
+func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Server {
+	s := &Server{cfg: cfg, dom: d, db: db, log: log, now: time.Now, openAPIDoc: openapi.Document()}
+	s.auth.admin = tokenSet{tokens: cfg.Tokens.Admin}
+	if cfg.Tokens.Internal != "" {
+		s.auth.internal = tokenSet{tokens: []Token{{Name: "internal", Role: RoleSender, Hash: sha256.Sum256([]byte(cfg.Tokens.Internal))}}}
 	}
 	for _, o := range opts {
 		o(s)
 	}
 	// Burst: a minute's worth, so a mistyped paste or two costs nothing.
-	s.failures = newAuthFailures(cfg.HTTP.SignInFailuresPerMinute)
-	s.proxies = parseProxies(cfg.HTTP.TrustedProxies)
-	s.metricsTokens = metricsTokens(cfg.MetricsToken, tokens)
-	s.watch = newWatchHub(svc.Peek, s.view, log)
-	s.watch.history = svc.SendRate
+	s.auth.failures = newAuthFailures(cfg.Limits.SignInFailuresPerMinute)
+	s.auth.proxies = parseProxies(cfg.TrustedProxies)
+	s.auth.metrics = metricsTokens(cfg.Tokens.Metrics, cfg.Tokens.Admin)
+	// The hub reads through s when a stream opens, not before: a Server
+	// built with no Reader (the route listing's) serves every other route.
+	s.console.watch = newWatchHub(func(ctx context.Context, id uint64) (*model.Broadcast, error) { return s.dom.Reader.Peek(ctx, id) }, s.view, log)
+	s.console.watch.history = func(ctx context.Context, id uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
+		return s.dom.Reader.SendRate(ctx, id, since)
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.IPExtractor = s.proxies.clientAddr()
+	e.IPExtractor = s.auth.proxies.clientAddr()
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator:        newRequestID,
@@ -121,24 +97,33 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	}))
 	e.Use(s.requestContext)
 	e.Use(s.recoverPanics)
-	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.HTTP.BodyLimit)))
+	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.Limits.Body)))
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openAPI)
-	if s.metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(s.metrics), s.requireBearer(s.metricsTokens, "metrics"))
+	if s.extra.metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.extra.metrics), s.requireBearer(s.auth.metrics, "metrics"))
 	}
 
 	s.routeConsole(e)
 	s.routeEvents(e)
+	s.routePush(e)
 
+	internal := e.Group("/internal", s.requireBearer(s.auth.internal, "internal"))
+	internal.POST("/cron/:job", s.triggerJob)
+	s.echo = e
+	return s
+}
+
+// routePush serves the admin API under /push.
+func (s *Server) routePush(e *echo.Echo) {
 	push := e.Group("/push", s.requireAdmin)
 	// A resend creates a broadcast too: one submit budget per token for both.
-	submits := newSubmitLimiter(cfg.HTTP.SubmitPerMinute, "broadcasts")
+	submits := newSubmitLimiter(s.cfg.Limits.SubmitsPerMinute, "broadcasts")
 	push.POST("/broadcast", s.createBroadcast, submits.middleware)
 	// One test-send budget per token, for messages and stored broadcasts.
-	tests := newSubmitLimiter(cfg.HTTP.TestSendsPerMinute, "test sends")
+	tests := newSubmitLimiter(s.cfg.Limits.TestSendsPerMinute, "test sends")
 	push.POST("/test", s.testSend, tests.middleware)
 	// A token limited to some apps reaches their broadcasts only
 	// (broadcastApp), and sees their lists and counts only (appFilter).
@@ -155,7 +140,7 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.GET("/audiences", s.listAudiences)
 	// Previews count audiences as the console's operator types: one
 	// budget per token for both routes (the counts are cached too).
-	previews := newSubmitLimiter(cfg.HTTP.PreviewsPerMinute, "previews")
+	previews := newSubmitLimiter(s.cfg.Limits.PreviewsPerMinute, "previews")
 	push.POST("/audiences/:name/preview", s.previewAudience, previews.middleware)
 	push.GET("/cron", s.listJobs)
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
@@ -169,11 +154,6 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	push.GET("/webhooks/:name/deliveries", s.listDeliveries, everyApp)
 	push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver, everyApp)
 	push.POST("/webhooks/:name/enable", s.enableWebhook, everyApp)
-
-	internal := e.Group("/internal", s.requireBearer(s.internal, "internal"))
-	internal.POST("/cron/:job", s.triggerJob)
-	s.echo = e
-	return s
 }
 
 // Handler returns the http.Handler to serve.
@@ -182,19 +162,19 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Stop ends the live-watch streams and their pollers (safe twice). Call it
 // when the HTTP server shuts down: Shutdown waits for idle connections,
 // which a stream never becomes by itself.
-func (s *Server) Stop(ctx context.Context) error { return s.watch.stop(ctx) }
+func (s *Server) Stop(ctx context.Context) error { return s.console.watch.stop(ctx) }
 
 // HTTPServer returns an http.Server with every timeout set: a slow or stuck
 // client cannot hold a connection forever. Its Shutdown ends the watch
 // streams (Stop).
 func (s *Server) HTTPServer() *http.Server {
-	srv := s.httpServer(s.cfg.HTTPAddr, s.echo)
+	srv := s.httpServer(s.cfg.Addr, s.echo)
 	// Shutdown waits for the streams' handlers, which end once the hub
 	// has stopped; Stop (with its deadline) waits for the pollers.
 	srv.RegisterOnShutdown(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HTTP.ShutdownTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeouts.Shutdown)
 		defer cancel()
-		_ = s.watch.stop(ctx)
+		_ = s.console.watch.stop(ctx)
 	})
 	return srv
 }
@@ -205,10 +185,10 @@ func (s *Server) httpServer(addr string, h http.Handler) *http.Server {
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
-		ReadTimeout:       s.cfg.HTTP.ReadTimeout,
-		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout,
-		WriteTimeout:      s.cfg.HTTP.WriteTimeout,
-		IdleTimeout:       s.cfg.HTTP.IdleTimeout,
+		ReadTimeout:       s.cfg.Timeouts.Read,
+		ReadHeaderTimeout: s.cfg.Timeouts.ReadHeader,
+		WriteTimeout:      s.cfg.Timeouts.Write,
+		IdleTimeout:       s.cfg.Timeouts.Idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}

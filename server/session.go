@@ -12,7 +12,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"pushfan/config"
 	"pushfan/model"
 )
 
@@ -33,7 +32,7 @@ type SessionStore interface {
 }
 
 // WithSessions turns on console sign-in with sessions kept in st.
-func WithSessions(st SessionStore) Option { return func(s *Server) { s.sessions = st } }
+func WithSessions(st SessionStore) Option { return func(s *Server) { s.console.sessions = st } }
 
 const (
 	sessionCookie = "pushfan_session"
@@ -54,7 +53,7 @@ type sessionView struct {
 	Apps []string `json:"apps,omitempty"`
 }
 
-func viewSession(t *config.AdminToken, sess *model.Session) sessionView {
+func viewSession(t *Token, sess *model.Session) sessionView {
 	exp := sess.ExpiresAt.UTC()
 	return sessionView{SignedIn: true, Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: &exp, Apps: t.Apps}
 }
@@ -73,7 +72,7 @@ func randomToken() string {
 // parallel guesses are limited as well as sequential ones; a success costs
 // nothing.
 func (s *Server) signIn(c echo.Context) error {
-	if s.sessions == nil {
+	if s.console.sessions == nil {
 		return &APIError{Status: http.StatusNotFound, Code: "sessions_disabled", Message: "console sign-in is not configured on this server"}
 	}
 	noStore(c)
@@ -90,11 +89,11 @@ func (s *Server) signIn(c echo.Context) error {
 		Token string `json:"token"`
 	}
 	bad := decodeStrict(c.Request().Body, &req)
-	var t *config.AdminToken
+	var t *Token
 	if bad == nil && req.Token != "" {
-		t = s.admin.match(req.Token)
+		t = s.auth.admin.match(req.Token)
 	}
-	if err := s.failures.admit(c, t != nil); err != nil {
+	if err := s.auth.failures.admit(c, t != nil); err != nil {
 		return err
 	}
 	switch {
@@ -110,20 +109,20 @@ func (s *Server) signIn(c echo.Context) error {
 	// Signing in again replaces the browser's old session, on the server
 	// too.
 	if old, _, err := s.session(c); err == nil && old != nil {
-		if err := s.sessions.DeleteSession(ctx, old.IDHash); err != nil {
+		if err := s.console.sessions.DeleteSession(ctx, old.IDHash); err != nil {
 			return err
 		}
-		s.watch.endSession(old.IDHash)
+		s.console.watch.endSession(old.IDHash)
 	}
 	id := randomToken()
 	now := s.now().UTC()
 	sess := model.Session{IDHash: sha256.Sum256([]byte(id)), TokenHash: t.Hash, CSRFToken: randomToken(),
-		CreatedAt: now, ExpiresAt: now.Add(s.cfg.HTTP.SessionTTL)}
-	if err := s.sessions.CreateSession(ctx, sess); err != nil {
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
+	if err := s.console.sessions.CreateSession(ctx, sess); err != nil {
 		return err
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
-		MaxAge: int(s.cfg.HTTP.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.overTLS(c)})
+		MaxAge: int(s.cfg.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.overTLS(c)})
 	s.log.InfoContext(ctx, "console sign-in", "token", t.Name, "remote", c.RealIP())
 	return c.JSON(http.StatusOK, viewSession(t, &sess))
 }
@@ -164,10 +163,10 @@ func (s *Server) signOut(c echo.Context) error {
 	if err := checkCSRF(c, sess); err != nil {
 		return err
 	}
-	if err := s.sessions.DeleteSession(c.Request().Context(), sess.IDHash); err != nil {
+	if err := s.console.sessions.DeleteSession(c.Request().Context(), sess.IDHash); err != nil {
 		return err
 	}
-	s.watch.endSession(sess.IDHash)
+	s.console.watch.endSession(sess.IDHash)
 	clearCookie()
 	return c.NoContent(http.StatusNoContent)
 }
@@ -176,21 +175,21 @@ func (s *Server) signOut(c echo.Context) error {
 // stands for; (nil, nil, nil) when there is none, it has expired, or its
 // token is no longer configured (removing or rotating a token ends its
 // sessions).
-func (s *Server) session(c echo.Context) (*model.Session, *config.AdminToken, error) {
-	if s.sessions == nil {
+func (s *Server) session(c echo.Context) (*model.Session, *Token, error) {
+	if s.console.sessions == nil {
 		return nil, nil, nil
 	}
 	ck, err := c.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
 		return nil, nil, nil
 	}
-	sess, found, err := s.sessions.Session(c.Request().Context(), sha256.Sum256([]byte(ck.Value)))
+	sess, found, err := s.console.sessions.Session(c.Request().Context(), sha256.Sum256([]byte(ck.Value)))
 	if err != nil || !found {
 		return nil, nil, err
 	}
-	for i := range s.admin.tokens {
-		if s.admin.tokens[i].Hash == sess.TokenHash {
-			return &sess, &s.admin.tokens[i], nil
+	for i := range s.auth.admin.tokens {
+		if s.auth.admin.tokens[i].Hash == sess.TokenHash {
+			return &sess, &s.auth.admin.tokens[i], nil
 		}
 	}
 	return nil, nil, nil

@@ -22,7 +22,7 @@ func (s *Server) testSend(c echo.Context) error {
 		return err
 	}
 	return s.answerTestSend(c, func(ctx context.Context, by string) (*broadcast.TestReport, error) {
-		return s.svc.TestSend(ctx, spec, by)
+		return s.dom.Tester.TestSend(ctx, spec, by)
 	})
 }
 
@@ -33,7 +33,7 @@ func (s *Server) answerTestSend(c echo.Context, send func(ctx context.Context, b
 	if t := caller(c); t != nil {
 		by = t.Name
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.HTTP.WaitTimeout)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Timeouts.Wait)
 	defer cancel()
 	rep, err := send(ctx, by)
 	if err != nil {
@@ -55,7 +55,7 @@ func (s *Server) testSendBroadcast(c echo.Context) error {
 		return err
 	}
 	return s.answerTestSend(c, func(ctx context.Context, by string) (*broadcast.TestReport, error) {
-		return s.svc.TestSendBroadcast(ctx, id, to, by)
+		return s.dom.Tester.TestSendBroadcast(ctx, id, to, by)
 	})
 }
 

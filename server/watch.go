@@ -271,7 +271,7 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	b, err := s.svc.Peek(ctx, id) // an unknown id is a 404, before the stream starts
+	b, err := s.dom.Reader.Peek(ctx, id) // an unknown id is a 404, before the stream starts
 	if err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 		w.WriteHeader(http.StatusOK)
 		return send(ev)
 	}
-	events, leave, ok := s.watch.subscribe(id)
+	events, leave, ok := s.console.watch.subscribe(id)
 	if !ok {
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "this instance is shutting down; reconnect"}
 	}
@@ -322,7 +322,7 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 		defer t.Stop()
 		expired = t.C
 		var forget func()
-		signedOut, forget = s.watch.onSignOut(sess.IDHash)
+		signedOut, forget = s.console.watch.onSignOut(sess.IDHash)
 		defer forget()
 	}
 	w.WriteHeader(http.StatusOK)

@@ -12,7 +12,7 @@ import (
 )
 
 // WithWebhooks serves the webhook endpoints' health and deliveries.
-func WithWebhooks(d *webhook.Deliverer) Option { return func(s *Server) { s.webhooks = d } }
+func WithWebhooks(d *webhook.Deliverer) Option { return func(s *Server) { s.extra.webhooks = d } }
 
 type webhookView struct {
 	Name        string     `json:"name"`
@@ -40,10 +40,10 @@ type deliveryView struct {
 
 // listWebhooks is GET /push/webhooks: each endpoint and its health.
 func (s *Server) listWebhooks(c echo.Context) error {
-	if s.webhooks == nil {
+	if s.extra.webhooks == nil {
 		return c.JSON(http.StatusOK, map[string]any{"webhooks": []webhookView{}})
 	}
-	hs, err := s.webhooks.Status(c.Request().Context())
+	hs, err := s.extra.webhooks.Status(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -83,10 +83,10 @@ func (s *Server) listDeliveries(c echo.Context) error {
 		}
 		bid = n
 	}
-	if s.webhooks == nil {
+	if s.extra.webhooks == nil {
 		return noEndpoint(c.Param("name"))
 	}
-	ds, err := s.webhooks.Deliveries(c.Request().Context(), c.Param("name"), bid, before, limit+1)
+	ds, err := s.extra.webhooks.Deliveries(c.Request().Context(), c.Param("name"), bid, before, limit+1)
 	if errors.Is(err, webhook.ErrNotFound) {
 		return noEndpoint(c.Param("name"))
 	}
@@ -121,10 +121,10 @@ func (s *Server) redeliver(c echo.Context) error {
 	if err != nil || id == 0 {
 		return badRequest("invalid_value", "id", "id must be a delivery's id")
 	}
-	if s.webhooks == nil {
+	if s.extra.webhooks == nil {
 		return noEndpoint(c.Param("name"))
 	}
-	err = s.webhooks.Redeliver(c.Request().Context(), c.Param("name"), id)
+	err = s.extra.webhooks.Redeliver(c.Request().Context(), c.Param("name"), id)
 	if errors.Is(err, webhook.ErrNotFound) {
 		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no such delivery of webhook " + c.Param("name")}
 	}
@@ -137,10 +137,10 @@ func (s *Server) redeliver(c echo.Context) error {
 // enableWebhook is POST /push/webhooks/{name}/enable: a disabled endpoint
 // back, its waiting events due now.
 func (s *Server) enableWebhook(c echo.Context) error {
-	if s.webhooks == nil {
+	if s.extra.webhooks == nil {
 		return noEndpoint(c.Param("name"))
 	}
-	err := s.webhooks.Enable(c.Request().Context(), c.Param("name"))
+	err := s.extra.webhooks.Enable(c.Request().Context(), c.Param("name"))
 	if errors.Is(err, webhook.ErrNotFound) {
 		return noEndpoint(c.Param("name"))
 	}

@@ -187,9 +187,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, svc: svc}, 30*time.Second, log)
 	summaries.OnFailed = m.WebhookSummaryFailed
 	budgets(parts, pool.DB, m, svc.Owner(), log)
-	api := server.New(cfg, svc, store, log,
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, audiences, jobs), store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
-		server.WithAudiences(audiences), server.WithJobs(jobs),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)

@@ -1,0 +1,62 @@
+package app
+
+import (
+	"log/slog"
+
+	"pushfan/audience"
+	"pushfan/broadcast"
+	"pushfan/config"
+	"pushfan/cron"
+	"pushfan/server"
+)
+
+// apiConfig is the HTTP API's own settings, taken once from cfg (which
+// has passed Validate). Admin tokens that do not parse (Validate refuses
+// them) leave the admin API refusing every request: never half the
+// tokens.
+func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
+	parsed, err := config.ParseAdminTokens(cfg.AdminTokens)
+	if err != nil {
+		log.Error("admin tokens unusable; the admin API refuses every request", "err", err)
+		parsed = nil
+	}
+	var admin []server.Token
+	for _, t := range parsed {
+		admin = append(admin, server.Token{Name: t.Name, Role: t.Role, Hash: t.Hash, Apps: t.Apps})
+	}
+	h := cfg.HTTP
+	return server.Config{
+		Addr:        cfg.HTTPAddr,
+		MetricsAddr: cfg.MetricsAddr,
+		Tokens:      server.Tokens{Admin: admin, Internal: cfg.InternalToken, Metrics: cfg.MetricsToken},
+		Timeouts: server.Timeouts{Read: h.ReadTimeout, ReadHeader: h.ReadHeaderTimeout, Write: h.WriteTimeout, Idle: h.IdleTimeout,
+			Shutdown: h.ShutdownTimeout, Wait: h.WaitTimeout, DB: cfg.DB.Timeout},
+		Limits: server.Limits{Body: h.BodyLimit, SubmitsPerMinute: h.SubmitPerMinute, TestSendsPerMinute: h.TestSendsPerMinute,
+			PreviewsPerMinute: h.PreviewsPerMinute, SignInFailuresPerMinute: h.SignInFailuresPerMinute, EventsPerAddress: cfg.Events.PerAddress},
+		SessionTTL:     h.SessionTTL,
+		TrustedProxies: h.TrustedProxies,
+		EventOrigins:   cfg.Events.Origins,
+	}
+}
+
+// apiDomain is what the API serves: svc's operations, and the apps, named
+// audiences (compiled) and jobs of cfg as the API shows them.
+func apiDomain(cfg config.Config, svc *broadcast.Service, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
+	d := server.Domain{Submitter: svc, Reader: svc, Tester: svc, Jobs: jobs,
+		Apps: server.Apps{Default: cfg.AppOf("")}}
+	for _, a := range cfg.AppList() {
+		d.Apps.List = append(d.Apps.List, server.App{Name: a.Name, ProjectID: a.ProjectID, RateLimit: a.RateLimit})
+	}
+	byName := map[string]config.Audience{}
+	for _, a := range cfg.AllAudiences() {
+		byName[a.Name] = a
+	}
+	for _, a := range audiences {
+		v := server.Audience{Audience: a}
+		if ca, ok := byName[a.Name()]; ok {
+			v.App, v.FrequencyCap = cfg.AppOf(ca.App), ca.FrequencyCap
+		}
+		d.Audiences = append(d.Audiences, v)
+	}
+	return d
+}
