@@ -1,0 +1,192 @@
+package run
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+
+	"pushfan/model"
+)
+
+// population is users 1..n: every 10th with pushes off and every 41st
+// with its token invalidated before (neither a target), and tokens that
+// FCM answers UNREGISTERED (every 37th), INVALID_ARGUMENT (every 53rd)
+// or UNAVAILABLE every time (every 29th); the rest are accepted.
+func population(n int) []user {
+	us := make([]user, n)
+	for i := range us {
+		id := uint64(i + 1)
+		u := user{id: id, token: fmt.Sprintf("ok-%d", id), off: id%10 == 0, invalid: id%41 == 0}
+		switch {
+		case id%37 == 0:
+			u.token = fmt.Sprintf("unregistered-%d", id)
+		case id%53 == 0:
+			u.token = fmt.Sprintf("invalid-%d", id)
+		case id%29 == 0:
+			u.token = fmt.Sprintf("unavailable-%d", id)
+		}
+		us[i] = u
+	}
+	return us
+}
+
+// codeOf is the code FCM answers token with ("" when it accepts it), and
+// whether that code invalidates it.
+func codeOf(token string) (code string, dead bool) {
+	switch {
+	case strings.HasPrefix(token, "unregistered-"):
+		return "UNREGISTERED", true
+	case strings.HasPrefix(token, "invalid-"):
+		return "INVALID_ARGUMENT", true
+	case strings.HasPrefix(token, "unavailable-"):
+		return "UNAVAILABLE", false
+	}
+	return "", false
+}
+
+// A planned broadcast's chunks run to completion: every target is sent
+// once (a token that keeps failing transiently, maxAttempts times), no
+// other token is; each outcome is counted by its code, dead tokens are
+// invalidated and failing ones are not; and the broadcast ends completed
+// with counters equal to the sum of its chunks' stored checkpoints.
+func TestAPlannedBroadcastRunsToCompletion(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	users := population(230)
+	f.seed(users)
+	id := f.submit(model.Audience{All: true})
+	const width = 50
+	n := f.start("a", width, nodeOptions{chunkParallel: 2})
+	b := f.waitFinal(id)
+	n.stop(t, ErrShutdown) // every goroutine of the runs has ended: nothing is left to count
+
+	want := model.Counts{Errors: map[string]int64{}}
+	wantDead := map[string]string{}
+	var sentTo []string
+	for _, u := range users {
+		if !u.target() {
+			continue
+		}
+		want.Targeted++
+		sentTo = append(sentTo, u.token)
+		code, dead := codeOf(u.token)
+		switch {
+		case code == "":
+			want.Succeeded++
+		default:
+			want.Failed++
+			want.Errors[code]++
+		}
+		if dead {
+			want.Invalidated++
+			wantDead[u.token] = code
+		}
+	}
+	if want.Errors["UNREGISTERED"] == 0 || want.Errors["INVALID_ARGUMENT"] == 0 || want.Errors["UNAVAILABLE"] == 0 {
+		t.Fatalf("the population fails by %v: a code is missing, the test would prove nothing", want.Errors)
+	}
+	got := b.Counts
+	got.Variants = nil
+	if b.Status != model.StatusCompleted || !reflect.DeepEqual(got, want) {
+		t.Fatalf("broadcast %s with %+v, want completed with %+v", b.Status, got, want)
+	}
+
+	// What FCM was sent, token by token.
+	attempts, accepted := f.fcm.counts()
+	for _, u := range users {
+		code, _ := codeOf(u.token)
+		wantAttempts, wantAccepted := 0, 0
+		switch {
+		case !u.target():
+		case code == "UNAVAILABLE":
+			wantAttempts = maxAttempts
+		case code != "":
+			wantAttempts = 1
+		default:
+			wantAttempts, wantAccepted = 1, 1
+		}
+		if attempts[u.token] != wantAttempts || accepted[u.token] != wantAccepted {
+			t.Errorf("%s (target %v): %d attempts, %d accepted; want %d and %d", u.token, u.target(), attempts[u.token], accepted[u.token], wantAttempts, wantAccepted)
+		}
+	}
+
+	// Dead tokens are invalidated with their code; a transient failure is
+	// not.
+	if got := f.invalidated(sentTo); !reflect.DeepEqual(got, wantDead) {
+		t.Fatalf("invalidated %v, want %v", got, wantDead)
+	}
+	// The broadcast's counters are its chunks' checkpoints, added up.
+	committed := n.metrics.committed()
+	committed.Targeted = committed.Succeeded + committed.Failed + committed.Canceled
+	if !reflect.DeepEqual(committed, want) {
+		t.Fatalf("the stored checkpoints add up to %+v, want %+v", committed, want)
+	}
+	chunks := int((want.Targeted + width - 1) / width)
+	if s := b.Chunks; s == nil || s.Chunks != chunks || s.Claims != chunks || s.Takeovers != 0 || !maps.Equal(s.DoneBy, map[string]int{"a": chunks}) {
+		t.Fatalf("chunk summary %+v, want %d chunks each claimed once and done by a", s, chunks)
+	}
+	if n.metrics.finished[0] != string(model.StatusCompleted) || len(n.metrics.finished) != 1 {
+		t.Fatalf("finished %v, want one completed", n.metrics.finished)
+	}
+}
+
+// A cancel while a chunk runs stops it at its next checkpoint: the sends
+// in flight end, every target it did not send and every chunk not yet
+// run is counted canceled, and nothing is sent once the broadcast is
+// final.
+func TestACancelMidRunCountsTheRestCanceled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var users []user
+	for id := uint64(1); id <= 120; id++ {
+		users = append(users, user{id: id, token: fmt.Sprintf("ok-%d", id)})
+	}
+	f.seed(users)
+	// 10 sends go; the next ones hang until their send timeout, which
+	// the cancel outlives: they end canceled, never accepted.
+	const pass = 10
+	f.fcm.holdAfter(pass)
+	id := f.submit(model.Audience{All: true})
+	n := f.start("a", 40, nodeOptions{sendTimeout: timeoutHeld})
+	f.waitFor("the first sends stored and more in flight", func() bool {
+		return f.broadcast(id).Succeeded == pass && f.fcm.entered.Load() > pass
+	})
+	if got := f.chunkStatuses(id); !reflect.DeepEqual(got, []string{"leased", "pending", "pending"}) {
+		t.Fatalf("chunks %v mid-run, want the first leased and two pending", got)
+	}
+
+	// As broadcast.Service.Cancel does.
+	if _, err := f.leases.Stop(f.ctx(), id, ""); err != nil {
+		t.Fatal(err)
+	}
+	n.runner.Finish(f.ctx(), id)
+	n.runner.Poke()
+	b := f.waitFinal(id)
+	sentAtFinal := f.fcm.entered.Load()
+	n.stop(t, ErrShutdown)
+
+	if b.Status != model.StatusCanceled || b.Succeeded != pass || b.Canceled != int64(len(users))-pass || b.Failed != 0 || b.Targeted != int64(len(users)) {
+		t.Fatalf("broadcast %s with %+v, want canceled with %d succeeded and %d canceled", b.Status, b.Counts, pass, len(users)-pass)
+	}
+	if sent := f.fcm.entered.Load(); sent != sentAtFinal {
+		t.Fatalf("%d sends after the broadcast was final", sent-sentAtFinal)
+	}
+	attempts, accepted := f.fcm.counts()
+	var total int
+	for _, n := range accepted {
+		total += n
+	}
+	if total != pass {
+		t.Fatalf("%d sends accepted, %d counted succeeded", total, pass)
+	}
+	for _, u := range users[40:] {
+		if attempts[u.token] != 0 {
+			t.Fatalf("%s of a chunk never claimed was sent %d times", u.token, attempts[u.token])
+		}
+	}
+	if s := b.Chunks; s == nil || s.Chunks != 3 || s.Claims != 1 || s.DoneBy["canceled"] != 2 {
+		t.Fatalf("chunk summary %+v, want 3 chunks, 1 claimed, 2 closed by the cancel", s)
+	}
+}
