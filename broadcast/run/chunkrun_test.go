@@ -190,3 +190,36 @@ func TestACancelMidRunCountsTheRestCanceled(t *testing.T) {
 		t.Fatalf("chunk summary %+v, want 3 chunks, 1 claimed, 2 closed by the cancel", s)
 	}
 }
+
+// An answer every token would get (FCM refusing the credential) fails
+// the broadcast: its run stops, the token that got it is counted failed
+// with its code, the targets not sent and the chunks not run are counted
+// canceled, and the broadcast ends failed with the reason.
+func TestAFatalAnswerFailsTheBroadcast(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var users []user
+	for id := uint64(1); id <= 60; id++ {
+		users = append(users, user{id: id, token: fmt.Sprintf("ok-%d", id)})
+	}
+	users[14].token = "auth-15"
+	f.seed(users)
+	id := f.submit(model.Audience{All: true})
+	n := f.start("a", 20, nodeOptions{})
+	b := f.waitFinal(id)
+	n.stop(t, ErrShutdown)
+
+	attempts, accepted := f.fcm.counts()
+	if b.Status != model.StatusFailed || b.Error == "" || !strings.Contains(b.Error, "THIRD_PARTY_AUTH_ERROR") {
+		t.Fatalf("broadcast %s (error %q), want failed naming THIRD_PARTY_AUTH_ERROR", b.Status, b.Error)
+	}
+	if b.Failed != 1 || b.Errors["THIRD_PARTY_AUTH_ERROR"] != 1 || b.Succeeded != int64(len(accepted)) ||
+		b.Succeeded+b.Failed+b.Canceled != int64(len(users)) || b.Canceled < 40 {
+		t.Fatalf("broadcast %+v: want the fatal answer failed, every accepted send succeeded, the rest (both other chunks at least) canceled", b.Counts)
+	}
+	for _, u := range users[20:] {
+		if attempts[u.token] != 0 {
+			t.Fatalf("%s of a chunk after the fatal answer was sent", u.token)
+		}
+	}
+}

@@ -40,6 +40,7 @@ const maxAttempts = 3
 // the test share.
 type fixture struct {
 	t      *testing.T
+	c      context.Context // the test's database calls: they end with it, at the latest
 	db     *testdb.DB
 	leases *lease.Store
 	fcm    *fakeFCM
@@ -48,14 +49,12 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := testdb.New(t)
-	return &fixture{t: t, db: db, leases: lease.New(db.SQL.DB, slog.New(slog.DiscardHandler)), fcm: newFakeFCM()}
+	c, cancel := context.WithTimeout(t.Context(), 5*wait)
+	t.Cleanup(cancel)
+	return &fixture{t: t, c: c, db: db, leases: lease.New(db.SQL.DB, slog.New(slog.DiscardHandler)), fcm: newFakeFCM()}
 }
 
-func (f *fixture) ctx() context.Context {
-	c, cancel := context.WithTimeout(f.t.Context(), wait)
-	f.t.Cleanup(cancel)
-	return c
-}
+func (f *fixture) ctx() context.Context { return f.c }
 
 // user is one row of the audience: user id and token id are both id.
 type user struct {
@@ -95,10 +94,14 @@ func (f *fixture) seed(users []user) {
 }
 
 // submit stores a broadcast of audience a as a submit does: planning,
-// for a planner to plan after the answer.
-func (f *fixture) submit(a model.Audience) uint64 {
+// for a planner to plan after the answer. with, if set, changes the
+// broadcast first.
+func (f *fixture) submit(a model.Audience, with ...func(*model.Broadcast)) uint64 {
 	f.t.Helper()
 	b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: a}
+	for _, fn := range with {
+		fn(b)
+	}
 	noPlan := func(context.Context, *sql.Tx, *model.Broadcast) (*lease.Step, error) { return nil, nil }
 	if err := f.leases.Submit(f.ctx(), b, noPlan); err != nil {
 		f.t.Fatal(err)
@@ -300,12 +303,6 @@ func (f *fixture) start(owner string, width uint64, o nodeOptions) *node {
 	return n
 }
 
-// halt stops claiming and cancels the runs with cause, without waiting.
-func (n *node) halt(cause error) {
-	n.stopClaiming()
-	n.stopRunning(cause)
-}
-
 // stop stops the node with cause (ErrShutdown: each run stores what it
 // has and hands its chunk back) and waits for its goroutines and its
 // engine. A second stop does nothing.
@@ -315,7 +312,8 @@ func (n *node) stop(t *testing.T, cause error) {
 		return
 	}
 	n.stopped = true
-	n.halt(cause)
+	n.stopClaiming()
+	n.stopRunning(cause)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := n.group.Wait(ctx); err != nil {
@@ -333,7 +331,8 @@ func (n *node) stop(t *testing.T, cause error) {
 //	unregistered-…  Dead, UNREGISTERED
 //	invalid-…       Dead, INVALID_ARGUMENT
 //	unavailable-…   Transient, UNAVAILABLE (every attempt)
-//	anything else   accepted
+//	auth-…          Fatal, THIRD_PARTY_AUTH_ERROR (every token would get it)
+//	anything else   accepted (validated only, for a dry run)
 //
 // A held send hangs until release or its send timeout (then it is a
 // TIMEOUT, never accepted): a run stopped while sends are in flight.
@@ -341,16 +340,17 @@ type fakeFCM struct {
 	entered atomic.Int64
 
 	mu       sync.Mutex
-	attempts map[string]int
-	accepted map[string]int
-	first    map[string]time.Time // each token's first attempt
+	attempts  map[string]int
+	accepted  map[string]int
+	validated map[string]int       // dry runs' sends that would have been accepted
+	first     map[string]time.Time // each token's first attempt
 
 	held    func(n int64, token string) bool // whether the nth send, to token, is held (nil: none)
 	release chan struct{}                    // closed: the held sends go on
 }
 
 func newFakeFCM() *fakeFCM {
-	return &fakeFCM{attempts: map[string]int{}, accepted: map[string]int{}, first: map[string]time.Time{}, release: make(chan struct{})}
+	return &fakeFCM{attempts: map[string]int{}, accepted: map[string]int{}, validated: map[string]int{}, first: map[string]time.Time{}, release: make(chan struct{})}
 }
 
 // holdAfter holds every send after the first pass until release.
@@ -366,9 +366,18 @@ func (f *fakeFCM) holdTokens(tokens ...string) {
 // releaseHeld lets the held sends, and those to come, go on.
 func (f *fakeFCM) releaseHeld() { close(f.release) }
 
-func (f *fakeFCM) Prepare(*fanout.Message) (fanout.Prepared, error) { return f, nil }
+func (f *fakeFCM) Prepare(m *fanout.Message) (fanout.Prepared, error) {
+	return &fakeSend{f: f, dryRun: m.DryRun}, nil
+}
 
-func (f *fakeFCM) Send(ctx context.Context, token string, _ fanout.Budget) fanout.Outcome {
+// fakeSend is a message prepared by fakeFCM.
+type fakeSend struct {
+	f      *fakeFCM
+	dryRun bool
+}
+
+func (p *fakeSend) Send(ctx context.Context, token string, _ fanout.Budget) fanout.Outcome {
+	f := p.f
 	n := f.entered.Add(1)
 	f.mu.Lock()
 	f.attempts[token]++
@@ -390,9 +399,15 @@ func (f *fakeFCM) Send(ctx context.Context, token string, _ fanout.Budget) fanou
 		return fanout.Outcome{Class: fanout.Dead, Code: "INVALID_ARGUMENT"}
 	case strings.HasPrefix(token, "unavailable-"):
 		return fanout.Outcome{Class: fanout.Transient, Code: "UNAVAILABLE"}
+	case strings.HasPrefix(token, "auth-"):
+		return fanout.Outcome{Class: fanout.Fatal, Code: "THIRD_PARTY_AUTH_ERROR", Detail: "the credential is refused"}
 	}
 	f.mu.Lock()
-	f.accepted[token]++
+	if p.dryRun {
+		f.validated[token]++
+	} else {
+		f.accepted[token]++
+	}
 	f.mu.Unlock()
 	return fanout.Outcome{Class: fanout.Success}
 }
@@ -409,13 +424,6 @@ func (f *fakeFCM) firstAttempt(token string) time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.first[token]
-}
-
-// sent lists the tokens attempted at least once, sorted.
-func (f *fakeFCM) sent() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.attempts))
 }
 
 // metricsSpy records what the runs report: the sum of the stored
@@ -474,4 +482,12 @@ func (m *metricsSpy) committed() model.Counts {
 		c.Failed += n
 	}
 	return c
+}
+
+// validatedOf is how many dry runs' sends to token would have been
+// accepted.
+func (f *fakeFCM) validatedOf(token string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.validated[token]
 }
