@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"pushfan/audience"
 	"pushfan/model"
 )
 
@@ -221,5 +223,69 @@ func TestAFatalAnswerFailsTheBroadcast(t *testing.T) {
 		if attempts[u.token] != 0 {
 			t.Fatalf("%s of a chunk after the fatal answer was sent", u.token)
 		}
+	}
+}
+
+// newSegment is a named audience of every token, by token id.
+var newSegment = audience.Definition{Name: "new_segment",
+	SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t WHERE t.id > :after AND t.id <= :upto ORDER BY t.id LIMIT :limit"}
+
+// A chunk this instance cannot run (its broadcast's named audience is
+// not in its configuration: a rolling deploy) is handed back, and the
+// instance leaves the broadcast to others a while; an instance that has
+// the audience runs every chunk. When no instance can run it for the
+// hand-back timeout, the broadcast fails with the reason, its targets
+// counted canceled.
+func TestAChunkThisInstanceCannotRunIsHandedBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var users []user
+	for id := uint64(1); id <= 30; id++ {
+		users = append(users, user{id: id, token: fmt.Sprintf("ok-%d", id)})
+	}
+	f.seed(users)
+	id := f.submitPlanned(model.Audience{Name: newSegment.Name}, 10, 30)
+	older := f.start("older", 10, nodeOptions{})
+	f.waitFor("the older instance to hand a chunk back", func() bool {
+		rows, err := f.leases.Chunks(f.ctx(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Refusal != "" {
+				if r.Status != "pending" || !strings.Contains(r.Refusal, `"new_segment" is not configured`) {
+					t.Fatalf("handed back: %+v, want pending with the reason", r)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if refused := older.runner.Refused(); !slices.Equal(refused, []uint64{id}) {
+		t.Fatalf("the older instance refuses %v, want the broadcast", refused)
+	}
+	newer := f.start("newer", 10, nodeOptions{audiences: []audience.Definition{newSegment}})
+	b := f.waitFinal(id)
+	newer.stop(t, ErrShutdown)
+	older.stop(t, ErrShutdown)
+	if b.Status != model.StatusCompleted || b.Succeeded != 30 || b.Targeted != 30 {
+		t.Fatalf("broadcast %s with %+v, want completed with 30 succeeded", b.Status, b.Counts)
+	}
+	if s := b.Chunks; s == nil || !maps.Equal(s.DoneBy, map[string]int{"newer": 3}) || s.Claims != 4 {
+		t.Fatalf("chunk summary %+v: want the 3 chunks done by the newer instance, claimed 4 times", s)
+	}
+	_, accepted := f.fcm.counts()
+	for _, u := range users {
+		if accepted[u.token] != 1 {
+			t.Fatalf("%s accepted %d times, want once", u.token, accepted[u.token])
+		}
+	}
+
+	ghost := f.submitPlanned(model.Audience{Name: "ghost_segment"}, 10, 30)
+	lone := f.start("lone", 10, nodeOptions{audiences: []audience.Definition{newSegment}, failHandedBack: true})
+	b = f.waitFinal(ghost)
+	lone.stop(t, ErrShutdown)
+	if b.Status != model.StatusFailed || !strings.Contains(b.Error, `"ghost_segment"`) || b.Canceled != 30 || b.Succeeded != 0 {
+		t.Fatalf("a broadcast no instance can run: %s (%q) with %+v, want failed naming the audience, its 30 targets canceled", b.Status, b.Error, b.Counts)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/audience"
 	"pushfan/broadcast/instance"
 	"pushfan/broadcast/plan"
 	"pushfan/fanout"
@@ -91,6 +92,25 @@ func (f *fixture) seed(users []user) {
 	if _, err := f.db.SQL.ExecContext(f.ctx(), "INSERT INTO device_tokens (id, user_id, token, invalidated_at) VALUES "+strings.Join(ts, ", "), targs...); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// submitPlanned stores a broadcast of audience a with its whole plan, as
+// a submit of a bounded audience does: chunks of width over cursors
+// (0, upto], each with width targets.
+func (f *fixture) submitPlanned(a model.Audience, width, upto uint64) uint64 {
+	f.t.Helper()
+	b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: a}
+	st := &lease.Step{Cursor: upto, Done: true, MaxCursor: upto, Width: width}
+	for lo := uint64(0); lo < upto; lo += width {
+		st.Chunks = append(st.Chunks, lease.Plan{Seq: st.Seq, Lo: lo, Hi: min(lo+width, upto), Targets: int64(min(width, upto-lo))})
+		st.Seq++
+		st.Added += int64(min(width, upto-lo))
+	}
+	planned := func(context.Context, *sql.Tx, *model.Broadcast) (*lease.Step, error) { return st, nil }
+	if err := f.leases.Submit(f.ctx(), b, planned); err != nil {
+		f.t.Fatal(err)
+	}
+	return b.ID
 }
 
 // submit stores a broadcast of audience a as a submit does: planning,
@@ -235,6 +255,30 @@ type nodeOptions struct {
 	sendTimeout time.Duration
 	// invalidated is run.Options.Invalidated.
 	invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
+	// audiences are the named audiences this node has (none: a
+	// broadcast to one is not its to run).
+	audiences []audience.Definition
+	// failHandedBack fails a broadcast at its first chunk handed back
+	// (HandBackTimeout 0; else a minute).
+	failHandedBack bool
+}
+
+// binder is a node's Bind of named audiences, as broadcast's rules bind
+// them: an audience it does not have is an error.
+func (f *fixture) binder(defs []audience.Definition) func(model.Audience) (audience.Bound, error) {
+	f.t.Helper()
+	compiled, err := audience.Compile(defs)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return func(a model.Audience) (audience.Bound, error) {
+		for _, c := range compiled {
+			if c.Name() == a.Name {
+				return c.BindJSON(a.Params)
+			}
+		}
+		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
+	}
 }
 
 // start builds a node as owner with the packages' constructors on f's
@@ -269,13 +313,18 @@ func (f *fixture) start(owner string, width uint64, o nodeOptions) *node {
 	engine.Start(context.Background())
 	apps := instance.NewApps(&instance.App{Name: model.DefaultApp, Engine: engine, Store: f.db.Store.ForApp(model.DefaultApp), RateLimit: rate})
 	n := &node{engine: engine, metrics: newMetricsSpy(), group: group, stopClaiming: stopClaiming, stopRunning: stopRunning}
+	handBack := time.Minute
+	if o.failHandedBack {
+		handBack = 0
+	}
+	bind, named := f.binder(o.audiences), audience.NewRunner(f.db.SQL)
 	n.runner = New(in, f.db.Store, f.leases, apps, Options{
 		FlushInterval: 50 * time.Millisecond, ChunkParallel: o.chunkParallel, PollInterval: 20 * time.Millisecond,
-		HandBackTimeout: time.Minute, RateLimit: rate, Metrics: n.metrics, Invalidated: o.invalidated,
+		HandBackTimeout: handBack, RateLimit: rate, Metrics: n.metrics, Invalidated: o.invalidated, Bind: bind, Named: named,
 	})
 	n.planner = plan.New(in, f.db.Store, f.leases, apps, n.runner, plan.Options{
 		ChunkWidth: width, PlanParallel: 1, PlanRetry: time.Second, PollInterval: 20 * time.Millisecond,
-		HandBackTimeout: time.Minute, RateLimit: rate, DefaultZone: time.UTC,
+		HandBackTimeout: handBack, RateLimit: rate, DefaultZone: time.UTC, Bind: bind, Named: named,
 	})
 	f.t.Cleanup(func() { n.stop(f.t, ErrShutdown) })
 	n.runner.Start()
@@ -339,7 +388,7 @@ func (n *node) stop(t *testing.T, cause error) {
 type fakeFCM struct {
 	entered atomic.Int64
 
-	mu       sync.Mutex
+	mu        sync.Mutex
 	attempts  map[string]int
 	accepted  map[string]int
 	validated map[string]int       // dry runs' sends that would have been accepted
