@@ -289,3 +289,44 @@ func TestAChunkThisInstanceCannotRunIsHandedBack(t *testing.T) {
 		t.Fatalf("a broadcast no instance can run: %s (%q) with %+v, want failed naming the audience, its 30 targets canceled", b.Status, b.Error, b.Counts)
 	}
 }
+
+// Two instances share one broadcast's chunks: each chunk is claimed by
+// one of them, every target is sent exactly once, and the last chunk to
+// end, on either, finishes the broadcast.
+func TestTwoInstancesShareABroadcastsChunks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var users []user
+	for id := uint64(1); id <= 90; id++ {
+		users = append(users, user{id: id, token: fmt.Sprintf("ok-%d", id)})
+	}
+	f.seed(users)
+	// a's one slot stays busy with the first chunk (one send hangs) until
+	// b has run the other two.
+	f.fcm.holdTokens("ok-5")
+	id := f.submit(model.Audience{All: true})
+	a := f.start("a", 30, nodeOptions{})
+	f.waitFor("a's chunk sending", func() bool { return f.fcm.entered.Load() >= 30 })
+	b := f.start("b", 30, nodeOptions{})
+	f.waitFor("b's two chunks stored", func() bool { return f.broadcast(id).Succeeded == 89 })
+	f.fcm.releaseHeld()
+	final := f.waitFinal(id)
+	a.stop(t, ErrShutdown)
+	b.stop(t, ErrShutdown)
+
+	if final.Status != model.StatusCompleted || final.Succeeded != 90 || final.Targeted != 90 {
+		t.Fatalf("broadcast %s with %+v, want completed with 90 succeeded", final.Status, final.Counts)
+	}
+	if s := final.Chunks; s == nil || !maps.Equal(s.DoneBy, map[string]int{"a": 1, "b": 2}) || s.Claims != 3 {
+		t.Fatalf("chunk summary %+v, want a's one chunk and b's two, each claimed once", s)
+	}
+	attempts, accepted := f.fcm.counts()
+	for _, u := range users {
+		if attempts[u.token] != 1 || accepted[u.token] != 1 {
+			t.Fatalf("%s: %d attempts, %d accepted; want exactly one", u.token, attempts[u.token], accepted[u.token])
+		}
+	}
+	if got := append(a.metrics.finished, b.metrics.finished...); !slices.Equal(got, []string{"completed"}) {
+		t.Fatalf("finished %v, want the broadcast finished once", got)
+	}
+}
