@@ -3,10 +3,11 @@
 // coordinator so that no work lives only in memory. It is a thin facade
 // over rooms of its own:
 //
-//   - Rules (spec.go) are the request rules: message size, reserved data
-//     keys, templates, audience binding, send_at. A broken one is a
-//     *FieldError naming the field. The message itself (overrides,
-//     localized variants, templates) is package broadcast/message.
+//   - Package rules holds the request rules: Spec, the request's shape,
+//     is checked into a Request (message size, reserved data keys,
+//     templates, audience binding, send_at); a broken rule is a
+//     *rules.FieldError naming the field. A cron job's fire is made a
+//     Request by the same rules.
 //   - Submit stores the broadcast (a short user_ids list planned inside
 //     the submit); the row is "planning", or "scheduled" until starts_at,
 //     send_at plus the start spread (promote, startspread.go), or "held"

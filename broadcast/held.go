@@ -50,13 +50,13 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 	var n int64
 	var err error
 	if b.Audience.Name != "" {
-		bound, berr := s.opt.Rules.bind(b.Audience)
+		bound, berr := s.opt.Rules.Bind(b.Audience)
 		if berr != nil {
 			return berr
 		}
 		n, _, err = s.opt.Named.Preview(ctx, bound, 0)
 	} else {
-		app, aerr := s.appOf(b.App)
+		app, aerr := s.opt.Rules.AppOf(s.apps, b.App)
 		if aerr != nil {
 			return aerr
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"pushfan/audience"
+	"pushfan/broadcast/rules"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -17,7 +18,7 @@ import (
 // decides the cap it would be sent under: a preview counts the users that
 // cap would withhold.
 type PreviewCap struct {
-	// App is the app the broadcast would send for (Spec.App): a built-in
+	// App is the app the broadcast would send for (rules.Spec.App): a built-in
 	// audience counts its tokens, a named one must be its, and its caps
 	// count its sends.
 	App          string
@@ -38,7 +39,7 @@ type Preview struct {
 	// leaves them out; 0 while the rule is off.
 	Stale  int64
 	Sample []uint64
-	Cap    CapChoice
+	Cap    rules.CapChoice
 	Capped *int64
 }
 
@@ -59,17 +60,17 @@ func (s *Service) Preview(ctx context.Context, b audience.Bound, q PreviewCap, n
 // withhold. It sends and stores nothing: the console calls it as the
 // operator types, so the answer may be up to PreviewTTL old
 // (previewCache).
-func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, q PreviewCap, n int) (Preview, error) {
-	a, _, err := s.opt.Rules.audience(spec)
+func (s *Service) PreviewAudience(ctx context.Context, spec *rules.AudienceSpec, q PreviewCap, n int) (Preview, error) {
+	a, _, err := s.opt.Rules.Audience(spec)
 	if err != nil {
 		return Preview{}, err
 	}
-	if _, err := s.appOf(q.App); err != nil {
+	if _, err := s.opt.Rules.AppOf(s.apps, q.App); err != nil {
 		return Preview{}, err
 	}
 	var bound audience.Bound
 	if a.Name != "" {
-		if bound, err = s.opt.Rules.bind(a); err != nil {
+		if bound, err = s.opt.Rules.Bind(a); err != nil {
 			return Preview{}, err
 		}
 	}
@@ -81,19 +82,19 @@ func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, q Pre
 // cap, so the count of capped users is cached with the count it was made
 // along.
 func (s *Service) preview(ctx context.Context, a model.Audience, bound audience.Bound, q PreviewCap, n int) (Preview, error) {
-	p, err := s.opt.Rules.pacing(Spec{Class: q.Class, MaxRate: q.MaxRate, DeliverOver: q.DeliverOver}, a)
+	class, err := s.opt.Rules.Class(rules.Spec{Class: q.Class, MaxRate: q.MaxRate, DeliverOver: q.DeliverOver}, a)
 	if err != nil {
 		return Preview{}, err
 	}
-	app, err := s.appOf(q.App)
+	app, err := s.opt.Rules.AppOf(s.apps, q.App)
 	if err != nil {
 		return Preview{}, err
 	}
-	if err := s.opt.Rules.audienceApp(a, app.Name); err != nil {
+	if err := s.opt.Rules.AudienceApp(a, app.Name); err != nil {
 		return Preview{}, err
 	}
-	choice := s.opt.Rules.capChoice(Spec{FrequencyCap: q.FrequencyCap, DryRun: q.DryRun}, a, p.class)
-	windows, err := capWindows(choice.Spec, app.Name)
+	choice := s.opt.Rules.CapChoice(rules.Spec{FrequencyCap: q.FrequencyCap, DryRun: q.DryRun}, a, class)
+	windows, err := rules.CapWindows(choice.Spec, app.Name)
 	if err != nil {
 		return Preview{}, fmt.Errorf("preview: %w", err)
 	}

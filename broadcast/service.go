@@ -17,6 +17,7 @@ import (
 	"pushfan/audience"
 	"pushfan/broadcast/instance"
 	"pushfan/broadcast/plan"
+	"pushfan/broadcast/rules"
 	"pushfan/broadcast/run"
 	"pushfan/caps"
 	"pushfan/engagement"
@@ -52,7 +53,7 @@ type Options struct {
 	Metrics Metrics
 	// Rules are the request rules (and the named audiences, checked
 	// against the database); Named runs named audiences' SQL.
-	Rules Rules
+	Rules rules.Rules
 	Named *audience.Runner
 	// StatsTTL caches GET /push/stats totals this long (0: no cache): the
 	// query scans every broadcast, and a dashboard polling it must not slow
@@ -159,13 +160,13 @@ func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, log 
 	s.runner = run.New(s.in, store, leases, apps, run.Options{
 		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
 		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
-		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
-		Ledger: opt.Ledger, DefaultZone: opt.Rules.zone(),
+		Bind: opt.Rules.Bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
+		Ledger: opt.Ledger, DefaultZone: opt.Rules.Zone(),
 	})
 	s.planner = plan.New(s.in, store, leases, apps, s.runner, plan.Options{
 		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,
 		PollInterval: opt.PollInterval, HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit,
-		DefaultZone: opt.Rules.zone(), Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget,
+		DefaultZone: opt.Rules.Zone(), Bind: opt.Rules.Bind, Named: opt.Named, Changed: s.reads.forget,
 	})
 	leases.OnOutdated(s.retire)
 	return s
@@ -194,7 +195,7 @@ func (s *Service) Start(ctx context.Context) {
 // ExpectedFinish is when running broadcast b should end (see the function
 // of that name), by this service's budget and clock.
 func (s *Service) ExpectedFinish(b *model.Broadcast) *time.Time {
-	return run.ExpectedFinish(b, s.opt.Rules.budgetOf(b.App), s.now())
+	return run.ExpectedFinish(b, s.opt.Rules.BudgetOf(b.App), s.now())
 }
 
 // List returns broadcasts newest first.

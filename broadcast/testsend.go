@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pushfan/broadcast/message"
+	"pushfan/broadcast/rules"
 	"pushfan/fanout"
 	"pushfan/model"
 	"pushfan/repository"
@@ -36,7 +37,7 @@ const testSendRetries = 2
 // Spec's fields that say who gets a broadcast or when (audience, dry_run,
 // send_at, class, pacing) do not apply and are refused.
 type TestSpec struct {
-	Spec
+	rules.Spec
 	UserIDs []uint64 `json:"user_ids"`
 	Tokens  []string `json:"tokens"`
 	// Locale picks which of a localized message's variants every token
@@ -94,13 +95,13 @@ type TestReport struct {
 
 // TestSend checks spec, resolves its users or tokens, sends the message to
 // each token now (each with its own deadline, all within ctx's), and
-// invalidates the dead tokens it finds. A *FieldError is a request rule
+// invalidates the dead tokens it finds. A *rules.FieldError is a request rule
 // broken; by names the caller for the log.
 func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*TestReport, error) {
 	if s.stopping.Load() {
 		return nil, ErrShuttingDown
 	}
-	app, err := s.appOf(spec.App)
+	app, err := s.opt.Rules.AppOf(s.apps, spec.App)
 	if err != nil {
 		return nil, err
 	}
@@ -182,14 +183,14 @@ func (s *Service) validateTest(spec TestSpec, delivery model.DeliveryDefaults) (
 		{"hold", spec.Hold},
 	} {
 		if f.set {
-			return nil, nil, nil, fieldError("not_applicable", f.name, "%s does not apply to a test send, which goes now to the user_ids or tokens it names", f.name)
+			return nil, nil, nil, message.FieldErrorf("not_applicable", f.name, "%s does not apply to a test send, which goes now to the user_ids or tokens it names", f.name)
 		}
 	}
 	switch {
 	case spec.UserIDs != nil && spec.Tokens != nil:
-		return nil, nil, nil, fieldError("invalid_value", "tokens", "set exactly one of user_ids or tokens, not both")
+		return nil, nil, nil, message.FieldErrorf("invalid_value", "tokens", "set exactly one of user_ids or tokens, not both")
 	case spec.UserIDs == nil && spec.Tokens == nil:
-		return nil, nil, nil, fieldError("missing_field", "user_ids", "a test send needs user_ids (their valid tokens) or tokens (raw device tokens), at most %d tokens", MaxTestTokens)
+		return nil, nil, nil, message.FieldErrorf("missing_field", "user_ids", "a test send needs user_ids (their valid tokens) or tokens (raw device tokens), at most %d tokens", MaxTestTokens)
 	case spec.UserIDs != nil:
 		if userIDs, err = testUserIDs(spec.UserIDs); err != nil {
 			return nil, nil, nil, err
@@ -200,11 +201,11 @@ func (s *Service) validateTest(spec TestSpec, delivery model.DeliveryDefaults) (
 		}
 	}
 	m := spec.Spec
-	m.Audience = &AudienceSpec{All: true}
+	m.Audience = &rules.AudienceSpec{All: true}
 	req, err := s.opt.Rules.Validate(m, time.Time{})
-	var fe *FieldError
+	var fe *rules.FieldError
 	if errors.As(err, &fe) && fe.Code == "template_error" {
-		return nil, nil, nil, fieldError(fe.Code, fe.Field, "a test send has no audience row to fill template variables from: %s", fe.Message)
+		return nil, nil, nil, message.FieldErrorf(fe.Code, fe.Field, "a test send has no audience row to fill template variables from: %s", fe.Message)
 	} else if err != nil {
 		return nil, nil, nil, err
 	}
@@ -216,10 +217,10 @@ func (s *Service) validateTest(spec TestSpec, delivery model.DeliveryDefaults) (
 	msg = message.Engine(req.Message, message.WithClass("pushfan-test-"+hex.EncodeToString(b[:]), delivery.Of(model.ClassTransactional), time.Now()), false)
 	personalize, variants, err := message.Personalizer(&model.Broadcast{Message: req.Message}, msg)
 	if err != nil {
-		return nil, nil, nil, fieldError("template_error", "", "%v", err)
+		return nil, nil, nil, message.FieldErrorf("template_error", "", "%v", err)
 	}
 	if len(spec.Locale) > 35 {
-		return nil, nil, nil, fieldError("invalid_locale", "locale", "locale %q is not a language tag", spec.Locale)
+		return nil, nil, nil, message.FieldErrorf("invalid_locale", "locale", "locale %q is not a language tag", spec.Locale)
 	}
 	if variants != nil && personalize == nil {
 		msg = variants.Messages[variants.Pick(fanout.Target{Locale: spec.Locale})]
@@ -227,7 +228,7 @@ func (s *Service) validateTest(spec TestSpec, delivery model.DeliveryDefaults) (
 	if personalize != nil {
 		// Templates without variables (validated above): one rendering.
 		if msg, err = personalize(fanout.Target{}); err != nil {
-			return nil, nil, nil, fieldError("template_error", "", "the message does not render: %v", err)
+			return nil, nil, nil, message.FieldErrorf("template_error", "", "the message does not render: %v", err)
 		}
 	}
 	return msg, userIDs, tokens, nil
@@ -236,15 +237,15 @@ func (s *Service) validateTest(spec TestSpec, delivery model.DeliveryDefaults) (
 func testUserIDs(in []uint64) ([]uint64, error) {
 	switch {
 	case len(in) == 0:
-		return nil, fieldError("empty_value", "user_ids", "user_ids is empty: name at least one user")
+		return nil, message.FieldErrorf("empty_value", "user_ids", "user_ids is empty: name at least one user")
 	case len(in) > MaxTestTokens:
-		return nil, fieldError("too_many_user_ids", "user_ids", "user_ids has %d ids; a test send goes to at most %d tokens", len(in), MaxTestTokens)
+		return nil, message.FieldErrorf("too_many_user_ids", "user_ids", "user_ids has %d ids; a test send goes to at most %d tokens", len(in), MaxTestTokens)
 	}
 	seen := make(map[uint64]bool, len(in))
 	out := make([]uint64, 0, len(in))
 	for _, id := range in {
 		if id == 0 {
-			return nil, fieldError("invalid_value", "user_ids", "user ids must be positive integers; got 0")
+			return nil, message.FieldErrorf("invalid_value", "user_ids", "user ids must be positive integers; got 0")
 		}
 		if !seen[id] {
 			seen[id] = true
@@ -260,21 +261,21 @@ const maxTokenLen = 512
 func testTokens(in []string) ([]string, error) {
 	switch {
 	case len(in) == 0:
-		return nil, fieldError("empty_value", "tokens", "tokens is empty: name at least one device token")
+		return nil, message.FieldErrorf("empty_value", "tokens", "tokens is empty: name at least one device token")
 	case len(in) > MaxTestTokens:
-		return nil, fieldError("too_many_tokens", "tokens", "tokens has %d tokens; a test send goes to at most %d", len(in), MaxTestTokens)
+		return nil, message.FieldErrorf("too_many_tokens", "tokens", "tokens has %d tokens; a test send goes to at most %d", len(in), MaxTestTokens)
 	}
 	seen := make(map[string]bool, len(in))
 	out := make([]string, 0, len(in))
 	for i, t := range in {
 		if t == "" || len(t) > maxTokenLen {
-			return nil, fieldError("invalid_value", "tokens", "tokens[%d] must be 1 to %d characters, got %d", i, maxTokenLen, len(t))
+			return nil, message.FieldErrorf("invalid_value", "tokens", "tokens[%d] must be 1 to %d characters, got %d", i, maxTokenLen, len(t))
 		}
 		for j := 0; j < len(t); j++ {
 			if c := t[j]; c <= ' ' || c > '~' {
 				// FCM tokens are printable ASCII; anything else is a paste
 				// gone wrong (a quote, a newline), and cannot be in the table.
-				return nil, fieldError("invalid_value", "tokens", "tokens[%d] has a character (byte %d) that no FCM token has", i, j)
+				return nil, message.FieldErrorf("invalid_value", "tokens", "tokens[%d] has a character (byte %d) that no FCM token has", i, j)
 			}
 		}
 		if !seen[t] {
@@ -313,7 +314,7 @@ func (s *Service) resolveUsers(ctx context.Context, store *repository.Store, ids
 		}
 	}
 	if len(results) > MaxTestTokens {
-		return nil, nil, fieldError("too_many_tokens", "user_ids", "these users have %d valid tokens; a test send goes to at most %d (name fewer users, or their tokens)", len(results), MaxTestTokens)
+		return nil, nil, message.FieldErrorf("too_many_tokens", "user_ids", "these users have %d valid tokens; a test send goes to at most %d (name fewer users, or their tokens)", len(results), MaxTestTokens)
 	}
 	return results, skipped, nil
 }
@@ -393,7 +394,7 @@ func (s *Service) TestSendBroadcast(ctx context.Context, id uint64, to TestRecip
 		m.Track = track
 	}
 	spec := TestSpec{
-		Spec: Spec{
+		Spec: rules.Spec{
 			Title: m.Title, Body: m.Body, Image: m.Image, Data: m.Data, Localized: m.Localized, LinkDataKey: m.LinkKey,
 			Android: m.Android, APNS: m.APNS, Webpush: m.Webpush, FCMOptions: m.FCMOptions,
 		},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"pushfan/broadcast/plan"
+	"pushfan/broadcast/rules"
 	"pushfan/model"
 )
 
@@ -54,7 +55,7 @@ func cannotFinishBy(b *model.Broadcast, deadline, now time.Time, budget float64)
 		return true
 	}
 	if l := b.Audience.Local; l != nil && l.At != "" {
-		if w, err := time.Parse(plan.LocalLayout, l.At); err == nil && w.Add(-earliestZone).After(deadline) {
+		if w, err := time.Parse(plan.LocalLayout, l.At); err == nil && w.Add(-rules.EarliestZone).After(deadline) {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"pushfan/broadcast"
+	"pushfan/broadcast/rules"
 )
 
 type audienceView struct {
@@ -139,8 +140,8 @@ const previewSample = 10
 // (audience.user_ids, audience.params.x, class).
 func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	var req struct {
-		App      string                  `json:"app"`
-		Audience *broadcast.AudienceSpec `json:"audience"`
+		App      string              `json:"app"`
+		Audience *rules.AudienceSpec `json:"audience"`
 		previewCapFields
 	}
 	if err := decodeStrict(c.Request().Body, &req); err != nil {

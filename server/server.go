@@ -1,7 +1,7 @@
 // Package server is pushfan's HTTP API on Echo, and HTTP only: routes,
 // auth, strict decoding, calls into package broadcast (whose request rules
 // validate), rendering, and the one error handler that maps typed errors
-// (a *broadcast.FieldError is a 400 naming the field) to the contract's
+// (a *rules.FieldError is a 400 naming the field) to the contract's
 // JSON.
 package server
 

@@ -12,14 +12,14 @@ import (
 	"log/slog"
 	"time"
 
-	"pushfan/caps"
-
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"pushfan/audience"
 	"pushfan/broadcast"
+	"pushfan/broadcast/rules"
+	"pushfan/caps"
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/engagement"
@@ -152,7 +152,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		PollInterval:  cfg.Engine.PollInterval,
 		Owner:         cfg.Engine.InstanceID,
 		Metrics:       m,
-		Rules: broadcast.Rules{
+		Rules: rules.Rules{
 			MaxUserIDs: cfg.Engine.MaxUserIDs,
 			Horizon:    cfg.HTTP.ScheduleHorizon,
 			Audiences:  byName,
@@ -247,7 +247,7 @@ func planParallel(n int) int {
 
 // capRules are the configuration's frequency caps, in canonical form (the
 // configuration was validated: every spec parses).
-func capRules(cfg config.Config) broadcast.CapRules {
+func capRules(cfg config.Config) rules.CapRules {
 	canon := func(spec string) string {
 		set, err := caps.Parse(spec)
 		if err != nil {
@@ -255,7 +255,7 @@ func capRules(cfg config.Config) broadcast.CapRules {
 		}
 		return set.String()
 	}
-	r := broadcast.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Audiences: map[string]string{}, Jobs: map[string]string{}}
+	r := rules.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Audiences: map[string]string{}, Jobs: map[string]string{}}
 	for name, spec := range cfg.FrequencyCaps {
 		r.Named[name] = canon(spec)
 	}

@@ -1,8 +1,6 @@
-package broadcast
+package rules
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,7 +71,7 @@ type Spec struct {
 	SendAtLocal string         `json:"send_at_local"`
 	QuietHours  QuietHoursSpec `json:"quiet_hours"`
 	// FrequencyCap false sends past the frequency caps; true caps even a
-	// transactional broadcast (caps_rules.go).
+	// transactional broadcast (caps.go).
 	FrequencyCap *bool `json:"frequency_cap"`
 	// App names the app (Firebase project) the broadcast sends for;
 	// required when several apps are configured (docs/apps.md).
@@ -115,7 +113,7 @@ type Rules struct {
 	// gets (Rules.local).
 	DefaultZone *time.Location
 	QuietHours  *model.QuietHours
-	// Caps are the frequency caps (caps_rules.go).
+	// Caps are the frequency caps (caps.go).
 	Caps CapRules
 	// Apps are the configured apps with their budgets (messages a second),
 	// and AudienceApps the app of each named audience (apps.go).
@@ -147,12 +145,12 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if err != nil {
 		return out, err
 	}
-	r.RateLimit = r.budgetOf(app)
-	a, vars, err := r.audience(spec.Audience)
+	r.RateLimit = r.BudgetOf(app)
+	a, vars, err := r.Audience(spec.Audience)
 	if err != nil {
 		return out, err
 	}
-	if err := r.audienceApp(a, app); err != nil {
+	if err := r.AudienceApp(a, app); err != nil {
 		return out, err
 	}
 	var msg model.Message
@@ -211,6 +209,14 @@ func (r Rules) sendAt(raw string, now time.Time) (*time.Time, error) {
 	}
 	u := t.UTC()
 	return &u, nil
+}
+
+// Class is the scheduling class a broadcast of spec (its class and pace)
+// to audience a gets, or the *FieldError of a class or pace the rules
+// refuse.
+func (r Rules) Class(spec Spec, a model.Audience) (string, error) {
+	p, err := r.pacing(spec, a)
+	return p.class, err
 }
 
 type pacing struct {
@@ -273,9 +279,9 @@ func (r Rules) pacing(spec Spec, a model.Audience) (pacing, error) {
 	return p, nil
 }
 
-// audience validates the audience and returns the template variables its
-// rows carry (none for the built-in audiences).
-func (r Rules) audience(a *AudienceSpec) (model.Audience, []string, error) {
+// Audience validates a request's audience and returns it as stored, with
+// the template variables its rows carry (none for the built-in audiences).
+func (r Rules) Audience(a *AudienceSpec) (model.Audience, []string, error) {
 	none := []string{}
 	set := 0
 	if a != nil {
@@ -345,30 +351,9 @@ func (r Rules) named(a *AudienceSpec) (model.Audience, []string, error) {
 	return model.Audience{Name: a.Name, Params: raw}, vars, nil
 }
 
-// requestHash digests what a request asks for, so a reused Idempotency-Key
-// with a different request is told apart from a retry.
-func requestHash(in Request) string {
-	raw, _ := json.Marshal(struct {
-		M  model.Message
-		A  model.Audience
-		D  bool
-		ID bool
-		S  *time.Time
-		C  string
-		R  float64
-		O  time.Duration
-		H  bool   `json:",omitempty"` // omitted when false: older keys keep their hash
-		P  string `json:",omitempty"` // the app; omitted for the default app, so older keys keep their hash
-	}{in.Message, in.Audience, in.DryRun, in.InvalidateOnDryRun, in.SendAt, in.Class, in.MaxRate, in.DeliverOver, in.Hold, appUnlessDefault(in.App)})
-	// The frequency cap is left out: it is the deployment's as much as
-	// the request's, and a retry across a change of PUSHFAN_FREQUENCY_CAP
-	// is the same request.
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
-}
-
-// bind looks a named audience up and binds its stored parameters.
-func (r Rules) bind(a model.Audience) (audience.Bound, error) {
+// Bind looks a stored broadcast's named audience up and binds its
+// parameters (the planner and the runs page it; a held one is counted).
+func (r Rules) Bind(a model.Audience) (audience.Bound, error) {
 	named, ok := r.Audiences[a.Name]
 	if !ok {
 		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
