@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 
+	"pushfan/broadcast/reads"
 	"pushfan/lease"
 )
 
 // Errors the HTTP layer maps to status codes.
 var (
-	// ErrNotFound: no broadcast with that id.
-	ErrNotFound = errors.New("broadcast not found")
+	// ErrNotFound: no broadcast with that id (the reads' own error: a
+	// cancel, a release or a resend of an unknown id answers it too).
+	ErrNotFound = reads.ErrNotFound
 	// ErrFinished: the broadcast already ended; it cannot be canceled.
 	ErrFinished = errors.New("broadcast already finished")
 	// ErrShuttingDown: the service is stopping and takes no new broadcasts.

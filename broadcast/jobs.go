@@ -43,23 +43,16 @@ func (j jobSubmitter) FireJob(ctx context.Context, job *cron.Compiled, at time.T
 }
 
 func (j jobSubmitter) LastFireTime(ctx context.Context, job string) (time.Time, error) {
-	lf, err := j.s.LastJobFire(ctx, job)
+	lf, err := j.s.reads.LastJobFire(ctx, job)
 	return lf.FireTime, err
 }
 
 func (j jobSubmitter) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
-	return j.s.RecordSkippedFires(ctx, job, fires, reason)
+	return j.s.recordSkippedFires(ctx, job, fires, reason)
 }
 
-// LastJobFire returns a job's latest fire (fired or skipped).
-func (s *Service) LastJobFire(ctx context.Context, job string) (model.LastFire, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	return s.store.LastJobFire(ctx, job)
-}
-
-// RecordSkippedFires notes fires that will not run.
-func (s *Service) RecordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
+// recordSkippedFires notes fires that will not run.
+func (s *Service) recordSkippedFires(ctx context.Context, job string, fires []time.Time, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	defer cancel()
 	return s.store.RecordSkippedFires(ctx, job, fires, reason)

@@ -85,7 +85,7 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 	if err != nil {
 		return nil, false, err
 	}
-	orig, err := s.Get(ctx, rr.ID)
+	orig, err := s.reads.Get(ctx, rr.ID)
 	if err != nil {
 		return nil, false, err
 	}

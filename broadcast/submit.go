@@ -28,7 +28,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 	if req.IdempotencyKey != "" && req.RequestHash == "" {
 		req.RequestHash = requestHash(req)
 	}
-	if s.stopping.Load() {
+	if s.stopping.Closed() {
 		return nil, false, ErrShuttingDown
 	}
 	if req.IdempotencyKey != "" {

@@ -98,7 +98,7 @@ type TestReport struct {
 // invalidates the dead tokens it finds. A *rules.FieldError is a request rule
 // broken; by names the caller for the log.
 func (s *Service) TestSend(ctx context.Context, spec TestSpec, by string) (*TestReport, error) {
-	if s.stopping.Load() {
+	if s.stopping.Closed() {
 		return nil, ErrShuttingDown
 	}
 	app, err := s.opt.Rules.AppOf(s.apps, spec.App)
@@ -382,7 +382,7 @@ type TestRecipients struct {
 // typically, before its release) to the recipients, as TestSend does. It
 // changes nothing about the broadcast.
 func (s *Service) TestSendBroadcast(ctx context.Context, id uint64, to TestRecipients, by string) (*TestReport, error) {
-	b, err := s.Get(ctx, id)
+	b, err := s.reads.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}

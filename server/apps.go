@@ -103,7 +103,7 @@ func (s *Server) broadcastApp(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil || id == 0 {
 			return next(c) // the handler's own 400
 		}
-		b, err := s.svc.Get(c.Request().Context(), id)
+		b, err := s.reads.Get(c.Request().Context(), id)
 		switch {
 		case errors.Is(err, broadcast.ErrNotFound):
 			return next(c) // the handler's own 404

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"pushfan/broadcast"
+	"pushfan/broadcast/reads"
 	"pushfan/broadcast/rules"
 )
 
@@ -61,14 +61,14 @@ type previewCapFields struct {
 	DryRun       bool     `json:"dry_run"`
 }
 
-func (f previewCapFields) query() broadcast.PreviewCap {
-	return broadcast.PreviewCap{FrequencyCap: f.FrequencyCap, Class: f.Class, MaxRate: f.MaxRate, DeliverOver: f.DeliverOver, DryRun: f.DryRun}
+func (f previewCapFields) query() reads.PreviewCap {
+	return reads.PreviewCap{FrequencyCap: f.FrequencyCap, Class: f.Class, MaxRate: f.MaxRate, DeliverOver: f.DeliverOver, DryRun: f.DryRun}
 }
 
 // previewBody renders a preview: the cap fields say which cap the count
 // of capped users is under (frequency_cap null, with the source saying
 // why, when none applies, and capped_users null then).
-func previewBody(p broadcast.Preview, out map[string]any) map[string]any {
+func previewBody(p reads.Preview, out map[string]any) map[string]any {
 	sample := p.Sample
 	if sample == nil {
 		sample = []uint64{}
@@ -123,7 +123,7 @@ func (s *Server) previewAudience(c echo.Context) error {
 	defer cancel()
 	q := req.query()
 	q.App = app
-	p, err := s.svc.Preview(ctx, bound, q, previewSample)
+	p, err := s.reads.Preview(ctx, bound, q, previewSample)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	}
 	q := req.query()
 	q.App = req.App
-	p, err := s.svc.PreviewAudience(c.Request().Context(), req.Audience, q, previewSample)
+	p, err := s.reads.PreviewAudience(c.Request().Context(), req.Audience, q, previewSample)
 	if err != nil {
 		return err
 	}

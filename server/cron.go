@@ -92,7 +92,7 @@ func (s *Server) listJobs(c echo.Context) error {
 		}
 		v := jobView{Name: j.Name, Schedule: j.Schedule, Timezone: j.Loc.String(), Enabled: j.Enabled(), Catchup: j.Catchup.String(), NextFires: j.NextN(now, 5),
 			FrequencyCap: j.FrequencyCap, App: app}
-		lf, err := s.svc.LastJobFire(c.Request().Context(), j.Name)
+		lf, err := s.reads.LastJobFire(c.Request().Context(), j.Name)
 		if err != nil {
 			return err
 		}

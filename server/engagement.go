@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"pushfan/broadcast"
+	"pushfan/broadcast/reads"
 	"pushfan/model"
 )
 
@@ -55,11 +55,11 @@ func countsOf(c model.EventCounts) countsView {
 
 // engagement reads b's engagement for its view.
 func (s *Server) engagement(ctx context.Context, b *model.Broadcast) (*engagementView, error) {
-	return engagementOf(ctx, s.svc, b)
+	return engagementOf(ctx, s.reads, b)
 }
 
-func engagementOf(ctx context.Context, svc *broadcast.Service, b *model.Broadcast) (*engagementView, error) {
-	en, names, err := svc.Engagement(ctx, b)
+func engagementOf(ctx context.Context, rd *reads.Reader, b *model.Broadcast) (*engagementView, error) {
+	en, names, err := rd.Engagement(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Server) engagementSeries(c echo.Context) error {
 	if !ok {
 		return badRequest("invalid_value", "bucket", "bucket must be 1m, 5m, 15m, 1h or 1d, got %q", name)
 	}
-	points, err := s.svc.EngagementSeries(c.Request().Context(), id, bucket)
+	points, err := s.reads.EngagementSeries(c.Request().Context(), id, bucket)
 	if err != nil {
 		return err
 	}
@@ -184,15 +184,15 @@ type engagementSummary struct {
 // EngagementSummary is broadcast id's broadcast.engagement data at stage
 // after ("1h", "24h"); nil for a broadcast whose messages carried no event
 // token, which has nothing to summarize.
-func EngagementSummary(ctx context.Context, svc *broadcast.Service, id uint64, after string) (any, error) {
-	b, err := svc.Get(ctx, id)
+func EngagementSummary(ctx context.Context, rd *reads.Reader, id uint64, after string) (any, error) {
+	b, err := rd.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if b.Message.Untracked() {
 		return nil, nil
 	}
-	en, err := engagementOf(ctx, svc, b)
+	en, err := engagementOf(ctx, rd, b)
 	if err != nil {
 		return nil, err
 	}

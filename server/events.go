@@ -89,7 +89,7 @@ func (s *Server) click(addrs *keyedLimiters, data bool) echo.HandlerFunc {
 		if err != nil {
 			return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link is not one pushfan sent"}
 		}
-		link, err := s.svc.ClickLink(c.Request().Context(), claims.BroadcastID, claims.Variant, data)
+		link, err := s.reads.ClickLink(c.Request().Context(), claims.BroadcastID, claims.Variant, data)
 		switch {
 		case errors.Is(err, broadcast.ErrNotFound) || (err == nil && link == ""):
 			return &APIError{Status: http.StatusNotFound, Code: "unknown_link", Message: "this link's broadcast is gone, or had no link"}

@@ -104,13 +104,13 @@ func (s *Server) answerSubmitted(c echo.Context, b *model.Broadcast, existing, w
 	}
 	if wait && !b.Status.Final() && b.Status != model.StatusScheduled && b.Status != model.StatusHeld {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.HTTP.WaitTimeout)
-		_, err := s.svc.Wait(wctx, b.ID) // the row read below says whether it finished
+		_, err := s.reads.Wait(wctx, b.ID) // the row read below says whether it finished
 		cancel()
 		if err != nil {
 			return err
 		}
 	}
-	cur, err := s.svc.Get(context.WithoutCancel(ctx), b.ID)
+	cur, err := s.reads.Get(context.WithoutCancel(ctx), b.ID)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (s *Server) getBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.svc.Peek(c.Request().Context(), id)
+	b, err := s.reads.Peek(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (s *Server) stats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.svc.Stats(c.Request().Context(), apps)
+	st, err := s.reads.Stats(c.Request().Context(), apps)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (s *Server) listFailures(c echo.Context) error {
 	if code != "" && !fcm.IsKnownCode(code) {
 		return badRequest("unknown_code", "code", "code %q is not an error code pushfan reports; known codes: %v", code, fcm.KnownCodes())
 	}
-	fs, err := s.svc.Failures(c.Request().Context(), id, code, after, limit+1)
+	fs, err := s.reads.Failures(c.Request().Context(), id, code, after, limit+1)
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 	}
 	want := f.Limit
 	f.Limit++
-	bs, err := s.svc.List(c.Request().Context(), f)
+	bs, err := s.reads.List(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 	for i, v := range page.Broadcasts {
 		ids[i] = v.ID
 	}
-	totals, err := s.svc.EngagementTotals(c.Request().Context(), ids)
+	totals, err := s.reads.EngagementTotals(c.Request().Context(), ids)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func routeServer(t *testing.T) *Server {
 	cfg.AdminTokens = []string{"openapi-test-token-0123456789"}
 	cfg.InternalToken = "openapi-internal-token-0123456789"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(cfg, nil, nil, log, WithMetrics(http.NotFoundHandler()), WithEvents(engagement.NewIngester(nil, nil, log, time.Second)),
+	return New(cfg, Domain{}, nil, log, WithMetrics(http.NotFoundHandler()), WithEvents(engagement.NewIngester(nil, nil, log, time.Second)),
 		WithWebhooks(webhook.NewDeliverer(nil, nil, nil, time.Second, time.Second, []time.Duration{time.Second}, log)))
 }
 

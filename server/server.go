@@ -19,6 +19,7 @@ import (
 
 	"pushfan/audience"
 	"pushfan/broadcast"
+	"pushfan/broadcast/reads"
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/engagement"
@@ -37,6 +38,7 @@ type Pinger interface {
 type Server struct {
 	cfg     config.Config
 	svc     *broadcast.Service
+	reads   *reads.Reader
 	db      Pinger
 	log     *slog.Logger
 	admin   tokenSet
@@ -88,15 +90,22 @@ func WithAudiences(as []*audience.Audience) Option {
 // WithJobs serves the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
 func WithJobs(jobs []*cron.Compiled) Option { return func(s *Server) { s.jobs = jobs } }
 
+// Domain is the broadcast domain the API calls: the write side (submits,
+// cancels, releases, resends, job fires) and its reads.
+type Domain struct {
+	Service *broadcast.Service
+	Reads   *reads.Reader
+}
+
 // New wires the routes. cfg must have passed Validate.
-func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger, opts ...Option) *Server {
+func New(cfg config.Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Server {
 	tokens, err := config.ParseAdminTokens(cfg.AdminTokens)
 	if err != nil {
 		// Validate refuses such a config; never run with half the tokens.
 		log.Error("admin tokens unusable; the admin API refuses every request", "err", err)
 		tokens = nil
 	}
-	s := &Server{cfg: cfg, svc: svc, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now,
+	s := &Server{cfg: cfg, svc: d.Service, reads: d.Reads, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now,
 		audiences: map[string]*audience.Audience{}, openAPIDoc: openapi.Document()}
 	if cfg.InternalToken != "" {
 		s.internal = tokenSet{tokens: []config.AdminToken{{Name: "internal", Role: config.RoleSender, Hash: sha256.Sum256([]byte(cfg.InternalToken))}}}
@@ -108,8 +117,8 @@ func New(cfg config.Config, svc *broadcast.Service, db Pinger, log *slog.Logger,
 	s.failures = newAuthFailures(cfg.HTTP.SignInFailuresPerMinute)
 	s.proxies = parseProxies(cfg.HTTP.TrustedProxies)
 	s.metricsTokens = metricsTokens(cfg.MetricsToken, tokens)
-	s.watch = newWatchHub(svc.Peek, s.view, log)
-	s.watch.history = svc.SendRate
+	s.watch = newWatchHub(d.Reads.Peek, s.view, log)
+	s.watch.history = d.Reads.SendRate
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

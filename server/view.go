@@ -81,7 +81,7 @@ type broadcastView struct {
 // view is b's broadcast object now, with its expected finish.
 func (s *Server) view(b *model.Broadcast) broadcastView {
 	v := viewOf(b, s.now())
-	if t := s.svc.ExpectedFinish(b); t != nil {
+	if t := s.reads.ExpectedFinish(b); t != nil {
 		u := t.UTC()
 		v.ExpectedFinishAt = &u
 	}

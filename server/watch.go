@@ -271,7 +271,7 @@ func (s *Server) watchBroadcast(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	b, err := s.svc.Peek(ctx, id) // an unknown id is a 404, before the stream starts
+	b, err := s.reads.Peek(ctx, id) // an unknown id is a 404, before the stream starts
 	if err != nil {
 		return err
 	}

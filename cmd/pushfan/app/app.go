@@ -18,6 +18,7 @@ import (
 
 	"pushfan/audience"
 	"pushfan/broadcast"
+	"pushfan/broadcast/reads"
 	"pushfan/broadcast/rules"
 	"pushfan/caps"
 	"pushfan/config"
@@ -25,6 +26,7 @@ import (
 	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/fcm"
+	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
 	"pushfan/metrics"
 	"pushfan/quota"
@@ -139,44 +141,56 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		}
 	}
 	ledger := caps.NewLedger(pool.DB, log)
-	svc := broadcast.New(store, leases, instanceApps(parts, store), log, broadcast.Options{
-		Named:         named,
-		FlushInterval: cfg.Engine.FlushInterval,
-		DBTimeout:     cfg.DB.Timeout,
-		Lease:         cfg.Engine.Lease,
-		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
-		MaxChunks:     cfg.Engine.MaxChunks,
-		ChunkParallel: cfg.Engine.ChunkParallel,
-		PlanParallel:  planParallel(cfg.Engine.PlanParallel),
-		PlanRetry:     cfg.Engine.PlanRetry,
-		PollInterval:  cfg.Engine.PollInterval,
-		Owner:         cfg.Engine.InstanceID,
-		Metrics:       m,
-		Rules: rules.Rules{
-			MaxUserIDs: cfg.Engine.MaxUserIDs,
-			Horizon:    cfg.HTTP.ScheduleHorizon,
-			Audiences:  byName,
-			RateLimit:  cfg.Engine.RateLimit,
-			Tracking:   cfg.Events.TrackingOn(),
-			PublicURL:  cfg.Events.PublicURL,
+	requestRules := rules.Rules{
+		MaxUserIDs: cfg.Engine.MaxUserIDs,
+		Horizon:    cfg.HTTP.ScheduleHorizon,
+		Audiences:  byName,
+		RateLimit:  cfg.Engine.RateLimit,
+		Tracking:   cfg.Events.TrackingOn(),
+		PublicURL:  cfg.Events.PublicURL,
 
-			TransactionalUsers: cfg.Engine.TransactionalUsers,
-			DefaultZone:        zone,
-			QuietHours:         quiet,
-			Caps:               capRules(cfg),
-			Apps:               appBudgets(cfg),
-			AudienceApps:       audienceApps(cfg),
-		},
+		TransactionalUsers: cfg.Engine.TransactionalUsers,
+		DefaultZone:        zone,
+		QuietHours:         quiet,
+		Caps:               capRules(cfg),
+		Apps:               appBudgets(cfg),
+		AudienceApps:       audienceApps(cfg),
+	}
+	// stopped is the service's "no more work", which the reads' waits
+	// and the test sends beside it watch.
+	stopped := new(lifecycle.Latch)
+	apps := instanceApps(parts, store)
+	rd := reads.New(store, apps, reads.Options{
+		DBTimeout:    cfg.DB.Timeout,
+		Rules:        requestRules,
+		Named:        named,
+		StatsTTL:     cfg.HTTP.StatsCache,
+		BroadcastTTL: cfg.HTTP.BroadcastCache,
+		PreviewTTL:   cfg.HTTP.PreviewCache,
+		Stopped:      stopped,
+	})
+	svc := broadcast.New(store, leases, apps, rd, log, broadcast.Options{
+		Named:           named,
+		FlushInterval:   cfg.Engine.FlushInterval,
+		DBTimeout:       cfg.DB.Timeout,
+		Lease:           cfg.Engine.Lease,
+		ChunkWidth:      uint64(cfg.Engine.ChunkWidth),
+		MaxChunks:       cfg.Engine.MaxChunks,
+		ChunkParallel:   cfg.Engine.ChunkParallel,
+		PlanParallel:    planParallel(cfg.Engine.PlanParallel),
+		PlanRetry:       cfg.Engine.PlanRetry,
+		PollInterval:    cfg.Engine.PollInterval,
+		Owner:           cfg.Engine.InstanceID,
+		Metrics:         m,
+		Rules:           requestRules,
 		Ledger:          ledger,
-		StatsTTL:        cfg.HTTP.StatsCache,
-		BroadcastTTL:    cfg.HTTP.BroadcastCache,
-		PreviewTTL:      cfg.HTTP.PreviewCache,
 		HandBackTimeout: cfg.Engine.HandBackTimeout,
 		HoldExpiry:      cfg.Engine.HoldExpiry,
 		FourEyes:        cfg.Engine.ReleaseFourEyes,
 		StartSpread:     cfg.Engine.StartSpread,
 		Tags:            tags,
 		Invalidated:     outbox.invalidated,
+		Stopped:         stopped,
 	})
 	// Without tracking there is no engagement to summarize: an outbox of
 	// no endpoints keeps the summaries from starting.
@@ -184,10 +198,10 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	if !cfg.Events.TrackingOn() {
 		summaryOut = webhook.NewOutbox(nil)
 	}
-	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, svc: svc}, 30*time.Second, log)
+	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, reads: rd}, 30*time.Second, log)
 	summaries.OnFailed = m.WebhookSummaryFailed
 	budgets(parts, pool.DB, m, svc.Owner(), log)
-	api := server.New(cfg, svc, store, log,
+	api := server.New(cfg, server.Domain{Service: svc, Reads: rd}, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithAudiences(audiences), server.WithJobs(jobs),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))

@@ -61,17 +61,20 @@ var allowed = map[string][]string{
 	// (a cron job's fire too); the frequency cap a request gets. plan: only
 	// its wall-clock vocabulary (send_at_local's layout, a time of day).
 	"broadcast/rules": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "caps", "cron", "model", "repository"},
+	// The reads: a broadcast, lists, totals, failures, engagement, audience
+	// previews, waits, with their caches; run: only its expected finish.
+	"broadcast/reads": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "broadcast/rules", "broadcast/run", "internal/platform/lifecycle", "lease", "model", "repository"},
 	// The write side: submit, cancel, held and release, resend, job fires;
 	// it wires plan and run. fcm: only its error-code vocabulary (which
 	// codes a resend may cover).
-	"broadcast": {"audience", "broadcast/instance", "broadcast/rules", "caps", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
+	"broadcast": {"audience", "broadcast/instance", "broadcast/reads", "broadcast/rules", "caps", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
 	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
-	"server":         {"audience", "broadcast", "broadcast/rules", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
+	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/rules", "caps", "config", "cron", "engagement", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
+	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "caps", "config", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -106,6 +109,7 @@ var layer = map[string]int{
 	"broadcast/plan":                5,
 	"broadcast/run":                 5,
 	"broadcast/rules":               6,
+	"broadcast/reads":               7,
 	"broadcast":                     8,
 	"server":                        9,
 	"cmd/pushfan/app":               10,
