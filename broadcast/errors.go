@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"pushfan/broadcast/instance"
 	"pushfan/broadcast/reads"
 	"pushfan/lease"
 )
@@ -15,8 +16,9 @@ var (
 	ErrNotFound = reads.ErrNotFound
 	// ErrFinished: the broadcast already ended; it cannot be canceled.
 	ErrFinished = errors.New("broadcast already finished")
-	// ErrShuttingDown: the service is stopping and takes no new broadcasts.
-	ErrShuttingDown = errors.New("service is shutting down")
+	// ErrShuttingDown: the service is stopping and takes no new broadcasts
+	// (one error with the test sends', which stop with it).
+	ErrShuttingDown = instance.ErrShuttingDown
 	// ErrIdempotencyConflict: the Idempotency-Key was used for another request.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 )

@@ -20,6 +20,7 @@ import (
 	"pushfan/audience"
 	"pushfan/broadcast"
 	"pushfan/broadcast/reads"
+	"pushfan/broadcast/testsend"
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/engagement"
@@ -39,6 +40,7 @@ type Server struct {
 	cfg     config.Config
 	svc     *broadcast.Service
 	reads   *reads.Reader
+	tests   *testsend.Tester
 	db      Pinger
 	log     *slog.Logger
 	admin   tokenSet
@@ -91,10 +93,11 @@ func WithAudiences(as []*audience.Audience) Option {
 func WithJobs(jobs []*cron.Compiled) Option { return func(s *Server) { s.jobs = jobs } }
 
 // Domain is the broadcast domain the API calls: the write side (submits,
-// cancels, releases, resends, job fires) and its reads.
+// cancels, releases, resends, job fires), its reads and the test sends.
 type Domain struct {
 	Service *broadcast.Service
 	Reads   *reads.Reader
+	Tests   *testsend.Tester
 }
 
 // New wires the routes. cfg must have passed Validate.
@@ -105,7 +108,7 @@ func New(cfg config.Config, d Domain, db Pinger, log *slog.Logger, opts ...Optio
 		log.Error("admin tokens unusable; the admin API refuses every request", "err", err)
 		tokens = nil
 	}
-	s := &Server{cfg: cfg, svc: d.Service, reads: d.Reads, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now,
+	s := &Server{cfg: cfg, svc: d.Service, reads: d.Reads, tests: d.Tests, db: db, log: log, admin: tokenSet{tokens: tokens}, now: time.Now,
 		audiences: map[string]*audience.Audience{}, openAPIDoc: openapi.Document()}
 	if cfg.InternalToken != "" {
 		s.internal = tokenSet{tokens: []config.AdminToken{{Name: "internal", Role: config.RoleSender, Hash: sha256.Sum256([]byte(cfg.InternalToken))}}}

@@ -20,6 +20,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/rules"
+	"pushfan/broadcast/testsend"
 	"pushfan/caps"
 	"pushfan/config"
 	"pushfan/cron"
@@ -201,7 +202,10 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, reads: rd}, 30*time.Second, log)
 	summaries.OnFailed = m.WebhookSummaryFailed
 	budgets(parts, pool.DB, m, svc.Owner(), log)
-	api := server.New(cfg, server.Domain{Service: svc, Reads: rd}, store, log,
+	tests := testsend.New(apps, rd, log.With("instance", svc.Owner()), testsend.Options{
+		DBTimeout: cfg.DB.Timeout, Rules: requestRules, Tags: tags, Stopped: stopped,
+	})
+	api := server.New(cfg, server.Domain{Service: svc, Reads: rd, Tests: tests}, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithAudiences(audiences), server.WithJobs(jobs),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))

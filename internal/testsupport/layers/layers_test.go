@@ -68,13 +68,17 @@ var allowed = map[string][]string{
 	// it wires plan and run. fcm: only its error-code vocabulary (which
 	// codes a resend may cover).
 	"broadcast": {"audience", "broadcast/instance", "broadcast/reads", "broadcast/rules", "caps", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
-	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
+	// Test sends: a message sent now to a few tokens, checked by the
+	// request rules, answered per token; beside the write side, which it
+	// does not call.
+	"broadcast/testsend": {"broadcast/instance", "broadcast/message", "broadcast/reads", "broadcast/rules", "engagement", "fanout", "internal/platform/lifecycle", "model", "repository"},
+	"config":             {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render.
-	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
+	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "config", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "caps", "config", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
+	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "caps", "config", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -111,6 +115,7 @@ var layer = map[string]int{
 	"broadcast/rules":               6,
 	"broadcast/reads":               7,
 	"broadcast":                     8,
+	"broadcast/testsend":            8,
 	"server":                        9,
 	"cmd/pushfan/app":               10,
 	"internal/devtools/demo":        11,
