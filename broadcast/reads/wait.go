@@ -10,11 +10,10 @@ import (
 )
 
 // Wait blocks until the broadcast is final, ctx ends or the service stops
-// (Options.Stopped);
-// it reports whether the broadcast is final. Any instance may be running
-// it: the row is the truth. When ctx has a deadline that the broadcast
-// cannot make (see cannotFinishBy), it returns at once instead of holding
-// the caller for nothing.
+// (Options.Stopped); it reports whether the broadcast is final. Any
+// instance may be running it: the row is the truth. When ctx has a
+// deadline that the broadcast cannot make (see cannotFinishBy), it
+// returns at once instead of holding the caller for nothing.
 func (r *Reader) Wait(ctx context.Context, id uint64) (bool, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
