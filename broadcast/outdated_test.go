@@ -16,6 +16,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/broadcast/instance"
 	"pushfan/broadcast/reads"
+	"pushfan/broadcast/run"
 	"pushfan/fanout"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
@@ -60,8 +61,10 @@ func startService(t *testing.T, tdb *testdb.DB, owner string, schema int64, send
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.FlushInterval, opt.DBTimeout, opt.Lease = 50*time.Millisecond, 5*time.Second, 10*time.Second
-	opt.ChunkWidth, opt.MaxChunks, opt.PollInterval, opt.Owner, opt.ChunkParallel = 1000, 100, 50*time.Millisecond, owner, 2
+	opt.DBTimeout, opt.Lease, opt.PollInterval, opt.Owner = 5*time.Second, 10*time.Second, 50*time.Millisecond, owner
+	opt.Run.FlushInterval, opt.Run.PollInterval, opt.Run.ChunkParallel, opt.Run.HandBackTimeout = 50*time.Millisecond, 50*time.Millisecond, 2, 10*time.Minute
+	opt.Plan.ChunkWidth, opt.Plan.MaxChunks, opt.Plan.PollInterval = 1000, 100, 50*time.Millisecond
+	opt.Plan.PlanParallel, opt.Plan.HandBackTimeout = 2, 10*time.Minute // config's defaults
 	apps := instance.Single(e, tdb.Store, 0)
 	rd := reads.New(tdb.Store, apps, reads.Options{DBTimeout: opt.DBTimeout, Stopped: opt.Stopped})
 	svc := broadcast.New(tdb.Store, ls, apps, rd, log, opt)
@@ -196,7 +199,7 @@ func TestTheRepairFinishesAStrandedBroadcast(t *testing.T) {
 	sending := insert("running", 1, "done", "leased")
 	reg := prometheus.NewRegistry()
 	_, rd := startService(t, tdb, "repairer", repository.SchemaVersion(), &countingSender{per: map[string]int{}},
-		broadcast.Options{RepairInterval: 100 * time.Millisecond, Metrics: metrics.New(reg, nil)})
+		broadcast.Options{RepairInterval: 100 * time.Millisecond, Run: run.Options{Metrics: metrics.New(reg, nil)}})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if final, err := rd.Wait(wctx, stranded); !final || err != nil {

@@ -3,7 +3,6 @@ package broadcast
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,46 +17,26 @@ import (
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/rules"
 	"pushfan/broadcast/run"
-	"pushfan/caps"
-	"pushfan/engagement"
 	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
-	"pushfan/webhook"
 )
 
-// Options tunes the service.
+// Options tunes the service. Its defaults are config's (the table of
+// variables); New fills in only what is not a setting (Owner).
 type Options struct {
-	FlushInterval time.Duration // checkpoint period of a running chunk
-	DBTimeout     time.Duration // deadline of every database call
-	Lease         time.Duration // a chunk lease; renewed at every checkpoint
-	ChunkWidth    uint64        // targets per chunk
-	MaxChunks     int           // chunks per broadcast at most (wider chunks beyond)
-	// ChunkParallel is how many chunks one instance runs at once; they
-	// share the engine's workers. More than one hides the tail of a chunk
-	// (tokens waiting to retry, the next page being read) behind the other
-	// chunks' sends.
-	ChunkParallel int
-	// PlanParallel is how many broadcasts this instance plans at once (0:
-	// 2; negative: none, the other instances plan them).
-	PlanParallel int
-	// PlanRetry is the first wait before a failed plan is tried again (it
-	// doubles per failure; 0: a second).
-	PlanRetry    time.Duration
-	PollInterval time.Duration // how often an idle dispatcher looks for work
+	DBTimeout time.Duration // deadline of every database call
+	Lease     time.Duration // a chunk's or a plan's lease; renewed at every checkpoint
+	// PollInterval is how often the promoter sweeps (at most every
+	// 500 ms: see promote).
+	PollInterval time.Duration
 	// Owner names this instance in leases; empty picks host-pid-random.
 	Owner string
-	// Metrics hears about claims, checkpoints and finished broadcasts.
-	Metrics Metrics
 	// Rules are the request rules (and the named audiences, checked
 	// against the database); Named runs named audiences' SQL.
 	Rules rules.Rules
 	Named *audience.Runner
-	// HandBackTimeout is how long a chunk may go on being handed back by
-	// every instance that claims it (none can run it: a named audience no
-	// configuration has) before its broadcast fails.
-	HandBackTimeout time.Duration
 	// RepairInterval is how often the instance looks for broadcasts whose
 	// chunks are all done but that a counter keeps open (0:
 	// DefaultRepairInterval; see repair.go).
@@ -70,21 +49,17 @@ type Options struct {
 	// StartSpread offsets the start of scheduled broadcasts and cron fires
 	// by up to this much (see startspread.go); 0 starts them on time.
 	StartSpread time.Duration
-	// Tags signs the event token of every send (nil: tracking is off).
-	Tags *engagement.Tagger
-	// Invalidated, if set, is told a checkpoint's dead tokens in its
-	// transaction (the tokens.invalidated webhook).
-	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
-	// Ledger is the frequency caps' (nil: no broadcast is capped).
-	Ledger *caps.Ledger
 	// Stopped is closed when the service stops taking work (Stop, or a
 	// newer release's fence), for the parts that answer beside it: the
 	// reads' waits end, test sends are refused (nil: a latch of its own).
 	Stopped *lifecycle.Latch
+	// Plan and Run are the planner's and the runs' own options. New gives
+	// them what they share with the service: the rules' binding, default
+	// zone and budget (Bind, DefaultZone, RateLimit), Named, and Changed
+	// (the reads' Forget).
+	Plan plan.Options
+	Run  run.Options
 }
-
-// Metrics is what the service reports (see package metrics).
-type Metrics = run.Metrics
 
 // Service runs broadcasts: it takes submits, and its planner (package
 // plan) and dispatcher (package run) plan and run them. Start starts them;
@@ -126,12 +101,6 @@ func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, rd *
 	if len(opt.Owner) > 64 {
 		opt.Owner = opt.Owner[:64]
 	}
-	if opt.PlanParallel == 0 {
-		opt.PlanParallel = 2
-	}
-	if opt.HandBackTimeout <= 0 {
-		opt.HandBackTimeout = 10 * time.Minute
-	}
 	if opt.RepairInterval <= 0 {
 		opt.RepairInterval = DefaultRepairInterval
 	}
@@ -148,17 +117,11 @@ func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, rd *
 		Owner: opt.Owner, Lease: opt.Lease, DBTimeout: opt.DBTimeout, Log: s.log, Now: s.now,
 		Claiming: claiming, Running: running, Group: &s.group,
 	}
-	s.runner = run.New(s.in, store, leases, apps, run.Options{
-		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
-		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
-		Bind: opt.Rules.Bind, Named: opt.Named, Changed: rd.Forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
-		Ledger: opt.Ledger, DefaultZone: opt.Rules.Zone(),
-	})
-	s.planner = plan.New(s.in, store, leases, apps, s.runner, plan.Options{
-		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,
-		PollInterval: opt.PollInterval, HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit,
-		DefaultZone: opt.Rules.Zone(), Bind: opt.Rules.Bind, Named: opt.Named, Changed: rd.Forget,
-	})
+	ro, po := opt.Run, opt.Plan
+	ro.RateLimit, ro.DefaultZone, ro.Bind, ro.Named, ro.Changed = opt.Rules.RateLimit, opt.Rules.Zone(), opt.Rules.Bind, opt.Named, rd.Forget
+	po.RateLimit, po.DefaultZone, po.Bind, po.Named, po.Changed = opt.Rules.RateLimit, opt.Rules.Zone(), opt.Rules.Bind, opt.Named, rd.Forget
+	s.runner = run.New(s.in, store, leases, apps, ro)
+	s.planner = plan.New(s.in, store, leases, apps, s.runner, po)
 	leases.OnOutdated(s.retire)
 	return s
 }

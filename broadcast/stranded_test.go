@@ -9,7 +9,9 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/broadcast/instance"
+	"pushfan/broadcast/plan"
 	"pushfan/broadcast/reads"
+	"pushfan/broadcast/run"
 	"pushfan/fanout"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
@@ -65,8 +67,9 @@ func TestBroadcastsLeftUnfinishedAreFinishedByAnyInstance(t *testing.T) {
 	}
 	apps := instance.Single(e, store, 0)
 	rd := reads.New(store, apps, reads.Options{DBTimeout: 5 * time.Second})
-	svc := broadcast.New(store, ls, apps, rd, log, broadcast.Options{FlushInterval: 50 * time.Millisecond, DBTimeout: 5 * time.Second,
-		Lease: time.Second, ChunkWidth: 10000, MaxChunks: 100, PollInterval: 100 * time.Millisecond, Owner: "survivor"})
+	svc := broadcast.New(store, ls, apps, rd, log, broadcast.Options{DBTimeout: 5 * time.Second, Lease: time.Second, PollInterval: 100 * time.Millisecond, Owner: "survivor",
+		Run:  run.Options{FlushInterval: 50 * time.Millisecond, PollInterval: 100 * time.Millisecond, HandBackTimeout: 10 * time.Minute},
+		Plan: plan.Options{ChunkWidth: 10000, MaxChunks: 100, PollInterval: 100 * time.Millisecond, PlanParallel: 2, HandBackTimeout: 10 * time.Minute}})
 	e.Start(ctx)
 	svc.Start(ctx)
 	defer func() {

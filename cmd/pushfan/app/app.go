@@ -18,8 +18,10 @@ import (
 
 	"pushfan/audience"
 	"pushfan/broadcast"
+	"pushfan/broadcast/plan"
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/rules"
+	"pushfan/broadcast/run"
 	"pushfan/broadcast/testsend"
 	"pushfan/caps"
 	"pushfan/config"
@@ -171,27 +173,34 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		Stopped:      stopped,
 	})
 	svc := broadcast.New(store, leases, apps, rd, log, broadcast.Options{
-		Named:           named,
-		FlushInterval:   cfg.Engine.FlushInterval,
-		DBTimeout:       cfg.DB.Timeout,
-		Lease:           cfg.Engine.Lease,
-		ChunkWidth:      uint64(cfg.Engine.ChunkWidth),
-		MaxChunks:       cfg.Engine.MaxChunks,
-		ChunkParallel:   cfg.Engine.ChunkParallel,
-		PlanParallel:    planParallel(cfg.Engine.PlanParallel),
-		PlanRetry:       cfg.Engine.PlanRetry,
-		PollInterval:    cfg.Engine.PollInterval,
-		Owner:           cfg.Engine.InstanceID,
-		Metrics:         m,
-		Rules:           requestRules,
-		Ledger:          ledger,
-		HandBackTimeout: cfg.Engine.HandBackTimeout,
-		HoldExpiry:      cfg.Engine.HoldExpiry,
-		FourEyes:        cfg.Engine.ReleaseFourEyes,
-		StartSpread:     cfg.Engine.StartSpread,
-		Tags:            tags,
-		Invalidated:     outbox.invalidated,
-		Stopped:         stopped,
+		DBTimeout:    cfg.DB.Timeout,
+		Lease:        cfg.Engine.Lease,
+		PollInterval: cfg.Engine.PollInterval,
+		Owner:        cfg.Engine.InstanceID,
+		Rules:        requestRules,
+		Named:        named,
+		HoldExpiry:   cfg.Engine.HoldExpiry,
+		FourEyes:     cfg.Engine.ReleaseFourEyes,
+		StartSpread:  cfg.Engine.StartSpread,
+		Stopped:      stopped,
+		Plan: plan.Options{
+			ChunkWidth:      uint64(cfg.Engine.ChunkWidth),
+			MaxChunks:       cfg.Engine.MaxChunks,
+			PlanParallel:    cfg.Engine.PlanParallel,
+			PlanRetry:       cfg.Engine.PlanRetry,
+			PollInterval:    cfg.Engine.PollInterval,
+			HandBackTimeout: cfg.Engine.HandBackTimeout,
+		},
+		Run: run.Options{
+			FlushInterval:   cfg.Engine.FlushInterval,
+			ChunkParallel:   cfg.Engine.ChunkParallel,
+			PollInterval:    cfg.Engine.PollInterval,
+			HandBackTimeout: cfg.Engine.HandBackTimeout,
+			Metrics:         m,
+			Tags:            tags,
+			Invalidated:     outbox.invalidated,
+			Ledger:          ledger,
+		},
 	})
 	// Without tracking there is no engagement to summarize: an outbox of
 	// no endpoints keeps the summaries from starting.
@@ -252,15 +261,6 @@ func (i *Instance) Stop(ctx context.Context) error {
 	}
 	closeApps(i.Apps)
 	return errors.Join(errs...)
-}
-
-// planParallel maps PUSHFAN_PLAN_PARALLEL to the service's option, whose
-// zero means the default: 0 there is "this instance plans nothing".
-func planParallel(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }
 
 // capRules are the configuration's frequency caps, in canonical form (the
