@@ -13,10 +13,6 @@ import (
 	"pushfan/repository"
 )
 
-// An Idempotency-Key makes a repeated submit return the first broadcast:
-// the key is stored with a digest of the request, so that a retry is told
-// apart from a different request under a reused key.
-
 // requestHash digests what a request asks for, so a reused Idempotency-Key
 // with a different request is told apart from a retry.
 func requestHash(in Request) string {

@@ -23,8 +23,9 @@ import (
 	"pushfan/repository"
 )
 
-// Options tunes the service. Its defaults are config's (the table of
-// variables); New fills in only what is not a setting (Owner).
+// Options tunes the service. The defaults of its settings are config's
+// (the table of variables): New defaults only what config leaves unset
+// (Owner, RepairInterval), and HoldExpiry for a caller that leaves it out.
 type Options struct {
 	DBTimeout time.Duration // deadline of every database call
 	Lease     time.Duration // a chunk's or a plan's lease; renewed at every checkpoint
@@ -81,7 +82,7 @@ type Service struct {
 	claiming     context.Context
 	stopClaiming context.CancelFunc
 	stopRunning  context.CancelCauseFunc
-	stopping     *lifecycle.Latch // opt.Stopped
+	stopping     *lifecycle.Latch // opt.Stopped, closed by halt
 	started      atomic.Bool
 	group        lifecycle.Group // every goroutine of the service
 

@@ -6,7 +6,9 @@ import (
 	"pushfan/model"
 )
 
-// Request is a validated broadcast submission.
+// Request is a validated broadcast submission: Rules.Validate and
+// Rules.JobRequest make it (a resend makes one from its original), and
+// broadcast.Service.Submit stores it (broadcast.Request is this type).
 type Request struct {
 	// App is the app the broadcast sends for (Validate resolved it).
 	App                string
