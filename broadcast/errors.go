@@ -4,17 +4,21 @@ import (
 	"errors"
 	"fmt"
 
+	"pushfan/broadcast/instance"
+	"pushfan/broadcast/reads"
 	"pushfan/lease"
 )
 
 // Errors the HTTP layer maps to status codes.
 var (
-	// ErrNotFound: no broadcast with that id.
-	ErrNotFound = errors.New("broadcast not found")
+	// ErrNotFound: no broadcast with that id (the reads' own error: a
+	// cancel, a release or a resend of an unknown id answers it too).
+	ErrNotFound = reads.ErrNotFound
 	// ErrFinished: the broadcast already ended; it cannot be canceled.
 	ErrFinished = errors.New("broadcast already finished")
-	// ErrShuttingDown: the service is stopping and takes no new broadcasts.
-	ErrShuttingDown = errors.New("service is shutting down")
+	// ErrShuttingDown: the service is stopping and takes no new broadcasts
+	// (one error with the test sends', which stop with it).
+	ErrShuttingDown = instance.ErrShuttingDown
 	// ErrIdempotencyConflict: the Idempotency-Key was used for another request.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 )

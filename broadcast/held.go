@@ -50,13 +50,13 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 	var n int64
 	var err error
 	if b.Audience.Name != "" {
-		bound, berr := s.opt.Rules.bind(b.Audience)
+		bound, berr := s.opt.Rules.Bind(b.Audience)
 		if berr != nil {
 			return berr
 		}
 		n, _, err = s.opt.Named.Preview(ctx, bound, 0)
 	} else {
-		app, aerr := s.appOf(b.App)
+		app, aerr := s.opt.Rules.AppOf(s.apps, b.App)
 		if aerr != nil {
 			return aerr
 		}
@@ -65,7 +65,7 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 	if err != nil {
 		return err
 	}
-	s.reads.forget(b.ID)
+	s.reads.Forget(b.ID)
 	return s.leases.SetHeldTargets(ctx, b.ID, n)
 }
 
@@ -75,10 +75,10 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 // ahead. With the four-eyes setting,
 // by must differ from the broadcast's creator.
 func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Broadcast, error) {
-	if s.stopping.Load() {
+	if s.stopping.Closed() {
 		return nil, ErrShuttingDown
 	}
-	b, err := s.Get(ctx, id)
+	b, err := s.reads.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +91,12 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	status, err := s.leases.ReleaseHeld(dbctx, id, by)
 	cancel()
-	s.reads.forget(id)
+	s.reads.Forget(id)
 	switch {
 	case errors.Is(err, lease.ErrNotHeld):
 		// A concurrent release or cancel won, or our own commit did and
 		// its answer was lost: the row says which.
-		cur, gerr := s.Get(context.WithoutCancel(ctx), id)
+		cur, gerr := s.reads.Get(context.WithoutCancel(ctx), id)
 		if gerr != nil || cur.ReleasedBy != by || cur.ReleasedAt == nil {
 			return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotHeld)
 		}
@@ -107,7 +107,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 		return nil, fmt.Errorf("releasing broadcast %d: %w", id, unavailable(err))
 	}
 	s.log.InfoContext(ctx, "held broadcast released", "broadcast_id", id, "released_by", by, "status", status)
-	b, err = s.Get(context.WithoutCancel(ctx), id)
+	b, err = s.reads.Get(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 func (s *Service) expireHolds(ctx context.Context) error {
 	ids, err := s.leases.ExpireHolds(ctx)
 	for _, id := range ids {
-		s.reads.forget(id)
+		s.reads.Forget(id)
 		s.log.InfoContext(ctx, "held broadcast expired unreleased: canceled", "broadcast_id", id)
 	}
 	return err

@@ -15,6 +15,8 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/broadcast/instance"
+	"pushfan/broadcast/reads"
+	"pushfan/broadcast/run"
 	"pushfan/fanout"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
@@ -47,8 +49,9 @@ func (s *countingSender) Send(ctx context.Context, token string, _ fanout.Budget
 }
 
 // startService starts a broadcast service named owner whose lease store
-// acts as a release built for schema, sending through sender.
-func startService(t *testing.T, tdb *testdb.DB, owner string, schema int64, sender fanout.Sender, opt broadcast.Options) *broadcast.Service {
+// acts as a release built for schema, sending through sender; it returns
+// the reads beside it.
+func startService(t *testing.T, tdb *testdb.DB, owner string, schema int64, sender fanout.Sender, opt broadcast.Options) (*broadcast.Service, *reads.Reader) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ls := lease.New(tdb.SQL.DB, log)
@@ -58,9 +61,13 @@ func startService(t *testing.T, tdb *testdb.DB, owner string, schema int64, send
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.FlushInterval, opt.DBTimeout, opt.Lease = 50*time.Millisecond, 5*time.Second, 10*time.Second
-	opt.ChunkWidth, opt.MaxChunks, opt.PollInterval, opt.Owner, opt.ChunkParallel = 1000, 100, 50*time.Millisecond, owner, 2
-	svc := broadcast.New(tdb.Store, ls, instance.Single(e, tdb.Store, 0), log, opt)
+	opt.DBTimeout, opt.Lease, opt.PollInterval, opt.Owner = 5*time.Second, 10*time.Second, 50*time.Millisecond, owner
+	opt.Run.FlushInterval, opt.Run.PollInterval, opt.Run.ChunkParallel, opt.Run.HandBackTimeout = 50*time.Millisecond, 50*time.Millisecond, 2, 10*time.Minute
+	opt.Plan.ChunkWidth, opt.Plan.MaxChunks, opt.Plan.PollInterval = 1000, 100, 50*time.Millisecond
+	opt.Plan.PlanParallel, opt.Plan.HandBackTimeout = 2, 10*time.Minute // config's defaults
+	apps := instance.Single(e, tdb.Store, 0)
+	rd := reads.New(tdb.Store, apps, reads.Options{DBTimeout: opt.DBTimeout, Stopped: opt.Stopped})
+	svc := broadcast.New(tdb.Store, ls, apps, rd, log, opt)
 	ctx := context.Background()
 	e.Start(ctx)
 	svc.Start(ctx)
@@ -72,7 +79,7 @@ func startService(t *testing.T, tdb *testdb.DB, owner string, schema int64, send
 			t.Error(err)
 		}
 	})
-	return svc
+	return svc, rd
 }
 
 // Releases side by side, in one process: release N sends a broadcast when
@@ -87,7 +94,7 @@ func TestAnOlderReleaseHandsItsWorkBackWhenANewerOneMigrates(t *testing.T) {
 	tdb.SQL.MustExec(fmt.Sprintf("INSERT INTO device_tokens (user_id, token) SELECT seq, CONCAT('t-', seq) FROM seq_1_to_%d ORDER BY seq", n))
 	v := repository.SchemaVersion()
 	sent := &countingSender{pause: 2 * time.Millisecond, per: map[string]int{}}
-	old := startService(t, tdb, "old", v, sent, broadcast.Options{})
+	old, _ := startService(t, tdb, "old", v, sent, broadcast.Options{})
 	req := broadcast.Request{App: model.DefaultApp, Message: model.Message{Title: "t", Body: "b"}, Audience: model.Audience{All: true}, Trigger: "api"}
 	b, _, err := old.Submit(ctx, req)
 	if err != nil {
@@ -137,7 +144,7 @@ func TestAnOlderReleaseHandsItsWorkBackWhenANewerOneMigrates(t *testing.T) {
 		t.Fatalf("a submit to the older release after the fence rose: %v, want ErrShuttingDown", err)
 	}
 	// The newer release goes on.
-	cur := startService(t, tdb, "new", v+1, sent, broadcast.Options{})
+	_, cur := startService(t, tdb, "new", v+1, sent, broadcast.Options{})
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if final, err := cur.Wait(wctx, b.ID); !final || err != nil {
@@ -191,18 +198,18 @@ func TestTheRepairFinishesAStrandedBroadcast(t *testing.T) {
 	stranded := insert("running", 1, "done", "done")
 	sending := insert("running", 1, "done", "leased")
 	reg := prometheus.NewRegistry()
-	svc := startService(t, tdb, "repairer", repository.SchemaVersion(), &countingSender{per: map[string]int{}},
-		broadcast.Options{RepairInterval: 100 * time.Millisecond, Metrics: metrics.New(reg, nil)})
+	_, rd := startService(t, tdb, "repairer", repository.SchemaVersion(), &countingSender{per: map[string]int{}},
+		broadcast.Options{RepairInterval: 100 * time.Millisecond, Run: run.Options{Metrics: metrics.New(reg, nil)}})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if final, err := svc.Wait(wctx, stranded); !final || err != nil {
+	if final, err := rd.Wait(wctx, stranded); !final || err != nil {
 		t.Fatalf("the stranded broadcast is not final: %v %v", final, err)
 	}
-	b, err := svc.Get(ctx, stranded)
+	b, err := rd.Get(ctx, stranded)
 	if err != nil || b.Status != model.StatusCompleted || b.Targeted != 20 || b.Succeeded != 20 {
 		t.Fatalf("repaired broadcast %+v %v", b, err)
 	}
-	if b, err := svc.Get(ctx, sending); err != nil || b.Status != model.StatusRunning {
+	if b, err := rd.Get(ctx, sending); err != nil || b.Status != model.StatusRunning {
 		t.Fatalf("the broadcast still sending is %+v %v", b, err)
 	}
 	families, err := reg.Gather()

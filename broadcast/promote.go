@@ -39,7 +39,7 @@ func (s *Service) sweep(what string, fn func(context.Context) error) {
 func (s *Service) promoteScheduled(ctx context.Context) error {
 	ids, err := s.leases.PromoteDue(ctx)
 	for _, id := range ids {
-		s.reads.forget(id)
+		s.reads.Forget(id)
 		s.log.InfoContext(ctx, "scheduled broadcast is due: planning", "broadcast_id", id)
 	}
 	if len(ids) > 0 {

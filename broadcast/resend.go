@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"pushfan/broadcast/message"
 	"pushfan/fanout"
 	"pushfan/fcm"
 	"pushfan/model"
@@ -53,20 +54,20 @@ type ResendRequest struct {
 }
 
 // ResendCodes checks the codes a resend asks for (nil: the defaults) and
-// returns them sorted without repeats, or a *FieldError on field codes.
+// returns them sorted without repeats, or a *rules.FieldError on field codes.
 func ResendCodes(codes []string) ([]string, error) {
 	if codes == nil {
 		return slices.Sorted(slices.Values(DefaultResendCodes)), nil
 	}
 	if len(codes) == 0 {
-		return nil, fieldError("invalid_value", "codes", "codes must not be empty; leave it out for the transient codes %v", DefaultResendCodes)
+		return nil, message.FieldErrorf("invalid_value", "codes", "codes must not be empty; leave it out for the transient codes %v", DefaultResendCodes)
 	}
 	for _, c := range codes {
 		if !fcm.IsKnownCode(c) {
-			return nil, fieldError("unknown_code", "codes", "code %q is not an error code pushfan reports; known codes: %v", c, fcm.KnownCodes())
+			return nil, message.FieldErrorf("unknown_code", "codes", "code %q is not an error code pushfan reports; known codes: %v", c, fcm.KnownCodes())
 		}
 		if why, ok := unresendable[c]; ok {
-			return nil, fieldError("code_not_resendable", "codes", "failures with code %s can never succeed on a resend (%s)", c, why)
+			return nil, message.FieldErrorf("code_not_resendable", "codes", "failures with code %s can never succeed on a resend (%s)", c, why)
 		}
 	}
 	out := slices.Clone(codes)
@@ -84,7 +85,7 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 	if err != nil {
 		return nil, false, err
 	}
-	orig, err := s.Get(ctx, rr.ID)
+	orig, err := s.reads.Get(ctx, rr.ID)
 	if err != nil {
 		return nil, false, err
 	}

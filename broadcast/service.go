@@ -3,71 +3,41 @@ package broadcast
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"pushfan/audience"
 	"pushfan/broadcast/instance"
 	"pushfan/broadcast/plan"
+	"pushfan/broadcast/reads"
+	"pushfan/broadcast/rules"
 	"pushfan/broadcast/run"
-	"pushfan/caps"
-	"pushfan/engagement"
 	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
 	"pushfan/model"
 	"pushfan/repository"
-	"pushfan/webhook"
 )
 
-// Options tunes the service.
+// Options tunes the service. The defaults of its settings are config's
+// (the table of variables): New defaults only what config leaves unset
+// (Owner, RepairInterval), and HoldExpiry for a caller that leaves it out.
 type Options struct {
-	FlushInterval time.Duration // checkpoint period of a running chunk
-	DBTimeout     time.Duration // deadline of every database call
-	Lease         time.Duration // a chunk lease; renewed at every checkpoint
-	ChunkWidth    uint64        // targets per chunk
-	MaxChunks     int           // chunks per broadcast at most (wider chunks beyond)
-	// ChunkParallel is how many chunks one instance runs at once; they
-	// share the engine's workers. More than one hides the tail of a chunk
-	// (tokens waiting to retry, the next page being read) behind the other
-	// chunks' sends.
-	ChunkParallel int
-	// PlanParallel is how many broadcasts this instance plans at once (0:
-	// 2; negative: none, the other instances plan them).
-	PlanParallel int
-	// PlanRetry is the first wait before a failed plan is tried again (it
-	// doubles per failure; 0: a second).
-	PlanRetry    time.Duration
-	PollInterval time.Duration // how often an idle dispatcher looks for work
+	DBTimeout time.Duration // deadline of every database call
+	Lease     time.Duration // a chunk's or a plan's lease; renewed at every checkpoint
+	// PollInterval is how often the promoter sweeps (at most every
+	// 500 ms: see promote).
+	PollInterval time.Duration
 	// Owner names this instance in leases; empty picks host-pid-random.
 	Owner string
-	// Metrics hears about claims, checkpoints and finished broadcasts.
-	Metrics Metrics
 	// Rules are the request rules (and the named audiences, checked
 	// against the database); Named runs named audiences' SQL.
-	Rules Rules
+	Rules rules.Rules
 	Named *audience.Runner
-	// StatsTTL caches GET /push/stats totals this long (0: no cache): the
-	// query scans every broadcast, and a dashboard polling it must not slow
-	// the sends down.
-	StatsTTL time.Duration
-	// BroadcastTTL caches GET /push/broadcasts/{id} rows this long (0: no
-	// cache); see readCache.
-	BroadcastTTL time.Duration
-	// PreviewTTL keeps audience previews' counts this long (0: no cache);
-	// see previewCache.
-	PreviewTTL time.Duration
-	// HandBackTimeout is how long a chunk may go on being handed back by
-	// every instance that claims it (none can run it: a named audience no
-	// configuration has) before its broadcast fails.
-	HandBackTimeout time.Duration
 	// RepairInterval is how often the instance looks for broadcasts whose
 	// chunks are all done but that a counter keeps open (0:
 	// DefaultRepairInterval; see repair.go).
@@ -80,25 +50,27 @@ type Options struct {
 	// StartSpread offsets the start of scheduled broadcasts and cron fires
 	// by up to this much (see startspread.go); 0 starts them on time.
 	StartSpread time.Duration
-	// Tags signs the event token of every send (nil: tracking is off).
-	Tags *engagement.Tagger
-	// Invalidated, if set, is told a checkpoint's dead tokens in its
-	// transaction (the tokens.invalidated webhook).
-	Invalidated func(ctx context.Context, tx *sql.Tx, broadcastID uint64, dead []webhook.DeadToken) error
-	// Ledger is the frequency caps' (nil: no broadcast is capped).
-	Ledger *caps.Ledger
+	// Stopped is closed when the service stops taking work (Stop, or a
+	// newer release's fence), for the parts that answer beside it: the
+	// reads' waits end, test sends are refused (nil: a latch of its own).
+	Stopped *lifecycle.Latch
+	// Plan and Run are the planner's and the runs' own options. New gives
+	// them what they share with the service: the rules' binding, default
+	// zone and budget (Bind, DefaultZone, RateLimit), Named, and Changed
+	// (the reads' Forget).
+	Plan plan.Options
+	Run  run.Options
 }
-
-// Metrics is what the service reports (see package metrics).
-type Metrics = run.Metrics
 
 // Service runs broadcasts: it takes submits, and its planner (package
 // plan) and dispatcher (package run) plan and run them. Start starts them;
-// Stop stops them (safe twice).
+// Stop stops them (safe twice). It reads stored broadcasts through the
+// reads, and tells them what it changed.
 type Service struct {
 	store  *repository.Store
 	leases *lease.Store
 	apps   *instance.Apps
+	reads  *reads.Reader
 	log    *slog.Logger
 	opt    Options
 	now    func() time.Time
@@ -110,22 +82,17 @@ type Service struct {
 	claiming     context.Context
 	stopClaiming context.CancelFunc
 	stopRunning  context.CancelCauseFunc
-	stopping     atomic.Bool
+	stopping     *lifecycle.Latch // opt.Stopped, closed by halt
 	started      atomic.Bool
 	group        lifecycle.Group // every goroutine of the service
 
 	planner *plan.Planner
 	runner  *run.Runner
-
-	statsMu sync.Mutex            // also makes concurrent callers share one query
-	stats   map[string]statsEntry // by app set
-
-	reads    readCache    // GET /push/broadcasts/{id}
-	previews previewCache // audience previews' counts
 }
 
-// New builds a Service.
-func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, log *slog.Logger, opt Options) *Service {
+// New builds a Service over the store, the lease store, this instance's
+// apps and the reads (rd).
+func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, rd *reads.Reader, log *slog.Logger, opt Options) *Service {
 	if opt.Owner == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -135,38 +102,27 @@ func New(store *repository.Store, leases *lease.Store, apps *instance.Apps, log 
 	if len(opt.Owner) > 64 {
 		opt.Owner = opt.Owner[:64]
 	}
-	if opt.PlanParallel == 0 {
-		opt.PlanParallel = 2
-	}
-	if opt.HandBackTimeout <= 0 {
-		opt.HandBackTimeout = 10 * time.Minute
-	}
 	if opt.RepairInterval <= 0 {
 		opt.RepairInterval = DefaultRepairInterval
+	}
+	if opt.Stopped == nil {
+		opt.Stopped = new(lifecycle.Latch)
 	}
 	claiming, stopClaiming := context.WithCancel(context.Background())
 	running, stopRunning := context.WithCancelCause(context.Background())
 	s := &Service{
-		store: store, leases: leases, apps: apps, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
-		claiming: claiming, stopClaiming: stopClaiming, stopRunning: stopRunning,
-		reads: newReadCache(opt.BroadcastTTL),
+		store: store, leases: leases, apps: apps, reads: rd, log: log.With("instance", opt.Owner), opt: opt, now: time.Now,
+		claiming: claiming, stopClaiming: stopClaiming, stopRunning: stopRunning, stopping: opt.Stopped,
 	}
-	s.previews.ttl = opt.PreviewTTL
 	s.in = &instance.Instance{
 		Owner: opt.Owner, Lease: opt.Lease, DBTimeout: opt.DBTimeout, Log: s.log, Now: s.now,
 		Claiming: claiming, Running: running, Group: &s.group,
 	}
-	s.runner = run.New(s.in, store, leases, apps, run.Options{
-		FlushInterval: opt.FlushInterval, ChunkParallel: opt.ChunkParallel, PollInterval: opt.PollInterval,
-		HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit, Metrics: opt.Metrics,
-		Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget, Tags: opt.Tags, Invalidated: opt.Invalidated,
-		Ledger: opt.Ledger, DefaultZone: opt.Rules.zone(),
-	})
-	s.planner = plan.New(s.in, store, leases, apps, s.runner, plan.Options{
-		ChunkWidth: opt.ChunkWidth, MaxChunks: opt.MaxChunks, PlanParallel: opt.PlanParallel, PlanRetry: opt.PlanRetry,
-		PollInterval: opt.PollInterval, HandBackTimeout: opt.HandBackTimeout, RateLimit: opt.Rules.RateLimit,
-		DefaultZone: opt.Rules.zone(), Bind: opt.Rules.bind, Named: opt.Named, Changed: s.reads.forget,
-	})
+	ro, po := opt.Run, opt.Plan
+	ro.RateLimit, ro.DefaultZone, ro.Bind, ro.Named, ro.Changed = opt.Rules.RateLimit, opt.Rules.Zone(), opt.Rules.Bind, opt.Named, rd.Forget
+	po.RateLimit, po.DefaultZone, po.Bind, po.Named, po.Changed = opt.Rules.RateLimit, opt.Rules.Zone(), opt.Rules.Bind, opt.Named, rd.Forget
+	s.runner = run.New(s.in, store, leases, apps, ro)
+	s.planner = plan.New(s.in, store, leases, apps, s.runner, po)
 	leases.OnOutdated(s.retire)
 	return s
 }
@@ -191,19 +147,6 @@ func (s *Service) Start(ctx context.Context) {
 	s.group.Go(s.repair)
 }
 
-// ExpectedFinish is when running broadcast b should end (see the function
-// of that name), by this service's budget and clock.
-func (s *Service) ExpectedFinish(b *model.Broadcast) *time.Time {
-	return run.ExpectedFinish(b, s.opt.Rules.budgetOf(b.App), s.now())
-}
-
-// List returns broadcasts newest first.
-func (s *Service) List(ctx context.Context, f model.ListFilter) ([]*model.Broadcast, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	return s.store.ListBroadcasts(ctx, f)
-}
-
 // Stop stops taking work (no chunk claimed, no submit accepted), then
 // stops the running chunks: sends in flight finish (bounded by the send
 // timeout), each chunk checkpoints every outcome it has and releases its
@@ -220,7 +163,7 @@ func (s *Service) halt() { s.haltFor(run.ErrShutdown) }
 
 // haltFor is halt with why as the runs' cause.
 func (s *Service) haltFor(why error) {
-	s.stopping.Store(true)
+	s.stopping.Close()
 	s.stopClaiming()   // stop taking work
 	s.stopRunning(why) // abort the work in flight: checkpoint and release
 }
@@ -235,17 +178,6 @@ func (s *Service) retire(fence, schema int64) {
 	s.log.Warn("a newer release is migrating the database (schema fence above this release's schema): handing every chunk back and taking no more work; reads are still served",
 		"fence", fence, "schema", schema)
 	s.haltFor(run.ErrOutdated)
-}
-
-// Get returns the stored broadcast (counters as of the last checkpoints).
-func (s *Service) Get(ctx context.Context, id uint64) (*model.Broadcast, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	b, err := s.store.GetBroadcast(ctx, id)
-	if errors.Is(err, repository.ErrNotFound) {
-		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-	}
-	return b, err
 }
 
 // Cancel stops the broadcast on every instance, in any state: a plan still
@@ -267,52 +199,11 @@ func (s *Service) Cancel(ctx context.Context, id uint64) (*model.Broadcast, erro
 	case err != nil:
 		return nil, unavailable(err)
 	}
-	s.reads.forget(id)
+	s.reads.Forget(id)
 	s.runner.Finish(ctx, id)
 	s.runner.Poke()
-	if _, err := s.Wait(ctx, id); err != nil {
+	if _, err := s.reads.Wait(ctx, id); err != nil {
 		return nil, err
 	}
-	return s.Get(context.WithoutCancel(ctx), id)
-}
-
-// Stats returns totals across the broadcasts of apps (nil: every app), at
-// most StatsTTL old.
-func (s *Service) Stats(ctx context.Context, apps []string) (model.Stats, error) {
-	key := "*"
-	if apps != nil {
-		key = strings.Join(apps, "|")
-	}
-	s.statsMu.Lock()
-	defer s.statsMu.Unlock()
-	if c, ok := s.stats[key]; ok && s.opt.StatsTTL > 0 && time.Since(c.at) < s.opt.StatsTTL {
-		return c.st, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	st, err := s.store.Stats(ctx, apps)
-	if err != nil {
-		return st, err
-	}
-	if s.stats == nil || len(s.stats) > 64 {
-		s.stats = map[string]statsEntry{} // a handful of app sets in use; never grows unbounded
-	}
-	s.stats[key] = statsEntry{st: st, at: time.Now()}
-	return st, nil
-}
-
-// statsEntry is one cached Stats answer.
-type statsEntry struct {
-	st model.Stats
-	at time.Time
-}
-
-// Failures lists failed tokens of a broadcast by keyset.
-func (s *Service) Failures(ctx context.Context, id uint64, code string, after uint64, limit int) ([]model.Failure, error) {
-	if _, err := s.Get(ctx, id); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	return s.store.ListFailures(ctx, id, code, after, limit)
+	return s.reads.Get(context.WithoutCancel(ctx), id)
 }

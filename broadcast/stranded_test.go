@@ -9,6 +9,9 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/broadcast/instance"
+	"pushfan/broadcast/plan"
+	"pushfan/broadcast/reads"
+	"pushfan/broadcast/run"
 	"pushfan/fanout"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
@@ -62,8 +65,11 @@ func TestBroadcastsLeftUnfinishedAreFinishedByAnyInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := broadcast.New(store, ls, instance.Single(e, store, 0), log, broadcast.Options{FlushInterval: 50 * time.Millisecond, DBTimeout: 5 * time.Second,
-		Lease: time.Second, ChunkWidth: 10000, MaxChunks: 100, PollInterval: 100 * time.Millisecond, Owner: "survivor"})
+	apps := instance.Single(e, store, 0)
+	rd := reads.New(store, apps, reads.Options{DBTimeout: 5 * time.Second})
+	svc := broadcast.New(store, ls, apps, rd, log, broadcast.Options{DBTimeout: 5 * time.Second, Lease: time.Second, PollInterval: 100 * time.Millisecond, Owner: "survivor",
+		Run:  run.Options{FlushInterval: 50 * time.Millisecond, PollInterval: 100 * time.Millisecond, HandBackTimeout: 10 * time.Minute},
+		Plan: plan.Options{ChunkWidth: 10000, MaxChunks: 100, PollInterval: 100 * time.Millisecond, PlanParallel: 2, HandBackTimeout: 10 * time.Minute}})
 	e.Start(ctx)
 	svc.Start(ctx)
 	defer func() {
@@ -77,8 +83,8 @@ func TestBroadcastsLeftUnfinishedAreFinishedByAnyInstance(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, bid := range []uint64{uint64(id), uint64(empty)} {
-		final, err := svc.Wait(wctx, bid)
-		b, _ := svc.Get(ctx, bid)
+		final, err := rd.Wait(wctx, bid)
+		b, _ := rd.Get(ctx, bid)
 		chunks, _ := ls.Chunks(ctx, bid)
 		t.Logf("broadcast %d: final=%v err=%v status=%s chunks=%+v", bid, final, err, b.Status, chunks)
 		if !final {

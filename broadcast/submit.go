@@ -3,9 +3,8 @@ package broadcast
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
+	"pushfan/broadcast/rules"
 	"pushfan/internal/platform/logging"
 	"pushfan/lease"
 	"pushfan/model"
@@ -13,42 +12,14 @@ import (
 )
 
 // Validate checks spec by the request rules, with the service's clock for
-// send_at: a *FieldError names a broken rule.
-func (s *Service) Validate(spec Spec) (Request, error) { return s.opt.Rules.Validate(spec, s.now()) }
-
-// Request is a validated broadcast submission.
-type Request struct {
-	// App is the app the broadcast sends for (Rules.Validate resolved it).
-	App                string
-	Message            model.Message
-	Audience           model.Audience
-	DryRun             bool
-	InvalidateOnDryRun bool
-	RequestID          string
-	CreatedBy          string
-	// IdempotencyKey, with RequestHash (a digest of the request), makes a
-	// repeated submit return the first broadcast instead of sending again.
-	IdempotencyKey string
-	RequestHash    string
-	// SendAt schedules the broadcast (status scheduled until then).
-	SendAt *time.Time
-	// Trigger is api, schedule, cron or resend; JobName and FireTime name a
-	// cron fire.
-	Trigger  string
-	JobName  string
-	FireTime *time.Time
-	// Class and pacing (see model.Broadcast).
-	Class       string
-	MaxRate     float64
-	DeliverOver time.Duration
-	// Hold stores the broadcast held until Release; ParentID names the
-	// broadcast a resend goes over.
-	Hold     bool
-	ParentID uint64
-	// FrequencyCap is the caps it is sent under ("": none), recorded on
-	// the broadcast.
-	FrequencyCap string
+// send_at: a *rules.FieldError names a broken rule.
+func (s *Service) Validate(spec rules.Spec) (Request, error) {
+	return s.opt.Rules.Validate(spec, s.now())
 }
+
+// Request is a validated broadcast submission (package rules makes it:
+// the rules and the jobs build it, the Service stores it).
+type Request = rules.Request
 
 // Submit stores the broadcast and its chunks; the dispatchers (of any
 // instance) send it. A repeat of an idempotent request returns the
@@ -57,7 +28,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 	if req.IdempotencyKey != "" && req.RequestHash == "" {
 		req.RequestHash = requestHash(req)
 	}
-	if s.stopping.Load() {
+	if s.stopping.Closed() {
 		return nil, false, ErrShuttingDown
 	}
 	if req.IdempotencyKey != "" {
@@ -140,20 +111,4 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		s.runner.Poke()
 	}
 	return b, false, nil
-}
-
-func (s *Service) existing(ctx context.Context, req Request) (*model.Broadcast, error) {
-	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	defer cancel()
-	b, err := s.store.FindByIdempotencyKey(dbctx, req.IdempotencyKey)
-	if errors.Is(err, repository.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if b.RequestHash != req.RequestHash {
-		return nil, fmt.Errorf("key %q belongs to broadcast %d: %w", req.IdempotencyKey, b.ID, ErrIdempotencyConflict)
-	}
-	return b, nil
 }

@@ -6,9 +6,10 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/labstack/echo/v4"
+	"pushfan/broadcast/reads"
+	"pushfan/broadcast/rules"
 
-	"pushfan/broadcast"
+	"github.com/labstack/echo/v4"
 )
 
 type audienceView struct {
@@ -53,14 +54,14 @@ type previewCapFields struct {
 	DryRun       bool     `json:"dry_run"`
 }
 
-func (f previewCapFields) query() broadcast.PreviewCap {
-	return broadcast.PreviewCap{FrequencyCap: f.FrequencyCap, Class: f.Class, MaxRate: f.MaxRate, DeliverOver: f.DeliverOver, DryRun: f.DryRun}
+func (f previewCapFields) query() reads.PreviewCap {
+	return reads.PreviewCap{FrequencyCap: f.FrequencyCap, Class: f.Class, MaxRate: f.MaxRate, DeliverOver: f.DeliverOver, DryRun: f.DryRun}
 }
 
 // previewBody renders a preview: the cap fields say which cap the count
 // of capped users is under (frequency_cap null, with the source saying
 // why, when none applies, and capped_users null then).
-func previewBody(p broadcast.Preview, out map[string]any) map[string]any {
+func previewBody(p reads.Preview, out map[string]any) map[string]any {
 	sample := p.Sample
 	if sample == nil {
 		sample = []uint64{}
@@ -127,8 +128,8 @@ const previewSample = 10
 // (audience.user_ids, audience.params.x, class).
 func (s *Server) previewBroadcastAudience(c echo.Context) error {
 	var req struct {
-		App      string                  `json:"app"`
-		Audience *broadcast.AudienceSpec `json:"audience"`
+		App      string              `json:"app"`
+		Audience *rules.AudienceSpec `json:"audience"`
 		previewCapFields
 	}
 	if err := decodeStrict(c.Request().Body, &req); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"pushfan/broadcast"
+	"pushfan/broadcast/rules"
 	"pushfan/model"
 	"pushfan/server"
 )
@@ -35,13 +36,13 @@ type fakeDomain struct {
 	server.Submitter
 	server.Reader
 
-	validate  func(broadcast.Spec) (broadcast.Request, error)
+	validate  func(rules.Spec) (broadcast.Request, error)
 	submitted []broadcast.Request
 	stored    map[uint64]*model.Broadcast
 	existing  bool // Submit answers an idempotent replay
 }
 
-func (f *fakeDomain) Validate(spec broadcast.Spec) (broadcast.Request, error) {
+func (f *fakeDomain) Validate(spec rules.Spec) (broadcast.Request, error) {
 	if f.validate != nil {
 		return f.validate(spec)
 	}
@@ -127,8 +128,8 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, out map[string]any,
 // A request rule's refusal is a 400 naming the field, and nothing is
 // submitted; so is a field the request may not have, before the rules.
 func TestContractValidationErrorNamesTheField(t *testing.T) {
-	f := &fakeDomain{validate: func(broadcast.Spec) (broadcast.Request, error) {
-		return broadcast.Request{}, &broadcast.FieldError{Code: "invalid_value", Field: "message.title", Message: "title is empty"}
+	f := &fakeDomain{validate: func(rules.Spec) (broadcast.Request, error) {
+		return broadcast.Request{}, &rules.FieldError{Code: "invalid_value", Field: "message.title", Message: "title is empty"}
 	}}
 	h := contractServer(t, f)
 	rec, out := call(t, h, http.MethodPost, "/push/broadcast", contractSender, `{"title": "", "audience": {"all": true}}`)
@@ -202,5 +203,24 @@ func TestContractTokens(t *testing.T) {
 	rec, out = call(t, h, http.MethodGet, "/push/apps", contractPartner, "")
 	if apps, _ := out["apps"].([]any); rec.Code != http.StatusOK || len(apps) != 1 || apps[0].(map[string]any)["name"] != "partner" {
 		t.Fatalf("GET /push/apps as partner-ci: %d %v", rec.Code, out)
+	}
+}
+
+// A field of the wrong JSON type is named with the type it wants in the
+// request's words, never a Go type name (the request's types moved
+// between packages once and leaked "[]rules.VariantSpec").
+func TestContractAWrongTypeSaysWhatItWantsInPlainWords(t *testing.T) {
+	h := contractServer(t, &fakeDomain{})
+	for body, want := range map[string]string{
+		`{"title": "a", "audience": {"all": true}, "variants": {"a": 1}}`: "an array of objects",
+		`{"title": "a", "audience": {"user_ids": "x"}}`:                   "an array of positive integers",
+		`{"title": "a", "audience": 5}`:                                   "an object",
+	} {
+		rec, out := call(t, h, http.MethodPost, "/push/broadcast", contractSender, body)
+		wantError(t, rec, out, http.StatusBadRequest, "invalid_type", "")
+		msg, _ := out["error"].(map[string]any)["message"].(string)
+		if !strings.Contains(msg, want) || strings.Contains(msg, "rules.") || strings.Contains(msg, "broadcast.") {
+			t.Errorf("%s: message %q; want it to say %q in plain words", body, msg, want)
+		}
 	}
 }

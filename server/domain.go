@@ -7,6 +7,9 @@ import (
 
 	"pushfan/audience"
 	"pushfan/broadcast"
+	"pushfan/broadcast/reads"
+	"pushfan/broadcast/rules"
+	"pushfan/broadcast/testsend"
 	"pushfan/cron"
 	"pushfan/model"
 )
@@ -19,9 +22,9 @@ import (
 
 // Submitter creates broadcasts and changes stored ones.
 type Submitter interface {
-	// Validate applies the request rules: a *broadcast.FieldError names
+	// Validate applies the request rules: a *rules.FieldError names
 	// the field at fault.
-	Validate(spec broadcast.Spec) (broadcast.Request, error)
+	Validate(spec rules.Spec) (broadcast.Request, error)
 	Submit(ctx context.Context, req broadcast.Request) (b *model.Broadcast, existing bool, err error)
 	Cancel(ctx context.Context, id uint64) (*model.Broadcast, error)
 	Release(ctx context.Context, id uint64, by string) (*model.Broadcast, error)
@@ -43,8 +46,8 @@ type Reader interface {
 	// domain stops.
 	Wait(ctx context.Context, id uint64) (bool, error)
 	ExpectedFinish(b *model.Broadcast) *time.Time
-	Preview(ctx context.Context, b audience.Bound, q broadcast.PreviewCap, n int) (broadcast.Preview, error)
-	PreviewAudience(ctx context.Context, spec *broadcast.AudienceSpec, q broadcast.PreviewCap, n int) (broadcast.Preview, error)
+	Preview(ctx context.Context, b audience.Bound, q reads.PreviewCap, n int) (reads.Preview, error)
+	PreviewAudience(ctx context.Context, spec *rules.AudienceSpec, q reads.PreviewCap, n int) (reads.Preview, error)
 	Engagement(ctx context.Context, b *model.Broadcast) (model.Engagement, []string, error)
 	EngagementSeries(ctx context.Context, id uint64, bucket time.Duration) ([]model.SeriesPoint, error)
 	EngagementTotals(ctx context.Context, ids []uint64) (map[uint64]model.EventCounts, error)
@@ -55,8 +58,8 @@ type Reader interface {
 
 // Tester sends a message now to a few named users or tokens.
 type Tester interface {
-	TestSend(ctx context.Context, spec broadcast.TestSpec, by string) (*broadcast.TestReport, error)
-	TestSendBroadcast(ctx context.Context, id uint64, to broadcast.TestRecipients, by string) (*broadcast.TestReport, error)
+	TestSend(ctx context.Context, spec testsend.TestSpec, by string) (*testsend.TestReport, error)
+	TestSendBroadcast(ctx context.Context, id uint64, to testsend.TestRecipients, by string) (*testsend.TestReport, error)
 }
 
 // Domain is what the API serves: the domain's operations, and the facts

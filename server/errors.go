@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"pushfan/broadcast"
+	"pushfan/broadcast/rules"
 )
 
 // APIError is an error with a status, a stable snake_case code and a human
@@ -60,7 +61,7 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 	if errors.As(err, &apiErr) {
 		return apiErr
 	}
-	var fe *broadcast.FieldError
+	var fe *rules.FieldError
 	if errors.As(err, &fe) {
 		return &APIError{Status: http.StatusBadRequest, Code: fe.Code, Field: fe.Field, Message: fe.Message}
 	}

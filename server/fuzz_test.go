@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/broadcast"
+	"pushfan/broadcast/rules"
 )
 
 // fuzzMaxUserIDs is the PUSHFAN_MAX_USER_IDS the fuzz target validates with.
@@ -73,11 +73,11 @@ func FuzzBroadcastRequest(f *testing.F) {
 			checkAPIError(t, "decodeStrict", err)
 			return
 		}
-		out, err := broadcast.Rules{MaxUserIDs: fuzzMaxUserIDs}.Validate(req.Spec, time.Time{})
+		out, err := rules.Rules{MaxUserIDs: fuzzMaxUserIDs}.Validate(req.Spec, time.Time{})
 		if err != nil {
-			var fe *broadcast.FieldError
+			var fe *rules.FieldError
 			if !errors.As(err, &fe) {
-				t.Fatalf("the rules returned %T (%v), want *broadcast.FieldError", err, err)
+				t.Fatalf("the rules returned %T (%v), want *rules.FieldError", err, err)
 			}
 			checkAPIError(t, "validate", (&Server{}).toAPIError(err, nil))
 			return
@@ -86,8 +86,8 @@ func FuzzBroadcastRequest(f *testing.F) {
 		if m.Title == "" && m.Body == "" && len(m.Data) == 0 {
 			t.Fatalf("validated an empty message from %q", raw)
 		}
-		if n := fuzzPayloadSize(t, m.Title, m.Body, m.Image, m.Data); n > broadcast.MaxPayloadBytes {
-			t.Fatalf("validated a %d-byte payload (limit %d) from %q", n, broadcast.MaxPayloadBytes, raw)
+		if n := fuzzPayloadSize(t, m.Title, m.Body, m.Image, m.Data); n > rules.MaxPayloadBytes {
+			t.Fatalf("validated a %d-byte payload (limit %d) from %q", n, rules.MaxPayloadBytes, raw)
 		}
 		for k := range m.Data {
 			lk := strings.ToLower(k)

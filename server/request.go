@@ -8,13 +8,13 @@ import (
 	"reflect"
 	"strings"
 
-	"pushfan/broadcast"
+	"pushfan/broadcast/rules"
 )
 
 // broadcastRequest is the body of POST /push/broadcast: the broadcast as
 // the domain's rules read it, and how long to wait for it.
 type broadcastRequest struct {
-	broadcast.Spec
+	rules.Spec
 	Wait *bool `json:"wait"`
 }
 
@@ -46,7 +46,7 @@ func jsonError(err error) *APIError {
 	case errors.As(err, &syn):
 		return badRequest("malformed_json", "", "the request body is not valid JSON: %s at byte %d", syn.Error(), syn.Offset)
 	case errors.As(err, &typ):
-		// The request embeds broadcast.Spec, whose name encoding/json puts
+		// The request embeds rules.Spec, whose name encoding/json puts
 		// in front of the JSON path; the client never wrote it.
 		field := strings.TrimPrefix(typ.Field, "Spec.")
 		if field == "" {
@@ -81,10 +81,15 @@ func typeName(goType string) string {
 		return "a number"
 	case goType == "bool", goType == "*bool":
 		return "true or false"
-	case goType == "broadcast.QuietHoursSpec":
+	case goType == "[]string":
+		return "an array of strings"
+	case strings.HasPrefix(goType, "[]rules."), strings.HasPrefix(goType, "[]broadcast."): // variants
+		return "an array of objects"
+	case goType == "rules.QuietHoursSpec":
 		return `an object {"start", "end"}, false or null (no quiet hours)`
 	case strings.HasPrefix(goType, "*server.") || strings.HasPrefix(goType, "server."),
-		strings.HasPrefix(goType, "*broadcast.") || strings.HasPrefix(goType, "broadcast."):
+		strings.HasPrefix(goType, "*broadcast.") || strings.HasPrefix(goType, "broadcast."),
+		strings.HasPrefix(goType, "*rules.") || strings.HasPrefix(goType, "rules."):
 		return "an object"
 	}
 	return goType

@@ -1,7 +1,7 @@
 // Package server is pushfan's HTTP API on Echo, and HTTP only: routes,
 // auth, strict decoding, calls into the domain (whose request rules
 // validate), rendering, and the one error handler that maps typed errors
-// (a *broadcast.FieldError is a 400 naming the field) to the contract's
+// (a *rules.FieldError is a 400 naming the field) to the contract's
 // JSON. It reaches the domain through the small interfaces it declares
 // (domain.go) and reads only its own settings (Config): package app wires
 // both, and the contract tests run it against fakes.

@@ -4,9 +4,9 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/labstack/echo/v4"
+	"pushfan/broadcast/testsend"
 
-	"pushfan/broadcast"
+	"github.com/labstack/echo/v4"
 )
 
 // testSend handles POST /push/test: the message goes now to the named
@@ -14,21 +14,21 @@ import (
 // sends get PUSHFAN_WAIT_TIMEOUT in all (below the write timeout, so the
 // answer can always be written).
 func (s *Server) testSend(c echo.Context) error {
-	var spec broadcast.TestSpec
+	var spec testsend.TestSpec
 	if err := decodeStrict(c.Request().Body, &spec); err != nil {
 		return err
 	}
 	if err := s.mayUseApp(c, spec.App); err != nil {
 		return err
 	}
-	return s.answerTestSend(c, func(ctx context.Context, by string) (*broadcast.TestReport, error) {
+	return s.answerTestSend(c, func(ctx context.Context, by string) (*testsend.TestReport, error) {
 		return s.dom.Tester.TestSend(ctx, spec, by)
 	})
 }
 
 // answerTestSend runs a test send as the calling token, within
 // PUSHFAN_WAIT_TIMEOUT, and answers its per-token report.
-func (s *Server) answerTestSend(c echo.Context, send func(ctx context.Context, by string) (*broadcast.TestReport, error)) error {
+func (s *Server) answerTestSend(c echo.Context, send func(ctx context.Context, by string) (*testsend.TestReport, error)) error {
 	by := ""
 	if t := caller(c); t != nil {
 		by = t.Name
@@ -50,11 +50,11 @@ func (s *Server) testSendBroadcast(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var to broadcast.TestRecipients
+	var to testsend.TestRecipients
 	if err := decodeStrict(c.Request().Body, &to); err != nil {
 		return err
 	}
-	return s.answerTestSend(c, func(ctx context.Context, by string) (*broadcast.TestReport, error) {
+	return s.answerTestSend(c, func(ctx context.Context, by string) (*testsend.TestReport, error) {
 		return s.dom.Tester.TestSendBroadcast(ctx, id, to, by)
 	})
 }
@@ -87,7 +87,7 @@ type skippedUserView struct {
 	Reason string `json:"reason"`
 }
 
-func testSendViewOf(rep *broadcast.TestReport) testSendView {
+func testSendViewOf(rep *testsend.TestReport) testSendView {
 	v := testSendView{Results: make([]testResultView, 0, len(rep.Results)), UsersWithoutTokens: make([]skippedUserView, 0, len(rep.UsersWithoutTokens))}
 	for _, r := range rep.Results {
 		rv := testResultView{Token: tokenPrefix(r.Token), TokenStatus: r.State, Outcome: "failed", Attempts: r.Attempts, Invalidated: r.Invalidated}

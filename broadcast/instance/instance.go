@@ -19,6 +19,11 @@ import (
 	"pushfan/repository"
 )
 
+// ErrShuttingDown: the service is stopping (or a newer release is
+// migrating the database) and takes no new work: a broadcast, a release,
+// a test send. A client retries on another instance.
+var ErrShuttingDown = errors.New("service is shutting down")
+
 // RefuseFor is how long an instance leaves a broadcast alone after
 // handing one of its chunks or its plan back: long enough not to spin on
 // it, short enough to notice soon when no instance can run it either.

@@ -5,6 +5,8 @@ import (
 
 	"pushfan/audience"
 	"pushfan/broadcast"
+	"pushfan/broadcast/reads"
+	"pushfan/broadcast/testsend"
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/server"
@@ -41,8 +43,8 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 
 // apiDomain is what the API serves: svc's operations, and the apps, named
 // audiences (compiled) and jobs of cfg as the API shows them.
-func apiDomain(cfg config.Config, svc *broadcast.Service, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
-	d := server.Domain{Submitter: svc, Reader: svc, Tester: svc, Jobs: jobs,
+func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
+	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Jobs: jobs,
 		Apps: server.Apps{Default: cfg.AppOf("")}}
 	for _, a := range cfg.AppList() {
 		d.Apps.List = append(d.Apps.List, server.App{Name: a.Name, ProjectID: a.ProjectID, RateLimit: a.RateLimit})

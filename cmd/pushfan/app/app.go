@@ -12,19 +12,24 @@ import (
 	"log/slog"
 	"time"
 
-	"pushfan/caps"
-
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"pushfan/audience"
 	"pushfan/broadcast"
+	"pushfan/broadcast/plan"
+	"pushfan/broadcast/reads"
+	"pushfan/broadcast/rules"
+	"pushfan/broadcast/run"
+	"pushfan/broadcast/testsend"
+	"pushfan/caps"
 	"pushfan/config"
 	"pushfan/cron"
 	"pushfan/engagement"
 	"pushfan/fanout"
 	"pushfan/fcm"
+	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
 	"pushfan/metrics"
 	"pushfan/quota"
@@ -139,44 +144,63 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		}
 	}
 	ledger := caps.NewLedger(pool.DB, log)
-	svc := broadcast.New(store, leases, instanceApps(parts, store), log, broadcast.Options{
-		Named:         named,
-		FlushInterval: cfg.Engine.FlushInterval,
-		DBTimeout:     cfg.DB.Timeout,
-		Lease:         cfg.Engine.Lease,
-		ChunkWidth:    uint64(cfg.Engine.ChunkWidth),
-		MaxChunks:     cfg.Engine.MaxChunks,
-		ChunkParallel: cfg.Engine.ChunkParallel,
-		PlanParallel:  planParallel(cfg.Engine.PlanParallel),
-		PlanRetry:     cfg.Engine.PlanRetry,
-		PollInterval:  cfg.Engine.PollInterval,
-		Owner:         cfg.Engine.InstanceID,
-		Metrics:       m,
-		Rules: broadcast.Rules{
-			MaxUserIDs: cfg.Engine.MaxUserIDs,
-			Horizon:    cfg.HTTP.ScheduleHorizon,
-			Audiences:  byName,
-			RateLimit:  cfg.Engine.RateLimit,
-			Tracking:   cfg.Events.TrackingOn(),
-			PublicURL:  cfg.Events.PublicURL,
+	requestRules := rules.Rules{
+		MaxUserIDs: cfg.Engine.MaxUserIDs,
+		Horizon:    cfg.HTTP.ScheduleHorizon,
+		Audiences:  byName,
+		RateLimit:  cfg.Engine.RateLimit,
+		Tracking:   cfg.Events.TrackingOn(),
+		PublicURL:  cfg.Events.PublicURL,
 
-			TransactionalUsers: cfg.Engine.TransactionalUsers,
-			DefaultZone:        zone,
-			QuietHours:         quiet,
-			Caps:               capRules(cfg),
-			Apps:               appBudgets(cfg),
-			AudienceApps:       audienceApps(cfg),
+		TransactionalUsers: cfg.Engine.TransactionalUsers,
+		DefaultZone:        zone,
+		QuietHours:         quiet,
+		Caps:               capRules(cfg),
+		Apps:               appBudgets(cfg),
+		AudienceApps:       audienceApps(cfg),
+	}
+	// stopped is the service's "no more work", which the reads' waits
+	// and the test sends beside it watch.
+	stopped := new(lifecycle.Latch)
+	apps := instanceApps(parts, store)
+	rd := reads.New(store, apps, reads.Options{
+		DBTimeout:    cfg.DB.Timeout,
+		Rules:        requestRules,
+		Named:        named,
+		StatsTTL:     cfg.HTTP.StatsCache,
+		BroadcastTTL: cfg.HTTP.BroadcastCache,
+		PreviewTTL:   cfg.HTTP.PreviewCache,
+		Stopped:      stopped,
+	})
+	svc := broadcast.New(store, leases, apps, rd, log, broadcast.Options{
+		DBTimeout:    cfg.DB.Timeout,
+		Lease:        cfg.Engine.Lease,
+		PollInterval: cfg.Engine.PollInterval,
+		Owner:        cfg.Engine.InstanceID,
+		Rules:        requestRules,
+		Named:        named,
+		HoldExpiry:   cfg.Engine.HoldExpiry,
+		FourEyes:     cfg.Engine.ReleaseFourEyes,
+		StartSpread:  cfg.Engine.StartSpread,
+		Stopped:      stopped,
+		Plan: plan.Options{
+			ChunkWidth:      uint64(cfg.Engine.ChunkWidth),
+			MaxChunks:       cfg.Engine.MaxChunks,
+			PlanParallel:    cfg.Engine.PlanParallel,
+			PlanRetry:       cfg.Engine.PlanRetry,
+			PollInterval:    cfg.Engine.PollInterval,
+			HandBackTimeout: cfg.Engine.HandBackTimeout,
 		},
-		Ledger:          ledger,
-		StatsTTL:        cfg.HTTP.StatsCache,
-		BroadcastTTL:    cfg.HTTP.BroadcastCache,
-		PreviewTTL:      cfg.HTTP.PreviewCache,
-		HandBackTimeout: cfg.Engine.HandBackTimeout,
-		HoldExpiry:      cfg.Engine.HoldExpiry,
-		FourEyes:        cfg.Engine.ReleaseFourEyes,
-		StartSpread:     cfg.Engine.StartSpread,
-		Tags:            tags,
-		Invalidated:     outbox.invalidated,
+		Run: run.Options{
+			FlushInterval:   cfg.Engine.FlushInterval,
+			ChunkParallel:   cfg.Engine.ChunkParallel,
+			PollInterval:    cfg.Engine.PollInterval,
+			HandBackTimeout: cfg.Engine.HandBackTimeout,
+			Metrics:         m,
+			Tags:            tags,
+			Invalidated:     outbox.invalidated,
+			Ledger:          ledger,
+		},
 	})
 	// Without tracking there is no engagement to summarize: an outbox of
 	// no endpoints keeps the summaries from starting.
@@ -184,10 +208,13 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	if !cfg.Events.TrackingOn() {
 		summaryOut = webhook.NewOutbox(nil)
 	}
-	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, svc: svc}, 30*time.Second, log)
+	summaries := webhook.NewSummaries(pool.DB, summaryOut, summarySource{store: store, reads: rd}, 30*time.Second, log)
 	summaries.OnFailed = m.WebhookSummaryFailed
 	budgets(parts, pool.DB, m, svc.Owner(), log)
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, audiences, jobs), store, log,
+	tests := testsend.New(apps, rd, log.With("instance", svc.Owner()), testsend.Options{
+		DBTimeout: cfg.DB.Timeout, Rules: requestRules, Tags: tags, Stopped: stopped,
+	})
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, audiences, jobs), store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {
@@ -235,18 +262,9 @@ func (i *Instance) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// planParallel maps PUSHFAN_PLAN_PARALLEL to the service's option, whose
-// zero means the default: 0 there is "this instance plans nothing".
-func planParallel(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
-}
-
 // capRules are the configuration's frequency caps, in canonical form (the
 // configuration was validated: every spec parses).
-func capRules(cfg config.Config) broadcast.CapRules {
+func capRules(cfg config.Config) rules.CapRules {
 	canon := func(spec string) string {
 		set, err := caps.Parse(spec)
 		if err != nil {
@@ -254,7 +272,7 @@ func capRules(cfg config.Config) broadcast.CapRules {
 		}
 		return set.String()
 	}
-	r := broadcast.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Audiences: map[string]string{}, Jobs: map[string]string{}}
+	r := rules.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Audiences: map[string]string{}, Jobs: map[string]string{}}
 	for name, spec := range cfg.FrequencyCaps {
 		r.Named[name] = canon(spec)
 	}

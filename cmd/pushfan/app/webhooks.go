@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"pushfan/broadcast"
+	"pushfan/broadcast/reads"
 	"pushfan/config"
 	"pushfan/lease"
 	"pushfan/model"
@@ -67,7 +67,7 @@ func (o outboxEvents) invalidated(ctx context.Context, tx *sql.Tx, id uint64, de
 // summarySource gives the engagement summaries their broadcasts and data.
 type summarySource struct {
 	store *repository.Store
-	svc   *broadcast.Service
+	reads *reads.Reader
 }
 
 func (s summarySource) FinishedAfter(ctx context.Context, cursor webhook.Finished, to time.Time, limit int) ([]webhook.Finished, error) {
@@ -83,7 +83,7 @@ func (s summarySource) FinishedAfter(ctx context.Context, cursor webhook.Finishe
 }
 
 func (s summarySource) Summary(ctx context.Context, id uint64, after time.Duration) (any, error) {
-	return server.EngagementSummary(ctx, s.svc, id, webhook.StageName(after))
+	return server.EngagementSummary(ctx, s.reads, id, webhook.StageName(after))
 }
 
 // endpointNames lists the configured webhook endpoints' names (the

@@ -123,3 +123,55 @@ func WaitFor(ctx context.Context, wait func()) error {
 		return ctx.Err()
 	}
 }
+
+// Latch is one part's "stopped taking work", which the parts answering
+// beside it watch: closed once, it stays closed. A nil *Latch is never
+// closed. The zero value is open and ready to use.
+type Latch struct {
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // made on first use; closed with the latch
+}
+
+// Close closes the latch; safe twice, and on a nil one (a no-op).
+func (l *Latch) Close() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	if l.done != nil {
+		close(l.done)
+	}
+}
+
+// Closed reports whether the latch is closed.
+func (l *Latch) Closed() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// Done is a channel closed with the latch (nil, which blocks forever, for
+// a nil latch), for a select.
+func (l *Latch) Done() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		if l.closed {
+			close(l.done)
+		}
+	}
+	return l.done
+}

@@ -71,3 +71,30 @@ func TestGroupRefusesAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A latch's Done is closed whether it was asked for before or after the
+// close; a nil latch is never closed.
+func TestLatch(t *testing.T) {
+	var l Latch
+	before := l.Done()
+	if l.Closed() {
+		t.Fatal("a new latch is closed")
+	}
+	l.Close()
+	l.Close()
+	for _, ch := range []<-chan struct{}{before, l.Done()} {
+		select {
+		case <-ch:
+		default:
+			t.Fatal("Done is open after Close")
+		}
+	}
+	if !l.Closed() {
+		t.Fatal("Closed is false after Close")
+	}
+	var none *Latch
+	none.Close()
+	if none.Closed() || none.Done() != nil {
+		t.Fatal("a nil latch closed")
+	}
+}

@@ -60,20 +60,32 @@ var allowed = map[string][]string{
 	// Running: dispatch, chunk runs and checkpoints, the store gate, the
 	// pacer, finishing.
 	"broadcast/run": {"audience", "broadcast/instance", "caps", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
-	// The domain's facade: request rules, submit, held, resend, test send,
-	// reads; it wires plan and run. fcm: only its error-code vocabulary
-	// (which codes a resend may cover).
-	"broadcast": {"audience", "broadcast/instance", "caps", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
-	"config":    {"model"}, // plain settings; the domain compiles audiences and jobs
+	// The request rules: Spec, the request's shape, checked into a Request
+	// (a cron job's fire too); the frequency cap a request gets. plan: only
+	// its wall-clock vocabulary (send_at_local's layout, a time of day).
+	"broadcast/rules": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "caps", "cron", "model", "repository"},
+	// The reads: a broadcast, lists, totals, failures, engagement, audience
+	// previews, waits, with their caches; run: only its expected finish.
+	"broadcast/reads": {"audience", "broadcast/instance", "broadcast/message", "broadcast/plan", "broadcast/rules", "broadcast/run", "internal/platform/lifecycle", "lease", "model", "repository"},
+	// The write side: submit, cancel, held and release, resend, job fires;
+	// it wires plan and run. fcm: only its error-code vocabulary (which
+	// codes a resend may cover).
+	"broadcast": {"audience", "broadcast/instance", "broadcast/reads", "broadcast/rules", "caps", "broadcast/message", "broadcast/plan", "broadcast/run", "cron", "engagement", "webhook", "fanout", "fcm", "lease", "model", "repository", "internal/platform/lifecycle", "internal/platform/logging"},
+	// Test sends: a message sent now to a few tokens, checked by the
+	// request rules, answered per token; beside the write side, which it
+	// does not call.
+	"broadcast/testsend": {"broadcast/instance", "broadcast/message", "broadcast/reads", "broadcast/rules", "engagement", "fanout", "internal/platform/lifecycle", "model", "repository"},
+	"config":             {"model"}, // plain settings; the domain compiles audiences and jobs
 	// The HTTP API: decode, call the domain, render. It reaches the domain
-	// through interfaces of its own (broadcast for their types only: the
-	// request, its field errors) and reads a server.Config that package app
-	// builds, never config's: a fake domain can stand in for the real one.
-	"server":         {"audience", "broadcast", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
+	// through interfaces of its own (broadcast, reads, rules, testsend for
+	// their types only: the request, its field errors, a preview, a test
+	// report) and reads a server.Config that package app builds, never
+	// config's: a fake domain can stand in for the real one.
+	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/openapi", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	"console":        nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"audience", "broadcast", "caps", "config", "cron", "engagement", "fanout", "fcm", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
+	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -93,9 +105,9 @@ var allowed = map[string][]string{
 
 // layer ranks every package, from the bottom (0): a package may import
 // only from layers below its own, so every arrow of the map points down
-// and the rooms read top to bottom: the binaries and test support, the
-// wiring, the API, the domain's facade, its planner and runs, what they
-// share, the state owner and the message, storage and the
+// and the layers read top to bottom: the binaries and test support, the
+// wiring, the API, the write side (beside it the test sends) over its
+// reads, the request rules, the planner and runs, what they share, the state owner and the message, storage and the
 // services beside it, the engine and plain settings, the platform.
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
@@ -107,17 +119,20 @@ var layer = map[string]int{
 	"broadcast/instance":            4,
 	"broadcast/plan":                5,
 	"broadcast/run":                 5,
-	"broadcast":                     6,
-	"server":                        7,
-	"cmd/pushfan/app":               8,
-	"internal/devtools/demo":        9,
-	"internal/testsupport/testdb":   9,
-	"internal/testsupport/layers":   9,
-	"internal/testsupport/doccheck": 9,
-	"cmd/pushfan":                   10, "cmd/pushfan-bench": 10, "cmd/pushfan-load": 10,
-	"internal/testsupport/teststack": 10,
-	"internal/testsupport/chaos":     10,
-	"internal/testsupport/genclient": 10,
+	"broadcast/rules":               6,
+	"broadcast/reads":               7,
+	"broadcast":                     8,
+	"broadcast/testsend":            8,
+	"server":                        9,
+	"cmd/pushfan/app":               10,
+	"internal/devtools/demo":        11,
+	"internal/testsupport/testdb":   11,
+	"internal/testsupport/layers":   11,
+	"internal/testsupport/doccheck": 11,
+	"cmd/pushfan":                   12, "cmd/pushfan-bench": 12, "cmd/pushfan-load": 12,
+	"internal/testsupport/teststack": 12,
+	"internal/testsupport/chaos":     12,
+	"internal/testsupport/genclient": 12,
 }
 
 // Every arrow the map allows points to a lower layer.

@@ -1,4 +1,4 @@
-package broadcast
+package rules
 
 import (
 	"time"
@@ -8,13 +8,13 @@ import (
 	"pushfan/model"
 )
 
-// earliestZone is how far ahead of UTC the earliest zone is (UTC+14,
+// EarliestZone is how far ahead of UTC the earliest zone is (UTC+14,
 // Line Islands): a send_at_local is first due there.
-const earliestZone = 14 * time.Hour
+const EarliestZone = 14 * time.Hour
 
-// zone is the deployment's default zone (PUSHFAN_DEFAULT_TIMEZONE), UTC
+// Zone is the deployment's default zone (PUSHFAN_DEFAULT_TIMEZONE), UTC
 // when unset.
-func (r Rules) zone() *time.Location {
+func (r Rules) Zone() *time.Location {
 	if r.DefaultZone == nil {
 		return time.UTC
 	}
@@ -50,7 +50,7 @@ func (r Rules) local(spec Spec, class string, now time.Time) (*model.LocalDelive
 			return nil, fieldError("invalid_value", "send_at_local", "send_at_local must be a wall-clock time with no offset, e.g. 2026-12-02T09:00:00 (each user gets it at that time in their own zone)")
 		}
 		// w read as UTC, less 14 h, is when the earliest zone is due.
-		if !now.IsZero() && w.Add(-earliestZone).Sub(now) > r.Horizon {
+		if !now.IsZero() && w.Add(-EarliestZone).Sub(now) > r.Horizon {
 			return nil, fieldError("send_at_too_far", "send_at_local", "send_at_local is due in the earliest zone (UTC+14) more than %v ahead; the limit is PUSHFAN_SCHEDULE_HORIZON", r.Horizon)
 		}
 	}

@@ -1,4 +1,4 @@
-package broadcast
+package rules
 
 import (
 	"pushfan/caps"
@@ -65,17 +65,17 @@ func (c CapRules) choice(name string) CapChoice {
 }
 
 // frequencyCap is the caps a request is sent under, recorded on its
-// broadcast (see capChoice).
+// broadcast (see CapChoice).
 func (r Rules) frequencyCap(spec Spec, a model.Audience, class string) string {
-	return r.capChoice(spec, a, class).Spec
+	return r.CapChoice(spec, a, class).Spec
 }
 
-// capChoice is the cap a request is sent under: none when the request
+// CapChoice is the cap a request is sent under: none when the request
 // says "frequency_cap": false (an alert that must go out), for a dry run
 // (nothing reaches a user), and for a transactional one unless it says
 // "frequency_cap": true (a password reset is not marketing); else the
 // job's cap, the named audience's, or the deployment's.
-func (r Rules) capChoice(spec Spec, a model.Audience, class string) CapChoice {
+func (r Rules) CapChoice(spec Spec, a model.Audience, class string) CapChoice {
 	switch {
 	case spec.FrequencyCap != nil && !*spec.FrequencyCap:
 		return CapChoice{Source: CapBypass}
@@ -93,9 +93,9 @@ func (r Rules) capChoice(spec Spec, a model.Audience, class string) CapChoice {
 	return r.Caps.choice(capDefault)
 }
 
-// capWindows are the ledger's keys of the caps spec names (nil: none), as
+// CapWindows are the ledger's keys of the caps spec names (nil: none), as
 // app's sends count them (caps.Set.ForApp).
-func capWindows(spec, app string) ([]repository.CapWindow, error) {
+func CapWindows(spec, app string) ([]repository.CapWindow, error) {
 	if spec == "" {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package broadcast
+package rules
 
 import (
 	"encoding/json"
@@ -107,14 +107,14 @@ func TestQuietHoursSpecJSON(t *testing.T) {
 // A job's quiet_hours: false switches the default off as a request's
 // does; a job without it gets the default.
 func TestJobQuietHoursOff(t *testing.T) {
-	s := &Service{opt: Options{Rules: quietRules()}}
+	r := quietRules()
 	job := &cron.Compiled{Loc: time.UTC, Job: cron.Job{Name: "digest", Audience: map[string]any{"all": true}, Message: cron.JobMessage{Title: "t"}}}
-	in, err := s.jobRequest(job, time.Now())
-	if err != nil || in.Audience.Local == nil || in.Audience.Local.QuietHours == nil || *in.Audience.Local.QuietHours != *s.opt.Rules.QuietHours {
+	in, err := r.JobRequest(job, time.Now())
+	if err != nil || in.Audience.Local == nil || in.Audience.Local.QuietHours == nil || *in.Audience.Local.QuietHours != *r.QuietHours {
 		t.Fatalf("a job without quiet_hours: %+v %v, want the default", in.Audience.Local, err)
 	}
 	job.NoQuietHours = true
-	if in, err := s.jobRequest(job, time.Now()); err != nil || in.Audience.Local != nil {
+	if in, err := r.JobRequest(job, time.Now()); err != nil || in.Audience.Local != nil {
 		t.Fatalf("a job with quiet_hours: false: %+v %v, want none", in.Audience.Local, err)
 	}
 }

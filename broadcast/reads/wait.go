@@ -1,23 +1,24 @@
-package broadcast
+package reads
 
 import (
 	"context"
 	"time"
 
 	"pushfan/broadcast/plan"
+	"pushfan/broadcast/rules"
 	"pushfan/model"
 )
 
-// Wait blocks until the broadcast is final, ctx ends or the service stops;
-// it reports whether the broadcast is final. Any instance may be running
-// it: the row is the truth. When ctx has a deadline that the broadcast
-// cannot make (see cannotFinishBy), it returns at once instead of holding
-// the caller for nothing.
-func (s *Service) Wait(ctx context.Context, id uint64) (bool, error) {
+// Wait blocks until the broadcast is final, ctx ends or the service stops
+// (Options.Stopped); it reports whether the broadcast is final. Any
+// instance may be running it: the row is the truth. When ctx has a
+// deadline that the broadcast cannot make (see cannotFinishBy), it
+// returns at once instead of holding the caller for nothing.
+func (r *Reader) Wait(ctx context.Context, id uint64) (bool, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		b, err := s.Get(ctx, id)
+		b, err := r.Get(ctx, id)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, nil
@@ -27,13 +28,13 @@ func (s *Service) Wait(ctx context.Context, id uint64) (bool, error) {
 		if b.Status.Final() {
 			return true, nil
 		}
-		if deadline, ok := ctx.Deadline(); ok && cannotFinishBy(b, deadline, s.now(), s.opt.Rules.RateLimit) {
+		if deadline, ok := ctx.Deadline(); ok && cannotFinishBy(b, deadline, r.now(), r.opt.Rules.RateLimit) {
 			return false, nil
 		}
 		select {
 		case <-ctx.Done():
 			return false, nil
-		case <-s.claiming.Done():
+		case <-r.opt.Stopped.Done():
 			return false, nil
 		case <-t.C:
 		}
@@ -54,7 +55,7 @@ func cannotFinishBy(b *model.Broadcast, deadline, now time.Time, budget float64)
 		return true
 	}
 	if l := b.Audience.Local; l != nil && l.At != "" {
-		if w, err := time.Parse(plan.LocalLayout, l.At); err == nil && w.Add(-earliestZone).After(deadline) {
+		if w, err := time.Parse(plan.LocalLayout, l.At); err == nil && w.Add(-rules.EarliestZone).After(deadline) {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package broadcast
+package reads
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"pushfan/audience"
+	"pushfan/broadcast/rules"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -17,7 +18,7 @@ import (
 // decides the cap it would be sent under: a preview counts the users that
 // cap would withhold.
 type PreviewCap struct {
-	// App is the app the broadcast would send for (Spec.App): a built-in
+	// App is the app the broadcast would send for (rules.Spec.App): a built-in
 	// audience counts its tokens, a named one must be its, and its caps
 	// count its sends.
 	App          string
@@ -38,19 +39,19 @@ type Preview struct {
 	// leaves them out; 0 while the rule is off.
 	Stale  int64
 	Sample []uint64
-	Cap    CapChoice
+	Cap    rules.CapChoice
 	Capped *int64
 }
 
 // Preview counts a bound named audience and samples up to n user ids,
 // with its users the cap would withhold. The answer may be up to
 // PreviewTTL old (previewCache).
-func (s *Service) Preview(ctx context.Context, b audience.Bound, q PreviewCap, n int) (Preview, error) {
+func (r *Reader) Preview(ctx context.Context, b audience.Bound, q PreviewCap, n int) (Preview, error) {
 	params, err := b.ParamsJSON()
 	if err != nil {
 		return Preview{}, fmt.Errorf("preview: %w", err)
 	}
-	return s.preview(ctx, model.Audience{Name: b.Audience().Name(), Params: params}, b, q, n)
+	return r.preview(ctx, model.Audience{Name: b.Audience().Name(), Params: params}, b, q, n)
 }
 
 // PreviewAudience validates an audience as a broadcast request would (the
@@ -59,53 +60,53 @@ func (s *Service) Preview(ctx context.Context, b audience.Bound, q PreviewCap, n
 // withhold. It sends and stores nothing: the console calls it as the
 // operator types, so the answer may be up to PreviewTTL old
 // (previewCache).
-func (s *Service) PreviewAudience(ctx context.Context, spec *AudienceSpec, q PreviewCap, n int) (Preview, error) {
-	a, _, err := s.opt.Rules.audience(spec)
+func (r *Reader) PreviewAudience(ctx context.Context, spec *rules.AudienceSpec, q PreviewCap, n int) (Preview, error) {
+	a, _, err := r.opt.Rules.Audience(spec)
 	if err != nil {
 		return Preview{}, err
 	}
-	if _, err := s.appOf(q.App); err != nil {
+	if _, err := r.opt.Rules.AppOf(r.apps, q.App); err != nil {
 		return Preview{}, err
 	}
 	var bound audience.Bound
 	if a.Name != "" {
-		if bound, err = s.opt.Rules.bind(a); err != nil {
+		if bound, err = r.opt.Rules.Bind(a); err != nil {
 			return Preview{}, err
 		}
 	}
-	return s.preview(ctx, a, bound, q, n)
+	return r.preview(ctx, a, bound, q, n)
 }
 
 // preview answers a validated audience a (bound, when named) under the
 // cap q gives it, from the cache: the key names the audience and the
 // cap, so the count of capped users is cached with the count it was made
 // along.
-func (s *Service) preview(ctx context.Context, a model.Audience, bound audience.Bound, q PreviewCap, n int) (Preview, error) {
-	p, err := s.opt.Rules.pacing(Spec{Class: q.Class, MaxRate: q.MaxRate, DeliverOver: q.DeliverOver}, a)
+func (r *Reader) preview(ctx context.Context, a model.Audience, bound audience.Bound, q PreviewCap, n int) (Preview, error) {
+	class, err := r.opt.Rules.Class(rules.Spec{Class: q.Class, MaxRate: q.MaxRate, DeliverOver: q.DeliverOver}, a)
 	if err != nil {
 		return Preview{}, err
 	}
-	app, err := s.appOf(q.App)
+	app, err := r.opt.Rules.AppOf(r.apps, q.App)
 	if err != nil {
 		return Preview{}, err
 	}
-	if err := s.opt.Rules.audienceApp(a, app.Name); err != nil {
+	if err := r.opt.Rules.AudienceApp(a, app.Name); err != nil {
 		return Preview{}, err
 	}
-	choice := s.opt.Rules.capChoice(Spec{FrequencyCap: q.FrequencyCap, DryRun: q.DryRun}, a, p.class)
-	windows, err := capWindows(choice.Spec, app.Name)
+	choice := r.opt.Rules.CapChoice(rules.Spec{FrequencyCap: q.FrequencyCap, DryRun: q.DryRun}, a, class)
+	windows, err := rules.CapWindows(choice.Spec, app.Name)
 	if err != nil {
 		return Preview{}, fmt.Errorf("preview: %w", err)
 	}
-	got, err := s.previews.get(ctx, app.Name+" "+previewKey(a, n)+" cap="+choice.Spec, s.now(), func(ctx context.Context) (preview, error) {
+	got, err := r.previews.get(ctx, app.Name+" "+previewKey(a, n)+" cap="+choice.Spec, r.now(), func(ctx context.Context) (preview, error) {
 		// A named audience's count pages through all of it: the same
 		// budget as its own preview route.
-		ctx, cancel := context.WithTimeout(ctx, 6*s.opt.DBTimeout)
+		ctx, cancel := context.WithTimeout(ctx, 6*r.opt.DBTimeout)
 		defer cancel()
 		if a.Name != "" {
-			return s.previewNamed(ctx, app.Store, bound, windows, n)
+			return r.previewNamed(ctx, app.Store, bound, windows, n)
 		}
-		return s.previewBuiltin(ctx, app.Store, a, windows, n)
+		return r.previewBuiltin(ctx, app.Store, a, windows, n)
 	})
 	if err != nil {
 		return Preview{}, err
@@ -123,24 +124,24 @@ func (s *Service) preview(ctx context.Context, a model.Audience, bound audience.
 // With the stale rule on, each page's tokens are held to it against the
 // tokens table (store.StaleTokens), as a broadcast's send holds them: the
 // count leaves them out and stale counts them.
-func (s *Service) previewNamed(ctx context.Context, store *repository.Store, b audience.Bound, windows []repository.CapWindow, n int) (preview, error) {
+func (r *Reader) previewNamed(ctx context.Context, store *repository.Store, b audience.Bound, windows []repository.CapWindow, n int) (preview, error) {
 	var stale int64
 	var keep func(context.Context, []audience.Row) ([]audience.Row, error)
 	if store.Schema().StaleRule() {
 		var tokens []string
 		keep = func(ctx context.Context, rows []audience.Row) ([]audience.Row, error) {
 			tokens = tokens[:0]
-			for _, r := range rows {
-				tokens = append(tokens, r.Token)
+			for _, row := range rows {
+				tokens = append(tokens, row.Token)
 			}
 			out, err := store.StaleTokens(ctx, tokens)
 			if err != nil || len(out) == 0 {
 				return rows, err
 			}
 			kept := rows[:0]
-			for _, r := range rows {
-				if !out[r.Token] {
-					kept = append(kept, r)
+			for _, row := range rows {
+				if !out[row.Token] {
+					kept = append(kept, row)
 				}
 			}
 			stale += int64(len(rows) - len(kept))
@@ -148,17 +149,17 @@ func (s *Service) previewNamed(ctx context.Context, store *repository.Store, b a
 		}
 	}
 	var each func(context.Context, []uint64) error
-	now := s.now()
+	now := r.now()
 	var capped []uint64
 	if len(windows) > 0 {
 		each = func(ctx context.Context, ids []uint64) error {
 			slices.Sort(ids)
-			got, err := s.store.CappedAmong(ctx, windows, slices.Compact(ids), now)
+			got, err := r.store.CappedAmong(ctx, windows, slices.Compact(ids), now)
 			capped = append(capped, got...)
 			return err
 		}
 	}
-	count, sample, err := s.opt.Named.PreviewKeep(ctx, b, n, keep, each)
+	count, sample, err := r.opt.Named.PreviewKeep(ctx, b, n, keep, each)
 	if err != nil {
 		return preview{}, err
 	}
@@ -173,12 +174,12 @@ func (s *Service) previewNamed(ctx context.Context, store *repository.Store, b a
 // previewBuiltin counts a built-in audience, samples up to n user ids,
 // and under windows counts the users the caps would withhold (driven by
 // the ledger's live slots: repository.CountCappedUsers).
-func (s *Service) previewBuiltin(ctx context.Context, store *repository.Store, a model.Audience, windows []repository.CapWindow, n int) (preview, error) {
+func (r *Reader) previewBuiltin(ctx context.Context, store *repository.Store, a model.Audience, windows []repository.CapWindow, n int) (preview, error) {
 	count, stale, sample, err := countBuiltin(ctx, store, a, n)
 	if err != nil || len(windows) == 0 {
 		return preview{count: count, stale: stale, sample: sample}, err
 	}
-	c, err := store.CountCappedUsers(ctx, a, windows, s.now())
+	c, err := store.CountCappedUsers(ctx, a, windows, r.now())
 	if err != nil {
 		return preview{}, fmt.Errorf("preview: %w", err)
 	}

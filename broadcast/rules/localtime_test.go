@@ -1,4 +1,4 @@
-package broadcast
+package rules
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func TestLocalRules(t *testing.T) {
 }
 
 func TestJobLocalTime(t *testing.T) {
-	s := &Service{opt: Options{Rules: Rules{Horizon: time.Hour, MaxUserIDs: 10}}}
+	r := Rules{Horizon: time.Hour, MaxUserIDs: 10}
 	seoul := mustZone(t, "Asia/Seoul")
 	job := func(local string) *cron.Compiled {
 		return &cron.Compiled{Loc: seoul, Job: cron.Job{Name: "morning", Audience: map[string]any{"all": true},
@@ -47,18 +47,18 @@ func TestJobLocalTime(t *testing.T) {
 		{"2026-12-01T09:00:00+09:00", "2026-12-01T09:00:00"},
 	} {
 		fire, _ := time.Parse(time.RFC3339, tc.fire)
-		in, err := s.jobRequest(job("09:00"), fire)
+		in, err := r.JobRequest(job("09:00"), fire)
 		if err != nil || in.Audience.Local == nil || in.Audience.Local.At != tc.want || in.Audience.Local.QuietHours.End != "07:00" {
 			t.Errorf("fire %s: %+v %v, want send_at_local %s", tc.fire, in.Audience.Local, err, tc.want)
 		}
 	}
 	var fe *FieldError
-	if _, err := s.jobRequest(job("9 am"), time.Now()); !errors.As(err, &fe) || fe.Field != "local_time" {
+	if _, err := r.JobRequest(job("9 am"), time.Now()); !errors.As(err, &fe) || fe.Field != "local_time" {
 		t.Fatalf("bad local_time: %v", err)
 	}
 	bad := job("09:00")
 	bad.QuietHours.End = "22:00"
-	if err := s.CheckJobs([]*cron.Compiled{bad}); !errors.As(err, &fe) || fe.Field != "quiet_hours" {
+	if err := r.CheckJobs([]*cron.Compiled{bad}); !errors.As(err, &fe) || fe.Field != "quiet_hours" {
 		t.Fatalf("CheckJobs with an empty quiet window: %v", err)
 	}
 }

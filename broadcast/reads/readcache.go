@@ -1,4 +1,4 @@
-package broadcast
+package reads
 
 import (
 	"context"
@@ -94,15 +94,15 @@ func (c *ttlMap[T]) forget(id uint64) {
 // Peek returns the broadcast as GET /push/broadcasts/{id} shows it: read at
 // most BroadcastTTL ago (Get always reads MySQL). Callers must not modify
 // the result.
-func (s *Service) Peek(ctx context.Context, id uint64) (*model.Broadcast, error) {
+func (r *Reader) Peek(ctx context.Context, id uint64) (*model.Broadcast, error) {
 	now := time.Now()
-	if b, ok := s.reads.get(id, now); ok {
+	if b, ok := r.rows.get(id, now); ok {
 		return b, nil
 	}
-	b, err := s.Get(ctx, id)
+	b, err := r.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	s.reads.put(b, now)
+	r.rows.put(b, now)
 	return b, nil
 }

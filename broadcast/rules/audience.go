@@ -1,0 +1,91 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+
+	"pushfan/audience"
+	"pushfan/model"
+)
+
+// Audience validates a request's audience and returns it as stored, with
+// the template variables its rows carry (none for the built-in audiences).
+func (r Rules) Audience(a *AudienceSpec) (model.Audience, []string, error) {
+	none := []string{}
+	set := 0
+	if a != nil {
+		for _, b := range []bool{a.All, len(a.UserIDs) > 0, a.Name != ""} {
+			if b {
+				set++
+			}
+		}
+	}
+	switch {
+	case a == nil:
+		return model.Audience{}, nil, fieldError("missing_field", "audience", `audience is required: {"all": true}, {"user_ids": [...]} or {"name": "...", "params": {...}}`)
+	case set > 1:
+		return model.Audience{}, nil, fieldError("invalid_value", "audience", "audience must set exactly one of all, user_ids or name")
+	case a.Params != nil && a.Name == "":
+		return model.Audience{}, nil, fieldError("invalid_value", "audience.params", "params only apply to a named audience")
+	case a.Name != "":
+		return r.named(a)
+	case a.All:
+		return model.Audience{All: true}, none, nil
+	case len(a.UserIDs) == 0:
+		return model.Audience{}, nil, fieldError("empty_audience", "audience", `the audience is empty: set {"all": true} or a non-empty user_ids list`)
+	case len(a.UserIDs) > r.MaxUserIDs:
+		return model.Audience{}, nil, fieldError("too_many_user_ids", "audience.user_ids", "audience.user_ids has %d ids; at most %d are allowed per broadcast", len(a.UserIDs), r.MaxUserIDs)
+	}
+	seen := make(map[uint64]struct{}, len(a.UserIDs))
+	ids := make([]uint64, 0, len(a.UserIDs))
+	for _, id := range a.UserIDs {
+		if id == 0 {
+			return model.Audience{}, nil, fieldError("invalid_value", "audience.user_ids", "user ids must be positive integers; got 0")
+		}
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			ids = append(ids, id)
+		}
+	}
+	return model.Audience{UserIDs: ids}, none, nil
+}
+
+// named binds a named audience's parameters (typed, never interpolated
+// into SQL).
+func (r Rules) named(a *AudienceSpec) (model.Audience, []string, error) {
+	na, ok := r.Audiences[a.Name]
+	if !ok {
+		return model.Audience{}, nil, fieldError("unknown_audience", "audience.name", "no audience named %q is configured (GET /push/audiences lists them)", a.Name)
+	}
+	bound, err := na.Bind(a.Params)
+	if err != nil {
+		var pe *audience.ParamError
+		if errors.As(err, &pe) {
+			field := "audience.params"
+			if ps := pe.Params(); len(ps) == 1 {
+				field += "." + ps[0]
+			}
+			return model.Audience{}, nil, fieldError("invalid_params", field, "%v", err)
+		}
+		return model.Audience{}, nil, fieldError("invalid_params", "audience.params", "%v", err)
+	}
+	raw, err := bound.ParamsJSON()
+	if err != nil {
+		return model.Audience{}, nil, fieldError("invalid_params", "audience.params", "%v", err)
+	}
+	vars := na.Vars()
+	if vars == nil {
+		vars = []string{}
+	}
+	return model.Audience{Name: a.Name, Params: raw}, vars, nil
+}
+
+// Bind looks a stored broadcast's named audience up and binds its
+// parameters (the planner and the runs page it; a held one is counted).
+func (r Rules) Bind(a model.Audience) (audience.Bound, error) {
+	named, ok := r.Audiences[a.Name]
+	if !ok {
+		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
+	}
+	return named.BindJSON(a.Params)
+}
