@@ -153,6 +153,7 @@ func TestHangingTokensTimeOutAndBroadcastCompletes(t *testing.T) {
 }
 
 func TestCancelMidBroadcast(t *testing.T) {
+	coveredBy(t, "lease (TestStopClosesPendingChunksAndIsIdempotent, TestCancelRacingACheckpoint) and broadcast/plan (TestACancelMidPlanStopsIt)")
 	s := teststack.New(t, teststack.Options{
 		Emulator:  fcmemu.Config{Latency: 20 * time.Millisecond},
 		Configure: func(c *config.Config) { c.Engine.Concurrency = 8 },
