@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run stop test lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
+.PHONY: help build dist image run stop test test-short test-short-server test-short-rest lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -96,6 +96,30 @@ test: ## ensure MariaDB, Chromium, buildah, Node.js and Prometheus are there, th
 	bash scripts/ensure-prometheus.sh
 	$(GO) test -race -count=1 -timeout 20m -skip '$(DRILLS)' ./...
 	$(GO) test -count=1 -timeout 30m -run '$(DRILLS)' ./cmd/pushfan/
+
+# The fast loop: lint, and every package's tests in short mode, without
+# the race detector and without what make test installs (Chromium,
+# buildah, Node.js, Prometheus) or builds (the release binary, helm): the
+# tests that need those skip themselves (testing.Short), and so do the
+# scale tests, the tests that wait out real retry schedules and the
+# end-to-end tests whose rule a package's own tests keep; the process
+# drills are left out. It needs MariaDB only: the domain's tests run on a
+# real database. Three jobs run side by side: the lint, server's tests
+# (its end-to-end suite is the longest, so it starts first rather than
+# last in package order) and every other package's, six at a time (they
+# wait on the database and on timers far more than on the CPU). CI runs
+# make test.
+SHORT_TEST = $(GO) test -short -count=1 -timeout 10m -skip '$(DRILLS)'
+
+test-short: ## lint and the unit and package tests side by side (go test -short, MariaDB only: no browser, image, Prometheus or drills), in about 3 minutes
+	bash scripts/ensure-mysql.sh
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint test-short-server test-short-rest
+
+test-short-server:
+	$(SHORT_TEST) ./server/
+
+test-short-rest:
+	$(SHORT_TEST) -p 6 $$($(GO) list ./... | grep -v '^pushfan/server$$')
 
 # The chaos soak (issue 29; internal/testsupport/chaos): three replicas
 # through a fault proxy to a MariaDB of its own (restarted for real; the

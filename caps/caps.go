@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"pushfan/config"
+	"pushfan/model"
 )
 
 // Set is the caps one broadcast is sent under; the zero Set caps nothing.
@@ -46,7 +47,7 @@ func window(c config.FrequencyCap) string {
 	if c.Day {
 		key = "day"
 	}
-	if c.App != "" && c.App != config.DefaultApp {
+	if c.App != "" && c.App != model.DefaultApp {
 		key = c.App + "/" + key
 	}
 	return key

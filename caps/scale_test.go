@@ -16,6 +16,9 @@ import (
 // tokens once to send. A second broadcast, all of whose users are capped,
 // sends nothing and reads as little.
 func TestACappedBroadcastOf200kTargetsReadsTheLedgerLinearly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 200,000 targets")
+	}
 	const users = 100000
 	s := capStack(t, "1/day")
 	n := int64(s.SeedZoned(users, 2, []string{"Asia/Seoul", "America/Los_Angeles", ""}))

@@ -8,6 +8,7 @@ package console_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +37,10 @@ const (
 var binary string // pushfan, built once for the package
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // every test skips (newEnv): no binary to build
+	}
 	dir, err := os.MkdirTemp("", "pushfan-console-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -82,6 +87,9 @@ type env struct {
 // newEnv seeds users (one token each, every 20th token dead), starts the
 // server and a browser.
 func newEnv(t *testing.T, users int, extraEnv ...string) *env {
+	if testing.Short() {
+		t.Skip("a browser test (Chromium, the pushfan binary): make test runs it, make test-short does not")
+	}
 	tdb := testdb.New(t)
 	e := &env{t: t, db: tdb.SQL}
 	e.emu = fcmemu.New(fcmemu.Config{Latency: 5 * time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)))

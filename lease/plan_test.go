@@ -237,6 +237,9 @@ func TestWaitingChunksCostTheClaimNothing(t *testing.T) {
 // read about two million rows). Pacing reads the leased rows only, and a
 // list of broadcasts reads no chunk row at all.
 func TestChunkEndsPacingAndListsReadNoOtherChunks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("claims and ends 2,000 chunks")
+	}
 	tdb := testdb.New(t)
 	f := &fixture{t: t, db: tdb.SQL.DB, s: lease.New(tdb.SQL.DB, nil)}
 	rr := testdb.NewRowsRead(t, tdb.SQL)

@@ -188,6 +188,7 @@ func TestDeliverOverSpreadsTheBroadcast(t *testing.T) {
 // different emulators of the same FCM project: only the first emulator
 // storms, so the second one's arrivals stop only if the pause travelled.
 func TestA429OnOneInstancePausesTheOther(t *testing.T) {
+	coveredBy(t, "quota (TestA429PausesEveryInstance)")
 	const n = 8000
 	const storm = 3 * time.Second
 	s := teststack.New(t, teststack.Options{

@@ -101,6 +101,7 @@ func TestChunksFollowTheAudience(t *testing.T) {
 // broadcast closes them in one statement and counts their planned targets
 // as canceled: it is final at once, with exact counts.
 func TestCancelOfThousandsOfQueuedChunksIsFinalAtOnce(t *testing.T) {
+	coveredBy(t, "lease (TestStopClosesPendingChunksAndIsIdempotent)")
 	s := teststack.New(t, teststack.Options{
 		Emulator: fcmemu.Config{Latency: 50 * time.Millisecond},
 		Configure: func(c *config.Config) {

@@ -119,6 +119,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestTwoInstancesShareOneBroadcast(t *testing.T) {
+	coveredBy(t, "lease (TestConcurrentClaimsNeverShareAChunk) and the two-process drills")
 	s := teststack.New(t, teststack.Options{
 		Emulator:  fcmemu.Config{Latency: 5 * time.Millisecond},
 		Configure: func(c *config.Config) { c.Engine.Concurrency = 32 },
@@ -154,6 +155,7 @@ func TestTwoInstancesShareOneBroadcast(t *testing.T) {
 }
 
 func TestStoppedInstanceReleasesChunksAndAnotherFinishes(t *testing.T) {
+	coveredBy(t, "lease (TestReleasedTakeoverKeepsDoneRangesItDidNotReach) and the SIGTERM drill")
 	s := teststack.New(t, teststack.Options{
 		Emulator:  fcmemu.Config{Latency: 10 * time.Millisecond},
 		Configure: func(c *config.Config) { c.Engine.Concurrency = 32; c.Engine.Lease = 30 * time.Second },

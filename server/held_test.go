@@ -164,6 +164,7 @@ func TestHeldFourEyes(t *testing.T) {
 }
 
 func TestHeldBroadcastExpires(t *testing.T) {
+	coveredBy(t, "lease (TestExpireHoldsOncePerBroadcast)")
 	s := heldStack(t, func(c *config.Config) { c.Engine.HoldExpiry = 1500 * time.Millisecond })
 	s.AddInstance() // two promoters race for the expiry; one wins
 	s.SeedTokens(1, tokens("ok-", 25))

@@ -32,3 +32,13 @@ func decode(t *testing.T, raw []byte, v any) {
 		t.Fatalf("decoding %q: %v", raw, err)
 	}
 }
+
+// coveredBy skips, in short mode (make test-short), an end-to-end test
+// whose rule the tests of a domain package keep (where names them):
+// make test runs it, through HTTP, the real stack and the emulator.
+func coveredBy(t *testing.T, where string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("end to end: its rule is tested in %s; make test runs it, make test-short does not", where)
+	}
+}

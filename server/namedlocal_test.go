@@ -93,6 +93,9 @@ func TestANamedAudienceKeepsTheQuietHours(t *testing.T) {
 // its span of the audience and keeps its own), exactly once per token,
 // and the 15 others wait.
 func TestANamedAudienceOf200kIn16ZonesUnderQuietHours(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 100,000 users")
+	}
 	const users = 100000
 	now := time.Now().UTC()
 	// The zones are UTC-8..UTC+8 but UTC: a window from 7.5 hours behind

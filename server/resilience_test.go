@@ -23,6 +23,7 @@ func tokens(prefix string, n int) []string {
 }
 
 func TestQuotaStormEveryTokenDeliveredOnce(t *testing.T) {
+	coveredBy(t, "fanout (TestQuotaPausesEveryWorker)")
 	s := teststack.New(t, teststack.Options{
 		Emulator: fcmemu.Config{StormAfter: 1500, StormFor: 2 * time.Second},
 		Configure: func(c *config.Config) {
@@ -59,6 +60,7 @@ func TestQuotaStormEveryTokenDeliveredOnce(t *testing.T) {
 }
 
 func TestFlappingTokensDeliveredWithinBudget(t *testing.T) {
+	coveredBy(t, "fanout (TestRetriesStopAtMaxAttempts, TestRunCountsEveryOutcomeExactly)")
 	for _, client := range []string{"direct", "sdk"} { // PUSHFAN_FCM_CLIENT
 		t.Run(client, func(t *testing.T) {
 			s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.MaxAttempts = 4; c.FCMClient = client }})
@@ -120,6 +122,7 @@ func TestAuthErrorStopsBroadcastEarly(t *testing.T) {
 }
 
 func TestHangingTokensTimeOutAndBroadcastCompletes(t *testing.T) {
+	coveredBy(t, "fanout (TestSendTimeoutApplies)")
 	for _, client := range []string{"direct", "sdk"} { // PUSHFAN_FCM_CLIENT
 		t.Run(client, func(t *testing.T) {
 			const timeout = 300 * time.Millisecond
@@ -150,6 +153,7 @@ func TestHangingTokensTimeOutAndBroadcastCompletes(t *testing.T) {
 }
 
 func TestCancelMidBroadcast(t *testing.T) {
+	coveredBy(t, "lease (TestStopClosesPendingChunksAndIsIdempotent, TestCancelRacingACheckpoint) and broadcast/plan (TestACancelMidPlanStopsIt)")
 	s := teststack.New(t, teststack.Options{
 		Emulator:  fcmemu.Config{Latency: 20 * time.Millisecond},
 		Configure: func(c *config.Config) { c.Engine.Concurrency = 8 },

@@ -44,6 +44,9 @@ var scaleAudiences = []audience.Definition{{Name: "everyone",
 // and it reads those users' tokens only. A planning instance started afterwards
 // plans each of them exactly.
 func TestSubmitsOfEveryKindReadNoTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 150,000 users")
+	}
 	const users = 150000
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Engine.PlanParallel = 0
@@ -137,6 +140,9 @@ func TestSubmitsOfEveryKindReadNoTarget(t *testing.T) {
 // into chunks of its own, counted, all waiting; and a cancel counts them
 // from the plan, reading no token at all.
 func TestALocalTimePlanReadsTheAudienceOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 150,000 users")
+	}
 	const users = 150000
 	s := teststack.New(t, teststack.Options{})
 	n := int64(s.SeedZoned(users, 2, scaleZones))

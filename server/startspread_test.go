@@ -141,6 +141,7 @@ func TestScheduledStartsStayWithinTheSpread(t *testing.T) {
 // is one broadcast starting at its fire time plus the offset of its key
 // (in [0, spread)), and each sends exactly once to every token.
 func TestCronStartsStayWithinTheSpread(t *testing.T) {
+	coveredBy(t, "broadcast (TestStartOffsetStaysWithinTheSpreadAndIsDeterministic)")
 	const spread = 2 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, func(c *config.Config) {
 		c.Jobs = []cron.Job{everySecondJob("tick")}

@@ -14,6 +14,7 @@ import (
 // HTTP/2 client to an emulator serving TLS + HTTP/2. Retries, budgets and
 // send timeouts come out as over HTTP/1.1.
 func TestTLSWireRetriesAndTimeouts(t *testing.T) {
+	coveredBy(t, "fcm (TestSDKRetriesStopAtTheBudget) and fanout (TestSendTimeoutApplies)")
 	const timeout = time.Second // the first sends also wait for the TLS handshakes (slow under -race)
 	s := teststack.New(t, teststack.Options{EmulatorTLS: true, Configure: func(c *config.Config) {
 		c.Engine.MaxAttempts = 4

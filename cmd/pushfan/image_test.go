@@ -41,6 +41,9 @@ type buildah struct {
 
 func newBuildah(t *testing.T) *buildah {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the image with buildah: make test runs it, make test-short does not")
+	}
 	if _, err := exec.LookPath("buildah"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("buildah is missing in CI: .ci/run installs it with scripts/ensure-buildah.sh")

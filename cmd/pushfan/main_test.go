@@ -31,6 +31,9 @@ var staticBinary = sync.OnceValues(func() (string, error) {
 // mustStaticBinary is staticBinary, failing the test when it does not build.
 func mustStaticBinary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a packaging test of the release build (make build: minutes on a cold cache): make test runs it, make test-short does not")
+	}
 	bin, err := staticBinary()
 	if err != nil {
 		t.Fatal(err)

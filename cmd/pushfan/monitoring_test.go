@@ -274,6 +274,9 @@ func promtoolPath(t *testing.T) string {
 
 func monitoringTool(t *testing.T, env, name string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: make test runs it, make test-short does not", name)
+	}
 	if p := os.Getenv(env); p != "" {
 		return p
 	}

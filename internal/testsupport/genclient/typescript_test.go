@@ -21,6 +21,9 @@ import (
 // Node.js and npm must be installed: scripts/ensure-node.sh (make test runs
 // it) installs them.
 func TestTypeScriptTypes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Node.js and npm ci: make test runs it, make test-short does not")
+	}
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed; the TypeScript check needs Node.js and npm (bash scripts/ensure-node.sh installs them): %v", tool, err)

@@ -43,7 +43,7 @@ var allowed = map[string][]string{
 	"lease":      {"internal/platform/sqldb", "model", "repository"},                                           // the one owner of broadcasts' and chunks' statuses and counters
 	"repository": {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging"}, // reads and inserts by entity; no transitions
 	"retention":  {"internal/platform/clock", "internal/platform/lifecycle"},
-	"caps":       {"config", "internal/platform/sqldb"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
+	"caps":       {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
 	"engagement": {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
 	"webhook":    {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
 	"metrics":    nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
