@@ -61,7 +61,7 @@ func benchCheckpoint(b *testing.B, failures int) {
 	next := uint64(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{c.Cursor + 510, c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute}
+		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{Lo: c.Cursor + 510, Hi: c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute}
 		if failures > 0 {
 			fs := make([]model.Failure, failures)
 			dead := make([]repository.Invalidation, failures)

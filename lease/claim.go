@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"pushfan/internal/platform/sqldb"
+	"pushfan/lease/codec"
 	"pushfan/repository"
 )
 
@@ -316,7 +317,7 @@ func scanClaim(row *sql.Row) (*Claim, error) {
 		return nil, err
 	}
 	var err error
-	if c.Done, err = decodeRanges(c.Cursor, done); err != nil {
+	if c.Done, err = codec.DecodeRanges(c.Cursor, done); err != nil {
 		return nil, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}
 	c.Takeover = status == StatusLeased
@@ -330,7 +331,7 @@ func loadIDs(ctx context.Context, tx *sql.Tx, c *Claim) error {
 	if err := tx.QueryRowContext(ctx, "SELECT target_ids FROM broadcast_chunks WHERE broadcast_id = ? AND seq = ?", c.BroadcastID, c.Seq).Scan(&raw); err != nil {
 		return fmt.Errorf("chunk %d/%d: read its targets: %w", c.BroadcastID, c.Seq, err)
 	}
-	ids, err := decodeIDs(c.Lo, raw)
+	ids, err := codec.DecodeIDs(c.Lo, raw)
 	if err != nil {
 		return fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"pushfan/lease/codec"
 )
 
 // A holder fenced off by a takeover (it stalled past its lease, and another
@@ -136,7 +138,7 @@ func without(rs []Range, xs []uint64) []Range {
 			x := xs[i]
 			i++
 			if x > lo {
-				out = append(out, Range{lo, x - 1})
+				out = append(out, Range{Lo: lo, Hi: x - 1})
 			}
 			if x == r.Hi {
 				cut = true // and lo+1 would overflow at the top of the space
@@ -145,7 +147,7 @@ func without(rs []Range, xs []uint64) []Range {
 			lo = max(lo, x+1)
 		}
 		if !cut {
-			out = append(out, Range{lo, r.Hi})
+			out = append(out, Range{Lo: lo, Hi: r.Hi})
 		}
 	}
 	return out
@@ -162,7 +164,7 @@ func unsentAtClose(cursor, hi uint64, done []Range, final []TargetOutcome) []Ran
 	lo := cursor + 1
 	for _, d := range done {
 		if d.Lo > lo {
-			rs = append(rs, Range{lo, d.Lo - 1})
+			rs = append(rs, Range{Lo: lo, Hi: d.Lo - 1})
 		}
 		if d.Hi >= hi {
 			lo = hi
@@ -171,7 +173,7 @@ func unsentAtClose(cursor, hi uint64, done []Range, final []TargetOutcome) []Ran
 		lo = d.Hi + 1
 	}
 	if lo <= hi && (len(done) == 0 || done[len(done)-1].Hi < hi) {
-		rs = append(rs, Range{lo, hi})
+		rs = append(rs, Range{Lo: lo, Hi: hi})
 	}
 	xs := make([]uint64, 0, len(final))
 	for _, o := range final {
@@ -182,14 +184,14 @@ func unsentAtClose(cursor, hi uint64, done []Range, final []TargetOutcome) []Ran
 }
 
 // encodeSet writes a set of ranges with no cursor below it: the first
-// range's bounds, then the rest as encodeRanges after it.
+// range's bounds, then the rest as codec.EncodeRanges after it.
 func encodeSet(rs []Range) ([]byte, error) {
 	if len(rs) == 0 {
 		return []byte{}, nil
 	}
 	head := binary.AppendUvarint(nil, rs[0].Lo)
 	head = binary.AppendUvarint(head, rs[0].Hi-rs[0].Lo)
-	tail, err := encodeRanges(rs[0].Hi, rs[1:])
+	tail, err := codec.EncodeRanges(rs[0].Hi, rs[1:])
 	if err != nil {
 		return nil, err
 	}
@@ -209,11 +211,11 @@ func decodeSet(b []byte) ([]Range, error) {
 	if k2 <= 0 || lo+length < lo {
 		return nil, errors.New("unsent ranges: truncated or overflowing")
 	}
-	rest, err := decodeRanges(lo+length, b[k1+k2:])
+	rest, err := codec.DecodeRanges(lo+length, b[k1+k2:])
 	if err != nil {
 		return nil, fmt.Errorf("unsent ranges: %w", err)
 	}
-	return append([]Range{{lo, lo + length}}, rest...), nil
+	return append([]Range{{Lo: lo, Hi: lo + length}}, rest...), nil
 }
 
 // encodeSent writes the sent outcomes of outs (ascending cursors) as, per
@@ -305,7 +307,7 @@ func storeAside(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq ui
 // reports (under c's epoch and closing sequence seq: a retry of the close
 // after a lost answer is a replay). It returns what moves.
 func closeFenced(ctx context.Context, tx *sql.Tx, c *Claim, seq, cursor uint64, stored []byte, final []TargetOutcome, canceled int64, now time.Time) (moved, error) {
-	done, err := decodeRanges(cursor, stored)
+	done, err := codec.DecodeRanges(cursor, stored)
 	if err != nil {
 		return moved{}, fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}

@@ -12,13 +12,13 @@ func TestWithoutCutsPointsOutOfRanges(t *testing.T) {
 		xs   []uint64
 		want []Range
 	}{
-		{[]Range{{1, 10}}, nil, []Range{{1, 10}}},
-		{[]Range{{1, 10}}, []uint64{1}, []Range{{2, 10}}},
-		{[]Range{{1, 10}}, []uint64{10}, []Range{{1, 9}}},
-		{[]Range{{1, 10}}, []uint64{5, 5, 6}, []Range{{1, 4}, {7, 10}}},
-		{[]Range{{1, 3}, {7, 9}}, []uint64{0, 2, 5, 7, 8, 9, 12}, []Range{{1, 1}, {3, 3}}},
-		{[]Range{{4, 4}}, []uint64{4}, []Range{}},
-		{[]Range{{math.MaxUint64 - 1, math.MaxUint64}}, []uint64{math.MaxUint64}, []Range{{math.MaxUint64 - 1, math.MaxUint64 - 1}}},
+		{[]Range{{Lo: 1, Hi: 10}}, nil, []Range{{Lo: 1, Hi: 10}}},
+		{[]Range{{Lo: 1, Hi: 10}}, []uint64{1}, []Range{{Lo: 2, Hi: 10}}},
+		{[]Range{{Lo: 1, Hi: 10}}, []uint64{10}, []Range{{Lo: 1, Hi: 9}}},
+		{[]Range{{Lo: 1, Hi: 10}}, []uint64{5, 5, 6}, []Range{{Lo: 1, Hi: 4}, {Lo: 7, Hi: 10}}},
+		{[]Range{{Lo: 1, Hi: 3}, {Lo: 7, Hi: 9}}, []uint64{0, 2, 5, 7, 8, 9, 12}, []Range{{Lo: 1, Hi: 1}, {Lo: 3, Hi: 3}}},
+		{[]Range{{Lo: 4, Hi: 4}}, []uint64{4}, []Range{}},
+		{[]Range{{Lo: math.MaxUint64 - 1, Hi: math.MaxUint64}}, []uint64{math.MaxUint64}, []Range{{Lo: math.MaxUint64 - 1, Hi: math.MaxUint64 - 1}}},
 	} {
 		if got := without(tc.rs, tc.xs); !slices.Equal(got, tc.want) && (len(got) != 0 || len(tc.want) != 0) {
 			t.Errorf("without(%v, %v) = %v, want %v", tc.rs, tc.xs, got, tc.want)
@@ -27,14 +27,14 @@ func TestWithoutCutsPointsOutOfRanges(t *testing.T) {
 }
 
 func TestUnsentAtCloseIsWhatNothingCovers(t *testing.T) {
-	got := unsentAtClose(10, 100, []Range{{15, 20}, {30, 30}}, []TargetOutcome{{Cursor: 11}, {Cursor: 31}, {Cursor: 100}})
-	want := []Range{{12, 14}, {21, 29}, {32, 99}}
+	got := unsentAtClose(10, 100, []Range{{Lo: 15, Hi: 20}, {Lo: 30, Hi: 30}}, []TargetOutcome{{Cursor: 11}, {Cursor: 31}, {Cursor: 100}})
+	want := []Range{{Lo: 12, Hi: 14}, {Lo: 21, Hi: 29}, {Lo: 32, Hi: 99}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unsent %v, want %v", got, want)
 	}
 	// At the top of the cursor space nothing wraps around to 0.
 	const top = math.MaxUint64
-	if got := unsentAtClose(top-3, top, []Range{{top - 1, top}}, nil); !slices.Equal(got, []Range{{top - 2, top - 2}}) {
+	if got := unsentAtClose(top-3, top, []Range{{Lo: top - 1, Hi: top}}, nil); !slices.Equal(got, []Range{{Lo: top - 2, Hi: top - 2}}) {
 		t.Fatalf("unsent at the top %v, want [%d]", got, uint64(top-2))
 	}
 	if got := unsentAtClose(top, top, nil, nil); len(got) != 0 {
@@ -43,7 +43,7 @@ func TestUnsentAtCloseIsWhatNothingCovers(t *testing.T) {
 }
 
 func TestFencedEncodingsRoundTrip(t *testing.T) {
-	for _, rs := range [][]Range{{{0, 0}}, {{1, 5}}, {{3, 4}, {9, 9}, {12, 1 << 40}}} {
+	for _, rs := range [][]Range{{{Lo: 0, Hi: 0}}, {{Lo: 1, Hi: 5}}, {{Lo: 3, Hi: 4}, {Lo: 9, Hi: 9}, {Lo: 12, Hi: 1 << 40}}} {
 		b, err := encodeSet(rs)
 		if err != nil {
 			t.Fatal(err)

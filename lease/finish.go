@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pushfan/internal/platform/sqldb"
+	"pushfan/lease/codec"
 	"pushfan/model"
 )
 
@@ -155,7 +156,7 @@ func closeFencedIdle(ctx context.Context, tx *sql.Tx, id uint64, now time.Time) 
 	var all moved
 	var out int64
 	for _, c := range cs {
-		done, err := decodeRanges(c.cur, c.done)
+		done, err := codec.DecodeRanges(c.cur, c.done)
 		if err != nil {
 			return moved{}, 0, fmt.Errorf("chunk %d/%d: %w", id, c.seq, err)
 		}
@@ -369,7 +370,7 @@ func (s *Store) Chunks(ctx context.Context, id uint64) ([]Row, error) {
 			&r.Claims, &r.Takeovers, &r.Committed, &r.Targets, &r.DoneBy, &r.Refusal); err != nil {
 			return nil, fmt.Errorf("chunks of %d: %w", id, err)
 		}
-		if r.Done, err = decodeRanges(r.Cursor, done); err != nil {
+		if r.Done, err = codec.DecodeRanges(r.Cursor, done); err != nil {
 			return nil, fmt.Errorf("chunk %d/%d: %w", id, r.Seq, err)
 		}
 		out = append(out, r)

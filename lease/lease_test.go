@@ -230,7 +230,7 @@ func TestCheckpointRetryAfterAnUnknownOutcomeAddsNothingTwice(t *testing.T) {
 	effects := 0
 	cp := keep(50, 45)
 	cp.Failed, cp.Errors = 5, map[string]int64{"UNAVAILABLE": 5}
-	cp.Done = []lease.Range{{60, 70}}
+	cp.Done = []lease.Range{{Lo: 60, Hi: 70}}
 	cp.Succeeded += 11
 	cp.Effects = func(context.Context, *sql.Tx) (int64, error) { effects++; return 2, nil }
 	if _, err := f.s.Checkpoint(f.ctx(), a, cp); err != nil {
@@ -266,12 +266,12 @@ func TestReleaseHandsTheChunkBackAtOnce(t *testing.T) {
 	id := f.broadcast(lease.Plan{Lo: 0, Hi: 100, Targets: 100})
 	a := f.claim("a")
 	cp := keep(20, 25)
-	cp.Done, cp.End = []lease.Range{{30, 34}}, lease.Release
+	cp.Done, cp.End = []lease.Range{{Lo: 30, Hi: 34}}, lease.Release
 	if _, err := f.s.Checkpoint(f.ctx(), a, cp); err != nil {
 		t.Fatal(err)
 	}
 	b := f.claim("b")
-	if b == nil || b.Takeover || b.Cursor != 20 || len(b.Done) != 1 || b.Done[0] != (lease.Range{30, 34}) {
+	if b == nil || b.Takeover || b.Cursor != 20 || len(b.Done) != 1 || b.Done[0] != (lease.Range{Lo: 30, Hi: 34}) {
 		t.Fatalf("claim after release %+v", b)
 	}
 	// Releasing again (a retry whose first answer was lost) after another

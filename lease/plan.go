@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pushfan/internal/platform/sqldb"
+	"pushfan/lease/codec"
 )
 
 // Step is one stored piece of a broadcast's plan: the audience read up to
@@ -125,7 +126,7 @@ func building(ctx context.Context, tx *sql.Tx, id uint64) ([]Plan, error) {
 			t := nb.Time.UTC()
 			p.NotBefore = &t
 		}
-		if p.IDs, err = decodeIDs(p.Lo, raw); err != nil {
+		if p.IDs, err = codec.DecodeIDs(p.Lo, raw); err != nil {
 			return nil, fmt.Errorf("chunk %d/%d: %w", id, p.Seq, err)
 		}
 		out = append(out, p)
@@ -274,7 +275,7 @@ func upsertChunks(ctx context.Context, tx *sql.Tx, id uint64, class Class, rows 
 			if r.Hi <= r.Lo || r.Targets < 0 {
 				return fmt.Errorf("chunk %d/%d is empty: (%d, %d], %d targets", id, r.Seq, r.Lo, r.Hi, r.Targets)
 			}
-			list, err := encodeIDs(r.Lo, r.IDs)
+			list, err := codec.EncodeIDs(r.Lo, r.IDs)
 			if err != nil {
 				return fmt.Errorf("chunk %d/%d: %w", id, r.Seq, err)
 			}

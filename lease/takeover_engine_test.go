@@ -112,7 +112,7 @@ func TestReleasedTakeoverKeepsDoneRangesItDidNotReach(t *testing.T) {
 	// Holder A: targets 900..950 got their outcome (stored, counted) while
 	// 1..899 were still in flight or waiting to retry; then A is killed.
 	a := f.claim("a")
-	if _, err := f.s.Checkpoint(f.ctx(), a, lease.Checkpoint{Cursor: 0, Done: []lease.Range{{900, 950}}, Succeeded: 51, End: lease.KeepLease, Lease: time.Minute}); err != nil {
+	if _, err := f.s.Checkpoint(f.ctx(), a, lease.Checkpoint{Cursor: 0, Done: []lease.Range{{Lo: 900, Hi: 950}}, Succeeded: 51, End: lease.KeepLease, Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	f.expire(id)

@@ -40,14 +40,15 @@ var allowed = map[string][]string{
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
-	"lease":      {"internal/platform/sqldb", "model", "repository"},                                           // the one owner of broadcasts' and chunks' statuses and counters
-	"repository": {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging"}, // reads and inserts by entity; no transitions
-	"retention":  {"internal/platform/clock", "internal/platform/lifecycle"},
-	"caps":       {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
-	"engagement": {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
-	"webhook":    {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
-	"metrics":    nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
-	"quota":      {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
+	"lease":       {"internal/platform/sqldb", "lease/codec", "model", "repository"},
+	"lease/codec": nil,                                                                                          // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
+	"repository":  {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging"}, // reads and inserts by entity; no transitions
+	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
+	"caps":        {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
+	"engagement":  {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
+	"webhook":     {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
+	"metrics":     nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
+	"quota":       {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
 	// The message: rules, platform overrides, localized variants and
 	// templates, rendered per target.
 	"broadcast/message": {"audience", "fanout", "model"},
@@ -112,7 +113,7 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
-	"config": 1, "fanout": 1, "metrics": 1, "fcm/transport": 1,
+	"config": 1, "fanout": 1, "metrics": 1, "lease/codec": 1, "fcm/transport": 1,
 	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2,
 	"lease":                         3,
 	"broadcast/message":             3,

@@ -57,7 +57,6 @@ var configNames = map[string][]string{
 // listed one comes within its limit (delete the entry then, so that it
 // cannot grow back). Nothing is added here: code is split instead.
 var pending = map[string]int{
-	"lines of package lease":  2851,
 	"lines of package server": 3485, // the seam's interfaces and settings added 200 lines; whole concepts move out next
 }
 

@@ -1,4 +1,9 @@
-package lease
+// Package codec holds the compact encodings of a chunk row's columns:
+// the done ranges of a checkpoint (cursor-relative uvarint gaps and
+// lengths) and a chunk's target list (uvarint gaps from its lower bound).
+// They are the storage format of package lease's protocol, apart from its
+// SQL so that they can be read and tested on their own.
+package codec
 
 import (
 	"encoding/binary"
@@ -18,11 +23,11 @@ type Range struct{ Lo, Hi uint64 }
 // stored set far beyond this is corrupt rather than large.
 const maxRanges = 1 << 20
 
-// encodeRanges writes rs (sorted, disjoint, all above cursor) relative to
+// EncodeRanges writes rs (sorted, disjoint, all above cursor) relative to
 // cursor as uvarints: the count, then per range the gap from the previous
 // end (the cursor first) and its length. Dense token ids make both small:
 // a few bytes per range.
-func encodeRanges(cursor uint64, rs []Range) ([]byte, error) {
+func EncodeRanges(cursor uint64, rs []Range) ([]byte, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
@@ -40,8 +45,8 @@ func encodeRanges(cursor uint64, rs []Range) ([]byte, error) {
 	return buf, nil
 }
 
-// decodeRanges is the inverse of encodeRanges.
-func decodeRanges(cursor uint64, b []byte) ([]Range, error) {
+// DecodeRanges is the inverse of EncodeRanges.
+func DecodeRanges(cursor uint64, b []byte) ([]Range, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
@@ -80,10 +85,10 @@ func decodeRanges(cursor uint64, b []byte) ([]Range, error) {
 // this is corrupt rather than large.
 const maxIDs = 1 << 24
 
-// encodeIDs writes a chunk's target ids (ascending, all above lo) as
+// EncodeIDs writes a chunk's target ids (ascending, all above lo) as
 // uvarint gaps from lo: one or two bytes per target for dense token ids,
 // so a 10,000-target chunk stores about 10-20 KB.
-func encodeIDs(lo uint64, ids []uint64) ([]byte, error) {
+func EncodeIDs(lo uint64, ids []uint64) ([]byte, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -99,8 +104,8 @@ func encodeIDs(lo uint64, ids []uint64) ([]byte, error) {
 	return buf, nil
 }
 
-// decodeIDs is the inverse of encodeIDs; nil for a chunk without a list.
-func decodeIDs(lo uint64, b []byte) ([]uint64, error) {
+// DecodeIDs is the inverse of EncodeIDs; nil for a chunk without a list.
+func DecodeIDs(lo uint64, b []byte) ([]uint64, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
