@@ -112,7 +112,7 @@ func (s *Server) signIn(c echo.Context) error {
 		if err := s.console.sessions.DeleteSession(ctx, old.IDHash); err != nil {
 			return err
 		}
-		s.console.watch.endSession(old.IDHash)
+		s.console.watch.EndSession(old.IDHash)
 	}
 	id := randomToken()
 	now := s.now().UTC()
@@ -166,7 +166,7 @@ func (s *Server) signOut(c echo.Context) error {
 	if err := s.console.sessions.DeleteSession(c.Request().Context(), sess.IDHash); err != nil {
 		return err
 	}
-	s.console.watch.endSession(sess.IDHash)
+	s.console.watch.EndSession(sess.IDHash)
 	clearCookie()
 	return c.NoContent(http.StatusNoContent)
 }
