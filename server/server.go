@@ -25,6 +25,7 @@ import (
 	"pushfan/model"
 	"pushfan/server/live"
 	"pushfan/server/openapi"
+	"pushfan/server/proxies"
 	"pushfan/webhook"
 )
 
@@ -80,7 +81,7 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 	}
 	// Burst: a minute's worth, so a mistyped paste or two costs nothing.
 	s.auth.failures = newAuthFailures(cfg.Limits.SignInFailuresPerMinute)
-	s.auth.proxies = parseProxies(cfg.TrustedProxies)
+	s.auth.proxies = proxies.Parse(cfg.TrustedProxies)
 	s.auth.metrics = metricsTokens(cfg.Tokens.Metrics, cfg.Tokens.Admin)
 	// The hub reads through s when a stream opens, not before: a Server
 	// built with no Reader (the route listing's) serves every other route.
@@ -91,7 +92,7 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.IPExtractor = s.auth.proxies.clientAddr()
+	e.IPExtractor = s.auth.proxies.ClientAddr()
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator:        newRequestID,

@@ -2,8 +2,8 @@ package live
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync/atomic"
