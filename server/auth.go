@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"pushfan/server/proxies"
 )
 
 // authParts are who may call and from where: the admin, internal and
@@ -15,7 +17,7 @@ import (
 type authParts struct {
 	admin, internal, metrics tokenSet
 	failures                 *authFailures
-	proxies                  trustedProxies
+	proxies                  proxies.Trusted
 }
 
 // tokenSet checks bearer tokens in constant time: the presented token is

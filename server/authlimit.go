@@ -1,9 +1,9 @@
 package server
 
 import (
-	"net"
-
 	"github.com/labstack/echo/v4"
+
+	"pushfan/server/ratelimit"
 )
 
 // authFailures is the one budget of failed authentications per client
@@ -14,28 +14,18 @@ import (
 // until it refills, a right token too: answering a right token would tell
 // a guesser which guess was right. A success costs nothing, and gives back
 // nothing of the earlier failures.
-type authFailures struct{ addrs *keyedLimiters }
+type authFailures struct{ addrs *ratelimit.Keyed }
 
 func newAuthFailures(perMinute float64) *authFailures {
-	return &authFailures{addrs: newKeyedLimiters(perMinute, int(perMinute))}
+	return &authFailures{addrs: ratelimit.New(perMinute, int(perMinute))}
 }
 
 // admit decides an attempt from the request's client address whose
 // credential matched (ok) or not: a 429 while the address's budget is
 // spent, else nil, having charged a failure.
 func (f *authFailures) admit(c echo.Context, ok bool) error {
-	if wait := f.addrs.attempt(addrKey(c.RealIP()), ok); wait > 0 {
+	if wait := f.addrs.Attempt(ratelimit.AddrKey(c.RealIP()), ok); wait > 0 {
 		return rateLimited(c, wait, "too many failed authentications (wrong tokens or sign-ins) from this address")
 	}
 	return nil
-}
-
-// addrKey is a per-address budget's key for a client address (the
-// failure budget's, the events'): an IPv6 address counts by its /64,
-// which one host can fill.
-func addrKey(addr string) string {
-	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
-		return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
-	}
-	return addr
 }

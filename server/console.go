@@ -9,13 +9,14 @@ import (
 
 	"pushfan/console"
 	"pushfan/model"
+	"pushfan/server/live"
 )
 
 // consoleParts are the console's: its sessions (nil: no sign-in), the
 // live-watch streams, and the cluster view (nil: none).
 type consoleParts struct {
 	sessions SessionStore
-	watch    *watchHub
+	watch    *live.Hub
 	cluster  func(ctx context.Context, app string) (model.Cluster, error)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/engagement"
+	"pushfan/server/ratelimit"
 	"pushfan/websdk"
 )
 
@@ -33,10 +34,10 @@ func (s *Server) routeEvents(e *echo.Echo) {
 		return
 	}
 	perSecond := s.cfg.Limits.EventsPerAddress
-	addrs := newKeyedLimiters(perSecond*60, int(math.Ceil(2*perSecond)))
+	addrs := ratelimit.New(perSecond*60, int(math.Ceil(2*perSecond)))
 	limit := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			r := addrs.reserve(addrKey(c.RealIP()))
+			r := addrs.Reserve(ratelimit.AddrKey(c.RealIP()))
 			if d := r.Delay(); d > 0 {
 				r.Cancel()
 				return rateLimited(c, d, "this address posted too many events")
@@ -82,7 +83,7 @@ func (s *Server) webSDK(c echo.Context) error {
 // notification), a test send's, or one over the address's budget still
 // leads to the link, uncounted: a tap must reach its page. One that is not
 // genuine leads nowhere.
-func (s *Server) click(addrs *keyedLimiters, data bool) echo.HandlerFunc {
+func (s *Server) click(addrs *ratelimit.Keyed, data bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		tok := c.Param("token")
 		claims, err := s.extra.events.Verify(tok)
@@ -96,7 +97,7 @@ func (s *Server) click(addrs *keyedLimiters, data bool) echo.HandlerFunc {
 		case err != nil:
 			return err
 		}
-		if r := addrs.reserve(addrKey(c.RealIP())); r.Delay() > 0 {
+		if r := addrs.Reserve(ratelimit.AddrKey(c.RealIP())); r.Delay() > 0 {
 			r.Cancel()
 		} else if a, err := s.extra.events.Ingest(c.Request().Context(), []engagement.RawEvent{{Token: tok, Type: "clicked"}}); err != nil {
 			// The user gets to the link either way; the click goes uncounted.

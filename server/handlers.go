@@ -14,6 +14,7 @@ import (
 	"pushfan/fcm"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
+	"pushfan/server/view"
 )
 
 func newRequestID() string {
@@ -173,7 +174,7 @@ func (s *Server) stats(c echo.Context) error {
 	if st.Errors == nil {
 		st.Errors = map[string]int64{}
 	}
-	return c.JSON(http.StatusOK, statsView{
+	return c.JSON(http.StatusOK, view.Stats{
 		Broadcasts: st.Broadcasts, DryRuns: st.DryRuns, Targeted: st.Targeted, Succeeded: st.Succeeded,
 		Failed: st.Failed, Canceled: st.Canceled, Capped: st.Capped, InvalidatedTokens: st.InvalidatedTokens, Errors: st.Errors,
 		Opened: st.Opened, Clicked: st.Clicked,
@@ -210,14 +211,14 @@ func (s *Server) listFailures(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := failuresPage{Failures: make([]failureView, 0, min(len(fs), limit))}
+	page := view.FailuresPage{Failures: make([]view.Failure, 0, min(len(fs), limit))}
 	for i, f := range fs {
 		if i == limit {
 			next := strconv.FormatUint(fs[limit-1].ID, 10)
 			page.NextCursor = &next
 			break
 		}
-		page.Failures = append(page.Failures, failureView{TokenID: f.TokenID, UserID: f.UserID, Code: f.Code, Message: f.Message, Attempts: f.Attempts, CreatedAt: f.CreatedAt})
+		page.Failures = append(page.Failures, view.Failure{TokenID: f.TokenID, UserID: f.UserID, Code: f.Code, Message: f.Message, Attempts: f.Attempts, CreatedAt: f.CreatedAt})
 	}
 	return c.JSON(http.StatusOK, page)
 }
@@ -263,9 +264,9 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 		return err
 	}
 	page := struct {
-		Broadcasts []broadcastView `json:"broadcasts"`
-		NextCursor *string         `json:"next_cursor"`
-	}{Broadcasts: make([]broadcastView, 0, min(len(bs), want))}
+		Broadcasts []view.Broadcast `json:"broadcasts"`
+		NextCursor *string          `json:"next_cursor"`
+	}{Broadcasts: make([]view.Broadcast, 0, min(len(bs), want))}
 	for i, b := range bs {
 		if i == want {
 			next := strconv.FormatUint(bs[want-1].ID, 10)
@@ -286,7 +287,7 @@ func (s *Server) listBroadcasts(c echo.Context) error {
 	for i := range page.Broadcasts {
 		v := &page.Broadcasts[i]
 		t := totals[v.ID]
-		v.Engagement = &engagementView{countsView: countsOf(t)}
+		v.Engagement = &view.Engagement{Counts: view.CountsOf(t)}
 		if v.Succeeded > 0 {
 			v.Engagement.OpenRate = float64(t.Opened) / float64(v.Succeeded)
 		}

@@ -40,7 +40,7 @@ func (s *Server) MetricsServer() *http.Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.IPExtractor = s.auth.proxies.clientAddr()
+	e.IPExtractor = s.auth.proxies.ClientAddr()
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.requestContext)
 	e.Use(s.recoverPanics)

@@ -19,10 +19,13 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"pushfan/broadcast"
 	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
+	"pushfan/server/live"
 	"pushfan/server/openapi"
+	"pushfan/server/proxies"
 	"pushfan/webhook"
 )
 
@@ -78,18 +81,18 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 	}
 	// Burst: a minute's worth, so a mistyped paste or two costs nothing.
 	s.auth.failures = newAuthFailures(cfg.Limits.SignInFailuresPerMinute)
-	s.auth.proxies = parseProxies(cfg.TrustedProxies)
+	s.auth.proxies = proxies.Parse(cfg.TrustedProxies)
 	s.auth.metrics = metricsTokens(cfg.Tokens.Metrics, cfg.Tokens.Admin)
 	// The hub reads through s when a stream opens, not before: a Server
 	// built with no Reader (the route listing's) serves every other route.
-	s.console.watch = newWatchHub(func(ctx context.Context, id uint64) (*model.Broadcast, error) { return s.dom.Reader.Peek(ctx, id) }, s.view, log)
-	s.console.watch.history = func(ctx context.Context, id uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
+	s.console.watch = live.New(func(ctx context.Context, id uint64) (*model.Broadcast, error) { return s.dom.Reader.Peek(ctx, id) }, s.view, broadcast.ErrNotFound, log)
+	s.console.watch.History = func(ctx context.Context, id uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
 		return s.dom.Reader.SendRate(ctx, id, since)
 	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.IPExtractor = s.auth.proxies.clientAddr()
+	e.IPExtractor = s.auth.proxies.ClientAddr()
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator:        newRequestID,
@@ -162,7 +165,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Stop ends the live-watch streams and their pollers (safe twice). Call it
 // when the HTTP server shuts down: Shutdown waits for idle connections,
 // which a stream never becomes by itself.
-func (s *Server) Stop(ctx context.Context) error { return s.console.watch.stop(ctx) }
+func (s *Server) Stop(ctx context.Context) error { return s.console.watch.Stop(ctx) }
 
 // HTTPServer returns an http.Server with every timeout set: a slow or stuck
 // client cannot hold a connection forever. Its Shutdown ends the watch
@@ -174,7 +177,7 @@ func (s *Server) HTTPServer() *http.Server {
 	srv.RegisterOnShutdown(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeouts.Shutdown)
 		defer cancel()
-		_ = s.console.watch.stop(ctx)
+		_ = s.console.watch.Stop(ctx)
 	})
 	return srv
 }

@@ -112,7 +112,7 @@ func (s *Server) signIn(c echo.Context) error {
 		if err := s.console.sessions.DeleteSession(ctx, old.IDHash); err != nil {
 			return err
 		}
-		s.console.watch.endSession(old.IDHash)
+		s.console.watch.EndSession(old.IDHash)
 	}
 	id := randomToken()
 	now := s.now().UTC()
@@ -122,7 +122,7 @@ func (s *Server) signIn(c echo.Context) error {
 		return err
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
-		MaxAge: int(s.cfg.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.overTLS(c)})
+		MaxAge: int(s.cfg.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.auth.proxies.OverTLS(c.Request())})
 	s.log.InfoContext(ctx, "console sign-in", "token", t.Name, "remote", c.RealIP())
 	return c.JSON(http.StatusOK, viewSession(t, &sess))
 }
@@ -150,7 +150,7 @@ func (s *Server) signOut(c echo.Context) error {
 	noStore(c)
 	clearCookie := func() {
 		c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: s.overTLS(c)})
+			SameSite: http.SameSiteStrictMode, Secure: s.auth.proxies.OverTLS(c.Request())})
 	}
 	sess, t, err := s.session(c)
 	if err != nil {
@@ -166,7 +166,7 @@ func (s *Server) signOut(c echo.Context) error {
 	if err := s.console.sessions.DeleteSession(c.Request().Context(), sess.IDHash); err != nil {
 		return err
 	}
-	s.console.watch.endSession(sess.IDHash)
+	s.console.watch.EndSession(sess.IDHash)
 	clearCookie()
 	return c.NoContent(http.StatusNoContent)
 }

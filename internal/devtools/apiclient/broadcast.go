@@ -44,7 +44,7 @@ type Broadcast struct {
 	HoldExpiresAt *time.Time `json:"hold_expires_at"`
 	ReleasedBy    string     `json:"released_by"`
 	ReleasedAt    *time.Time `json:"released_at"`
-	// Local-time delivery (localtime.go).
+	// Local-time delivery (server/view/local.go).
 	LocalTime
 }
 

@@ -1,4 +1,4 @@
-package server
+package ratelimit
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 // clearing them all handed every address a fresh budget, so one range of
 // many addresses (an IPv6 /48 holds 65536 /64s) reset everyone's.
 func TestAFullLimiterMapForgetsTheLeastRecentlyUsedKey(t *testing.T) {
-	k := newKeyedLimiters(1, 1) // one event, then one a minute
+	k := New(1, 1) // one event, then one a minute
 	spend := func(key string) bool {
-		r := k.reserve(key)
+		r := k.Reserve(key)
 		if r.Delay() > 0 {
 			r.Cancel()
 			return false
@@ -21,7 +21,7 @@ func TestAFullLimiterMapForgetsTheLeastRecentlyUsedKey(t *testing.T) {
 	if !spend("victim") {
 		t.Fatal("a new key's first event was refused")
 	}
-	for i := range maxKeys - 1 {
+	for i := range MaxKeys - 1 {
 		if !spend(fmt.Sprint("other-", i)) {
 			t.Fatalf("other-%d's first event was refused", i)
 		}

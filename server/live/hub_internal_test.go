@@ -1,8 +1,9 @@
-package server
+package live
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -10,7 +11,11 @@ import (
 	"time"
 
 	"pushfan/model"
+	"pushfan/server/view"
 )
+
+// errNotFound stands for the domain's not-found error.
+var errNotFound = errors.New("not found")
 
 // TestWatchHubPollsOncePerTickForAllViewers: fifty viewers of one
 // broadcast cost one read a tick, and all of them get every state up to
@@ -26,15 +31,15 @@ func TestWatchHubPollsOncePerTickForAllViewers(t *testing.T) {
 		}
 		return b, nil
 	}
-	h := newWatchHub(peek, func(b *model.Broadcast) broadcastView { return viewOf(b, time.Now()) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := New(peek, func(b *model.Broadcast) view.Broadcast { return view.Of(b, time.Now()) }, errNotFound, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h.every = 20 * time.Millisecond
-	defer func() { _ = h.stop(context.Background()) }()
+	defer func() { _ = h.Stop(context.Background()) }()
 
 	const viewers = 50
 	start := time.Now()
 	chans := make([]<-chan []byte, viewers)
 	for i := range chans {
-		ch, leave, ok := h.subscribe(7)
+		ch, leave, ok := h.Subscribe(7)
 		if !ok {
 			t.Fatal("subscribe refused on a running hub")
 		}
@@ -83,10 +88,10 @@ func TestWatchHubPollsOncePerTickForAllViewers(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("%d broadcasts still watched after the final state", left)
 	}
-	if err := h.stop(context.Background()); err != nil {
+	if err := h.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := h.subscribe(7); ok {
+	if _, _, ok := h.Subscribe(7); ok {
 		t.Fatal("a stopped hub took a viewer")
 	}
 }
@@ -99,10 +104,10 @@ func TestWatchHubStopsPollingWhenTheLastViewerLeaves(t *testing.T) {
 		reads.Add(1)
 		return &model.Broadcast{ID: id, Status: model.StatusRunning}, nil
 	}
-	h := newWatchHub(peek, func(b *model.Broadcast) broadcastView { return viewOf(b, time.Now()) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := New(peek, func(b *model.Broadcast) view.Broadcast { return view.Of(b, time.Now()) }, errNotFound, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h.every = 10 * time.Millisecond
-	defer func() { _ = h.stop(context.Background()) }()
-	ch, leave, _ := h.subscribe(1)
+	defer func() { _ = h.Stop(context.Background()) }()
+	ch, leave, _ := h.Subscribe(1)
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
@@ -132,14 +137,14 @@ func TestWatchHubStopsPollingWhenTheLastViewerLeaves(t *testing.T) {
 // A poller starts from the stored send rate: each full bucket spread over
 // its seconds, the bucket still filling left out, two minutes at most.
 func TestWatchBackfillsTheStoredRate(t *testing.T) {
-	h := newWatchHub(nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := New(nil, nil, errNotFound, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	now := time.Now()
 	start := now.Add(-200 * time.Second).Truncate(5 * time.Second)
 	var stored []model.SeriesPoint
 	for at := start; !at.After(now); at = at.Add(5 * time.Second) {
 		stored = append(stored, model.SeriesPoint{At: at, N: 500})
 	}
-	h.history = func(_ context.Context, _ uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
+	h.History = func(_ context.Context, _ uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
 		var out []model.SeriesPoint
 		for _, p := range stored {
 			if !p.At.Before(since.Truncate(5 * time.Second)) {
