@@ -95,7 +95,7 @@ func TestAnOlderReleaseHandsItsWorkBackWhenANewerOneMigrates(t *testing.T) {
 	v := repository.SchemaVersion()
 	sent := &countingSender{pause: 2 * time.Millisecond, per: map[string]int{}}
 	old, _ := startService(t, tdb, "old", v, sent, broadcast.Options{})
-	req := broadcast.Request{App: model.DefaultApp, Message: model.Message{Title: "t", Body: "b"}, Audience: model.Audience{All: true}, Trigger: "api"}
+	req := broadcast.Request{Submission: model.Submission{App: model.DefaultApp, Message: model.Message{Title: "t", Body: "b"}, Audience: model.Audience{All: true}, Trigger: "api"}}
 	b, _, err := old.Submit(ctx, req)
 	if err != nil {
 		t.Fatal(err)

@@ -107,22 +107,24 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 		return nil, false, fmt.Errorf("broadcast %d, codes %v: %w", rr.ID, codes, ErrNothingToResend)
 	}
 	return s.Submit(ctx, Request{
-		App:                orig.App, // the failed tokens are the original's app's
-		Message:            orig.Message,
-		Audience:           model.Audience{ResendOf: orig.ID, Codes: codes, Local: orig.Audience.Local},
-		DryRun:             orig.DryRun,
-		InvalidateOnDryRun: orig.InvalidateOnDryRun,
-		RequestID:          rr.RequestID,
-		CreatedBy:          rr.CreatedBy,
-		IdempotencyKey:     rr.IdempotencyKey,
-		Trigger:            "resend",
-		Class:              orig.Class,
-		MaxRate:            orig.MaxRate,
-		DeliverOver:        orig.DeliverOver,
-		Hold:               rr.Hold,
-		ParentID:           orig.ID,
-		// Capped as its original was: it is the same message to the
-		// same users (see run.capRoot).
-		FrequencyCap: orig.FrequencyCap,
+		Submission: model.Submission{
+			App:                orig.App, // the failed tokens are the original's app's
+			Message:            orig.Message,
+			Audience:           model.Audience{ResendOf: orig.ID, Codes: codes, Local: orig.Audience.Local},
+			DryRun:             orig.DryRun,
+			InvalidateOnDryRun: orig.InvalidateOnDryRun,
+			RequestID:          rr.RequestID,
+			CreatedBy:          rr.CreatedBy,
+			IdempotencyKey:     rr.IdempotencyKey,
+			Trigger:            "resend",
+			Class:              orig.Class,
+			MaxRate:            orig.MaxRate,
+			DeliverOver:        orig.DeliverOver,
+			ParentID:           orig.ID,
+			// Capped as its original was: it is the same message to the
+			// same users (see run.capRoot).
+			FrequencyCap: orig.FrequencyCap,
+		},
+		Hold: rr.Hold,
 	})
 }

@@ -36,26 +36,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 			return b, b != nil, err
 		}
 	}
-	b = &model.Broadcast{
-		DryRun:             req.DryRun,
-		InvalidateOnDryRun: req.InvalidateOnDryRun,
-		Message:            req.Message,
-		Audience:           req.Audience,
-		RequestID:          req.RequestID,
-		CreatedBy:          req.CreatedBy,
-		IdempotencyKey:     req.IdempotencyKey,
-		RequestHash:        req.RequestHash,
-		SendAt:             req.SendAt,
-		Trigger:            req.Trigger,
-		JobName:            req.JobName,
-		FireTime:           req.FireTime,
-		Class:              req.Class,
-		MaxRate:            req.MaxRate,
-		DeliverOver:        req.DeliverOver,
-		ParentID:           req.ParentID,
-		FrequencyCap:       req.FrequencyCap,
-		App:                req.App,
-	}
+	b = &model.Broadcast{Submission: req.Submission} // stored as the rules checked it
 	if req.Hold {
 		at := s.now().Add(s.holdExpiry()).UTC()
 		b.HoldExpiresAt = &at

@@ -42,7 +42,7 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 	future := time.Now().Add(time.Hour).UTC()
 	var expired []uint64
 	for i := 0; i < 30; i++ {
-		b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}, HoldExpiresAt: &past}
+		b := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}, HoldExpiresAt: &past}
 		if err := leases.Submit(ctx(t), b, noPlan); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 		}
 		expired = append(expired, b.ID)
 	}
-	keep := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}, HoldExpiresAt: &future}
+	keep := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}, HoldExpiresAt: &future}
 	if err := leases.Submit(ctx(t), keep, noPlan); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestAHeldCountIsKnownUntilTheRelease(t *testing.T) {
 	t.Parallel()
 	s, leases := heldStores(t)
 	future := time.Now().Add(time.Hour).UTC()
-	b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}, HoldExpiresAt: &future}
+	b := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}, HoldExpiresAt: &future}
 	if err := leases.Submit(ctx(t), b, noPlan); err != nil {
 		t.Fatal(err)
 	}

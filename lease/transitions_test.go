@@ -74,7 +74,7 @@ func TestBroadcastTransitionsFollowTheStateMachine(t *testing.T) {
 	for from, row := range want {
 		for op, call := range ops {
 			t.Run(fmt.Sprintf("%s/%s", from, op), func(t *testing.T) {
-				b := &model.Broadcast{Status: from, Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}
+				b := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}, Status: from}
 				switch from {
 				case model.StatusScheduled:
 					b.SendAt = &past

@@ -109,16 +109,50 @@ type Counts struct {
 	Variants map[string]int64
 }
 
-// Broadcast is one request to notify an audience, and its running result.
-type Broadcast struct {
-	ID                 uint64
-	Status             Status
-	DryRun             bool
-	InvalidateOnDryRun bool
+// Submission is what a submit asks of a broadcast, as the request rules
+// checked it (rules.Request carries it to the write side) and as the
+// broadcast keeps it (Broadcast embeds it): one shape, not a copy made
+// field by field.
+type Submission struct {
+	// App is the app (Firebase project) the broadcast sends for: its
+	// tokens, its credentials, its quota (docs/apps.md); DefaultApp for
+	// every broadcast made before apps existed.
+	App                string
 	Message            Message
 	Audience           Audience
+	DryRun             bool
+	InvalidateOnDryRun bool
 	RequestID          string
 	CreatedBy          string
+	// IdempotencyKey, with RequestHash (a digest of the request), makes a
+	// repeated submit return the first broadcast instead of sending again.
+	IdempotencyKey string
+	RequestHash    string
+	// Scheduling.
+	SendAt   *time.Time // a one-off broadcast waits for it in status scheduled
+	Trigger  string     // api, schedule, cron or resend
+	JobName  string     // cron jobs only
+	FireTime *time.Time // cron jobs only
+	// Class is ClassTransactional (urgent: chunk slots, workers and rate
+	// permits go to it first) or ClassBulk.
+	Class string
+	// Pacing: at most MaxRate messages a second (0: no cap), and/or spread
+	// over DeliverOver from the start (0: as fast as the budget allows).
+	MaxRate     float64
+	DeliverOver time.Duration
+	// ParentID is the broadcast a resend goes over (0: none).
+	ParentID uint64
+	// FrequencyCap is the caps the broadcast is sent under, "1/2h,3/day"
+	// (package caps); "" for none: exempt (transactional), bypassed by the
+	// request ("frequency_cap": false), or no cap configured.
+	FrequencyCap string
+}
+
+// Broadcast is one request to notify an audience, and its running result.
+type Broadcast struct {
+	ID     uint64
+	Status Status
+	Submission
 	Counts
 	Error      string // "" when none
 	CreatedAt  time.Time
@@ -142,8 +176,6 @@ type Broadcast struct {
 	// Durable-run fields (see package lease).
 	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later
 	CancelRequested bool
-	IdempotencyKey  string
-	RequestHash     string
 	// SubmitToken names the submit attempt, to find it again after a lost
 	// commit answer.
 	SubmitToken string
@@ -151,10 +183,6 @@ type Broadcast struct {
 	Chunks *ChunkSummary
 
 	// Scheduling.
-	SendAt   *time.Time // a one-off broadcast waits for it in status scheduled
-	Trigger  string     // api, schedule, cron or resend
-	JobName  string     // cron jobs only
-	FireTime *time.Time // cron jobs only
 	// StartsAt is when a scheduled broadcast or a cron fire really starts:
 	// SendAt or FireTime plus the start spread (broadcast.StartOffset).
 	StartsAt *time.Time
@@ -164,24 +192,6 @@ type Broadcast struct {
 	HoldExpiresAt *time.Time
 	ReleasedBy    string
 	ReleasedAt    *time.Time
-	// ParentID is the broadcast a resend goes over (0: none).
-	ParentID uint64
-
-	// Class is ClassTransactional (urgent: chunk slots, workers and rate
-	// permits go to it first) or ClassBulk.
-	Class string
-	// Pacing: at most MaxRate messages a second (0: no cap), and/or spread
-	// over DeliverOver from the start (0: as fast as the budget allows).
-	MaxRate     float64
-	DeliverOver time.Duration
-	// App is the app (Firebase project) the broadcast sends for: its
-	// tokens, its credentials, its quota (docs/apps.md); DefaultApp for
-	// every broadcast made before apps existed.
-	App string
-	// FrequencyCap is the caps the broadcast is sent under, "1/2h,3/day"
-	// (package caps); "" for none: exempt (transactional), bypassed by the
-	// request ("frequency_cap": false), or no cap configured.
-	FrequencyCap string
 }
 
 // TargetedKnown reports whether Targeted is the count of the broadcast's

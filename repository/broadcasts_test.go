@@ -15,19 +15,21 @@ func TestBroadcastRoundTrip(t *testing.T) {
 	s := newStore(t)
 	before := time.Now().UTC().Add(-time.Second)
 	b := &model.Broadcast{
-		DryRun:             true,
-		InvalidateOnDryRun: true,
-		Message: model.Message{
-			Title: "Ciao 👋", Body: "Grüße", Image: "https://example.com/a.png",
-			Data: map[string]string{"deep_link": "app://x", "n": "1"},
+		Submission: model.Submission{
+			DryRun:             true,
+			InvalidateOnDryRun: true,
+			Message: model.Message{
+				Title: "Ciao 👋", Body: "Grüße", Image: "https://example.com/a.png",
+				Data: map[string]string{"deep_link": "app://x", "n": "1"},
+			},
+			Audience:    model.Audience{UserIDs: []uint64{1, 2, 18446744073709551615}},
+			RequestID:   "req-1",
+			CreatedBy:   "admin@example.com",
+			Class:       model.ClassBulk,
+			MaxRate:     250.5,
+			DeliverOver: 90*time.Second + 250*time.Millisecond,
+			App:         "partner",
 		},
-		Audience:    model.Audience{UserIDs: []uint64{1, 2, 18446744073709551615}},
-		RequestID:   "req-1",
-		CreatedBy:   "admin@example.com",
-		Class:       model.ClassBulk,
-		MaxRate:     250.5,
-		DeliverOver: 90*time.Second + 250*time.Millisecond,
-		App:         "partner",
 	}
 	if err := leases(s).Create(ctx(t), b); err != nil {
 		t.Fatal(err)
@@ -52,7 +54,7 @@ func TestBroadcastRoundTrip(t *testing.T) {
 	}
 
 	// A second one with defaults: all audience, no optional fields.
-	b2 := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}
+	b2 := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: model.Audience{All: true}}}
 	if err := leases(s).Create(ctx(t), b2); err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +72,8 @@ func TestCreateBroadcastValidates(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	for _, b := range []*model.Broadcast{
-		{Status: "bogus", Audience: model.Audience{All: true}},
-		{Audience: model.Audience{All: true, UserIDs: []uint64{1}}},
+		{Submission: model.Submission{Audience: model.Audience{All: true}}, Status: "bogus"},
+		{Submission: model.Submission{Audience: model.Audience{All: true, UserIDs: []uint64{1}}}},
 	} {
 		if err := leases(s).Create(ctx(t), b); err == nil || b.ID != 0 {
 			t.Errorf("CreateBroadcast(%+v): want error, got id %d err %v", b, b.ID, err)

@@ -20,7 +20,7 @@ func TestStatsExcludesDryRuns(t *testing.T) {
 
 	add := func(dry bool, d model.Counts) {
 		t.Helper()
-		b := &model.Broadcast{DryRun: dry, Audience: model.Audience{All: true}, Counts: d}
+		b := &model.Broadcast{Submission: model.Submission{DryRun: dry, Audience: model.Audience{All: true}}, Counts: d}
 		if err := leases(s).Create(ctx(t), b); err != nil {
 			t.Fatal(err)
 		}

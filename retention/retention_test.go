@@ -28,9 +28,15 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 	old, recent := now.Add(-100*24*time.Hour), now.Add(-time.Hour)
 	mk := func(finished *time.Time, dry bool, n int64, code string) uint64 {
 		b := &model.Broadcast{
-			Status: model.StatusCompleted, DryRun: dry, Message: model.Message{Title: "x"}, Audience: model.Audience{All: true},
-			Counts:    model.Counts{Targeted: n, Succeeded: n - 2, Failed: 2, Errors: map[string]int64{code: 2}},
-			StartedAt: finished, FinishedAt: finished,
+			Submission: model.Submission{
+				DryRun:   dry,
+				Message:  model.Message{Title: "x"},
+				Audience: model.Audience{All: true},
+			},
+			Status:     model.StatusCompleted,
+			Counts:     model.Counts{Targeted: n, Succeeded: n - 2, Failed: 2, Errors: map[string]int64{code: 2}},
+			StartedAt:  finished,
+			FinishedAt: finished,
 		}
 		if finished == nil {
 			b.Status = model.StatusRunning

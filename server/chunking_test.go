@@ -189,7 +189,7 @@ func TestChunksAnInstanceCannotRunAreHandedBack(t *testing.T) {
 
 	// No instance has it: a broadcast stored by a newer version that is
 	// gone again.
-	ghost := &model.Broadcast{Message: model.Message{Title: "x"}, Audience: model.Audience{Name: "ghost_segment"}}
+	ghost := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "x"}, Audience: model.Audience{Name: "ghost_segment"}}}
 	if err := s.Leases.Submit(t.Context(), ghost, func(context.Context, *sql.Tx, *model.Broadcast) (*lease.Step, error) {
 		return nil, nil // planned later, by an instance that has the audience: none has
 	}); err != nil {

@@ -46,14 +46,23 @@ func (f *fakeDomain) Validate(spec rules.Spec) (broadcast.Request, error) {
 	if f.validate != nil {
 		return f.validate(spec)
 	}
-	return broadcast.Request{App: "consumer", Message: model.Message{Title: spec.Title}}, nil
+	return broadcast.Request{Submission: model.Submission{App: "consumer", Message: model.Message{Title: spec.Title}}}, nil
 }
 
 // Submit stores the request as broadcast 7, queued.
 func (f *fakeDomain) Submit(_ context.Context, req broadcast.Request) (*model.Broadcast, bool, error) {
 	f.submitted = append(f.submitted, req)
-	b := &model.Broadcast{ID: 7, Status: model.StatusQueued, App: req.App, Message: req.Message, CreatedBy: req.CreatedBy,
-		Trigger: "api", Class: model.ClassBulk, CreatedAt: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	b := &model.Broadcast{
+		Submission: model.Submission{
+			App:       req.App,
+			Message:   req.Message,
+			CreatedBy: req.CreatedBy,
+			Trigger:   "api",
+			Class:     model.ClassBulk,
+		},
+		ID:        7,
+		Status:    model.StatusQueued,
+		CreatedAt: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
 	f.stored[b.ID] = b
 	return b, f.existing, nil
 }

@@ -200,8 +200,13 @@ func TestResendRefusals(t *testing.T) {
 	}
 
 	// 409 for a named audience's broadcast: its failures carry no token id.
-	named := &model.Broadcast{Status: model.StatusCompleted, Message: model.Message{Title: "n"},
-		Audience: model.Audience{Name: "vip", Params: []byte(`{}`)}, Counts: model.Counts{Failed: 1, Targeted: 1, Errors: map[string]int64{"UNAVAILABLE": 1}}}
+	named := &model.Broadcast{
+		Submission: model.Submission{
+			Message:  model.Message{Title: "n"},
+			Audience: model.Audience{Name: "vip", Params: []byte(`{}`)},
+		},
+		Status: model.StatusCompleted,
+		Counts: model.Counts{Failed: 1, Targeted: 1, Errors: map[string]int64{"UNAVAILABLE": 1}}}
 	if err := s.Leases.Create(t.Context(), named); err != nil {
 		t.Fatal(err)
 	}

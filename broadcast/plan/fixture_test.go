@@ -107,7 +107,7 @@ func targets(users []user) []uint64 {
 // after the answer, by a planner).
 func (f *fixture) submit(a model.Audience) uint64 {
 	f.t.Helper()
-	b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: a}
+	b := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: a}}
 	noPlan := func(context.Context, *sql.Tx, *model.Broadcast) (*lease.Step, error) { return nil, nil }
 	if err := f.leases.Submit(f.ctx(), b, noPlan); err != nil {
 		f.t.Fatal(err)

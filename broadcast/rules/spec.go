@@ -167,17 +167,19 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 		return out, err
 	}
 	return Request{
-		App:                app,
-		Class:              p.class,
-		MaxRate:            p.maxRate,
-		DeliverOver:        p.deliverOver,
-		SendAt:             sendAt,
-		Message:            msg,
-		Audience:           a,
-		DryRun:             spec.DryRun,
-		InvalidateOnDryRun: spec.InvalidateOnDryRun,
-		Hold:               spec.Hold,
-		FrequencyCap:       r.frequencyCap(spec, a, p.class),
+		Submission: model.Submission{
+			App:                app,
+			Class:              p.class,
+			MaxRate:            p.maxRate,
+			DeliverOver:        p.deliverOver,
+			SendAt:             sendAt,
+			Message:            msg,
+			Audience:           a,
+			DryRun:             spec.DryRun,
+			InvalidateOnDryRun: spec.InvalidateOnDryRun,
+			FrequencyCap:       r.frequencyCap(spec, a, p.class),
+		},
+		Hold: spec.Hold,
 	}, nil
 }
 

@@ -99,7 +99,7 @@ func (f *fixture) seed(users []user) {
 // (0, upto], each with width targets.
 func (f *fixture) submitPlanned(a model.Audience, width, upto uint64) uint64 {
 	f.t.Helper()
-	b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: a}
+	b := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: a}}
 	st := &lease.Step{Cursor: upto, Done: true, MaxCursor: upto, Width: width}
 	for lo := uint64(0); lo < upto; lo += width {
 		st.Chunks = append(st.Chunks, lease.Plan{Seq: st.Seq, Lo: lo, Hi: min(lo+width, upto), Targets: int64(min(width, upto-lo))})
@@ -118,7 +118,7 @@ func (f *fixture) submitPlanned(a model.Audience, width, upto uint64) uint64 {
 // broadcast first.
 func (f *fixture) submit(a model.Audience, with ...func(*model.Broadcast)) uint64 {
 	f.t.Helper()
-	b := &model.Broadcast{Message: model.Message{Title: "t"}, Audience: a}
+	b := &model.Broadcast{Submission: model.Submission{Message: model.Message{Title: "t"}, Audience: a}}
 	for _, fn := range with {
 		fn(b)
 	}

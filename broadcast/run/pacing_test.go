@@ -10,14 +10,14 @@ import (
 )
 
 func TestPaceRate(t *testing.T) {
-	over := &model.Broadcast{DeliverOver: 100 * time.Second}
+	over := &model.Broadcast{Submission: model.Submission{DeliverOver: 100 * time.Second}}
 	for _, tc := range []struct {
 		name string
 		b    *model.Broadcast
 		st   lease.PaceState
 		want float64
 	}{
-		{"max_rate alone is the cap", &model.Broadcast{MaxRate: 500}, lease.PaceState{}, 9900},
+		{"max_rate alone is the cap", &model.Broadcast{Submission: model.Submission{MaxRate: 500}}, lease.PaceState{}, 9900},
 		{"what is left over the time left", over, lease.PaceState{Targeted: 10000, Attempted: 2000, Elapsed: 20 * time.Second}, 100},
 		{"behind: it catches up", over, lease.PaceState{Targeted: 10000, Attempted: 0, Elapsed: 50 * time.Second}, 200},
 		{"never over the cap", over, lease.PaceState{Targeted: 10_000_000, Elapsed: 0}, 9900},
@@ -45,11 +45,11 @@ func TestExpectedFinish(t *testing.T) {
 		{"queued", &model.Broadcast{Status: model.StatusQueued, Counts: model.Counts{Targeted: 10}}, time.Time{}},
 		{"not counted yet", running(model.Broadcast{}), time.Time{}},
 		{"at the rate kept so far", running(model.Broadcast{Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), now.Add(20 * time.Second)},
-		{"max_rate caps the estimate", running(model.Broadcast{MaxRate: 100, Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), now.Add(200 * time.Second)},
-		{"deliver_over: its deadline", running(model.Broadcast{DeliverOver: time.Minute, Counts: model.Counts{Targeted: 60000, Succeeded: 10000}}), started.Add(time.Minute)},
+		{"max_rate caps the estimate", running(model.Broadcast{Submission: model.Submission{MaxRate: 100}, Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), now.Add(200 * time.Second)},
+		{"deliver_over: its deadline", running(model.Broadcast{Submission: model.Submission{DeliverOver: time.Minute}, Counts: model.Counts{Targeted: 60000, Succeeded: 10000}}), started.Add(time.Minute)},
 		{"no guess from a part counted", running(model.Broadcast{Planning: true, Counts: model.Counts{Targeted: 30000, Succeeded: 10000}}), time.Time{}},
-		{"deliver_over while counted: its deadline", running(model.Broadcast{Planning: true, DeliverOver: time.Minute, Counts: model.Counts{Targeted: 100}}), started.Add(time.Minute)},
-		{"deliver_over too short for the budget", running(model.Broadcast{DeliverOver: 20 * time.Second, Counts: model.Counts{Targeted: 1_000_000}}), now.Add(time.Duration(1_000_000 * int64(time.Second) / 9900))},
+		{"deliver_over while counted: its deadline", running(model.Broadcast{Submission: model.Submission{DeliverOver: time.Minute}, Planning: true, Counts: model.Counts{Targeted: 100}}), started.Add(time.Minute)},
+		{"deliver_over too short for the budget", running(model.Broadcast{Submission: model.Submission{DeliverOver: 20 * time.Second}, Counts: model.Counts{Targeted: 1_000_000}}), now.Add(time.Duration(1_000_000 * int64(time.Second) / 9900))},
 	} {
 		got := ExpectedFinish(tc.b, 9900, now)
 		switch {

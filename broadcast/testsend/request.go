@@ -79,7 +79,7 @@ func (ts *Tester) validateTest(spec TestSpec, delivery model.DeliveryDefaults) (
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	msg = message.Engine(req.Message, message.WithClass("pushfan-test-"+hex.EncodeToString(b[:]), delivery.Of(model.ClassTransactional), time.Now()), false)
-	personalize, variants, err := message.Personalizer(&model.Broadcast{Message: req.Message}, msg)
+	personalize, variants, err := message.Personalizer(&model.Broadcast{Submission: model.Submission{Message: req.Message}}, msg)
 	if err != nil {
 		return nil, nil, nil, fieldError("template_error", "", "%v", err)
 	}
