@@ -47,8 +47,28 @@ func TestH2ClientSendsSequentialRequestsOnOneConnection(t *testing.T) {
 // Requests in flight fill a connection's 100 streams before another is
 // dialled.
 func TestH2ClientOpensAConnectionPerHundredStreams(t *testing.T) {
-	emu := fcmemu.New(fcmemu.Config{Latency: 200 * time.Millisecond}, slog.New(slog.DiscardHandler))
-	srv, ca, conns := tlsEmulator(t, emu.Handler(), true)
+	emu := fcmemu.New(fcmemu.Config{Latency: 20 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	// Each round's 250 requests are held until all of them are in flight:
+	// with the emulator's latency alone, a loaded machine that took longer
+	// to start 250 goroutines than one answer takes let the first sends end
+	// before the last began, and fewer connections were needed (1 of 3 once).
+	rounds := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	var arrived atomic.Int64
+	h := emu.Handler()
+	held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := arrived.Add(1)
+		if round := (k - 1) / 250; round < int64(len(rounds)) {
+			if k%250 == 0 {
+				close(rounds[round])
+			}
+			select {
+			case <-rounds[round]:
+			case <-time.After(10 * time.Second): // the sends' own deadline fails the test
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv, ca, conns := tlsEmulator(t, held, true)
 	c := h2Client(t, srv.URL, ca, 1000)
 	for round := range 2 {
 		var wg sync.WaitGroup
