@@ -48,10 +48,10 @@ func TestH2ClientSendsSequentialRequestsOnOneConnection(t *testing.T) {
 // dialled.
 func TestH2ClientOpensAConnectionPerHundredStreams(t *testing.T) {
 	emu := fcmemu.New(fcmemu.Config{Latency: 20 * time.Millisecond}, slog.New(slog.DiscardHandler))
-	// Each round's 250 requests are held until all of them are in flight:
-	// with the emulator's latency alone, a loaded machine that took longer
-	// to start 250 goroutines than one answer takes let the first sends end
-	// before the last began, and fewer connections were needed (1 of 3 once).
+	// Each round's 250 requests are held until all of them are in flight,
+	// so that the count does not depend on how fast a loaded machine
+	// starts 250 goroutines (with the latency alone, the first sends could
+	// end before the last began, and fewer connections were needed).
 	rounds := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	var arrived atomic.Int64
 	h := emu.Handler()

@@ -99,6 +99,10 @@ func tlsEmulator(t *testing.T, h http.Handler, h2 bool) (*httptest.Server, strin
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = h2
+	// 100 streams a connection, as FCM and fcmemu advertise (net/http's
+	// own default is 250, which let a connection take every send of a
+	// round of 250 once its SETTINGS had arrived).
+	srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100}
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
