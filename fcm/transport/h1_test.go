@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,21 +34,7 @@ func TestH1ClientConnectionsFollowSendsInFlight(t *testing.T) {
 	c := h1Client(t, srv.URL, 1000)
 	var first int64
 	for round := range 2 {
-		var wg sync.WaitGroup
-		var ok atomic.Int64
-		for i := range 250 {
-			wg.Go(func() {
-				if a := sendWithin(c, fcmBody("ok-"+strconv.Itoa(round)+"-"+strconv.Itoa(i)), 10*time.Second); a.ok() {
-					ok.Add(1)
-				} else {
-					t.Error(a)
-				}
-			})
-		}
-		wg.Wait()
-		if ok.Load() != 250 {
-			t.Fatalf("round %d: %d of 250 succeeded", round, ok.Load())
-		}
+		sendRound(t, c, round, 250)
 		if round == 0 {
 			first = conns.Load()
 		}

@@ -71,21 +71,7 @@ func TestH2ClientOpensAConnectionPerHundredStreams(t *testing.T) {
 	srv, ca, conns := tlsEmulator(t, held, true)
 	c := h2Client(t, srv.URL, ca, 1000)
 	for round := range 2 {
-		var wg sync.WaitGroup
-		var ok atomic.Int64
-		for i := range 250 {
-			wg.Go(func() {
-				if a := sendWithin(c, fcmBody("ok-"+strconv.Itoa(round)+"-"+strconv.Itoa(i)), 10*time.Second); a.ok() {
-					ok.Add(1)
-				} else {
-					t.Error(a)
-				}
-			})
-		}
-		wg.Wait()
-		if ok.Load() != 250 {
-			t.Fatalf("round %d: %d of 250 succeeded", round, ok.Load())
-		}
+		sendRound(t, c, round, 250)
 	}
 	// 250 at once need three connections, and the second round reuses them.
 	if n := conns.Load(); n != 3 {

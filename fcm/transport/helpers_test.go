@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,27 @@ func send(c *Client[answer], body []byte) answer {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return c.Start(ctx, body).Wait(ctx)
+}
+
+// sendRound makes n requests at once (round names their tokens) and
+// fails the test unless every one succeeds.
+func sendRound(t *testing.T, c *Client[answer], round, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			if a := sendWithin(c, fcmBody("ok-"+strconv.Itoa(round)+"-"+strconv.Itoa(i)), 10*time.Second); a.ok() {
+				ok.Add(1)
+			} else {
+				t.Error(a)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != int64(n) {
+		t.Fatalf("round %d: %d of %d succeeded", round, ok.Load(), n)
+	}
 }
 
 // sendWithin makes one request of body under timeout d.
