@@ -15,4 +15,8 @@ type Audience struct {
 	// FrequencyCap names the cap of its broadcasts (frequency_caps, off
 	// or default); "" is the default.
 	FrequencyCap string `yaml:"frequency_cap" json:"frequency_cap,omitempty"`
+	// Category is the message category of its broadcasts (categories):
+	// a broadcast to it that names none is in it, one that names another
+	// is refused. "": the broadcast's own, or default_category.
+	Category string `yaml:"category" json:"category,omitempty"`
 }

@@ -57,6 +57,12 @@ type Config struct {
 	// FrequencyCaps are named caps (name → "1/2h,3/day") that an audience
 	// or a job may name as its frequency_cap instead of the default.
 	FrequencyCaps map[string]string `yaml:"frequency_caps"`
+	// Categories are the message categories with their consent rules
+	// (categories.go, docs/consent.md); DefaultCategory is the category of
+	// a broadcast that names none ("": such a broadcast is refused when
+	// categories are configured).
+	Categories      []Category `yaml:"categories"`
+	DefaultCategory string     `yaml:"default_category"`
 	// Delivery is how each class's messages are sent: priority on Android
 	// and APNs, and how long an offline device's copy is kept (delivery.go;
 	// an app's own replaces it field by field).

@@ -53,6 +53,9 @@ type Job struct {
 	// FrequencyCap names the cap of its broadcasts (frequency_caps, off
 	// or default); "" is the default.
 	FrequencyCap string `yaml:"frequency_cap"`
+	// Category is the message category of its broadcasts (categories);
+	// "": the audience's, or default_category.
+	Category string `yaml:"category"`
 	// App is the app the job's broadcasts send for; required when several
 	// apps are configured.
 	App string `yaml:"app"`

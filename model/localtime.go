@@ -8,6 +8,11 @@ package model
 type LocalDelivery struct {
 	At         string      `json:"at,omitempty"`
 	QuietHours *QuietHours `json:"quiet_hours,omitempty"`
+	// Night is the category's night window (Category.Night): a user in it
+	// without night consent waits for its end, as quiet hours make
+	// everyone wait. Who has night consent the plan reads with the
+	// audience (repository.PlanRow.Night).
+	Night *QuietHours `json:"night,omitempty"`
 }
 
 // QuietHours is a daily local-time window, "HH:MM" or "HH:MM:SS"; Start

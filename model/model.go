@@ -146,6 +146,10 @@ type Submission struct {
 	// (package caps); "" for none: exempt (transactional), bypassed by the
 	// request ("frequency_cap": false), or no cap configured.
 	FrequencyCap string
+	// Category is the message category the broadcast is sent in, with its
+	// rules as they were when it was made (docs/consent.md); nil when no
+	// categories are configured.
+	Category *Category
 }
 
 // Broadcast is one request to notify an audience, and its running result.
@@ -163,6 +167,10 @@ type Broadcast struct {
 	// targets whose zone was unknown, and targets of chunks still waiting
 	// for their time.
 	Deferred, ZoneFallbacks, Waiting int64
+	// Consent (Category): targets the plan left out because their user had
+	// not consented to the category, and targets moved to the end of its
+	// night window (inside it, without night consent).
+	ExcludedNoConsent, NightDeferred int64
 
 	// Planning is true while the audience is still being planned (Targeted
 	// is what the plan has counted so far); PlannedAt is when the plan was
