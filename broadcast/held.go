@@ -60,7 +60,7 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 		if aerr != nil {
 			return aerr
 		}
-		n, err = app.Store.CountAudience(ctx, b.Audience)
+		n, err = app.Store.ForCategory(b.Category).CountAudience(ctx, b.Audience)
 	}
 	if err != nil {
 		return err

@@ -121,6 +121,9 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 			MaxRate:            orig.MaxRate,
 			DeliverOver:        orig.DeliverOver,
 			ParentID:           orig.ID,
+			// In its original's category, under the rules it ran under:
+			// its message carries that category's labels.
+			Category: orig.Category,
 			// Capped as its original was: it is the same message to the
 			// same users (see run.capRoot).
 			FrequencyCap: orig.FrequencyCap,

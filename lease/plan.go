@@ -35,6 +35,10 @@ type Step struct {
 	// Deferred and ZoneFallbacks count this step's targets moved to a
 	// quiet window's end, and those whose zone was unknown.
 	Deferred, ZoneFallbacks int64
+	// Excluded counts this step's targets left out for want of consent to
+	// the broadcast's category, NightDeferred those moved to the end of its
+	// night window (docs/consent.md).
+	Excluded, NightDeferred int64
 	// Done: the audience is exhausted and every chunk is in Chunks.
 	Done bool
 	// MaxCursor and Width are fixed by the first step: the audience's
@@ -228,8 +232,9 @@ func writeStep(ctx context.Context, tx *sql.Tx, id uint64, class Class, prevSeq 
 	if err := upsertChunks(ctx, tx, id, class, rows); err != nil {
 		return err
 	}
-	counts := "targeted = targeted + ?, open_chunks = open_chunks + ?, waiting = waiting + ?, deferred = deferred + ?, zone_fallbacks = zone_fallbacks + ?"
-	cargs := []any{st.Added, st.Seq - prevSeq, waiting, st.Deferred, st.ZoneFallbacks}
+	counts := "targeted = targeted + ?, open_chunks = open_chunks + ?, waiting = waiting + ?, deferred = deferred + ?, zone_fallbacks = zone_fallbacks + ?, " +
+		"excluded_no_consent = excluded_no_consent + ?, night_deferred = night_deferred + ?"
+	cargs := []any{st.Added, st.Seq - prevSeq, waiting, st.Deferred, st.ZoneFallbacks, st.Excluded, st.NightDeferred}
 	if st.Done {
 		counts += `, planning = 0, planned_at = UTC_TIMESTAMP(6), plan_owner = NULL, plan_until = NULL,
 			status = IF(status = 'planning', 'queued', status)`

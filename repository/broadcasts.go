@@ -44,13 +44,22 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 	if err != nil {
 		return fmt.Errorf("encode audience: %w", err)
 	}
+	var category, rules any // NULL: no category
+	if b.Category != nil {
+		raw, err := json.Marshal(b.Category)
+		if err != nil {
+			return fmt.Errorf("encode category: %w", err)
+		}
+		category, rules = b.Category.Name, string(raw)
+	}
 	b.Trigger = triggerOrAPI(b.Trigger)
 	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts
 		(status, dry_run, invalidate_on_dry_run, message, audience, request_id, created_by,
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
-		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning, frequency_cap, capped, app)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning, frequency_cap, capped, app,
+		 category, category_rules, excluded_no_consent, night_deferred)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, string(msg), string(aud),
 		sqldb.ClampRunes(b.RequestID, maxRequestIDRunes), nullIfEmpty(sqldb.ClampRunes(b.CreatedBy, MaxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
@@ -59,7 +68,8 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 		timeArg(b.SendAt), b.Trigger, nullIfEmpty(b.JobName), timeArg(b.FireTime), nullIfEmpty(b.SubmitToken),
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
 		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks, b.Status == model.StatusPlanning,
-		nullIfEmpty(b.FrequencyCap), b.Capped, appOrDefault(b.App))
+		nullIfEmpty(b.FrequencyCap), b.Capped, appOrDefault(b.App),
+		category, rules, b.ExcludedNoConsent, b.NightDeferred)
 	if err != nil {
 		if sqldb.IsDuplicateEntry(err) && strings.Contains(err.Error(), "uq_broadcasts_idempotency") {
 			return ErrDuplicateKey
@@ -126,7 +136,8 @@ const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, a
 		send_at, trigger_kind, job_name, fire_time, chunk_summary, submit_token,
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
-		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app, held_counted`
+		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app, held_counted,
+		category_rules, excluded_no_consent, night_deferred`
 
 // selectBroadcast reads broadcast rows; selectOneBroadcast one row with
 // its error and variant counts as JSON objects, for a single read.
@@ -232,6 +243,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		releasedBy                sql.NullString
 		releasedAt, holdExpiresAt sql.NullTime
 		startsAt, plannedAt       sql.NullTime
+		categoryRules             sql.NullString
 	)
 	if err := row.Scan(append([]any{
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
@@ -241,7 +253,8 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		&sendAt, &b.Trigger, &jobName, &fireTime, &summary, &submitToken,
 		&b.Class, &b.MaxRate, &deliverMS,
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
-		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App, &b.HeldCounted}, extra...)...); err != nil {
+		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App, &b.HeldCounted,
+		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -267,6 +280,12 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 	}
 	if err := json.Unmarshal([]byte(aud), &b.Audience); err != nil {
 		return nil, fmt.Errorf("broadcast %d: decode audience: %w", b.ID, err)
+	}
+	if categoryRules.Valid {
+		b.Category = &model.Category{}
+		if err := json.Unmarshal([]byte(categoryRules.String), b.Category); err != nil {
+			return nil, fmt.Errorf("broadcast %d: decode category: %w", b.ID, err)
+		}
 	}
 	if summary.Valid {
 		b.Chunks = &model.ChunkSummary{}

@@ -19,6 +19,11 @@ type PlanRow struct {
 	ID      uint64
 	Zone    string
 	HasZone bool // false: the column is NULL (the default zone applies)
+	// Consent is the user's consent to the broadcast's category,
+	// ConsentDay | ConsentNight (both when the category asks for none): a
+	// plan leaves out the targets without ConsentDay and counts them, and
+	// defers those without ConsentNight inside the night window.
+	Consent uint8
 }
 
 // MaxTokenID is the highest token id now (0 for none): the snapshot a
@@ -49,11 +54,19 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 	if limit <= 0 {
 		return dst, fmt.Errorf("plan page: limit %d must be positive", limit)
 	}
-	sc := s.schema
+	// A category's plan reads the targets without consent too, flagged,
+	// to count them: one pass, the same rows a plain plan reads but for
+	// them.
+	consent := strconv.Itoa(ConsentDay | ConsentNight)
+	if st := s.schema.consent.state; st != "" {
+		consent = st
+	}
+	sc := s.schema.Open()
 	zone := "NULL"
 	if withZone {
 		zone = sc.uTimezone
 	}
+	zone += ", " + consent
 	var query string
 	var full []any
 	if a.ResendOf != 0 {
@@ -100,7 +113,7 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 	zones := map[string]string{} // one string per zone name, not per row
 	for rows.Next() {
 		var r PlanRow
-		if err := rows.Scan(&r.ID, &raw); err != nil {
+		if err := rows.Scan(&r.ID, &raw, &r.Consent); err != nil {
 			return dst[:0], fmt.Errorf("plan page: scan: %w", err)
 		}
 		if raw != nil {

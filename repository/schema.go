@@ -53,6 +53,11 @@ type Schema struct {
 	// leaves out (AudiencePageStale). nil while the stale rule is off.
 	flagged *Schema
 
+	// consent is a category's rule (WithCategory), in live; open is the
+	// same schema without it, whose plan pages read each target's consent.
+	consent consentRule
+	open    *Schema
+
 	onDead     string   // with ? for each parameter; "" for the bundled
 	onDeadArgs []string // "id", "token", "code", in placeholder order
 
@@ -65,6 +70,9 @@ type Schema struct {
 // the names.
 func (sc *Schema) build() *Schema {
 	sc.live = sc.valid + " AND " + sc.enabled
+	if sc.consent.cond != "" {
+		sc.live += " AND " + sc.consent.cond
+	}
 	if sc.owned != "" {
 		sc.live += " AND " + sc.owned
 	}

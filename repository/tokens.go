@@ -270,25 +270,40 @@ func (s *Store) audiencePageQuery(ctx context.Context, a model.Audience, after, 
 // audience would have but for the stale rule (0 while it is off): one
 // scan counts both.
 func (s *Store) CountAudienceStale(ctx context.Context, a model.Audience) (count, stale int64, err error) {
-	sc := s.schema.flagged
-	if sc == nil {
+	count, stale, _, err = s.CountAudienceExcluded(ctx, a)
+	return count, stale, err
+}
+
+// CountAudienceExcluded is CountAudienceStale and, beside them, how many
+// tokens of fresh users the category's consent leaves out (0 without a
+// consent rule, WithCategory): one scan counts all three, as a plan does.
+func (s *Store) CountAudienceExcluded(ctx context.Context, a model.Audience) (count, stale, noConsent int64, err error) {
+	open := s.schema.Open()
+	if open.flagged == nil && !s.schema.ConsentRule() {
 		count, err = s.CountAudience(ctx, a)
-		return count, 0, err
+		return count, 0, 0, err
+	}
+	sc, staleExpr, consentExpr := open, "0", "0"
+	if open.flagged != nil {
+		sc, staleExpr = open.flagged, open.staleValue
+	}
+	if s.schema.ConsentRule() {
+		consentExpr = "((" + s.schema.consent.state + ") & 1 = 0)"
 	}
 	cond, args, empty, err := audienceFilter(sc, a)
 	if err != nil {
-		return 0, 0, fmt.Errorf("count audience: %w", err)
+		return 0, 0, 0, fmt.Errorf("count audience: %w", err)
 	}
 	if empty {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	var all int64
-	var st sql.NullInt64
-	q := s.db.Rebind("SELECT COUNT(*), SUM(" + sc.staleValue + ") FROM " + sc.from + " WHERE " + cond)
-	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&all, &st); err != nil {
-		return 0, 0, fmt.Errorf("count audience: %w", err)
+	var st, nc sql.NullInt64
+	q := s.db.Rebind("SELECT COUNT(*), SUM(" + staleExpr + "), SUM(NOT " + staleExpr + " AND " + consentExpr + ") FROM " + sc.from + " WHERE " + cond)
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&all, &st, &nc); err != nil {
+		return 0, 0, 0, fmt.Errorf("count audience: %w", err)
 	}
-	return all - st.Int64, st.Int64, nil
+	return all - st.Int64 - nc.Int64, st.Int64, nc.Int64, nil
 }
 
 // CountAudience returns how many targets AudiencePage would yield in total

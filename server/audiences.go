@@ -52,10 +52,12 @@ type previewCapFields struct {
 	MaxRate      *float64 `json:"max_rate"`
 	DeliverOver  string   `json:"deliver_over"`
 	DryRun       bool     `json:"dry_run"`
+	// Category decides whose consent counts (docs/consent.md).
+	Category string `json:"category"`
 }
 
 func (f previewCapFields) query() reads.PreviewCap {
-	return reads.PreviewCap{FrequencyCap: f.FrequencyCap, Class: f.Class, MaxRate: f.MaxRate, DeliverOver: f.DeliverOver, DryRun: f.DryRun}
+	return reads.PreviewCap{FrequencyCap: f.FrequencyCap, Class: f.Class, MaxRate: f.MaxRate, DeliverOver: f.DeliverOver, DryRun: f.DryRun, Category: f.Category}
 }
 
 // previewBody renders a preview: the cap fields say which cap the count
@@ -67,6 +69,10 @@ func previewBody(p reads.Preview, out map[string]any) map[string]any {
 		sample = []uint64{}
 	}
 	out["count"], out["stale"], out["sample_user_ids"], out["capped_users"] = p.Count, p.Stale, sample, p.Capped
+	out["category"], out["excluded_no_consent"] = nil, p.ExcludedNoConsent
+	if p.Category != nil {
+		out["category"] = p.Category.Name
+	}
 	out["frequency_cap"], out["frequency_cap_source"] = nil, p.Cap.Source
 	if p.Cap.Spec != "" {
 		out["frequency_cap"] = p.Cap.Spec

@@ -39,7 +39,7 @@ func (s *Planner) Inline(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*
 			return nil, err
 		}
 		for _, r := range rows {
-			if err := p.add(r.ID, r.Zone, r.HasZone); err != nil {
+			if err := p.add(r); err != nil {
 				return nil, err
 			}
 		}

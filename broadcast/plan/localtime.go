@@ -45,13 +45,52 @@ func dueAt(l *model.LocalDelivery, now time.Time, loc *time.Location) (at time.T
 	if l.QuietHours == nil {
 		return at, false, nil
 	}
-	start, err := ClockSeconds(l.QuietHours.Start)
-	if err != nil {
-		return at, false, fmt.Errorf("quiet_hours.start: %w", err)
+	e, inside, err := windowEnd(*l.QuietHours, at, loc, "quiet_hours")
+	if err != nil || !inside {
+		return at, false, err
 	}
-	end, err := ClockSeconds(l.QuietHours.End)
+	return e, true, nil
+}
+
+// dueFor is dueAt for a user with or without night consent: one without
+// it whose time falls inside the category's night window (l.Night) waits
+// for the window's end in their zone, and that end may itself fall in the
+// quiet hours, which then move it on (night: the night window moved it).
+func dueFor(l *model.LocalDelivery, now time.Time, loc *time.Location, nightOK bool) (at time.Time, deferred, night bool, err error) {
+	at, deferred, err = dueAt(l, now, loc)
+	if err != nil || l == nil || l.Night == nil || nightOK {
+		return at, deferred, false, err
+	}
+	// Two windows can hand a time to each other at most once each way
+	// before it is outside both (each end is outside its own window).
+	for range 2 {
+		e, inside, err := windowEnd(*l.Night, at, loc, "night")
+		if err != nil || !inside {
+			return at, deferred, night, err
+		}
+		at, night = e, true
+		if l.QuietHours == nil {
+			return at, deferred, night, nil
+		}
+		e, inside, err = windowEnd(*l.QuietHours, at, loc, "quiet_hours")
+		if err != nil || !inside {
+			return at, deferred, night, err
+		}
+		at, deferred = e, true
+	}
+	return at, deferred, night, nil
+}
+
+// windowEnd reports whether at is inside the daily window w in loc, and
+// if so the window's end (the first one after at).
+func windowEnd(w model.QuietHours, at time.Time, loc *time.Location, name string) (time.Time, bool, error) {
+	start, err := ClockSeconds(w.Start)
 	if err != nil {
-		return at, false, fmt.Errorf("quiet_hours.end: %w", err)
+		return at, false, fmt.Errorf("%s.start: %w", name, err)
+	}
+	end, err := ClockSeconds(w.End)
+	if err != nil {
+		return at, false, fmt.Errorf("%s.end: %w", name, err)
 	}
 	t := at.In(loc)
 	sec := t.Hour()*3600 + t.Minute()*60 + t.Second()

@@ -64,14 +64,14 @@ type Load interface {
 	Demand() float64
 }
 
-// appStore is the Store that reads b's app's tokens; an error for an app
-// this instance does not have.
+// appStore is the Store that reads b's app's tokens under b's category's
+// consent; an error for an app this instance does not have.
 func (s *Planner) appStore(b *model.Broadcast) (*repository.Store, error) {
 	app, ok := s.apps.Get(b.App)
 	if !ok {
 		return nil, fmt.Errorf("app %q is not configured on this instance", b.App)
 	}
-	return app.Store, nil
+	return app.Store.ForCategory(b.Category), nil
 }
 
 // Planner claims and runs this instance's plans.

@@ -8,6 +8,7 @@ import (
 
 	"pushfan/lease"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // planPass assigns a broadcast's targets, read once in cursor order, to
@@ -46,18 +47,20 @@ type planPass struct {
 	step    lease.Step            // this step's output so far
 }
 
-// zoneKey is a users' zone column value; has is false for NULL.
+// zoneKey is a users' zone column value (has is false for NULL), and
+// whether they consented to the category inside its night window.
 type zoneKey struct {
-	name string
-	has  bool
+	name       string
+	has, night bool
 }
 
 // due is when the users of one zone get the broadcast: at (zero: now),
-// moved to the end of their quiet window (deferred), by the default zone
-// when theirs is unknown (fallback).
+// moved to the end of their quiet window (deferred) or of the category's
+// night window (night), by the default zone when theirs is unknown
+// (fallback).
 type due struct {
-	at                 time.Time
-	deferred, fallback bool
+	at                        time.Time
+	deferred, night, fallback bool
 }
 
 // newPlanPass starts (or, with the stored building chunks, resumes at
@@ -80,16 +83,23 @@ func newPlanPass(b *model.Broadcast, width uint64, now time.Time, def *time.Loca
 	return p
 }
 
-// add assigns the target at cursor, whose user's zone column is zone
-// (hasZone false: NULL). Targets come in ascending cursor order.
-func (p *planPass) add(cursor uint64, zone string, hasZone bool) error {
+// add assigns the target r (its cursor, its user's zone column and
+// consent), or leaves it out, counted, when its user has not consented to
+// the broadcast's category. Targets come in ascending cursor order.
+func (p *planPass) add(r repository.PlanRow) error {
+	cursor := r.ID
 	switch {
 	case cursor == p.cursor && cursor != 0:
 		return nil // the same target twice (a resend over two failure rows of one token): one chunk, once
 	case cursor <= p.cursor:
 		return fmt.Errorf("plan: target %d does not follow %d", cursor, p.cursor)
 	}
-	d, err := p.dueOf(zoneKey{zone, hasZone})
+	if r.Consent&repository.ConsentDay == 0 {
+		p.cursor = cursor // in no chunk: a chunk's range that holds it leaves it out by the same rule
+		p.step.Excluded++
+		return nil
+	}
+	d, err := p.dueOf(zoneKey{r.Zone, r.HasZone, r.Consent&repository.ConsentNight != 0})
 	if err != nil {
 		return err
 	}
@@ -117,7 +127,10 @@ func (p *planPass) add(cursor uint64, zone string, hasZone bool) error {
 	c.Targets++
 	p.cursor = cursor
 	p.step.Added++
-	if d.deferred {
+	switch {
+	case d.night:
+		p.step.NightDeferred++
+	case d.deferred:
 		p.step.Deferred++
 	}
 	if d.fallback {
@@ -149,14 +162,14 @@ func (p *planPass) dueOf(z zoneKey) (due, error) {
 			fallback = true // counted, and sent by the default zone
 		}
 	}
-	at, deferred, err := dueAt(p.local, p.now, loc)
+	at, deferred, night, err := dueFor(p.local, p.now, loc, z.night)
 	if err != nil {
 		return due{}, fmt.Errorf("plan local time: %w", err)
 	}
 	if !at.After(p.now) {
 		at = time.Time{} // due now: one group for every zone already due
 	}
-	d := due{at: at, deferred: deferred, fallback: fallback}
+	d := due{at: at, deferred: deferred, night: night, fallback: fallback}
 	p.dues[z] = d
 	return d, nil
 }

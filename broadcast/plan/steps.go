@@ -85,7 +85,7 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 			return
 		}
 		for _, r := range rows {
-			if err := p.add(r.ID, r.Zone, r.HasZone); err != nil {
+			if err := p.add(r); err != nil {
 				s.planFailed(bg, log, pc, err)
 				return
 			}
@@ -231,8 +231,8 @@ func (s *Planner) planReader(store *repository.Store, b *model.Broadcast) (planR
 	if err != nil {
 		return nil, err
 	}
-	if a.Local != nil {
-		return s.namedLocalReader(store, bound), nil
+	if a.Local != nil || store.Schema().ConsentState() {
+		return s.namedUsersReader(store, bound, a.Local != nil), nil
 	}
 	var cursors []uint64
 	var buf []repository.PlanRow
@@ -243,18 +243,22 @@ func (s *Planner) planReader(store *repository.Store, b *model.Broadcast) (planR
 		}
 		buf = buf[:0]
 		for _, c := range cursors {
-			buf = append(buf, repository.PlanRow{ID: c})
+			buf = append(buf, repository.PlanRow{ID: c, Consent: repository.ConsentDay | repository.ConsentNight})
 		}
 		return buf, len(buf) == namedStepRows, nil
 	}, nil
 }
 
-// namedLocalReader reads a named audience for a local-time plan: each
-// target's zone is the one its row gives (a timezone column), else its
-// user's in the users table (the bundled one or the app's mapped
-// schema.users.timezone), read by user id a page at a time. A user with
-// neither is on the default zone, as with the built-in audiences.
-func (s *Planner) namedLocalReader(store *repository.Store, bound audience.Bound) planRead {
+// namedUsersReader reads a named audience for a plan that needs its
+// users: their zones for local time (withZone) and their consent to the
+// broadcast's category. Each target's zone is the one its row gives (a
+// timezone column), else its user's in the users table (the bundled one
+// or the app's mapped schema.users.timezone), read by user id a page at a
+// time, as its consent is (repository.Store.UserConsents: the same rule
+// as the built-in audiences' SQL, one statement a page, never one a
+// target). A user with no zone is on the default zone, as with the
+// built-in audiences.
+func (s *Planner) namedUsersReader(store *repository.Store, bound audience.Bound, withZone bool) planRead {
 	var rows []audience.Row
 	var ids []uint64
 	var buf []repository.PlanRow
@@ -263,23 +267,33 @@ func (s *Planner) namedLocalReader(store *repository.Store, bound audience.Bound
 		if rows, err = s.opt.Named.Targets(ctx, bound, after, namedStepRows, rows); err != nil {
 			return nil, false, err
 		}
-		ids = ids[:0]
-		for _, r := range rows {
-			if !r.HasZone {
-				ids = append(ids, r.UserID)
+		var zones map[uint64]string
+		if withZone {
+			ids = ids[:0]
+			for _, r := range rows {
+				if !r.HasZone {
+					ids = append(ids, r.UserID)
+				}
+			}
+			if zones, err = store.UserZones(ctx, ids); err != nil {
+				return nil, false, err
 			}
 		}
-		zones, err := store.UserZones(ctx, ids)
+		ids = ids[:0]
+		for _, r := range rows {
+			ids = append(ids, r.UserID)
+		}
+		consents, err := store.UserConsents(ctx, ids)
 		if err != nil {
 			return nil, false, err
 		}
 		buf = buf[:0]
 		for _, r := range rows {
 			z, has := r.Zone, r.HasZone
-			if !has {
+			if !has && withZone {
 				z, has = zones[r.UserID]
 			}
-			buf = append(buf, repository.PlanRow{ID: r.Cursor, Zone: z, HasZone: has})
+			buf = append(buf, repository.PlanRow{ID: r.Cursor, Zone: z, HasZone: has, Consent: consents[r.UserID]})
 		}
 		return buf, len(rows) == namedStepRows, nil
 	}

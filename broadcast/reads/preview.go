@@ -27,6 +27,9 @@ type PreviewCap struct {
 	MaxRate      *float64
 	DeliverOver  string
 	DryRun       bool
+	// Category is the request's category ("": its audience's or the
+	// default): its consent decides who is counted.
+	Category string
 }
 
 // Preview is what a broadcast to an audience would have now: its
@@ -41,6 +44,11 @@ type Preview struct {
 	Sample []uint64
 	Cap    rules.CapChoice
 	Capped *int64
+	// Category is the category the broadcast would be sent in (nil: none
+	// configured), and ExcludedNoConsent the tokens of users it leaves out
+	// for want of their consent to it (not in Count).
+	Category          *model.Category
+	ExcludedNoConsent int64
 }
 
 // Preview counts a bound named audience and samples up to n user ids,
@@ -93,25 +101,34 @@ func (r *Reader) preview(ctx context.Context, a model.Audience, bound audience.B
 	if err := r.opt.Rules.AudienceApp(a, app.Name); err != nil {
 		return Preview{}, err
 	}
-	choice := r.opt.Rules.CapChoice(rules.Spec{FrequencyCap: q.FrequencyCap, DryRun: q.DryRun}, a, class)
+	cat, err := r.opt.Rules.CategoryOf(q.Category, a.Name)
+	if err != nil {
+		return Preview{}, err
+	}
+	var catName string
+	if cat != nil {
+		catName = cat.Name
+	}
+	choice := r.opt.Rules.CapChoice(rules.Spec{FrequencyCap: q.FrequencyCap, DryRun: q.DryRun, Category: catName}, a, class)
 	windows, err := rules.CapWindows(choice.Spec, app.Name)
 	if err != nil {
 		return Preview{}, fmt.Errorf("preview: %w", err)
 	}
-	got, err := r.previews.get(ctx, app.Name+" "+previewKey(a, n)+" cap="+choice.Spec, r.now(), func(ctx context.Context) (preview, error) {
+	store := app.Store.ForCategory(cat)
+	got, err := r.previews.get(ctx, app.Name+" "+previewKey(a, n)+" cap="+choice.Spec+" category="+catName, r.now(), func(ctx context.Context) (preview, error) {
 		// A named audience's count pages through all of it: the same
 		// budget as its own preview route.
 		ctx, cancel := context.WithTimeout(ctx, 6*r.opt.DBTimeout)
 		defer cancel()
 		if a.Name != "" {
-			return r.previewNamed(ctx, app.Store, bound, windows, n)
+			return r.previewNamed(ctx, store, bound, windows, n)
 		}
-		return r.previewBuiltin(ctx, app.Store, a, windows, n)
+		return r.previewBuiltin(ctx, store, a, windows, n)
 	})
 	if err != nil {
 		return Preview{}, err
 	}
-	return Preview{Count: got.count, Stale: got.stale, Sample: got.sample, Cap: choice, Capped: got.capped}, nil
+	return Preview{Count: got.count, Stale: got.stale, Sample: got.sample, Cap: choice, Capped: got.capped, Category: cat, ExcludedNoConsent: got.noConsent}, nil
 }
 
 // previewNamed walks a named audience once, counting its targets and,
@@ -125,26 +142,51 @@ func (r *Reader) preview(ctx context.Context, a model.Audience, bound audience.B
 // tokens table (store.StaleTokens), as a broadcast's send holds them: the
 // count leaves them out and stale counts them.
 func (r *Reader) previewNamed(ctx context.Context, store *repository.Store, b audience.Bound, windows []repository.CapWindow, n int) (preview, error) {
-	var stale int64
+	var stale, noConsent int64
 	var keep func(context.Context, []audience.Row) ([]audience.Row, error)
-	if store.Schema().StaleRule() {
+	staleRule, consentRule := store.Schema().StaleRule(), store.Schema().ConsentRule()
+	if staleRule || consentRule {
 		var tokens []string
+		var users []uint64
 		keep = func(ctx context.Context, rows []audience.Row) ([]audience.Row, error) {
-			tokens = tokens[:0]
-			for _, row := range rows {
-				tokens = append(tokens, row.Token)
+			if staleRule {
+				tokens = tokens[:0]
+				for _, row := range rows {
+					tokens = append(tokens, row.Token)
+				}
+				out, err := store.StaleTokens(ctx, tokens)
+				if err != nil {
+					return rows, err
+				}
+				kept := rows[:0]
+				for _, row := range rows {
+					if !out[row.Token] {
+						kept = append(kept, row)
+					}
+				}
+				stale += int64(len(rows) - len(kept))
+				rows = kept
 			}
-			out, err := store.StaleTokens(ctx, tokens)
-			if err != nil || len(out) == 0 {
+			if !consentRule {
+				return rows, nil
+			}
+			// The category's consent, as a plan reads it: a statement a
+			// page over the page's users (repository.Store.UserConsents).
+			users = users[:0]
+			for _, row := range rows {
+				users = append(users, row.UserID)
+			}
+			ok, err := store.UserConsents(ctx, users)
+			if err != nil {
 				return rows, err
 			}
 			kept := rows[:0]
 			for _, row := range rows {
-				if !out[row.Token] {
+				if ok[row.UserID]&repository.ConsentDay != 0 {
 					kept = append(kept, row)
 				}
 			}
-			stale += int64(len(rows) - len(kept))
+			noConsent += int64(len(rows) - len(kept))
 			return kept, nil
 		}
 	}
@@ -164,26 +206,27 @@ func (r *Reader) previewNamed(ctx context.Context, store *repository.Store, b au
 		return preview{}, err
 	}
 	if len(windows) == 0 {
-		return preview{count: count, stale: stale, sample: sample}, nil
+		return preview{count: count, stale: stale, noConsent: noConsent, sample: sample}, nil
 	}
 	slices.Sort(capped)
 	c := int64(len(slices.Compact(capped)))
-	return preview{count: count, stale: stale, sample: sample, capped: &c}, nil
+	return preview{count: count, stale: stale, noConsent: noConsent, sample: sample, capped: &c}, nil
 }
 
 // previewBuiltin counts a built-in audience, samples up to n user ids,
 // and under windows counts the users the caps would withhold (driven by
 // the ledger's live slots: repository.CountCappedUsers).
 func (r *Reader) previewBuiltin(ctx context.Context, store *repository.Store, a model.Audience, windows []repository.CapWindow, n int) (preview, error) {
-	count, stale, sample, err := countBuiltin(ctx, store, a, n)
+	p, err := countBuiltin(ctx, store, a, n)
 	if err != nil || len(windows) == 0 {
-		return preview{count: count, stale: stale, sample: sample}, err
+		return p, err
 	}
 	c, err := store.CountCappedUsers(ctx, a, windows, r.now())
 	if err != nil {
 		return preview{}, fmt.Errorf("preview: %w", err)
 	}
-	return preview{count: count, stale: stale, sample: sample, capped: &c}, nil
+	p.capped = &c
+	return p, nil
 }
 
 // previewKey names a validated audience's preview of n users: its stored
@@ -194,17 +237,18 @@ func previewKey(a model.Audience, n int) string {
 }
 
 // countBuiltin counts a built-in audience, and the tokens the stale rule
-// leaves out of it (one scan), and samples up to n user ids.
-func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience, n int) (int64, int64, []uint64, error) {
-	count, stale, err := store.CountAudienceStale(ctx, a)
+// and the category's consent leave out of it (one scan), and samples up to
+// n user ids.
+func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience, n int) (preview, error) {
+	count, stale, noConsent, err := store.CountAudienceExcluded(ctx, a)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("preview: %w", err)
+		return preview{}, fmt.Errorf("preview: %w", err)
 	}
 	// A user has one or a few tokens: a page of 4n tokens holds n users
 	// but for heavy multi-device users, and a short sample is fine then.
 	page, err := store.AudiencePage(ctx, a, 0, math.MaxUint64, 4*n, nil)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("preview: %w", err)
+		return preview{}, fmt.Errorf("preview: %w", err)
 	}
 	sample := make([]uint64, 0, n)
 	for _, t := range page {
@@ -212,5 +256,5 @@ func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience
 			sample = append(sample, t.UserID)
 		}
 	}
-	return count, stale, sample, nil
+	return preview{count: count, stale: stale, noConsent: noConsent, sample: sample}, nil
 }

@@ -34,10 +34,12 @@ type previewEntry struct {
 // and (nil: no cap applies) how many of its users the cap the key names
 // would withhold now.
 type preview struct {
-	count  int64
-	stale  int64 // left out as stale (PUSHFAN_STALE_AFTER)
-	sample []uint64
-	capped *int64
+	count int64
+	stale int64 // left out as stale (PUSHFAN_STALE_AFTER)
+	// noConsent: left out by the category's consent
+	noConsent int64
+	sample    []uint64
+	capped    *int64
 }
 
 // clone is p with its own sample, for one caller.

@@ -74,7 +74,7 @@ func (r Rules) frequencyCap(spec Spec, a model.Audience, class string) string {
 // says "frequency_cap": false (an alert that must go out), for a dry run
 // (nothing reaches a user), and for a transactional one unless it says
 // "frequency_cap": true (a password reset is not marketing); else the
-// job's cap, the named audience's, or the deployment's.
+// job's cap, the named audience's, the category's, or the deployment's.
 func (r Rules) CapChoice(spec Spec, a model.Audience, class string) CapChoice {
 	switch {
 	case spec.FrequencyCap != nil && !*spec.FrequencyCap:
@@ -89,6 +89,9 @@ func (r Rules) CapChoice(spec Spec, a model.Audience, class string) CapChoice {
 	}
 	if name, ok := r.Caps.Audiences[a.Name]; ok && a.Name != "" {
 		return r.Caps.choice(name)
+	}
+	if cat, err := r.category(spec); err == nil && cat != nil && cat.FrequencyCap != "" {
+		return r.Caps.choice(cat.FrequencyCap)
 	}
 	return r.Caps.choice(capDefault)
 }

@@ -70,6 +70,9 @@ type Spec struct {
 	// App names the app (Firebase project) the broadcast sends for;
 	// required when several apps are configured (docs/apps.md).
 	App string `json:"app"`
+	// Category is the message category (docs/consent.md): its consent,
+	// night rule, labels, cap and quiet hours (category.go).
+	Category string `json:"category"`
 	// job names the cron job a spec fires for (its cap).
 	job string
 }
@@ -109,6 +112,8 @@ type Rules struct {
 	QuietHours  *model.QuietHours
 	// Caps are the frequency caps (caps.go).
 	Caps CapRules
+	// Categories are the message categories (category.go).
+	Categories CategoryRules
 	// Apps are the configured apps with their budgets (messages a second),
 	// and AudienceApps the app of each named audience (apps.go).
 	Apps         map[string]float64
@@ -122,7 +127,19 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	var out Request
 	var plat message.Overrides
 	var tagBytes int
-	var err error
+	cat, err := r.category(spec)
+	if err != nil {
+		return out, err
+	}
+	// The labels are part of the message from here on: every rule below
+	// (templates, FCM's payload limit) sees the message as it is sent.
+	if spec, err = labeled(spec, cat); err != nil {
+		return out, err
+	}
+	if cat != nil && cat.QuietHours != nil && spec.QuietHours.Window == nil && !spec.QuietHours.Off {
+		q := *cat.QuietHours
+		spec.QuietHours.Window = &q // the category's default, before the deployment's
+	}
 	if len(spec.Variants) > 0 {
 		err = checkVariantsOnly(spec)
 	} else {
@@ -166,6 +183,13 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	if a.Local, err = r.local(spec, p.class, now); err != nil {
 		return out, err
 	}
+	if cat != nil && cat.Night != nil {
+		if a.Local == nil {
+			a.Local = &model.LocalDelivery{}
+		}
+		w := cat.Night.Window
+		a.Local.Night = &w
+	}
 	return Request{
 		Submission: model.Submission{
 			App:                app,
@@ -178,6 +202,7 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 			DryRun:             spec.DryRun,
 			InvalidateOnDryRun: spec.InvalidateOnDryRun,
 			FrequencyCap:       r.frequencyCap(spec, a, p.class),
+			Category:           cat,
 		},
 		Hold: spec.Hold,
 	}, nil

@@ -19,22 +19,25 @@ import (
 // when the plan fixed one, else its range (Lo, Hi] of the audience.
 func (s *Runner) source(app *instance.App, b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
 	stale := func(n int) { s.opt.Metrics.StaleSkipped(b.App, n) }
+	// The category's consent is read again by every page: a user who
+	// withdrew it since the plan is not sent to (docs/consent.md).
+	store := app.Store.ForCategory(b.Category)
 	if b.Audience.Name == "" {
 		if c.IDs != nil {
-			return &listSource{store: app.Store, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
+			return &listSource{store: store, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
 		}
 		a := b.Audience
 		var err error
 		if a.Zones, err = zoneFilter(c.Zones); err != nil {
 			return nil, err
 		}
-		return &builtinSource{store: app.Store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout, stale: stale}, nil
+		return &builtinSource{store: store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout, stale: stale}, nil
 	}
 	bound, err := s.opt.Bind(b.Audience)
 	if err != nil {
 		return nil, err
 	}
-	return &namedSource{named: s.opt.Named, store: app.Store, bound: bound, upto: c.Hi, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
+	return &namedSource{named: s.opt.Named, store: store, bound: bound, upto: c.Hi, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
 }
 
 // builtinSource pages the bundled tables' audience within one chunk.
@@ -104,7 +107,9 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 // only those rows. With PUSHFAN_STALE_AFTER set, the tokens it yields are
 // held to the stale rule against the tokens table (Store.StaleTokens): an
 // operator's query need not know the rule, as the rule is the
-// deployment's, and a stale token is left out of every audience. A page
+// deployment's, and a stale token is left out of every audience. So are
+// the users without consent to the broadcast's category
+// (Store.UserConsents), which the plan left out already. A page
 // either leaves short reads on, since the engine ends the chunk at the
 // first short page.
 type namedSource struct {
@@ -118,6 +123,7 @@ type namedSource struct {
 	rows    []audience.Row
 	kept    []audience.Row // this chunk's rows of a page
 	tokens  []string
+	users   []uint64
 }
 
 func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
@@ -140,6 +146,9 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 		}
 		stale, err := n.staleAmong(ctx, n.kept)
 		if err != nil {
+			return dst[:0], err
+		}
+		if n.kept, err = n.consented(ctx, n.kept); err != nil {
 			return dst[:0], err
 		}
 		skipped := 0
@@ -174,6 +183,29 @@ func (n *namedSource) staleAmong(ctx context.Context, rows []audience.Row) (map[
 		n.tokens = append(n.tokens, r.Token)
 	}
 	return n.store.StaleTokens(ctx, n.tokens)
+}
+
+// consented keeps the rows whose users consented to the broadcast's
+// category (all of them when it asks for no consent).
+func (n *namedSource) consented(ctx context.Context, rows []audience.Row) ([]audience.Row, error) {
+	if n.store == nil || !n.store.Schema().ConsentRule() {
+		return rows, nil
+	}
+	n.users = n.users[:0]
+	for _, r := range rows {
+		n.users = append(n.users, r.UserID)
+	}
+	ok, err := n.store.UserConsents(ctx, n.users)
+	if err != nil {
+		return nil, err
+	}
+	kept := rows[:0]
+	for _, r := range rows {
+		if ok[r.UserID]&repository.ConsentDay != 0 {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
 }
 
 // zoneFilter decodes the zone group of a chunk planned before migration

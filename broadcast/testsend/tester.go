@@ -181,6 +181,9 @@ func (ts *Tester) TestSendBroadcast(ctx context.Context, id uint64, to TestRecip
 		UserIDs: to.UserIDs, Tokens: to.Tokens, Locale: to.Locale,
 	}
 	spec.App = b.App // a broadcast's rehearsal goes through its own project
+	if b.Category != nil {
+		spec.Category = b.Category.Name // its labels are on its message already: not added twice
+	}
 	spec.Track = m.Track
 	return ts.TestSend(ctx, spec, by)
 }

@@ -78,6 +78,16 @@ type Broadcast struct {
 	// or fire_time plus its start spread offset (PUSHFAN_START_SPREAD).
 	StartsAt *time.Time `json:"starts_at,omitempty"`
 
+	// Category is the message category it was sent in, and Consent the
+	// category's rules as it ran under them (null when no categories were
+	// configured): its proof (docs/consent.md). ExcludedNoConsent counts
+	// the targets its plan left out for want of consent, NightDeferred
+	// those moved to the end of the category's night window.
+	Category          *string         `json:"category"`
+	Consent           *model.Category `json:"consent"`
+	ExcludedNoConsent int64           `json:"excluded_no_consent"`
+	NightDeferred     int64           `json:"night_deferred"`
+
 	// Local-time delivery (see local.go).
 	local
 }
@@ -104,6 +114,11 @@ func Of(b *model.Broadcast, now time.Time) Broadcast {
 	}
 	v.Audience.Local = nil // rendered at the top level, as requested
 	v.local = localOf(b)
+	v.ExcludedNoConsent, v.NightDeferred = b.ExcludedNoConsent, b.NightDeferred
+	if c := b.Category; c != nil {
+		name, rules := c.Name, *c
+		v.Category, v.Consent = &name, &rules
+	}
 	if b.FrequencyCap != "" {
 		c := b.FrequencyCap
 		v.FrequencyCap = &c

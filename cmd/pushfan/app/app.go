@@ -32,6 +32,7 @@ import (
 	"pushfan/internal/platform/lifecycle"
 	"pushfan/lease"
 	"pushfan/metrics"
+	"pushfan/model"
 	"pushfan/quota"
 	"pushfan/repository"
 	"pushfan/retention"
@@ -156,6 +157,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		DefaultZone:        zone,
 		QuietHours:         quiet,
 		Caps:               capRules(cfg),
+		Categories:         categoryRules(cfg),
 		Apps:               appBudgets(cfg),
 		AudienceApps:       audienceApps(cfg),
 	}
@@ -284,6 +286,21 @@ func capRules(cfg config.Config) rules.CapRules {
 	for _, j := range cfg.Jobs {
 		if j.FrequencyCap != "" {
 			r.Jobs[j.Name] = j.FrequencyCap
+		}
+	}
+	return r
+}
+
+// categoryRules are the configuration's message categories as the request
+// rules apply them.
+func categoryRules(cfg config.Config) rules.CategoryRules {
+	r := rules.CategoryRules{List: map[string]model.Category{}, Default: cfg.DefaultCategory, Audiences: map[string]string{}}
+	for _, c := range cfg.CategoryList() {
+		r.List[c.Name] = c
+	}
+	for _, a := range cfg.AllAudiences() {
+		if a.Category != "" {
+			r.Audiences[a.Name] = a.Category
 		}
 	}
 	return r

@@ -27,7 +27,22 @@ func CheckSchema(ctx context.Context, cfg config.Config, pool *sqlx.DB) (*reposi
 	if err := schema.Check(cctx, pool); err != nil {
 		return nil, err // each problem already names its schema. key
 	}
+	if err := checkConsents(cctx, cfg, schema, pool); err != nil {
+		return nil, err
+	}
 	return schema, nil
+}
+
+// checkConsents runs every category's consent conditions once on the
+// schema's users table: a mistyped column stops start-up with the
+// category named, before a broadcast's plan could fail on it.
+func checkConsents(ctx context.Context, cfg config.Config, schema *repository.Schema, pool *sqlx.DB) error {
+	for _, c := range cfg.CategoryList() {
+		if err := schema.CheckConsent(ctx, pool, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CheckAppSchemas compiles and checks the schema of every app with tables
@@ -48,6 +63,9 @@ func CheckAppSchemas(ctx context.Context, cfg config.Config, pool *sqlx.DB) (map
 		}
 		cctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
 		err = schema.Check(cctx, pool)
+		if err == nil {
+			err = checkConsents(cctx, cfg, schema, pool)
+		}
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("apps.%s: %w", a.Name, err)
