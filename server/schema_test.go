@@ -25,7 +25,9 @@ const (
 		member_id  BIGINT UNSIGNED NOT NULL PRIMARY KEY,
 		push_agree CHAR(1) NOT NULL DEFAULT 'Y',
 		lang       VARCHAR(16) NULL,
-		tz         VARCHAR(64) NULL)`
+		tz         VARCHAR(64) NULL,
+		ad_agree   TINYINT(1) NOT NULL DEFAULT 0,
+		night_ad_agree TINYINT(1) NOT NULL DEFAULT 0)`
 	appDevicesDDL = `CREATE TABLE %s.push_devices (
 		device_seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
 		member_id  BIGINT UNSIGNED NOT NULL,

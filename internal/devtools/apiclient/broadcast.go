@@ -44,8 +44,26 @@ type Broadcast struct {
 	HoldExpiresAt *time.Time `json:"hold_expires_at"`
 	ReleasedBy    string     `json:"released_by"`
 	ReleasedAt    *time.Time `json:"released_at"`
+	// Consent (docs/consent.md): the category, its rules as the
+	// broadcast ran under them, and the targets left out or deferred.
+	Category          *string   `json:"category"`
+	Consent           *Category `json:"consent"`
+	ExcludedNoConsent int64     `json:"excluded_no_consent"`
+	NightDeferred     int64     `json:"night_deferred"`
 	// Local-time delivery (server/view/local.go).
 	LocalTime
+}
+
+// Category is a message category's rules as a broadcast ran under them.
+type Category struct {
+	Name    string `json:"name"`
+	Consent string `json:"consent"`
+	Night   *struct {
+		Window  QuietHours `json:"window"`
+		Consent string     `json:"consent"`
+	} `json:"night"`
+	TitlePrefix string `json:"title_prefix"`
+	BodySuffix  string `json:"body_suffix"`
 }
 
 // Chunks is how a finished broadcast's work was shared.
