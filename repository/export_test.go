@@ -55,6 +55,34 @@ func (s *Store) AudiencePageIndex(ctx context.Context, a model.Audience, after, 
 	return "", rows.Err()
 }
 
+// AudiencePageAccess is, by table alias, how MariaDB's plan for an
+// AudiencePage reads each table ("type key extra"), from EXPLAIN of the
+// very statement AudiencePage runs.
+func (s *Store) AudiencePageAccess(ctx context.Context, a model.Audience, after, upto uint64, limit int) (map[string]string, error) {
+	q, args, _, err := s.audiencePageQuery(ctx, a, after, upto, limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryxContext(ctx, "EXPLAIN "+q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		row := map[string]any{}
+		if err := rows.MapScan(row); err != nil {
+			return nil, err
+		}
+		table, _ := row["table"].([]byte)
+		key, _ := row["key"].([]byte)
+		kind, _ := row["type"].([]byte)
+		extra, _ := row["Extra"].([]byte)
+		out[string(table)] = string(kind) + " " + string(key) + " " + string(extra)
+	}
+	return out, rows.Err()
+}
+
 // PurgeInTx runs the transaction part of PurgeFinished in tx, on ids as
 // they are (none of their rows deleted first), so a test can hold that
 // transaction's locks open.
