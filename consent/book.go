@@ -40,6 +40,9 @@ type Book struct {
 	db  *sql.DB
 	log *slog.Logger
 	now func() time.Time
+	// timeout bounds each call's statements (the database timeout):
+	// a stuck database answers the caller, never holds it.
+	timeout time.Duration
 	// all are the configured categories by name; table, in configuration
 	// order, those whose consent is read from the bundled table: the only
 	// ones with answers to record.
@@ -48,9 +51,10 @@ type Book struct {
 }
 
 // New returns the book over db (migrated) for categories, the configured
-// ones (config.CategoryList).
-func New(db *sql.DB, categories []model.Category, log *slog.Logger) *Book {
-	b := &Book{db: db, log: sqldb.OrDiscard(log), now: time.Now, all: map[string]model.Category{}}
+// ones (config.CategoryList); timeout bounds each call (0: the caller's
+// context only).
+func New(db *sql.DB, categories []model.Category, timeout time.Duration, log *slog.Logger) *Book {
+	b := &Book{db: db, log: sqldb.OrDiscard(log), now: time.Now, timeout: timeout, all: map[string]model.Category{}}
 	for _, c := range categories {
 		b.all[c.Name] = c
 		if c.Consent == model.ConsentTable {
@@ -58,6 +62,14 @@ func New(db *sql.DB, categories []model.Category, log *slog.Logger) *Book {
 		}
 	}
 	return b
+}
+
+// bound is ctx with the book's timeout.
+func (b *Book) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, b.timeout)
 }
 
 // Answer is what a user answered for a category, and who recorded it.
@@ -115,6 +127,8 @@ func (b *Book) Set(ctx context.Context, userID uint64, category string, a Answer
 	if n := utf8.RuneCountInString(a.Source); n > MaxSource {
 		return model.Consent{}, refuse("source", "too_long", "source is %d characters; at most %d", n, MaxSource)
 	}
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	now := b.now().UTC().Truncate(time.Microsecond)
 	c := model.Consent{UserID: userID, Category: category, Granted: a.Granted, Night: a.Night, Source: sqldb.ClampRunes(a.Source, MaxSource), Updated: now}
 	err := sqldb.InTx(ctx, b.db, b.log, "recording a consent", func(tx *sql.Tx) error {
@@ -159,6 +173,8 @@ func (b *Book) Set(ctx context.Context, userID uint64, category string, a Answer
 // table, in configuration order: one without an answer is not granted,
 // with zero Updated and Changed. One primary-key range read.
 func (b *Book) Get(ctx context.Context, userID uint64) ([]model.Consent, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	rows, err := b.db.QueryContext(ctx, `SELECT category, granted, night, source, updated_at, changed_at
 		FROM user_consents WHERE user_id = ?`, userID)
 	if err != nil {
@@ -197,6 +213,8 @@ func (b *Book) History(ctx context.Context, userID uint64, category string, limi
 	if err := b.tableCategory(category); err != nil {
 		return nil, err
 	}
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	rows, err := b.db.QueryContext(ctx, `SELECT granted, night, source, actor, request_id, at
 		FROM user_consent_history FORCE INDEX (idx_user_consent_history_user)
 		WHERE user_id = ? AND category = ? ORDER BY id DESC LIMIT ?`, userID, category, limit)

@@ -35,7 +35,7 @@ func (c *clock) at() time.Time       { return c.t.Truncate(time.Microsecond) }
 func newBook(t *testing.T) (*consent.Book, *sql.DB, *clock) {
 	t.Helper()
 	tdb := testdb.New(t)
-	b := consent.New(tdb.SQL.DB, categories, nil)
+	b := consent.New(tdb.SQL.DB, categories, 10*time.Second, nil)
 	c := newClock()
 	b.SetNow(c.now)
 	return b, tdb.SQL.DB, c
@@ -169,7 +169,7 @@ func TestSetRefusals(t *testing.T) {
 	if err := db.QueryRow(`SELECT COUNT(*) FROM user_consent_history`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d history rows (%v); want the one accepted answer", n, err)
 	}
-	none := consent.New(db, nil, nil)
+	none := consent.New(db, nil, time.Second, nil)
 	_, err := none.Set(ctx, 1, "advertising", consent.Answer{Granted: true})
 	wantField(t, err, "category", "unknown_category")
 }

@@ -57,6 +57,8 @@ func (b *Book) Due(ctx context.Context, category string, cutoff time.Time, after
 		}
 		cats, from = cats[i:], &k
 	}
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	// One row more than the page says whether there is a next one.
 	var out []model.Consent
 	for _, cat := range cats {

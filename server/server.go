@@ -149,6 +149,12 @@ func (s *Server) routePush(e *echo.Echo) {
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast, s.broadcastApp)
 	push.GET("/cluster", s.getCluster)
+	// The categories and the bundled consent table (consents.go).
+	push.GET("/categories", s.listCategories)
+	push.PUT("/users/:id/consents/:category", s.putConsent)
+	push.GET("/users/:id/consents", s.getConsents)
+	push.GET("/users/:id/consents/:category/history", s.consentHistory)
+	push.GET("/consents/due", s.dueConsents)
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
 	// Webhook endpoints hear of every app's broadcasts: a token limited
