@@ -10,9 +10,9 @@ import (
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/rules"
 	"pushfan/broadcast/testsend"
-	"pushfan/consent"
 	"pushfan/cron"
 	"pushfan/model"
+	"pushfan/server/consents"
 )
 
 // The API calls the domain through the interfaces below, each the
@@ -63,15 +63,6 @@ type Tester interface {
 	TestSendBroadcast(ctx context.Context, id uint64, to testsend.TestRecipients, by string) (*testsend.TestReport, error)
 }
 
-// Consents records and reads the bundled consent table (package
-// consent): its refusals are *consent.FieldError values naming the field.
-type Consents interface {
-	Set(ctx context.Context, userID uint64, category string, a consent.Answer) (model.Consent, error)
-	Get(ctx context.Context, userID uint64) ([]model.Consent, error)
-	History(ctx context.Context, userID uint64, category string, limit int) ([]consent.Record, error)
-	Due(ctx context.Context, category string, cutoff time.Time, after string, limit int) (consent.DuePage, error)
-}
-
 // Domain is what the API serves: the domain's operations, and the facts
 // of the configuration it shows (apps, named audiences, jobs).
 type Domain struct {
@@ -89,16 +80,13 @@ type Domain struct {
 	Categories Categories
 }
 
-// Categories are the message categories (docs/consent.md) as the API
-// shows them.
-type Categories struct {
-	// List is every category, in configuration order (empty: none
-	// configured).
-	List []model.Category
-	// Default is the category of a broadcast that names none; "" for
-	// none.
-	Default string
-}
+// Consents records and reads the bundled consent table (consent.Book),
+// for the routes of package server/consents; Categories are the message
+// categories as they show them.
+type (
+	Consents   = consents.Domain
+	Categories = consents.Categories
+)
 
 // App is one app (Firebase project) as GET /push/apps shows it.
 type App struct {
