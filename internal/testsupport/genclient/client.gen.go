@@ -809,8 +809,14 @@ type AudiencePreview struct {
 	// CappedUsers Users of the audience whom frequency_cap, the cap a broadcast with this body would be sent under, would withhold now (holding every slot of one of its windows in the ledger); null when no cap applies (frequency_cap null). Named audiences are counted along the same walk as count, a statement a page.
 	CappedUsers *int `json:"capped_users"`
 
+	// Category The category the broadcast would be sent in (null: no categories configured).
+	Category *string `json:"category"`
+
 	// Count Targets (tokens) the audience selects now. Stale tokens (PUSHFAN_STALE_AFTER) are not counted: see stale.
 	Count int `json:"count"`
+
+	// ExcludedNoConsent Tokens of users the category's consent leaves out (not in count), as a broadcast's plan would.
+	ExcludedNoConsent int64 `json:"excluded_no_consent"`
 
 	// FrequencyCap The caps a broadcast with this body would be sent under, as the broadcast object would record them, e.g. "1/day"; null for none (frequency_cap_source says why).
 	FrequencyCap *string `json:"frequency_cap"`
@@ -831,6 +837,9 @@ type AudiencePreviewFrequencyCapSource string
 
 // AudiencePreviewRequest defines model for AudiencePreviewRequest.
 type AudiencePreviewRequest struct {
+	// Category The category the broadcast would be sent in (see BroadcastRequest.category): the preview counts who its consent leaves out.
+	Category *string `json:"category,omitempty"`
+
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
 
@@ -888,11 +897,17 @@ type Broadcast struct {
 	// Capped Targets withheld by a frequency cap: their user had had the cap's sends in its window (the user's local day, or a rolling window). An outcome, not a failure: a capped user gets the broadcast on none of their devices.
 	Capped int `json:"capped"`
 
+	// Category The message category it was sent in; null when no categories were configured.
+	Category *string `json:"category"`
+
 	// Chunks How a finished broadcast's work was shared between instances.
 	Chunks *ChunkSummary `json:"chunks,omitempty"`
 
 	// Class pushfan's scheduling class (not FCM's message priority).
-	Class     Class     `json:"class"`
+	Class Class `json:"class"`
+
+	// Consent The category's rules as the broadcast ran under them (consent, night window, labels); null without a category.
+	Consent   *Category `json:"consent"`
 	CreatedAt time.Time `json:"created_at"`
 
 	// CreatedBy The name of the token that created it (cron for job fires).
@@ -914,6 +929,9 @@ type Broadcast struct {
 
 	// Errors Error code → how many targets ended with it.
 	Errors ErrorCounts `json:"errors"`
+
+	// ExcludedNoConsent Targets (tokens) its plan left out: their user had not consented to the category. Not in targeted.
+	ExcludedNoConsent int64 `json:"excluded_no_consent"`
 
 	// ExpectedFinishAt While it runs: when it should end at its pace, or at the rate it has kept.
 	ExpectedFinishAt *time.Time `json:"expected_finish_at,omitempty"`
@@ -937,6 +955,9 @@ type Broadcast struct {
 
 	// Message The notification content as stored (empty fields omitted).
 	Message Message `json:"message"`
+
+	// NightDeferred Targets moved to the end of the category's night window: inside it in their zone, without night consent.
+	NightDeferred int64 `json:"night_deferred"`
 
 	// ParentId A resend's original broadcast.
 	ParentId *int `json:"parent_id,omitempty"`
@@ -1011,6 +1032,9 @@ type BroadcastRequest struct {
 
 	// Body May be a text/template over a named audience's columns.
 	Body *string `json:"body,omitempty"`
+
+	// Category The message category (categories: in the YAML; docs/consent.md): its consent decides who gets the message, its night window who waits, and its labels are added to every title and body. Left out: the named audience's category, else default_category; with categories configured and neither, a 400 naming category. An unknown category, or one other than its named audience's, is a 400 naming category.
+	Category *string `json:"category,omitempty"`
 
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
@@ -1090,21 +1114,21 @@ type BroadcastRequest2 = interface{}
 // BroadcastRequest3 defines model for BroadcastRequest.3.
 type BroadcastRequest3 = interface{}
 
-// Category A message category as broadcasts run under it (the YAML's categories entry).
+// Category A message category's rules, as configured (GET /push/categories) or as a broadcast ran under them (its consent field: proof that a later edit of the configuration never changes).
 type Category struct {
-	// BodySuffix Added after every body of the category: how to opt out.
+	// BodySuffix Added after every body, e.g. how to opt out.
 	BodySuffix *string `json:"body_suffix,omitempty"`
 
-	// Consent table: the bundled consent table's granted flag; else an SQL condition on the users table u. Absent: no opt-in beyond push_enabled.
+	// Consent "table": the bundled user_consents table's granted flag (PUT /push/users/{id}/consents/{category}); else an SQL condition on the users table u; absent: no opt-in beyond push_enabled.
 	Consent *string `json:"consent,omitempty"`
 
-	// FrequencyCap The named frequency cap of its broadcasts (a frequency_caps entry, off or default).
+	// FrequencyCap The frequency_caps entry its broadcasts are capped by, unless the job or the named audience names one.
 	FrequencyCap *string `json:"frequency_cap,omitempty"`
 	Name         string  `json:"name"`
 
-	// Night The local-time window that needs a consent of its own; absent for none.
+	// Night A local-time window in which only users with night consent get the category; the others' sends wait for its end in their zone.
 	Night *struct {
-		// Consent table: the bundled table's night flag; else an SQL condition on u. Absent: nobody inside the window (their sends wait for its end).
+		// Consent "table": the bundled table's night flag; else an SQL condition on u; absent: nobody inside the window.
 		Consent *string `json:"consent,omitempty"`
 
 		// Window A daily window in each user's local time (HH:MM or HH:MM:SS; start after end wraps past midnight). A target whose local send time falls inside is deferred to the window's end, never dropped.
@@ -1114,7 +1138,7 @@ type Category struct {
 	// QuietHours A daily window in each user's local time (HH:MM or HH:MM:SS; start after end wraps past midnight). A target whose local send time falls inside is deferred to the window's end, never dropped.
 	QuietHours *QuietHours `json:"quiet_hours,omitempty"`
 
-	// TitlePrefix Added before every title of the category, e.g. (광고).
+	// TitlePrefix Added before every title, e.g. "(광고) ".
 	TitlePrefix *string `json:"title_prefix,omitempty"`
 }
 
@@ -1488,8 +1512,14 @@ type Preview struct {
 	// CappedUsers Users of the audience whom frequency_cap, the cap a broadcast with this body would be sent under, would withhold now (holding every slot of one of its windows in the ledger); null when no cap applies (frequency_cap null). Named audiences are counted along the same walk as count, a statement a page.
 	CappedUsers *int `json:"capped_users"`
 
+	// Category The category the broadcast would be sent in (null: no categories configured).
+	Category *string `json:"category"`
+
 	// Count Targets (tokens) a broadcast to this audience would have now. Stale tokens (PUSHFAN_STALE_AFTER) are not counted: see stale.
 	Count int `json:"count"`
+
+	// ExcludedNoConsent Tokens of users the category's consent leaves out (not in count), as a broadcast's plan would.
+	ExcludedNoConsent int64 `json:"excluded_no_consent"`
 
 	// FrequencyCap The caps a broadcast with this body would be sent under, as the broadcast object would record them, e.g. "1/day"; null for none (frequency_cap_source says why).
 	FrequencyCap *string `json:"frequency_cap"`
@@ -1515,6 +1545,9 @@ type PreviewRequest struct {
 
 	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS) or name (a named audience, with its typed params).
 	Audience AudienceRequest `json:"audience"`
+
+	// Category The category the broadcast would be sent in (see BroadcastRequest.category): the preview counts who its consent leaves out.
+	Category *string `json:"category,omitempty"`
 
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
@@ -1664,6 +1697,9 @@ type TestSendRequest struct {
 
 	// Body May be a text/template over a named audience's columns.
 	Body *string `json:"body,omitempty"`
+
+	// Category The message category (categories: in the YAML; docs/consent.md): its consent decides who gets the message, its night window who waits, and its labels are added to every title and body. Left out: the named audience's category, else default_category; with categories configured and neither, a 400 naming category. An unknown category, or one other than its named audience's, is a 400 naming category.
+	Category *string `json:"category,omitempty"`
 
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
@@ -2537,6 +2573,13 @@ func (t BroadcastRequest) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Category != nil {
+		object["category"], err = json.Marshal(t.Category)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'category': %w", err)
+		}
+	}
+
 	if t.Class != nil {
 		object["class"], err = json.Marshal(t.Class)
 		if err != nil {
@@ -2723,6 +2766,13 @@ func (t *BroadcastRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Body)
 		if err != nil {
 			return fmt.Errorf("error reading 'body': %w", err)
+		}
+	}
+
+	if raw, found := object["category"]; found {
+		err = json.Unmarshal(raw, &t.Category)
+		if err != nil {
+			return fmt.Errorf("error reading 'category': %w", err)
 		}
 	}
 
