@@ -14,9 +14,10 @@ import (
 )
 
 // ReconfirmYears is how long a consent to advertising stands before the
-// sender must ask again: Korea's Network Act (Article 50-8 with its
-// decree) has senders confirm each user's consent every two years. A
-// consent last given or confirmed before now minus this is due.
+// sender must ask again: Korea's Network Act (Article 50(8)) has senders
+// confirm each user's consent regularly, and its Enforcement Decree
+// (Article 62-3) sets the period at two years. A consent last given or
+// confirmed before now minus this is due.
 const ReconfirmYears = 2
 
 // Cutoff is the reconfirmation cutoff at now: consents whose updated_at
