@@ -123,6 +123,15 @@ func caller(c echo.Context) *Token {
 	return t
 }
 
+// tokenName is the name of the admin token that authenticated the
+// request ("" for none).
+func tokenName(c echo.Context) string {
+	if t := caller(c); t != nil {
+		return t.Name
+	}
+	return ""
+}
+
 func unauthorized(c echo.Context, realm, msg string) error {
 	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="pushfan-`+realm+`"`)
 	return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: msg}

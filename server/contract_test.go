@@ -85,8 +85,9 @@ func (f *fakeDomain) Engagement(context.Context, *model.Broadcast) (model.Engage
 }
 
 // contractServer is a Server over f: a sender, a viewer, and a sender
-// limited to app partner; two apps.
-func contractServer(t *testing.T, f *fakeDomain) http.Handler {
+// limited to app partner; two apps. adjust may add to the domain (its
+// consents, its categories).
+func contractServer(t *testing.T, f *fakeDomain, adjust ...func(*server.Domain)) http.Handler {
 	t.Helper()
 	if f.stored == nil {
 		f.stored = map[uint64]*model.Broadcast{}
@@ -103,6 +104,9 @@ func contractServer(t *testing.T, f *fakeDomain) http.Handler {
 	}
 	d := server.Domain{Submitter: f, Reader: f,
 		Apps: server.Apps{List: []server.App{{Name: "consumer", ProjectID: "consumer-prod"}, {Name: "partner", ProjectID: "partner-prod"}}}}
+	for _, a := range adjust {
+		a(&d)
+	}
 	return server.New(cfg, d, nil, slog.New(slog.NewTextHandler(io.Discard, nil))).Handler()
 }
 

@@ -12,6 +12,7 @@ import (
 	"pushfan/broadcast/testsend"
 	"pushfan/cron"
 	"pushfan/model"
+	"pushfan/server/consents"
 )
 
 // The API calls the domain through the interfaces below, each the
@@ -68,13 +69,24 @@ type Domain struct {
 	Submitter Submitter
 	Reader    Reader
 	Tester    Tester
+	Consents  Consents
 	Apps      Apps
 	// Audiences are the named audiences, compiled (and checked against
 	// the database) by the domain.
 	Audiences []Audience
 	// Jobs are the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
 	Jobs []*cron.Compiled
+	// Categories are the message categories (GET /push/categories).
+	Categories Categories
 }
+
+// Consents records and reads the bundled consent table (consent.Book),
+// for the routes of package server/consents; Categories are the message
+// categories as they show them.
+type (
+	Consents   = consents.Domain
+	Categories = consents.Categories
+)
 
 // App is one app (Firebase project) as GET /push/apps shows it.
 type App struct {

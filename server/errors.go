@@ -10,6 +10,7 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/broadcast/rules"
+	"pushfan/consent"
 )
 
 // APIError is an error with a status, a stable snake_case code and a human
@@ -64,6 +65,10 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 	var fe *rules.FieldError
 	if errors.As(err, &fe) {
 		return &APIError{Status: http.StatusBadRequest, Code: fe.Code, Field: fe.Field, Message: fe.Message}
+	}
+	var ce *consent.FieldError
+	if errors.As(err, &ce) {
+		return &APIError{Status: http.StatusBadRequest, Code: ce.Code, Field: ce.Field, Message: ce.Message}
 	}
 	switch {
 	case errors.Is(err, broadcast.ErrNotFound):

@@ -23,6 +23,7 @@ import (
 	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
+	"pushfan/server/consents"
 	"pushfan/server/live"
 	"pushfan/server/openapi"
 	"pushfan/server/proxies"
@@ -149,6 +150,11 @@ func (s *Server) routePush(e *echo.Echo) {
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast, s.broadcastApp)
 	push.GET("/cluster", s.getCluster)
+	// The categories and the bundled consent table.
+	routes := &consents.Routes{Domain: s.dom.Consents, Categories: s.dom.Categories, Decode: decodeStrict, Actor: tokenName,
+		RequestID: func(c echo.Context) string { return logging.RequestID(c.Request().Context()) },
+		Now:       func() time.Time { return s.now() }}
+	routes.Register(push)
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
 	// Webhook endpoints hear of every app's broadcasts: a token limited

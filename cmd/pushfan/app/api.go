@@ -8,6 +8,7 @@ import (
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/testsend"
 	"pushfan/config"
+	"pushfan/consent"
 	"pushfan/cron"
 	"pushfan/server"
 )
@@ -41,11 +42,13 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 	}
 }
 
-// apiDomain is what the API serves: svc's operations, and the apps, named
-// audiences (compiled) and jobs of cfg as the API shows them.
-func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
-	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Jobs: jobs,
-		Apps: server.Apps{Default: cfg.AppOf("")}}
+// apiDomain is what the API serves: svc's operations and the consent
+// book's, and the apps, named audiences (compiled), jobs and categories
+// of cfg as the API shows them.
+func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
+	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Consents: consents, Jobs: jobs,
+		Apps:       server.Apps{Default: cfg.AppOf("")},
+		Categories: server.Categories{List: cfg.CategoryList(), Default: cfg.DefaultCategory}}
 	for _, a := range cfg.AppList() {
 		d.Apps.List = append(d.Apps.List, server.App{Name: a.Name, ProjectID: a.ProjectID, RateLimit: a.RateLimit})
 	}

@@ -25,6 +25,7 @@ import (
 	"pushfan/broadcast/testsend"
 	"pushfan/caps"
 	"pushfan/config"
+	"pushfan/consent"
 	"pushfan/cron"
 	"pushfan/engagement"
 	"pushfan/fanout"
@@ -216,7 +217,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	tests := testsend.New(apps, rd, log.With("instance", svc.Owner()), testsend.Options{
 		DBTimeout: cfg.DB.Timeout, Rules: requestRules, Tags: tags, Stopped: stopped,
 	})
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, audiences, jobs), store, log,
+	consents := consent.New(pool.DB, cfg.CategoryList(), cfg.DB.Timeout, log)
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, audiences, jobs), store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {

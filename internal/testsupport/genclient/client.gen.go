@@ -809,8 +809,14 @@ type AudiencePreview struct {
 	// CappedUsers Users of the audience whom frequency_cap, the cap a broadcast with this body would be sent under, would withhold now (holding every slot of one of its windows in the ledger); null when no cap applies (frequency_cap null). Named audiences are counted along the same walk as count, a statement a page.
 	CappedUsers *int `json:"capped_users"`
 
+	// Category The category the broadcast would be sent in (null: no categories configured).
+	Category *string `json:"category"`
+
 	// Count Targets (tokens) the audience selects now. Stale tokens (PUSHFAN_STALE_AFTER) are not counted: see stale.
 	Count int `json:"count"`
+
+	// ExcludedNoConsent Tokens of users the category's consent leaves out (not in count), as a broadcast's plan would.
+	ExcludedNoConsent int64 `json:"excluded_no_consent"`
 
 	// FrequencyCap The caps a broadcast with this body would be sent under, as the broadcast object would record them, e.g. "1/day"; null for none (frequency_cap_source says why).
 	FrequencyCap *string `json:"frequency_cap"`
@@ -831,6 +837,9 @@ type AudiencePreviewFrequencyCapSource string
 
 // AudiencePreviewRequest defines model for AudiencePreviewRequest.
 type AudiencePreviewRequest struct {
+	// Category The category the broadcast would be sent in (see BroadcastRequest.category): the preview counts who its consent leaves out.
+	Category *string `json:"category,omitempty"`
+
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
 
@@ -888,11 +897,17 @@ type Broadcast struct {
 	// Capped Targets withheld by a frequency cap: their user had had the cap's sends in its window (the user's local day, or a rolling window). An outcome, not a failure: a capped user gets the broadcast on none of their devices.
 	Capped int `json:"capped"`
 
+	// Category The message category it was sent in; null when no categories were configured.
+	Category *string `json:"category"`
+
 	// Chunks How a finished broadcast's work was shared between instances.
 	Chunks *ChunkSummary `json:"chunks,omitempty"`
 
 	// Class pushfan's scheduling class (not FCM's message priority).
-	Class     Class     `json:"class"`
+	Class Class `json:"class"`
+
+	// Consent The category's rules as the broadcast ran under them (consent, night window, labels); null without a category.
+	Consent   *Category `json:"consent"`
 	CreatedAt time.Time `json:"created_at"`
 
 	// CreatedBy The name of the token that created it (cron for job fires).
@@ -914,6 +929,9 @@ type Broadcast struct {
 
 	// Errors Error code → how many targets ended with it.
 	Errors ErrorCounts `json:"errors"`
+
+	// ExcludedNoConsent Targets (tokens) its plan left out: their user had not consented to the category. Not in targeted.
+	ExcludedNoConsent int64 `json:"excluded_no_consent"`
 
 	// ExpectedFinishAt While it runs: when it should end at its pace, or at the rate it has kept.
 	ExpectedFinishAt *time.Time `json:"expected_finish_at,omitempty"`
@@ -937,6 +955,9 @@ type Broadcast struct {
 
 	// Message The notification content as stored (empty fields omitted).
 	Message Message `json:"message"`
+
+	// NightDeferred Targets moved to the end of the category's night window: inside it in their zone, without night consent.
+	NightDeferred int64 `json:"night_deferred"`
 
 	// ParentId A resend's original broadcast.
 	ParentId *int `json:"parent_id,omitempty"`
@@ -1011,6 +1032,9 @@ type BroadcastRequest struct {
 
 	// Body May be a text/template over a named audience's columns.
 	Body *string `json:"body,omitempty"`
+
+	// Category The message category (categories: in the YAML; docs/consent.md): its consent decides who gets the message, its night window who waits, and its labels are added to every title and body. Left out: the named audience's category, else default_category; with categories configured and neither, a 400 naming category. An unknown category, or one other than its named audience's, is a 400 naming category.
+	Category *string `json:"category,omitempty"`
 
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
@@ -1090,6 +1114,42 @@ type BroadcastRequest2 = interface{}
 // BroadcastRequest3 defines model for BroadcastRequest.3.
 type BroadcastRequest3 = interface{}
 
+// Category A message category's rules, as configured (GET /push/categories) or as a broadcast ran under them (its consent field: proof that a later edit of the configuration never changes).
+type Category struct {
+	// BodySuffix Added after every body, e.g. how to opt out.
+	BodySuffix *string `json:"body_suffix,omitempty"`
+
+	// Consent "table": the bundled user_consents table's granted flag (PUT /push/users/{id}/consents/{category}); else an SQL condition on the users table u; absent: no opt-in beyond push_enabled.
+	Consent *string `json:"consent,omitempty"`
+
+	// FrequencyCap The frequency_caps entry its broadcasts are capped by, unless the job or the named audience names one.
+	FrequencyCap *string `json:"frequency_cap,omitempty"`
+	Name         string  `json:"name"`
+
+	// Night A local-time window in which only users with night consent get the category; the others' sends wait for its end in their zone.
+	Night *struct {
+		// Consent "table": the bundled table's night flag; else an SQL condition on u; absent: nobody inside the window.
+		Consent *string `json:"consent,omitempty"`
+
+		// Window A daily window in each user's local time (HH:MM or HH:MM:SS; start after end wraps past midnight). A target whose local send time falls inside is deferred to the window's end, never dropped.
+		Window QuietHours `json:"window"`
+	} `json:"night,omitempty"`
+
+	// QuietHours A daily window in each user's local time (HH:MM or HH:MM:SS; start after end wraps past midnight). A target whose local send time falls inside is deferred to the window's end, never dropped.
+	QuietHours *QuietHours `json:"quiet_hours,omitempty"`
+
+	// TitlePrefix Added before every title, e.g. "(광고) ".
+	TitlePrefix *string `json:"title_prefix,omitempty"`
+}
+
+// CategoryList defines model for CategoryList.
+type CategoryList struct {
+	Categories []Category `json:"categories"`
+
+	// DefaultCategory The category of a broadcast that names none; absent when none is configured.
+	DefaultCategory *string `json:"default_category,omitempty"`
+}
+
 // ChunkSummary How a finished broadcast's work was shared between instances.
 type ChunkSummary struct {
 	Chunks int `json:"chunks"`
@@ -1136,6 +1196,67 @@ type ClusterMember struct {
 
 	// SharePerSecond Its part of the limit by the members' max-min split (0 while idle).
 	SharePerSecond float32 `json:"share_per_second"`
+}
+
+// Consent A user's consent to one category kept in the bundled table.
+type Consent struct {
+	Category string `json:"category"`
+
+	// ChangedAt When granted or night last changed; absent when never answered.
+	ChangedAt *time.Time `json:"changed_at,omitempty"`
+	Granted   bool       `json:"granted"`
+
+	// Night Consent inside the category's night window too.
+	Night bool `json:"night"`
+
+	// Source Where the last answer came from; empty when never said.
+	Source string `json:"source"`
+
+	// UpdatedAt When the consent was last given, withdrawn or confirmed again; absent when never answered.
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	UserId    int        `json:"user_id"`
+}
+
+// ConsentHistory defines model for ConsentHistory.
+type ConsentHistory struct {
+	// History Newest first.
+	History []ConsentRecord `json:"history"`
+}
+
+// ConsentRecord One answer as it was recorded.
+type ConsentRecord struct {
+	// Actor The name of the token (or console session's token) that recorded it.
+	Actor   string    `json:"actor"`
+	At      time.Time `json:"at"`
+	Granted bool      `json:"granted"`
+	Night   bool      `json:"night"`
+
+	// RequestId The X-Request-Id of the request that recorded it.
+	RequestId string `json:"request_id"`
+	Source    string `json:"source"`
+}
+
+// ConsentRequest defines model for ConsentRequest.
+type ConsentRequest struct {
+	// Granted Whether the user consents to the category; required (else 400 missing_field).
+	Granted bool `json:"granted"`
+
+	// Night Whether they also consent inside the category's night window; true needs granted true (else 400 night_without_consent naming night).
+	Night *bool `json:"night,omitempty"`
+
+	// Source Where the answer came from (signup, settings, ...); longer than 64 characters is a 400 too_long naming source.
+	Source *string `json:"source,omitempty"`
+}
+
+// DueConsents defines model for DueConsents.
+type DueConsents struct {
+	Consents []Consent `json:"consents"`
+
+	// Cutoff Now minus two years: the consents listed were last given or confirmed before it.
+	Cutoff time.Time `json:"cutoff"`
+
+	// Next Pass it back as after for the next page; absent on the last.
+	Next *string `json:"next,omitempty"`
 }
 
 // Engagement What the apps reported after FCM accepted the sends (POST /v1/events): distinct targets per event type.
@@ -1391,8 +1512,14 @@ type Preview struct {
 	// CappedUsers Users of the audience whom frequency_cap, the cap a broadcast with this body would be sent under, would withhold now (holding every slot of one of its windows in the ledger); null when no cap applies (frequency_cap null). Named audiences are counted along the same walk as count, a statement a page.
 	CappedUsers *int `json:"capped_users"`
 
+	// Category The category the broadcast would be sent in (null: no categories configured).
+	Category *string `json:"category"`
+
 	// Count Targets (tokens) a broadcast to this audience would have now. Stale tokens (PUSHFAN_STALE_AFTER) are not counted: see stale.
 	Count int `json:"count"`
+
+	// ExcludedNoConsent Tokens of users the category's consent leaves out (not in count), as a broadcast's plan would.
+	ExcludedNoConsent int64 `json:"excluded_no_consent"`
 
 	// FrequencyCap The caps a broadcast with this body would be sent under, as the broadcast object would record them, e.g. "1/day"; null for none (frequency_cap_source says why).
 	FrequencyCap *string `json:"frequency_cap"`
@@ -1418,6 +1545,9 @@ type PreviewRequest struct {
 
 	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS) or name (a named audience, with its typed params).
 	Audience AudienceRequest `json:"audience"`
+
+	// Category The category the broadcast would be sent in (see BroadcastRequest.category): the preview counts who its consent leaves out.
+	Category *string `json:"category,omitempty"`
 
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
@@ -1568,6 +1698,9 @@ type TestSendRequest struct {
 	// Body May be a text/template over a named audience's columns.
 	Body *string `json:"body,omitempty"`
 
+	// Category The message category (categories: in the YAML; docs/consent.md): its consent decides who gets the message, its night window who waits, and its labels are added to every title and body. Left out: the named audience's category, else default_category; with categories configured and neither, a 400 naming category. An unknown category, or one other than its named audience's, is a 400 naming category.
+	Category *string `json:"category,omitempty"`
+
 	// Class pushfan's scheduling class (not FCM's message priority).
 	Class *Class `json:"class,omitempty"`
 
@@ -1643,6 +1776,12 @@ type TestSendResultTokenStatus string
 
 // Trigger What created the broadcast: an API request, an API request with send_at, a cron job fire, or a resend of another broadcast's failures.
 type Trigger string
+
+// UserConsents defines model for UserConsents.
+type UserConsents struct {
+	Consents []Consent `json:"consents"`
+	UserId   int       `json:"user_id"`
+}
 
 // VariantRequest defines model for VariantRequest.
 type VariantRequest struct {
@@ -1743,8 +1882,14 @@ type AppFilter = string
 // BroadcastID defines model for BroadcastID.
 type BroadcastID = int
 
+// ConsentCategory defines model for ConsentCategory.
+type ConsentCategory = string
+
 // Cursor defines model for Cursor.
 type Cursor = string
+
+// UserID defines model for UserID.
+type UserID = int
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
@@ -1852,6 +1997,18 @@ type GetClusterParams struct {
 	App *string `form:"app,omitempty" json:"app,omitempty"`
 }
 
+// DueConsentsParams defines parameters for DueConsents.
+type DueConsentsParams struct {
+	// Category Only this category's (one whose consent is table; else 400 naming category). Without it, every category kept in the bundled table.
+	Category *string `form:"category,omitempty" json:"category,omitempty"`
+
+	// Limit Page size; 100 by default.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Opaque: the next of the previous page, asked with the same category. One this API did not return is a 400 invalid_cursor naming after.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
 	// App Only this app's: a configured app (else 400 unknown_app); a token limited to apps gets 403 forbidden_app for any other, and without the parameter sees its own apps only.
@@ -1862,6 +2019,12 @@ type ListJobsParams struct {
 type StatsParams struct {
 	// App Only this app's: a configured app (else 400 unknown_app); a token limited to apps gets 403 forbidden_app for any other, and without the parameter sees its own apps only.
 	App *AppFilter `form:"app,omitempty" json:"app,omitempty"`
+}
+
+// ConsentHistoryParams defines parameters for ConsentHistory.
+type ConsentHistoryParams struct {
+	// Limit How many answers; 50 by default.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
@@ -1897,6 +2060,9 @@ type PreviewBroadcastAudienceJSONRequestBody = PreviewRequest
 
 // TestSendJSONRequestBody defines body for TestSend for application/json ContentType.
 type TestSendJSONRequestBody = TestSendRequest
+
+// PutConsentJSONRequestBody defines body for PutConsent for application/json ContentType.
+type PutConsentJSONRequestBody = ConsentRequest
 
 // PostEventsJSONRequestBody defines body for PostEvents for application/json ContentType.
 type PostEventsJSONRequestBody = EventsRequest
@@ -2407,6 +2573,13 @@ func (t BroadcastRequest) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Category != nil {
+		object["category"], err = json.Marshal(t.Category)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'category': %w", err)
+		}
+	}
+
 	if t.Class != nil {
 		object["class"], err = json.Marshal(t.Class)
 		if err != nil {
@@ -2593,6 +2766,13 @@ func (t *BroadcastRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Body)
 		if err != nil {
 			return fmt.Errorf("error reading 'body': %w", err)
+		}
+	}
+
+	if raw, found := object["category"]; found {
+		err = json.Unmarshal(raw, &t.Category)
+		if err != nil {
+			return fmt.Errorf("error reading 'category': %w", err)
 		}
 	}
 
@@ -3048,10 +3228,20 @@ type ClientInterface interface {
 	// Corresponds with POST /push/broadcasts/{id}/test (the `TestSendBroadcast` operationId).
 	TestSendBroadcast(ctx context.Context, id BroadcastID, body TestSendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListCategories The message categories as broadcasts run under them (consent, night window, labels), and the default one: the console's category picker.
+	//
+	// Corresponds with GET /push/categories (the `ListCategories` operationId).
+	ListCategories(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetCluster The live cluster: the rate budget's members with their shares, any 429 pause, and the chunks under a lease (at most 200).
 	//
 	// Corresponds with GET /push/cluster (the `GetCluster` operationId).
 	GetCluster(ctx context.Context, params *GetClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DueConsents The granted consents last given or confirmed more than two years ago (Korea asks senders to reconfirm every two years), by category in configuration order, then oldest first; paged by keyset.
+	//
+	// Corresponds with GET /push/consents/due (the `DueConsents` operationId).
+	DueConsents(ctx context.Context, params *DueConsentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobs Every recurring job: schedule, zone, next five fires, last fire.
 	//
@@ -3090,6 +3280,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /push/test (the `TestSend` operationId).
 	TestSend(ctx context.Context, body TestSendJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetConsents The user's consent to every category kept in the bundled table (consent: table), in configuration order; a category never answered is not granted and has no times.
+	//
+	// Corresponds with GET /push/users/{id}/consents (the `GetConsents` operationId).
+	GetConsents(ctx context.Context, id UserID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutConsentWithBody Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+	PutConsentWithBody(ctx context.Context, id UserID, category ConsentCategory, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutConsent Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+	PutConsent(ctx context.Context, id UserID, category ConsentCategory, body PutConsentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConsentHistory The user's answers for a category, newest first: the proof of what they answered, when, and who recorded it.
+	//
+	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
+	ConsentHistory(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhooks The webhook endpoints with their health: last success, consecutive failures, events waiting.
 	//
@@ -3609,11 +3823,41 @@ func (c *Client) TestSendBroadcast(ctx context.Context, id BroadcastID, body Tes
 	return c.Client.Do(req)
 }
 
+// ListCategories The message categories as broadcasts run under them (consent, night window, labels), and the default one: the console's category picker.
+//
+// Corresponds with GET /push/categories (the `ListCategories` operationId).
+func (c *Client) ListCategories(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCategoriesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetCluster The live cluster: the rate budget's members with their shares, any 429 pause, and the chunks under a lease (at most 200).
 //
 // Corresponds with GET /push/cluster (the `GetCluster` operationId).
 func (c *Client) GetCluster(ctx context.Context, params *GetClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetClusterRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DueConsents The granted consents last given or confirmed more than two years ago (Korea asks senders to reconfirm every two years), by category in configuration order, then oldest first; paged by keyset.
+//
+// Corresponds with GET /push/consents/due (the `DueConsents` operationId).
+func (c *Client) DueConsents(ctx context.Context, params *DueConsentsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDueConsentsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3712,6 +3956,70 @@ func (c *Client) TestSendWithBody(ctx context.Context, contentType string, body 
 // Corresponds with POST /push/test (the `TestSend` operationId).
 func (c *Client) TestSend(ctx context.Context, body TestSendJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTestSendRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetConsents The user's consent to every category kept in the bundled table (consent: table), in configuration order; a category never answered is not granted and has no times.
+//
+// Corresponds with GET /push/users/{id}/consents (the `GetConsents` operationId).
+func (c *Client) GetConsents(ctx context.Context, id UserID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetConsentsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutConsentWithBody Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+func (c *Client) PutConsentWithBody(ctx context.Context, id UserID, category ConsentCategory, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutConsentRequestWithBody(c.Server, id, category, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutConsent Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+func (c *Client) PutConsent(ctx context.Context, id UserID, category ConsentCategory, body PutConsentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutConsentRequest(c.Server, id, category, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConsentHistory The user's answers for a category, newest first: the proof of what they answered, when, and who recorded it.
+//
+// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
+func (c *Client) ConsentHistory(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsentHistoryRequest(c.Server, id, category, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4929,6 +5237,33 @@ func NewTestSendBroadcastRequestWithBody(server string, id BroadcastID, contentT
 	return req, nil
 }
 
+// NewListCategoriesRequest constructs an http.Request for the ListCategories method
+func NewListCategoriesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/categories")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetClusterRequest constructs an http.Request for the GetCluster method
 func NewGetClusterRequest(server string, params *GetClusterParams) (*http.Request, error) {
 	var err error
@@ -4960,6 +5295,84 @@ func NewGetClusterRequest(server string, params *GetClusterParams) (*http.Reques
 		if params.App != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "app", *params.App, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDueConsentsRequest constructs an http.Request for the DueConsents method
+func NewDueConsentsRequest(server string, params *DueConsentsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/consents/due")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Category != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "category", *params.Category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5167,6 +5580,162 @@ func NewTestSendRequestWithBody(server string, contentType string, body io.Reade
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetConsentsRequest constructs an http.Request for the GetConsents method
+func NewGetConsentsRequest(server string, id UserID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/users/%s/consents", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutConsentRequest calls the generic PutConsent builder with application/json body
+func NewPutConsentRequest(server string, id UserID, category ConsentCategory, body PutConsentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutConsentRequestWithBody(server, id, category, "application/json", bodyReader)
+}
+
+// NewPutConsentRequestWithBody constructs an http.Request for the PutConsent method, with any body, and a specified content type
+func NewPutConsentRequestWithBody(server string, id UserID, category ConsentCategory, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "category", category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/users/%s/consents/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewConsentHistoryRequest constructs an http.Request for the ConsentHistory method
+func NewConsentHistoryRequest(server string, id UserID, category ConsentCategory, params *ConsentHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "category", category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/users/%s/consents/%s/history", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -5771,12 +6340,26 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /push/broadcasts/{id}/test (the `TestSendBroadcast` operationId).
 	TestSendBroadcastWithResponse(ctx context.Context, id BroadcastID, body TestSendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*TestSendBroadcastResponse, error)
 
+	// ListCategoriesWithResponse The message categories as broadcasts run under them (consent, night window, labels), and the default one: the console's category picker.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/categories (the `ListCategories` operationId).
+	ListCategoriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCategoriesResponse, error)
+
 	// GetClusterWithResponse The live cluster: the rate budget's members with their shares, any 429 pause, and the chunks under a lease (at most 200).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /push/cluster (the `GetCluster` operationId).
 	GetClusterWithResponse(ctx context.Context, params *GetClusterParams, reqEditors ...RequestEditorFn) (*GetClusterResponse, error)
+
+	// DueConsentsWithResponse The granted consents last given or confirmed more than two years ago (Korea asks senders to reconfirm every two years), by category in configuration order, then oldest first; paged by keyset.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/consents/due (the `DueConsents` operationId).
+	DueConsentsWithResponse(ctx context.Context, params *DueConsentsParams, reqEditors ...RequestEditorFn) (*DueConsentsResponse, error)
 
 	// ListJobsWithResponse Every recurring job: schedule, zone, next five fires, last fire.
 	//
@@ -5819,6 +6402,34 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /push/test (the `TestSend` operationId).
 	TestSendWithResponse(ctx context.Context, body TestSendJSONRequestBody, reqEditors ...RequestEditorFn) (*TestSendResponse, error)
+
+	// GetConsentsWithResponse The user's consent to every category kept in the bundled table (consent: table), in configuration order; a category never answered is not granted and has no times.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/users/{id}/consents (the `GetConsents` operationId).
+	GetConsentsWithResponse(ctx context.Context, id UserID, reqEditors ...RequestEditorFn) (*GetConsentsResponse, error)
+
+	// PutConsentWithBodyWithResponse Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+	PutConsentWithBodyWithResponse(ctx context.Context, id UserID, category ConsentCategory, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutConsentResponse, error)
+
+	// PutConsentWithResponse Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+	PutConsentWithResponse(ctx context.Context, id UserID, category ConsentCategory, body PutConsentJSONRequestBody, reqEditors ...RequestEditorFn) (*PutConsentResponse, error)
+
+	// ConsentHistoryWithResponse The user's answers for a category, newest first: the proof of what they answered, when, and who recorded it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
+	ConsentHistoryWithResponse(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*ConsentHistoryResponse, error)
 
 	// ListWebhooksWithResponse The webhook endpoints with their health: last success, consecutive failures, events waiting.
 	//
@@ -7949,6 +8560,96 @@ func (r TestSendBroadcastResponse) ContentType() string {
 	return ""
 }
 
+// ListCategoriesResponse401Headers the declared response headers of an HTTP 401 response for ListCategories
+type ListCategoriesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListCategoriesResponse429Headers the declared response headers of an HTTP 429 response for ListCategories
+type ListCategoriesResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListCategoriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CategoryList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListCategoriesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListCategoriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCategoriesResponse) GetJSON200() *CategoryList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListCategoriesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListCategoriesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListCategoriesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListCategoriesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListCategoriesResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCategoriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCategoriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCategoriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCategoriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetClusterResponse401Headers the declared response headers of an HTTP 401 response for GetCluster
 type GetClusterResponse401Headers struct {
 	WWWAuthenticate string
@@ -8047,6 +8748,103 @@ func (r GetClusterResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DueConsentsResponse401Headers the declared response headers of an HTTP 401 response for DueConsents
+type DueConsentsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DueConsentsResponse429Headers the declared response headers of an HTTP 429 response for DueConsents
+type DueConsentsResponse429Headers struct {
+	RetryAfter int
+}
+
+type DueConsentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DueConsents
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DueConsentsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DueConsentsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DueConsentsResponse) GetJSON200() *DueConsents {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DueConsentsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DueConsentsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DueConsentsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DueConsentsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DueConsentsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DueConsentsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DueConsentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DueConsentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DueConsentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DueConsentsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8449,6 +9247,304 @@ func (r TestSendResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TestSendResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetConsentsResponse401Headers the declared response headers of an HTTP 401 response for GetConsents
+type GetConsentsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetConsentsResponse429Headers the declared response headers of an HTTP 429 response for GetConsents
+type GetConsentsResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetConsentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UserConsents
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetConsentsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetConsentsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetConsentsResponse) GetJSON200() *UserConsents {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetConsentsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetConsentsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetConsentsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetConsentsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetConsentsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetConsentsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetConsentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetConsentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetConsentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetConsentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutConsentResponse401Headers the declared response headers of an HTTP 401 response for PutConsent
+type PutConsentResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutConsentResponse429Headers the declared response headers of an HTTP 429 response for PutConsent
+type PutConsentResponse429Headers struct {
+	RetryAfter int
+}
+
+type PutConsentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Consent
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutConsentResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutConsentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutConsentResponse) GetJSON200() *Consent {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutConsentResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutConsentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutConsentResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutConsentResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutConsentResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutConsentResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutConsentResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutConsentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutConsentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutConsentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutConsentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConsentHistoryResponse401Headers the declared response headers of an HTTP 401 response for ConsentHistory
+type ConsentHistoryResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ConsentHistoryResponse429Headers the declared response headers of an HTTP 429 response for ConsentHistory
+type ConsentHistoryResponse429Headers struct {
+	RetryAfter int
+}
+
+type ConsentHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConsentHistory
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ConsentHistoryResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConsentHistoryResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ConsentHistoryResponse) GetJSON200() *ConsentHistory {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ConsentHistoryResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ConsentHistoryResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ConsentHistoryResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConsentHistoryResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ConsentHistoryResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ConsentHistoryResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsentHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsentHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsentHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsentHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9556,6 +10652,19 @@ func (c *ClientWithResponses) TestSendBroadcastWithResponse(ctx context.Context,
 	return ParseTestSendBroadcastResponse(rsp)
 }
 
+// ListCategoriesWithResponse The message categories as broadcasts run under them (consent, night window, labels), and the default one: the console's category picker.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/categories (the `ListCategories` operationId).
+func (c *ClientWithResponses) ListCategoriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCategoriesResponse, error) {
+	rsp, err := c.ListCategories(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCategoriesResponse(rsp)
+}
+
 // GetClusterWithResponse The live cluster: the rate budget's members with their shares, any 429 pause, and the chunks under a lease (at most 200).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -9567,6 +10676,19 @@ func (c *ClientWithResponses) GetClusterWithResponse(ctx context.Context, params
 		return nil, err
 	}
 	return ParseGetClusterResponse(rsp)
+}
+
+// DueConsentsWithResponse The granted consents last given or confirmed more than two years ago (Korea asks senders to reconfirm every two years), by category in configuration order, then oldest first; paged by keyset.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/consents/due (the `DueConsents` operationId).
+func (c *ClientWithResponses) DueConsentsWithResponse(ctx context.Context, params *DueConsentsParams, reqEditors ...RequestEditorFn) (*DueConsentsResponse, error) {
+	rsp, err := c.DueConsents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDueConsentsResponse(rsp)
 }
 
 // ListJobsWithResponse Every recurring job: schedule, zone, next five fires, last fire.
@@ -9645,6 +10767,58 @@ func (c *ClientWithResponses) TestSendWithResponse(ctx context.Context, body Tes
 		return nil, err
 	}
 	return ParseTestSendResponse(rsp)
+}
+
+// GetConsentsWithResponse The user's consent to every category kept in the bundled table (consent: table), in configuration order; a category never answered is not granted and has no times.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/users/{id}/consents (the `GetConsents` operationId).
+func (c *ClientWithResponses) GetConsentsWithResponse(ctx context.Context, id UserID, reqEditors ...RequestEditorFn) (*GetConsentsResponse, error) {
+	rsp, err := c.GetConsents(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetConsentsResponse(rsp)
+}
+
+// PutConsentWithBodyWithResponse Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+func (c *ClientWithResponses) PutConsentWithBodyWithResponse(ctx context.Context, id UserID, category ConsentCategory, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutConsentResponse, error) {
+	rsp, err := c.PutConsentWithBody(ctx, id, category, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutConsentResponse(rsp)
+}
+
+// PutConsentWithResponse Record the user's answer for a category kept in the bundled table (sender role). The answer and its proof (who, which request, when) are written in one transaction; every answer, the same one again included, restarts the two years before the consent is due for reconfirmation, and changed_at moves only when granted or night does.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /push/users/{id}/consents/{category} (the `PutConsent` operationId).
+func (c *ClientWithResponses) PutConsentWithResponse(ctx context.Context, id UserID, category ConsentCategory, body PutConsentJSONRequestBody, reqEditors ...RequestEditorFn) (*PutConsentResponse, error) {
+	rsp, err := c.PutConsent(ctx, id, category, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutConsentResponse(rsp)
+}
+
+// ConsentHistoryWithResponse The user's answers for a category, newest first: the proof of what they answered, when, and who recorded it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
+func (c *ClientWithResponses) ConsentHistoryWithResponse(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*ConsentHistoryResponse, error) {
+	rsp, err := c.ConsentHistory(ctx, id, category, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsentHistoryResponse(rsp)
 }
 
 // ListWebhooksWithResponse The webhook endpoints with their health: last success, consecutive failures, events waiting.
@@ -11682,6 +12856,90 @@ func ParseTestSendBroadcastResponse(rsp *http.Response) (*TestSendBroadcastRespo
 	return response, nil
 }
 
+// ParseListCategoriesResponse parses an HTTP response from a ListCategoriesWithResponse call
+func ParseListCategoriesResponse(rsp *http.Response) (*ListCategoriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCategoriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CategoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListCategoriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListCategoriesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetClusterResponse parses an HTTP response from a GetClusterWithResponse call
 func ParseGetClusterResponse(rsp *http.Response) (*GetClusterResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11767,6 +13025,97 @@ func ParseGetClusterResponse(rsp *http.Response) (*GetClusterResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetClusterResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDueConsentsResponse parses an HTTP response from a DueConsentsWithResponse call
+func ParseDueConsentsResponse(rsp *http.Response) (*DueConsentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DueConsentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DueConsents
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DueConsentsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DueConsentsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -12145,6 +13494,286 @@ func ParseTestSendResponse(rsp *http.Response) (*TestSendResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers TestSendResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetConsentsResponse parses an HTTP response from a GetConsentsWithResponse call
+func ParseGetConsentsResponse(rsp *http.Response) (*GetConsentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetConsentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UserConsents
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetConsentsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetConsentsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutConsentResponse parses an HTTP response from a PutConsentWithResponse call
+func ParsePutConsentResponse(rsp *http.Response) (*PutConsentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutConsentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Consent
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PutConsentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutConsentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConsentHistoryResponse parses an HTTP response from a ConsentHistoryWithResponse call
+func ParseConsentHistoryResponse(rsp *http.Response) (*ConsentHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsentHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConsentHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ConsentHistoryResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConsentHistoryResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"repository":  {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging"}, // reads and inserts by entity; no transitions
 	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
 	"caps":        {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
+	"consent":     {"internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
 	"engagement":  {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
 	"webhook":     {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
 	"metrics":     nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
@@ -77,24 +78,29 @@ var allowed = map[string][]string{
 	// The HTTP API: decode, call the domain, render. It reaches the domain
 	// through interfaces of its own (broadcast, reads, rules, testsend for
 	// their types only: the request, its field errors, a preview, a test
-	// report) and reads a server.Config that package app builds, never
-	// config's: a fake domain can stand in for the real one.
-	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/view", "webhook", "websdk"},
+	// report; consent for its refusals) and reads a server.Config that
+	// package app builds, never config's: a fake domain can stand in for
+	// the real one.
+	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/consents", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/view", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
 	// object, its engagement funnel, stats and failure pages), the
 	// live-watch hub and its server-sent event streams (it takes the
 	// reads and the renderer as functions, so it knows no domain), the
-	// per-key token buckets the budgets are made of, and the trusted
-	// reverse proxies (client address, TLS behind them).
+	// per-key token buckets the budgets are made of, the trusted
+	// reverse proxies (client address, TLS behind them), and the routes
+	// of the categories and the bundled consent table (the server
+	// registers them in its /push group and passes them its strict
+	// decoding, the caller's name and its clock).
 	"server/view":      {"model"},
 	"server/live":      {"model", "server/view"},
 	"server/ratelimit": nil,
 	"server/proxies":   nil,
+	"server/consents":  {"consent", "model"},
 	"console":          nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
+	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -120,15 +126,17 @@ var allowed = map[string][]string{
 // services beside it, the engine and plain settings, the platform. The
 // API's own parts (server/view, server/live, server/ratelimit,
 // server/proxies) sit as low as their imports let them: they import no
-// domain package.
+// domain package; server/consents sits just above the consent book whose
+// types it renders.
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"server/ratelimit": 0, "server/proxies": 0,
 	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
 	"server/live": 2,
-	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2,
+	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2,
 	"lease":                         3,
+	"server/consents":               3,
 	"broadcast/message":             3,
 	"broadcast/instance":            4,
 	"broadcast/plan":                5,
