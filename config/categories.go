@@ -107,8 +107,14 @@ func validateCategories(c *Config) []error {
 			if err := checkConsentRule(n.Consent); err != nil {
 				bad(key+".night.consent", "%v", err)
 			}
-			if strings.TrimSpace(cat.Consent) == "" && strings.TrimSpace(n.Consent) != "" {
+			switch nc := strings.TrimSpace(n.Consent); {
+			case strings.TrimSpace(cat.Consent) == "" && nc != "":
 				bad(key+".night.consent", "needs consent: night consent is a second opt-in on top of the category's own")
+			case nc == model.ConsentTable && strings.TrimSpace(cat.Consent) != model.ConsentTable:
+				// The table's night flag is recorded with its granted flag
+				// (PUT /push/users/{id}/consents/{category}), which a category
+				// whose day consent is the app's own column never records.
+				bad(key+".night.consent", "table needs consent: table too (the bundled table records night consent beside the day consent)")
 			}
 		}
 		for field, label := range map[string]string{"title_prefix": cat.TitlePrefix, "body_suffix": cat.BodySuffix} {

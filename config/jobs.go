@@ -106,7 +106,7 @@ func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
 }
 
 var (
-	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours", "frequency_cap", "app"}
+	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours", "frequency_cap", "app", "category"}
 	messageKeys = []string{"title", "body", "image", "data", "localized", "android", "apns", "webpush", "fcm_options"}
 	quietKeys   = []string{"start", "end"}
 )
@@ -131,6 +131,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Local    string         `yaml:"local_time"`
 		Cap      string         `yaml:"frequency_cap"`
 		App      string         `yaml:"app"`
+		Category string         `yaml:"category"`
 		Quiet    yaml.Node      `yaml:"quiet_hours"`
 	}
 	if err := node.Decode(&raw); err != nil {
@@ -165,6 +166,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		NoQuietHours: noQuiet,
 		FrequencyCap: raw.Cap,
 		App:          raw.App,
+		Category:     raw.Category,
 	}
 	return nil
 }
