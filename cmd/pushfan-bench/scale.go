@@ -27,6 +27,9 @@ import (
 //   - a 3-user send on an idle table, and with 20 local-time broadcasts
 //     of 1M tokens each waiting (on a second database of 1M tokens);
 //   - the serve process's peak RSS;
+//   - what a category's consent costs a plan: an advertising "all" with
+//     consent on half the users and Korea's night window, against a plain
+//     one (scaleconsent.go);
 //   - what PUSHFAN_STALE_AFTER costs: with a quarter of the tokens 40
 //     days old, the preview, the plan and a walk of every token by the
 //     send's page statement (rows read), the rule off and at 30 days;
@@ -39,8 +42,8 @@ import (
 const scaleZoneCount = 16
 
 // scalePhase reports whether the scale run measures phase (SCALE_PHASES,
-// a comma-separated subset of retention, kinds, minute, cancels, stale,
-// waiting;
+// a comma-separated subset of retention, kinds, minute, cancels, consent,
+// stale, waiting;
 // all by default): a partial run is for looking into one figure.
 func (o options) scalePhase(phase string) bool {
 	return o.scalePhases == "" || slices.Contains(strings.Split(o.scalePhases, ","), phase)
@@ -132,6 +135,13 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 	}
 	sr.PeakRSSMB = float64(hwm) / 1024
 	svc.stop()
+	if b.o.scalePhase("consent") {
+		// Its own serve, with the categories, on the same tokens: before
+		// the stale phase, which marks a quarter of them stale.
+		if err := m.consentCost(ctx); err != nil {
+			return err
+		}
+	}
 	if b.o.scalePhase("stale") {
 		// Its own serves, one per setting, on the same tokens: last of
 		// the 10M phases, as it marks a quarter of them stale.

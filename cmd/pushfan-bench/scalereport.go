@@ -45,6 +45,8 @@ type scaleReport struct {
 	Tables map[string]tableSize `json:"tables_during_the_all"`
 	// Stale is what PUSHFAN_STALE_AFTER costs (scalestale.go).
 	Stale *staleFigures `json:"stale_tokens,omitempty"`
+	// Consent is what a category's consent costs a plan (scaleconsent.go).
+	Consent *consentFigures `json:"consent,omitempty"`
 }
 
 // urgentFigures are a 3-user transactional send's submit-to-delivered
@@ -79,6 +81,10 @@ func (r *report) scaleTargets() {
 		target{Name: "a 3-user send with 20 × 1M waiting", Want: "≤ 1.5× idle", Got: fmt.Sprintf("%.2f×", s.Urgent.Ratio), Met: s.Urgent.Ratio <= 1.5},
 		target{Name: "peak RSS", Want: "≤ 150 MB", Got: fmt.Sprintf("%.1f MB", s.PeakRSSMB), Met: s.PeakRSSMB <= 150},
 	)
+	if c := s.Consent; c != nil {
+		r.Targets = append(r.Targets, target{Name: "plan of an advertising all (consent on half) over a plain all", Want: "≥ 0.8×",
+			Got: fmt.Sprintf("%.2f×", c.Ratio), Met: c.Ratio >= 0.8})
+	}
 }
 
 // printScale prints the scale run's figures.
@@ -133,6 +139,17 @@ func (r *report) printScale(w io.Writer) {
 		for _, k := range []string{"off", "30d"} {
 			fmt.Fprintf(w, "  EXPLAIN of a page (%s): %s\n", k, st.Explain[k])
 		}
+	}
+	if c := s.Consent; c != nil {
+		fmt.Fprintf(w, "\nconsent: %d users granted advertising (%d at night too), seeded in %.1f s; each all planned at max_rate 1, then canceled:\n", c.Granted, c.NightToo, c.SeedSeconds)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "category\tplan s\ttargeted\texcluded_no_consent\tnight_deferred\ttokens read/s")
+		for _, k := range []string{"service", "advertising"} {
+			r := c.Runs[k]
+			fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%.0f\n", k, r.PlanSeconds, r.Targeted, r.Excluded, r.NightDeferred, r.TokensPerS)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "plan throughput, advertising over plain: %.2fx\n", c.Ratio)
 	}
 	if len(s.DB) > 0 {
 		fmt.Fprintf(w, "database per second over the first minute of the all:")
