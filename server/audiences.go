@@ -22,6 +22,9 @@ type audienceView struct {
 	FrequencyCap string `json:"frequency_cap,omitempty"`
 	// App is the app whose tokens it returns.
 	App string `json:"app"`
+	// Category is the message category of its broadcasts (absent: the
+	// request's, or default_category).
+	Category string `json:"category,omitempty"`
 }
 
 // listAudiences lists the built-in and the named audiences.
@@ -37,7 +40,7 @@ func (s *Server) listAudiences(c echo.Context) error {
 	for _, a := range s.dom.Audiences {
 		if apps == nil || slices.Contains(apps, a.App) {
 			out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars(),
-				FrequencyCap: a.FrequencyCap, App: a.App})
+				FrequencyCap: a.FrequencyCap, App: a.App, Category: a.Category})
 		}
 	}
 	return c.JSON(http.StatusOK, out)

@@ -66,6 +66,9 @@ type jobView struct {
 	FrequencyCap string `json:"frequency_cap,omitempty"`
 	// App is the app its broadcasts send for.
 	App string `json:"app"`
+	// Category is the message category of its broadcasts (absent: its
+	// audience's, or default_category).
+	Category string `json:"category,omitempty"`
 }
 
 type lastFire struct {
@@ -91,7 +94,7 @@ func (s *Server) listJobs(c echo.Context) error {
 			continue
 		}
 		v := jobView{Name: j.Name, Schedule: j.Schedule, Timezone: j.Loc.String(), Enabled: j.Enabled(), Catchup: j.Catchup.String(), NextFires: j.NextN(now, 5),
-			FrequencyCap: j.FrequencyCap, App: app}
+			FrequencyCap: j.FrequencyCap, App: app, Category: j.Category}
 		lf, err := s.dom.Reader.LastJobFire(c.Request().Context(), j.Name)
 		if err != nil {
 			return err

@@ -127,6 +127,9 @@ type Audience struct {
 	// FrequencyCap names the cap of its broadcasts as the configuration
 	// gives it (a frequency_caps name, off or default); "": the default.
 	FrequencyCap string
+	// Category is the message category of its broadcasts ("": the
+	// request's, or default_category).
+	Category string
 }
 
 // audience is the named audience called name.

@@ -59,7 +59,7 @@ func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, test
 	for _, a := range audiences {
 		v := server.Audience{Audience: a}
 		if ca, ok := byName[a.Name()]; ok {
-			v.App, v.FrequencyCap = cfg.AppOf(ca.App), ca.FrequencyCap
+			v.App, v.FrequencyCap, v.Category = cfg.AppOf(ca.App), ca.FrequencyCap, ca.Category
 		}
 		d.Audiences = append(d.Audiences, v)
 	}

@@ -1412,7 +1412,10 @@ type Job struct {
 
 	// Catchup A Go duration: the window for fires missed while every instance was down.
 	Catchup string `json:"catchup"`
-	Enabled bool   `json:"enabled"`
+
+	// Category The message category of its broadcasts (docs/consent.md); absent: its audience's, or default_category.
+	Category *string `json:"category,omitempty"`
+	Enabled  bool    `json:"enabled"`
 
 	// FrequencyCap The name of the cap of its broadcasts in the configuration: a frequency_caps name, off (none) or default (PUSHFAN_FREQUENCY_CAP); absent: the default.
 	FrequencyCap *string     `json:"frequency_cap,omitempty"`
@@ -1490,7 +1493,10 @@ type MessageData map[string]string
 // NamedAudience defines model for NamedAudience.
 type NamedAudience struct {
 	// App The app whose tokens it selects; a broadcast to it is sent in this app.
-	App         AppName `json:"app"`
+	App AppName `json:"app"`
+
+	// Category The message category of its broadcasts (docs/consent.md); absent: the request's, or default_category.
+	Category    *string `json:"category,omitempty"`
 	Description *string `json:"description,omitempty"`
 
 	// FrequencyCap The name of the cap of its broadcasts in the configuration: a frequency_caps name, off (none) or default (PUSHFAN_FREQUENCY_CAP); absent: the default.
