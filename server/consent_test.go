@@ -208,6 +208,16 @@ func TestConsentOnTheBundledTable(t *testing.T) {
 		t.Fatalf("preview: %d %v; want count 4, excluded_no_consent 2", resp.StatusCode, p)
 	}
 	runConsentDrill(t, s, bundledConsents, us, end, map[string]any{"category": "advertising", "audience": map[string]any{"all": true}})
+
+	// A test send is labeled as its broadcasts are (the team's own device
+	// is not held to the consent: user 1 never consented).
+	var rep map[string]any
+	if resp := s.Do("POST", "/push/test", map[string]any{"title": "sale", "body": "b", "category": "advertising", "user_ids": []int{1}}, &rep); resp.StatusCode != http.StatusOK {
+		t.Fatalf("test send: %d %v", resp.StatusCode, rep)
+	}
+	if got, ok, err := s.Emu.LastNotification(us[0].tok); err != nil || !ok || got.Title != adPrefix+"sale" || got.Body != "b"+adSuffix {
+		t.Fatalf("test send received %q / %q (%v, %v); want it labeled", got.Title, got.Body, ok, err)
+	}
 }
 
 // On the app's own tables, consent as SQL conditions on its users table.
