@@ -67,66 +67,102 @@ func (r Rules) CategoryOf(category, audience string) (*model.Category, error) {
 
 // labeled is spec with cat's title prefix and body suffix on every title
 // and body a phone shows: the message, each language of it, each A/B
-// variant. A label already there is not added twice. A title that is a
-// template gets the label as a template literal ({{"(광고) "}}), so it is
-// added after the template runs, never read as one; a title that is not
-// stays plain text (one message for everyone). Platform overrides that
-// would replace a labeled title or body on a device are refused: the label
-// must be on what the phone shows.
+// variant. The prefix goes at the start of what is shown: the title, or
+// the body of a message without one; the suffix after the body (the
+// body, when there is none). A message with neither title nor body (data
+// only, which the app would show its own way) is refused: its label could
+// not be seen to. A label already there is not added twice. A title that
+// is a template gets the label as a template literal ({{"(광고) "}}), so
+// it is added after the template runs, never read as one; a title that is
+// not stays plain text (one message for everyone). Platform overrides
+// that would replace a labeled title or body on a device are refused: the
+// label must be on what the phone shows.
 func labeled(spec Spec, cat *model.Category) (Spec, error) {
 	if cat == nil || (cat.TitlePrefix == "" && cat.BodySuffix == "") {
 		return spec, nil
 	}
-	p, s := cat.TitlePrefix, cat.BodySuffix
+	l := label{cat.TitlePrefix, cat.BodySuffix}
 	if err := unlabeledOverrides(spec.Android, spec.APNS, spec.Webpush, "", cat); err != nil {
 		return spec, err
 	}
-	spec.Title, spec.Body = prefixed(spec.Title, p), suffixed(spec.Body, s)
-	spec.Localized = labeledLocalized(spec.Localized, p, s)
-	if len(spec.Variants) > 0 {
-		vs := make([]VariantSpec, len(spec.Variants))
-		for i, v := range spec.Variants {
-			if err := unlabeledOverrides(v.Android, v.APNS, v.Webpush, "variants["+strconv.Itoa(i)+"].", cat); err != nil {
-				return spec, err
-			}
-			v.Title, v.Body = prefixed(v.Title, p), suffixed(v.Body, s)
-			v.Localized = labeledLocalized(v.Localized, p, s)
-			vs[i] = v
+	if len(spec.Variants) == 0 {
+		if spec.Title == "" && spec.Body == "" {
+			return spec, fieldError("missing_field", "title", "category %q labels every message (%q, %q): give it a title or a body to carry the label", cat.Name, l.prefix, l.suffix)
 		}
-		spec.Variants = vs
+		spec.Title, spec.Body = l.pair(spec.Title, spec.Body)
+		spec.Localized = l.localized(spec.Localized)
+		return spec, nil
 	}
+	vs := make([]VariantSpec, len(spec.Variants))
+	for i, v := range spec.Variants {
+		at := "variants[" + strconv.Itoa(i) + "]."
+		if err := unlabeledOverrides(v.Android, v.APNS, v.Webpush, at, cat); err != nil {
+			return spec, err
+		}
+		if v.Title == "" && v.Body == "" {
+			return spec, fieldError("missing_field", at+"title", "category %q labels every message (%q, %q): give the variant a title or a body to carry the label", cat.Name, l.prefix, l.suffix)
+		}
+		v.Title, v.Body = l.pair(v.Title, v.Body)
+		v.Localized = l.localized(v.Localized)
+		vs[i] = v
+	}
+	spec.Variants = vs
 	return spec, nil
 }
 
-func labeledLocalized(in map[string]model.Localized, p, s string) map[string]model.Localized {
+// label is a category's title prefix and body suffix.
+type label struct{ prefix, suffix string }
+
+// pair labels one title and body (see labeled); both empty stay so (a
+// language's text left empty on purpose).
+func (l label) pair(title, body string) (string, string) {
+	if title == "" && body == "" {
+		return title, body
+	}
+	if title != "" {
+		title = prefixed(title, l.prefix)
+	} else {
+		body = prefixed(body, strings.TrimLeft(l.prefix, " "))
+	}
+	return title, suffixed(body, l.suffix)
+}
+
+func (l label) localized(in map[string]model.Localized) map[string]model.Localized {
 	if len(in) == 0 {
 		return in
 	}
 	out := make(map[string]model.Localized, len(in))
-	for tag, l := range in {
-		out[tag] = model.Localized{Title: prefixed(l.Title, p), Body: suffixed(l.Body, s)}
+	for tag, m := range in {
+		t, b := l.pair(m.Title, m.Body)
+		out[tag] = model.Localized{Title: t, Body: b}
 	}
 	return out
 }
 
-// prefixed is title with prefix p before it (see labeled).
-func prefixed(title, p string) string {
+// prefixed is text with prefix p before it (see labeled).
+func prefixed(text, p string) string {
+	bare := strings.TrimSpace(p)
 	lit := "{{" + strconv.Quote(p) + "}}"
 	switch {
-	case p == "" || strings.HasPrefix(title, p) || strings.HasPrefix(title, lit):
-		return title
-	case strings.Contains(title, "{{"):
-		return lit + title
+	case bare == "" || strings.HasPrefix(text, bare) || strings.HasPrefix(text, lit):
+		return text
+	case strings.Contains(text, "{{"):
+		return lit + text
 	}
-	return p + title
+	return p + text
 }
 
-// suffixed is body with suffix s after it (see labeled).
+// suffixed is body with suffix s after it, or s alone (without its
+// leading line breaks and spaces) as the body of a message without one
+// (see labeled).
 func suffixed(body, s string) string {
+	bare := strings.TrimLeft(s, "\n\r\t ")
 	lit := "{{" + strconv.Quote(s) + "}}"
 	switch {
-	case s == "" || strings.HasSuffix(body, s) || strings.HasSuffix(body, lit):
+	case bare == "" || strings.HasSuffix(body, bare) || strings.HasSuffix(body, lit):
 		return body
+	case body == "":
+		return bare
 	case strings.Contains(body, "{{"):
 		return body + lit
 	}

@@ -115,8 +115,36 @@ func TestLabelsGoOnEveryTitleAndBody(t *testing.T) {
 
 	vs, err := labeled(Spec{Variants: []VariantSpec{{Name: "a", Title: "A", Body: "x"}, {Name: "b", Title: "B",
 		Localized: map[string]model.Localized{"ko": {Title: "비", Body: "y"}}}}}, &cat)
-	if err != nil || vs.Variants[0].Title != "(광고) A" || vs.Variants[1].Body != "\n수신거부: 설정" || vs.Variants[1].Localized["ko"].Title != "(광고) 비" {
+	if err != nil || vs.Variants[0].Title != "(광고) A" || vs.Variants[1].Body != "수신거부: 설정" || vs.Variants[1].Localized["ko"].Title != "(광고) 비" {
 		t.Fatalf("variants: %+v (%v)", vs.Variants, err)
+	}
+}
+
+// The prefix starts what is shown: the body of a message without a
+// title; the suffix is the body of one without a body. A message with
+// neither (data only) cannot carry the label: a 400.
+func TestALabelOnAMessageWithoutTitleOrBody(t *testing.T) {
+	cat := adRules().Categories.List["advertising"]
+	got, err := labeled(Spec{Body: "20% off"}, &cat)
+	if err != nil || got.Title != "" || got.Body != "(광고) 20% off\n수신거부: 설정" {
+		t.Fatalf("body only: %q / %q (%v)", got.Title, got.Body, err)
+	}
+	got, err = labeled(Spec{Title: "Sale"}, &cat)
+	if err != nil || got.Title != "(광고) Sale" || got.Body != "수신거부: 설정" {
+		t.Fatalf("title only: %q / %q (%v)", got.Title, got.Body, err)
+	}
+	if again, _ := labeled(got, &cat); again.Body != got.Body || again.Title != got.Title {
+		t.Fatalf("labeled twice: %q / %q", again.Title, again.Body)
+	}
+	if _, err := labeled(Spec{Data: map[string]string{"k": "v"}}, &cat); fieldOf(err) != "title" {
+		t.Fatalf("data only: %v, want a 400 naming title", err)
+	}
+	if _, err := labeled(Spec{Variants: []VariantSpec{{Name: "a", Title: "A"}, {Name: "b", Data: map[string]string{"k": "v"}}}}, &cat); fieldOf(err) != "variants[1].title" {
+		t.Fatalf("a data-only variant: %v, want a 400 naming variants[1].title", err)
+	}
+	service := adRules().Categories.List["service"]
+	if _, err := labeled(Spec{Data: map[string]string{"k": "v"}}, &service); err != nil {
+		t.Fatalf("data only in a category without labels: %v", err)
 	}
 }
 
@@ -132,13 +160,13 @@ func TestAnOverrideCannotHideTheLabel(t *testing.T) {
 		{Spec{Android: []byte(`{"notification":{"body_loc_key":"k"}}`)}, "android.notification.body_loc_key"},
 		{Spec{APNS: []byte(`{"payload":{"aps":{"alert":"x"}}}`)}, "apns.payload.aps.alert"},
 		{Spec{Webpush: []byte(`{"notification":{"body":"x"}}`)}, "webpush.notification.body"},
-		{Spec{Variants: []VariantSpec{{Name: "a"}, {Name: "b", Webpush: []byte(`{"notification":{"title":"x"}}`)}}}, "variants[1].webpush.notification.title"},
+		{Spec{Variants: []VariantSpec{{Name: "a", Title: "A"}, {Name: "b", Title: "B", Webpush: []byte(`{"notification":{"title":"x"}}`)}}}, "variants[1].webpush.notification.title"},
 	} {
 		if _, err := labeled(tc.spec, &cat); fieldOf(err) != tc.field {
 			t.Errorf("%s: %v, want a 400 naming it", tc.field, err)
 		}
 	}
-	ok := Spec{Android: []byte(`{"notification":{"channel_id":"ads"}}`), APNS: []byte(`{"payload":{"aps":{"content-available":1}}}`)}
+	ok := Spec{Title: "t", Android: []byte(`{"notification":{"channel_id":"ads"}}`), APNS: []byte(`{"payload":{"aps":{"content-available":1}}}`)}
 	if _, err := labeled(ok, &cat); err != nil {
 		t.Fatalf("overrides that show no title or body: %v", err)
 	}
