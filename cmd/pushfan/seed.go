@@ -42,10 +42,14 @@ func seed(ctx context.Context, cfg config.Config, log *slog.Logger, args []strin
 	if err != nil {
 		return err
 	}
+	consents, err := seeder.SeedDemoConsents(ctx, o.Users)
+	if err != nil {
+		return err
+	}
 	eligible, err := repository.New(pool, log).CountAudience(ctx, model.Audience{All: true})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "seeded %d users, %d device tokens and %d demo subscriptions; %d tokens are eligible for an \"all\" broadcast\n", users, tokens, subs, eligible)
+	fmt.Fprintf(stdout, "seeded %d users, %d device tokens, %d demo subscriptions and %d advertising consents; %d tokens are eligible for an \"all\" broadcast\n", users, tokens, subs, consents, eligible)
 	return nil
 }
