@@ -199,4 +199,12 @@ func TestConsoleSendsInACategoryWithConsent(t *testing.T) {
 	e.waitFor("the final counts on the page", 10*time.Second, `Number(document.querySelector('#count-succeeded').dataset.value) === 4
 		&& document.querySelector('#count-excluded_no_consent').dataset.value === '2'`)
 	e.shot("")
+
+	// Duplicate as new: the category is chosen again, and the form holds
+	// the text without its labels (the phone adds them, once).
+	e.click("#btn-duplicate")
+	e.page("compose")
+	e.waitFor("the duplicated message in its category", 10*time.Second, fmt.Sprintf(`document.querySelector('#f-category').value === 'advertising'
+		&& document.querySelector('#f-title').value === 'Spring sale' && document.querySelector('#f-body').value === '20%% off'
+		&& %s === %q`, text("#phone-preview .phone-title"), adPrefix+"Spring sale"))
 }
