@@ -19,7 +19,8 @@ const (
 
 // categoriesConfig is an advertising category (the bundled consent table,
 // a night window with its own consent, the labels) and a service one,
-// with no default_category: compose must name one.
+// with no default_category: compose must name one; and a named audience
+// of every user declared in advertising.
 func categoriesConfig(window string) string {
 	return `
 categories:
@@ -31,6 +32,14 @@ categories:
     title_prefix: "(광고) "
     body_suffix: "\n수신거부: 앱 설정 > 알림"
   - name: service
+audiences:
+  - name: ad_list
+    category: advertising
+    sql: |
+      SELECT t.id AS ` + "`cursor`" + `, t.user_id, t.token
+      FROM device_tokens t JOIN users u ON u.id = t.user_id
+      WHERE t.id > :after AND t.invalidated_at IS NULL AND u.push_enabled = 1
+      ORDER BY t.id LIMIT :limit
 `
 }
 
@@ -207,4 +216,19 @@ func TestConsoleSendsInACategoryWithConsent(t *testing.T) {
 	e.waitFor("the duplicated message in its category", 10*time.Second, fmt.Sprintf(`document.querySelector('#f-category').value === 'advertising'
 		&& document.querySelector('#f-title').value === 'Spring sale' && document.querySelector('#f-body').value === '20%% off'
 		&& %s === %q`, text("#phone-preview .phone-title"), adPrefix+"Spring sale"))
+
+	// A named audience declared in a category: the picker shows it, locked,
+	// and the preview counts its consent; back on all users, the
+	// operator's choice is back.
+	e.setValue("#f-category", "service")
+	e.setValue("#f-audience-name", "ad_list")
+	e.waitFor("the audience's own category, locked, and its consent count", 20*time.Second, `(() => {
+		const s = document.querySelector('#f-category');
+		return s.value === 'advertising' && s.disabled && document.querySelector('#preview-consent').dataset.excluded === '2'
+			&& document.querySelector('#preview-consent').textContent === '4 devices · 2 left out: no consent to advertising' })()`)
+	e.click(`input[name="audience-kind"][value="all"]`)
+	e.waitFor("the operator's choice back", 20*time.Second, `(() => {
+		const s = document.querySelector('#f-category');
+		return s.value === 'service' && !s.disabled && document.querySelector('#preview-night').hidden
+			&& document.querySelector('#preview-consent').textContent === '6 devices · service needs no consent beyond notifications being on' })()`)
 }

@@ -112,6 +112,20 @@ function buildForm(ctx, namedAudiences, categories) {
     : null;
   const categoryOf = (name) => categories.list.find((c) => c.name === name) || null;
   const chosenCategory = () => (hasCategories ? categoryOf(category.value) : null);
+  // A named audience declared in a category sends in it (the API refuses
+  // another): the picker shows it and is locked while it is chosen, and
+  // gives back the operator's own choice after.
+  let ownChoice = category.value;
+  function syncCategory() {
+    if (!hasCategories) return;
+    const own = kindOf() === 'named' ? namedAudiences.find((a) => a.name === audName.value)?.category || '' : '';
+    if (own === (category.disabled ? category.value : '')) return;
+    if (!category.disabled) ownChoice = category.value;
+    category.disabled = Boolean(own);
+    category.value = own || ownChoice;
+    showCategoryRules();
+    updatePhone();
+  }
 
   const dataRows = [];
   const dataList = h('div', {id: 'f-data', class: 'rows', role: 'group', tabindex: '-1', 'aria-labelledby': 'f-data-label'});
@@ -221,6 +235,7 @@ function buildForm(ctx, namedAudiences, categories) {
   };
   const markKind = () => {
     for (const el of audienceBox.querySelectorAll('[data-kind]')) el.classList.toggle('inactive', el.dataset.kind !== kindOf());
+    syncCategory();
   };
 
   function renderParams(values = {}) {
@@ -675,9 +690,9 @@ function buildForm(ctx, namedAudiences, categories) {
       setPreview('—', [], errors[0][1]);
       return;
     }
-    // With no category and no default, a built-in audience has none to
-    // count the consent of (a named audience may name its own).
-    if (hasCategories && !category.value && !aud.name) {
+    // With no category and no default there is none to count the consent
+    // of (a named audience's own is on the picker: syncCategory).
+    if (hasCategories && !category.value) {
       setPreview('—', [], 'Choose a category to count who can get it.');
       return;
     }
@@ -714,6 +729,7 @@ function buildForm(ctx, namedAudiences, categories) {
   function showCategoryRules() {
     const cat = chosenCategory();
     const lines = [];
+    if (category.disabled) lines.push(`The audience ${audName.value} always sends in ${category.value}.`);
     if (cat) {
       lines.push(cat.consent ? `Only users who consented to ${cat.name} get it.` : 'Everyone with notifications on can get it.');
       if (cat.night) {
@@ -836,7 +852,7 @@ function buildForm(ctx, namedAudiences, categories) {
     if (b.max_rate != null) maxRate.value = String(b.max_rate);
     if (b.deliver_over) deliverOver.value = b.deliver_over;
     if (b.class) klass.value = b.class;
-    if (hasCategories && b.category) {
+    if (hasCategories && b.category && !category.disabled) {
       category.value = b.category;
       if (category.value !== b.category) {
         category.value = categories.def;
