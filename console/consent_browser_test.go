@@ -141,6 +141,11 @@ func TestConsoleSendsInACategoryWithConsent(t *testing.T) {
 		&& document.querySelectorAll('#phone-preview .phone-label').length === 2`,
 		text("#phone-preview .phone-title"), adPrefix+"Spring sale", "20% off"+adSuffix))
 	e.shot("compose")
+	// Without a title, the label starts the body, as the server adds it.
+	e.setValue("#f-title", "")
+	e.waitFor("the label at the start of a title-less message", 10*time.Second, fmt.Sprintf(`%s === '' && document.querySelector('#phone-preview .phone-body').textContent === %q`,
+		text("#phone-preview .phone-title"), adPrefix+"20% off"+adSuffix))
+	e.setValue("#f-title", "Spring sale")
 
 	// A test send to user 2 in the category: labeled as well.
 	e.emu.RecordMessages()

@@ -893,25 +893,35 @@ export function parseJSONObject(text) {
 }
 
 // unlabeled is a stored message without the labels its category added
-// (rules: the category it ran under), so the form holds what was typed and
-// the category chosen now adds its own.
+// (rules: the category it ran under; see phone.js's labeledMessage), so
+// the form holds what was typed and the category chosen now adds its own.
 export function unlabeled(m, rules) {
   const p = rules?.title_prefix || '';
   const x = rules?.body_suffix || '';
   if (!p && !x) return m;
   // A templated text has its label as a template literal: {{"(광고) "}}.
-  const cut = (text, label, front) => {
-    if (text == null || !label) return text;
-    for (const l of [label, `{{${JSON.stringify(label)}}}`]) {
-      if (front && text.startsWith(l)) return text.slice(l.length);
-      if (!front && text.endsWith(l)) return text.slice(0, text.length - l.length);
+  const cut = (text, labels, front) => {
+    for (const l of labels) {
+      if (!l) continue;
+      for (const v of [l, `{{${JSON.stringify(l)}}}`]) {
+        if (front && text.startsWith(v)) return text.slice(v.length);
+        if (!front && text.endsWith(v)) return text.slice(0, text.length - v.length);
+      }
     }
     return text;
   };
   const strip = (v) => {
     const o = {...v};
-    if (v.title != null) o.title = cut(v.title, p, true);
-    if (v.body != null) o.body = cut(v.body, x, false);
+    let t = v.title || '';
+    let b = v.body || '';
+    // The suffix ends the body, or is the body of a message without one.
+    const tail = x.replace(/^[\n\r\t ]+/, '');
+    b = tail && b === tail ? '' : cut(b, [x], false);
+    // The prefix starts the title, or the body of a message without one.
+    if (t) t = cut(t, [p], true);
+    else b = cut(b, [p.replace(/^ +/, '')], true);
+    if (v.title != null) o.title = t;
+    if (v.body != null) o.body = b;
     return o;
   };
   const out = strip(m);

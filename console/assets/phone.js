@@ -8,9 +8,9 @@ export const APP_NAME = 'pushfan demo';
 
 // Builds the phone once; update() redraws the notification in place. A
 // message category's labels (prefix, suffix) are drawn on it as the
-// server adds them to every title and body (broadcast/rules/category.go),
-// so the phone shows the message exactly as sent: a suffix's newline is a
-// line break (.phone-body keeps white space).
+// server adds them (labeledMessage), so the phone shows the message
+// exactly as sent: a suffix's newline is a line break (.phone-body keeps
+// white space).
 export function createPhone() {
   const title = h('p', {class: 'phone-title'});
   const body = h('p', {class: 'phone-body'});
@@ -37,10 +37,14 @@ export function createPhone() {
 
   let lastSrc = '';
   function update({title: rawTitle = '', body: rawBody = '', image = '', prefix = '', suffix = ''}) {
-    const t = labeledTitle(rawTitle, prefix);
-    const b = labeledBody(rawBody, suffix);
-    fill(title, ...labeled(rawTitle, prefix, t, true));
-    fill(body, ...labeled(rawBody, suffix, b, false));
+    const m = labeledMessage(rawTitle, rawBody, prefix, suffix);
+    // The label's parts are spans of their own (.phone-label), so that the
+    // operator sees what the category adds; the text is the same.
+    const draw = (parts) => parts.map(([text, label]) => (label ? h('span', {class: 'phone-label'}, text) : text));
+    fill(title, ...draw(m.title));
+    fill(body, ...draw(m.body));
+    const t = m.title.map(([x]) => x).join('');
+    const b = m.body.map(([x]) => x).join('');
     el.setAttribute('aria-label', `Notification preview: ${APP_NAME}. ${t} ${b}`.trim());
     time.textContent = clock(new Date());
     // Only a whole http(s) URL is loaded: a half-typed one would be a
@@ -58,25 +62,26 @@ export function createPhone() {
   return {el, update};
 }
 
-// The label's part is its own span (.phone-label), so that the operator
-// sees what the category adds; the text is the same either way.
-function labeled(raw, label, full, before) {
-  if (!full) return [];
-  if (full === raw) return [full];
-  const mark = h('span', {class: 'phone-label'}, label);
-  return before ? [mark, raw] : [raw, mark];
-}
-
-// labeledTitle is title with the category's prefix before it, and
-// labeledBody body with its suffix after it, as the server adds them: not
-// twice when the text already has it (a duplicated broadcast's message is
-// stored as sent), and on an empty text too (the label is always there).
-export function labeledTitle(title, prefix) {
-  return !prefix || title.startsWith(prefix) ? title : prefix + title;
-}
-
-export function labeledBody(body, suffix) {
-  return !suffix || body.endsWith(suffix) ? body : body + suffix;
+// labeledMessage is a title and body with a category's labels, as the
+// server adds them (broadcast/rules/category.go, labeled): the prefix
+// starts what the phone shows (the title, or the body of a message
+// without one, its leading spaces dropped), the suffix ends the body (or
+// is the body, its leading line breaks dropped, of a message without
+// one); a label already there is not added twice (a duplicated
+// broadcast's message is stored as sent). A message with neither is left
+// so (the server refuses it). The answer is each text's parts, [text,
+// isLabel], in order.
+export function labeledMessage(title, body, prefix = '', suffix = '') {
+  if (title === '' && body === '') return {title: [], body: []};
+  const lit = (l) => `{{${JSON.stringify(l)}}}`;
+  const t = title === '' ? [] : [[title, false]];
+  const b = body === '' ? [] : [[body, false]];
+  const front = title !== '' ? {parts: t, text: title, p: prefix} : {parts: b, text: body, p: prefix.replace(/^ +/, '')};
+  const bare = front.p.trim();
+  if (bare && !front.text.startsWith(bare) && !front.text.startsWith(lit(front.p))) front.parts.unshift([front.p, true]);
+  const tail = suffix.replace(/^[\n\r\t ]+/, '');
+  if (tail && !body.endsWith(tail) && !body.endsWith(lit(suffix))) b.push(body === '' ? [tail, true] : [suffix, true]);
+  return {title: t, body: b};
 }
 
 export function loadableImage(url) {
