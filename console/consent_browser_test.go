@@ -213,6 +213,7 @@ func TestConsoleSendsInACategoryWithConsent(t *testing.T) {
 	e.waitFor("the final counts on the page", 10*time.Second, `Number(document.querySelector('#count-succeeded').dataset.value) === 4
 		&& document.querySelector('#count-excluded_no_consent').dataset.value === '2'`)
 	e.shot("")
+	e.fitsAPhone() // the consent rules and labels too
 
 	// Duplicate as new: the category is chosen again, and the form holds
 	// the text without its labels (the phone adds them, once).

@@ -547,7 +547,7 @@ function detailsView(b) {
       ['Deferred (quiet hours)', b.deferred != null ? num(b.deferred) : null],
       ['Left out: no consent', b.category != null ? countEl('excluded_no_consent', b.excluded_no_consent) : null],
       ['Deferred by the night window', b.consent?.night ? h('span', null, countEl('night_deferred', b.night_deferred),
-        b.night_deferred ? ' (they get it when the window ends in their zone)' : '') : null],
+        b.night_deferred ? (isFinal(b.status) ? ' (held until the window ended in their zone)' : ' (waiting for the window to end in their zone)') : '') : null],
       ['Unknown zones', b.zone_fallbacks ? num(b.zone_fallbacks) : null],
       ['Variants sent', variants],
       ['Chunks', chunks],
