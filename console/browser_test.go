@@ -251,6 +251,9 @@ func TestConsoleShowsABadFieldNextToItsInput(t *testing.T) {
 	e := newEnv(t, 20)
 	e.signIn(senderToken)
 	e.compose("Bad", "fields")
+	if eval[bool](e, "looking for a category picker", `!!document.querySelector('#f-category')`) {
+		t.Error("compose offers a category picker with no categories configured")
+	}
 	e.expectBrowserError("400")
 
 	// A bad platform override: the error names a path inside apns.

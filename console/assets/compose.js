@@ -6,6 +6,11 @@
 // a few user ids with the same message fields. With several apps, all of
 // it is in the app the header has chosen: the broadcast, the test send and
 // the preview name it, and only its named audiences are offered.
+//
+// With message categories configured (GET /push/categories), a picker
+// names the broadcast's category: the preview counts the devices left out
+// for want of consent to it and says who its night window holds back,
+// and the phone shows the category's labels as they are sent.
 
 import {get, post} from './api.js';
 import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
@@ -36,12 +41,18 @@ export async function render(ctx) {
 
   // The named audiences and the broadcast to duplicate, together. The form
   // works without either, so a failure is shown and the form still built.
-  const [audRes, origRes] = await Promise.allSettled([
+  const [audRes, origRes, catRes] = await Promise.allSettled([
     get('/push/audiences', {signal}),
     fromId ? get(`/push/broadcasts/${encodeURIComponent(fromId)}`, {signal}) : Promise.resolve(null),
+    get('/push/categories', {signal}),
   ]);
   if (signal.aborted) return;
   const named = audRes.status === 'fulfilled' ? (audRes.value.named || []).filter(apps.mine) : [];
+  // No categories (none configured, or the list failed): no picker, and
+  // the server takes a broadcast without one as it always did.
+  const categories = catRes.status === 'fulfilled'
+    ? {list: catRes.value.categories || [], def: catRes.value.default_category || ''}
+    : {list: [], def: ''};
 
   const app = apps.current();
   if (apps.several()) {
@@ -50,9 +61,10 @@ export async function render(ctx) {
       'Sending in the app ', h('strong', null, app), a?.project_id ? ` (Firebase project ${a.project_id})` : '',
       '. Switch apps in the header to send in another.'));
   }
-  const form = buildForm(ctx, named);
+  const form = buildForm(ctx, named, categories);
   add(root, form.el);
   if (audRes.status === 'rejected') showPageError(root, new Error('Named audiences could not be loaded: ' + audRes.reason.message));
+  if (catRes.status === 'rejected') showPageError(root, new Error('Message categories could not be loaded: ' + catRes.reason.message));
   if (origRes.status === 'rejected') {
     showPageError(root, new Error(`Broadcast #${fromId} could not be loaded to duplicate: ${origRes.reason.message}`));
   } else if (origRes.value) {
@@ -61,7 +73,7 @@ export async function render(ctx) {
   form.refresh();
 }
 
-function buildForm(ctx, namedAudiences) {
+function buildForm(ctx, namedAudiences, categories) {
   const {signal} = ctx;
   const timers = new Set();
   ctx.cleanup(() => timers.forEach(clearTimeout));
@@ -83,6 +95,37 @@ function buildForm(ctx, namedAudiences) {
   const title = h('input', {id: 'f-title', type: 'text', autocomplete: 'off'});
   const body = h('textarea', {id: 'f-body', rows: 3});
   const image = h('input', {id: 'f-image', type: 'url', autocomplete: 'off', placeholder: 'https://…/picture.png', inputmode: 'url'});
+
+  // The category picker, only when categories are configured. Without a
+  // default it starts on no choice: the operator must pick one (the API
+  // refuses a broadcast without, and says so next to the picker).
+  const hasCategories = categories.list.length > 0;
+  const category = h('select', {id: 'f-category'},
+    categories.def ? null : h('option', {value: ''}, 'Choose a category…'),
+    categories.list.map((c) => h('option', {value: c.name}, c.name)));
+  category.value = categories.def;
+  const categoryRules = h('ul', {id: 'f-category-rules', class: 'hint plain'});
+  const categoryField = hasCategories
+    ? h('div', {class: 'block', id: 'f-category-block'},
+      field('Category', category, 'Marketing and service messages follow different rules: the category decides who may get it, when, and the labels added to it.'),
+      categoryRules)
+    : null;
+  const categoryOf = (name) => categories.list.find((c) => c.name === name) || null;
+  const chosenCategory = () => (hasCategories ? categoryOf(category.value) : null);
+  // A named audience declared in a category sends in it (the API refuses
+  // another): the picker shows it and is locked while it is chosen, and
+  // gives back the operator's own choice after.
+  let ownChoice = category.value;
+  function syncCategory() {
+    if (!hasCategories) return;
+    const own = kindOf() === 'named' ? namedAudiences.find((a) => a.name === audName.value)?.category || '' : '';
+    if (own === (category.disabled ? category.value : '')) return;
+    if (!category.disabled) ownChoice = category.value;
+    category.disabled = Boolean(own);
+    category.value = own || ownChoice;
+    showCategoryRules();
+    updatePhone();
+  }
 
   const dataRows = [];
   const dataList = h('div', {id: 'f-data', class: 'rows', role: 'group', tabindex: '-1', 'aria-labelledby': 'f-data-label'});
@@ -192,6 +235,7 @@ function buildForm(ctx, namedAudiences) {
   };
   const markKind = () => {
     for (const el of audienceBox.querySelectorAll('[data-kind]')) el.classList.toggle('inactive', el.dataset.kind !== kindOf());
+    syncCategory();
   };
 
   function renderParams(values = {}) {
@@ -215,6 +259,10 @@ function buildForm(ctx, namedAudiences) {
   // (null: no cap applies).
   const previewCap = h('p', {id: 'preview-cap', class: 'muted', hidden: true});
   const previewCapped = h('p', {id: 'preview-capped', class: 'muted', hidden: true});
+  // Consent: the devices the category leaves out (data-excluded), and who
+  // its night window holds back until it ends.
+  const previewConsent = h('p', {id: 'preview-consent', class: 'muted', hidden: true});
+  const previewNight = h('p', {id: 'preview-night', class: 'muted', hidden: true});
   const kindErrors = h('div', {class: 'kind-errors'});
   const audienceBox = h('fieldset', {class: 'card', id: 'f-audience'},
     h('legend', null, 'Audience'),
@@ -229,6 +277,8 @@ function buildForm(ctx, namedAudiences) {
       h('p', null, 'Sample user ids: ', previewSample),
       previewCap,
       previewCapped,
+      previewConsent,
+      previewNight,
       previewError));
 
   // ---- Delivery -------------------------------------------------------
@@ -291,6 +341,7 @@ function buildForm(ctx, namedAudiences) {
     formError,
     h('fieldset', {class: 'card'},
       h('legend', null, 'Message'),
+      categoryField,
       field('Title', title),
       field('Body', body),
       field('Image URL', image, 'An http(s) URL; shown large on Android and the web.'),
@@ -366,6 +417,7 @@ function buildForm(ctx, namedAudiences) {
       case 'max_rate': return inputTarget(maxRate);
       case 'deliver_over': return inputTarget(deliverOver);
       case 'class': return inputTarget(klass);
+      case 'category': return hasCategories ? inputTarget(category) : null;
       case 'hold': return inputTarget(hold);
       case 'dry_run': case 'invalidate_on_dry_run': return inputTarget(dryRun);
       case 'frequency_cap': return inputTarget(pastCap);
@@ -488,7 +540,7 @@ function buildForm(ctx, namedAudiences) {
     if (sending) return;
     errs.clearAll();
     const errors = [];
-    const req = {...message(errors), audience: audience(errors), ...delivery(errors)};
+    const req = {...message(errors), ...categoryFields(), audience: audience(errors), ...delivery(errors)};
     if (apps.current()) req.app = apps.current();
     if (errors.length) {
       errors.forEach(([f, m]) => errs.show(f, m));
@@ -518,7 +570,7 @@ function buildForm(ctx, namedAudiences) {
     ev.preventDefault();
     errs.clearAll();
     const errors = [];
-    const req = message(errors);
+    const req = {...message(errors), ...categoryFields()};
     let ids = [];
     try {
       ids = parseIds(testIds.value);
@@ -568,7 +620,28 @@ function buildForm(ctx, namedAudiences) {
     }
   }
 
+  // The consent lines of a preview answer r (null: none to show): how many
+  // devices the category leaves out, and who its night window waits for.
+  function setConsent(r) {
+    const cat = r && r.category ? categoryOf(r.category) : null;
+    previewConsent.hidden = !cat;
+    previewNight.hidden = !cat?.night;
+    if (!cat) return;
+    const excluded = r.excluded_no_consent || 0;
+    previewConsent.dataset.excluded = String(excluded);
+    previewConsent.textContent = cat.consent
+      ? `${devices(r.count)} · ${num(excluded)} left out: no consent to ${cat.name}`
+      : `${devices(r.count)} · ${cat.name} needs no consent beyond notifications being on`;
+    if (cat.night) {
+      const w = windowText(cat.night.window);
+      previewNight.textContent = cat.night.consent
+        ? `Users inside ${w} (their own time) without night consent get it when the window ends.`
+        : `Users inside ${w} (their own time) get it when the window ends.`;
+    }
+  }
+
   function setPreview(count, sample, error, capped, r) {
+    setConsent(r);
     const cap = capLabel(r);
     previewCap.hidden = !cap;
     previewCap.textContent = cap;
@@ -604,6 +677,12 @@ function buildForm(ctx, namedAudiences) {
     return d;
   }
 
+  // The chosen category, as a request names it (nothing when none is
+  // chosen: the server takes the default, or the named audience's own).
+  function categoryFields() {
+    return hasCategories && category.value ? {category: category.value} : {};
+  }
+
   async function runPreview() {
     const errors = [];
     const aud = audience(errors);
@@ -611,12 +690,18 @@ function buildForm(ctx, namedAudiences) {
       setPreview('—', [], errors[0][1]);
       return;
     }
+    // With no category and no default there is none to count the consent
+    // of (a named audience's own is on the picker: syncCategory).
+    if (hasCategories && !category.value) {
+      setPreview('—', [], 'Choose a category to count who can get it.');
+      return;
+    }
     const ctl = new AbortController();
     previewCtl = ctl;
     try {
       const r = aud.name
-        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capFields()}, {signal: ctl.signal})
-        : await post('/push/preview', apps.current() ? {audience: aud, app: apps.current(), ...capFields()} : {audience: aud, ...capFields()}, {signal: ctl.signal});
+        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capFields(), ...categoryFields()}, {signal: ctl.signal})
+        : await post('/push/preview', {audience: aud, ...(apps.current() ? {app: apps.current()} : {}), ...capFields(), ...categoryFields()}, {signal: ctl.signal});
       if (ctl !== previewCtl) return;
       setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users, r);
     } catch (err) {
@@ -636,7 +721,29 @@ function buildForm(ctx, namedAudiences) {
       t = row.title.value || t;
       b = row.body.value || b;
     }
-    phone.update({title: t, body: b, image: imageShown});
+    const cat = chosenCategory();
+    phone.update({title: t, body: b, image: imageShown, prefix: cat?.title_prefix || '', suffix: cat?.body_suffix || ''});
+  }
+
+  // The chosen category's rules, in plain words, under the picker.
+  function showCategoryRules() {
+    const cat = chosenCategory();
+    const lines = [];
+    if (category.disabled) lines.push(`The audience ${audName.value} always sends in ${category.value}.`);
+    if (cat) {
+      lines.push(cat.consent ? `Only users who consented to ${cat.name} get it.` : 'Everyone with notifications on can get it.');
+      if (cat.night) {
+        const w = windowText(cat.night.window);
+        lines.push(cat.night.consent
+          ? `Between ${w} in each user's zone, only users who also consented at night get it now; the others get it when the window ends.`
+          : `Between ${w} in each user's zone, nobody gets it until the window ends.`);
+      }
+      if (cat.title_prefix) lines.push(`Every title starts with “${cat.title_prefix}”.`);
+      if (cat.body_suffix) lines.push(`Every body ends with “${cat.body_suffix.trim()}”.`);
+      if (cat.frequency_cap) lines.push(`Frequency cap: ${cat.frequency_cap}.`);
+      if (cat.quiet_hours) lines.push(`Quiet hours ${windowText(cat.quiet_hours)} unless you set others.`);
+    }
+    fill(categoryRules, lines.map((l) => h('li', null, l)));
   }
 
   // The variant select lists the locales typed so far.
@@ -688,11 +795,17 @@ function buildForm(ctx, namedAudiences) {
     if (t.name === 'delivery' || t === hold || t === dryRun) updateLabel();
     // The cap the broadcast would take, and so its capped count.
     if (t === klass || t === pastCap || t === dryRun) schedulePreview();
+    // Whose consent counts, and the labels on the phone.
+    if (t === category) {
+      showCategoryRules();
+      updatePhone();
+      schedulePreview();
+    }
   });
 
   // ---- Duplicate as new -----------------------------------------------
   function prefill(b) {
-    const m = b.message || {};
+    const m = unlabeled(b.message || {}, b.consent);
     title.value = m.title || '';
     body.value = m.body || '';
     image.value = m.image || '';
@@ -739,6 +852,13 @@ function buildForm(ctx, namedAudiences) {
     if (b.max_rate != null) maxRate.value = String(b.max_rate);
     if (b.deliver_over) deliverOver.value = b.deliver_over;
     if (b.class) klass.value = b.class;
+    if (hasCategories && b.category && !category.disabled) {
+      category.value = b.category;
+      if (category.value !== b.category) {
+        category.value = categories.def;
+        notes.push(`Its category "${b.category}" is no longer configured: choose a category.`);
+      }
+    }
     hold.checked = b.status === 'held' || Boolean(b.hold_expires_at || b.released_at);
     dryRun.checked = Boolean(b.dry_run);
     fill(notice, ...notes.map((n) => h('p', null, n)));
@@ -747,6 +867,7 @@ function buildForm(ctx, namedAudiences) {
 
   // Called once the form is in the page (and prefilled).
   function refresh() {
+    showCategoryRules();
     markKind();
     markDelivery();
     syncLocales();
@@ -771,6 +892,43 @@ export function parseJSONObject(text) {
   return {value: v};
 }
 
+// unlabeled is a stored message without the labels its category added
+// (rules: the category it ran under; see phone.js's labeledMessage), so
+// the form holds what was typed and the category chosen now adds its own.
+export function unlabeled(m, rules) {
+  const p = rules?.title_prefix || '';
+  const x = rules?.body_suffix || '';
+  if (!p && !x) return m;
+  // A templated text has its label as a template literal: {{"(광고) "}}.
+  const cut = (text, labels, front) => {
+    for (const l of labels) {
+      if (!l) continue;
+      for (const v of [l, `{{${JSON.stringify(l)}}}`]) {
+        if (front && text.startsWith(v)) return text.slice(v.length);
+        if (!front && text.endsWith(v)) return text.slice(0, text.length - v.length);
+      }
+    }
+    return text;
+  };
+  const strip = (v) => {
+    const o = {...v};
+    let t = v.title || '';
+    let b = v.body || '';
+    // The suffix ends the body, or is the body of a message without one.
+    const tail = x.replace(/^[\n\r\t ]+/, '');
+    b = tail && b === tail ? '' : cut(b, [x], false);
+    // The prefix starts the title, or the body of a message without one.
+    if (t) t = cut(t, [p], true);
+    else b = cut(b, [p.replace(/^ +/, '')], true);
+    if (v.title != null) o.title = t;
+    if (v.body != null) o.body = b;
+    return o;
+  };
+  const out = strip(m);
+  if (m.localized) out.localized = Object.fromEntries(Object.entries(m.localized).map(([l, v]) => [l, strip(v)]));
+  return out;
+}
+
 function paramText(v) {
   if (v == null) return '';
   return Array.isArray(v) ? v.join(', ') : String(v);
@@ -778,6 +936,15 @@ function paramText(v) {
 
 function hhmm(v) {
   return String(v || '').replace(/^(\d\d:\d\d):00$/, '$1');
+}
+
+// A daily window {start, end} as people write it: 21:00–08:00.
+export function windowText(w) {
+  return w ? `${hhmm(w.start)}–${hhmm(w.end)}` : '';
+}
+
+function devices(n) {
+  return `${num(n)} ${n === 1 ? 'device' : 'devices'}`;
 }
 
 // The per-token results of a test send, as a table: one row per token,

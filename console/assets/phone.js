@@ -1,12 +1,16 @@
 // The phone-style rendering of a notification, as a lock screen shows it.
 // It is a guide to length and tone, not a pixel copy of any one OS.
 
-import {h} from './dom.js';
+import {h, fill} from './dom.js';
 import {clock} from './format.js';
 
 export const APP_NAME = 'pushfan demo';
 
-// Builds the phone once; update() redraws the notification in place.
+// Builds the phone once; update() redraws the notification in place. A
+// message category's labels (prefix, suffix) are drawn on it as the
+// server adds them (labeledMessage), so the phone shows the message
+// exactly as sent: a suffix's newline is a line break (.phone-body keeps
+// white space).
 export function createPhone() {
   const title = h('p', {class: 'phone-title'});
   const body = h('p', {class: 'phone-body'});
@@ -32,9 +36,15 @@ export function createPhone() {
       title, body, img, imgNote));
 
   let lastSrc = '';
-  function update({title: t = '', body: b = '', image = ''}) {
-    title.textContent = t;
-    body.textContent = b;
+  function update({title: rawTitle = '', body: rawBody = '', image = '', prefix = '', suffix = ''}) {
+    const m = labeledMessage(rawTitle, rawBody, prefix, suffix);
+    // The label's parts are spans of their own (.phone-label), so that the
+    // operator sees what the category adds; the text is the same.
+    const draw = (parts) => parts.map(([text, label]) => (label ? h('span', {class: 'phone-label'}, text) : text));
+    fill(title, ...draw(m.title));
+    fill(body, ...draw(m.body));
+    const t = m.title.map(([x]) => x).join('');
+    const b = m.body.map(([x]) => x).join('');
     el.setAttribute('aria-label', `Notification preview: ${APP_NAME}. ${t} ${b}`.trim());
     time.textContent = clock(new Date());
     // Only a whole http(s) URL is loaded: a half-typed one would be a
@@ -50,6 +60,28 @@ export function createPhone() {
     }
   }
   return {el, update};
+}
+
+// labeledMessage is a title and body with a category's labels, as the
+// server adds them (broadcast/rules/category.go, labeled): the prefix
+// starts what the phone shows (the title, or the body of a message
+// without one, its leading spaces dropped), the suffix ends the body (or
+// is the body, its leading line breaks dropped, of a message without
+// one); a label already there is not added twice (a duplicated
+// broadcast's message is stored as sent). A message with neither is left
+// so (the server refuses it). The answer is each text's parts, [text,
+// isLabel], in order.
+export function labeledMessage(title, body, prefix = '', suffix = '') {
+  if (title === '' && body === '') return {title: [], body: []};
+  const lit = (l) => `{{${JSON.stringify(l)}}}`;
+  const t = title === '' ? [] : [[title, false]];
+  const b = body === '' ? [] : [[body, false]];
+  const front = title !== '' ? {parts: t, text: title, p: prefix} : {parts: b, text: body, p: prefix.replace(/^ +/, '')};
+  const bare = front.p.trim();
+  if (bare && !front.text.startsWith(bare) && !front.text.startsWith(lit(front.p))) front.parts.unshift([front.p, true]);
+  const tail = suffix.replace(/^[\n\r\t ]+/, '');
+  if (tail && !body.endsWith(tail) && !body.endsWith(lit(suffix))) b.push(body === '' ? [tail, true] : [suffix, true]);
+  return {title: t, body: b};
 }
 
 export function loadableImage(url) {

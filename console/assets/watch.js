@@ -5,13 +5,16 @@
 // the stream fails the page polls every 2 s instead. The failures table
 // reloads when `failed` changes, at most every 3 s. Actions are rendered
 // only for senders and only while the status allows them. With several
-// apps, the page names the broadcast's app.
+// apps, the page names the broadcast's app. A broadcast in a message
+// category shows it, the category's rules as it ran under them (its proof
+// of consent, unchanged by a later edit of the configuration), and the
+// devices its consent left out or its night window deferred.
 
 import {get, post, qs} from './api.js';
 import {h, s, badge, table, emptyRow, showPageError, clearPageError, isQuiet, confirmDialog, defList, fill, add} from './dom.js';
 import {num, timeEl, duration, perSecond, isFinal} from './format.js';
 import {lineChart} from './chart.js';
-import {testReport} from './compose.js';
+import {testReport, windowText} from './compose.js';
 import {headline} from './broadcasts.js';
 import {engagementCard} from './engagement.js';
 import {broadcastDeliveries} from './webhooks.js';
@@ -479,6 +482,33 @@ function messageView(b) {
   return out;
 }
 
+// A count with its value in data-value (as the legend's).
+function countEl(key, n) {
+  return h('strong', {id: 'count-' + key, 'data-value': String(n || 0)}, num(n || 0));
+}
+
+// consentRules is the category's rules as the broadcast ran under them,
+// in plain words: who had to have consented, the night window, the labels.
+function consentRules(c) {
+  const who = (rule, what) => {
+    if (!rule) return null;
+    if (rule === 'table') return `users who gave their ${what} (the consent table)`;
+    return h('span', null, `users for whom `, h('code', null, rule), ` holds`);
+  };
+  const night = c.night ? windowText(c.night.window) : '';
+  const items = [
+    c.consent ? h('span', null, 'Sent only to ', who(c.consent, 'consent')) : 'No consent needed beyond notifications being on',
+    c.night ? (c.night.consent
+      ? h('span', null, `Between ${night} in each user's zone, sent only to `, who(c.night.consent, 'night consent'), '; the others when the window ended')
+      : `Between ${night} in each user's zone, nobody: sends waited for the window's end`) : null,
+    c.title_prefix ? h('span', null, 'Titles start with ', h('code', {class: 'pre-wrap'}, c.title_prefix)) : null,
+    c.body_suffix ? h('span', null, 'Bodies end with ', h('code', {class: 'pre-wrap'}, c.body_suffix)) : null,
+    c.frequency_cap ? `Frequency cap: ${c.frequency_cap}` : null,
+    c.quiet_hours ? `Quiet hours ${windowText(c.quiet_hours)} by default` : null,
+  ].filter(Boolean);
+  return h('ul', {id: 'broadcast-consent', class: 'plain', 'data-category': c.name}, items.map((i) => h('li', null, i)));
+}
+
 function detailsView(b) {
   const link = (n) => h('a', {href: `#/broadcasts/${n}`}, `#${n}`);
   const variants = b.variants && Object.keys(b.variants).length
@@ -494,6 +524,8 @@ function detailsView(b) {
       ['Trigger', b.job_name ? `${b.trigger} (job ${b.job_name})` : b.trigger],
       ['Created by', b.created_by],
       ['Audience', audienceText(b.audience)],
+      ['Category', b.category != null ? h('span', {id: 'broadcast-category'}, b.category) : null],
+      ['Consent rules', b.consent ? consentRules(b.consent) : null],
       ['Dry run', b.dry_run ? 'yes: nothing was shown on devices' : null],
       ['Class', b.class],
       ['Frequency cap', b.frequency_cap || 'none'],
@@ -513,6 +545,9 @@ function detailsView(b) {
       ['Duration', b.duration_ms != null ? duration(b.duration_ms) : null],
       ['Invalidated tokens', num(b.invalidated_tokens)],
       ['Deferred (quiet hours)', b.deferred != null ? num(b.deferred) : null],
+      ['Left out: no consent', b.category != null ? countEl('excluded_no_consent', b.excluded_no_consent) : null],
+      ['Deferred by the night window', b.consent?.night ? h('span', null, countEl('night_deferred', b.night_deferred),
+        b.night_deferred ? (isFinal(b.status) ? ' (held until the window ended in their zone)' : ' (waiting for the window to end in their zone)') : '') : null],
       ['Unknown zones', b.zone_fallbacks ? num(b.zone_fallbacks) : null],
       ['Variants sent', variants],
       ['Chunks', chunks],
