@@ -16,9 +16,8 @@ import (
 // the table (advertising), one needing none (service): its refusals are
 // the book's, so that the tests see what the API makes of them.
 type fakeConsents struct {
-	set    []consent.Answer
-	due    []time.Time // the cutoffs asked
-	stored map[uint64]model.Consent
+	set []consent.Answer
+	due []time.Time // the cutoffs asked
 }
 
 var consentTime = time.Date(2026, 12, 5, 9, 30, 0, 0, time.UTC)
