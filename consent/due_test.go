@@ -3,13 +3,13 @@ package consent_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"pushfan/consent"
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/model"
 )
 
@@ -157,37 +157,10 @@ func TestDueIsAnIndexRange(t *testing.T) {
 	}
 	for name, cursor := range map[string]string{"first page": "", "next page": p.Next} {
 		q, args := consent.DueQuery("advertising", cutoff, cursor, 11)
-		plan := explain(t, db, "EXPLAIN "+q, args...)
+		plan := testdb.Explain(t, db, "EXPLAIN "+q, args...)
 		t.Logf("EXPLAIN %s: %v", name, plan)
 		if plan["type"] != "range" || plan["key"] != "idx_user_consents_due" || strings.Contains(plan["Extra"], "filesort") {
 			t.Fatalf("%s is not an ordered range of idx_user_consents_due: %v", name, plan)
 		}
 	}
-}
-
-// explain returns EXPLAIN's one row as column -> value.
-func explain(t *testing.T, db *sql.DB, q string, args ...any) map[string]string {
-	t.Helper()
-	rows, err := db.Query(q, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		t.Fatalf("EXPLAIN returned nothing: %v", rows.Err())
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for i, c := range cols {
-		out[c] = fmt.Sprint(vals[i].String)
-	}
-	return out
 }

@@ -2,11 +2,11 @@ package lease_test
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"testing"
 	"time"
 
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 )
 
@@ -51,7 +51,7 @@ func TestClaimIsAnIndexRangeScanWithAMillionChunkRows(t *testing.T) {
 			WHERE status = 'leased' AND app = 'default' AND lease_until < UTC_TIMESTAMP(6) AND (broadcast_id, seq) NOT IN ((7, 1))
 			ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED`,
 	} {
-		plan := explain(t, f.db, q)
+		plan := testdb.Explain(t, f.db, q)
 		t.Logf("EXPLAIN %s claim: %s", name, plan)
 		if plan["type"] != "range" && plan["type"] != "ref" || !strings.HasPrefix(plan["key"], "idx_chunks_") || strings.Contains(plan["Extra"], "filesort") {
 			t.Fatalf("%s claim is not an ordered index range scan: %v", name, plan)
@@ -66,31 +66,4 @@ func TestClaimIsAnIndexRangeScanWithAMillionChunkRows(t *testing.T) {
 		t.Fatalf("claim %+v, want a chunk of broadcast %d", c, id)
 	}
 	t.Logf("claim with a million other chunk rows: %v", time.Since(start).Round(time.Microsecond))
-}
-
-// explain returns EXPLAIN's one row as column -> value.
-func explain(t *testing.T, db *sql.DB, q string) map[string]string {
-	t.Helper()
-	rows, err := db.Query(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		t.Fatalf("EXPLAIN returned nothing: %v", rows.Err())
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for i, c := range cols {
-		out[c] = vals[i].String
-	}
-	return out
 }

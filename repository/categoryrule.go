@@ -131,42 +131,14 @@ const (
 // category, as the built-in audiences' SQL does. Users absent from the
 // users table are absent from the answer (no consent).
 func (s *Store) UserConsents(ctx context.Context, ids []uint64) (map[uint64]uint8, error) {
-	out := make(map[uint64]uint8, len(ids))
-	sc := s.schema
-	if sc.consent.state == "" {
+	if s.schema.consent.state == "" {
+		out := make(map[uint64]uint8, len(ids))
 		for _, id := range ids {
 			out[id] = ConsentDay | ConsentNight
 		}
 		return out, nil
 	}
-	for len(ids) > 0 {
-		batch := ids[:min(len(ids), MaxIDsPerRead)]
-		ids = ids[len(batch):]
-		args := make([]any, len(batch))
-		for i, id := range batch {
-			args[i] = id
-		}
-		rows, err := s.db.QueryContext(ctx, "SELECT "+sc.uID+", "+sc.consent.state+" FROM "+sc.usersTable+
-			" u WHERE "+sc.uID+" IN ("+sqldb.InList(len(batch))+")", args...)
-		if err != nil {
-			return nil, fmt.Errorf("users' consents: %w", err)
-		}
-		for rows.Next() {
-			var id uint64
-			var state uint8
-			if err := rows.Scan(&id, &state); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("users' consents: %w", err)
-			}
-			out[id] = state
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("users' consents: %w", err)
-		}
-	}
-	return out, nil
+	return usersColumn[uint8](ctx, s, ids, s.schema.consent.state, "", "users' consents")
 }
 
 // CheckConsent runs cat's conditions once over the schema's users table

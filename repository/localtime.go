@@ -36,9 +36,21 @@ func (sc *Schema) zoneCondition(z model.ZoneFilter) (string, []any) {
 // MaxIDsPerRead ids), for the local days of a frequency cap: a user with
 // none (or an unmapped timezone column) is absent from the answer.
 func (s *Store) UserZones(ctx context.Context, ids []uint64) (map[uint64]string, error) {
-	out := make(map[uint64]string, len(ids))
 	if s.schema.uTimezone == "NULL" {
-		return out, nil
+		return map[uint64]string{}, nil
+	}
+	return usersColumn[string](ctx, s, ids, s.schema.uTimezone, s.schema.uTimezone+" IS NOT NULL", "users' zones")
+}
+
+// usersColumn reads expr (a column or an expression over the users table
+// u) for the users ids that match cond, one statement per MaxIDsPerRead
+// ids; users absent from the table, or not matching, are absent from the
+// answer. what names the read in its errors.
+func usersColumn[V any](ctx context.Context, s *Store, ids []uint64, expr, cond, what string) (map[uint64]V, error) {
+	out := make(map[uint64]V, len(ids))
+	sc := s.schema
+	if cond != "" {
+		cond = " AND " + cond
 	}
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), MaxIDsPerRead)]
@@ -47,24 +59,23 @@ func (s *Store) UserZones(ctx context.Context, ids []uint64) (map[uint64]string,
 		for i, id := range batch {
 			args[i] = id
 		}
-		rows, err := s.db.QueryContext(ctx, "SELECT "+s.schema.uID+", "+s.schema.uTimezone+" FROM "+s.schema.usersTable+
-			" u WHERE "+s.schema.uID+" IN ("+sqldb.InList(len(batch))+") AND "+s.schema.uTimezone+" IS NOT NULL", args...)
+		rows, err := s.db.QueryContext(ctx, "SELECT "+sc.uID+", "+expr+" FROM "+sc.usersTable+" u WHERE "+sc.uID+" IN ("+sqldb.InList(len(batch))+")"+cond, args...)
 		if err != nil {
-			return nil, fmt.Errorf("users' zones: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		for rows.Next() {
 			var id uint64
-			var zone string
-			if err := rows.Scan(&id, &zone); err != nil {
+			var v V
+			if err := rows.Scan(&id, &v); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("users' zones: %w", err)
+				return nil, fmt.Errorf("%s: %w", what, err)
 			}
-			out[id] = zone
+			out[id] = v
 		}
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return nil, fmt.Errorf("users' zones: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	return out, nil
