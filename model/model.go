@@ -249,10 +249,23 @@ type Audience struct {
 	// like the other built-in audiences).
 	ResendOf uint64   `json:"resend_of,omitempty"`
 	Codes    []string `json:"codes,omitempty"`
+	// Segment is a saved segment as the broadcast was sent to it (package
+	// segment): every valid token of an enabled user its filter matches,
+	// planned and paged like "all".
+	Segment *SegmentRef `json:"segment,omitempty"`
 	// Local sends at the users' local time and keeps their quiet hours
 	// (localtime.go); Zones is one chunk's zone group while it is paged.
 	Local *LocalDelivery `json:"local,omitempty"`
 	Zones *ZoneFilter    `json:"-"`
+}
+
+// SegmentRef is a saved segment as a broadcast is sent to it: its name,
+// and the version and filter (JSON, package segment/filter) it had then,
+// kept with the broadcast so that a later edit never changes what it was.
+type SegmentRef struct {
+	Name    string          `json:"name"`
+	Version int             `json:"version"`
+	Filter  json.RawMessage `json:"filter"`
 }
 
 // ChunkSummary is how a finished broadcast's work was shared between

@@ -94,7 +94,7 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 			return dst, nil
 		}
 		hint, from := "", sc.from
-		if a.All {
+		if a.All || a.Segment != nil {
 			hint, from = "STRAIGHT_JOIN ", s.walkFrom(ctx) // a range walk that stops after limit rows (see AudiencePage)
 		}
 		full = make([]any, 0, len(args)+3)

@@ -28,9 +28,11 @@ type Schema struct {
 	tokensName, usersName   string // as the operator wrote them, for messages
 	from                    string // "<tokens> t JOIN <users> u ON u.id = t.user_id"
 
-	tID, tUser, tToken, tPlatform string // t.<column>; tPlatform "" when unmapped
-	uID, uLocale, uTimezone       string // u.<column>; "NULL" when unmapped
-	valid, enabled                string // conditions on t and on u
+	tID, tUser, tToken, tPlatform string      // t.<column>; tPlatform "" when unmapped
+	tAppVersion                   string      // t.<column> of the app's version on the device; "" when unmapped
+	attrs                         []attribute // schema.users.attributes (segmentfields.go)
+	uID, uLocale, uTimezone       string      // u.<column>; "NULL" when unmapped
+	valid, enabled                string      // conditions on t and on u
 	// owned keeps the tokens of one app (ForApp): "t.app = 'name'"; ""
 	// for every token (a mapping without tokens.app, or no app chosen).
 	owned  string
@@ -102,7 +104,7 @@ func BundledSchema() *Schema {
 		tID:  "t.id", tUser: "t.user_id", tToken: "t.token", tPlatform: "t.platform",
 		uID: "u.id", uLocale: "u.locale", uTimezone: "u.timezone",
 		valid: "t.invalidated_at IS NULL", enabled: "u.push_enabled = 1",
-		appCol: "t.app", lastSeen: "t.updated_at",
+		appCol: "t.app", lastSeen: "t.updated_at", tAppVersion: "t.app_version",
 	}).build()
 }
 
@@ -172,7 +174,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 // mapping is the bundled tables. Every problem names its key.
 func CompileSchema(def model.SchemaMapping) (*Schema, error) {
 	if !def.Mapped() {
-		return BundledSchema(), nil
+		return BundledSchema().withAttributes(def.UserAttributes())
 	}
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -238,6 +240,7 @@ func CompileSchema(def model.SchemaMapping) (*Schema, error) {
 	sc.tPlatform = column("tokens.platform", "t", t.Platform, false)
 	sc.appCol = column("tokens.app", "t", t.App, false)
 	sc.lastSeen = column("tokens.last_seen", "t", t.LastSeen, false)
+	sc.tAppVersion = column("tokens.app_version", "t", t.AppVersion, false)
 	sc.valid = condition("tokens.valid", t.Valid)
 	if strings.TrimSpace(t.OnDead) == "" {
 		// Without it, every later broadcast would send to the dead tokens
@@ -254,7 +257,7 @@ func CompileSchema(def model.SchemaMapping) (*Schema, error) {
 		return nil, err
 	}
 	sc.from = sc.tokensTable + " t JOIN " + sc.usersTable + " u ON " + sc.uID + " = " + sc.tUser
-	return sc.build(), nil
+	return sc.build().withAttributes(u.Attributes)
 }
 
 func or(s, dflt string) string {

@@ -140,8 +140,11 @@ func audienceFilter(sc *Schema, a model.Audience) (cond string, args []any, empt
 	switch {
 	case a.Name != "":
 		return "", nil, false, fmt.Errorf("named audience %q is paged by package audience, not by SQL here", a.Name)
-	case a.All && len(a.UserIDs) > 0, a.ResendOf != 0 && (a.All || len(a.UserIDs) > 0):
+	case a.All && len(a.UserIDs) > 0, a.ResendOf != 0 && (a.All || len(a.UserIDs) > 0),
+		a.Segment != nil && (a.All || len(a.UserIDs) > 0 || a.ResendOf != 0):
 		return "", nil, false, errAmbiguousAudience
+	case a.Segment != nil:
+		return segmentFilter(sc, *a.Segment)
 	case a.ResendOf != 0:
 		return resendFilter(sc, a)
 	case a.All:
@@ -254,7 +257,7 @@ func (s *Store) audiencePageQuery(ctx context.Context, a model.Audience, after, 
 	// there, driving from the user_id index is better.
 	sc := s.schema
 	hint, from := "", sc.from
-	if a.All {
+	if a.All || a.Segment != nil {
 		hint, from = "STRAIGHT_JOIN ", s.walkFrom(ctx)
 	}
 	// u.locale costs the plan nothing: the users row is read by its
