@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
 	"lease":       {"internal/platform/sqldb", "lease/codec", "model", "repository"},
-	"lease/codec": nil,                                                                                          // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
+	"lease/codec": nil,                                                                                                            // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
 	"repository":  {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
 	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
 	"caps":        {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
@@ -110,13 +110,14 @@ var allowed = map[string][]string{
 	"cmd/pushfan-bench": {"config", "engagement", "internal/devtools/apiclient", "internal/platform/sqldb", "lease", "model", "repository", "retention"},
 	"cmd/pushfan-load":  {"internal/devtools/apiclient"},
 	// Demo data and test support.
-	"internal/devtools/demo":         {"internal/platform/sqldb"},
-	"internal/testsupport/testdb":    {"internal/platform/sqldb", "repository"},
-	"internal/testsupport/teststack": {"broadcast", "config", "fcmemu", "internal/devtools/apiclient", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "internal/testsupport/testdb", "lease", "repository", "server/openapi"},
-	"internal/testsupport/layers":    nil,
-	"internal/testsupport/doccheck":  nil, // the docs' own tests: README length, links, marked commands
-	"internal/testsupport/chaos":     nil, // the chaos soak: only its package doc is not a test file
-	"internal/testsupport/genclient": nil, // the Go client oapi-codegen generates from the OpenAPI document; only its tests use it
+	"internal/devtools/demo":          {"internal/platform/sqldb"},
+	"internal/testsupport/testdb":     {"internal/platform/sqldb", "repository"},
+	"internal/testsupport/segmentgen": {"segment/filter"},
+	"internal/testsupport/teststack":  {"broadcast", "config", "fcmemu", "internal/devtools/apiclient", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "internal/testsupport/testdb", "lease", "repository", "server/openapi"},
+	"internal/testsupport/layers":     nil,
+	"internal/testsupport/doccheck":   nil, // the docs' own tests: README length, links, marked commands
+	"internal/testsupport/chaos":      nil, // the chaos soak: only its package doc is not a test file
+	"internal/testsupport/genclient":  nil, // the Go client oapi-codegen generates from the OpenAPI document; only its tests use it
 }
 
 // layer ranks every package, from the bottom (0): a package may import
@@ -136,23 +137,24 @@ var layer = map[string]int{
 	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
 	"server/live": 2,
 	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2,
-	"lease":                         3,
-	"server/consents":               3,
-	"broadcast/message":             3,
-	"broadcast/instance":            4,
-	"broadcast/plan":                5,
-	"broadcast/run":                 5,
-	"broadcast/rules":               6,
-	"broadcast/reads":               7,
-	"broadcast":                     8,
-	"broadcast/testsend":            8,
-	"server":                        9,
-	"cmd/pushfan/app":               10,
-	"internal/devtools/demo":        11,
-	"internal/testsupport/testdb":   11,
-	"internal/testsupport/layers":   11,
-	"internal/testsupport/doccheck": 11,
-	"cmd/pushfan":                   12, "cmd/pushfan-bench": 12, "cmd/pushfan-load": 12,
+	"lease":                           3,
+	"server/consents":                 3,
+	"broadcast/message":               3,
+	"broadcast/instance":              4,
+	"broadcast/plan":                  5,
+	"broadcast/run":                   5,
+	"broadcast/rules":                 6,
+	"broadcast/reads":                 7,
+	"broadcast":                       8,
+	"broadcast/testsend":              8,
+	"server":                          9,
+	"cmd/pushfan/app":                 10,
+	"internal/devtools/demo":          11,
+	"internal/testsupport/testdb":     11,
+	"internal/testsupport/segmentgen": 11,
+	"internal/testsupport/layers":     11,
+	"internal/testsupport/doccheck":   11,
+	"cmd/pushfan":                     12, "cmd/pushfan-bench": 12, "cmd/pushfan-load": 12,
 	"internal/testsupport/teststack": 12,
 	"internal/testsupport/chaos":     12,
 	"internal/testsupport/genclient": 12,
