@@ -14,7 +14,7 @@ import (
 )
 
 // Target is one seeded token and its user's columns; a nil pointer is NULL
-// (but a locale, which the bundled users table keeps as '' for none).
+// (but a locale, which the bundled users table keeps as ” for none).
 type Target struct {
 	TokenID, UserID uint64
 	Platform        *string
