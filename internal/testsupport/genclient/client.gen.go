@@ -896,6 +896,9 @@ type AudienceRequest2 struct {
 	Name interface{} `json:"name"`
 }
 
+// AudienceRequest3 defines model for AudienceRequest.3.
+type AudienceRequest3 = interface{}
+
 // Broadcast The broadcast object. When it is final, succeeded + failed + canceled + capped == targeted, and succeeded is what FCM accepted.
 type Broadcast struct {
 	// App The app it is sent in; a resend goes to the same app.
@@ -2344,6 +2347,32 @@ func (t *AudienceRequest) FromAudienceRequest2(v AudienceRequest2) error {
 
 // MergeAudienceRequest2 performs a merge with any union data inside the AudienceRequest, using the provided AudienceRequest2
 func (t *AudienceRequest) MergeAudienceRequest2(v AudienceRequest2) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAudienceRequest3 returns the union data inside the AudienceRequest as a AudienceRequest3
+func (t AudienceRequest) AsAudienceRequest3() (AudienceRequest3, error) {
+	var body AudienceRequest3
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAudienceRequest3 overwrites any union data inside the AudienceRequest as the provided AudienceRequest3
+func (t *AudienceRequest) FromAudienceRequest3(v AudienceRequest3) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAudienceRequest3 performs a merge with any union data inside the AudienceRequest, using the provided AudienceRequest3
+func (t *AudienceRequest) MergeAudienceRequest3(v AudienceRequest3) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
