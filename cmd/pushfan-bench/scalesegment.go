@@ -16,14 +16,14 @@ import (
 // count) and plans it against a plain "all", each at max_rate 1 so that
 // no send competes with the plan, then canceled.
 type segmentFigures struct {
-	Filter       json.RawMessage `json:"filter"`
-	SeedSeconds  float64         `json:"seed_seconds"`
-	EstimateMS   float64         `json:"preview_estimate_ms"`
-	Estimate     int64           `json:"preview_estimate_tokens"`
-	ExactMS      float64         `json:"preview_exact_ms"`
-	Exact        int64           `json:"preview_exact_tokens"`
-	ExactUsers   int64           `json:"preview_exact_users"`
-	PreviewError string          `json:"preview_error,omitempty"`
+	Filter       json.RawMessage       `json:"filter"`
+	SeedSeconds  float64               `json:"seed_seconds"`
+	EstimateMS   float64               `json:"preview_estimate_ms"`
+	Estimate     int64                 `json:"preview_estimate_tokens"`
+	ExactMS      float64               `json:"preview_exact_ms"`
+	Exact        int64                 `json:"preview_exact_tokens"`
+	ExactUsers   int64                 `json:"preview_exact_users"`
+	PreviewError string                `json:"preview_error,omitempty"`
 	Runs         map[string]consentRun `json:"by_audience"`
 	// Ratio is the segment plan's tokens read a second over the plain
 	// one's.
