@@ -20,6 +20,12 @@ const (
 	dayZone  = "Etc/GMT-12" // twelve hours ahead of UTC: outside a window around UTC's now
 )
 
+// nightEnd is when the test's night window ends: 12 s from when the
+// stack's configuration is made (inside Configure, after the database is
+// ready, so that a slow template on a loaded machine does not eat the
+// window), time enough to plan and send what is due now before it ends.
+func nightEnd() time.Time { return time.Now().UTC().Add(12 * time.Second).Truncate(time.Second) }
+
 // adCategories are an advertising category whose night window is UTC's
 // last hour up to end (so a UTC user is inside it, a dayZone user not),
 // consents as given, and a service category that needs none.
@@ -172,7 +178,7 @@ func runConsentDrill(t *testing.T, s *teststack.Stack, cs consentStore, us []*co
 
 // On the bundled schema with the bundled consent table.
 func TestConsentOnTheBundledTable(t *testing.T) {
-	end := time.Now().UTC().Add(8 * time.Second).Truncate(time.Second)
+	var end time.Time
 	us := consentUsers("cb-")
 	s := teststack.New(t, teststack.Options{
 		Prepare: func(s *teststack.Stack) {
@@ -180,7 +186,10 @@ func TestConsentOnTheBundledTable(t *testing.T) {
 				bundledConsents.seed(s, u)
 			}
 		},
-		Configure: func(c *config.Config) { c.Categories = adCategories("table", "table", end) },
+		Configure: func(c *config.Config) {
+			end = nightEnd()
+			c.Categories = adCategories("table", "table", end)
+		},
 	})
 	// No default_category: a broadcast must name one; an unknown one and a
 	// label the platform override would hide are refused.
@@ -222,10 +231,11 @@ func TestConsentOnTheBundledTable(t *testing.T) {
 
 // On the app's own tables, consent as SQL conditions on its users table.
 func TestConsentOnTheAppsOwnTables(t *testing.T) {
-	end := time.Now().UTC().Add(8 * time.Second).Truncate(time.Second)
+	var end time.Time
 	us := consentUsers("cm-")
 	var cs consentStore
 	s, db := mappedStack(t, func(c *config.Config, db string) {
+		end = nightEnd()
 		c.Categories = adCategories("u.ad_agree = 1", "u.night_ad_agree = 1", end)
 		c.DefaultCategory = "advertising"
 	})
@@ -240,7 +250,7 @@ func TestConsentOnTheAppsOwnTables(t *testing.T) {
 // On a named audience declared advertising: its broadcasts are in it
 // without naming it, and one naming another category is refused.
 func TestConsentOnANamedAudience(t *testing.T) {
-	end := time.Now().UTC().Add(8 * time.Second).Truncate(time.Second)
+	var end time.Time
 	us := consentUsers("cn-")
 	s := teststack.New(t, teststack.Options{
 		Prepare: func(s *teststack.Stack) {
@@ -249,6 +259,7 @@ func TestConsentOnANamedAudience(t *testing.T) {
 			}
 		},
 		Configure: func(c *config.Config) {
+			end = nightEnd()
 			c.Categories = adCategories("table", "table", end)
 			c.DefaultCategory = "service"
 			c.Audiences = []audience.Definition{{
