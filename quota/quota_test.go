@@ -86,9 +86,10 @@ func TestSendingMembersSplitTheLimitAndRebalance(t *testing.T) {
 	b.set(math.Inf(1))
 	waitShare(t, "a with b sending", a, limit/2)
 	waitShare(t, "b with a sending", b, limit/2)
-	if s := c.share(); s != limit*0.01 {
-		t.Fatalf("idle c has %.1f, want the trickle %.1f", s, float64(limit)*0.01)
-	}
+	// The idle one keeps the trickle (waited for: on a loaded machine one
+	// of its heartbeats may time out, and it holds its sends, share 0,
+	// until the next gets through).
+	waitShare(t, "idle c with a and b sending", c, limit*0.01)
 	if got := a.throttle.Limit(); got != limit/2 {
 		t.Fatalf("a's throttle at %.1f, want its share %.1f", got, float64(limit)/2)
 	}
