@@ -65,6 +65,9 @@ type Options struct {
 	ExactTimeout time.Duration
 	// Sample is how many user ids a preview shows (default 10).
 	Sample int
+	// DBTimeout bounds every other call to the store: a write, a read,
+	// the estimate (default 5 s).
+	DBTimeout time.Duration
 }
 
 // New returns the catalog of the segments in store, whose schema's fields
@@ -78,6 +81,9 @@ func New(store *repository.Store, o Options) *Catalog {
 	}
 	if o.Sample <= 0 {
 		o.Sample = 10
+	}
+	if o.DBTimeout <= 0 {
+		o.DBTimeout = 5 * time.Second
 	}
 	return &Catalog{store: store, opts: o}
 }
@@ -101,6 +107,8 @@ func (c *Catalog) Create(ctx context.Context, w Write) (model.Segment, error) {
 	if err != nil {
 		return model.Segment{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+	defer cancel()
 	seg, err := c.store.CreateSegment(ctx, w.Name, e)
 	return seg, domainError(w.Name, err)
 }
@@ -111,6 +119,8 @@ func (c *Catalog) Update(ctx context.Context, w Write) (model.Segment, error) {
 	if err != nil {
 		return model.Segment{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+	defer cancel()
 	seg, err := c.store.UpdateSegment(ctx, w.Name, e)
 	return seg, domainError(w.Name, err)
 }
@@ -120,12 +130,16 @@ func (c *Catalog) Get(ctx context.Context, name string) (model.Segment, error) {
 	if err := checkName(name); err != nil {
 		return model.Segment{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+	defer cancel()
 	seg, err := c.store.Segment(ctx, name)
 	return seg, domainError(name, err)
 }
 
 // List lists the live segments by name.
 func (c *Catalog) List(ctx context.Context) ([]model.Segment, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+	defer cancel()
 	return c.store.Segments(ctx)
 }
 
@@ -134,6 +148,8 @@ func (c *Catalog) Delete(ctx context.Context, name string, at time.Time) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+	defer cancel()
 	return domainError(name, c.store.DeleteSegment(ctx, name, at))
 }
 
@@ -145,6 +161,8 @@ func (c *Catalog) Version(ctx context.Context, name string, version int) (model.
 	if version < 1 {
 		return model.SegmentVersion{}, refuse("version", "invalid_version", "version %d: versions count from 1", version)
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+	defer cancel()
 	v, err := c.store.SegmentVersion(ctx, name, version)
 	return v, domainError(name, err)
 }
@@ -155,6 +173,8 @@ func (c *Catalog) Current(ctx context.Context, name string) (model.SegmentRef, e
 	if err := checkName(name); err != nil {
 		return model.SegmentRef{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+	defer cancel()
 	ref, err := c.store.SegmentCurrent(ctx, name)
 	return ref, domainError(name, err)
 }
@@ -162,19 +182,7 @@ func (c *Catalog) Current(ctx context.Context, name string) (model.SegmentRef, e
 // check refuses a write's name, description or filter, naming the field;
 // it returns the edit to store, its filter compacted.
 func (c *Catalog) check(w Write) (repository.SegmentEdit, error) {
-	if err := checkName(w.Name); err != nil {
-		return repository.SegmentEdit{}, err
-	}
-	if w.Description != nil {
-		d := *w.Description
-		if !utf8.ValidString(d) {
-			return repository.SegmentEdit{}, refuse("description", "invalid_description", "the description is not valid UTF-8")
-		}
-		if n := utf8.RuneCountInString(d); n > MaxDescription {
-			return repository.SegmentEdit{}, refuse("description", "invalid_description", "%d characters; a description has at most %d", n, MaxDescription)
-		}
-	}
-	raw, err := c.CheckFilter(w.Filter)
+	raw, err := CheckWrite(w, c.Fields())
 	if err != nil {
 		return repository.SegmentEdit{}, err
 	}
@@ -184,7 +192,32 @@ func (c *Catalog) check(w Write) (repository.SegmentEdit, error) {
 // CheckFilter parses raw against the fields and returns it compacted, as
 // it is stored; a mistake is a *FieldError at its path (filter.or[1].value).
 func (c *Catalog) CheckFilter(raw json.RawMessage) (json.RawMessage, error) {
-	if _, err := filter.Parse(raw, c.Fields(), "filter"); err != nil {
+	return CheckFilter(raw, c.Fields())
+}
+
+// CheckWrite refuses a write's name, description or filter (against
+// fields), naming the field; it returns the filter compacted, as it is
+// stored. The catalog's check, exported for the API's contract tests.
+func CheckWrite(w Write, fields filter.Fields) (json.RawMessage, error) {
+	if err := checkName(w.Name); err != nil {
+		return nil, err
+	}
+	if w.Description != nil {
+		d := *w.Description
+		if !utf8.ValidString(d) {
+			return nil, refuse("description", "invalid_description", "the description is not valid UTF-8")
+		}
+		if n := utf8.RuneCountInString(d); n > MaxDescription {
+			return nil, refuse("description", "invalid_description", "%d characters; a description has at most %d", n, MaxDescription)
+		}
+	}
+	return CheckFilter(w.Filter, fields)
+}
+
+// CheckFilter parses raw against fields and returns it compacted; a
+// mistake is a *FieldError at its path (filter.or[1].value).
+func CheckFilter(raw json.RawMessage, fields filter.Fields) (json.RawMessage, error) {
+	if _, err := filter.Parse(raw, fields, "filter"); err != nil {
 		var fe *filter.Error
 		if errors.As(err, &fe) {
 			return nil, refuse(fe.Path, "invalid_filter", "%s", fe.Message)
@@ -200,6 +233,9 @@ func (c *Catalog) CheckFilter(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// CheckName refuses a name no segment may have.
+func CheckName(name string) error { return checkName(name) }
 
 func checkName(name string) error {
 	if name == "" {

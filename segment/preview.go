@@ -31,6 +31,8 @@ func (c *Catalog) Preview(ctx context.Context, raw json.RawMessage, exact bool) 
 	}
 	ref := model.SegmentRef{Name: "preview", Filter: checked}
 	if !exact {
+		ctx, cancel := context.WithTimeout(ctx, c.opts.DBTimeout)
+		defer cancel()
 		hi, err := c.store.TokensMaxID(ctx)
 		if err != nil {
 			return Preview{}, fmt.Errorf("preview: %w", err)

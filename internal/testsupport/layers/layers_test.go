@@ -80,10 +80,10 @@ var allowed = map[string][]string{
 	// The HTTP API: decode, call the domain, render. It reaches the domain
 	// through interfaces of its own (broadcast, reads, rules, testsend for
 	// their types only: the request, its field errors, a preview, a test
-	// report; consent for its refusals) and reads a server.Config that
+	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/view", "webhook", "websdk"},
+	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/view", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -92,8 +92,8 @@ var allowed = map[string][]string{
 	// reads and the renderer as functions, so it knows no domain), the
 	// per-key token buckets the budgets are made of, the trusted
 	// reverse proxies (client address, TLS behind them), and the routes
-	// of the categories and the bundled consent table (the server
-	// registers them in its /push group and passes them its strict
+	// of the categories and the bundled consent table, and of the saved
+	// segments (the server registers them in its /push group and passes them its strict
 	// decoding, the caller's name and its clock).
 	"server/view":      {"model"},
 	"server/live":      {"model", "server/view"},
