@@ -199,3 +199,32 @@ func TestEstimateSegmentIsClose(t *testing.T) {
 	}
 	t.Logf("exact count of %d tokens in %v", n+n/5, time.Since(began))
 }
+
+// Updates at once make one version each, one after the other: the
+// segment's row is locked for each transaction.
+func TestSegmentUpdatesAtOnceMakeEveryVersion(t *testing.T) {
+	s := newStore(t)
+	c := ctx(t)
+	f := json.RawMessage(`{"field":"platform","op":"eq","value":"ios"}`)
+	if _, err := s.CreateSegment(c, "busy", repository.SegmentEdit{Filter: f}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			d := "edit " + strconv.Itoa(i)
+			_, err := s.UpdateSegment(c, "busy", repository.SegmentEdit{Description: &d, Filter: f})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Segment(c, "busy")
+	if err != nil || got.Version != n+1 || len(got.Versions) != n+1 || got.Versions[n].Version != n+1 {
+		t.Fatalf("after %d updates: version %d, %d versions (%v)", n, got.Version, len(got.Versions), err)
+	}
+}
