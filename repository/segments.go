@@ -126,38 +126,53 @@ func insertSegmentVersion(ctx context.Context, tx *sql.Tx, id uint64, version in
 
 // Segment reads the live segment called name at its current version,
 // with the list of its versions (oldest first, without their filters);
-// ErrNotFound (wrapped) for none.
+// ErrNotFound (wrapped) for none. Both reads are one transaction, one
+// snapshot under InnoDB's repeatable read: an update between them cannot
+// list a version newer than the current one.
 func (s *Store) Segment(ctx context.Context, name string) (model.Segment, error) {
+	var seg model.Segment
+	err := sqldb.InTx(ctx, s.db.DB, s.log, "read segment", func(tx *sql.Tx) error {
+		var err error
+		seg, err = readSegment(ctx, tx, name)
+		return err
+	})
+	if err != nil {
+		return model.Segment{}, fmt.Errorf("segment %q: %w", name, err)
+	}
+	return seg, nil
+}
+
+func readSegment(ctx context.Context, tx *sql.Tx, name string) (model.Segment, error) {
 	seg := model.Segment{Name: name}
 	var id uint64
 	var filter string
-	err := s.db.QueryRowContext(ctx, `SELECT s.id, s.version, s.created_at, s.updated_at, v.description, v.filter, v.created_by
+	err := tx.QueryRowContext(ctx, `SELECT s.id, s.version, s.created_at, s.updated_at, v.description, v.filter, v.created_by
 		FROM segments s JOIN segment_versions v ON v.segment_id = s.id AND v.version = s.version
 		WHERE s.live_name = ?`, name).Scan(&id, &seg.Version, &seg.CreatedAt, &seg.UpdatedAt, &seg.Description, &filter, &seg.CreatedBy)
 	if errors.Is(err, sql.ErrNoRows) {
-		return seg, fmt.Errorf("segment %q: %w", name, ErrNotFound)
+		return seg, ErrNotFound
 	}
 	if err != nil {
-		return seg, fmt.Errorf("segment %q: %w", name, err)
+		return seg, err
 	}
 	seg.Filter = json.RawMessage(filter)
 	seg.CreatedAt, seg.UpdatedAt = seg.CreatedAt.UTC(), seg.UpdatedAt.UTC()
-	rows, err := s.db.QueryContext(ctx, `SELECT version, description, created_at, created_by FROM segment_versions
+	rows, err := tx.QueryContext(ctx, `SELECT version, description, created_at, created_by FROM segment_versions
 		WHERE segment_id = ? ORDER BY version`, id)
 	if err != nil {
-		return seg, fmt.Errorf("segment %q versions: %w", name, err)
+		return seg, fmt.Errorf("versions: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var v model.SegmentVersion
 		if err := rows.Scan(&v.Version, &v.Description, &v.CreatedAt, &v.CreatedBy); err != nil {
-			return seg, fmt.Errorf("segment %q versions: %w", name, err)
+			return seg, fmt.Errorf("versions: %w", err)
 		}
 		v.CreatedAt = v.CreatedAt.UTC()
 		seg.Versions = append(seg.Versions, v)
 	}
 	if err := rows.Err(); err != nil {
-		return seg, fmt.Errorf("segment %q versions: %w", name, err)
+		return seg, fmt.Errorf("versions: %w", err)
 	}
 	return seg, nil
 }

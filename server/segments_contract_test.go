@@ -273,6 +273,10 @@ func TestContractSegmentBadInputs(t *testing.T) {
 		{http.MethodPut, "/push/segments/nobody", `{` + ok + `}`},
 		{http.MethodGet, "/push/segments/nobody/versions/1", ""},
 		{http.MethodGet, "/push/segments/ios/versions/2", ""},
+		// The preview's path is no segment's: the other methods reach
+		// the segment routes, and find none.
+		{http.MethodGet, "/push/segments/preview", ""},
+		{http.MethodPut, "/push/segments/preview", `{` + ok + `}`},
 	} {
 		rec, out := call(t, h, c.method, c.path, contractSender, c.body)
 		wantError(t, rec, out, http.StatusNotFound, "segment_not_found", "")
