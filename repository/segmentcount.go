@@ -32,7 +32,9 @@ import (
 // is sampled in step with it; one that picks whole runs of ids (users
 // imported in batches of one kind) is as close as its runs are short
 // next to 5,000 ids. Gaps in the ids (deleted users) count as users who
-// do not match: the scale is the span, not the rows.
+// do not match: the scale is the span, not the rows. Ids too sparse for
+// that (an app's own, made up rather than counted up) are sampled
+// through the tokens' ids instead (estimateByTokens).
 
 // The estimate's sample: EstimateRanges ranges of EstimateRangeIDs user ids.
 const (
@@ -64,21 +66,31 @@ func (s *Store) CountSegment(ctx context.Context, ref model.SegmentRef, sample i
 // of the users (see above), in a time that does not grow with the
 // tables: its tokens, its distinct users, and up to sample of the users
 // it read. A users table of at most EstimateRanges × EstimateRangeIDs ids
-// is read whole: the count is exact.
+// is read whole: the count is exact. Users whose ids are sparse (fewer
+// than one id in minUserDensity of the ranges is a user: ids an app made
+// up, not counted up) are sampled through their tokens instead
+// (estimateByTokens).
 func (s *Store) EstimateSegment(ctx context.Context, ref model.SegmentRef, sample int) (tokens, users int64, sampleUserIDs []uint64, err error) {
 	sc := s.schema
 	cond, args, _, err := audienceFilter(sc, model.Audience{Segment: &ref})
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("estimate segment: %w", err)
 	}
-	var lo, hi sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, "SELECT MIN("+sc.uID+"), MAX("+sc.uID+") FROM "+sc.usersTable+" u").Scan(&lo, &hi); err != nil {
-		return 0, 0, nil, fmt.Errorf("estimate segment: users' ids: %w", err)
+	lo, hi, ok, err := s.idSpan(ctx, sc.uID, sc.usersTable+" u")
+	if err != nil || !ok {
+		return 0, 0, []uint64{}, err
 	}
-	if !lo.Valid {
-		return 0, 0, []uint64{}, nil
+	ranges, read, span := estimateRanges(lo, hi)
+	if len(ranges) > 1 {
+		var present int64
+		q := "SELECT COUNT(*) FROM " + sc.usersTable + " u WHERE " + ranges.cond(sc.uID)
+		if err := s.db.QueryRowContext(ctx, q, ranges.args()...).Scan(&present); err != nil {
+			return 0, 0, nil, fmt.Errorf("estimate segment: users in the sample: %w", err)
+		}
+		if present*minUserDensity < read {
+			return s.estimateByTokens(ctx, cond, args, sample)
+		}
 	}
-	ranges, read, span := estimateRanges(lo.Int64, hi.Int64)
 	// users drive (STRAIGHT_JOIN): a range scan of their primary key,
 	// then each one's tokens by the tokens' user_id index.
 	from := sc.usersTable + " u STRAIGHT_JOIN " + sc.tokensTable + " t ON " + sc.tUser + " = " + sc.uID
@@ -96,6 +108,53 @@ func (s *Store) EstimateSegment(ctx context.Context, ref model.SegmentRef, sampl
 	}
 	ids, err := s.sampleUsers(ctx, from, where, wargs, sample)
 	return tokens, users, ids, err
+}
+
+// minUserDensity: the users' ranges are sampled when at least one id in
+// minUserDensity of them is a user; sparser ids would leave the sample
+// too few users to count (20 of 100,000 snowflake ids).
+const minUserDensity = 5
+
+// estimateByTokens is the estimate for users with sparse ids: the same
+// ranges over the tokens' primary key (an auto-increment, dense), the
+// tokens scaled by its span. Users are then the tokens times the share
+// of distinct users among the sampled ones: exact when each user has one
+// token, and above the truth by up to the tokens per user when a user's
+// tokens fall in different ranges (each counts them once).
+func (s *Store) estimateByTokens(ctx context.Context, cond string, args []any, sample int) (tokens, users int64, sampleUserIDs []uint64, err error) {
+	sc := s.schema
+	lo, hi, ok, err := s.idSpan(ctx, sc.tID, sc.tokensTable+" t")
+	if err != nil || !ok {
+		return 0, 0, []uint64{}, err
+	}
+	ranges, read, span := estimateRanges(lo, hi)
+	where := "(" + ranges.cond(sc.tID) + ") AND " + cond
+	wargs := append(ranges.args(), args...)
+	var n, nUsers int64
+	q := "SELECT STRAIGHT_JOIN COUNT(*), COUNT(DISTINCT " + sc.tUser + ") FROM " + sc.from + " WHERE " + where
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(q), wargs...).Scan(&n, &nUsers); err != nil {
+		return 0, 0, nil, fmt.Errorf("estimate segment by tokens: %w", err)
+	}
+	if n == 0 {
+		return 0, 0, []uint64{}, nil
+	}
+	tokens = int64(math.Round(float64(n) * float64(span) / float64(read)))
+	users = int64(math.Round(float64(tokens) * float64(nUsers) / float64(n)))
+	if sample <= 0 {
+		return tokens, users, []uint64{}, nil
+	}
+	ids, err := s.sampleUsers(ctx, sc.from, where, wargs, sample)
+	return tokens, users, ids, err
+}
+
+// idSpan is the smallest and largest of the ids col in from; ok is false
+// for an empty table.
+func (s *Store) idSpan(ctx context.Context, col, from string) (lo, hi int64, ok bool, err error) {
+	var l, h sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, "SELECT MIN("+col+"), MAX("+col+") FROM "+from).Scan(&l, &h); err != nil {
+		return 0, 0, false, fmt.Errorf("estimate segment: the ids of %s: %w", from, err)
+	}
+	return l.Int64, h.Int64, l.Valid, nil
 }
 
 // sampleUsers reads up to n distinct user ids of the targets in from

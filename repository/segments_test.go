@@ -102,12 +102,19 @@ func TestSegmentVersionsAndDelete(t *testing.T) {
 // off and a few tokens are invalidated, which no count includes.
 func seedSegmentTargets(t testing.TB, s *repository.Store, n int) {
 	t.Helper()
+	seedSegmentTargetsAt(t, s, n, 1)
+}
+
+// seedSegmentTargetsAt is seedSegmentTargets with the user u's id u × k
+// (k > 1: sparse ids, as an app's own may be).
+func seedSegmentTargetsAt(t testing.TB, s *repository.Store, n, k int) {
+	t.Helper()
 	exec(t, s, `INSERT INTO users (id, push_enabled, locale)
-		SELECT seq, seq % 97 <> 0, IF(seq % 3 = 0, 'de', 'en') FROM seq_1_to_`+itoa(n))
+		SELECT seq * ?, seq % 97 <> 0, IF(seq % 3 = 0, 'de', 'en') FROM seq_1_to_`+itoa(n), k)
 	exec(t, s, `INSERT INTO device_tokens (user_id, token, platform, invalidated_at)
-		SELECT seq, CONCAT('tok-', seq), IF(seq % 2 = 0, 'android', 'ios'), IF(seq % 101 = 0, UTC_TIMESTAMP(6), NULL) FROM seq_1_to_`+itoa(n))
+		SELECT seq * ?, CONCAT('tok-', seq), IF(seq % 2 = 0, 'android', 'ios'), IF(seq % 101 = 0, UTC_TIMESTAMP(6), NULL) FROM seq_1_to_`+itoa(n), k)
 	exec(t, s, `INSERT INTO device_tokens (user_id, token, platform)
-		SELECT seq * 5, CONCAT('tok2-', seq), 'ios' FROM seq_1_to_`+itoa(n/5))
+		SELECT seq * 5 * ?, CONCAT('tok2-', seq), 'ios' FROM seq_1_to_`+itoa(n/5), k)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -226,5 +233,31 @@ func TestSegmentUpdatesAtOnceMakeEveryVersion(t *testing.T) {
 	got, err := s.Segment(c, "busy")
 	if err != nil || got.Version != n+1 || len(got.Versions) != n+1 || got.Versions[n].Version != n+1 {
 		t.Fatalf("after %d updates: version %d, %d versions (%v)", n, got.Version, len(got.Versions), err)
+	}
+}
+
+// Users whose ids are sparse (here one id in 1,000) are sampled through
+// the tokens' ids: the tokens within the same tolerance, the users
+// between the truth and the tokens (a user with two tokens in two ranges
+// counts twice).
+func TestEstimateSegmentOfSparseUserIDs(t *testing.T) {
+	s := newStore(t)
+	const n = 200_000
+	seedSegmentTargetsAt(t, s, n, 1000)
+	tokens, users, sample, err := s.EstimateSegment(ctx(t), iosNotDE, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantT, wantU := segmentTruth(n)
+	t.Logf("estimate %d tokens, %d users; exact %d, %d", tokens, users, wantT, wantU)
+	tol := int64(n / 100)
+	if d := tokens - wantT; d > tol || d < -tol {
+		t.Fatalf("estimated %d tokens, exact %d: off by %d, more than %d", tokens, wantT, d, tol)
+	}
+	if users < wantU-tol || users > tokens {
+		t.Fatalf("estimated %d users; want from %d to the tokens, %d", users, wantU-tol, tokens)
+	}
+	if len(sample) != 10 || sample[0]%1000 != 0 {
+		t.Fatalf("sample %v", sample)
 	}
 }
