@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
 	"lease":       {"internal/platform/sqldb", "lease/codec", "model", "repository"},
-	"lease/codec": nil,                                                                                          // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
+	"lease/codec": nil,                                                                                                            // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
 	"repository":  {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
 	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
 	"caps":        {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
@@ -76,7 +76,9 @@ var allowed = map[string][]string{
 	"broadcast/testsend": {"broadcast/instance", "broadcast/message", "broadcast/reads", "broadcast/rules", "engagement", "fanout", "internal/platform/lifecycle", "model", "repository"},
 	"config":             {"model"}, // plain settings; the domain compiles audiences and jobs
 	"segment/filter":     nil,       // segments' filter language: checked, compiled to bound SQL, matched in Go
-	"segment":            {"model", "repository", "segment/filter"}, // the saved segments: checked writes, versions, previews
+	// The saved segments: writes checked against the schema's fields,
+	// versions, previews.
+	"segment": {"model", "repository", "segment/filter"},
 	// The HTTP API: decode, call the domain, render. It reaches the domain
 	// through interfaces of its own (broadcast, reads, rules, testsend for
 	// their types only: the request, its field errors, a preview, a test
