@@ -219,7 +219,7 @@ bench-events: ## what tracking costs the sending path (tracked vs track:false, a
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) events
 
-bench-scale: ## SCALE_N=10000000 tokens in 16 zones at the defaults: submit per audience kind, targeted and first send, first minute, cancel per state, what a category's consent costs a plan, what PUSHFAN_STALE_AFTER costs, 3-user send beside 20 waiting, RSS; checkpoint latency beside a retention pass over RETENTION_EVENTS=10000000 (SCALE_PHASES=retention,kinds,minute,cancels,consent,stale,waiting picks)
+bench-scale: ## SCALE_N=10000000 tokens in 16 zones at the defaults: submit per audience kind, targeted and first send, first minute, cancel per state, what a category's consent costs a plan, a three-condition segment's preview and plan, what PUSHFAN_STALE_AFTER costs, 3-user send beside 20 waiting, RSS; checkpoint latency beside a retention pass over RETENTION_EVENTS=10000000 (SCALE_PHASES=retention,kinds,minute,cancels,consent,segment,stale,waiting picks)
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) scale
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"pushfan/broadcast/message"
 	"pushfan/broadcast/rules"
 	"pushfan/internal/platform/logging"
 	"pushfan/lease"
@@ -35,6 +36,13 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		if b, err := s.existing(ctx, req); b != nil || err != nil {
 			return b, b != nil, err
 		}
+	}
+	if seg := req.Audience.Segment; seg != nil && seg.Version == 0 {
+		ref, err := s.segment(ctx, req.App, seg.Name)
+		if err != nil {
+			return nil, false, err
+		}
+		req.Audience.Segment = &ref // the version it is sent to, kept
 	}
 	b = &model.Broadcast{Submission: req.Submission} // stored as the rules checked it
 	if req.Hold {
@@ -92,4 +100,32 @@ func (s *Service) Submit(ctx context.Context, req Request) (b *model.Broadcast, 
 		s.runner.Poke()
 	}
 	return b, false, nil
+}
+
+// segment is the saved segment name as a broadcast of app is sent to it
+// now: its current version and filter, checked against the app's schema
+// (a segment saved over columns this app's tables lack is a 400).
+func (s *Service) segment(ctx context.Context, app, name string) (model.SegmentRef, error) {
+	var ref model.SegmentRef
+	err := s.in.RetryDB(ctx, "reading a segment", func(c context.Context) (err error) {
+		ref, err = s.store.SegmentCurrent(c, name)
+		if errors.Is(err, repository.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return ref, unavailable(err)
+	case ref.Version == 0:
+		return ref, message.FieldErrorf("unknown_segment", "audience.segment", "no segment named %q (GET /push/segments lists them)", name)
+	}
+	a, err := s.opt.Rules.AppOf(s.apps, app)
+	if err != nil {
+		return ref, err
+	}
+	if err := a.Store.Schema().CheckSegment(ref); err != nil {
+		return ref, message.FieldErrorf("invalid_segment", "audience.segment", "segment %q cannot be sent to by app %s: %v", name, a.Name, err)
+	}
+	return ref, nil
 }

@@ -124,3 +124,11 @@ func segmentFilter(sc *Schema, seg model.SegmentRef) (string, []any, bool, error
 	cond, args := filter.Compile(f)
 	return sc.base + " AND " + cond, args, false, nil
 }
+
+// CheckSegment reports whether seg's filter reads on this schema (every
+// field it names is one of SegmentFields): an error naming the field if
+// not.
+func (sc *Schema) CheckSegment(seg model.SegmentRef) error {
+	_, _, _, err := segmentFilter(sc, seg)
+	return err
+}

@@ -3,12 +3,14 @@ package reads
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 
 	"pushfan/audience"
+	"pushfan/broadcast/message"
 	"pushfan/broadcast/rules"
 	"pushfan/model"
 	"pushfan/repository"
@@ -73,8 +75,23 @@ func (r *Reader) PreviewAudience(ctx context.Context, spec *rules.AudienceSpec, 
 	if err != nil {
 		return Preview{}, err
 	}
-	if _, err := r.opt.Rules.AppOf(r.apps, q.App); err != nil {
+	app, err := r.opt.Rules.AppOf(r.apps, q.App)
+	if err != nil {
 		return Preview{}, err
+	}
+	if seg := a.Segment; seg != nil {
+		// The segment as a broadcast would be sent to it now.
+		ref, err := r.store.SegmentCurrent(ctx, seg.Name)
+		if errors.Is(err, repository.ErrNotFound) {
+			return Preview{}, message.FieldErrorf("unknown_segment", "audience.segment", "no segment named %q (GET /push/segments lists them)", seg.Name)
+		}
+		if err != nil {
+			return Preview{}, fmt.Errorf("preview: %w", err)
+		}
+		if err := app.Store.Schema().CheckSegment(ref); err != nil {
+			return Preview{}, message.FieldErrorf("invalid_segment", "audience.segment", "segment %q cannot be sent to by app %s: %v", seg.Name, app.Name, err)
+		}
+		a.Segment = &ref
 	}
 	var bound audience.Bound
 	if a.Name != "" {

@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"regexp"
 
 	"pushfan/audience"
 	"pushfan/model"
@@ -14,7 +15,7 @@ func (r Rules) Audience(a *AudienceSpec) (model.Audience, []string, error) {
 	none := []string{}
 	set := 0
 	if a != nil {
-		for _, b := range []bool{a.All, len(a.UserIDs) > 0, a.Name != ""} {
+		for _, b := range []bool{a.All, len(a.UserIDs) > 0, a.Name != "", a.Segment != ""} {
 			if b {
 				set++
 			}
@@ -22,13 +23,19 @@ func (r Rules) Audience(a *AudienceSpec) (model.Audience, []string, error) {
 	}
 	switch {
 	case a == nil:
-		return model.Audience{}, nil, fieldError("missing_field", "audience", `audience is required: {"all": true}, {"user_ids": [...]} or {"name": "...", "params": {...}}`)
+		return model.Audience{}, nil, fieldError("missing_field", "audience", `audience is required: {"all": true}, {"user_ids": [...]}, {"segment": "..."} or {"name": "...", "params": {...}}`)
 	case set > 1:
-		return model.Audience{}, nil, fieldError("invalid_value", "audience", "audience must set exactly one of all, user_ids or name")
+		return model.Audience{}, nil, fieldError("invalid_value", "audience", "audience must set exactly one of all, user_ids, segment or name")
 	case a.Params != nil && a.Name == "":
 		return model.Audience{}, nil, fieldError("invalid_value", "audience.params", "params only apply to a named audience")
 	case a.Name != "":
 		return r.named(a)
+	case a.Segment != "":
+		if !segmentName.MatchString(a.Segment) {
+			return model.Audience{}, nil, fieldError("unknown_segment", "audience.segment", "%q is not a segment name (GET /push/segments lists them)", clip(a.Segment))
+		}
+		// Resolved to its current version and filter by the submit.
+		return model.Audience{Segment: &model.SegmentRef{Name: a.Segment}}, none, nil
 	case a.All:
 		return model.Audience{All: true}, none, nil
 	case len(a.UserIDs) == 0:
@@ -48,6 +55,17 @@ func (r Rules) Audience(a *AudienceSpec) (model.Audience, []string, error) {
 		}
 	}
 	return model.Audience{UserIDs: ids}, none, nil
+}
+
+// segmentName is what a saved segment may be called.
+var segmentName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// clip shortens request text quoted back in an error.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // named binds a named audience's parameters (typed, never interpolated

@@ -84,6 +84,9 @@ type AudienceSpec struct {
 	UserIDs []uint64       `json:"user_ids"`
 	Name    string         `json:"name"`
 	Params  map[string]any `json:"params"`
+	// Segment names a saved segment (package segment): its current
+	// version is resolved by the submit, which has the database.
+	Segment string `json:"segment"`
 }
 
 // Rules are the request rules a Spec must keep before anything is stored

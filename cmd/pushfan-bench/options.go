@@ -121,7 +121,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.latency, "latency", envDuration("LATENCY", defLatency), "emulator latency per send (env LATENCY; 5ms for scale)")
 	fs.IntVar(&o.scaleN, "scale-n", envInt("SCALE_N", 10_000_000), "scale: tokens, two per user, in 16 zones (env SCALE_N)")
 	fs.BoolVar(&o.scalePool, "scale-buffer-pool", envString("SCALE_BUFFER_POOL", "fit") != "keep", "scale: raise innodb_buffer_pool_size to hold the seeded tables for the run (env SCALE_BUFFER_POOL=fit, the default; keep measures the server's own)")
-	fs.StringVar(&o.scalePhases, "scale-phases", envString("SCALE_PHASES", ""), "scale: only these of retention,kinds,minute,cancels,consent,stale,waiting (env SCALE_PHASES; default all)")
+	fs.StringVar(&o.scalePhases, "scale-phases", envString("SCALE_PHASES", ""), "scale: only these of retention,kinds,minute,cancels,consent,segment,stale,waiting (env SCALE_PHASES; default all)")
 	fs.IntVar(&o.retentionEvents, "retention-events", envInt("RETENTION_EVENTS", 10_000_000), "scale, retention phase: engagement events of expired broadcasts (env RETENTION_EVENTS)")
 	fs.DurationVar(&o.retentionWindow, "retention-window", envDuration("RETENTION_WINDOW", 30*time.Minute), "scale, retention phase: how long the pass may run (env RETENTION_WINDOW)")
 	fs.DurationVar(&o.jitter, "jitter", envDuration("JITTER", 5*time.Millisecond), "emulator uniform extra latency (env JITTER)")

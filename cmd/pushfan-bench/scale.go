@@ -30,6 +30,8 @@ import (
 //   - what a category's consent costs a plan: an advertising "all" with
 //     consent on half the users and Korea's night window, against a plain
 //     one (scaleconsent.go);
+//   - a three-condition segment: the preview's estimate and exact count,
+//     and its plan against a plain "all" (scalesegment.go);
 //   - what PUSHFAN_STALE_AFTER costs: with a quarter of the tokens 40
 //     days old, the preview, the plan and a walk of every token by the
 //     send's page statement (rows read), the rule off and at 30 days;
@@ -43,7 +45,7 @@ const scaleZoneCount = 16
 
 // scalePhase reports whether the scale run measures phase (SCALE_PHASES,
 // a comma-separated subset of retention, kinds, minute, cancels, consent,
-// stale, waiting;
+// segment, stale, waiting;
 // all by default): a partial run is for looking into one figure.
 func (o options) scalePhase(phase string) bool {
 	return o.scalePhases == "" || slices.Contains(strings.Split(o.scalePhases, ","), phase)
@@ -139,6 +141,13 @@ func (b *bench) runScale(ctx context.Context, rep *report) error {
 		// Its own serve, with the categories, on the same tokens: before
 		// the stale phase, which marks a quarter of them stale.
 		if err := m.consentCost(ctx); err != nil {
+			return err
+		}
+	}
+	if b.o.scalePhase("segment") {
+		// Its own serve, the plan attribute declared; it writes platforms
+		// and app versions over the tokens.
+		if err := m.segmentCost(ctx); err != nil {
 			return err
 		}
 	}

@@ -47,6 +47,9 @@ type scaleReport struct {
 	Stale *staleFigures `json:"stale_tokens,omitempty"`
 	// Consent is what a category's consent costs a plan (scaleconsent.go).
 	Consent *consentFigures `json:"consent,omitempty"`
+	// Segment is a three-condition segment's preview and plan
+	// (scalesegment.go).
+	Segment *segmentFigures `json:"segment,omitempty"`
 }
 
 // urgentFigures are a 3-user transactional send's submit-to-delivered
@@ -150,6 +153,19 @@ func (r *report) printScale(w io.Writer) {
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "plan throughput, advertising over plain: %.2fx\n", c.Ratio)
+	}
+	if g := s.Segment; g != nil {
+		fmt.Fprintf(w, "\nsegment %s (columns written in %.1f s):\n", g.Filter, g.SeedSeconds)
+		if g.PreviewError != "" {
+			fmt.Fprintf(w, "  preview: %s\n", g.PreviewError)
+		} else {
+			fmt.Fprintf(w, "  preview: estimate %d tokens after %.0f ms; exact %d tokens (%d users) after %.0f ms\n", g.Estimate, g.EstimateMS, g.Exact, g.ExactUsers, g.ExactMS)
+		}
+		for _, k := range []string{"all", "segment"} {
+			r := g.Runs[k]
+			fmt.Fprintf(w, "  plan of %s at max_rate 1: %.1f s, %d targeted, %.0f tokens read/s\n", k, r.PlanSeconds, r.Targeted, r.TokensPerS)
+		}
+		fmt.Fprintf(w, "  plan throughput, segment over all: %.2fx\n", g.Ratio)
 	}
 	if len(s.DB) > 0 {
 		fmt.Fprintf(w, "database per second over the first minute of the all:")

@@ -14,5 +14,8 @@
 // target does not have (NULL) does not hold, and ne, nin, not_within and
 // "not" are the negations of eq, in, within and the filter under them,
 // so they do hold there ("platform ne ios" includes a token whose
-// platform is unknown).
+// platform is unknown). Strings compare as their column's collation
+// compares them (MariaDB's default is case-insensitive, so "Android" eq
+// "android"); Match compares bytes, which is the same for the lower-case
+// values platforms and locales have.
 package filter

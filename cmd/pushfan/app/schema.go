@@ -27,6 +27,9 @@ func CheckSchema(ctx context.Context, cfg config.Config, pool *sqlx.DB) (*reposi
 	if err := schema.Check(cctx, pool); err != nil {
 		return nil, err // each problem already names its schema. key
 	}
+	if err := schema.CheckSegmentFields(cctx, pool); err != nil {
+		return nil, err // each problem names its schema. key
+	}
 	if err := checkConsents(cctx, cfg, schema, pool); err != nil {
 		return nil, err
 	}
@@ -63,6 +66,9 @@ func CheckAppSchemas(ctx context.Context, cfg config.Config, pool *sqlx.DB) (map
 		}
 		cctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
 		err = schema.Check(cctx, pool)
+		if err == nil {
+			err = schema.CheckSegmentFields(cctx, pool)
+		}
 		if err == nil {
 			err = checkConsents(cctx, cfg, schema, pool)
 		}

@@ -831,14 +831,22 @@ type Aps_Sound struct {
 	union json.RawMessage
 }
 
-// Audience The audience as stored: all, the de-duplicated user_ids, or a named audience with its bound params.
+// Audience The audience as stored: all, the de-duplicated user_ids, or a named audience with its bound params, or a saved segment as it was sent to (its version and filter).
 type Audience struct {
 	All      *AudienceAll            `json:"all,omitempty"`
 	Codes    *[]string               `json:"codes,omitempty"`
 	Name     *string                 `json:"name,omitempty"`
 	Params   *map[string]interface{} `json:"params,omitempty"`
 	ResendOf *int                    `json:"resend_of,omitempty"`
-	UserIds  *[]int                  `json:"user_ids,omitempty"`
+
+	// Segment The saved segment as the broadcast was sent to it: a later edit of the segment never changes it.
+	Segment *struct {
+		// Filter The filter of that version (docs/segments.md).
+		Filter  map[string]interface{} `json:"filter"`
+		Name    string                 `json:"name"`
+		Version int                    `json:"version"`
+	} `json:"segment,omitempty"`
+	UserIds *[]int `json:"user_ids,omitempty"`
 }
 
 // AudienceAll defines model for Audience.All.
@@ -910,14 +918,17 @@ type AudiencePreviewRequest struct {
 	Params *map[string]interface{} `json:"params,omitempty"`
 }
 
-// AudienceRequest Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS) or name (a named audience, with its typed params).
+// AudienceRequest Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS), segment (a saved segment: its current version is sent to) or name (a named audience, with its typed params).
 type AudienceRequest struct {
 	All  *bool   `json:"all,omitempty"`
 	Name *string `json:"name,omitempty"`
 
 	// Params The named audience's parameters, by the types it declares (int, string, bool, date).
-	Params  *map[string]interface{} `json:"params,omitempty"`
-	UserIds *[]int                  `json:"user_ids,omitempty"`
+	Params *map[string]interface{} `json:"params,omitempty"`
+
+	// Segment A saved segment's name (POST /push/segments; docs/segments.md): the broadcast is sent to its current version, which it keeps (audience.segment on the broadcast). An unknown name, or a filter this app's tables cannot read, is a 400 naming audience.segment.
+	Segment *string `json:"segment,omitempty"`
+	UserIds *[]int  `json:"user_ids,omitempty"`
 	union   json.RawMessage
 }
 
@@ -936,12 +947,15 @@ type AudienceRequest2 struct {
 	Name interface{} `json:"name"`
 }
 
+// AudienceRequest3 defines model for AudienceRequest.3.
+type AudienceRequest3 = interface{}
+
 // Broadcast The broadcast object. When it is final, succeeded + failed + canceled + capped == targeted, and succeeded is what FCM accepted.
 type Broadcast struct {
 	// App The app it is sent in; a resend goes to the same app.
 	App AppName `json:"app"`
 
-	// Audience The audience as stored: all, the de-duplicated user_ids, or a named audience with its bound params.
+	// Audience The audience as stored: all, the de-duplicated user_ids, or a named audience with its bound params, or a saved segment as it was sent to (its version and filter).
 	Audience Audience `json:"audience"`
 	Canceled int      `json:"canceled"`
 
@@ -1078,7 +1092,7 @@ type BroadcastRequest struct {
 	// App The app (Firebase project) to send in, a name from the apps: configuration (docs/apps.md). With one app configured it may be left out; with several it is required, and a missing or unknown app is a 400 naming the field app. A token limited to apps gets 403 on any other.
 	App *string `json:"app,omitempty"`
 
-	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS) or name (a named audience, with its typed params).
+	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS), segment (a saved segment: its current version is sent to) or name (a named audience, with its typed params).
 	Audience AudienceRequest `json:"audience"`
 
 	// Body May be a text/template over a named audience's columns.
@@ -1600,7 +1614,7 @@ type PreviewRequest struct {
 	// App The app whose tokens to count: required with several apps configured, as in a broadcast request. A named audience belongs to its own app, which must be this one when both are given.
 	App *string `json:"app,omitempty"`
 
-	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS) or name (a named audience, with its typed params).
+	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS), segment (a saved segment: its current version is sent to) or name (a named audience, with its typed params).
 	Audience AudienceRequest `json:"audience"`
 
 	// Category The category the broadcast would be sent in (see BroadcastRequest.category): the preview counts who its consent leaves out.
@@ -1857,7 +1871,7 @@ type TestSendRequest struct {
 	// App The app (Firebase project) to send in, a name from the apps: configuration (docs/apps.md). With one app configured it may be left out; with several it is required, and a missing or unknown app is a 400 naming the field app. A token limited to apps gets 403 on any other.
 	App *string `json:"app,omitempty"`
 
-	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS) or name (a named audience, with its typed params).
+	// Audience Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS), segment (a saved segment: its current version is sent to) or name (a named audience, with its typed params).
 	Audience *AudienceRequest `json:"audience,omitempty"`
 
 	// Body May be a text/template over a named audience's columns.
@@ -2517,6 +2531,32 @@ func (t *AudienceRequest) MergeAudienceRequest2(v AudienceRequest2) error {
 	return err
 }
 
+// AsAudienceRequest3 returns the union data inside the AudienceRequest as a AudienceRequest3
+func (t AudienceRequest) AsAudienceRequest3() (AudienceRequest3, error) {
+	var body AudienceRequest3
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAudienceRequest3 overwrites any union data inside the AudienceRequest as the provided AudienceRequest3
+func (t *AudienceRequest) FromAudienceRequest3(v AudienceRequest3) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAudienceRequest3 performs a merge with any union data inside the AudienceRequest, using the provided AudienceRequest3
+func (t *AudienceRequest) MergeAudienceRequest3(v AudienceRequest3) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t AudienceRequest) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -2548,6 +2588,13 @@ func (t AudienceRequest) MarshalJSON() ([]byte, error) {
 		object["params"], err = json.Marshal(t.Params)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'params': %w", err)
+		}
+	}
+
+	if t.Segment != nil {
+		object["segment"], err = json.Marshal(t.Segment)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'segment': %w", err)
 		}
 	}
 
@@ -2590,6 +2637,13 @@ func (t *AudienceRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Params)
 		if err != nil {
 			return fmt.Errorf("error reading 'params': %w", err)
+		}
+	}
+
+	if raw, found := object["segment"]; found {
+		err = json.Unmarshal(raw, &t.Segment)
+		if err != nil {
+			return fmt.Errorf("error reading 'segment': %w", err)
 		}
 	}
 

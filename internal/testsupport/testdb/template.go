@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -44,7 +45,9 @@ func templateName() (string, error) {
 // there yet. Test binaries of several packages run at once (go test runs
 // packages in parallel), so a named lock serializes the makers: the first
 // one migrates, the others wait and find it ready. Templates of other
-// migration digests (an older checkout's) are dropped by the maker.
+// migration digests made more than a day ago (an older checkout's) are
+// dropped by the maker; a younger one may be another checkout's whose
+// tests run right now (a CI clone beside a working tree), and is kept.
 func ensureTemplate(ctx context.Context, server, name string, log *slog.Logger) error {
 	db, err := sql.Open("mysql", server)
 	if err != nil {
@@ -107,9 +110,12 @@ func withDB(server, name string) (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
-// dropOtherTemplates drops the templates of other migration digests.
+// dropOtherTemplates drops the templates of other migration digests that
+// were made ready more than templateKeep ago.
 func dropOtherTemplates(ctx context.Context, conn *sql.Conn, keep string) error {
-	rows, err := conn.QueryContext(ctx, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", templatePrefix+"%")
+	rows, err := conn.QueryContext(ctx, `SELECT TABLE_SCHEMA FROM information_schema.TABLES
+		WHERE TABLE_NAME = ? AND TABLE_SCHEMA LIKE ? AND TABLE_SCHEMA <> ? AND CREATE_TIME < NOW() - INTERVAL ? SECOND`,
+		templateReady, templatePrefix+"%", keep, int64(templateKeep/time.Second))
 	if err != nil {
 		return err
 	}
@@ -120,9 +126,7 @@ func dropOtherTemplates(ctx context.Context, conn *sql.Conn, keep string) error 
 			rows.Close()
 			return err
 		}
-		if s != keep {
-			old = append(old, s)
-		}
+		old = append(old, s)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -135,6 +139,9 @@ func dropOtherTemplates(ctx context.Context, conn *sql.Conn, keep string) error 
 	}
 	return nil
 }
+
+// templateKeep is how long another digest's template is kept.
+const templateKeep = 24 * time.Hour
 
 // copyTemplate makes database name (created, empty) a copy of the
 // template: each table's CREATE statement, then its rows.
