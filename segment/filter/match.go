@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -80,33 +81,20 @@ func holds(c *Condition, row Row, now time.Time) bool {
 func compare(a, b any) int {
 	switch x := a.(type) {
 	case string:
-		y := b.(string)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x, b.(string))
 	case int64:
-		y := b.(int64)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x, b.(int64))
 	case bool:
-		if x == b.(bool) {
-			return 0
-		}
-		if !x {
-			return -1
-		}
-		return 1
+		return cmp.Compare(boolInt(x), boolInt(b.(bool)))
 	case time.Time:
 		return x.Compare(b.(time.Time))
+	}
+	return 0
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
 	return 0
 }
