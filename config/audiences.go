@@ -72,12 +72,17 @@ func (c *Config) validateAudiences() []error {
 	return errs
 }
 
+// ValidateAudiences checks what the named audiences name (their app, cap
+// and category) as Load does.
+func (c *Config) ValidateAudiences() error { return errors.Join(c.validateAudiences()...) }
+
 // ReloadAudiences is c with the named audiences of its YAML file (File)
-// read again, the top-level ones and each app's, checked as Load checks
-// them. Nothing else of the file is taken and the environment is not read
-// again: every other setting stays as it started. A file that no longer
-// parses is an error, as is an app the file gives audiences to that c
-// does not know (apps are read at start-up only).
+// read again, the top-level ones and each app's, unchecked
+// (ValidateAudiences checks them). Nothing else of the file is taken and
+// the environment is not read again: every other setting stays as it
+// started. A file that no longer parses is an error, as is an app the
+// file gives audiences to that c does not know (apps are read at start-up
+// only).
 func (c Config) ReloadAudiences() (Config, error) {
 	if c.File == "" {
 		return c, errors.New("PUSHFAN_CONFIG is not set: there is no file to read the audiences from")
@@ -103,6 +108,5 @@ func (c Config) ReloadAudiences() (Config, error) {
 			errs = append(errs, fmt.Errorf("apps.%s.audiences: %q is not an app of this instance (apps are read at start-up only)", name, name))
 		}
 	}
-	errs = append(errs, out.validateAudiences()...)
 	return out, errors.Join(errs...)
 }

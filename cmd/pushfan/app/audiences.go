@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -57,14 +58,16 @@ func (r *Reloader) Reload(ctx context.Context) (*audience.Set, error) {
 	return set, nil
 }
 
-// build is the new set, or every problem of the file.
+// build is the new set, or every problem of the file: the references,
+// the SQL and, when those pass, the jobs against the new set.
 func (r *Reloader) build(ctx context.Context) (*audience.Set, error) {
 	cfg, err := r.cfg.ReloadAudiences()
 	if err != nil {
 		return nil, err
 	}
+	refs := cfg.ValidateAudiences()
 	set, err := loadAudiences(ctx, cfg, r.named)
-	if err != nil {
+	if err := errors.Join(refs, err); err != nil {
 		return nil, err
 	}
 	if err := r.rules.WithAudiences(set).CheckJobs(r.jobs); err != nil {
