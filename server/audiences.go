@@ -164,7 +164,7 @@ func (s *Server) previewBroadcastAudience(c echo.Context) error {
 // set kept. A POST: the sender role (docs/audiences-and-schema.md).
 func (s *Server) reloadAudiences(c echo.Context) error {
 	if s.dom.ReloadAudiences == nil {
-		return &APIError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "this instance cannot reload its audiences"}
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "reload_unavailable", Message: "this instance cannot reload its audiences"}
 	}
 	set, err := s.dom.ReloadAudiences(c.Request().Context())
 	var failed *audience.ReloadError
