@@ -26,6 +26,30 @@ func reloadAudiencesYAML(auds ...[2]string) string {
 	return b.String()
 }
 
+// reloadStack is a stack started on file's audiences and caps as serve
+// loads them (the rest of its configuration is the stack's), with its
+// logs captured.
+func reloadStack(t *testing.T, file string, configure func(*config.Config)) *teststack.Stack {
+	return teststack.New(t, teststack.Options{
+		CaptureLogs: true,
+		Configure: func(c *config.Config) {
+			// Load complains of the settings the environment lacks here:
+			// only the file's part is taken.
+			loaded, err := config.Load(func(k string) (string, bool) {
+				if k == "PUSHFAN_CONFIG" {
+					return file, true
+				}
+				return "", false
+			})
+			if loaded.File != file || len(loaded.Audiences) == 0 {
+				t.Fatalf("loading the file: %+v %v", loaded.Audiences, err)
+			}
+			c.File, c.Audiences, c.FrequencyCaps = loaded.File, loaded.Audiences, loaded.FrequencyCaps
+			configure(c)
+		},
+	})
+}
+
 // POST /push/audiences/reload reads the file's audiences again: a new
 // one is listed and a broadcast to it reaches exactly its tokens; a
 // broken file answers 422 with every problem and the old set stays; a
@@ -40,24 +64,7 @@ func TestReloadingTheNamedAudiences(t *testing.T) {
 	}
 	everyone := [2]string{"everyone", ""}
 	write(reloadAudiencesYAML(everyone))
-	s := teststack.New(t, teststack.Options{
-		CaptureLogs: true,
-		Configure: func(c *config.Config) {
-			// The file as serve loads it (the rest of the environment is
-			// the stack's: Load's complaints about it are not this test's).
-			loaded, err := config.Load(func(k string) (string, bool) {
-				if k == "PUSHFAN_CONFIG" {
-					return file, true
-				}
-				return "", false
-			})
-			if loaded.File != file || len(loaded.Audiences) != 1 {
-				t.Fatalf("loading the file: %+v %v", loaded.Audiences, err)
-			}
-			c.File, c.Audiences, c.FrequencyCaps = loaded.File, loaded.Audiences, loaded.FrequencyCaps
-			c.AdminTokens = append(c.AdminTokens, "dashboard:viewer:"+viewerToken)
-		},
-	})
+	s := reloadStack(t, file, func(c *config.Config) { c.AdminTokens = append(c.AdminTokens, "dashboard:viewer:"+viewerToken) })
 	toks := []string{"reload-1", "reload-2", "reload-3", "reload-4"}
 	s.SeedTokens(1, toks)
 	names := func() []string {
@@ -135,5 +142,63 @@ func TestReloadingTheNamedAudiences(t *testing.T) {
 	// A viewer may not reload.
 	if resp := s.DoAuth("POST", "/push/audiences/reload", viewerToken, nil, nil); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a viewer's reload: %d", resp.StatusCode)
+	}
+}
+
+// A broadcast binds its named audience when each plan step and chunk run
+// starts. One whose audience a reload removed is handed back as in a
+// rolling deploy: it goes on if the audience comes back in time, and
+// fails after PUSHFAN_HANDBACK_TIMEOUT, naming why, if not.
+func TestAReloadThatDropsAPlannedBroadcastsAudience(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pushfan.yaml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	everyone, doomed := [2]string{"everyone", ""}, [2]string{"doomed", ""}
+	write(reloadAudiencesYAML(everyone, doomed))
+	s := reloadStack(t, file, func(c *config.Config) { c.Engine.HandBackTimeout = 3 * time.Second })
+	toks := []string{"doomed-1", "doomed-2", "doomed-3"}
+	s.SeedTokens(1, toks)
+	reload := func(auds ...[2]string) {
+		t.Helper()
+		write(reloadAudiencesYAML(auds...))
+		if resp := s.Do("POST", "/push/audiences/reload", nil, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("reload: %d", resp.StatusCode)
+		}
+	}
+	schedule := func() uint64 {
+		t.Helper()
+		var b teststack.Broadcast
+		at := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		if resp := s.Do("POST", "/push/broadcast", map[string]any{"title": "t", "body": "b", "send_at": at, "audience": map[string]any{"name": "doomed"}}, &b); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("schedule: %d %+v", resp.StatusCode, b)
+		}
+		return b.ID
+	}
+
+	// Removed, then put back before the hand-back timeout: it is sent.
+	back := schedule()
+	reload(everyone)
+	waitUntil(t, "the plan handed back", 20*time.Second, func() bool {
+		return strings.Contains(s.LogText(), "this instance cannot plan the broadcast")
+	})
+	reload(everyone, doomed)
+	if done := s.WaitFinished(back, 30*time.Second); done.Status != "completed" || done.Succeeded != int64(len(toks)) {
+		t.Fatalf("the broadcast whose audience came back: %+v", done)
+	}
+
+	// Removed for good: it fails, saying why; a new request is refused.
+	gone := schedule()
+	reload(everyone)
+	done := s.WaitFinished(gone, 30*time.Second)
+	if done.Status != "failed" || done.Error == nil || !strings.Contains(*done.Error, `named audience "doomed" is not configured`) {
+		t.Fatalf("the broadcast whose audience is gone: %+v (error %v)", done, done.Error)
+	}
+	var refused map[string]map[string]any
+	if resp := s.Do("POST", "/push/broadcast", map[string]any{"title": "t", "audience": map[string]any{"name": "doomed"}}, &refused); resp.StatusCode != http.StatusBadRequest || refused["error"]["code"] != "unknown_audience" {
+		t.Fatalf("a request naming the removed audience: %d %v", resp.StatusCode, refused)
 	}
 }
