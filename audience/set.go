@@ -105,10 +105,6 @@ func NewCatalog(s *Set) *Catalog {
 	return c
 }
 
-// Fixed is a Catalog that holds s for good: the request rules pin one set
-// for one request, and a reload checks its jobs against its new set.
-func Fixed(s *Set) *Catalog { return NewCatalog(s) }
-
 // Load is the current set (never nil).
 func (c *Catalog) Load() *Set {
 	if c == nil {

@@ -114,7 +114,7 @@ func (r Rules) Bind(a model.Audience) (audience.Bound, error) {
 // WithAudiences is r reading the named audiences of s only: a reload
 // checks the jobs against the set it would swap in.
 func (r Rules) WithAudiences(s *audience.Set) Rules {
-	r.Named = audience.Fixed(s)
+	r.Named = audience.NewCatalog(s)
 	return r
 }
 

@@ -44,7 +44,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, notify *sdn
 	hangups := make(chan os.Signal, 1)
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
-	go reloadOnHangup(ctx, hangups, inst.Audiences)
+	go reloadOnHangup(ctx, hangups, inst.Audiences, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		inst.Sender.Close()
@@ -132,12 +132,13 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, notify *sdn
 // reloadOnHangup reloads the named audiences at each SIGHUP until ctx
 // ends. The reload logs what it changed, or every problem (the current
 // audiences then stay).
-func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, r *app.Reloader) {
+func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, r *app.Reloader, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hangups:
+			log.InfoContext(ctx, "SIGHUP: reloading the named audiences")
 			_, _ = r.Reload(ctx)
 		}
 	}

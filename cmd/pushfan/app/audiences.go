@@ -65,13 +65,15 @@ func (r *Reloader) build(ctx context.Context) (*audience.Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each problem names its audience or job already: no prefix, which
+	// would mark the first of them only.
 	refs := cfg.ValidateAudiences()
-	set, err := loadAudiences(ctx, cfg, r.named)
+	set, err := audience.Build(ctx, r.named, cfg.AllAudiences(), cfg.AppOf, cfg.DB.Timeout, time.Now().UTC())
 	if err := errors.Join(refs, err); err != nil {
 		return nil, err
 	}
 	if err := r.rules.WithAudiences(set).CheckJobs(r.jobs); err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+		return nil, err
 	}
 	return set, nil
 }
