@@ -175,9 +175,6 @@ func (c *Config) validateApps(bad func(name, format string, args ...any)) {
 			bad(kind+" "+name+".app", "%q is not a configured app", app)
 		}
 	}
-	for _, a := range c.Audiences {
-		check("audiences", a.Name, a.App)
-	}
 	for _, j := range c.Jobs {
 		check("jobs", j.Name, j.App)
 	}

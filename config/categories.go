@@ -141,11 +141,6 @@ func validateCategories(c *Config) []error {
 	case !seen[c.DefaultCategory]:
 		errs = append(errs, fmt.Errorf("default_category: %q is not in categories", c.DefaultCategory))
 	}
-	for _, a := range c.Audiences {
-		if a.Category != "" && !seen[a.Category] {
-			errs = append(errs, fmt.Errorf("audiences.%s.category: %q is not in categories", a.Name, a.Category))
-		}
-	}
 	for _, j := range c.Jobs {
 		if j.Category != "" && !seen[j.Category] {
 			errs = append(errs, fmt.Errorf("jobs.%s.category: %q is not in categories", j.Name, j.Category))

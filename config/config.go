@@ -12,6 +12,10 @@ import (
 // Config is every setting pushfan reads. The environment wins over the YAML
 // file where both set a value.
 type Config struct {
+	// File is the YAML file PUSHFAN_CONFIG named ("": none), which a
+	// reload of the named audiences reads again (ReloadAudiences).
+	File string `yaml:"-"`
+
 	// The contract variables (docs/configuration.md).
 	MySQLDSN        string   `yaml:"mysql_dsn"`
 	HTTPAddr        string   `yaml:"http_addr"`

@@ -90,7 +90,8 @@ func FormatFrequencyCaps(caps []FrequencyCap) string {
 }
 
 // validateFrequencyCaps checks the default cap and the named ones, and
-// that every audience's and job's cap names one.
+// that every job's cap names one (validateAudiences checks the
+// audiences').
 func validateFrequencyCaps(c *Config) []error {
 	var errs []error
 	if _, err := ParseFrequencyCaps(c.Engine.FrequencyCap); err != nil {
@@ -107,11 +108,6 @@ func validateFrequencyCaps(c *Config) []error {
 	known := func(name string) bool {
 		_, ok := c.FrequencyCaps[name]
 		return name == "" || name == FrequencyCapOff || name == FrequencyCapDefault || ok
-	}
-	for _, a := range c.Audiences {
-		if !known(a.FrequencyCap) {
-			errs = append(errs, fmt.Errorf("audiences.%s.frequency_cap: %q is not in frequency_caps (nor off or default)", a.Name, a.FrequencyCap))
-		}
 	}
 	for _, j := range c.Jobs {
 		if !known(j.FrequencyCap) {

@@ -28,6 +28,7 @@ func LoadParts(getenv Getenv, parts Part) (Config, error) {
 		if err := loadYAML(path, &cfg); err != nil {
 			return cfg, fmt.Errorf("PUSHFAN_CONFIG: %w", err)
 		}
+		cfg.File = path
 	}
 	var errs []error
 	for _, v := range variables(&cfg) {

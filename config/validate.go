@@ -145,6 +145,7 @@ func (c *Config) validateServe() []error {
 	errs = append(errs, validateLocalTime(e)...)
 	errs = append(errs, validateFrequencyCaps(c)...)
 	errs = append(errs, validateCategories(c)...)
+	errs = append(errs, c.validateAudiences()...)
 	if _, err := ParseRetrySchedule(c.WebhookRetrySchedule); err != nil {
 		errs = append(errs, fmt.Errorf("PUSHFAN_WEBHOOK_RETRY_SCHEDULE: %w", err))
 	}

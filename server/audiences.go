@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
+	"pushfan/audience"
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/rules"
 
@@ -37,7 +39,7 @@ func (s *Server) listAudiences(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range s.dom.Audiences {
+	for _, a := range s.dom.Audiences.Load().List() {
 		if apps == nil || slices.Contains(apps, a.App) {
 			out.Named = append(out.Named, audienceView{Name: a.Name(), Description: a.Description(), Params: a.ParamTypes(), Vars: a.Vars(),
 				FrequencyCap: a.FrequencyCap, App: a.App, Category: a.Category})
@@ -154,4 +156,24 @@ func (s *Server) previewBroadcastAudience(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, previewBody(p, map[string]any{}))
+}
+
+// reloadAudiences reloads the named audiences (PUSHFAN_CONFIG's
+// audiences: read again and checked as at start-up): 200 with the names
+// now current, or 422 reload_failed listing every problem, the current
+// set kept. A POST: the sender role (docs/audiences-and-schema.md).
+func (s *Server) reloadAudiences(c echo.Context) error {
+	if s.dom.ReloadAudiences == nil {
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "reload_unavailable", Message: "this instance cannot reload its audiences"}
+	}
+	set, err := s.dom.ReloadAudiences(c.Request().Context())
+	var failed *audience.ReloadError
+	if errors.As(err, &failed) {
+		return &APIError{Status: http.StatusUnprocessableEntity, Code: "reload_failed", Problems: failed.Problems,
+			Message: "the named audiences were not reloaded; the current ones stay: " + strings.Join(failed.Problems, "; ")}
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"audiences": set.Names(), "reloaded_at": set.LoadedAt()})
 }

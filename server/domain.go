@@ -74,9 +74,12 @@ type Domain struct {
 	// Segments are the saved segments (segment.Catalog).
 	Segments Segments
 	Apps     Apps
-	// Audiences are the named audiences, compiled (and checked against
-	// the database) by the domain.
-	Audiences []Audience
+	// Audiences holds the named audiences, compiled (and checked against
+	// the database) by the domain: read at each request, so a reload shows
+	// at once. ReloadAudiences reloads them (nil: the route answers 503);
+	// its *audience.ReloadError lists the problems of a failed one.
+	Audiences       *audience.Catalog
+	ReloadAudiences func(context.Context) (*audience.Set, error)
 	// Jobs are the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
 	Jobs []*cron.Compiled
 	// Categories are the message categories (GET /push/categories).
@@ -125,26 +128,7 @@ func (a Apps) known(app string) bool {
 	return slices.ContainsFunc(a.List, func(x App) bool { return x.Name == app })
 }
 
-// Audience is a named audience as the API serves it.
-type Audience struct {
-	*audience.Audience
-	// App is the app whose tokens it returns (resolved: never "" with one
-	// app).
-	App string
-	// FrequencyCap names the cap of its broadcasts as the configuration
-	// gives it (a frequency_caps name, off or default); "": the default.
-	FrequencyCap string
-	// Category is the message category of its broadcasts ("": the
-	// request's, or default_category).
-	Category string
-}
-
-// audience is the named audience called name.
-func (d *Domain) audience(name string) (Audience, bool) {
-	for _, a := range d.Audiences {
-		if a.Name() == name {
-			return a, true
-		}
-	}
-	return Audience{}, false
+// audience is the named audience called name, in the current set.
+func (d *Domain) audience(name string) (*audience.Entry, bool) {
+	return d.Audiences.Load().Get(name)
 }

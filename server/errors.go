@@ -22,6 +22,8 @@ type APIError struct {
 	Code    string
 	Message string
 	Field   string // the request field at fault, when there is one
+	// Problems are every problem of a failed reload (reload_failed).
+	Problems []string
 }
 
 func (e *APIError) Error() string { return e.Code + ": " + e.Message }
@@ -38,6 +40,8 @@ type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Problems: a failed reload's every problem.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // errorHandler is the one place errors become responses: typed errors keep
@@ -51,7 +55,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if apiErr.Status >= 500 {
 		s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 	}
-	body := errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Field: apiErr.Field}}
+	body := errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Field: apiErr.Field, Problems: apiErr.Problems}}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(apiErr.Status)
 		return

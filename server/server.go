@@ -143,6 +143,8 @@ func (s *Server) routePush(e *echo.Echo) {
 	push.GET("/stats", s.stats)
 	push.GET("/apps", s.listApps)
 	push.GET("/audiences", s.listAudiences)
+	// Reloading reads every app's audiences: a token of some apps only may not.
+	push.POST("/audiences/reload", s.reloadAudiences, everyApp)
 	// Previews count audiences as the console's operator types: one
 	// budget per token for both routes (the counts are cached too).
 	previews := newSubmitLimiter(s.cfg.Limits.PreviewsPerMinute, "previews")

@@ -132,7 +132,13 @@ func (r *Reader) preview(ctx context.Context, a model.Audience, bound audience.B
 		return Preview{}, fmt.Errorf("preview: %w", err)
 	}
 	store := app.Store.ForCategory(cat)
-	got, err := r.previews.get(ctx, app.Name+" "+previewKey(a, n)+" cap="+choice.Spec+" category="+catName, r.now(), func(ctx context.Context) (preview, error) {
+	key := app.Name + " " + previewKey(a, n) + " cap=" + choice.Spec + " category=" + catName
+	if a.Name != "" {
+		// Each compile of a named audience is its own: a reload that
+		// changed its SQL is not answered with the old SQL's count.
+		key += fmt.Sprintf(" compiled=%p", bound.Audience())
+	}
+	got, err := r.previews.get(ctx, key, r.now(), func(ctx context.Context) (preview, error) {
 		// A named audience's count pages through all of it: the same
 		// budget as its own preview route.
 		ctx, cancel := context.WithTimeout(ctx, 6*r.opt.DBTimeout)

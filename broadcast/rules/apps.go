@@ -58,8 +58,8 @@ func (r Rules) AudienceApp(a model.Audience, app string) error {
 	if a.Name == "" {
 		return nil
 	}
-	if owner, ok := r.AudienceApps[a.Name]; ok && owner != app {
-		return fieldError("audience_of_another_app", "audience.name", "named audience %q belongs to app %q, not %q", a.Name, owner, app)
+	if n, ok := r.Named.Load().Get(a.Name); ok && n.App != app {
+		return fieldError("audience_of_another_app", "audience.name", "named audience %q belongs to app %q, not %q", a.Name, n.App, app)
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ func clip(s string) string {
 // named binds a named audience's parameters (typed, never interpolated
 // into SQL).
 func (r Rules) named(a *AudienceSpec) (model.Audience, []string, error) {
-	na, ok := r.Audiences[a.Name]
+	na, ok := r.Named.Load().Get(a.Name)
 	if !ok {
 		return model.Audience{}, nil, fieldError("unknown_audience", "audience.name", "no audience named %q is configured (GET /push/audiences lists them)", a.Name)
 	}
@@ -98,12 +98,26 @@ func (r Rules) named(a *AudienceSpec) (model.Audience, []string, error) {
 	return model.Audience{Name: a.Name, Params: raw}, vars, nil
 }
 
-// Bind looks a stored broadcast's named audience up and binds its
-// parameters (the planner and the runs page it; a held one is counted).
+// Bind looks a stored broadcast's named audience up in the current set
+// and binds its parameters (the planner and the runs page it; a held one
+// is counted). One a reload removed is not configured here any more: the
+// plan or chunk run that binds it hands it back, as an instance of a
+// rolling deploy that lacks it does.
 func (r Rules) Bind(a model.Audience) (audience.Bound, error) {
-	named, ok := r.Audiences[a.Name]
+	named, ok := r.Named.Load().Get(a.Name)
 	if !ok {
 		return audience.Bound{}, fmt.Errorf("named audience %q is not configured on this instance", a.Name)
 	}
 	return named.BindJSON(a.Params)
 }
+
+// WithAudiences is r reading the named audiences of s only: a reload
+// checks the jobs against the set it would swap in.
+func (r Rules) WithAudiences(s *audience.Set) Rules {
+	r.Named = audience.NewCatalog(s)
+	return r
+}
+
+// pinned is r reading one set for all its rules (the audience, its app,
+// cap and category), whatever a reload swaps in meanwhile.
+func (r Rules) pinned() Rules { return r.WithAudiences(r.Named.Load()) }

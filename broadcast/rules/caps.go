@@ -8,14 +8,14 @@ import (
 
 // CapRules are the deployment's frequency caps (package caps), in the
 // canonical form caps.Parse reads: Default is PUSHFAN_FREQUENCY_CAP ("":
-// none); Named are the YAML's frequency_caps by name; Audiences and Jobs
-// name the cap of a named audience's and a cron job's broadcasts ("off":
-// none; absent or "default": Default).
+// none); Named are the YAML's frequency_caps by name; Jobs name the cap
+// of a cron job's broadcasts ("off": none; absent or "default": Default).
+// A named audience's cap is its own (audience.Entry.FrequencyCap), read
+// with the audience from the current set.
 type CapRules struct {
-	Default   string
-	Named     map[string]string
-	Audiences map[string]string
-	Jobs      map[string]string
+	Default string
+	Named   map[string]string
+	Jobs    map[string]string
 }
 
 // Cap names a CapRules entry may take besides Named's.
@@ -87,8 +87,8 @@ func (r Rules) CapChoice(spec Spec, a model.Audience, class string) CapChoice {
 	if name, ok := r.Caps.Jobs[spec.job]; ok && spec.job != "" {
 		return r.Caps.choice(name)
 	}
-	if name, ok := r.Caps.Audiences[a.Name]; ok && a.Name != "" {
-		return r.Caps.choice(name)
+	if n, ok := r.Named.Load().Get(a.Name); ok && n.FrequencyCap != "" {
+		return r.Caps.choice(n.FrequencyCap)
 	}
 	if cat, err := r.category(spec); err == nil && cat != nil && cat.FrequencyCap != "" {
 		return r.Caps.choice(cat.FrequencyCap)

@@ -3,6 +3,7 @@ package rules
 import (
 	"testing"
 
+	"pushfan/audience"
 	"pushfan/model"
 )
 
@@ -11,11 +12,11 @@ import (
 // bypass, a dry run or a transactional broadcast (unless it asks).
 func TestFrequencyCapRules(t *testing.T) {
 	r := Rules{Caps: CapRules{
-		Default:   "3/day",
-		Named:     map[string]string{"marketing": "1/2h0m0s,1/day"},
-		Audiences: map[string]string{"lapsed": "marketing", "vip": "off"},
-		Jobs:      map[string]string{"digest": "marketing", "plain": "default"},
-	}}
+		Default: "3/day",
+		Named:   map[string]string{"marketing": "1/2h0m0s,1/day"},
+		Jobs:    map[string]string{"digest": "marketing", "plain": "default"},
+	}, Named: namedSet(t, audience.Definition{Name: "lapsed", FrequencyCap: "marketing"}, audience.Definition{Name: "vip", FrequencyCap: "off"},
+		audience.Definition{Name: "other"})}
 	all := model.Audience{All: true}
 	for _, tc := range []struct {
 		name  string

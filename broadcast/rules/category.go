@@ -13,11 +13,11 @@ import (
 // CategoryRules are the configured message categories (docs/consent.md):
 // List by name (empty: none configured, and a broadcast has none),
 // Default the category of a broadcast that names none ("": it must name
-// one), Audiences the category each named audience's broadcasts are in.
+// one). The category a named audience's broadcasts are in is its own
+// (audience.Entry.Category), read with the audience from the current set.
 type CategoryRules struct {
-	List      map[string]model.Category
-	Default   string
-	Audiences map[string]string
+	List    map[string]model.Category
+	Default string
 }
 
 // category is the category spec is sent in, checked: the request's, else
@@ -28,11 +28,13 @@ type CategoryRules struct {
 // configured.
 func (r Rules) category(spec Spec) (*model.Category, error) {
 	c := r.Categories
-	var audience string
+	var audience, own string
 	if spec.Audience != nil {
 		audience = spec.Audience.Name
+		if n, ok := r.Named.Load().Get(audience); ok {
+			own = n.Category
+		}
 	}
-	own := c.Audiences[audience]
 	if len(c.List) == 0 {
 		if spec.Category != "" {
 			return nil, fieldError("invalid_value", "category", "no categories are configured (categories: in the YAML), so category cannot be %q", spec.Category)

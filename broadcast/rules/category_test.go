@@ -10,7 +10,7 @@ import (
 	"pushfan/model"
 )
 
-func adRules() Rules {
+func adRules(t *testing.T) Rules {
 	return Rules{
 		Caps: CapRules{Default: "3/day", Named: map[string]string{"marketing": "1/day"}},
 		Categories: CategoryRules{
@@ -20,8 +20,8 @@ func adRules() Rules {
 					FrequencyCap: "marketing", QuietHours: &model.QuietHours{Start: "22:00", End: "07:00"}},
 				"service": {Name: "service"},
 			},
-			Audiences: map[string]string{"shoppers": "advertising"},
 		},
+		Named: namedSet(t, audience.Definition{Name: "shoppers", Category: "advertising"}),
 	}
 }
 
@@ -37,8 +37,8 @@ func fieldOf(err error) string {
 // Which category a request is in: its own, its named audience's, the
 // default; and the 400s naming category.
 func TestTheCategoryOfARequest(t *testing.T) {
-	r := adRules()
-	withDefault := adRules()
+	r := adRules(t)
+	withDefault := adRules(t)
 	withDefault.Categories.Default = "service"
 	none := Rules{}
 	named := func(n string) *AudienceSpec { return &AudienceSpec{Name: n} }
@@ -78,7 +78,7 @@ func TestTheCategoryOfARequest(t *testing.T) {
 // {{ in it could never be read as a template), a static one stays
 // static. A label already there is not added twice.
 func TestLabelsGoOnEveryTitleAndBody(t *testing.T) {
-	cat := adRules().Categories.List["advertising"]
+	cat := adRules(t).Categories.List["advertising"]
 	spec := Spec{
 		Title: "Hi {{.name}}", Body: "static body",
 		Localized: map[string]model.Localized{"en": {Title: "Sale", Body: "{{.name}}, 20% off"}},
@@ -124,7 +124,7 @@ func TestLabelsGoOnEveryTitleAndBody(t *testing.T) {
 // title; the suffix is the body of one without a body. A message with
 // neither (data only) cannot carry the label: a 400.
 func TestALabelOnAMessageWithoutTitleOrBody(t *testing.T) {
-	cat := adRules().Categories.List["advertising"]
+	cat := adRules(t).Categories.List["advertising"]
 	got, err := labeled(Spec{Body: "20% off"}, &cat)
 	if err != nil || got.Title != "" || got.Body != "(광고) 20% off\n수신거부: 설정" {
 		t.Fatalf("body only: %q / %q (%v)", got.Title, got.Body, err)
@@ -142,7 +142,7 @@ func TestALabelOnAMessageWithoutTitleOrBody(t *testing.T) {
 	if _, err := labeled(Spec{Variants: []VariantSpec{{Name: "a", Title: "A"}, {Name: "b", Data: map[string]string{"k": "v"}}}}, &cat); fieldOf(err) != "variants[1].title" {
 		t.Fatalf("a data-only variant: %v, want a 400 naming variants[1].title", err)
 	}
-	service := adRules().Categories.List["service"]
+	service := adRules(t).Categories.List["service"]
 	if _, err := labeled(Spec{Data: map[string]string{"k": "v"}}, &service); err != nil {
 		t.Fatalf("data only in a category without labels: %v", err)
 	}
@@ -151,7 +151,7 @@ func TestALabelOnAMessageWithoutTitleOrBody(t *testing.T) {
 // A platform override that would replace a labeled title or body on a
 // device is a 400 naming its path.
 func TestAnOverrideCannotHideTheLabel(t *testing.T) {
-	cat := adRules().Categories.List["advertising"]
+	cat := adRules(t).Categories.List["advertising"]
 	for _, tc := range []struct {
 		spec  Spec
 		field string
@@ -170,7 +170,7 @@ func TestAnOverrideCannotHideTheLabel(t *testing.T) {
 	if _, err := labeled(ok, &cat); err != nil {
 		t.Fatalf("overrides that show no title or body: %v", err)
 	}
-	service := adRules().Categories.List["service"]
+	service := adRules(t).Categories.List["service"]
 	if _, err := labeled(Spec{Android: []byte(`{"notification":{"title":"x"}}`)}, &service); err != nil {
 		t.Fatalf("a category without labels: %v", err)
 	}
@@ -181,7 +181,7 @@ func TestAnOverrideCannotHideTheLabel(t *testing.T) {
 // cap and quiet hours unless the request chose, and the labeled message,
 // whose size counts the labels.
 func TestAValidatedRequestCarriesItsCategory(t *testing.T) {
-	r := adRules()
+	r := adRules(t)
 	req, err := r.Validate(Spec{Title: "Sale", Body: "b", Category: "advertising", Audience: &AudienceSpec{All: true}}, time.Time{})
 	if err != nil {
 		t.Fatal(err)

@@ -94,8 +94,10 @@ type AudienceSpec struct {
 type Rules struct {
 	MaxUserIDs int           // cap on audience.user_ids
 	Horizon    time.Duration // how far ahead send_at may be
-	// Audiences are the named audiences, checked against the database.
-	Audiences map[string]*audience.Audience
+	// Named holds the named audiences, checked against the database, with
+	// their apps, caps and categories: read at the moment of use, so a
+	// reload (audience.Catalog.Swap) takes effect at once (audience.go).
+	Named *audience.Catalog
 	// RateLimit is the project's budget (messages a second), which a
 	// broadcast's pacing must fit in.
 	RateLimit float64
@@ -117,16 +119,16 @@ type Rules struct {
 	Caps CapRules
 	// Categories are the message categories (category.go).
 	Categories CategoryRules
-	// Apps are the configured apps with their budgets (messages a second),
-	// and AudienceApps the app of each named audience (apps.go).
-	Apps         map[string]float64
-	AudienceApps map[string]string
+	// Apps are the configured apps with their budgets (messages a second)
+	// (apps.go).
+	Apps map[string]float64
 }
 
 // Validate turns spec into a Request, or a *FieldError naming the broken
 // rule. now is the clock for send_at; a zero now refuses send_at (a cron
 // fire is never scheduled further).
 func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
+	r = r.pinned()
 	var out Request
 	var plat message.Overrides
 	var tagBytes int

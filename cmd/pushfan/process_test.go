@@ -89,7 +89,13 @@ func (e *procEnv) start(name string) *proc {
 // share one: a pinned id), logging as name.
 func (e *procEnv) startAs(name, id string) *proc {
 	e.t.Helper()
-	return teststack.StartServe(e.t, binary, name, append(append([]string{}, e.env...), "PUSHFAN_INSTANCE_ID="+id))
+	return e.startAsWith(name, id)
+}
+
+// startAsWith is startAs with more of the environment (PUSHFAN_CONFIG).
+func (e *procEnv) startAsWith(name, id string, env ...string) *proc {
+	e.t.Helper()
+	return teststack.StartServe(e.t, binary, name, append(append(append([]string{}, e.env...), "PUSHFAN_INSTANCE_ID="+id), env...))
 }
 
 // broadcastView is the API's broadcast object as this client reads it.

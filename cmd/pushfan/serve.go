@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"pushfan/cmd/pushfan/app"
@@ -14,7 +17,8 @@ import (
 	"pushfan/internal/platform/sdnotify"
 )
 
-// serve runs one instance until ctx ends (SIGTERM, SIGINT), then shuts it
+// serve runs one instance until ctx ends (SIGTERM, SIGINT; SIGHUP reloads
+// the named audiences, app.Reloader), then shuts it
 // down in dependency order within PUSHFAN_SHUTDOWN_TIMEOUT: the listener
 // closes at once; the scheduler and retention stop; the service stops
 // taking work, which also lets requests waiting on a broadcast answer, and
@@ -36,6 +40,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, notify *sdn
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the named audiences, and never stops the server.
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
+	go reloadOnHangup(ctx, hangups, inst.Audiences, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		inst.Sender.Close()
@@ -118,6 +127,21 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, notify *sdn
 	}
 	log.Info("pushfan stopped", "at", time.Now().UTC())
 	return errors.Join(failed, stopErr)
+}
+
+// reloadOnHangup reloads the named audiences at each SIGHUP until ctx
+// ends. The reload logs what it changed, or every problem (the current
+// audiences then stay).
+func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, r *app.Reloader, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hangups:
+			log.InfoContext(ctx, "SIGHUP: reloading the named audiences")
+			_, _ = r.Reload(ctx)
+		}
+	}
 }
 
 // livenessProbe asks this instance's own /healthz: the watchdog pings

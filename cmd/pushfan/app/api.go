@@ -3,7 +3,6 @@ package app
 import (
 	"log/slog"
 
-	"pushfan/audience"
 	"pushfan/broadcast"
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/testsend"
@@ -44,25 +43,16 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 }
 
 // apiDomain is what the API serves: svc's operations, the consent
-// book's and the segments' catalog's, and the apps, named audiences (compiled), jobs and categories
-// of cfg as the API shows them.
-func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, segments *segment.Catalog, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
+// book's and the segments' catalog's, the named audiences of the
+// reloader's catalog (read at each request) and its reload, and the apps,
+// jobs and categories of cfg as the API shows them.
+func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, segments *segment.Catalog, audiences *Reloader, jobs []*cron.Compiled) server.Domain {
 	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Consents: consents, Segments: segments, Jobs: jobs,
+		Audiences: audiences.catalog, ReloadAudiences: audiences.Reload,
 		Apps:       server.Apps{Default: cfg.AppOf("")},
 		Categories: server.Categories{List: cfg.CategoryList(), Default: cfg.DefaultCategory}}
 	for _, a := range cfg.AppList() {
 		d.Apps.List = append(d.Apps.List, server.App{Name: a.Name, ProjectID: a.ProjectID, RateLimit: a.RateLimit})
-	}
-	byName := map[string]config.Audience{}
-	for _, a := range cfg.AllAudiences() {
-		byName[a.Name] = a
-	}
-	for _, a := range audiences {
-		v := server.Audience{Audience: a}
-		if ca, ok := byName[a.Name()]; ok {
-			v.App, v.FrequencyCap, v.Category = cfg.AppOf(ca.App), ca.FrequencyCap, ca.Category
-		}
-		d.Audiences = append(d.Audiences, v)
 	}
 	return d
 }

@@ -52,8 +52,8 @@ func TestAPIConfigIsTheConfigurations(t *testing.T) {
 	}
 }
 
-// apiDomain resolves each named audience's app as the configuration does:
-// its own, or the only app.
+// The named audiences' apps resolve as the configuration does: their
+// own, or the only app.
 func TestAPIDomainResolvesApps(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Audiences = []config.Audience{{Name: "vip", SQL: "SELECT id AS `cursor`, user_id, token FROM device_tokens WHERE id > :after ORDER BY id LIMIT :limit", FrequencyCap: "off"}}
@@ -61,11 +61,12 @@ func TestAPIDomainResolvesApps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := apiDomain(cfg, nil, nil, nil, nil, nil, compiled, nil)
+	catalog := audience.NewCatalog(audience.NewSet(compiled, cfg.AllAudiences(), cfg.AppOf, time.Now()))
+	d := apiDomain(cfg, nil, nil, nil, nil, nil, &Reloader{catalog: catalog}, nil)
 	if d.Apps.Default != "default" || len(d.Apps.List) != 1 || d.Apps.List[0].Name != "default" {
 		t.Errorf("apps: %+v", d.Apps)
 	}
-	if len(d.Audiences) != 1 || d.Audiences[0].App != "default" || d.Audiences[0].FrequencyCap != "off" {
-		t.Errorf("audiences: %+v", d.Audiences)
+	if l := d.Audiences.Load().List(); len(l) != 1 || l[0].App != "default" || l[0].FrequencyCap != "off" {
+		t.Errorf("audiences: %+v", l)
 	}
 }

@@ -65,6 +65,9 @@ type Instance struct {
 	// Summaries writes the broadcast.engagement events, 1 h and 24 h after
 	// a broadcast finished.
 	Summaries *webhook.Summaries
+	// Audiences reloads the named audiences (SIGHUP, POST
+	// /push/audiences/reload).
+	Audiences *Reloader
 }
 
 // New builds an instance on an open, migrated pool (sqldb.Open, then
@@ -85,23 +88,13 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		log.InfoContext(ctx, "built-in audiences read the schema mapping", "users", cfg.Schema.Users.Table, "tokens", cfg.Schema.Tokens.Table)
 	}
 	named := audience.NewRunner(pool)
-	audiences, err := audience.Compile(cfg.AllAudiences())
+	set, err := loadAudiences(ctx, cfg, named)
 	if err != nil {
-		return nil, fmt.Errorf("PUSHFAN_CONFIG: audiences: %w", err)
+		return nil, err
 	}
-	var checkErrs []error
-	byName := map[string]*audience.Audience{}
-	for _, a := range audiences {
-		cctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
-		if err := named.Check(cctx, a); err != nil {
-			checkErrs = append(checkErrs, err)
-		}
-		cancel()
-		byName[a.Name()] = a
-	}
-	if err := errors.Join(checkErrs...); err != nil {
-		return nil, fmt.Errorf("audiences: %w", err)
-	}
+	// Every user of the named audiences reads them from the catalog at
+	// the moment of use: a reload swaps the whole set (audiences.go).
+	catalog := audience.NewCatalog(set)
 	zone, quiet, err := localTime(cfg.Engine)
 	if err != nil {
 		return nil, err
@@ -150,7 +143,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	requestRules := rules.Rules{
 		MaxUserIDs: cfg.Engine.MaxUserIDs,
 		Horizon:    cfg.HTTP.ScheduleHorizon,
-		Audiences:  byName,
+		Named:      catalog,
 		RateLimit:  cfg.Engine.RateLimit,
 		Tracking:   cfg.Events.TrackingOn(),
 		PublicURL:  cfg.Events.PublicURL,
@@ -161,7 +154,6 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		Caps:               capRules(cfg),
 		Categories:         categoryRules(cfg),
 		Apps:               appBudgets(cfg),
-		AudienceApps:       audienceApps(cfg),
 	}
 	// stopped is the service's "no more work", which the reads' waits
 	// and the test sends beside it watch.
@@ -221,7 +213,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	consents := consent.New(pool.DB, cfg.CategoryList(), cfg.DB.Timeout, log)
 	// An exact count ends before the HTTP write deadline would cut its answer.
 	segments := segment.New(store, segment.Options{DBTimeout: cfg.DB.Timeout, ExactTimeout: min(60*time.Second, cfg.HTTP.WriteTimeout*9/10)})
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, audiences, jobs), store, log,
+	reloader := &Reloader{cfg: cfg, named: named, catalog: catalog, rules: requestRules, jobs: jobs, log: log}
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, reloader, jobs), store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {
@@ -231,7 +224,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	return &Instance{Sender: parts[0].Sender, Engine: parts[0].Engine, Apps: parts, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret,
-		Quota: parts[0].Quota, Events: events, Webhooks: deliverer, Summaries: summaries}, nil
+		Quota: parts[0].Quota, Events: events, Webhooks: deliverer, Summaries: summaries, Audiences: reloader}, nil
 }
 
 // Start starts the parts in dependency order: the engine's workers, the
@@ -279,14 +272,9 @@ func capRules(cfg config.Config) rules.CapRules {
 		}
 		return set.String()
 	}
-	r := rules.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Audiences: map[string]string{}, Jobs: map[string]string{}}
+	r := rules.CapRules{Default: canon(cfg.Engine.FrequencyCap), Named: map[string]string{}, Jobs: map[string]string{}}
 	for name, spec := range cfg.FrequencyCaps {
 		r.Named[name] = canon(spec)
-	}
-	for _, a := range cfg.AllAudiences() {
-		if a.FrequencyCap != "" {
-			r.Audiences[a.Name] = a.FrequencyCap
-		}
 	}
 	for _, j := range cfg.Jobs {
 		if j.FrequencyCap != "" {
@@ -299,14 +287,9 @@ func capRules(cfg config.Config) rules.CapRules {
 // categoryRules are the configuration's message categories as the request
 // rules apply them.
 func categoryRules(cfg config.Config) rules.CategoryRules {
-	r := rules.CategoryRules{List: map[string]model.Category{}, Default: cfg.DefaultCategory, Audiences: map[string]string{}}
+	r := rules.CategoryRules{List: map[string]model.Category{}, Default: cfg.DefaultCategory}
 	for _, c := range cfg.CategoryList() {
 		r.List[c.Name] = c
-	}
-	for _, a := range cfg.AllAudiences() {
-		if a.Category != "" {
-			r.Audiences[a.Name] = a.Category
-		}
 	}
 	return r
 }

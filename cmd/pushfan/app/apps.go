@@ -143,15 +143,6 @@ func appBudgets(cfg config.Config) map[string]float64 {
 	return out
 }
 
-// audienceApps maps each named audience to its app.
-func audienceApps(cfg config.Config) map[string]string {
-	out := map[string]string{}
-	for _, a := range cfg.AllAudiences() {
-		out[a.Name] = cfg.AppOf(a.App)
-	}
-	return out
-}
-
 // appNames lists the apps' names (the metrics report each, at 0 when idle).
 func appNames(parts []*AppParts) []string {
 	names := make([]string, len(parts))

@@ -918,6 +918,15 @@ type AudiencePreviewRequest struct {
 	Params *map[string]interface{} `json:"params,omitempty"`
 }
 
+// AudienceReload defines model for AudienceReload.
+type AudienceReload struct {
+	// Audiences The named audiences now current, in configuration order.
+	Audiences []string `json:"audiences"`
+
+	// ReloadedAt When this set was loaded.
+	ReloadedAt time.Time `json:"reloaded_at"`
+}
+
 // AudienceRequest Exactly one of all, user_ids (non-empty, at most PUSHFAN_MAX_USER_IDS), segment (a saved segment: its current version is sent to) or name (a named audience, with its typed params).
 type AudienceRequest struct {
 	All  *bool   `json:"all,omitempty"`
@@ -1391,6 +1400,9 @@ type ErrorDetail struct {
 
 	// Message A human sentence.
 	Message string `json:"message"`
+
+	// Problems reload_failed only: every problem of the file, one a line, each naming its audience or job (POST /push/audiences/reload).
+	Problems *[]string `json:"problems,omitempty"`
 }
 
 // Event defines model for Event.
@@ -2093,6 +2105,9 @@ type NotFound = Error
 
 // PayloadTooLarge defines model for PayloadTooLarge.
 type PayloadTooLarge = Error
+
+// ReloadFailed defines model for ReloadFailed.
+type ReloadFailed = Error
 
 // ServiceUnavailable defines model for ServiceUnavailable.
 type ServiceUnavailable = Error
@@ -3367,6 +3382,13 @@ type ClientInterface interface {
 	// Corresponds with GET /push/audiences (the `ListAudiences` operationId).
 	ListAudiences(ctx context.Context, params *ListAudiencesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReloadAudiences Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
+	//
+	// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+	//
+	// Corresponds with POST /push/audiences/reload (the `ReloadAudiences` operationId).
+	ReloadAudiences(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PreviewAudienceWithBody Count a named audience and sample ten user ids, with the users the cap its broadcast would take would withhold; sends nothing.
 	//
 	// Takes any type of body and a specified content type.
@@ -3864,6 +3886,23 @@ func (c *Client) ListApps(ctx context.Context, reqEditors ...RequestEditorFn) (*
 // Corresponds with GET /push/audiences (the `ListAudiences` operationId).
 func (c *Client) ListAudiences(ctx context.Context, params *ListAudiencesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAudiencesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReloadAudiences Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
+//
+// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+//
+// Corresponds with POST /push/audiences/reload (the `ReloadAudiences` operationId).
+func (c *Client) ReloadAudiences(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReloadAudiencesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -5039,6 +5078,33 @@ func NewListAudiencesRequest(server string, params *ListAudiencesParams) (*http.
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReloadAudiencesRequest constructs an http.Request for the ReloadAudiences method
+func NewReloadAudiencesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/audiences/reload")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6952,6 +7018,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/audiences (the `ListAudiences` operationId).
 	ListAudiencesWithResponse(ctx context.Context, params *ListAudiencesParams, reqEditors ...RequestEditorFn) (*ListAudiencesResponse, error)
 
+	// ReloadAudiencesWithResponse Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
+	//
+	// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/audiences/reload (the `ReloadAudiences` operationId).
+	ReloadAudiencesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReloadAudiencesResponse, error)
+
 	// PreviewAudienceWithBodyWithResponse Count a named audience and sample ten user ids, with the users the cap its broadcast would take would withhold; sends nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -8122,6 +8197,103 @@ func (r ListAudiencesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListAudiencesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReloadAudiencesResponse401Headers the declared response headers of an HTTP 401 response for ReloadAudiences
+type ReloadAudiencesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReloadAudiencesResponse429Headers the declared response headers of an HTTP 429 response for ReloadAudiences
+type ReloadAudiencesResponse429Headers struct {
+	RetryAfter int
+}
+
+type ReloadAudiencesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AudienceReload
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ReloadFailed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReloadAudiencesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReloadAudiencesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReloadAudiencesResponse) GetJSON200() *AudienceReload {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReloadAudiencesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReloadAudiencesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReloadAudiencesResponse) GetJSON422() *ReloadFailed {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReloadAudiencesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReloadAudiencesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ReloadAudiencesResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReloadAudiencesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReloadAudiencesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReloadAudiencesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReloadAudiencesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11965,6 +12137,21 @@ func (c *ClientWithResponses) ListAudiencesWithResponse(ctx context.Context, par
 	return ParseListAudiencesResponse(rsp)
 }
 
+// ReloadAudiencesWithResponse Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
+//
+// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/audiences/reload (the `ReloadAudiences` operationId).
+func (c *ClientWithResponses) ReloadAudiencesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReloadAudiencesResponse, error) {
+	rsp, err := c.ReloadAudiences(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReloadAudiencesResponse(rsp)
+}
+
 // PreviewAudienceWithBodyWithResponse Count a named audience and sample ten user ids, with the users the cap its broadcast would take would withhold; sends nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -13304,6 +13491,97 @@ func ParseListAudiencesResponse(rsp *http.Response) (*ListAudiencesResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListAudiencesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReloadAudiencesResponse parses an HTTP response from a ReloadAudiencesWithResponse call
+func ParseReloadAudiencesResponse(rsp *http.Response) (*ReloadAudiencesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReloadAudiencesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AudienceReload
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ReloadFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReloadAudiencesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReloadAudiencesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
