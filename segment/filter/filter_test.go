@@ -166,3 +166,26 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+// Every op a kind lists (Ops, what a console offers) parses on a field of
+// that kind with a value of the right shape.
+func TestEveryListedOpParses(t *testing.T) {
+	values := map[string]string{"exists": "true", "in": `["x"]`, "nin": `["x"]`, "within": `"7d"`, "not_within": `"7d"`}
+	byKind := map[Kind]string{KindString: `"x"`, KindInt: "1", KindBool: "true", KindDate: `"2026-12-05"`, KindTime: `"2026-12-05T00:00:00Z"`, KindVersion: `"5.10"`}
+	fields := map[Kind]string{KindString: "platform", KindInt: "user_id", KindBool: "attributes.vip", KindDate: "attributes.since", KindTime: "last_seen", KindVersion: "app_version"}
+	for kind, field := range fields {
+		for _, op := range Ops(kind) {
+			v, ok := values[op]
+			if !ok {
+				v = byKind[kind]
+			}
+			if (op == "in" || op == "nin") && kind != KindString {
+				v = "[" + byKind[kind] + "]"
+			}
+			raw := `{"field":"` + field + `","op":"` + op + `","value":` + v + `}`
+			if _, err := Parse([]byte(raw), testFields, "filter"); err != nil {
+				t.Errorf("%s: %v", raw, err)
+			}
+		}
+	}
+}
