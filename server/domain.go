@@ -13,6 +13,7 @@ import (
 	"pushfan/cron"
 	"pushfan/model"
 	"pushfan/server/consents"
+	"pushfan/server/segments"
 )
 
 // The API calls the domain through the interfaces below, each the
@@ -70,7 +71,9 @@ type Domain struct {
 	Reader    Reader
 	Tester    Tester
 	Consents  Consents
-	Apps      Apps
+	// Segments are the saved segments (segment.Catalog).
+	Segments Segments
+	Apps     Apps
 	// Audiences are the named audiences, compiled (and checked against
 	// the database) by the domain.
 	Audiences []Audience
@@ -87,6 +90,10 @@ type (
 	Consents   = consents.Domain
 	Categories = consents.Categories
 )
+
+// Segments saves, reads and counts the saved segments (segment.Catalog),
+// for the routes of package server/segments.
+type Segments = segments.Domain
 
 // App is one app (Firebase project) as GET /push/apps shows it.
 type App struct {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"pushfan/broadcast"
 	"pushfan/broadcast/rules"
 	"pushfan/consent"
+	"pushfan/segment"
 )
 
 // APIError is an error with a status, a stable snake_case code and a human
@@ -70,7 +72,15 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 	if errors.As(err, &ce) {
 		return &APIError{Status: http.StatusBadRequest, Code: ce.Code, Field: ce.Field, Message: ce.Message}
 	}
+	var se *segment.FieldError
+	if errors.As(err, &se) {
+		return &APIError{Status: http.StatusBadRequest, Code: se.Code, Field: se.Field, Message: se.Message}
+	}
 	switch {
+	case errors.Is(err, segment.ErrNotFound):
+		return &APIError{Status: http.StatusNotFound, Code: "segment_not_found", Message: "no segment " + strconv.Quote(c.Param("name")) + versionOf(c)}
+	case errors.Is(err, segment.ErrExists):
+		return &APIError{Status: http.StatusConflict, Code: "segment_exists", Field: "name", Message: "a segment with this name exists; update it with PUT /push/segments/{name}, or choose another name"}
 	case errors.Is(err, broadcast.ErrNotFound):
 		return &APIError{Status: http.StatusNotFound, Code: "not_found", Message: "no broadcast with id " + c.Param("id")}
 	case errors.Is(err, broadcast.ErrFinished):
@@ -101,6 +111,14 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 		}
 	}
 	return &APIError{Status: http.StatusInternalServerError, Code: "internal_error", Message: "an internal error occurred; the server log has details (request id " + c.Response().Header().Get(echo.HeaderXRequestID) + ")"}
+}
+
+// versionOf is " version N" on a version's route, for its 404.
+func versionOf(c echo.Context) string {
+	if v := c.Param("version"); v != "" {
+		return " with version " + v
+	}
+	return ""
 }
 
 func snake(s string) string {

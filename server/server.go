@@ -27,6 +27,7 @@ import (
 	"pushfan/server/live"
 	"pushfan/server/openapi"
 	"pushfan/server/proxies"
+	"pushfan/server/segments"
 	"pushfan/webhook"
 )
 
@@ -155,6 +156,10 @@ func (s *Server) routePush(e *echo.Echo) {
 		RequestID: func(c echo.Context) string { return logging.RequestID(c.Request().Context()) },
 		Now:       func() time.Time { return s.now() }}
 	routes.Register(push)
+	// The saved segments; their previews spend the previews' budget.
+	segs := &segments.Routes{Domain: s.dom.Segments, Decode: decodeStrict, Actor: tokenName,
+		Now: func() time.Time { return s.now() }, Previews: previews.middleware}
+	segs.Register(push)
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
 	// Webhook endpoints hear of every app's broadcasts: a token limited

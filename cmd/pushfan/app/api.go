@@ -10,6 +10,7 @@ import (
 	"pushfan/config"
 	"pushfan/consent"
 	"pushfan/cron"
+	"pushfan/segment"
 	"pushfan/server"
 )
 
@@ -42,11 +43,11 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 	}
 }
 
-// apiDomain is what the API serves: svc's operations and the consent
-// book's, and the apps, named audiences (compiled), jobs and categories
+// apiDomain is what the API serves: svc's operations, the consent
+// book's and the segments' catalog's, and the apps, named audiences (compiled), jobs and categories
 // of cfg as the API shows them.
-func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
-	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Consents: consents, Jobs: jobs,
+func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, segments *segment.Catalog, audiences []*audience.Audience, jobs []*cron.Compiled) server.Domain {
+	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Consents: consents, Segments: segments, Jobs: jobs,
 		Apps:       server.Apps{Default: cfg.AppOf("")},
 		Categories: server.Categories{List: cfg.CategoryList(), Default: cfg.DefaultCategory}}
 	for _, a := range cfg.AppList() {

@@ -61,7 +61,7 @@ func TestAPIDomainResolvesApps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := apiDomain(cfg, nil, nil, nil, nil, compiled, nil)
+	d := apiDomain(cfg, nil, nil, nil, nil, nil, compiled, nil)
 	if d.Apps.Default != "default" || len(d.Apps.List) != 1 || d.Apps.List[0].Name != "default" {
 		t.Errorf("apps: %+v", d.Apps)
 	}

@@ -37,6 +37,7 @@ import (
 	"pushfan/quota"
 	"pushfan/repository"
 	"pushfan/retention"
+	"pushfan/segment"
 	"pushfan/server"
 	"pushfan/webhook"
 )
@@ -218,7 +219,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		DBTimeout: cfg.DB.Timeout, Rules: requestRules, Tags: tags, Stopped: stopped,
 	})
 	consents := consent.New(pool.DB, cfg.CategoryList(), cfg.DB.Timeout, log)
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, audiences, jobs), store, log,
+	// An exact count ends before the HTTP write deadline would cut its answer.
+	segments := segment.New(store, segment.Options{DBTimeout: cfg.DB.Timeout, ExactTimeout: min(60*time.Second, cfg.HTTP.WriteTimeout*9/10)})
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, audiences, jobs), store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {

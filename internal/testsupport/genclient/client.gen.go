@@ -344,6 +344,57 @@ func (e RunningChunkClass) Valid() bool {
 	}
 }
 
+// Defines values for SegmentFilterOp.
+const (
+	After     SegmentFilterOp = "after"
+	Before    SegmentFilterOp = "before"
+	Eq        SegmentFilterOp = "eq"
+	Exists    SegmentFilterOp = "exists"
+	Gt        SegmentFilterOp = "gt"
+	Gte       SegmentFilterOp = "gte"
+	In        SegmentFilterOp = "in"
+	Lt        SegmentFilterOp = "lt"
+	Lte       SegmentFilterOp = "lte"
+	Ne        SegmentFilterOp = "ne"
+	Nin       SegmentFilterOp = "nin"
+	NotWithin SegmentFilterOp = "not_within"
+	Within    SegmentFilterOp = "within"
+)
+
+// Valid indicates whether the value is a known member of the SegmentFilterOp enum.
+func (e SegmentFilterOp) Valid() bool {
+	switch e {
+	case After:
+		return true
+	case Before:
+		return true
+	case Eq:
+		return true
+	case Exists:
+		return true
+	case Gt:
+		return true
+	case Gte:
+		return true
+	case In:
+		return true
+	case Lt:
+		return true
+	case Lte:
+		return true
+	case Ne:
+		return true
+	case Nin:
+		return true
+	case NotWithin:
+		return true
+	case Within:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionRole.
 const (
 	Sender SessionRole = "sender"
@@ -1630,6 +1681,114 @@ type RunningChunk struct {
 // RunningChunkClass defines model for RunningChunk.Class.
 type RunningChunkClass string
 
+// Segment A saved segment at its current version. filter is absent from a list; versions (oldest first, without their filters) come with one segment's read.
+type Segment struct {
+	// CreatedAt When its first version was written.
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The name of the token that wrote the current version.
+	CreatedBy   *string `json:"created_by,omitempty"`
+	Description string  `json:"description"`
+
+	// Filter A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
+	Filter *SegmentFilter `json:"filter,omitempty"`
+	Name   string         `json:"name"`
+
+	// UpdatedAt When its current version was written.
+	UpdatedAt time.Time `json:"updated_at"`
+
+	// Version The current version: 1 when created, one more with each update.
+	Version  int               `json:"version"`
+	Versions *[]SegmentVersion `json:"versions,omitempty"`
+}
+
+// SegmentFilter A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
+type SegmentFilter struct {
+	// And Every filter holds.
+	And *[]SegmentFilter `json:"and,omitempty"`
+
+	// Field platform, locale, timezone, app, last_seen, app_version, user_id or attributes.NAME: the ones the deployment's schema maps.
+	Field *string `json:"field,omitempty"`
+
+	// Not A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
+	Not *SegmentFilter `json:"not,omitempty"`
+
+	// Op On app_version, comparisons are by version (5.10.0 > 5.9.2); within and not_within take a duration ("30d"), before and after an RFC 3339 timestamp (a date for a date attribute), exists true or false, in and nin an array of up to 1,000 values.
+	Op *SegmentFilterOp `json:"op,omitempty"`
+
+	// Or Any filter holds.
+	Or *[]SegmentFilter `json:"or,omitempty"`
+
+	// Value The value, of the field's type: a string, a whole number, true or false, a date, a version, a duration or a timestamp; an array for in and nin.
+	Value interface{} `json:"value,omitempty"`
+}
+
+// SegmentFilterOp On app_version, comparisons are by version (5.10.0 > 5.9.2); within and not_within take a duration ("30d"), before and after an RFC 3339 timestamp (a date for a date attribute), exists true or false, in and nin an array of up to 1,000 values.
+type SegmentFilterOp string
+
+// SegmentList defines model for SegmentList.
+type SegmentList struct {
+	// Segments The live segments, by name.
+	Segments []Segment `json:"segments"`
+}
+
+// SegmentPreview defines model for SegmentPreview.
+type SegmentPreview struct {
+	// Exact false for an estimate: 100,000 user ids read in 20 evenly spread ranges, within about ±0.3 % of the users table (docs/segments.md, "Counting").
+	Exact bool `json:"exact"`
+
+	// Sample Up to ten of those users' ids.
+	Sample []int `json:"sample"`
+
+	// Tokens Valid tokens of enabled users the filter selects.
+	Tokens int `json:"tokens"`
+
+	// Users Distinct users of those tokens.
+	Users int `json:"users"`
+}
+
+// SegmentPreviewRequest defines model for SegmentPreviewRequest.
+type SegmentPreviewRequest struct {
+	// Exact Count exactly whatever the table's size (bounded by a timeout); without it a big table (more than 1M token ids) answers an estimate at once.
+	Exact *bool `json:"exact,omitempty"`
+
+	// Filter A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
+	Filter SegmentFilter `json:"filter"`
+}
+
+// SegmentRequest defines model for SegmentRequest.
+type SegmentRequest struct {
+	Description *string `json:"description,omitempty"`
+
+	// Filter A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
+	Filter SegmentFilter `json:"filter"`
+
+	// Name Unique among the live segments (a 409 segment_exists otherwise); preview is the preview's path, not a name.
+	Name string `json:"name"`
+}
+
+// SegmentUpdateRequest defines model for SegmentUpdateRequest.
+type SegmentUpdateRequest struct {
+	// Description Absent: the current version's is kept.
+	Description *string `json:"description,omitempty"`
+
+	// Filter A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
+	Filter SegmentFilter `json:"filter"`
+}
+
+// SegmentVersion One version of a segment, never changed once written: what a broadcast sent to it was sent to.
+type SegmentVersion struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The name of the token that wrote it.
+	CreatedBy   *string `json:"created_by,omitempty"`
+	Description string  `json:"description"`
+
+	// Filter A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
+	Filter  *SegmentFilter `json:"filter,omitempty"`
+	Version int            `json:"version"`
+}
+
 // Session defines model for Session.
 type Session struct {
 	// Apps The apps the token is limited to (docs/apps.md); absent: every app.
@@ -1908,6 +2067,12 @@ type ConsentCategory = string
 // Cursor defines model for Cursor.
 type Cursor = string
 
+// SegmentName defines model for SegmentName.
+type SegmentName = string
+
+// SegmentVersionNumber defines model for SegmentVersionNumber.
+type SegmentVersionNumber = int
+
 // UserID defines model for UserID.
 type UserID = int
 
@@ -2077,6 +2242,15 @@ type TestSendBroadcastJSONRequestBody = TestRecipients
 
 // PreviewBroadcastAudienceJSONRequestBody defines body for PreviewBroadcastAudience for application/json ContentType.
 type PreviewBroadcastAudienceJSONRequestBody = PreviewRequest
+
+// CreateSegmentJSONRequestBody defines body for CreateSegment for application/json ContentType.
+type CreateSegmentJSONRequestBody = SegmentRequest
+
+// PreviewSegmentJSONRequestBody defines body for PreviewSegment for application/json ContentType.
+type PreviewSegmentJSONRequestBody = SegmentPreviewRequest
+
+// UpdateSegmentJSONRequestBody defines body for UpdateSegment for application/json ContentType.
+type UpdateSegmentJSONRequestBody = SegmentUpdateRequest
 
 // TestSendJSONRequestBody defines body for TestSend for application/json ContentType.
 type TestSendJSONRequestBody = TestSendRequest
@@ -3322,6 +3496,68 @@ type ClientInterface interface {
 	// Corresponds with POST /push/preview (the `PreviewBroadcastAudience` operationId).
 	PreviewBroadcastAudience(ctx context.Context, body PreviewBroadcastAudienceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSegments The live segments by name, each at its current version (without its filter).
+	//
+	// Corresponds with GET /push/segments (the `ListSegments` operationId).
+	ListSegments(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSegmentWithBody Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+	CreateSegmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSegment Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+	CreateSegment(ctx context.Context, body CreateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewSegmentWithBody Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+	PreviewSegmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewSegment Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+	PreviewSegment(ctx context.Context, body PreviewSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSegment Delete the segment (sender role): it leaves the list and its name is free again; its versions stay, for the broadcasts sent to them.
+	//
+	// Corresponds with DELETE /push/segments/{name} (the `DeleteSegment` operationId).
+	DeleteSegment(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSegment The live segment at its current version, with its filter and the list of its versions.
+	//
+	// Corresponds with GET /push/segments/{name} (the `GetSegment` operationId).
+	GetSegment(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSegmentWithBody Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+	UpdateSegmentWithBody(ctx context.Context, name SegmentName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSegment Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+	UpdateSegment(ctx context.Context, name SegmentName, body UpdateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSegmentVersion One version of the live segment, with its filter.
+	//
+	// Corresponds with GET /push/segments/{name}/versions/{version} (the `GetSegmentVersion` operationId).
+	GetSegmentVersion(ctx context.Context, name SegmentName, version SegmentVersionNumber, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Stats Totals over the real (non-dry-run) broadcasts, plus the number of dry runs.
 	//
 	// Corresponds with GET /push/stats (the `Stats` operationId).
@@ -3967,6 +4203,168 @@ func (c *Client) PreviewBroadcastAudienceWithBody(ctx context.Context, contentTy
 // Corresponds with POST /push/preview (the `PreviewBroadcastAudience` operationId).
 func (c *Client) PreviewBroadcastAudience(ctx context.Context, body PreviewBroadcastAudienceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPreviewBroadcastAudienceRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSegments The live segments by name, each at its current version (without its filter).
+//
+// Corresponds with GET /push/segments (the `ListSegments` operationId).
+func (c *Client) ListSegments(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSegmentsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSegmentWithBody Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+func (c *Client) CreateSegmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSegmentRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSegment Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+func (c *Client) CreateSegment(ctx context.Context, body CreateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSegmentRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewSegmentWithBody Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+func (c *Client) PreviewSegmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewSegmentRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewSegment Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+func (c *Client) PreviewSegment(ctx context.Context, body PreviewSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewSegmentRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSegment Delete the segment (sender role): it leaves the list and its name is free again; its versions stay, for the broadcasts sent to them.
+//
+// Corresponds with DELETE /push/segments/{name} (the `DeleteSegment` operationId).
+func (c *Client) DeleteSegment(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSegmentRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSegment The live segment at its current version, with its filter and the list of its versions.
+//
+// Corresponds with GET /push/segments/{name} (the `GetSegment` operationId).
+func (c *Client) GetSegment(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSegmentRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSegmentWithBody Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+func (c *Client) UpdateSegmentWithBody(ctx context.Context, name SegmentName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSegmentRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSegment Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+func (c *Client) UpdateSegment(ctx context.Context, name SegmentName, body UpdateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSegmentRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSegmentVersion One version of the live segment, with its filter.
+//
+// Corresponds with GET /push/segments/{name}/versions/{version} (the `GetSegmentVersion` operationId).
+func (c *Client) GetSegmentVersion(ctx context.Context, name SegmentName, version SegmentVersionNumber, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSegmentVersionRequest(c.Server, name, version)
 	if err != nil {
 		return nil, err
 	}
@@ -5550,6 +5948,269 @@ func NewPreviewBroadcastAudienceRequestWithBody(server string, contentType strin
 	return req, nil
 }
 
+// NewListSegmentsRequest constructs an http.Request for the ListSegments method
+func NewListSegmentsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateSegmentRequest calls the generic CreateSegment builder with application/json body
+func NewCreateSegmentRequest(server string, body CreateSegmentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSegmentRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateSegmentRequestWithBody constructs an http.Request for the CreateSegment method, with any body, and a specified content type
+func NewCreateSegmentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPreviewSegmentRequest calls the generic PreviewSegment builder with application/json body
+func NewPreviewSegmentRequest(server string, body PreviewSegmentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPreviewSegmentRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPreviewSegmentRequestWithBody constructs an http.Request for the PreviewSegment method, with any body, and a specified content type
+func NewPreviewSegmentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments/preview")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSegmentRequest constructs an http.Request for the DeleteSegment method
+func NewDeleteSegmentRequest(server string, name SegmentName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSegmentRequest constructs an http.Request for the GetSegment method
+func NewGetSegmentRequest(server string, name SegmentName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateSegmentRequest calls the generic UpdateSegment builder with application/json body
+func NewUpdateSegmentRequest(server string, name SegmentName, body UpdateSegmentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateSegmentRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewUpdateSegmentRequestWithBody constructs an http.Request for the UpdateSegment method, with any body, and a specified content type
+func NewUpdateSegmentRequestWithBody(server string, name SegmentName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetSegmentVersionRequest constructs an http.Request for the GetSegmentVersion method
+func NewGetSegmentVersionRequest(server string, name SegmentName, version SegmentVersionNumber) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "version", version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments/%s/versions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewStatsRequest constructs an http.Request for the Stats method
 func NewStatsRequest(server string, params *StatsParams) (*http.Request, error) {
 	var err error
@@ -6441,6 +7102,76 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /push/preview (the `PreviewBroadcastAudience` operationId).
 	PreviewBroadcastAudienceWithResponse(ctx context.Context, body PreviewBroadcastAudienceJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewBroadcastAudienceResponse, error)
+
+	// ListSegmentsWithResponse The live segments by name, each at its current version (without its filter).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/segments (the `ListSegments` operationId).
+	ListSegmentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSegmentsResponse, error)
+
+	// CreateSegmentWithBodyWithResponse Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+	CreateSegmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSegmentResponse, error)
+
+	// CreateSegmentWithResponse Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+	CreateSegmentWithResponse(ctx context.Context, body CreateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSegmentResponse, error)
+
+	// PreviewSegmentWithBodyWithResponse Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+	PreviewSegmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewSegmentResponse, error)
+
+	// PreviewSegmentWithResponse Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+	PreviewSegmentWithResponse(ctx context.Context, body PreviewSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewSegmentResponse, error)
+
+	// DeleteSegmentWithResponse Delete the segment (sender role): it leaves the list and its name is free again; its versions stay, for the broadcasts sent to them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /push/segments/{name} (the `DeleteSegment` operationId).
+	DeleteSegmentWithResponse(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*DeleteSegmentResponse, error)
+
+	// GetSegmentWithResponse The live segment at its current version, with its filter and the list of its versions.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/segments/{name} (the `GetSegment` operationId).
+	GetSegmentWithResponse(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*GetSegmentResponse, error)
+
+	// UpdateSegmentWithBodyWithResponse Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+	UpdateSegmentWithBodyWithResponse(ctx context.Context, name SegmentName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSegmentResponse, error)
+
+	// UpdateSegmentWithResponse Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+	UpdateSegmentWithResponse(ctx context.Context, name SegmentName, body UpdateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSegmentResponse, error)
+
+	// GetSegmentVersionWithResponse One version of the live segment, with its filter.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/segments/{name}/versions/{version} (the `GetSegmentVersion` operationId).
+	GetSegmentVersionWithResponse(ctx context.Context, name SegmentName, version SegmentVersionNumber, reqEditors ...RequestEditorFn) (*GetSegmentVersionResponse, error)
 
 	// StatsWithResponse Totals over the real (non-dry-run) broadcasts, plus the number of dry runs.
 	//
@@ -9112,6 +9843,727 @@ func (r PreviewBroadcastAudienceResponse) ContentType() string {
 	return ""
 }
 
+// ListSegmentsResponse401Headers the declared response headers of an HTTP 401 response for ListSegments
+type ListSegmentsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListSegmentsResponse429Headers the declared response headers of an HTTP 429 response for ListSegments
+type ListSegmentsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListSegmentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SegmentList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSegmentsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSegmentsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSegmentsResponse) GetJSON200() *SegmentList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSegmentsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSegmentsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSegmentsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSegmentsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSegmentsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSegmentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSegmentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSegmentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSegmentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateSegmentResponse401Headers the declared response headers of an HTTP 401 response for CreateSegment
+type CreateSegmentResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CreateSegmentResponse429Headers the declared response headers of an HTTP 429 response for CreateSegment
+type CreateSegmentResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreateSegmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Segment
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateSegmentResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSegmentResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSegmentResponse) GetJSON201() *Segment {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateSegmentResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateSegmentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateSegmentResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateSegmentResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateSegmentResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateSegmentResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateSegmentResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateSegmentResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSegmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSegmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSegmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSegmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewSegmentResponse401Headers the declared response headers of an HTTP 401 response for PreviewSegment
+type PreviewSegmentResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PreviewSegmentResponse429Headers the declared response headers of an HTTP 429 response for PreviewSegment
+type PreviewSegmentResponse429Headers struct {
+	RetryAfter int
+}
+
+type PreviewSegmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SegmentPreview
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewSegmentResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewSegmentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewSegmentResponse) GetJSON200() *SegmentPreview {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PreviewSegmentResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PreviewSegmentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PreviewSegmentResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PreviewSegmentResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PreviewSegmentResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PreviewSegmentResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PreviewSegmentResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewSegmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewSegmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewSegmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewSegmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSegmentResponse401Headers the declared response headers of an HTTP 401 response for DeleteSegment
+type DeleteSegmentResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DeleteSegmentResponse429Headers the declared response headers of an HTTP 429 response for DeleteSegment
+type DeleteSegmentResponse429Headers struct {
+	RetryAfter int
+}
+
+type DeleteSegmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteSegmentResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSegmentResponse429Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteSegmentResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteSegmentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteSegmentResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteSegmentResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteSegmentResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteSegmentResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteSegmentResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSegmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSegmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSegmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSegmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSegmentResponse401Headers the declared response headers of an HTTP 401 response for GetSegment
+type GetSegmentResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetSegmentResponse429Headers the declared response headers of an HTTP 429 response for GetSegment
+type GetSegmentResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetSegmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Segment
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSegmentResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSegmentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSegmentResponse) GetJSON200() *Segment {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetSegmentResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSegmentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSegmentResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSegmentResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSegmentResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSegmentResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSegmentResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSegmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSegmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSegmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSegmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateSegmentResponse401Headers the declared response headers of an HTTP 401 response for UpdateSegment
+type UpdateSegmentResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// UpdateSegmentResponse429Headers the declared response headers of an HTTP 429 response for UpdateSegment
+type UpdateSegmentResponse429Headers struct {
+	RetryAfter int
+}
+
+type UpdateSegmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Segment
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateSegmentResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateSegmentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateSegmentResponse) GetJSON200() *Segment {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateSegmentResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateSegmentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateSegmentResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateSegmentResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateSegmentResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateSegmentResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateSegmentResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateSegmentResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateSegmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateSegmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateSegmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateSegmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSegmentVersionResponse401Headers the declared response headers of an HTTP 401 response for GetSegmentVersion
+type GetSegmentVersionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetSegmentVersionResponse429Headers the declared response headers of an HTTP 429 response for GetSegmentVersion
+type GetSegmentVersionResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetSegmentVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SegmentVersion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSegmentVersionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSegmentVersionResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON200() *SegmentVersion {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSegmentVersionResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSegmentVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSegmentVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSegmentVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSegmentVersionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // StatsResponse401Headers the declared response headers of an HTTP 401 response for Stats
 type StatsResponse401Headers struct {
 	WWWAuthenticate string
@@ -10788,6 +12240,136 @@ func (c *ClientWithResponses) PreviewBroadcastAudienceWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParsePreviewBroadcastAudienceResponse(rsp)
+}
+
+// ListSegmentsWithResponse The live segments by name, each at its current version (without its filter).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/segments (the `ListSegments` operationId).
+func (c *ClientWithResponses) ListSegmentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSegmentsResponse, error) {
+	rsp, err := c.ListSegments(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSegmentsResponse(rsp)
+}
+
+// CreateSegmentWithBodyWithResponse Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+func (c *ClientWithResponses) CreateSegmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSegmentResponse, error) {
+	rsp, err := c.CreateSegmentWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSegmentResponse(rsp)
+}
+
+// CreateSegmentWithResponse Save a new segment at version 1 (sender role). The filter is checked against the deployment's fields; every mistake is a 400 naming its path.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/segments (the `CreateSegment` operationId).
+func (c *ClientWithResponses) CreateSegmentWithResponse(ctx context.Context, body CreateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSegmentResponse, error) {
+	rsp, err := c.CreateSegment(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSegmentResponse(rsp)
+}
+
+// PreviewSegmentWithBodyWithResponse Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+func (c *ClientWithResponses) PreviewSegmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewSegmentResponse, error) {
+	rsp, err := c.PreviewSegmentWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewSegmentResponse(rsp)
+}
+
+// PreviewSegmentWithResponse Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
+func (c *ClientWithResponses) PreviewSegmentWithResponse(ctx context.Context, body PreviewSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewSegmentResponse, error) {
+	rsp, err := c.PreviewSegment(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewSegmentResponse(rsp)
+}
+
+// DeleteSegmentWithResponse Delete the segment (sender role): it leaves the list and its name is free again; its versions stay, for the broadcasts sent to them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /push/segments/{name} (the `DeleteSegment` operationId).
+func (c *ClientWithResponses) DeleteSegmentWithResponse(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*DeleteSegmentResponse, error) {
+	rsp, err := c.DeleteSegment(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSegmentResponse(rsp)
+}
+
+// GetSegmentWithResponse The live segment at its current version, with its filter and the list of its versions.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/segments/{name} (the `GetSegment` operationId).
+func (c *ClientWithResponses) GetSegmentWithResponse(ctx context.Context, name SegmentName, reqEditors ...RequestEditorFn) (*GetSegmentResponse, error) {
+	rsp, err := c.GetSegment(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSegmentResponse(rsp)
+}
+
+// UpdateSegmentWithBodyWithResponse Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+func (c *ClientWithResponses) UpdateSegmentWithBodyWithResponse(ctx context.Context, name SegmentName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSegmentResponse, error) {
+	rsp, err := c.UpdateSegmentWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSegmentResponse(rsp)
+}
+
+// UpdateSegmentWithResponse Save a new version of the segment (sender role): its filter, and its description when given (else the current one's). Every version is kept; a broadcast keeps the version it was sent to.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /push/segments/{name} (the `UpdateSegment` operationId).
+func (c *ClientWithResponses) UpdateSegmentWithResponse(ctx context.Context, name SegmentName, body UpdateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSegmentResponse, error) {
+	rsp, err := c.UpdateSegment(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSegmentResponse(rsp)
+}
+
+// GetSegmentVersionWithResponse One version of the live segment, with its filter.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/segments/{name}/versions/{version} (the `GetSegmentVersion` operationId).
+func (c *ClientWithResponses) GetSegmentVersionWithResponse(ctx context.Context, name SegmentName, version SegmentVersionNumber, reqEditors ...RequestEditorFn) (*GetSegmentVersionResponse, error) {
+	rsp, err := c.GetSegmentVersion(ctx, name, version, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSegmentVersionResponse(rsp)
 }
 
 // StatsWithResponse Totals over the real (non-dry-run) broadcasts, plus the number of dry runs.
@@ -13365,6 +14947,688 @@ func ParsePreviewBroadcastAudienceResponse(rsp *http.Response) (*PreviewBroadcas
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers PreviewBroadcastAudienceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSegmentsResponse parses an HTTP response from a ListSegmentsWithResponse call
+func ParseListSegmentsResponse(rsp *http.Response) (*ListSegmentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSegmentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SegmentList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSegmentsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSegmentsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSegmentResponse parses an HTTP response from a CreateSegmentWithResponse call
+func ParseCreateSegmentResponse(rsp *http.Response) (*CreateSegmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSegmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Segment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CreateSegmentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewSegmentResponse parses an HTTP response from a PreviewSegmentWithResponse call
+func ParsePreviewSegmentResponse(rsp *http.Response) (*PreviewSegmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewSegmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SegmentPreview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewSegmentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSegmentResponse parses an HTTP response from a DeleteSegmentWithResponse call
+func ParseDeleteSegmentResponse(rsp *http.Response) (*DeleteSegmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSegmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteSegmentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSegmentResponse parses an HTTP response from a GetSegmentWithResponse call
+func ParseGetSegmentResponse(rsp *http.Response) (*GetSegmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSegmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Segment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetSegmentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateSegmentResponse parses an HTTP response from a UpdateSegmentWithResponse call
+func ParseUpdateSegmentResponse(rsp *http.Response) (*UpdateSegmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateSegmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Segment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers UpdateSegmentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSegmentVersionResponse parses an HTTP response from a GetSegmentVersionWithResponse call
+func ParseGetSegmentVersionResponse(rsp *http.Response) (*GetSegmentVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSegmentVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SegmentVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetSegmentVersionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSegmentVersionResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

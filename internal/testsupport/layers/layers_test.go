@@ -76,13 +76,16 @@ var allowed = map[string][]string{
 	"broadcast/testsend": {"broadcast/instance", "broadcast/message", "broadcast/reads", "broadcast/rules", "engagement", "fanout", "internal/platform/lifecycle", "model", "repository"},
 	"config":             {"model"}, // plain settings; the domain compiles audiences and jobs
 	"segment/filter":     nil,       // segments' filter language: checked, compiled to bound SQL, matched in Go
+	// The saved segments: writes checked against the schema's fields,
+	// versions, previews.
+	"segment": {"model", "repository", "segment/filter"},
 	// The HTTP API: decode, call the domain, render. It reaches the domain
 	// through interfaces of its own (broadcast, reads, rules, testsend for
 	// their types only: the request, its field errors, a preview, a test
-	// report; consent for its refusals) and reads a server.Config that
+	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "server/consents", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/view", "webhook", "websdk"},
+	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/view", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -91,17 +94,18 @@ var allowed = map[string][]string{
 	// reads and the renderer as functions, so it knows no domain), the
 	// per-key token buckets the budgets are made of, the trusted
 	// reverse proxies (client address, TLS behind them), and the routes
-	// of the categories and the bundled consent table (the server
-	// registers them in its /push group and passes them its strict
+	// of the categories and the bundled consent table, and of the saved
+	// segments (the server registers them in its /push group and passes them its strict
 	// decoding, the caller's name and its clock).
 	"server/view":      {"model"},
 	"server/live":      {"model", "server/view"},
 	"server/ratelimit": nil,
 	"server/proxies":   nil,
 	"server/consents":  {"consent", "model"},
+	"server/segments":  {"model", "segment"},
 	"console":          nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "server", "webhook"},
+	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -129,7 +133,7 @@ var allowed = map[string][]string{
 // API's own parts (server/view, server/live, server/ratelimit,
 // server/proxies) sit as low as their imports let them: they import no
 // domain package; server/consents sits just above the consent book whose
-// types it renders.
+// types it renders, server/segments just above the segments' catalog.
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
@@ -139,6 +143,8 @@ var layer = map[string]int{
 	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2,
 	"lease":                           3,
 	"server/consents":                 3,
+	"segment":                         3,
+	"server/segments":                 4,
 	"broadcast/message":               3,
 	"broadcast/instance":              4,
 	"broadcast/plan":                  5,

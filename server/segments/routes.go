@@ -1,0 +1,191 @@
+// Package segments is the API's routes of the saved segments
+// (docs/segments.md): create, a new version, read with the versions,
+// list, delete, one version, and the preview that counts a filter as the
+// console builds it.
+//
+// HTTP only, like package server, which registers the routes in its
+// /push group (behind its auth: a viewer reads, a sender writes) and
+// passes in what they need of it: its strict decoding, the name of the
+// token that authenticated a request, its clock, the previews' budget.
+// The catalog (package segment) checks every write; every refusal, the
+// routes' own (a version that is not a number) included, is a
+// *segment.FieldError naming the field (filter.and[2].op), which the
+// server's one error handler answers as a 400; segment.ErrNotFound is a
+// 404 and segment.ErrExists a 409.
+package segments
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"pushfan/model"
+	"pushfan/segment"
+)
+
+// Domain is the saved segments: segment.Catalog.
+type Domain interface {
+	Create(ctx context.Context, w segment.Write) (model.Segment, error)
+	Update(ctx context.Context, w segment.Write) (model.Segment, error)
+	Get(ctx context.Context, name string) (model.Segment, error)
+	List(ctx context.Context) ([]model.Segment, error)
+	Delete(ctx context.Context, name string, at time.Time) error
+	Version(ctx context.Context, name string, version int) (model.SegmentVersion, error)
+	Preview(ctx context.Context, filter json.RawMessage, exact bool) (segment.Preview, error)
+}
+
+// Routes serve the saved segments.
+type Routes struct {
+	Domain Domain
+	// Decode decodes a request body strictly (unknown fields, wrong
+	// types and trailing data refused, naming the field).
+	Decode func(body io.Reader, v any) error
+	// Actor is the name of the token that authenticated the request:
+	// who wrote a version.
+	Actor func(c echo.Context) string
+	Now   func() time.Time
+	// Previews is the previews' budget (one per token, shared with the
+	// audiences' previews); nil for none.
+	Previews echo.MiddlewareFunc
+}
+
+// Register serves the routes in g (the /push group). A write needs a
+// sender token: the group's auth refuses a viewer's POST, PUT and DELETE.
+// The preview's path is not a segment's: "preview" is no segment's name
+// (previewName).
+func (r *Routes) Register(g *echo.Group) {
+	var budget []echo.MiddlewareFunc
+	if r.Previews != nil {
+		budget = append(budget, r.Previews)
+	}
+	g.POST("/segments/preview", r.preview, budget...)
+	g.POST("/segments", r.create)
+	g.GET("/segments", r.list)
+	g.GET("/segments/:name", r.get)
+	g.PUT("/segments/:name", r.update)
+	g.DELETE("/segments/:name", r.delete)
+	g.GET("/segments/:name/versions/:version", r.version)
+}
+
+// previewName is the preview's path segment, which no segment may be
+// called: /push/segments/preview would not reach it.
+const previewName = "preview"
+
+// createRequest is the body of POST /push/segments.
+type createRequest struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Filter      json.RawMessage `json:"filter"`
+}
+
+// updateRequest is the body of PUT /push/segments/{name}: without a
+// description, the current one is kept.
+type updateRequest struct {
+	Description *string         `json:"description"`
+	Filter      json.RawMessage `json:"filter"`
+}
+
+// previewRequest is the body of POST /push/segments/preview.
+type previewRequest struct {
+	Filter json.RawMessage `json:"filter"`
+	Exact  bool            `json:"exact"`
+}
+
+// List is GET /push/segments's answer.
+type List struct {
+	Segments []model.Segment `json:"segments"`
+}
+
+func refuse(field, code, message string) *segment.FieldError {
+	return &segment.FieldError{Field: field, Code: code, Message: message}
+}
+
+func (r *Routes) create(c echo.Context) error {
+	var req createRequest
+	if err := r.Decode(c.Request().Body, &req); err != nil {
+		return err
+	}
+	if req.Name == previewName {
+		return refuse("name", "invalid_name", `"preview" is the preview's path (POST /push/segments/preview), not a segment's name`)
+	}
+	w := segment.Write{Name: req.Name, Description: &req.Description, Filter: req.Filter, By: r.Actor(c), At: r.Now()}
+	seg, err := r.Domain.Create(c.Request().Context(), w)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, seg)
+}
+
+func (r *Routes) update(c echo.Context) error {
+	var req updateRequest
+	if err := r.Decode(c.Request().Body, &req); err != nil {
+		return err
+	}
+	w := segment.Write{Name: c.Param("name"), Description: req.Description, Filter: req.Filter, By: r.Actor(c), At: r.Now()}
+	seg, err := r.Domain.Update(c.Request().Context(), w)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, seg)
+}
+
+func (r *Routes) list(c echo.Context) error {
+	segs, err := r.Domain.List(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if segs == nil {
+		segs = []model.Segment{}
+	}
+	return c.JSON(http.StatusOK, List{Segments: segs})
+}
+
+func (r *Routes) get(c echo.Context) error {
+	seg, err := r.Domain.Get(c.Request().Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	if seg.Versions == nil {
+		seg.Versions = []model.SegmentVersion{}
+	}
+	return c.JSON(http.StatusOK, seg)
+}
+
+func (r *Routes) delete(c echo.Context) error {
+	if err := r.Domain.Delete(c.Request().Context(), c.Param("name"), r.Now()); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (r *Routes) version(c echo.Context) error {
+	n, err := strconv.Atoi(c.Param("version"))
+	if err != nil || n < 1 {
+		return refuse("version", "invalid_version", "version "+strconv.Quote(c.Param("version"))+" is not a positive integer")
+	}
+	v, err := r.Domain.Version(c.Request().Context(), c.Param("name"), n)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+func (r *Routes) preview(c echo.Context) error {
+	var req previewRequest
+	if err := r.Decode(c.Request().Body, &req); err != nil {
+		return err
+	}
+	p, err := r.Domain.Preview(c.Request().Context(), req.Filter, req.Exact)
+	if err != nil {
+		return err
+	}
+	if p.Sample == nil {
+		p.Sample = []uint64{}
+	}
+	return c.JSON(http.StatusOK, p)
+}
