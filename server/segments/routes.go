@@ -1,8 +1,7 @@
 // Package segments is the API's routes of the saved segments
 // (docs/segments.md): create, a new version, read with the versions,
 // list, delete, one version, the fields a filter may name, and the
-// preview that counts a filter as the
-// console builds it.
+// preview that counts a filter as the console builds it.
 //
 // HTTP only, like package server, which registers the routes in its
 // /push group (behind its auth: a viewer reads, a sender writes) and
