@@ -167,6 +167,7 @@ function builder(ctx, fields, seg) {
     fieldSel.addEventListener('change', () => {
       c.field = fieldSel.value;
       c.value = undefined;
+      c.text = undefined;
       fillOps();
       fillValue(c, valueBox);
       changed();
@@ -176,7 +177,7 @@ function builder(ctx, fields, seg) {
       c.op = opSel.value;
       // A value of another shape (a list for "is", a date for "within")
       // is dropped; one of the same shape stays.
-      if (valueShape(byName[c.field]?.kind, c.op) !== before) c.value = undefined;
+      if (valueShape(byName[c.field]?.kind, c.op) !== before) c.value = c.text = undefined;
       fillValue(c, valueBox);
       changed();
     });
@@ -257,7 +258,8 @@ function builder(ctx, fields, seg) {
         return;
       }
       case 'list': {
-        const text = Array.isArray(c.value) ? c.value.join(', ') : '';
+        // c.text is what was typed: kept when the tree is drawn again.
+        const text = c.text ?? (Array.isArray(c.value) ? c.value.join(', ') : '');
         const input = h('input', {id, type: 'text', class: 'cond-list', 'aria-label': 'Values, separated by commas', autocomplete: 'off', spellcheck: 'false',
           value: text, placeholder: f.kind === 'version' ? '5.9, 5.10' : 'one, two'});
         input.addEventListener('input', () => {
@@ -287,7 +289,7 @@ function builder(ctx, fields, seg) {
       }
       default: {
         const input = h('input', {id, type: 'text', 'aria-label': 'Value', autocomplete: 'off', spellcheck: 'false',
-          value: c.value == null ? '' : String(c.value), inputmode: f.kind === 'int' ? 'numeric' : null,
+          value: c.text ?? (c.value == null ? '' : String(c.value)), inputmode: f.kind === 'int' ? 'numeric' : null,
           placeholder: f.kind === 'version' ? '5.10' : ''});
         input.addEventListener('input', () => {
           c.text = input.value;
