@@ -104,7 +104,7 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 		return fmt.Sprintf("#seg-tree .group-root > .seg-group > .group-children > .seg-cond:nth-child(%d) %s", n, part)
 	}
 	if got := eval[string](e, "the fields offered", fmt.Sprintf(`[...document.querySelector(%q).options].map((o) => o.textContent).join('|')`, cond(1, ".cond-field"))); got !=
-		"Choose a field…|Platform|App version|Language (locale)|Time zone|App|Last seen|User ID|plan" {
+		"Choose a field…|Platform|App version|Language (locale)|Time zone|App|Last seen|User ID|Plan" {
 		t.Fatalf("the fields offered: %q", got)
 	}
 	e.waitFor("the count to wait for a condition", 10*time.Second, `document.querySelector('#seg-count').dataset.state === 'idle'`)
@@ -170,7 +170,7 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 	e.page("segment")
 	e.waitFor("the segment's page", 10*time.Second, `location.hash === '#/segments/android-paid'`)
 	words := eval[string](e, "the filter in words", `document.querySelector('#segment-filter').innerText`)
-	for _, w := range []string{"All of:", "Platform is android", "App version is at least 5.10", "plan is any of pro, family"} {
+	for _, w := range []string{"All of:", "Platform is android", "App version is at least 5.10", "Plan is any of pro, family"} {
 		if !strings.Contains(words, w) {
 			t.Errorf("the filter in words %q lacks %q", words, w)
 		}
@@ -227,17 +227,54 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 		}
 	}
 
-	// Edit: version 2 (iOS instead), listed beside version 1.
+	// Edit: version 2 (iOS instead, and none of the users in Korean or
+	// Japanese or not seen for 30 days: a nested group), listed beside
+	// version 1.
 	e.route("#/segments/android-paid/edit")
 	e.page("segment-builder")
 	e.waitFor("the saved filter in the builder", 10*time.Second, fmt.Sprintf(`document.querySelector(%q).value === 'platform'
 		&& document.querySelector(%q).value === 'android' && document.querySelector(%q).value === 'pro, family'
 		&& document.querySelector(%q).value === 'gte'`, cond(1, ".cond-field"), cond(1, ".cond-value input"), cond(3, ".cond-value input"), cond(2, ".cond-op")))
 	e.setValue(cond(1, ".cond-value input"), "ios")
+	e.click("#seg-tree .group-root > .seg-group > .group-buttons .add-group")
+	group := "#seg-tree .group-root > .seg-group > .group-children > .seg-group"
+	inner := func(n int, part string) string {
+		return fmt.Sprintf("%s > .group-children > .seg-cond:nth-child(%d) %s", group, n, part)
+	}
+	e.setValue(group+" > .group-head .group-mode", "none")
+	e.setValue(inner(1, ".cond-field"), "locale")
+	e.setValue(inner(1, ".cond-op"), "in")
+	e.setValue(inner(1, ".cond-value input"), "ko, ja")
+	e.click(group + " > .group-buttons .add-cond")
+	e.setValue(inner(2, ".cond-field"), "last_seen")
+	e.setValue(inner(2, ".cond-op"), "not_within")
+	if got := eval[string](e, "the last seen operator's words", fmt.Sprintf(`document.querySelector(%q).selectedOptions[0].textContent`, inner(2, ".cond-op"))); got != "not within the last" {
+		t.Errorf("last_seen not_within reads %q", got)
+	}
+	e.setValue(inner(2, ".cond-value input"), "30")
+	if unit := eval[string](e, "the duration's unit", fmt.Sprintf(`document.querySelector(%q).value`, inner(2, ".cond-value select"))); unit != "d" {
+		t.Errorf("the duration's unit is %q, want days", unit)
+	}
+	// Every token was seen just now (updated_at): the group leaves out
+	// the Korean and Japanese users.
+	v2 := 0
+	for _, x := range all {
+		platform, version, locale, plan := segUser(x.UserID)
+		if platform == "ios" && (version == "5.10.0" || version == "6.1") && (plan == "pro" || plan == "family") && locale != "ko" && locale != "ja" {
+			v2++
+		}
+	}
+	e.waitFor("version 2's count", 20*time.Second, fmt.Sprintf(`document.querySelector('#seg-count').dataset.state === 'exact' && document.querySelector('#seg-count').dataset.tokens === '%d'`, v2))
 	e.click("#seg-save")
 	e.page("segment")
 	e.waitFor("version 2 beside version 1", 10*time.Second, `document.querySelectorAll('#segment-versions tbody tr[data-version]').length === 2
 		&& document.querySelector('#segment-filter').innerText.includes('Platform is ios')`)
+	words = eval[string](e, "version 2 in words", `document.querySelector('#segment-filter').innerText`)
+	for _, w := range []string{"None of:", "Language (locale) is any of ko, ja", "Last seen not within the last 30 days"} {
+		if !strings.Contains(words, w) {
+			t.Errorf("version 2 in words %q lacks %q", words, w)
+		}
+	}
 	e.click(`#segment-versions tr[data-version="1"] button`)
 	e.waitFor("version 1's filter", 10*time.Second, `(document.querySelector('[data-version-filter="1"]')?.innerText ?? '').includes('Platform is android')`)
 	e.route("#/segments/android-paid/edit")

@@ -79,7 +79,7 @@ function builder(ctx, fields, seg) {
       h('legend', null, 'Save'),
       field('Name', nameInput, seg ? 'A segment keeps its name; edits are new versions.' : 'Lower-case letters, digits, - and _, starting with a letter. Broadcasts and people refer to it by this.'),
       field('Description (optional)', descInput, 'What the segment is for: shown in the list and kept with this version.')),
-    h('div', {class: 'actions sticky-actions'}, save));
+    h('div', {class: 'actions'}, save));
 
   const errs = createFieldErrors(form, formError, resolve);
   const counter = createCounter(countBox, signal, (err) => errs.showApi(err));

@@ -24,7 +24,10 @@ export const ATTRIBUTE = 'attributes.';
 
 export function fieldLabel(name) {
   if (FIELD_LABELS[name]) return FIELD_LABELS[name];
-  if (String(name).startsWith(ATTRIBUTE)) return name.slice(ATTRIBUTE.length).replaceAll('_', ' ');
+  if (String(name).startsWith(ATTRIBUTE)) {
+    const n = name.slice(ATTRIBUTE.length).replaceAll('_', ' ');
+    return n.charAt(0).toUpperCase() + n.slice(1);
+  }
   return String(name);
 }
 
@@ -65,8 +68,8 @@ const KIND_WORDS = {
   date: {after: 'is after', gte: 'is on or after', before: 'is before', lte: 'is on or before', within: 'is within the last', not_within: 'is not within the last'},
   time: {within: 'is within the last', not_within: 'is not within the last', before: 'is before', after: 'is after'},
 };
-// Last seen says it as people do.
-const LAST_SEEN = {within: 'was seen within the last', not_within: 'was not seen within the last', before: 'was last seen before', after: 'was last seen after'};
+// Last seen reads as people say it: "Last seen within the last 30 days".
+const LAST_SEEN = {within: 'within the last', not_within: 'not within the last', before: 'before', after: 'after'};
 
 // The op choices of a field {name, kind, ops}: [[choice, words]], where a
 // choice is an op, or exists_true / exists_false.
