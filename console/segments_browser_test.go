@@ -281,3 +281,69 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 	e.page("segment-builder")
 	e.fitsAPhone()
 }
+
+// TestConsoleSegmentCountShowsAnEstimateFirst: on a big table the
+// preview's first answer is an estimate (exact false); the builder shows
+// it as one ("≈ 1.2M devices (estimate)"), asks again for the exact count
+// and replaces it. The tokens table here is small, so the page's fetch is
+// made to answer the estimate (and to hold the exact answer a moment);
+// the exact count is the server's. Then a viewer reads the segments and
+// their words, with nothing to build, send or delete.
+func TestConsoleSegmentCountShowsAnEstimateFirst(t *testing.T) {
+	e := newEnv(t, 30)
+	if code := e.api("POST", "/push/segments", map[string]any{"name": "web-users", "description": "Everyone on the web",
+		"filter": map[string]any{"field": "platform", "op": "eq", "value": "web"}}, nil); code != 201 {
+		t.Fatalf("creating a segment: %d", code)
+	}
+	var android int
+	if err := e.db.Get(&android, `SELECT COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.invalidated_at IS NULL AND u.push_enabled = 1 AND t.platform = 'android'`); err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(senderToken)
+	eval[bool](e, "making the preview answer an estimate first", `(() => {
+		const real = window.fetch;
+		window.fetch = async (url, opts) => {
+			if (String(url) === '/push/segments/preview') {
+				if (!JSON.parse(opts.body).exact) {
+					return new Response(JSON.stringify({tokens: 1234567, users: 987654, sample: [7], exact: false}),
+						{status: 200, headers: {'Content-Type': 'application/json'}});
+				}
+				await new Promise((done) => setTimeout(done, 1500));
+			}
+			return real(url, opts);
+		};
+		return true;
+	})()`)
+	e.route("#/segments/_new")
+	e.page("segment-builder")
+	cond := "#seg-tree .group-root > .seg-group > .group-children > .seg-cond:nth-child(1)"
+	e.setValue(cond+" .cond-field", "platform")
+	e.click(cond + ` .chip[data-value="android"]`)
+	e.waitFor("the estimate", 10*time.Second, `document.querySelector('#seg-count').dataset.state === 'estimate'
+		&& document.querySelector('#seg-count').textContent.startsWith('≈ 1.2M devices (estimate)')`)
+	e.shot("estimate")
+	e.waitFor("the exact count in its place", 10*time.Second, fmt.Sprintf(`document.querySelector('#seg-count').dataset.state === 'exact'
+		&& document.querySelector('#seg-count').dataset.tokens === '%d' && !document.querySelector('#seg-count').textContent.includes('≈')`, android))
+
+	// A viewer.
+	e.click("#signout")
+	e.page("signin")
+	e.signIn(viewerToken)
+	e.route("#/segments")
+	e.page("segments")
+	if eval[bool](e, "looking for the new segment button", `!!document.querySelector('#segment-new')`) {
+		t.Error("a viewer is offered to build a segment")
+	}
+	e.click(`#segments-table tr[data-segment="web-users"] a`)
+	e.page("segment")
+	e.waitFor("the segment in words", 10*time.Second, `document.querySelector('#segment-filter').innerText.includes('Platform is web')`)
+	if eval[bool](e, "looking for the sender's buttons", `!!document.querySelector('#segment-send, #segment-edit, #segment-delete, #segment-count')`) {
+		t.Error("a viewer is offered to send to, edit, delete or count a segment")
+	}
+	e.route("#/segments/_new")
+	e.page("segment-builder")
+	if !eval[bool](e, "the builder's refusal", `!!document.querySelector('#builder-denied') && !document.querySelector('#segment-form')`) {
+		t.Error("a viewer is shown the builder")
+	}
+}
