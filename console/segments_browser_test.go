@@ -207,6 +207,9 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 	if b.Audience.Segment == nil || b.Audience.Segment.Name != "android-paid" || b.Audience.Segment.Version != 1 || b.Targeted != int64(len(want)) {
 		t.Errorf("the broadcast: %+v (segment %+v); want android-paid version 1, %d targeted", b, b.Audience.Segment, len(want))
 	}
+	// The broadcast's page names the segment and the version it went to.
+	e.waitFor("the segment on the broadcast's page", 10*time.Second, `(() => { const el = document.querySelector('#broadcast-segment');
+		return el?.dataset.segment === 'android-paid' && el.dataset.version === '1' && el.innerText.includes('App version is at least 5.10') })()`)
 	// Exactly the matching tokens (a dead one was tried, and refused), and
 	// nothing for the others.
 	for _, x := range all {
@@ -226,6 +229,12 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 			}
 		}
 	}
+
+	// Duplicated, it goes to the segment again.
+	e.click("#btn-duplicate")
+	e.page("compose")
+	e.waitFor("the duplicate on the segment", 10*time.Second, `document.querySelector('input[name="audience-kind"][value="segment"]').checked
+		&& document.querySelector('#f-segment').value === 'android-paid'`)
 
 	// Edit: version 2 (iOS instead, and none of the users in Korean or
 	// Japanese or not seen for 30 days: a nested group), listed beside
@@ -280,6 +289,17 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 	e.route("#/segments/android-paid/edit")
 	e.page("segment-builder")
 	e.fitsAPhone()
+
+	// Deleted: gone from the list; the broadcast keeps what it was sent to.
+	e.route("#/segments/android-paid")
+	e.page("segment")
+	e.click("#segment-delete")
+	e.click("#confirm-ok")
+	e.page("segments")
+	e.waitFor("the empty list again", 10*time.Second, `document.querySelector('#segments-table tbody tr.empty') !== null`)
+	e.route(fmt.Sprintf("#/broadcasts/%d", id))
+	e.page("watch")
+	e.waitFor("the deleted segment's version on the broadcast", 10*time.Second, `document.querySelector('#broadcast-segment')?.innerText.includes('Platform is android') ?? false`)
 }
 
 // TestConsoleSegmentCountShowsAnEstimateFirst: on a big table the

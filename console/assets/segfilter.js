@@ -52,7 +52,19 @@ const WORDS = {
   nin: 'is none of',
   exists_true: 'has a value',
   exists_false: 'has no value',
+  // Of a field whose kind is not known here (a broadcast's segment on a
+  // page without the fields).
+  gt: 'is above',
+  gte: 'is at least',
+  lt: 'is below',
+  lte: 'is at most',
+  before: 'is before',
+  after: 'is after',
+  within: 'is within the last',
+  not_within: 'is not within the last',
 };
+// The built-in fields' kinds, for words without the fields' list.
+const BUILTIN_KINDS = {platform: 'string', locale: 'string', timezone: 'string', app: 'string', last_seen: 'time', app_version: 'version', user_id: 'int'};
 const ORDERED = {
   string: ['eq', 'ne', 'in', 'nin', 'gt', 'gte', 'lt', 'lte'],
   int: ['eq', 'ne', 'in', 'nin', 'gt', 'gte', 'lt', 'lte'],
@@ -167,7 +179,7 @@ export function describe(h, f, fields) {
   const tree = fromFilter(f);
   const words = (node) => {
     if (node.type === 'cond') {
-      const fld = kinds[node.field] || {name: node.field, kind: ''};
+      const fld = kinds[node.field] || {name: node.field, kind: BUILTIN_KINDS[node.field] || ''};
       return h('li', {class: 'seg-words-cond'}, h('strong', null, fieldLabel(node.field)), ' ', opWords(fld, node.op), valueWords(fld, node.op, node.value));
     }
     const label = MODES.find(([m]) => m === node.mode)[1];
