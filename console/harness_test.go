@@ -87,6 +87,15 @@ type env struct {
 // newEnv seeds users (one token each, every 20th token dead), starts the
 // server and a browser.
 func newEnv(t *testing.T, users int, extraEnv ...string) *env {
+	t.Helper()
+	return newEnvWith(t, users, nil, extraEnv...)
+}
+
+// newEnvWith is newEnv with prepare run on the seeded database before the
+// server starts: a column the configuration maps must be there when it
+// checks its schema.
+func newEnvWith(t *testing.T, users int, prepare func(db *sqlx.DB), extraEnv ...string) *env {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("a browser test (Chromium, the pushfan binary): make test runs it, make test-short does not")
 	}
@@ -97,6 +106,9 @@ func newEnv(t *testing.T, users int, extraEnv ...string) *env {
 	t.Cleanup(emuSrv.Close)
 	if _, _, err := demo.New(tdb.SQL, nil).SeedDemo(t.Context(), demo.SeedOptions{Users: users, TokensPerUserMax: 1, DeadEvery: 20}); err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(tdb.SQL)
 	}
 	e.startServer(tdb.DSN, emuSrv.URL, extraEnv)
 	e.startBrowser()

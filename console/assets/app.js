@@ -16,6 +16,8 @@ import * as watch from './watch.js';
 import * as compose from './compose.js';
 import * as cron from './cron.js';
 import * as audiences from './audiences.js';
+import * as segments from './segments.js';
+import * as segbuilder from './segbuilder.js';
 import * as cluster from './cluster.js';
 import * as webhooks from './webhooks.js';
 
@@ -26,6 +28,11 @@ const ROUTES = [
   {re: /^\/compose$/, page: 'compose', title: 'Compose', mod: compose},
   {re: /^\/cron$/, page: 'cron', title: 'Cron', mod: cron},
   {re: /^\/audiences$/, page: 'audiences', title: 'Audiences', mod: audiences},
+  // A segment's name starts with a letter: _new is no segment's.
+  {re: /^\/segments$/, page: 'segments', title: 'Segments', mod: segments},
+  {re: /^\/segments\/_new$/, page: 'segment-builder', title: 'New segment', mod: segbuilder},
+  {re: /^\/segments\/([a-z][a-z0-9_-]*)\/edit$/, page: 'segment-builder', title: 'Edit segment', mod: segbuilder},
+  {re: /^\/segments\/([a-z][a-z0-9_-]*)$/, page: 'segment', title: 'Segment', mod: segments},
   {re: /^\/cluster$/, page: 'cluster', title: 'Cluster', mod: cluster},
   {re: /^\/webhooks$/, page: 'webhooks', title: 'Webhooks', mod: webhooks},
   {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
@@ -39,6 +46,7 @@ const NAV = [
   ['#/broadcasts', 'Broadcasts'],
   ['#/compose', 'Compose', 'sender'],
   ['#/cron', 'Cron'],
+  ['#/segments', 'Segments'],
   ['#/audiences', 'Audiences'],
   ['#/cluster', 'Cluster'],
   ['#/webhooks', 'Webhooks', null, 'every-app'],

@@ -11,6 +11,9 @@
 // names the broadcast's category: the preview counts the devices left out
 // for want of consent to it and says who its night window holds back,
 // and the phone shows the category's labels as they are sent.
+//
+// A saved segment (segments.js) is an audience too: #/compose?segment=NAME
+// (the segment page's "Send to this segment") opens the form on it.
 
 import {get, post} from './api.js';
 import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
@@ -41,10 +44,11 @@ export async function render(ctx) {
 
   // The named audiences and the broadcast to duplicate, together. The form
   // works without either, so a failure is shown and the form still built.
-  const [audRes, origRes, catRes] = await Promise.allSettled([
+  const [audRes, origRes, catRes, segRes] = await Promise.allSettled([
     get('/push/audiences', {signal}),
     fromId ? get(`/push/broadcasts/${encodeURIComponent(fromId)}`, {signal}) : Promise.resolve(null),
     get('/push/categories', {signal}),
+    get('/push/segments', {signal}),
   ]);
   if (signal.aborted) return;
   const named = audRes.status === 'fulfilled' ? (audRes.value.named || []).filter(apps.mine) : [];
@@ -53,6 +57,7 @@ export async function render(ctx) {
   const categories = catRes.status === 'fulfilled'
     ? {list: catRes.value.categories || [], def: catRes.value.default_category || ''}
     : {list: [], def: ''};
+  const segments = segRes.status === 'fulfilled' ? segRes.value.segments || [] : [];
 
   const app = apps.current();
   if (apps.several()) {
@@ -61,19 +66,22 @@ export async function render(ctx) {
       'Sending in the app ', h('strong', null, app), a?.project_id ? ` (Firebase project ${a.project_id})` : '',
       '. Switch apps in the header to send in another.'));
   }
-  const form = buildForm(ctx, named, categories);
+  const form = buildForm(ctx, named, categories, segments);
   add(root, form.el);
   if (audRes.status === 'rejected') showPageError(root, new Error('Named audiences could not be loaded: ' + audRes.reason.message));
+  if (segRes.status === 'rejected') showPageError(root, new Error('Segments could not be loaded: ' + segRes.reason.message));
   if (catRes.status === 'rejected') showPageError(root, new Error('Message categories could not be loaded: ' + catRes.reason.message));
   if (origRes.status === 'rejected') {
     showPageError(root, new Error(`Broadcast #${fromId} could not be loaded to duplicate: ${origRes.reason.message}`));
   } else if (origRes.value) {
     form.prefill(origRes.value);
+  } else if (query.get('segment') && !form.chooseSegment(query.get('segment'))) {
+    showPageError(root, new Error(`There is no saved segment named ${query.get('segment')}: choose an audience.`));
   }
   form.refresh();
 }
 
-function buildForm(ctx, namedAudiences, categories) {
+function buildForm(ctx, namedAudiences, categories, segments) {
   const {signal} = ctx;
   const timers = new Set();
   ctx.cleanup(() => timers.forEach(clearTimeout));
@@ -215,11 +223,26 @@ function buildForm(ctx, namedAudiences, categories) {
   const kindRow = h('div', {class: 'choices', role: 'radiogroup', tabindex: '-1', 'aria-label': 'Audience kind'},
     radio('audience-kind', 'all', 'All users', true),
     radio('audience-kind', 'user_ids', 'User ids'),
+    radio('audience-kind', 'segment', 'Segment'),
     radio('audience-kind', 'named', 'Named audience'));
   if (!namedAudiences.length) {
     const r = kindRow.querySelector('input[value="named"]');
     r.disabled = true;
     r.nextSibling.textContent = 'Named audience (none configured)';
+  }
+  if (!segments.length) {
+    const r = kindRow.querySelector('input[value="segment"]');
+    r.disabled = true;
+    r.nextSibling.textContent = 'Segment (none saved)';
+  }
+  const segName = h('select', {id: 'f-segment'},
+    h('option', {value: ''}, 'Choose…'),
+    segments.map((sg) => h('option', {value: sg.name}, sg.name)));
+  const segDesc = h('p', {class: 'hint', id: 'f-segment-desc'});
+  function describeSegment() {
+    const sg = segments.find((x) => x.name === segName.value);
+    fill(segDesc, sg ? [`Version ${sg.version}${sg.description ? ': ' + sg.description : ''}. `,
+      h('a', {href: `#/segments/${encodeURIComponent(sg.name)}`}, 'See who it picks')] : null);
   }
   const userIds = h('textarea', {id: 'f-user_ids', rows: 2, class: 'mono', spellcheck: 'false', placeholder: '101, 102, 103'});
   const audName = h('select', {id: 'f-audience-name'},
@@ -270,6 +293,8 @@ function buildForm(ctx, namedAudiences, categories) {
     kindErrors,
     h('div', {'data-kind': 'user_ids', class: 'kind-block'},
       field('User ids', userIds, 'Separated by commas, spaces or new lines.')),
+    h('div', {'data-kind': 'segment', class: 'kind-block'},
+      field('Segment', segName, 'Sent to the segment as it is now; the broadcast keeps this version.'), segDesc),
     h('div', {'data-kind': 'named', class: 'kind-block'},
       field('Named audience', audName), audDesc, params),
     h('div', {class: 'preview-box', 'aria-live': 'polite'},
@@ -403,6 +428,7 @@ function buildForm(ctx, namedAudiences, categories) {
       case 'audience':
         if (parts[1] === 'user_ids') return inputTarget(userIds);
         if (parts[1] === 'name') return inputTarget(audName);
+        if (parts[1] === 'segment') return inputTarget(segName);
         if (parts[1] === 'params') {
           const p = parts[2] && [...params.querySelectorAll('input[data-param]')].find((i) => i.dataset.param === parts[2]);
           return p ? inputTarget(p) : block(params, params);
@@ -480,6 +506,11 @@ function buildForm(ctx, namedAudiences, categories) {
   function audience(errors) {
     const kind = kindOf();
     if (kind === 'all') return {all: true};
+    if (kind === 'segment') {
+      if (segName.value) return {segment: segName.value};
+      errors.push(['audience.segment', 'Choose a segment.']);
+      return null;
+    }
     if (kind === 'user_ids') {
       try {
         const ids = parseIds(userIds.value);
@@ -790,6 +821,11 @@ function buildForm(ctx, namedAudiences, categories) {
       setKind('named');
       schedulePreview();
     }
+    if (t === segName) {
+      describeSegment();
+      setKind('segment');
+      schedulePreview();
+    }
     if (t.name === 'delivery') markDelivery();
     if (t === phoneLocale) updatePhone();
     if (t.name === 'delivery' || t === hold || t === dryRun) updateLabel();
@@ -832,6 +868,8 @@ function buildForm(ctx, namedAudiences, categories) {
       } else {
         notes.push(`Its named audience "${a.name}" is no longer configured: choose an audience.`);
       }
+    } else if (a.segment) {
+      if (!chooseSegment(a.segment.name)) notes.push(`Its segment "${a.segment.name}" no longer exists: choose an audience.`);
     } else if (a.resend_of) {
       setKind('user_ids');
       notes.push(`It resent the failures of broadcast #${a.resend_of}; that audience cannot be reused: choose one.`);
@@ -865,6 +903,18 @@ function buildForm(ctx, namedAudiences, categories) {
     notice.hidden = false;
   }
 
+  // Opens the form on the saved segment name; false if there is none.
+  function chooseSegment(name) {
+    segName.value = name;
+    if (segName.value !== name) {
+      segName.value = '';
+      return false;
+    }
+    describeSegment();
+    setKind('segment');
+    return true;
+  }
+
   // Called once the form is in the page (and prefilled).
   function refresh() {
     showCategoryRules();
@@ -876,7 +926,7 @@ function buildForm(ctx, namedAudiences, categories) {
     schedulePreview();
   }
 
-  return {el, prefill, refresh};
+  return {el, prefill, refresh, chooseSegment};
 }
 
 // '' → undefined (not sent); otherwise a JSON object, or an error to show.

@@ -18,6 +18,7 @@ import {testReport, windowText} from './compose.js';
 import {headline} from './broadcasts.js';
 import {engagementCard} from './engagement.js';
 import {broadcastDeliveries} from './webhooks.js';
+import {describe} from './segfilter.js';
 import * as apps from './apps.js';
 
 // What POST .../resend resends by default (the transient codes).
@@ -448,6 +449,14 @@ function audienceText(a) {
   if (a.name) {
     const p = Object.entries(a.params || {}).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join(',') : v}`);
     return p.length ? `${a.name} (${p.join(', ')})` : a.name;
+  }
+  if (a.segment) {
+    // The version it was sent to, as it was then (a later edit of the
+    // segment does not change it).
+    const sg = a.segment;
+    return h('div', {id: 'broadcast-segment', 'data-segment': sg.name, 'data-version': sg.version},
+      'Segment ', h('a', {href: `#/segments/${encodeURIComponent(sg.name)}`}, sg.name), ` (version ${sg.version})`,
+      sg.filter ? describe(h, sg.filter) : null);
   }
   if (a.resend_of) {
     return h('span', null, 'Failures of ', h('a', {href: `#/broadcasts/${a.resend_of}`}, `#${a.resend_of}`),

@@ -1,7 +1,7 @@
 // Package segments is the API's routes of the saved segments
 // (docs/segments.md): create, a new version, read with the versions,
-// list, delete, one version, and the preview that counts a filter as the
-// console builds it.
+// list, delete, one version, the fields a filter may name, and the
+// preview that counts a filter as the console builds it.
 //
 // HTTP only, like package server, which registers the routes in its
 // /push group (behind its auth: a viewer reads, a sender writes) and
@@ -26,6 +26,7 @@ import (
 
 	"pushfan/model"
 	"pushfan/segment"
+	"pushfan/segment/filter"
 )
 
 // Domain is the saved segments: segment.Catalog.
@@ -37,6 +38,15 @@ type Domain interface {
 	Delete(ctx context.Context, name string, at time.Time) error
 	Version(ctx context.Context, name string, version int) (model.SegmentVersion, error)
 	Preview(ctx context.Context, filter json.RawMessage, exact bool) (segment.Preview, error)
+}
+
+// Fielder is a Domain that lists the fields a filter may name on this
+// deployment's schema (the built-in ones it has columns for, and its
+// attributes): segment.Catalog. Kept apart from Domain so that a Domain
+// without it (a test's fake) still serves the other routes; the fields
+// route answers it an empty list.
+type Fielder interface {
+	Fields() filter.Fields
 }
 
 // Routes serve the saved segments.
@@ -64,6 +74,7 @@ func (r *Routes) Register(g *echo.Group) {
 		budget = append(budget, r.Previews)
 	}
 	g.POST("/segments/preview", r.preview, budget...)
+	g.GET("/segments/fields", r.fields)
 	g.POST("/segments", r.create)
 	g.GET("/segments", r.list)
 	g.GET("/segments/:name", r.get)
@@ -75,6 +86,10 @@ func (r *Routes) Register(g *echo.Group) {
 // previewName is the preview's path segment, which no segment may be
 // called: /push/segments/preview would not reach it.
 const previewName = "preview"
+
+// fieldsName is the fields' path segment: GET /push/segments/fields
+// would not reach a segment so called.
+const fieldsName = "fields"
 
 // createRequest is the body of POST /push/segments.
 type createRequest struct {
@@ -96,6 +111,20 @@ type previewRequest struct {
 	Exact  bool            `json:"exact"`
 }
 
+// FieldInfo is one field a filter may name, as GET /push/segments/fields
+// lists it: its kind (string, int, bool, date, time, version) and the
+// operators that kind takes, so that a builder offers only those.
+type FieldInfo struct {
+	Name string   `json:"name"`
+	Kind string   `json:"kind"`
+	Ops  []string `json:"ops"`
+}
+
+// FieldList is GET /push/segments/fields's answer, sorted by name.
+type FieldList struct {
+	Fields []FieldInfo `json:"fields"`
+}
+
 // List is GET /push/segments's answer.
 type List struct {
 	Segments []model.Segment `json:"segments"`
@@ -112,6 +141,9 @@ func (r *Routes) create(c echo.Context) error {
 	}
 	if req.Name == previewName {
 		return refuse("name", "invalid_name", `"preview" is the preview's path (POST /push/segments/preview), not a segment's name`)
+	}
+	if req.Name == fieldsName {
+		return refuse("name", "invalid_name", `"fields" is the fields' path (GET /push/segments/fields), not a segment's name`)
 	}
 	w := segment.Write{Name: req.Name, Description: &req.Description, Filter: req.Filter, By: r.Actor(c), At: r.Now()}
 	seg, err := r.Domain.Create(c.Request().Context(), w)
@@ -173,6 +205,22 @@ func (r *Routes) version(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, v)
+}
+
+// fields lists the fields of this deployment's schema: the console's
+// segment builder offers them (and each kind's operators) rather than
+// learning them from refusals.
+func (r *Routes) fields(c echo.Context) error {
+	var fs filter.Fields
+	if f, ok := r.Domain.(Fielder); ok {
+		fs = f.Fields()
+	}
+	out := FieldList{Fields: make([]FieldInfo, 0, len(fs))}
+	for _, name := range fs.Names() {
+		f := fs[name]
+		out.Fields = append(out.Fields, FieldInfo{Name: name, Kind: string(f.Kind), Ops: filter.Ops(f.Kind)})
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func (r *Routes) preview(c echo.Context) error {
