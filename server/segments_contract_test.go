@@ -115,6 +115,8 @@ func (f *fakeSegments) Version(_ context.Context, name string, version int) (mod
 	return s.Versions[version-1], nil
 }
 
+func (f *fakeSegments) Fields() filter.Fields { return segmentFields }
+
 func (f *fakeSegments) Preview(_ context.Context, raw json.RawMessage, exact bool) (segment.Preview, error) {
 	if _, err := segment.CheckFilter(raw, segmentFields); err != nil {
 		return segment.Preview{}, err

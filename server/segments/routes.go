@@ -38,14 +38,8 @@ type Domain interface {
 	Delete(ctx context.Context, name string, at time.Time) error
 	Version(ctx context.Context, name string, version int) (model.SegmentVersion, error)
 	Preview(ctx context.Context, filter json.RawMessage, exact bool) (segment.Preview, error)
-}
-
-// Fielder is a Domain that lists the fields a filter may name on this
-// deployment's schema (the built-in ones it has columns for, and its
-// attributes): segment.Catalog. Kept apart from Domain so that a Domain
-// without it (a test's fake) still serves the other routes; the fields
-// route answers it an empty list.
-type Fielder interface {
+	// Fields are the fields a filter may name on this deployment's schema
+	// (the built-in ones it has columns for, and its attributes).
 	Fields() filter.Fields
 }
 
@@ -211,10 +205,7 @@ func (r *Routes) version(c echo.Context) error {
 // segment builder offers them (and each kind's operators) rather than
 // learning them from refusals.
 func (r *Routes) fields(c echo.Context) error {
-	var fs filter.Fields
-	if f, ok := r.Domain.(Fielder); ok {
-		fs = f.Fields()
-	}
+	fs := r.Domain.Fields()
 	out := FieldList{Fields: make([]FieldInfo, 0, len(fs))}
 	for _, name := range fs.Names() {
 		f := fs[name]

@@ -253,22 +253,22 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for NamedAudienceParams.
 const (
-	Bool   NamedAudienceParams = "bool"
-	Date   NamedAudienceParams = "date"
-	Int    NamedAudienceParams = "int"
-	String NamedAudienceParams = "string"
+	NamedAudienceParamsBool   NamedAudienceParams = "bool"
+	NamedAudienceParamsDate   NamedAudienceParams = "date"
+	NamedAudienceParamsInt    NamedAudienceParams = "int"
+	NamedAudienceParamsString NamedAudienceParams = "string"
 )
 
 // Valid indicates whether the value is a known member of the NamedAudienceParams enum.
 func (e NamedAudienceParams) Valid() bool {
 	switch e {
-	case Bool:
+	case NamedAudienceParamsBool:
 		return true
-	case Date:
+	case NamedAudienceParamsDate:
 		return true
-	case Int:
+	case NamedAudienceParamsInt:
 		return true
-	case String:
+	case NamedAudienceParamsString:
 		return true
 	default:
 		return false
@@ -338,6 +338,36 @@ func (e RunningChunkClass) Valid() bool {
 	case RunningChunkClassPaced:
 		return true
 	case RunningChunkClassTransactional:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SegmentFieldsFieldsKind.
+const (
+	SegmentFieldsFieldsKindBool    SegmentFieldsFieldsKind = "bool"
+	SegmentFieldsFieldsKindDate    SegmentFieldsFieldsKind = "date"
+	SegmentFieldsFieldsKindInt     SegmentFieldsFieldsKind = "int"
+	SegmentFieldsFieldsKindString  SegmentFieldsFieldsKind = "string"
+	SegmentFieldsFieldsKindTime    SegmentFieldsFieldsKind = "time"
+	SegmentFieldsFieldsKindVersion SegmentFieldsFieldsKind = "version"
+)
+
+// Valid indicates whether the value is a known member of the SegmentFieldsFieldsKind enum.
+func (e SegmentFieldsFieldsKind) Valid() bool {
+	switch e {
+	case SegmentFieldsFieldsKindBool:
+		return true
+	case SegmentFieldsFieldsKindDate:
+		return true
+	case SegmentFieldsFieldsKindInt:
+		return true
+	case SegmentFieldsFieldsKindString:
+		return true
+	case SegmentFieldsFieldsKindTime:
+		return true
+	case SegmentFieldsFieldsKindVersion:
 		return true
 	default:
 		return false
@@ -1713,6 +1743,22 @@ type Segment struct {
 	Version  int               `json:"version"`
 	Versions *[]SegmentVersion `json:"versions,omitempty"`
 }
+
+// SegmentFields defines model for SegmentFields.
+type SegmentFields struct {
+	Fields []struct {
+		Kind SegmentFieldsFieldsKind `json:"kind"`
+
+		// Name platform, locale, timezone, app, last_seen, app_version, user_id, or attributes.NAME for a declared attribute; a field the schema has no column for is absent.
+		Name string `json:"name"`
+
+		// Ops The operators this kind takes.
+		Ops []string `json:"ops"`
+	} `json:"fields"`
+}
+
+// SegmentFieldsFieldsKind defines model for SegmentFields.Fields.Kind.
+type SegmentFieldsFieldsKind string
 
 // SegmentFilter A filter: exactly one of and, or, not, or a condition {field, op, value}; nested up to 4 deep, at most 100 conditions. A mistake is a 400 invalid_filter whose field is its path (filter.and[2].op). A condition on a value the target does not have (NULL) does not hold; ne, nin, not_within and not are its negations, so they do hold there (docs/segments.md, "The filter").
 type SegmentFilter struct {
@@ -3537,6 +3583,11 @@ type ClientInterface interface {
 	// Corresponds with POST /push/segments (the `CreateSegment` operationId).
 	CreateSegment(ctx context.Context, body CreateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSegmentFields The fields a segment's filter may name on this deployment's schema, each with its kind and the operators that kind takes (the console's pickers).
+	//
+	// Corresponds with GET /push/segments/fields (the `ListSegmentFields` operationId).
+	ListSegmentFields(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PreviewSegmentWithBody Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
 	//
 	// Takes any type of body and a specified content type.
@@ -4291,6 +4342,21 @@ func (c *Client) CreateSegmentWithBody(ctx context.Context, contentType string, 
 // Corresponds with POST /push/segments (the `CreateSegment` operationId).
 func (c *Client) CreateSegment(ctx context.Context, body CreateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateSegmentRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSegmentFields The fields a segment's filter may name on this deployment's schema, each with its kind and the operators that kind takes (the console's pickers).
+//
+// Corresponds with GET /push/segments/fields (the `ListSegmentFields` operationId).
+func (c *Client) ListSegmentFields(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSegmentFieldsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -6081,6 +6147,33 @@ func NewCreateSegmentRequestWithBody(server string, contentType string, body io.
 	return req, nil
 }
 
+// NewListSegmentFieldsRequest constructs an http.Request for the ListSegmentFields method
+func NewListSegmentFieldsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments/fields")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPreviewSegmentRequest calls the generic PreviewSegment builder with application/json body
 func NewPreviewSegmentRequest(server string, body PreviewSegmentJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7198,6 +7291,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /push/segments (the `CreateSegment` operationId).
 	CreateSegmentWithResponse(ctx context.Context, body CreateSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSegmentResponse, error)
+
+	// ListSegmentFieldsWithResponse The fields a segment's filter may name on this deployment's schema, each with its kind and the operators that kind takes (the console's pickers).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/segments/fields (the `ListSegmentFields` operationId).
+	ListSegmentFieldsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSegmentFieldsResponse, error)
 
 	// PreviewSegmentWithBodyWithResponse Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
 	//
@@ -10216,6 +10316,96 @@ func (r CreateSegmentResponse) ContentType() string {
 	return ""
 }
 
+// ListSegmentFieldsResponse401Headers the declared response headers of an HTTP 401 response for ListSegmentFields
+type ListSegmentFieldsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListSegmentFieldsResponse429Headers the declared response headers of an HTTP 429 response for ListSegmentFields
+type ListSegmentFieldsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListSegmentFieldsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SegmentFields
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSegmentFieldsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSegmentFieldsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSegmentFieldsResponse) GetJSON200() *SegmentFields {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSegmentFieldsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSegmentFieldsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSegmentFieldsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSegmentFieldsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSegmentFieldsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSegmentFieldsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSegmentFieldsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSegmentFieldsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSegmentFieldsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PreviewSegmentResponse401Headers the declared response headers of an HTTP 401 response for PreviewSegment
 type PreviewSegmentResponse401Headers struct {
 	WWWAuthenticate string
@@ -12466,6 +12656,19 @@ func (c *ClientWithResponses) CreateSegmentWithResponse(ctx context.Context, bod
 		return nil, err
 	}
 	return ParseCreateSegmentResponse(rsp)
+}
+
+// ListSegmentFieldsWithResponse The fields a segment's filter may name on this deployment's schema, each with its kind and the operators that kind takes (the console's pickers).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/segments/fields (the `ListSegmentFields` operationId).
+func (c *ClientWithResponses) ListSegmentFieldsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSegmentFieldsResponse, error) {
+	rsp, err := c.ListSegmentFields(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSegmentFieldsResponse(rsp)
 }
 
 // PreviewSegmentWithBodyWithResponse Count a filter's targets now under the audience rule, with a sample of their users; saves nothing. Exact on a tokens table of up to 1M ids; on a bigger one an estimate at once (exact false), and the exact count when asked with exact. Sender role (a POST), with the previews' budget.
@@ -15414,6 +15617,90 @@ func ParseCreateSegmentResponse(rsp *http.Response) (*CreateSegmentResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSegmentFieldsResponse parses an HTTP response from a ListSegmentFieldsWithResponse call
+func ParseListSegmentFieldsResponse(rsp *http.Response) (*ListSegmentFieldsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSegmentFieldsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SegmentFields
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSegmentFieldsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSegmentFieldsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
