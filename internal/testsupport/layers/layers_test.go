@@ -102,7 +102,7 @@ var allowed = map[string][]string{
 	"server/ratelimit": nil,
 	"server/proxies":   nil,
 	"server/consents":  {"consent", "model"},
-	"server/segments":  {"model", "segment"},
+	"server/segments":  {"model", "segment", "segment/filter"},
 	"console":          nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
 	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "webhook"},
