@@ -107,17 +107,20 @@ func TestAdminTokensAreSplitAndTrimmed(t *testing.T) {
 
 func TestParseAdminTokens(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
-	ts, err := ParseAdminTokens([]string{"plain-secret-0123456789", "dash:viewer:view-secret-0123456789", "ci:sender:sha256:" + hash})
+	ts, err := ParseAdminTokens([]string{"plain-secret-0123456789", "dash:viewer:view-secret-0123456789", "ci:sender:sha256:" + hash,
+		"rev:approver:approve-secret-0123456789", "ops:admin:admin-secret-0123456789"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts[0].Name != "admin-1" || ts[0].Role != RoleSender || ts[1].Name != "dash" || ts[1].Role != RoleViewer || ts[2].Hash[0] != 0xab {
+	// A bare secret bootstraps the deployment: role admin.
+	if ts[0].Name != "admin-1" || ts[0].Role != RoleAdmin || ts[1].Name != "dash" || ts[1].Role != RoleViewer || ts[2].Hash[0] != 0xab ||
+		ts[3].Role != RoleApprover || ts[4].Name != "ops" || ts[4].Role != RoleAdmin {
 		t.Fatalf("parsed %+v", ts)
 	}
 	for _, bad := range [][]string{
 		{"short"},
 		{"x:viewer:short"},
-		{"x:admin:long-enough-secret-0123"},
+		{"x:owner:long-enough-secret-0123"},
 		{"ci:sender:sha256:nothex"},
 		{"a:viewer:long-enough-secret-0123", "a:sender:long-enough-secret-4567"},
 		{"bad name:viewer:long-enough-secret-0123"},

@@ -171,7 +171,7 @@ func render(name string, f reflect.Value) (string, bool) {
 // role of a name:role:secret entry (they are not secret, and they are what an
 // operator checks) and masking the secret, clear or sha256:.
 func maskAdminToken(entry string) string {
-	if parts := strings.SplitN(entry, ":", 3); len(parts) == 3 && (parts[1] == RoleViewer || parts[1] == RoleSender) {
+	if parts := strings.SplitN(entry, ":", 3); len(parts) == 3 && isRole(parts[1]) {
 		return parts[0] + ":" + parts[1] + ":" + mask
 	}
 	return mask

@@ -6,13 +6,20 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"pushfan/model"
 )
 
-// Roles an admin token can have.
+// Roles a token can have (model.Role: viewer, sender, approver, admin).
 const (
-	RoleViewer = "viewer" // GET routes only
-	RoleSender = "sender" // everything
+	RoleViewer   = string(model.RoleViewer)
+	RoleSender   = string(model.RoleSender)
+	RoleApprover = string(model.RoleApprover)
+	RoleAdmin    = string(model.RoleAdmin)
 )
+
+// isRole reports whether s names a role.
+func isRole(s string) bool { _, ok := model.ParseRole(s); return ok }
 
 // AdminToken is one parsed entry of PUSHFAN_ADMIN_TOKENS. Only the SHA-256
 // of the secret is kept: a token configured as a hash never exists in clear
@@ -65,7 +72,8 @@ func splitApps(secret string) (string, []string) {
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // ParseAdminTokens parses PUSHFAN_ADMIN_TOKENS entries. An entry is either
-// a bare secret (named admin-N, role sender) or name:role:secret[:apps],
+// a bare secret (named admin-N, role admin: the environment's tokens
+// bootstrap a deployment) or name:role:secret[:apps],
 // where the secret may be given as sha256:<64 hex digits> and apps limits
 // the token to those apps ("consumer|partner"). Errors never quote a
 // secret.
@@ -73,16 +81,16 @@ func ParseAdminTokens(entries []string) ([]AdminToken, error) {
 	var out []AdminToken
 	seen := map[string]bool{}
 	for i, e := range entries {
-		t := AdminToken{Name: fmt.Sprintf("admin-%d", i+1), Role: RoleSender}
+		t := AdminToken{Name: fmt.Sprintf("admin-%d", i+1), Role: RoleAdmin}
 		secret := e
-		if parts := strings.SplitN(e, ":", 3); len(parts) == 3 && (parts[1] == RoleViewer || parts[1] == RoleSender) {
+		if parts := strings.SplitN(e, ":", 3); len(parts) == 3 && isRole(parts[1]) {
 			t.Name, t.Role, secret = parts[0], parts[1], parts[2]
 			secret, t.Apps = splitApps(secret)
 			if !tokenName.MatchString(t.Name) {
 				return nil, fmt.Errorf("entry #%d: name must be 1-64 letters, digits, '.', '_' or '-'", i+1)
 			}
 		} else if len(parts) == 3 && strings.Count(e, ":") >= 2 && !strings.HasPrefix(e, "sha256:") {
-			return nil, fmt.Errorf("entry #%d: role must be %s or %s (format name:role:secret)", i+1, RoleViewer, RoleSender)
+			return nil, fmt.Errorf("entry #%d: role must be %s, %s, %s or %s (format name:role:secret)", i+1, RoleViewer, RoleSender, RoleApprover, RoleAdmin)
 		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("entry #%d: name %q is used twice", i+1, t.Name)

@@ -120,7 +120,7 @@ func (e *env) startServer(dsn, emuURL string, extraEnv []string) {
 		"PUSHFAN_MYSQL_DSN="+dsn,
 		"PUSHFAN_FCM_ENDPOINT="+emuURL+"/v1",
 		"PUSHFAN_FCM_PROJECT_ID=console-test",
-		"PUSHFAN_ADMIN_TOKENS=ops:sender:"+senderToken+",watcher:viewer:"+viewerToken,
+		"PUSHFAN_ADMIN_TOKENS=ops:admin:"+senderToken+",watcher:viewer:"+viewerToken,
 		"PUSHFAN_LOG_FORMAT=text",
 	)
 	e.url = teststack.StartServe(e.t, binary, "pushfan", append(env, extraEnv...)).URL

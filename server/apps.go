@@ -47,9 +47,9 @@ func (s *Server) mayUseApp(c echo.Context, app string) error {
 	return forbiddenApp(t, app)
 }
 
-func forbiddenApp(t *Token, app string) *APIError {
+func forbiddenApp(p *Principal, app string) *APIError {
 	return &APIError{Status: http.StatusForbidden, Code: "forbidden_app", Field: "app",
-		Message: "token " + t.Name + " may not use app " + app + " (it is limited to its apps in PUSHFAN_ADMIN_TOKENS)"}
+		Message: string(p.Kind) + " " + p.Name + " may not use app " + app + " (it is limited to its apps)"}
 }
 
 // appFilter is a list's or a count's apps: ?app= (a configured app the
@@ -110,7 +110,7 @@ func everyApp(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if t := caller(c); t != nil && t.Apps != nil {
 			return &APIError{Status: http.StatusForbidden, Code: "forbidden_app",
-				Message: "token " + t.Name + " is limited to some apps; " + c.Path() + " serves every app"}
+				Message: string(t.Kind) + " " + t.Name + " is limited to some apps; " + c.Path() + " serves every app"}
 		}
 		return next(c)
 	}

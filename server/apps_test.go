@@ -124,7 +124,7 @@ func TestARequestNamesAConfiguredApp(t *testing.T) {
 func TestATokenLimitedToAnAppGets403OnAnother(t *testing.T) {
 	t.Parallel()
 	const limited = "partner-ops-secret-0123456789"
-	s, _ := appsStack(t, 5, 3, "pops:sender:"+limited+":partner")
+	s, _ := appsStack(t, 5, 3, "pops:approver:"+limited+":partner")
 	var c, p teststack.Broadcast
 	s.Do(http.MethodPost, "/push/broadcast", map[string]any{"app": "consumer", "title": "c", "audience": map[string]any{"all": true}}, &c)
 	if r := s.DoAuth(http.MethodPost, "/push/broadcast", limited, map[string]any{"app": "partner", "title": "p", "audience": map[string]any{"all": true}}, &p); r.StatusCode != http.StatusOK {
@@ -284,7 +284,7 @@ func TestTheClusterViewListsOneAppsChunks(t *testing.T) {
 func TestTheAppCheckFailsClosed(t *testing.T) {
 	t.Parallel()
 	const limited = "partner-ops-secret-0123456789"
-	s, _ := appsStack(t, 5, 3, "pops:sender:"+limited+":partner")
+	s, _ := appsStack(t, 5, 3, "pops:approver:"+limited+":partner")
 	var c teststack.Broadcast
 	s.Do(http.MethodPost, "/push/broadcast?wait=0", map[string]any{"app": "consumer", "title": "c", "audience": map[string]any{"all": true}, "hold": true}, &c)
 	if c.Status != "held" {

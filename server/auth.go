@@ -39,10 +39,11 @@ func (ts tokenSet) match(token string) *Token {
 	return &ts.tokens[found]
 }
 
-const tokenKey = "pushfan.token"
+const principalKey = "pushfan.principal"
 
-// requireBearer refuses requests without a token from ts (401) and GET-only
-// tokens on other methods (403); it stores the matched token for handlers.
+// requireBearer refuses requests without a token from ts (401) and tokens
+// whose role does not include the route's (403, neededRole); it stores
+// the token's principal for handlers.
 // A presented token is an authentication attempt: a wrong one is charged
 // to the client address's failure budget, shared with the console's
 // sign-in, and once that is spent every bearer from the address is a 429.
@@ -65,25 +66,18 @@ func (s *Server) requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 				s.log.WarnContext(c.Request().Context(), "bearer token refused", "realm", realm, "remote", c.RealIP(), "path", c.Path())
 				return unauthorized(c, realm, "the bearer token is not valid")
 			}
-			if err := mayChange(t, c.Request().Method); err != nil {
+			p := t.principal()
+			if err := authorize(c, p); err != nil {
 				return err
 			}
-			c.Set(tokenKey, t)
+			c.Set(principalKey, p)
 			return next(c)
 		}
 	}
 }
 
-// safeMethod: a request that changes nothing (no role or CSRF check).
+// safeMethod: a request that changes nothing (no CSRF check).
 func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
-
-// mayChange refuses a viewer token any method but GET and HEAD.
-func mayChange(t *Token, m string) error {
-	if t.Role == RoleViewer && !safeMethod(m) {
-		return &APIError{Status: http.StatusForbidden, Code: "forbidden", Message: "token " + t.Name + " has the viewer role, which may only read; " + m + " needs a sender token"}
-	}
-	return nil
-}
 
 // requireAdmin lets in an admin bearer token or, without an Authorization
 // header, a console session, whose changes must carry its CSRF token.
@@ -96,11 +90,11 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		if _, err := c.Cookie(sessionCookie); err != nil {
 			return bearer(c) // no session either: the bearer's 401
 		}
-		sess, t, err := s.session(c)
+		sess, p, err := s.session(c)
 		if err != nil {
 			return err
 		}
-		if t == nil {
+		if p == nil {
 			return unauthorized(c, "admin", "the console session has expired or ended; sign in again at /console/")
 		}
 		if !safeMethod(c.Request().Method) {
@@ -108,26 +102,26 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 		}
-		if err := mayChange(t, c.Request().Method); err != nil {
+		if err := authorize(c, p); err != nil {
 			return err
 		}
-		c.Set(tokenKey, t)
+		c.Set(principalKey, p)
 		c.Set(sessionKey, sess)
 		return next(c)
 	}
 }
 
-// caller returns the admin token that authenticated the request.
-func caller(c echo.Context) *Token {
-	t, _ := c.Get(tokenKey).(*Token)
-	return t
+// caller returns who the request acts for (nil on a route without
+// authentication).
+func caller(c echo.Context) *Principal {
+	p, _ := c.Get(principalKey).(*Principal)
+	return p
 }
 
-// tokenName is the name of the admin token that authenticated the
-// request ("" for none).
-func tokenName(c echo.Context) string {
-	if t := caller(c); t != nil {
-		return t.Name
+// callerName is the name of who the request acts for ("" for none).
+func callerName(c echo.Context) string {
+	if p := caller(c); p != nil {
+		return p.Name
 	}
 	return ""
 }

@@ -2,8 +2,9 @@ package server
 
 import (
 	"crypto/sha256"
-	"slices"
 	"time"
+
+	"pushfan/model"
 )
 
 // Config is the API's own settings: its listeners, tokens, timeouts and
@@ -44,24 +45,25 @@ type Tokens struct {
 	Metrics string
 }
 
-// Roles a token can have.
+// Roles a token can have (model.Role; see neededRole for what each may
+// do).
 const (
-	RoleViewer = "viewer" // GET and HEAD only
-	RoleSender = "sender" // everything
+	RoleViewer   = model.RoleViewer
+	RoleSender   = model.RoleSender
+	RoleApprover = model.RoleApprover
+	RoleAdmin    = model.RoleAdmin
 )
 
 // Token is one admin token as the API checks it. Only the SHA-256 of its
 // secret is held.
 type Token struct {
 	Name string
-	Role string // RoleViewer or RoleSender
+	Role model.Role
 	Hash [sha256.Size]byte
 	// Apps are the apps the token may use; nil: every app.
 	Apps []string
 }
 
-// mayUse reports whether the token may use app.
-func (t *Token) mayUse(app string) bool { return t.Apps == nil || slices.Contains(t.Apps, app) }
 
 // Timeouts bound every connection and every wait, so that no client can
 // hold a connection, and no request the database, forever.

@@ -101,7 +101,7 @@ func TestConsoleSessionCookieCSRFAndSignOut(t *testing.T) {
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.MaxAge != int((12*time.Hour).Seconds()) || c.Path != "/" || len(c.Value) != 43 {
 		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP, Max-Age 12h, Path /, 43 chars", c)
 	}
-	if se.role != "sender" {
+	if se.role != "admin" {
 		t.Fatalf("role %q", se.role)
 	}
 	var who struct {

@@ -24,9 +24,11 @@ import (
 // (the other files) run the same routes on the real stack.
 
 const (
-	contractSender  = "contract-sender-token-0123456789"
-	contractViewer  = "contract-viewer-token-0123456789"
-	contractPartner = "contract-partner-token-0123456789"
+	contractSender   = "contract-sender-token-0123456789"
+	contractViewer   = "contract-viewer-token-0123456789"
+	contractPartner  = "contract-partner-token-0123456789"
+	contractApprover = "contract-approver-token-0123456789"
+	contractAdmin    = "contract-admin-token-0123456789"
 )
 
 // fakeDomain answers as the domain would. A method it does not define is
@@ -92,12 +94,13 @@ func contractServer(t *testing.T, f *fakeDomain, adjust ...func(*server.Domain))
 	if f.stored == nil {
 		f.stored = map[uint64]*model.Broadcast{}
 	}
-	token := func(name, role, secret string, apps ...string) server.Token {
+	token := func(name string, role model.Role, secret string, apps ...string) server.Token {
 		return server.Token{Name: name, Role: role, Hash: sha256.Sum256([]byte(secret)), Apps: apps}
 	}
 	cfg := server.Config{
 		Tokens: server.Tokens{Admin: []server.Token{
 			token("ci", server.RoleSender, contractSender), token("dash", server.RoleViewer, contractViewer), token("partner-ci", server.RoleSender, contractPartner, "partner"),
+			token("rev", server.RoleApprover, contractApprover), token("ops", server.RoleAdmin, contractAdmin),
 		}},
 		Timeouts: server.Timeouts{Wait: time.Second, DB: time.Second},
 		Limits:   server.Limits{Body: 1 << 20, SubmitsPerMinute: 600, TestSendsPerMinute: 60, PreviewsPerMinute: 600, SignInFailuresPerMinute: 60},

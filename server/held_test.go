@@ -19,7 +19,7 @@ const (
 
 func heldStack(t *testing.T, configure func(*config.Config)) *teststack.Stack {
 	return teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
-		c.AdminTokens = []string{teststack.AdminToken, "alice:sender:" + aliceToken, "bob:sender:" + bobToken, "dashboard:viewer:" + heldViewer}
+		c.AdminTokens = []string{teststack.AdminToken, "alice:approver:" + aliceToken, "bob:approver:" + bobToken, "dashboard:viewer:" + heldViewer}
 		if configure != nil {
 			configure(c)
 		}

@@ -39,7 +39,7 @@ func (l *submitLimiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if t == nil {
 			return next(c)
 		}
-		r := l.tokens.Reserve(t.Name)
+		r := l.tokens.Reserve(t.budgetKey())
 		if d := r.Delay(); d > 0 {
 			r.Cancel()
 			return rateLimited(c, d, "token "+t.Name+" submitted too many "+l.what)

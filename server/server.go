@@ -154,12 +154,12 @@ func (s *Server) routePush(e *echo.Echo) {
 	push.GET("/broadcasts/:id/events", s.watchBroadcast, s.broadcastApp)
 	push.GET("/cluster", s.getCluster)
 	// The categories and the bundled consent table.
-	routes := &consents.Routes{Domain: s.dom.Consents, Categories: s.dom.Categories, Decode: decodeStrict, Actor: tokenName,
+	routes := &consents.Routes{Domain: s.dom.Consents, Categories: s.dom.Categories, Decode: decodeStrict, Actor: callerName,
 		RequestID: func(c echo.Context) string { return logging.RequestID(c.Request().Context()) },
 		Now:       func() time.Time { return s.now() }}
 	routes.Register(push)
 	// The saved segments; their previews spend the previews' budget.
-	segs := &segments.Routes{Domain: s.dom.Segments, Decode: decodeStrict, Actor: tokenName,
+	segs := &segments.Routes{Domain: s.dom.Segments, Decode: decodeStrict, Actor: callerName,
 		Now: func() time.Time { return s.now() }, Previews: previews.middleware}
 	segs.Register(push)
 	// Served with no endpoint configured too: an empty list, so the

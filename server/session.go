@@ -53,9 +53,9 @@ type sessionView struct {
 	Apps []string `json:"apps,omitempty"`
 }
 
-func viewSession(t *Token, sess *model.Session) sessionView {
+func viewSession(p *Principal, sess *model.Session) sessionView {
 	exp := sess.ExpiresAt.UTC()
-	return sessionView{SignedIn: true, Name: t.Name, Role: t.Role, CSRFToken: sess.CSRFToken, ExpiresAt: &exp, Apps: t.Apps}
+	return sessionView{SignedIn: true, Name: p.Name, Role: string(p.Role), CSRFToken: sess.CSRFToken, ExpiresAt: &exp, Apps: p.Apps}
 }
 
 // randomToken is 32 random bytes, base64url without padding (43 chars).
@@ -124,7 +124,7 @@ func (s *Server) signIn(c echo.Context) error {
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
 		MaxAge: int(s.cfg.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.auth.proxies.OverTLS(c.Request())})
 	s.log.InfoContext(ctx, "console sign-in", "token", t.Name, "remote", c.RealIP())
-	return c.JSON(http.StatusOK, viewSession(t, &sess))
+	return c.JSON(http.StatusOK, viewSession(t.principal(), &sess))
 }
 
 // noStore keeps session answers (they carry the CSRF token) out of caches.
@@ -134,14 +134,14 @@ func noStore(c echo.Context) { c.Response().Header().Set(echo.HeaderCacheControl
 // signed_in false: a page reload gets its CSRF token back from here.
 func (s *Server) whoAmI(c echo.Context) error {
 	noStore(c)
-	sess, t, err := s.session(c)
+	sess, p, err := s.session(c)
 	if err != nil {
 		return err
 	}
-	if t == nil {
+	if p == nil {
 		return c.JSON(http.StatusOK, sessionView{})
 	}
-	return c.JSON(http.StatusOK, viewSession(t, sess))
+	return c.JSON(http.StatusOK, viewSession(p, sess))
 }
 
 // signOut ends the session on the server (DELETE /console/api/session,
@@ -171,11 +171,10 @@ func (s *Server) signOut(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// session returns the request's live session and the admin token it
-// stands for; (nil, nil, nil) when there is none, it has expired, or its
-// token is no longer configured (removing or rotating a token ends its
-// sessions).
-func (s *Server) session(c echo.Context) (*model.Session, *Token, error) {
+// session returns the request's live session and who it stands for;
+// (nil, nil, nil) when there is none, it has expired, or its token is no
+// longer configured (removing or rotating a token ends its sessions).
+func (s *Server) session(c echo.Context) (*model.Session, *Principal, error) {
 	if s.console.sessions == nil {
 		return nil, nil, nil
 	}
@@ -189,7 +188,7 @@ func (s *Server) session(c echo.Context) (*model.Session, *Token, error) {
 	}
 	for i := range s.auth.admin.tokens {
 		if s.auth.admin.tokens[i].Hash == sess.TokenHash {
-			return &sess, &s.auth.admin.tokens[i], nil
+			return &sess, s.auth.admin.tokens[i].principal(), nil
 		}
 	}
 	return nil, nil, nil

@@ -193,7 +193,7 @@ func newAppsStack(t *testing.T, apps []appSpec, extraEnv ...string) *appsStack {
 		"PUSHFAN_MYSQL_DSN="+tdb.DSN,
 		"PUSHFAN_CONFIG="+path,
 		"PUSHFAN_FCM_ENDPOINT="+s.trap.endpoint(),
-		"PUSHFAN_ADMIN_TOKENS="+appsToken+",scoped:sender:"+scopedSecret+":"+apps[0].name,
+		"PUSHFAN_ADMIN_TOKENS="+appsToken+",scoped:approver:"+scopedSecret+":"+apps[0].name,
 		"PUSHFAN_SUBMIT_PER_MINUTE=600",
 		"PUSHFAN_LOG_FORMAT=text",
 	)

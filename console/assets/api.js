@@ -29,6 +29,16 @@ export function setSession(s) {
   current = s || null;
 }
 
+// The roles in rising order: each may do what those before it may. The
+// server decides (a 403 names the role a route needs); the console only
+// leaves out what the signed-in role would be refused.
+const ROLES = ['viewer', 'sender', 'approver', 'admin'];
+
+// may(role): the signed-in role is role or above it.
+export function may(role) {
+  return current !== null && ROLES.indexOf(current.role) >= ROLES.indexOf(role);
+}
+
 // app.js registers what a 401 does (go to sign-in); kept as a callback so
 // this module does not depend on the router.
 export function onUnauthorized(fn) {

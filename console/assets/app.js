@@ -6,7 +6,7 @@
 // ctx.cleanup() callbacks run when the user leaves the page, which stops
 // the page's fetches, timers and event streams.
 
-import {api, getSession, setSession, onUnauthorized, del} from './api.js';
+import {api, getSession, setSession, onUnauthorized, del, may} from './api.js';
 import {h, showPageError, closeDialog, fill, add} from './dom.js';
 import * as apps from './apps.js';
 import * as signin from './signin.js';
@@ -39,8 +39,8 @@ const ROUTES = [
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
-// The nav, in order; Compose only for senders (absent, not hidden, for a
-// viewer).
+// The nav, in order; Compose only for senders and above (absent, not
+// hidden, for a viewer).
 const NAV = [
   ['#/', 'Dashboard'],
   ['#/broadcasts', 'Broadcasts'],
@@ -180,7 +180,7 @@ function renderHeader() {
   document.body.dataset.role = s.role;
   // A token limited to some apps (s.apps) has no page that serves every
   // app: the webhooks answer it 403.
-  fill(nav, ...NAV.filter(([, , role, scope]) => (!role || role === s.role) && !(scope === 'every-app' && s.apps))
+  fill(nav, ...NAV.filter(([, , role, scope]) => (!role || may(role)) && !(scope === 'every-app' && s.apps))
     .map(([href, label]) => h('a', {href}, label)));
   fill(account,
     appSwitcher(),

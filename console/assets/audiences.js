@@ -4,7 +4,7 @@
 // sender can count a named audience with given parameters (a POST, so not
 // for viewers).
 
-import {get, post} from './api.js';
+import {get, post, may} from './api.js';
 import {h, table, emptyRow, field, isQuiet, fill, add} from './dom.js';
 import {num, parseParam, paramHint} from './format.js';
 import * as apps from './apps.js';
@@ -15,7 +15,7 @@ const BUILT_IN = {
 };
 
 export async function render(ctx) {
-  const {root, signal, session} = ctx;
+  const {root, signal} = ctx;
   add(root, h('h1', {tabindex: '-1'}, 'Audiences'));
   const list = await get('/push/audiences', {signal});
 
@@ -29,7 +29,7 @@ export async function render(ctx) {
     add(root, h('p', {class: 'muted'}, apps.several()
       ? `No named audiences are configured for the app ${apps.current()}.` : 'No named audiences are configured.'));
   }
-  named.forEach((a, i) => add(root, namedCard(a, i, session.role === 'sender', signal)));
+  named.forEach((a, i) => add(root, namedCard(a, i, may('viewer'), signal)));
 }
 
 function namedCard(a, i, sender, signal) {

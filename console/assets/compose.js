@@ -15,7 +15,7 @@
 // A saved segment (segments.js) is an audience too: #/compose?segment=NAME
 // (the segment page's "Send to this segment") opens the form on it.
 
-import {get, post} from './api.js';
+import {get, post, may} from './api.js';
 import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
 import {num, parseIds, parseParam, paramHint, localInputToRFC3339, isoToLocalInput, localValue} from './format.js';
 import {createFieldErrors, inputTarget, splitPath} from './fielderrors.js';
@@ -31,11 +31,11 @@ const PLATFORMS = [
 const DEBOUNCE = 300;
 
 export async function render(ctx) {
-  const {root, session, signal, query} = ctx;
+  const {root, signal, query} = ctx;
   const fromId = query.get('from');
   add(root, h('h1', {tabindex: '-1'}, fromId ? `Duplicate broadcast #${fromId}` : 'Compose'));
 
-  if (session.role !== 'sender') {
+  if (!may('sender')) {
     // No form at all for a viewer: nothing on this page could be used.
     add(root, h('p', {class: 'alert alert-info', id: 'compose-denied'},
       'Viewers cannot compose: sending needs a sender token.'));

@@ -10,7 +10,7 @@
 // to that condition. Saving makes the segment, or its next version, and
 // opens its page, where it can be sent to.
 
-import {get, post, api} from './api.js';
+import {get, post, api, may} from './api.js';
 import {h, field, fill, add, isQuiet} from './dom.js';
 import {localInputToRFC3339, isoToLocalInput} from './format.js';
 import {createFieldErrors, inputTarget} from './fielderrors.js';
@@ -32,11 +32,11 @@ const SUGGEST = {
 };
 
 export async function render(ctx) {
-  const {root, session, signal, params} = ctx;
+  const {root, signal, params} = ctx;
   const name = params[0] || '';
   add(root, h('p', null, h('a', {href: name ? `#/segments/${encodeURIComponent(name)}` : '#/segments'}, name ? `← Segment ${name}` : '← All segments')));
   add(root, h('h1', {tabindex: '-1'}, name ? `Edit segment ${name}` : 'New segment'));
-  if (session.role !== 'sender') {
+  if (!may('sender')) {
     add(root, h('p', {class: 'alert alert-info', id: 'builder-denied'}, 'Viewers cannot build segments: that needs a sender token.'));
     return;
   }

@@ -3,7 +3,7 @@
 // (a new version: the old ones stay, and broadcasts sent to them keep
 // theirs), sends to one, and deletes one. The builder is segbuilder.js.
 
-import {get, del} from './api.js';
+import {get, del, may} from './api.js';
 import {h, table, emptyRow, confirmDialog, isQuiet, fill, add, showPageError} from './dom.js';
 import {timeEl} from './format.js';
 import {describe} from './segfilter.js';
@@ -22,8 +22,8 @@ export async function render(ctx) {
 }
 
 async function renderList(ctx) {
-  const {root, signal, session} = ctx;
-  const sender = session.role === 'sender';
+  const {root, signal} = ctx;
+  const sender = may('sender');
   add(root, h('div', {class: 'page-head'},
     h('h1', {tabindex: '-1'}, 'Segments'),
     sender ? h('a', {href: '#/segments/_new', id: 'segment-new', class: 'btn btn-primary'}, 'New segment') : null));
@@ -40,8 +40,8 @@ async function renderList(ctx) {
 }
 
 async function renderOne(ctx, name) {
-  const {root, signal, session} = ctx;
-  const sender = session.role === 'sender';
+  const {root, signal} = ctx;
+  const sender = may('sender');
   const path = `/push/segments/${encodeURIComponent(name)}`;
   const [seg, fieldsRes] = await Promise.all([get(path, {signal}), loadFields(signal).catch(() => [])]);
   const fields = fieldsRes;

@@ -10,7 +10,7 @@
 // of consent, unchanged by a later edit of the configuration), and the
 // devices its consent left out or its night window deferred.
 
-import {get, post, qs} from './api.js';
+import {get, post, qs, may} from './api.js';
 import {h, s, badge, table, emptyRow, showPageError, clearPageError, isQuiet, confirmDialog, defList, fill, add} from './dom.js';
 import {num, timeEl, duration, perSecond, isFinal} from './format.js';
 import {lineChart} from './chart.js';
@@ -31,9 +31,9 @@ const POLL_MS = 2000;
 const FAILURES_MIN_MS = 3000;
 
 export async function render(ctx) {
-  const {root, signal, session} = ctx;
+  const {root, signal} = ctx;
   const id = ctx.params[0];
-  const sender = session.role === 'sender';
+  const sender = may('sender');
   const base = `/push/broadcasts/${id}`;
 
   add(root, h('h1', {tabindex: '-1'}, `Broadcast #${id}`));
@@ -207,7 +207,7 @@ export async function render(ctx) {
     const btn = (id, label, cls, fn) => h('button', {type: 'button', id, class: ['btn', cls], on: {click: fn}}, label);
     fill(actions, 
       CANCELABLE.has(b.status) ? btn('btn-cancel', 'Cancel', 'btn-danger', onCancel) : null,
-      b.status === 'held' ? btn('btn-release', 'Release', 'btn-primary', onRelease) : null,
+      b.status === 'held' && may('approver') ? btn('btn-release', 'Release', 'btn-primary', onRelease) : null,
       isFinal(b.status) && b.failed > 0 ? btn('btn-resend', 'Resend to failed', '', onResend) : null,
       h('a', {id: 'btn-duplicate', class: 'btn', href: `#/compose?from=${b.id}`}, 'Duplicate as new'));
     testCard.replaceChildren();

@@ -8,7 +8,7 @@
 // reads them. Both tables refresh every REFRESH_MS while on screen: a
 // retry or a redelivery changes them without anyone asking.
 
-import {get, post, qs} from './api.js';
+import {get, post, qs, may} from './api.js';
 import {h, table, emptyRow, showPageError, clearPageError, isQuiet, fill, add} from './dom.js';
 import {num, timeEl} from './format.js';
 
@@ -16,8 +16,8 @@ const REFRESH_MS = 3000;
 const PAGE = 50;
 
 export async function render(ctx) {
-  const {root, signal, session} = ctx;
-  const sender = session.role === 'sender';
+  const {root, signal} = ctx;
+  const sender = may('admin'); // redeliver and enable are an admin's
   const selected = ctx.params[0] || '';
   add(root, h('h1', {tabindex: '-1'}, selected ? `Webhook ${selected}` : 'Webhooks'));
 
@@ -149,8 +149,8 @@ function lastAnswer(d) {
 // first, refreshed every REFRESH_MS while the page is open. It stays
 // hidden when no endpoint is configured.
 export function broadcastDeliveries(ctx, id) {
-  const {signal, session} = ctx;
-  const sender = session.role === 'sender';
+  const {signal} = ctx;
+  const sender = may('admin'); // redeliver and enable are an admin's
   const body = h('div');
   const err = h('p', {class: 'error-text', role: 'alert', hidden: true});
   const card = h('section', {class: 'card', id: 'broadcast-webhooks', 'aria-labelledby': 'webhooks-h', hidden: true},

@@ -9,6 +9,7 @@ import (
 	"pushfan/config"
 	"pushfan/consent"
 	"pushfan/cron"
+	"pushfan/model"
 	"pushfan/segment"
 	"pushfan/server"
 )
@@ -25,7 +26,7 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 	}
 	var admin []server.Token
 	for _, t := range parsed {
-		admin = append(admin, server.Token{Name: t.Name, Role: t.Role, Hash: t.Hash, Apps: t.Apps})
+		admin = append(admin, server.Token{Name: t.Name, Role: model.Role(t.Role), Hash: t.Hash, Apps: t.Apps})
 	}
 	h := cfg.HTTP
 	return server.Config{

@@ -12,14 +12,6 @@ import (
 	"pushfan/server"
 )
 
-// The API checks roles by its own names for them: they must be the
-// configuration's.
-func TestAPIRolesAreTheConfigurations(t *testing.T) {
-	if server.RoleViewer != config.RoleViewer || server.RoleSender != config.RoleSender {
-		t.Fatalf("server's roles %q, %q; config's %q, %q", server.RoleViewer, server.RoleSender, config.RoleViewer, config.RoleSender)
-	}
-}
-
 // apiConfig takes the API's settings from the configuration: the parsed
 // admin tokens (none when one does not parse, as before), the timeouts
 // and the limits.
@@ -35,7 +27,7 @@ func TestAPIConfigIsTheConfigurations(t *testing.T) {
 		t.Errorf("addresses and tokens: %+v", got)
 	}
 	if len(got.Tokens.Admin) != 2 || got.Tokens.Admin[0].Name != "ops" || got.Tokens.Admin[0].Role != server.RoleViewer ||
-		!slices.Equal(got.Tokens.Admin[0].Apps, []string{"consumer", "partner"}) || got.Tokens.Admin[1].Role != server.RoleSender || got.Tokens.Admin[1].Apps != nil {
+		!slices.Equal(got.Tokens.Admin[0].Apps, []string{"consumer", "partner"}) || got.Tokens.Admin[1].Role != server.RoleAdmin || got.Tokens.Admin[1].Apps != nil {
 		t.Errorf("admin tokens: %+v", got.Tokens.Admin)
 	}
 	if got.Timeouts.Wait != 7*time.Second || got.Timeouts.DB != 3*time.Second || got.Timeouts.Shutdown != cfg.HTTP.ShutdownTimeout ||

@@ -427,13 +427,19 @@ func (e SegmentFilterOp) Valid() bool {
 
 // Defines values for SessionRole.
 const (
-	Sender SessionRole = "sender"
-	Viewer SessionRole = "viewer"
+	Admin    SessionRole = "admin"
+	Approver SessionRole = "approver"
+	Sender   SessionRole = "sender"
+	Viewer   SessionRole = "viewer"
 )
 
 // Valid indicates whether the value is a known member of the SessionRole enum.
 func (e SessionRole) Valid() bool {
 	switch e {
+	case Admin:
+		return true
+	case Approver:
+		return true
 	case Sender:
 		return true
 	case Viewer:
@@ -3430,7 +3436,7 @@ type ClientInterface interface {
 
 	// ReloadAudiences Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
 	//
-	// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+	// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The admin role; a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
 	//
 	// Corresponds with POST /push/audiences/reload (the `ReloadAudiences` operationId).
 	ReloadAudiences(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3949,7 +3955,7 @@ func (c *Client) ListAudiences(ctx context.Context, params *ListAudiencesParams,
 
 // ReloadAudiences Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
 //
-// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The admin role; a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
 //
 // Corresponds with POST /push/audiences/reload (the `ReloadAudiences` operationId).
 func (c *Client) ReloadAudiences(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7113,7 +7119,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReloadAudiencesWithResponse Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
 	//
-	// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+	// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The admin role; a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12329,7 +12335,7 @@ func (c *ClientWithResponses) ListAudiencesWithResponse(ctx context.Context, par
 
 // ReloadAudiencesWithResponse Reload the named audiences from PUSHFAN_CONFIG's file, as SIGHUP does.
 //
-// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The sender role (an admin role is to come); a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
+// Reads the `audiences:` of the YAML file PUSHFAN_CONFIG names again (the top-level ones and each app's; nothing else of the file, and not the environment), checks them as start-up does (their app, frequency_cap and category references; the SQL compiled and run against the database; every cron job's audience against the new set) and swaps the whole set in only when everything passes; otherwise the current set stays and the answer is 422 with every problem. Only this instance reloads: send it to each replica (or SIGHUP each). The admin role; a token limited to some apps may not (403 forbidden_app). A broadcast planned or running binds its audience when each plan step or chunk run starts: one whose audience the reload removed is handed back, as in a rolling deploy, and fails after PUSHFAN_HANDBACK_TIMEOUT if no instance has it (docs/audiences-and-schema.md#reloading).
 //
 // Returns a wrapper object for the known response body format(s).
 //
