@@ -64,7 +64,6 @@ type Token struct {
 	Apps []string
 }
 
-
 // Timeouts bound every connection and every wait, so that no client can
 // hold a connection, and no request the database, forever.
 type Timeouts struct {
