@@ -63,7 +63,7 @@ func Suggestible(k filter.Kind) bool {
 // values present for the segment field named field, the most common
 // first (ties by value), with their tokens' counts, under the audience
 // rule; sampled is true when they come from the sample (see above) and
-// the counts are scaled. Absent values (NULL, and ” for strings) are
+// the counts are scaled. Absent values (NULL, and the empty string) are
 // not values: the exists operator selects them. A bool's values are
 // "true" and "false". A field this schema lacks, or of a kind with no
 // suggestions, is ErrNoFieldValues.

@@ -60,7 +60,7 @@ func valuesString(vs []repository.FieldValue) string {
 
 // Each field's values are those of the valid tokens of push-enabled
 // users, the most common first (ties by value), with their tokens'
-// counts; absent values (NULL, ”) are none; a bool reads true and false
+// counts; absent values (NULL, the empty string) are none; a bool reads true and false
 // (5 is true); limit keeps the first.
 func TestSegmentFieldValuesCountTheAudience(t *testing.T) {
 	s := seedFieldValues(t, newStore(t))
