@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"pushfan/model"
 	"pushfan/repository"
@@ -115,12 +116,14 @@ func TestSegmentFieldValuesSampleABigTable(t *testing.T) {
 	s := newStore(t)
 	const n = 120_000
 	seedSegmentTargets(t, s, n)
+	began := time.Now()
 	vs, sampled, err := s.SegmentFieldValues(ctx(t), "platform", 50)
+	took := time.Since(began)
 	if err != nil || !sampled || len(vs) != 2 || vs[0].Value != "ios" || vs[1].Value != "android" {
 		t.Fatalf("%v, sampled %v, %v", vs, sampled, err)
 	}
 	android, ios := platformTruth(n)
-	t.Logf("sampled ios %d, android %d; exact %d, %d", vs[0].Tokens, vs[1].Tokens, ios, android)
+	t.Logf("sampled ios %d, android %d in %v; exact %d, %d", vs[0].Tokens, vs[1].Tokens, took, ios, android)
 	tol := int64(n / 100)
 	for _, c := range []struct{ got, want int64 }{{vs[0].Tokens, ios}, {vs[1].Tokens, android}} {
 		if d := c.got - c.want; d > tol || d < -tol {
