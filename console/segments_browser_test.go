@@ -1,7 +1,9 @@
 package console_test
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,6 +137,26 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 	e.click("#seg-tree .group-root > .seg-group > .group-buttons .add-cond")
 	e.setValue(cond(3, ".cond-field"), "attributes.plan")
 	e.setValue(cond(3, ".cond-op"), "in")
+	// The plans offered are the data's, the most common first, with their
+	// devices (no plan, NULL, is none of them).
+	plans := map[string]int{}
+	for _, x := range all {
+		if _, _, _, plan := segUser(x.UserID); plan != "" {
+			plans[plan]++
+		}
+	}
+	byCount := slices.SortedFunc(maps.Keys(plans), func(a, b string) int {
+		if c := cmp.Compare(plans[b], plans[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	var offered []string
+	for _, p := range byCount {
+		offered = append(offered, fmt.Sprintf("%s:%d", p, plans[p]))
+	}
+	e.waitFor("the plans in the data, with their devices", 10*time.Second, fmt.Sprintf(`[...document.querySelectorAll(%q)].map((c) => c.dataset.value + ':' + c.dataset.tokens).join('|') === %q`,
+		cond(3, ".chip"), strings.Join(offered, "|")))
 	e.setValue(cond(3, ".cond-value input"), "pro, family")
 
 	// The live count: exactly what was seeded, with a sample of them.
@@ -315,6 +337,18 @@ func TestConsoleSegmentCountShowsAnEstimateFirst(t *testing.T) {
 		"filter": map[string]any{"field": "platform", "op": "eq", "value": "web"}}, nil); code != 201 {
 		t.Fatalf("creating a segment: %d", code)
 	}
+	// A locale no fixed list has, on users 2, 3 and 5; and one only a
+	// push-disabled user has, which is not offered.
+	e.db.MustExec("UPDATE users SET locale = 'gsw-CH', push_enabled = 1 WHERE id IN (2, 3, 5)")
+	e.db.MustExec("UPDATE users SET locale = 'tlh', push_enabled = 0 WHERE id = 7")
+	var locales []string
+	if err := e.db.Select(&locales, `SELECT CONCAT(u.locale, ':', COUNT(*)) FROM device_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.invalidated_at IS NULL AND u.push_enabled = 1 GROUP BY u.locale ORDER BY COUNT(*) DESC, u.locale`); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(locales, func(l string) bool { return strings.HasPrefix(l, "gsw-CH:") }) || slices.ContainsFunc(locales, func(l string) bool { return strings.HasPrefix(l, "tlh:") }) {
+		t.Fatalf("the seeded locales %v: want gsw-CH and not tlh", locales)
+	}
 	var android int
 	if err := e.db.Get(&android, `SELECT COUNT(*) FROM device_tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.invalidated_at IS NULL AND u.push_enabled = 1 AND t.platform = 'android'`); err != nil {
@@ -338,6 +372,21 @@ func TestConsoleSegmentCountShowsAnEstimateFirst(t *testing.T) {
 	e.route("#/segments/_new")
 	e.page("segment-builder")
 	cond := "#seg-tree .group-root > .seg-group > .group-children > .seg-cond:nth-child(1)"
+	// The locales offered are exactly the data's (GET
+	// /push/segments/values): gsw-CH with its devices, as a chip and in
+	// the input's list; no fixed list's (ko), nor the push-disabled
+	// user's (tlh).
+	e.setValue(cond+" .cond-field", "locale")
+	e.waitFor("the data's locales as chips", 10*time.Second, fmt.Sprintf(`[...document.querySelectorAll(%q)].map((c) => c.dataset.value + ':' + c.dataset.tokens).join('|') === %q`,
+		cond+" .chip", strings.Join(locales, "|")))
+	e.waitFor("gsw-CH in the value's list", 10*time.Second, fmt.Sprintf(`(() => {
+		const input = document.querySelector(%q);
+		const o = [...(input.list?.options || [])].find((o) => o.value === 'gsw-CH');
+		return o !== undefined && / devices?$/.test(o.label) && input.list.options.length === %d })()`, cond+" .cond-value input", len(locales)))
+	e.click(cond + ` .chip[data-value="gsw-CH"]`)
+	if v := eval[string](e, "the picked locale", fmt.Sprintf(`document.querySelector(%q).value`, cond+" .cond-value input")); v != "gsw-CH" {
+		t.Errorf("picking gsw-CH typed %q", v)
+	}
 	e.setValue(cond+" .cond-field", "platform")
 	e.click(cond + ` .chip[data-value="android"]`)
 	e.waitFor("the estimate", 10*time.Second, `document.querySelector('#seg-count').dataset.state === 'estimate'

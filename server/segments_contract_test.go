@@ -22,7 +22,8 @@ import (
 type fakeSegments struct {
 	live     map[string]*model.Segment
 	writes   []segment.Write
-	previews []bool // the exact asked
+	previews []bool   // the exact asked
+	values   []string // the fields whose values were asked
 }
 
 var segmentFields = filter.Fields{
@@ -116,6 +117,19 @@ func (f *fakeSegments) Version(_ context.Context, name string, version int) (mod
 }
 
 func (f *fakeSegments) Fields() filter.Fields { return segmentFields }
+
+// Values answers the catalog's refusals (segment.CheckValuesField) and,
+// for a field it takes, two values of it, the second "sampled".
+func (f *fakeSegments) Values(_ context.Context, field string) (segment.Values, error) {
+	if err := segment.CheckValuesField(field, segmentFields); err != nil {
+		return segment.Values{}, err
+	}
+	f.values = append(f.values, field)
+	if field == "app_version" {
+		return segment.Values{Field: field}, nil // none: an empty list, not null
+	}
+	return segment.Values{Field: field, Values: []segment.Value{{Value: "pt-BR", Tokens: 1204}, {Value: "en", Tokens: 7}}, Sampled: true}, nil
+}
 
 func (f *fakeSegments) Preview(_ context.Context, raw json.RawMessage, exact bool) (segment.Preview, error) {
 	if _, err := segment.CheckFilter(raw, segmentFields); err != nil {
@@ -238,6 +252,8 @@ func TestContractSegmentBadInputs(t *testing.T) {
 		{"upper-case name", http.MethodPost, "/push/segments", `{"name": "iOS", ` + ok + `}`, "invalid_name", "name"},
 		{"name too long", http.MethodPost, "/push/segments", `{"name": "` + strings.Repeat("a", 65) + `", ` + ok + `}`, "invalid_name", "name"},
 		{"name preview", http.MethodPost, "/push/segments", `{"name": "preview", ` + ok + `}`, "invalid_name", "name"},
+		{"name fields", http.MethodPost, "/push/segments", `{"name": "fields", ` + ok + `}`, "invalid_name", "name"},
+		{"name values", http.MethodPost, "/push/segments", `{"name": "values", ` + ok + `}`, "invalid_name", "name"},
 		{"name a number", http.MethodPost, "/push/segments", `{"name": 7, ` + ok + `}`, "invalid_type", "name"},
 		{"description too long", http.MethodPost, "/push/segments", `{"name": "b", "description": "` + strings.Repeat("d", 513) + `", ` + ok + `}`, "invalid_description", "description"},
 		{"no filter", http.MethodPost, "/push/segments", `{"name": "b"}`, "invalid_filter", "filter"},
@@ -304,4 +320,44 @@ func TestContractSegmentBadInputs(t *testing.T) {
 			t.Fatalf("viewer GET %s: %d %v", p, rec.Code, out)
 		}
 	}
+}
+
+// The values of a field: 200 with the field, its values and their
+// tokens, and sampled, for a viewer too (a GET); an empty list is [];
+// no field, an unknown one, or one of a kind with no values (a time) is a
+// 400 naming field, and the domain is not asked.
+func TestContractSegmentValues(t *testing.T) {
+	f := &fakeSegments{}
+	h := segmentServer(t, f)
+	for _, token := range []string{contractViewer, contractSender} {
+		rec, out := call(t, h, http.MethodGet, "/push/segments/values?field=locale", token, "")
+		if b, _ := json.Marshal(out); rec.Code != http.StatusOK ||
+			string(b) != `{"field":"locale","sampled":true,"values":[{"tokens":1204,"value":"pt-BR"},{"tokens":7,"value":"en"}]}` {
+			t.Fatalf("values of locale: %d %s", rec.Code, b)
+		}
+	}
+	rec, out := call(t, h, http.MethodGet, "/push/segments/values?field=app_version", contractViewer, "")
+	if b, _ := json.Marshal(out); rec.Code != http.StatusOK || string(b) != `{"field":"app_version","sampled":false,"values":[]}` {
+		t.Fatalf("values of app_version: %d %s", rec.Code, b)
+	}
+	for _, c := range []struct{ query, code string }{
+		{"", "missing_field"},
+		{"?field=", "missing_field"},
+		{"?name=locale", "missing_field"},
+		{"?field=plan", "invalid_field"},
+		{"?field=attributes.plan", "invalid_field"},
+		{"?field=last_seen", "invalid_field"},
+		{"?field=u.locale%27%20OR%201", "invalid_field"},
+	} {
+		t.Run(c.query, func(t *testing.T) {
+			rec, out := call(t, h, http.MethodGet, "/push/segments/values"+c.query, contractViewer, "")
+			wantError(t, rec, out, http.StatusBadRequest, c.code, "field")
+		})
+	}
+	if len(f.values) != 3 || f.values[0] != "locale" || f.values[2] != "app_version" {
+		t.Fatalf("the domain was asked for %v; want locale twice and app_version", f.values)
+	}
+	// A segment cannot be called values: the path is the route's.
+	rec, out = call(t, h, http.MethodGet, "/push/segments/values/versions/1", contractViewer, "")
+	wantError(t, rec, out, http.StatusNotFound, "segment_not_found", "")
 }

@@ -5,9 +5,11 @@
 // to four deep (the API's limit); a condition is a field, an operator in
 // words limited to the ones the field's kind takes, and a value input fit
 // for it: a list for "is any of", a number and a unit for "within", a date
-// or a date and time. While the operator builds, the filter is counted
-// (debounced); a mistake the API names (filter.and[2].value) shows next
-// to that condition. Saving makes the segment, or its next version, and
+// or a date and time. A string or version value offers the values the
+// data has, with their devices (segvalues.js), as chips and in the
+// input's list; any other can be typed. While the operator builds, the
+// filter is counted (debounced); a mistake the API names
+// (filter.and[2].value) shows next to that condition. Saving makes the segment, or its next version, and
 // opens its page, where it can be sent to.
 
 import {get, post, api, may} from './api.js';
@@ -15,6 +17,7 @@ import {h, field, fill, add, isQuiet} from './dom.js';
 import {localInputToRFC3339, isoToLocalInput} from './format.js';
 import {createFieldErrors, inputTarget} from './fielderrors.js';
 import {createCounter} from './segcount.js';
+import {createValues, devices, shortDevices} from './segvalues.js';
 import {loadFields} from './segments.js';
 import {ATTRIBUTE, MODES, UNITS, fieldLabel, sortFields, opChoices, valueShape, fromFilter, toFilter, newGroup, newCond} from './segfilter.js';
 import * as apps from './apps.js';
@@ -23,8 +26,10 @@ const DEBOUNCE = 400;
 // Groups nest at most this deep (the API's MaxDepth): the top group is
 // level 1. "None of" around several conditions is two levels (not, or).
 const MAX_LEVELS = 4;
+// Chips shown at once; the rest of the values are under "N more".
+const CHIPS = 12;
 
-// Values suggested for a field when the data has not told us (the common
+// Values suggested for a field when the data's cannot be read (the common
 // ones), with the values already typed in the builder.
 const SUGGEST = {
   platform: ['android', 'ios', 'web'],
@@ -55,6 +60,7 @@ function builder(ctx, fields, seg) {
   let seq = 0;
   let timer = 0;
   ctx.cleanup(() => clearTimeout(timer));
+  const valuesOf = createValues(signal);
 
   const tree = seg ? fromFilter(seg.filter) : newGroup('all', [newCond()]);
 
@@ -214,6 +220,12 @@ function builder(ctx, fields, seg) {
           h('option', {value: 'true'}, 'yes'), h('option', {value: 'false'}, 'no'));
         sel.value = c.value === false ? 'false' : 'true';
         c.value = sel.value === 'true';
+        valuesOf(f).then((r) => {
+          for (const v of r?.values || []) {
+            const o = [...sel.options].find((x) => x.value === v.value);
+            if (o) o.textContent = `${o.value === 'true' ? 'yes' : 'no'} (${devices(v.tokens, r.sampled)})`;
+          }
+        });
         fill(box, sel);
         c.inputs.value = sel;
         c.read = () => ({value: c.value});
@@ -288,36 +300,55 @@ function builder(ctx, fields, seg) {
         return;
       }
       default: {
+        const offers = f.kind === 'string' || f.kind === 'version';
+        const list = offers ? h('datalist', {id: `${id}-values`}) : null;
         const input = h('input', {id, type: 'text', 'aria-label': 'Value', autocomplete: 'off', spellcheck: 'false',
           value: c.text ?? (c.value == null ? '' : String(c.value)), inputmode: f.kind === 'int' ? 'numeric' : null,
-          placeholder: f.kind === 'version' ? '5.10' : ''});
+          placeholder: f.kind === 'version' ? '5.10' : '', list: list ? list.id : null});
         input.addEventListener('input', () => {
           c.text = input.value;
           changed();
         });
         c.text = input.value;
-        fill(box, input, suggestions(c, f, (v) => {
+        fill(box, input, list, suggestions(c, f, (v) => {
           input.value = v;
           c.text = v;
           changed();
-        }));
+        }, list));
         c.inputs.value = input;
         c.read = () => (input.value.trim() === '' ? {missing: 'Enter a value.'} : scalar(f, input.value.trim()));
       }
     }
   }
 
-  // Buttons with the values suggested for f: the common ones, and the ones
-  // typed in the builder's other conditions on f.
-  function suggestions(c, f, pick) {
+  // The values suggested for f: the data's, the most common first with
+  // their devices (or the common ones when they cannot be read), then the
+  // ones typed in the builder's other conditions on f. Chips to pick (the
+  // first CHIPS, the rest under "N more"), and the options of datalist, a
+  // single value's input's list. Filled when the data's values are known.
+  function suggestions(c, f, pick, datalist) {
+    if (f.kind !== 'string' && f.kind !== 'version') return null;
+    const box = h('div', {class: 'suggest', role: 'group', 'aria-label': `Suggested values for ${fieldLabel(f.name)}`, hidden: true});
     const typed = [];
     walk(tree, (o) => {
       if (o !== c && o.field === f.name && o.text) typed.push(...splitList(o.text));
     });
-    const values = [...new Set([...(SUGGEST[f.name] || []), ...(f.name === 'app' ? apps.list().map((a) => a.name) : []), ...typed])];
-    if (!values.length || (f.kind !== 'string' && f.kind !== 'version')) return null;
-    return h('div', {class: 'suggest', role: 'group', 'aria-label': `Suggested values for ${fieldLabel(f.name)}`},
-      values.slice(0, 12).map((v) => h('button', {type: 'button', class: 'chip', 'data-value': v, on: {click: () => pick(v)}}, v)));
+    valuesOf(f).then((r) => {
+      const known = r ? r.values : [...(SUGGEST[f.name] || []), ...(f.name === 'app' ? apps.list().map((a) => a.name) : [])].map((value) => ({value}));
+      const seen = new Set();
+      const values = [...known, ...typed.map((value) => ({value}))].filter((v) => !seen.has(v.value) && seen.add(v.value));
+      const chip = (v) => h('button', {type: 'button', class: 'chip', 'data-value': v.value, 'data-tokens': v.tokens,
+        title: v.tokens == null ? null : devices(v.tokens, r.sampled), on: {click: () => pick(v.value)}},
+      v.value, v.tokens == null ? null : h('span', {class: 'chip-count', 'aria-hidden': 'true'}, shortDevices(v.tokens, r.sampled)));
+      fill(box, values.slice(0, CHIPS).map(chip), values.length > CHIPS
+        ? h('details', {class: 'suggest-more'}, h('summary', null, `${values.length - CHIPS} more`), values.slice(CHIPS).map(chip))
+        : null);
+      box.hidden = !values.length;
+      if (datalist) {
+        fill(datalist, values.map((v) => h('option', {value: v.value, label: v.tokens == null ? null : devices(v.tokens, r.sampled)})));
+      }
+    });
+    return box;
   }
 
   // ---- The filter, its count, its errors ---------------------------------

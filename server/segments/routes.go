@@ -1,7 +1,8 @@
 // Package segments is the API's routes of the saved segments
 // (docs/segments.md): create, a new version, read with the versions,
-// list, delete, one version, the fields a filter may name, and the
-// preview that counts a filter as the console builds it.
+// list, delete, one version, the fields a filter may name, the values
+// present for one of them, and the preview that counts a filter as the
+// console builds it.
 //
 // HTTP only, like package server, which registers the routes in its
 // /push group (behind its auth: a viewer reads, a sender writes) and
@@ -41,6 +42,10 @@ type Domain interface {
 	// Fields are the fields a filter may name on this deployment's schema
 	// (the built-in ones it has columns for, and its attributes).
 	Fields() filter.Fields
+	// Values are the values present for one field (platform, locale, a
+	// string attribute), the most common first: a *segment.FieldError
+	// naming field for a field with none to suggest.
+	Values(ctx context.Context, field string) (segment.Values, error)
 }
 
 // Routes serve the saved segments.
@@ -60,8 +65,8 @@ type Routes struct {
 
 // Register serves the routes in g (the /push group). A write needs a
 // sender token: the group's auth refuses a viewer's POST, PUT and DELETE.
-// The preview's path is not a segment's: "preview" is no segment's name
-// (previewName).
+// The preview's, the fields' and the values' paths are not segments':
+// no segment may be so named (reservedRoute).
 func (r *Routes) Register(g *echo.Group) {
 	var budget []echo.MiddlewareFunc
 	if r.Previews != nil {
@@ -69,6 +74,7 @@ func (r *Routes) Register(g *echo.Group) {
 	}
 	g.POST("/segments/preview", r.preview, budget...)
 	g.GET("/segments/fields", r.fields)
+	g.GET("/segments/values", r.values)
 	g.POST("/segments", r.create)
 	g.GET("/segments", r.list)
 	g.GET("/segments/:name", r.get)
@@ -77,13 +83,20 @@ func (r *Routes) Register(g *echo.Group) {
 	g.GET("/segments/:name/versions/:version", r.version)
 }
 
-// previewName is the preview's path segment, which no segment may be
-// called: /push/segments/preview would not reach it.
-const previewName = "preview"
-
-// fieldsName is the fields' path segment: GET /push/segments/fields
-// would not reach a segment so called.
-const fieldsName = "fields"
+// reservedRoute is the route whose path segment under /push/segments
+// name is, if it is one: no segment may be so called, since GET
+// /push/segments/fields would not reach a segment called fields.
+func reservedRoute(name string) (route string, ok bool) {
+	switch name {
+	case "preview":
+		return "POST /push/segments/preview", true
+	case "fields":
+		return "GET /push/segments/fields", true
+	case "values":
+		return "GET /push/segments/values", true
+	}
+	return "", false
+}
 
 // createRequest is the body of POST /push/segments.
 type createRequest struct {
@@ -133,11 +146,8 @@ func (r *Routes) create(c echo.Context) error {
 	if err := r.Decode(c.Request().Body, &req); err != nil {
 		return err
 	}
-	if req.Name == previewName {
-		return refuse("name", "invalid_name", `"preview" is the preview's path (POST /push/segments/preview), not a segment's name`)
-	}
-	if req.Name == fieldsName {
-		return refuse("name", "invalid_name", `"fields" is the fields' path (GET /push/segments/fields), not a segment's name`)
+	if route, ok := reservedRoute(req.Name); ok {
+		return refuse("name", "invalid_name", strconv.Quote(req.Name)+" is a path of the API ("+route+"), not a segment's name")
 	}
 	w := segment.Write{Name: req.Name, Description: &req.Description, Filter: req.Filter, By: r.Actor(c), At: r.Now()}
 	seg, err := r.Domain.Create(c.Request().Context(), w)
@@ -212,6 +222,21 @@ func (r *Routes) fields(c echo.Context) error {
 		out.Fields = append(out.Fields, FieldInfo{Name: name, Kind: string(f.Kind), Ops: filter.Ops(f.Kind)})
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// values lists the values present for ?field= (the most common first,
+// with their tokens): the builder offers them for a condition's value.
+// A GET, so a viewer may read it; it does not spend the previews' budget,
+// its read being bounded whatever the tables (segment.Values).
+func (r *Routes) values(c echo.Context) error {
+	v, err := r.Domain.Values(c.Request().Context(), c.QueryParam("field"))
+	if err != nil {
+		return err
+	}
+	if v.Values == nil {
+		v.Values = []segment.Value{}
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (r *Routes) preview(c echo.Context) error {

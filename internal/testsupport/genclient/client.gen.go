@@ -1840,6 +1840,22 @@ type SegmentUpdateRequest struct {
 	Filter SegmentFilter `json:"filter"`
 }
 
+// SegmentValues defines model for SegmentValues.
+type SegmentValues struct {
+	// Field The field asked.
+	Field string `json:"field"`
+
+	// Sampled True when the values come from the sample the preview's estimate reads (a users table of more than 100,000 ids): a rare value may be missing, and the counts are estimates.
+	Sampled bool `json:"sampled"`
+	Values  []struct {
+		// Tokens The valid tokens of push-enabled users that have it (scaled from the sample when sampled).
+		Tokens int64 `json:"tokens"`
+
+		// Value A value as the data has it; a bool's are "true" and "false". Absent values (NULL, an empty string) are not listed.
+		Value string `json:"value"`
+	} `json:"values"`
+}
+
 // SegmentVersion One version of a segment, never changed once written: what a broadcast sent to it was sent to.
 type SegmentVersion struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -2265,6 +2281,12 @@ type DueConsentsParams struct {
 type ListJobsParams struct {
 	// App Only this app's: a configured app (else 400 unknown_app); a token limited to apps gets 403 forbidden_app for any other, and without the parameter sees its own apps only.
 	App *AppFilter `form:"app,omitempty" json:"app,omitempty"`
+}
+
+// ListSegmentFieldValuesParams defines parameters for ListSegmentFieldValues.
+type ListSegmentFieldValuesParams struct {
+	// Field The field: one of the fields of GET /push/segments/fields whose kind is string, version or bool.
+	Field string `form:"field" json:"field"`
 }
 
 // StatsParams defines parameters for Stats.
@@ -3608,6 +3630,11 @@ type ClientInterface interface {
 	// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
 	PreviewSegment(ctx context.Context, body PreviewSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSegmentFieldValues The values present for one field of a segment's filter (platform, locale, timezone, app, app_version, a string or bool attribute), the most common first with their tokens, under the audience rule: the console's builder offers them. Up to 50; read whole on up to 100,000 user ids, else from the preview estimate's sample with the counts scaled (sampled true).
+	//
+	// Corresponds with GET /push/segments/values (the `ListSegmentFieldValues` operationId).
+	ListSegmentFieldValues(ctx context.Context, params *ListSegmentFieldValuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteSegment Delete the segment (sender role): it leaves the list and its name is free again; its versions stay, for the broadcasts sent to them.
 	//
 	// Corresponds with DELETE /push/segments/{name} (the `DeleteSegment` operationId).
@@ -4397,6 +4424,21 @@ func (c *Client) PreviewSegmentWithBody(ctx context.Context, contentType string,
 // Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
 func (c *Client) PreviewSegment(ctx context.Context, body PreviewSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPreviewSegmentRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSegmentFieldValues The values present for one field of a segment's filter (platform, locale, timezone, app, app_version, a string or bool attribute), the most common first with their tokens, under the audience rule: the console's builder offers them. Up to 50; read whole on up to 100,000 user ids, else from the preview estimate's sample with the counts scaled (sampled true).
+//
+// Corresponds with GET /push/segments/values (the `ListSegmentFieldValues` operationId).
+func (c *Client) ListSegmentFieldValues(ctx context.Context, params *ListSegmentFieldValuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSegmentFieldValuesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6220,6 +6262,56 @@ func NewPreviewSegmentRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewListSegmentFieldValuesRequest constructs an http.Request for the ListSegmentFieldValues method
+func NewListSegmentFieldValuesRequest(server string, params *ListSegmentFieldValuesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/segments/values")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "field", params.Field, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDeleteSegmentRequest constructs an http.Request for the DeleteSegment method
 func NewDeleteSegmentRequest(server string, name SegmentName) (*http.Request, error) {
 	var err error
@@ -7318,6 +7410,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /push/segments/preview (the `PreviewSegment` operationId).
 	PreviewSegmentWithResponse(ctx context.Context, body PreviewSegmentJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewSegmentResponse, error)
+
+	// ListSegmentFieldValuesWithResponse The values present for one field of a segment's filter (platform, locale, timezone, app, app_version, a string or bool attribute), the most common first with their tokens, under the audience rule: the console's builder offers them. Up to 50; read whole on up to 100,000 user ids, else from the preview estimate's sample with the counts scaled (sampled true).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/segments/values (the `ListSegmentFieldValues` operationId).
+	ListSegmentFieldValuesWithResponse(ctx context.Context, params *ListSegmentFieldValuesParams, reqEditors ...RequestEditorFn) (*ListSegmentFieldValuesResponse, error)
 
 	// DeleteSegmentWithResponse Delete the segment (sender role): it leaves the list and its name is free again; its versions stay, for the broadcasts sent to them.
 	//
@@ -10516,6 +10615,103 @@ func (r PreviewSegmentResponse) ContentType() string {
 	return ""
 }
 
+// ListSegmentFieldValuesResponse401Headers the declared response headers of an HTTP 401 response for ListSegmentFieldValues
+type ListSegmentFieldValuesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListSegmentFieldValuesResponse429Headers the declared response headers of an HTTP 429 response for ListSegmentFieldValues
+type ListSegmentFieldValuesResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListSegmentFieldValuesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SegmentValues
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSegmentFieldValuesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSegmentFieldValuesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSegmentFieldValuesResponse) GetJSON200() *SegmentValues {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListSegmentFieldValuesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSegmentFieldValuesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSegmentFieldValuesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSegmentFieldValuesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSegmentFieldValuesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSegmentFieldValuesResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSegmentFieldValuesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSegmentFieldValuesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSegmentFieldValuesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSegmentFieldValuesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteSegmentResponse401Headers the declared response headers of an HTTP 401 response for DeleteSegment
 type DeleteSegmentResponse401Headers struct {
 	WWWAuthenticate string
@@ -12701,6 +12897,19 @@ func (c *ClientWithResponses) PreviewSegmentWithResponse(ctx context.Context, bo
 		return nil, err
 	}
 	return ParsePreviewSegmentResponse(rsp)
+}
+
+// ListSegmentFieldValuesWithResponse The values present for one field of a segment's filter (platform, locale, timezone, app, app_version, a string or bool attribute), the most common first with their tokens, under the audience rule: the console's builder offers them. Up to 50; read whole on up to 100,000 user ids, else from the preview estimate's sample with the counts scaled (sampled true).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/segments/values (the `ListSegmentFieldValues` operationId).
+func (c *ClientWithResponses) ListSegmentFieldValuesWithResponse(ctx context.Context, params *ListSegmentFieldValuesParams, reqEditors ...RequestEditorFn) (*ListSegmentFieldValuesResponse, error) {
+	rsp, err := c.ListSegmentFieldValues(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSegmentFieldValuesResponse(rsp)
 }
 
 // DeleteSegmentWithResponse Delete the segment (sender role): it leaves the list and its name is free again; its versions stay, for the broadcasts sent to them.
@@ -15805,6 +16014,97 @@ func ParsePreviewSegmentResponse(rsp *http.Response) (*PreviewSegmentResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers PreviewSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSegmentFieldValuesResponse parses an HTTP response from a ListSegmentFieldValuesWithResponse call
+func ParseListSegmentFieldValuesResponse(rsp *http.Response) (*ListSegmentFieldValuesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSegmentFieldValuesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SegmentValues
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSegmentFieldValuesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSegmentFieldValuesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
