@@ -76,26 +76,16 @@ func (s *Store) EstimateSegment(ctx context.Context, ref model.SegmentRef, sampl
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("estimate segment: %w", err)
 	}
-	lo, hi, ok, err := s.idSpan(ctx, sc.uID, sc.usersTable+" u")
+	sp, ok, err := s.sampleSpace(ctx)
 	if err != nil || !ok {
 		return 0, 0, []uint64{}, err
 	}
-	ranges, read, span := estimateRanges(lo, hi)
-	if len(ranges) > 1 {
-		var present int64
-		q := "SELECT COUNT(*) FROM " + sc.usersTable + " u WHERE " + ranges.cond(sc.uID)
-		if err := s.db.QueryRowContext(ctx, q, ranges.args()...).Scan(&present); err != nil {
-			return 0, 0, nil, fmt.Errorf("estimate segment: users in the sample: %w", err)
-		}
-		if present*minUserDensity < read {
-			return s.estimateByTokens(ctx, cond, args, sample)
-		}
+	if sp.byTokens {
+		return s.estimateByTokens(ctx, cond, args, sample)
 	}
-	// users drive (STRAIGHT_JOIN): a range scan of their primary key,
-	// then each one's tokens by the tokens' user_id index.
-	from := sc.usersTable + " u STRAIGHT_JOIN " + sc.tokensTable + " t ON " + sc.tUser + " = " + sc.uID
-	where := "(" + ranges.cond(sc.uID) + ") AND " + cond
-	wargs := append(ranges.args(), args...)
+	from, where := sp.from, "("+sp.cond+") AND "+cond
+	wargs := append(sp.args, args...)
+	read, span := sp.read, sp.span
 	var n, nUsers int64
 	q := "SELECT COUNT(*), COUNT(DISTINCT " + sc.tUser + ") FROM " + from + " WHERE " + where
 	if err := s.db.QueryRowContext(ctx, s.db.Rebind(q), wargs...).Scan(&n, &nUsers); err != nil {
@@ -108,6 +98,49 @@ func (s *Store) EstimateSegment(ctx context.Context, ref model.SegmentRef, sampl
 	}
 	ids, err := s.sampleUsers(ctx, from, where, wargs, sample)
 	return tokens, users, ids, err
+}
+
+// sampleSpace is where a bounded read of the targets reads: from, its
+// join (hint makes the tokens drive it), and cond over the sampled ids
+// with its args; read is how many ids the ranges hold and span how many
+// the table's span does (read == span: the whole table).
+type sampleSpace struct {
+	hint, from, cond string
+	args             []any
+	read, span       int64
+	// byTokens: the ranges are of the tokens' ids (the users' are sparse).
+	byTokens bool
+}
+
+// sampleSpace chooses the ranges EstimateSegment reads: of the users'
+// ids, or of the tokens' when the users' are sparse (fewer than one id in
+// minUserDensity of the ranges is a user). ok is false for no users.
+func (s *Store) sampleSpace(ctx context.Context) (sampleSpace, bool, error) {
+	sc := s.schema
+	lo, hi, ok, err := s.idSpan(ctx, sc.uID, sc.usersTable+" u")
+	if err != nil || !ok {
+		return sampleSpace{}, false, err
+	}
+	ranges, read, span := estimateRanges(lo, hi)
+	if len(ranges) > 1 {
+		var present int64
+		q := "SELECT COUNT(*) FROM " + sc.usersTable + " u WHERE " + ranges.cond(sc.uID)
+		if err := s.db.QueryRowContext(ctx, q, ranges.args()...).Scan(&present); err != nil {
+			return sampleSpace{}, false, fmt.Errorf("sample: users in the ranges: %w", err)
+		}
+		if present*minUserDensity < read {
+			lo, hi, ok, err := s.idSpan(ctx, sc.tID, sc.tokensTable+" t")
+			if err != nil || !ok {
+				return sampleSpace{}, false, err
+			}
+			ranges, read, span := estimateRanges(lo, hi)
+			return sampleSpace{hint: "STRAIGHT_JOIN ", from: sc.from, cond: ranges.cond(sc.tID), args: ranges.args(), read: read, span: span, byTokens: true}, true, nil
+		}
+	}
+	// users drive (STRAIGHT_JOIN): a range scan of their primary key,
+	// then each one's tokens by the tokens' user_id index.
+	from := sc.usersTable + " u STRAIGHT_JOIN " + sc.tokensTable + " t ON " + sc.tUser + " = " + sc.uID
+	return sampleSpace{from: from, cond: ranges.cond(sc.uID), args: ranges.args(), read: read, span: span}, true, nil
 }
 
 // minUserDensity: the users' ranges are sampled when at least one id in
