@@ -101,7 +101,7 @@ test: ## ensure MariaDB, Chromium, buildah, Node.js and Prometheus are there, th
 # detector) and waits on timers and the emulator more than on the CPU: in
 # package order it ran last and alone. It runs beside the other packages
 # instead (which go test runs two at a time).
-RACE_TEST = $(GO) test -race -count=1 -timeout 20m -skip '$(DRILLS)'
+RACE_TEST = $(GO) test -race -count=1 -timeout 30m -skip '$(DRILLS)'
 
 test-race-server:
 	$(RACE_TEST) ./server/

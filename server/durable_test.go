@@ -136,7 +136,7 @@ func TestTwoInstancesShareOneBroadcast(t *testing.T) {
 	if resp.StatusCode != 200 || viaSecond.ID != b.ID {
 		t.Fatalf("second instance: %d %+v", resp.StatusCode, viaSecond)
 	}
-	final := s.WaitFinished(b.ID, time.Minute)
+	final := s.WaitFinished(b.ID, 3*time.Minute)
 	if final.Status != "completed" || final.Succeeded != n || final.Targeted != n {
 		t.Fatalf("final %+v", final)
 	}
