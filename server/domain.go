@@ -73,7 +73,10 @@ type Domain struct {
 	Consents  Consents
 	// Segments are the saved segments (segment.Catalog).
 	Segments Segments
-	Apps     Apps
+	// Keys are the API keys kept in the database (apikey.Keys); nil:
+	// none (only the environment's tokens let anyone in).
+	Keys Keys
+	Apps Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows
 	// at once. ReloadAudiences reloads them (nil: the route answers 503);
