@@ -12,8 +12,8 @@ import (
 
 	"pushfan/broadcast"
 	"pushfan/config"
-	"pushfan/model"
 	"pushfan/internal/testsupport/teststack"
+	"pushfan/model"
 )
 
 // keyAnswer is one exchange's status and, for an error, its body.
