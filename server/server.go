@@ -164,7 +164,7 @@ func (s *Server) routePush(e *echo.Echo) {
 		Now: func() time.Time { return s.now() }, Previews: previews.middleware}
 	segs.Register(push)
 	// The API keys (admin only: neededRole).
-	ks := &keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: func(c echo.Context) model.Actor { return callerActor(c) }}
+	ks := &keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor}
 	ks.Register(push)
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
