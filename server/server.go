@@ -163,8 +163,8 @@ func (s *Server) routePush(e *echo.Echo) {
 	segs := &segments.Routes{Domain: s.dom.Segments, Decode: decodeStrict, Actor: callerName,
 		Now: func() time.Time { return s.now() }, Previews: previews.middleware}
 	segs.Register(push)
-	// The API keys (admin only: neededRole).
-	ks := &keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor}
+	// The API keys: an admin's (neededRole) of every app.
+	ks := &keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor, EveryApp: everyApp}
 	ks.Register(push)
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.

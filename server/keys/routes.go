@@ -37,13 +37,16 @@ type Routes struct {
 	Decode func(body io.Reader, v any) error
 	// Actor is who the request acts for: who created or revoked a key.
 	Actor func(c echo.Context) model.Actor
+	// EveryApp refuses a caller limited to some apps: such a caller could
+	// otherwise make itself a key of every app.
+	EveryApp echo.MiddlewareFunc
 }
 
 // Register serves the routes in g (the /push group).
 func (r *Routes) Register(g *echo.Group) {
-	g.POST("/keys", r.create)
-	g.GET("/keys", r.list)
-	g.DELETE("/keys/:id", r.revoke)
+	g.POST("/keys", r.create, r.EveryApp)
+	g.GET("/keys", r.list, r.EveryApp)
+	g.DELETE("/keys/:id", r.revoke, r.EveryApp)
 }
 
 // createRequest is the body of POST /push/keys.
