@@ -3659,26 +3659,26 @@ type ClientInterface interface {
 	// Corresponds with GET /push/cron (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListKeys Every API key (admin role), without secrets, with the last time each was used.
+	// ListKeys Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
 	//
 	// Corresponds with GET /push/keys (the `ListKeys` operationId).
 	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateKeyWithBody Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	// CreateKeyWithBody Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /push/keys (the `CreateKey` operationId).
 	CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateKey Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	// CreateKey Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /push/keys (the `CreateKey` operationId).
 	CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RevokeKey Revoke an API key (admin role): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+	// RevokeKey Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
 	//
 	// Corresponds with DELETE /push/keys/{id} (the `RevokeKey` operationId).
 	RevokeKey(ctx context.Context, id KeyID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4402,7 +4402,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 	return c.Client.Do(req)
 }
 
-// ListKeys Every API key (admin role), without secrets, with the last time each was used.
+// ListKeys Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
 //
 // Corresponds with GET /push/keys (the `ListKeys` operationId).
 func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4417,7 +4417,7 @@ func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*
 	return c.Client.Do(req)
 }
 
-// CreateKeyWithBody Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+// CreateKeyWithBody Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4434,7 +4434,7 @@ func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body
 	return c.Client.Do(req)
 }
 
-// CreateKey Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+// CreateKey Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4451,7 +4451,7 @@ func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, r
 	return c.Client.Do(req)
 }
 
-// RevokeKey Revoke an API key (admin role): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+// RevokeKey Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
 //
 // Corresponds with DELETE /push/keys/{id} (the `RevokeKey` operationId).
 func (c *Client) RevokeKey(ctx context.Context, id KeyID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7555,28 +7555,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/cron (the `ListJobs` operationId).
 	ListJobsWithResponse(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*ListJobsResponse, error)
 
-	// ListKeysWithResponse Every API key (admin role), without secrets, with the last time each was used.
+	// ListKeysWithResponse Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /push/keys (the `ListKeys` operationId).
 	ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
 
-	// CreateKeyWithBodyWithResponse Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	// CreateKeyWithBodyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /push/keys (the `CreateKey` operationId).
 	CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
 
-	// CreateKeyWithResponse Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	// CreateKeyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /push/keys (the `CreateKey` operationId).
 	CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
 
-	// RevokeKeyWithResponse Revoke an API key (admin role): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+	// RevokeKeyWithResponse Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13210,7 +13210,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 	return ParseListJobsResponse(rsp)
 }
 
-// ListKeysWithResponse Every API key (admin role), without secrets, with the last time each was used.
+// ListKeysWithResponse Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13223,7 +13223,7 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEdito
 	return ParseListKeysResponse(rsp)
 }
 
-// CreateKeyWithBodyWithResponse Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+// CreateKeyWithBodyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13236,7 +13236,7 @@ func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context,
 	return ParseCreateKeyResponse(rsp)
 }
 
-// CreateKeyWithResponse Create an API key (admin role). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+// CreateKeyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13249,7 +13249,7 @@ func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body Cr
 	return ParseCreateKeyResponse(rsp)
 }
 
-// RevokeKeyWithResponse Revoke an API key (admin role): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+// RevokeKeyWithResponse Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
 //
 // Returns a wrapper object for the known response body format(s).
 //
