@@ -322,3 +322,31 @@ func TestFourEyesByPersonAndForOlderRows(t *testing.T) {
 		}
 	}
 }
+
+// A key limited to some apps is held to them as a token is; a caller
+// limited to some apps may not manage keys (it could make itself a key of
+// every app).
+func TestKeysOfSomeApps(t *testing.T) {
+	const partnerAdmin = "partner-admin-secret-0123456789"
+	s, _ := appsStack(t, 1, 1, "partner-ops:admin:"+partnerAdmin+":partner")
+	if a := callAt(t, s, s.API.URL, "GET", "/push/keys", partnerAdmin, nil, nil); a.status != http.StatusForbidden || a.err.Error.Code != "forbidden_app" {
+		t.Fatalf("an admin of one app listing keys: %d %s", a.status, a.raw)
+	}
+	if a := callAt(t, s, s.API.URL, "POST", "/push/keys", partnerAdmin, map[string]any{"name": "x", "role": "admin"}, nil); a.status != http.StatusForbidden || a.err.Error.Code != "forbidden_app" {
+		t.Fatalf("an admin of one app creating a key: %d %s", a.status, a.raw)
+	}
+	k := createKey(t, s, map[string]any{"name": "partner-cron", "role": "sender", "apps": []string{"partner"}})
+	if len(k.Apps) != 1 || k.Apps[0] != "partner" {
+		t.Fatalf("created %+v", k)
+	}
+	msg := map[string]any{"title": "t", "body": "b", "audience": map[string]any{"all": true}}
+	msg["app"] = "consumer"
+	if a := callAt(t, s, s.API.URL, "POST", "/push/broadcast", k.Key, msg, nil); a.status != http.StatusForbidden || a.err.Error.Code != "forbidden_app" {
+		t.Fatalf("the partner key sending for consumer: %d %s", a.status, a.raw)
+	}
+	msg["app"] = "partner"
+	var b teststack.Broadcast
+	if a := callAt(t, s, s.API.URL, "POST", "/push/broadcast", k.Key, msg, &b); a.status != http.StatusOK || b.Status != "completed" || b.Succeeded != 1 || b.CreatedBy != "partner-cron" {
+		t.Fatalf("the partner key sending for partner: %d %s", a.status, a.raw)
+	}
+}
