@@ -14,9 +14,9 @@ import (
 var (
 	// ErrNotHeld: release of a broadcast that is not held (409).
 	ErrNotHeld = errors.New("broadcast is not held")
-	// ErrFourEyes: the four-eyes setting is on and the token releasing is
-	// the one that created the broadcast (403).
-	ErrFourEyes = errors.New("a held broadcast must be released by another token than the one that created it")
+	// ErrFourEyes: the four-eyes setting is on and the actor releasing
+	// (person, key or token) is the one that created it (403).
+	ErrFourEyes = errors.New("a held broadcast must be released by another person, key or token than the one that created it")
 )
 
 // DefaultHoldExpiry is how long a held broadcast waits for its release
@@ -69,12 +69,14 @@ func (s *Service) countHeld(ctx context.Context, b *model.Broadcast) error {
 	return s.leases.SetHeldTargets(ctx, b.ID, n)
 }
 
-// Release lets held broadcast id go, released by the token named by: it
-// is planned now, by any instance, after the answer (its audience
-// snapshotted at this moment), or scheduled when its send_at is still
-// ahead. With the four-eyes setting,
-// by must differ from the broadcast's creator.
-func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Broadcast, error) {
+// Release lets held broadcast id go, released by actor by: it is planned
+// now, by any instance, after the answer (its audience snapshotted at
+// this moment), or scheduled when its send_at is still ahead. With the
+// four-eyes setting, by must be another actor than the broadcast's
+// creator, whatever its role: actors are compared (kind and id), not
+// names, so two people of one name are two, and a key and a token of one
+// name are two.
+func (s *Service) Release(ctx context.Context, id uint64, by model.Actor) (*model.Broadcast, error) {
 	if s.stopping.Closed() {
 		return nil, ErrShuttingDown
 	}
@@ -85,8 +87,8 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 	if b.Status != model.StatusHeld {
 		return nil, fmt.Errorf("broadcast %d is %s: %w", id, b.Status, ErrNotHeld)
 	}
-	if s.opt.FourEyes && by == b.CreatedBy {
-		return nil, fmt.Errorf("broadcast %d was created by %q: %w", id, b.CreatedBy, ErrFourEyes)
+	if creator := b.CreatorActor(); s.opt.FourEyes && creator.Same(by) {
+		return nil, fmt.Errorf("broadcast %d was created by %s %q: %w", id, creator.Kind, creator.Name, ErrFourEyes)
 	}
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
 	status, err := s.leases.ReleaseHeld(dbctx, id, by)
@@ -97,7 +99,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 		// A concurrent release or cancel won, or our own commit did and
 		// its answer was lost: the row says which.
 		cur, gerr := s.reads.Get(context.WithoutCancel(ctx), id)
-		if gerr != nil || cur.ReleasedBy != by || cur.ReleasedAt == nil {
+		if gerr != nil || !cur.Releaser.Same(by) || cur.ReleasedAt == nil {
 			return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotHeld)
 		}
 		return cur, nil
@@ -106,7 +108,7 @@ func (s *Service) Release(ctx context.Context, id uint64, by string) (*model.Bro
 	case err != nil:
 		return nil, fmt.Errorf("releasing broadcast %d: %w", id, unavailable(err))
 	}
-	s.log.InfoContext(ctx, "held broadcast released", "broadcast_id", id, "released_by", by, "status", status)
+	s.log.InfoContext(ctx, "held broadcast released", "broadcast_id", id, "released_by", by.Name, "released_by_kind", by.Kind, "released_by_id", by.ID, "status", status)
 	b, err = s.reads.Get(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return nil, err

@@ -50,6 +50,7 @@ type ResendRequest struct {
 	Hold           bool
 	RequestID      string
 	CreatedBy      string
+	Creator        model.Actor
 	IdempotencyKey string
 }
 
@@ -115,6 +116,7 @@ func (s *Service) Resend(ctx context.Context, rr ResendRequest) (*model.Broadcas
 			InvalidateOnDryRun: orig.InvalidateOnDryRun,
 			RequestID:          rr.RequestID,
 			CreatedBy:          rr.CreatedBy,
+			Creator:            rr.Creator,
 			IdempotencyKey:     rr.IdempotencyKey,
 			Trigger:            "resend",
 			Class:              orig.Class,

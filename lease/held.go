@@ -29,14 +29,15 @@ func (s *Store) SetHeldTargets(ctx context.Context, id uint64, n int64) error {
 	return nil
 }
 
-// ReleaseHeld lets a held broadcast go, recording by as released_by, in
+// ReleaseHeld lets a held broadcast go, recording by (its name as
+// released_by, the actor in released_by_kind and released_by_id), in
 // one transaction with the row locked: one whose start (starts_at, else
 // send_at) is still ahead becomes scheduled (PromoteDue makes it planning
 // when due); any other becomes planning, and any instance plans it (its
 // audience snapshotted at this moment), exactly as a submit would have
 // stored it. It returns the new status; ErrNotHeld (wrapped, naming the
 // status) when the broadcast is not held, ErrNotFound for an unknown id.
-func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.Status, error) {
+func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by model.Actor) (model.Status, error) {
 	var status model.Status
 	err := s.inTx(ctx, "release held broadcast", func(tx *sql.Tx) error {
 		var cur string
@@ -55,14 +56,18 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.St
 		if ahead {
 			status = model.StatusScheduled
 		}
-		var released any // released_by is NULL for an empty name
-		if by = sqldb.ClampRunes(by, repository.MaxCreatedByRunes); by != "" {
-			released = by
+		var released, kind, actorID any // NULL for no name, no actor
+		if name := sqldb.ClampRunes(by.Name, repository.MaxCreatedByRunes); name != "" {
+			released = name
+		}
+		if by.Kind != "" {
+			kind, actorID = string(by.Kind), sqldb.ClampRunes(by.ID, repository.MaxActorIDRunes)
 		}
 		// targeted was the held count, an estimate: the plan counts it
 		// again, exactly.
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET status = ?, planning = ?, targeted = 0,
-				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, string(status), !ahead, released, id); err != nil {
+				released_by = ?, released_by_kind = ?, released_by_id = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`,
+			string(status), !ahead, released, kind, actorID, id); err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
 		return nil

@@ -107,7 +107,7 @@ func TestExpireHoldsOncePerBroadcast(t *testing.T) {
 	if b, _ := s.GetBroadcast(ctx(t), expired[0]); b.Targeted != 1 {
 		t.Fatalf("a late count overwrote an expired hold's targeted: %d", b.Targeted)
 	}
-	if _, err := leases.ReleaseHeld(ctx(t), expired[0], "x"); !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := leases.ReleaseHeld(ctx(t), expired[0], model.Actor{Kind: model.ActorToken, ID: "x", Name: "x"}); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("release of an expired hold: %v", err)
 	}
 }
@@ -140,7 +140,7 @@ func TestAHeldCountIsKnownUntilTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	known("held, counted empty", true)
-	if _, err := leases.ReleaseHeld(ctx(t), b.ID, "bob"); err != nil {
+	if _, err := leases.ReleaseHeld(ctx(t), b.ID, model.Actor{Kind: model.ActorToken, ID: "bob", Name: "bob"}); err != nil {
 		t.Fatal(err)
 	}
 	known("released (planning)", false)

@@ -24,7 +24,7 @@ func TestBroadcastTransitionsFollowTheStateMachine(t *testing.T) {
 	ops := map[string]func(id uint64) error{
 		"PromoteDue": func(uint64) error { _, err := leases.PromoteDue(ctx(t)); return err },
 		"ReleaseHeld": func(id uint64) error {
-			_, err := leases.ReleaseHeld(ctx(t), id, "ops")
+			_, err := leases.ReleaseHeld(ctx(t), id, model.Actor{Kind: model.ActorToken, ID: "ops", Name: "ops"})
 			if errors.Is(err, lease.ErrNotHeld) {
 				return nil // refused, as the table says for anything not held
 			}

@@ -123,7 +123,12 @@ type Submission struct {
 	DryRun             bool
 	InvalidateOnDryRun bool
 	RequestID          string
-	CreatedBy          string
+	// CreatedBy is the creator's display name; Creator the actor (person,
+	// key or token) the four-eyes rule compares. Creator is zero for a
+	// cron fire and for broadcasts stored before actors were (migration
+	// 00033): those name an environment token in CreatedBy (CreatorActor).
+	CreatedBy string
+	Creator   Actor
 	// IdempotencyKey, with RequestHash (a digest of the request), makes a
 	// repeated submit return the first broadcast instead of sending again.
 	IdempotencyKey string
@@ -196,9 +201,10 @@ type Broadcast struct {
 	StartsAt *time.Time
 
 	// Holding: a held broadcast waits for a release until HoldExpiresAt;
-	// ReleasedBy names the token that released it.
+	// ReleasedBy names who released it, Releaser is who (the actor).
 	HoldExpiresAt *time.Time
 	ReleasedBy    string
+	Releaser      Actor
 	ReleasedAt    *time.Time
 }
 
@@ -315,4 +321,14 @@ type ListFilter struct {
 type LastFire struct {
 	FireTime  time.Time
 	Broadcast *Broadcast // nil for a skipped fire
+}
+
+// CreatorActor is the actor that created the broadcast: Creator, or for
+// a broadcast stored before actors were, the environment token its
+// CreatedBy names (every creator was one then, but the scheduler).
+func (s Submission) CreatorActor() Actor {
+	if s.Creator.Kind == "" && s.CreatedBy != "" && s.Trigger != "cron" {
+		return Actor{Kind: ActorToken, ID: s.CreatedBy, Name: s.CreatedBy}
+	}
+	return s.Creator
 }

@@ -20,7 +20,9 @@ const (
 	maxRequestIDRunes = 64
 	// MaxCreatedByRunes is created_by's and released_by's width.
 	MaxCreatedByRunes = 64
-	maxCodeRunes      = 64
+	// MaxActorIDRunes is created_by_id's and released_by_id's width.
+	MaxActorIDRunes = 255
+	maxCodeRunes    = 64
 )
 
 // InsertBroadcast inserts b's row inside tx, with the status and counters
@@ -58,8 +60,8 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
 		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning, frequency_cap, capped, app,
-		 category, category_rules, excluded_no_consent, night_deferred)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 category, category_rules, excluded_no_consent, night_deferred, created_by_kind, created_by_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, string(msg), string(aud),
 		sqldb.ClampRunes(b.RequestID, maxRequestIDRunes), nullIfEmpty(sqldb.ClampRunes(b.CreatedBy, MaxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
@@ -69,7 +71,8 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 		classOrBulk(b.Class), nullIfZero(b.MaxRate), nullIfZero(b.DeliverOver.Milliseconds()),
 		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks, b.Status == model.StatusPlanning,
 		nullIfEmpty(b.FrequencyCap), b.Capped, appOrDefault(b.App),
-		category, rules, b.ExcludedNoConsent, b.NightDeferred)
+		category, rules, b.ExcludedNoConsent, b.NightDeferred,
+		nullIfEmpty(string(b.Creator.Kind)), nullIfEmpty(sqldb.ClampRunes(b.Creator.ID, MaxActorIDRunes)))
 	if err != nil {
 		if sqldb.IsDuplicateEntry(err) && strings.Contains(err.Error(), "uq_broadcasts_idempotency") {
 			return ErrDuplicateKey
@@ -137,7 +140,8 @@ const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, a
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
 		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app, held_counted,
-		category_rules, excluded_no_consent, night_deferred`
+		category_rules, excluded_no_consent, night_deferred,
+		created_by_kind, created_by_id, released_by_kind, released_by_id`
 
 // selectBroadcast reads broadcast rows; selectOneBroadcast one row with
 // its error and variant counts as JSON objects, for a single read.
@@ -244,6 +248,8 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		releasedAt, holdExpiresAt sql.NullTime
 		startsAt, plannedAt       sql.NullTime
 		categoryRules             sql.NullString
+		creatorKind, creatorID    sql.NullString
+		releaserKind, releaserID  sql.NullString
 	)
 	if err := row.Scan(append([]any{
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
@@ -254,7 +260,8 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		&b.Class, &b.MaxRate, &deliverMS,
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
 		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App, &b.HeldCounted,
-		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred}, extra...)...); err != nil {
+		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred,
+		&creatorKind, &creatorID, &releaserKind, &releaserID}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -268,6 +275,12 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 	b.SendAt = nullTime(sendAt)
 	b.FireTime = nullTime(fireTime)
 	b.ReleasedBy = releasedBy.String
+	if creatorKind.Valid {
+		b.Creator = model.Actor{Kind: model.ActorKind(creatorKind.String), ID: creatorID.String, Name: b.CreatedBy}
+	}
+	if releaserKind.Valid {
+		b.Releaser = model.Actor{Kind: model.ActorKind(releaserKind.String), ID: releaserID.String, Name: b.ReleasedBy}
+	}
 	b.ReleasedAt = nullTime(releasedAt)
 	b.HoldExpiresAt = nullTime(holdExpiresAt)
 	b.StartsAt = nullTime(startsAt)

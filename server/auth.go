@@ -23,7 +23,12 @@ type authParts struct {
 // tokenSet checks bearer tokens in constant time: the presented token is
 // hashed and compared with every configured hash, match or not, so timing
 // reveals neither a prefix nor which token matched.
-type tokenSet struct{ tokens []Token }
+// keys, when set (the admin realm's), are the API keys kept in the
+// database, checked when no token matches.
+type tokenSet struct {
+	tokens []Token
+	keys   Keys
+}
 
 func (ts tokenSet) match(token string) *Token {
 	h := sha256.Sum256([]byte(token))
@@ -41,16 +46,16 @@ func (ts tokenSet) match(token string) *Token {
 
 const principalKey = "pushfan.principal"
 
-// requireBearer refuses requests without a token from ts (401) and tokens
-// whose role does not include the route's (403, neededRole); it stores
-// the token's principal for handlers.
+// requireBearer refuses requests without a token from ts or one of its
+// API keys (401) and those whose role does not include the route's (403,
+// neededRole); it stores the caller's principal for handlers.
 // A presented token is an authentication attempt: a wrong one is charged
 // to the client address's failure budget, shared with the console's
 // sign-in, and once that is spent every bearer from the address is a 429.
 func (s *Server) requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if len(ts.tokens) == 0 {
+			if len(ts.tokens) == 0 && ts.keys == nil {
 				return unauthorized(c, realm, "no "+realm+" tokens are configured, so every request is refused")
 			}
 			h := c.Request().Header.Get(echo.HeaderAuthorization)
@@ -58,15 +63,17 @@ func (s *Server) requireBearer(ts tokenSet, realm string) echo.MiddlewareFunc {
 			if !found || token == "" {
 				return unauthorized(c, realm, "send Authorization: Bearer <token>")
 			}
-			t := ts.match(strings.TrimSpace(token))
-			if err := s.auth.failures.admit(c, t != nil); err != nil {
+			p, refusal, err := ts.principal(c.Request().Context(), strings.TrimSpace(token))
+			if err != nil {
+				return err // the database's, not the caller's: no failure charged
+			}
+			if err := s.auth.failures.admit(c, p != nil); err != nil {
 				return err
 			}
-			if t == nil {
-				s.log.WarnContext(c.Request().Context(), "bearer token refused", "realm", realm, "remote", c.RealIP(), "path", c.Path())
-				return unauthorized(c, realm, "the bearer token is not valid")
+			if p == nil {
+				s.log.WarnContext(c.Request().Context(), "bearer token refused", "realm", realm, "remote", c.RealIP(), "path", c.Path(), "why", refusal)
+				return unauthorized(c, realm, refusal)
 			}
-			p := t.principal()
 			if err := authorize(c, p); err != nil {
 				return err
 			}

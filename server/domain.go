@@ -29,7 +29,7 @@ type Submitter interface {
 	Validate(spec rules.Spec) (broadcast.Request, error)
 	Submit(ctx context.Context, req broadcast.Request) (b *model.Broadcast, existing bool, err error)
 	Cancel(ctx context.Context, id uint64) (*model.Broadcast, error)
-	Release(ctx context.Context, id uint64, by string) (*model.Broadcast, error)
+	Release(ctx context.Context, id uint64, by model.Actor) (*model.Broadcast, error)
 	Resend(ctx context.Context, rr broadcast.ResendRequest) (*model.Broadcast, bool, error)
 	FireJob(ctx context.Context, j *cron.Compiled, at time.Time) (*model.Broadcast, bool, error)
 }
@@ -73,7 +73,10 @@ type Domain struct {
 	Consents  Consents
 	// Segments are the saved segments (segment.Catalog).
 	Segments Segments
-	Apps     Apps
+	// Keys are the API keys kept in the database (apikey.Keys); nil:
+	// none (only the environment's tokens let anyone in).
+	Keys Keys
+	Apps Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows
 	// at once. ReloadAudiences reloads them (nil: the route answers 503);

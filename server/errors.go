@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/apikey"
 	"pushfan/broadcast"
 	"pushfan/broadcast/rules"
 	"pushfan/consent"
@@ -76,11 +77,17 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 	if errors.As(err, &ce) {
 		return &APIError{Status: http.StatusBadRequest, Code: ce.Code, Field: ce.Field, Message: ce.Message}
 	}
+	var ke *apikey.FieldError
+	if errors.As(err, &ke) {
+		return &APIError{Status: http.StatusBadRequest, Code: ke.Code, Field: ke.Field, Message: ke.Message}
+	}
 	var se *segment.FieldError
 	if errors.As(err, &se) {
 		return &APIError{Status: http.StatusBadRequest, Code: se.Code, Field: se.Field, Message: se.Message}
 	}
 	switch {
+	case errors.Is(err, apikey.ErrNotFound):
+		return &APIError{Status: http.StatusNotFound, Code: "key_not_found", Message: "no API key with id " + strconv.Quote(c.Param("id"))}
 	case errors.Is(err, segment.ErrNotFound):
 		return &APIError{Status: http.StatusNotFound, Code: "segment_not_found", Message: "no segment " + strconv.Quote(c.Param("name")) + versionOf(c)}
 	case errors.Is(err, segment.ErrExists):

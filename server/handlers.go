@@ -59,7 +59,7 @@ func (s *Server) createBroadcast(c echo.Context) error {
 	ctx := c.Request().Context()
 	in.RequestID = logging.RequestID(ctx)
 	if t := caller(c); t != nil {
-		in.CreatedBy = t.Name
+		in.CreatedBy, in.Creator = t.Name, t.Actor
 	}
 	if in.IdempotencyKey, err = idempotencyKey(c); err != nil {
 		return err

@@ -38,7 +38,7 @@ func (s *Server) resendBroadcast(c echo.Context) error {
 	ctx := c.Request().Context()
 	rr := broadcast.ResendRequest{ID: id, Codes: req.Codes, Hold: req.Hold, RequestID: logging.RequestID(ctx)}
 	if t := caller(c); t != nil {
-		rr.CreatedBy = t.Name
+		rr.CreatedBy, rr.Creator = t.Name, t.Actor
 	}
 	if rr.IdempotencyKey, err = idempotencyKey(c); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 
 // Each role may do what the roles below it may, and more (model.Role):
 // a viewer reads and counts, a sender sends, an approver releases, an
-// admin reloads and manages webhooks. A role below a route's gets 403
+// admin reloads and manages webhooks and API keys. A role below a route's gets 403
 // forbidden naming the role needed; one at or above it gets past the
 // check (the fake domain then answers whatever it answers: here only the
 // check is under test).
@@ -30,6 +30,9 @@ func TestEachRouteNeedsItsRole(t *testing.T) {
 		{http.MethodPost, "/push/audiences/reload", ``, "admin"},
 		{http.MethodPost, "/push/webhooks/app/enable", ``, "admin"},
 		{http.MethodPost, "/push/webhooks/app/deliveries/1/redeliver", ``, "admin"},
+		{http.MethodGet, "/push/keys", ``, "admin"},
+		{http.MethodPost, "/push/keys", `{"name":"cron","role":"sender"}`, "admin"},
+		{http.MethodDelete, "/push/keys/key_0000000000000000", ``, "admin"},
 	} {
 		for i, role := range order {
 			rec, out := call(t, h, r.method, r.path, tokens[role], r.body, "Content-Type", "application/json")

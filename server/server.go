@@ -24,6 +24,7 @@ import (
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/consents"
+	"pushfan/server/keys"
 	"pushfan/server/live"
 	"pushfan/server/openapi"
 	"pushfan/server/proxies"
@@ -74,7 +75,7 @@ func WithMetrics(h http.Handler) Option { return func(s *Server) { s.extra.metri
 // Tester serve the routes that call the domain.
 func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Server {
 	s := &Server{cfg: cfg, dom: d, db: db, log: log, now: time.Now, openAPIDoc: openapi.Document()}
-	s.auth.admin = tokenSet{tokens: cfg.Tokens.Admin}
+	s.auth.admin = tokenSet{tokens: cfg.Tokens.Admin, keys: d.Keys}
 	if cfg.Tokens.Internal != "" {
 		s.auth.internal = tokenSet{tokens: []Token{{Name: "internal", Role: RoleSender, Hash: sha256.Sum256([]byte(cfg.Tokens.Internal))}}}
 	}
@@ -162,6 +163,9 @@ func (s *Server) routePush(e *echo.Echo) {
 	segs := &segments.Routes{Domain: s.dom.Segments, Decode: decodeStrict, Actor: callerName,
 		Now: func() time.Time { return s.now() }, Previews: previews.middleware}
 	segs.Register(push)
+	// The API keys: an admin's (neededRole) of every app.
+	ks := &keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor, EveryApp: everyApp}
+	ks.Register(push)
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
 	// Webhook endpoints hear of every app's broadcasts: a token limited

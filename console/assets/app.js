@@ -20,6 +20,7 @@ import * as segments from './segments.js';
 import * as segbuilder from './segbuilder.js';
 import * as cluster from './cluster.js';
 import * as webhooks from './webhooks.js';
+import * as keys from './keys.js';
 
 const ROUTES = [
   {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
@@ -36,11 +37,12 @@ const ROUTES = [
   {re: /^\/cluster$/, page: 'cluster', title: 'Cluster', mod: cluster},
   {re: /^\/webhooks$/, page: 'webhooks', title: 'Webhooks', mod: webhooks},
   {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
+  {re: /^\/keys$/, page: 'keys', title: 'API keys', mod: keys},
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
-// The nav, in order; Compose only for senders and above (absent, not
-// hidden, for a viewer).
+// The nav, in order; Compose only for senders and above, Keys only for
+// admins (absent, not hidden, for the others).
 const NAV = [
   ['#/', 'Dashboard'],
   ['#/broadcasts', 'Broadcasts'],
@@ -50,6 +52,7 @@ const NAV = [
   ['#/audiences', 'Audiences'],
   ['#/cluster', 'Cluster'],
   ['#/webhooks', 'Webhooks', null, 'every-app'],
+  ['#/keys', 'Keys', 'admin', 'every-app'],
 ];
 
 let active = null; // the page on screen: {controller, cleanups}

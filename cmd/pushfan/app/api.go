@@ -3,6 +3,7 @@ package app
 import (
 	"log/slog"
 
+	"pushfan/apikey"
 	"pushfan/broadcast"
 	"pushfan/broadcast/reads"
 	"pushfan/broadcast/testsend"
@@ -44,11 +45,11 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 }
 
 // apiDomain is what the API serves: svc's operations, the consent
-// book's and the segments' catalog's, the named audiences of the
+// book's, the segments' catalog's and the API keys', the named audiences of the
 // reloader's catalog (read at each request) and its reload, and the apps,
 // jobs and categories of cfg as the API shows them.
-func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, segments *segment.Catalog, audiences *Reloader, jobs []*cron.Compiled) server.Domain {
-	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Consents: consents, Segments: segments, Jobs: jobs,
+func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, segments *segment.Catalog, keys *apikey.Keys, audiences *Reloader, jobs []*cron.Compiled) server.Domain {
+	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Consents: consents, Segments: segments, Keys: keys, Jobs: jobs,
 		Audiences: audiences.catalog, ReloadAudiences: audiences.Reload,
 		Apps:       server.Apps{Default: cfg.AppOf("")},
 		Categories: server.Categories{List: cfg.CategoryList(), Default: cfg.DefaultCategory}}

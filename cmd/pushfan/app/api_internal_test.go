@@ -54,7 +54,7 @@ func TestAPIDomainResolvesApps(t *testing.T) {
 		t.Fatal(err)
 	}
 	catalog := audience.NewCatalog(audience.NewSet(compiled, cfg.AllAudiences(), cfg.AppOf, time.Now()))
-	d := apiDomain(cfg, nil, nil, nil, nil, nil, &Reloader{catalog: catalog}, nil)
+	d := apiDomain(cfg, nil, nil, nil, nil, nil, nil, &Reloader{catalog: catalog}, nil)
 	if d.Apps.Default != "default" || len(d.Apps.List) != 1 || d.Apps.List[0].Name != "default" {
 		t.Errorf("apps: %+v", d.Apps)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"pushfan/apikey"
 	"pushfan/audience"
 	"pushfan/broadcast"
 	"pushfan/broadcast/plan"
@@ -213,8 +214,13 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	consents := consent.New(pool.DB, cfg.CategoryList(), cfg.DB.Timeout, log)
 	// An exact count ends before the HTTP write deadline would cut its answer.
 	segments := segment.New(store, segment.Options{DBTimeout: cfg.DB.Timeout, ExactTimeout: min(60*time.Second, cfg.HTTP.WriteTimeout*9/10)})
+	var appNames []string
+	for _, a := range cfg.AppList() {
+		appNames = append(appNames, a.Name)
+	}
+	apiKeys := apikey.New(pool.DB, apikey.Options{Apps: appNames, DBTimeout: cfg.DB.Timeout}, log)
 	reloader := &Reloader{cfg: cfg, named: named, catalog: catalog, rules: requestRules, jobs: jobs, log: log}
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, reloader, jobs), store, log,
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs), store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
 	if err := svc.CheckJobs(jobs); err != nil {

@@ -251,6 +251,30 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for KeyRole.
+const (
+	KeyRoleAdmin    KeyRole = "admin"
+	KeyRoleApprover KeyRole = "approver"
+	KeyRoleSender   KeyRole = "sender"
+	KeyRoleViewer   KeyRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the KeyRole enum.
+func (e KeyRole) Valid() bool {
+	switch e {
+	case KeyRoleAdmin:
+		return true
+	case KeyRoleApprover:
+		return true
+	case KeyRoleSender:
+		return true
+	case KeyRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NamedAudienceParams.
 const (
 	NamedAudienceParamsBool   NamedAudienceParams = "bool"
@@ -427,22 +451,22 @@ func (e SegmentFilterOp) Valid() bool {
 
 // Defines values for SessionRole.
 const (
-	Admin    SessionRole = "admin"
-	Approver SessionRole = "approver"
-	Sender   SessionRole = "sender"
-	Viewer   SessionRole = "viewer"
+	SessionRoleAdmin    SessionRole = "admin"
+	SessionRoleApprover SessionRole = "approver"
+	SessionRoleSender   SessionRole = "sender"
+	SessionRoleViewer   SessionRole = "viewer"
 )
 
 // Valid indicates whether the value is a known member of the SessionRole enum.
 func (e SessionRole) Valid() bool {
 	switch e {
-	case Admin:
+	case SessionRoleAdmin:
 		return true
-	case Approver:
+	case SessionRoleApprover:
 		return true
-	case Sender:
+	case SessionRoleSender:
 		return true
-	case Viewer:
+	case SessionRoleViewer:
 		return true
 	default:
 		return false
@@ -1020,7 +1044,7 @@ type Broadcast struct {
 	Consent   *Category `json:"consent"`
 	CreatedAt time.Time `json:"created_at"`
 
-	// CreatedBy The name of the token that created it (cron for job fires).
+	// CreatedBy The name of who created it: a token's or a key's name, or a person's (cron for job fires).
 	CreatedBy *string `json:"created_by,omitempty"`
 
 	// Deferred Local-time broadcasts only: targets moved to the end of their quiet window.
@@ -1082,7 +1106,7 @@ type Broadcast struct {
 	QuietHours *QuietHours `json:"quiet_hours,omitempty"`
 	ReleasedAt *time.Time  `json:"released_at,omitempty"`
 
-	// ReleasedBy The name of the token that released it.
+	// ReleasedBy The name of who released it.
 	ReleasedBy *string `json:"released_by,omitempty"`
 
 	// RequestId The submitting request's id, when it came over the API.
@@ -1553,6 +1577,79 @@ type JobTriggerRequest struct {
 	// FireTime The fire this trigger stands for; the current minute by default. Repeats of one fire are one broadcast.
 	FireTime *time.Time `json:"fire_time,omitempty"`
 }
+
+// Key An API key, never its secret.
+type Key struct {
+	// Apps null: every app.
+	Apps      *[]string `json:"apps"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The name of who created it.
+	CreatedBy *string    `json:"created_by,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at"`
+
+	// Id The key's public id: DELETE /push/keys/{id}, and the actor id of what it does.
+	Id string `json:"id"`
+
+	// LastUsedAt When it last authenticated a request, to the minute: each instance writes a key's use at most once a minute. null: never used.
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Name       string     `json:"name"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+
+	// Role What the key may do (the roles of adminBearer).
+	Role KeyRole `json:"role"`
+}
+
+// KeyCreateRequest defines model for KeyCreateRequest.
+type KeyCreateRequest struct {
+	// Apps The apps it may use (left out: every app); an app not configured is a 400 unknown_app naming apps[i].
+	Apps *[]string `json:"apps,omitempty"`
+
+	// ExpiresIn How long until it expires: a duration such as 720h, 90m or 30d (left out: never). Not a positive duration: a 400 invalid_expires_in. An expired key is a 401 saying when it expired.
+	//
+	// Example: 90d
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Name What the key is for (cron, dashboard): shown as created_by and released_by of what it does. Not unique: a key is told apart by its id. Anything else is a 400 invalid_name.
+	Name string `json:"name"`
+
+	// Role viewer, sender, approver or admin; anything else is a 400 unknown_role.
+	Role string `json:"role"`
+}
+
+// KeyCreated defines model for KeyCreated.
+type KeyCreated struct {
+	// Apps null: every app.
+	Apps      *[]string `json:"apps"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The name of who created it.
+	CreatedBy *string    `json:"created_by,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at"`
+
+	// Id The key's public id: DELETE /push/keys/{id}, and the actor id of what it does.
+	Id string `json:"id"`
+
+	// Key The secret, to send as Authorization: Bearer <key>. Shown this once: only its SHA-256 is kept.
+	Key string `json:"key"`
+
+	// LastUsedAt When it last authenticated a request, to the minute: each instance writes a key's use at most once a minute. null: never used.
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Name       string     `json:"name"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+
+	// Role What the key may do (the roles of adminBearer).
+	Role KeyRole `json:"role"`
+}
+
+// KeyList defines model for KeyList.
+type KeyList struct {
+	// Keys Every key, the revoked ones included, newest first.
+	Keys []Key `json:"keys"`
+}
+
+// KeyRole What the key may do (the roles of adminBearer).
+type KeyRole string
 
 // LastFire defines model for LastFire.
 type LastFire struct {
@@ -2147,6 +2244,9 @@ type ConsentCategory = string
 // Cursor defines model for Cursor.
 type Cursor = string
 
+// KeyID defines model for KeyID.
+type KeyID = string
+
 // SegmentName defines model for SegmentName.
 type SegmentName = string
 
@@ -2328,6 +2428,9 @@ type ResendBroadcastJSONRequestBody = ResendRequest
 
 // TestSendBroadcastJSONRequestBody defines body for TestSendBroadcast for application/json ContentType.
 type TestSendBroadcastJSONRequestBody = TestRecipients
+
+// CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
+type CreateKeyJSONRequestBody = KeyCreateRequest
 
 // PreviewBroadcastAudienceJSONRequestBody defines body for PreviewBroadcastAudience for application/json ContentType.
 type PreviewBroadcastAudienceJSONRequestBody = PreviewRequest
@@ -3525,7 +3628,7 @@ type ClientInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReleaseBroadcast Release a held broadcast: it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the token that created it.
+	// ReleaseBroadcast Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 	//
 	// Corresponds with POST /push/broadcasts/{id}/release (the `ReleaseBroadcast` operationId).
 	ReleaseBroadcast(ctx context.Context, id BroadcastID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3577,6 +3680,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /push/cron (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListKeys Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
+	//
+	// Corresponds with GET /push/keys (the `ListKeys` operationId).
+	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKeyWithBody Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /push/keys (the `CreateKey` operationId).
+	CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKey Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /push/keys (the `CreateKey` operationId).
+	CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeKey Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+	//
+	// Corresponds with DELETE /push/keys/{id} (the `RevokeKey` operationId).
+	RevokeKey(ctx context.Context, id KeyID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewBroadcastAudienceWithBody Count any audience a broadcast may name (all, user_ids, or a named one with params) and sample ten user ids, with the users the cap the broadcast would take would withhold; sends and stores nothing. Errors name the field as a broadcast request's would.
 	//
@@ -4159,7 +4286,7 @@ func (c *Client) ListFailures(ctx context.Context, id BroadcastID, params *ListF
 	return c.Client.Do(req)
 }
 
-// ReleaseBroadcast Release a held broadcast: it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the token that created it.
+// ReleaseBroadcast Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 //
 // Corresponds with POST /push/broadcasts/{id}/release (the `ReleaseBroadcast` operationId).
 func (c *Client) ReleaseBroadcast(ctx context.Context, id BroadcastID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4292,6 +4419,70 @@ func (c *Client) DueConsents(ctx context.Context, params *DueConsentsParams, req
 // Corresponds with GET /push/cron (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListKeys Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
+//
+// Corresponds with GET /push/keys (the `ListKeys` operationId).
+func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListKeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKeyWithBody Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /push/keys (the `CreateKey` operationId).
+func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKey Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /push/keys (the `CreateKey` operationId).
+func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeKey Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+//
+// Corresponds with DELETE /push/keys/{id} (the `RevokeKey` operationId).
+func (c *Client) RevokeKey(ctx context.Context, id KeyID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeKeyRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6088,6 +6279,107 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 	return req, nil
 }
 
+// NewListKeysRequest constructs an http.Request for the ListKeys method
+func NewListKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateKeyRequest calls the generic CreateKey builder with application/json body
+func NewCreateKeyRequest(server string, body CreateKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateKeyRequestWithBody constructs an http.Request for the CreateKey method, with any body, and a specified content type
+func NewCreateKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeKeyRequest constructs an http.Request for the RevokeKey method
+func NewRevokeKeyRequest(server string, id KeyID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPreviewBroadcastAudienceRequest calls the generic PreviewBroadcastAudience builder with application/json body
 func NewPreviewBroadcastAudienceRequest(server string, body PreviewBroadcastAudienceJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7292,7 +7584,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailuresWithResponse(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*ListFailuresResponse, error)
 
-	// ReleaseBroadcastWithResponse Release a held broadcast: it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the token that created it.
+	// ReleaseBroadcastWithResponse Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7354,6 +7646,34 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /push/cron (the `ListJobs` operationId).
 	ListJobsWithResponse(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*ListJobsResponse, error)
+
+	// ListKeysWithResponse Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/keys (the `ListKeys` operationId).
+	ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
+
+	// CreateKeyWithBodyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/keys (the `CreateKey` operationId).
+	CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// CreateKeyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/keys (the `CreateKey` operationId).
+	CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// RevokeKeyWithResponse Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /push/keys/{id} (the `RevokeKey` operationId).
+	RevokeKeyWithResponse(ctx context.Context, id KeyID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error)
 
 	// PreviewBroadcastAudienceWithBodyWithResponse Count any audience a broadcast may name (all, user_ids, or a named one with params) and sample ten user ids, with the users the cap the broadcast would take would withhold; sends and stores nothing. Errors name the field as a broadcast request's would.
 	//
@@ -10116,6 +10436,297 @@ func (r ListJobsResponse) ContentType() string {
 	return ""
 }
 
+// ListKeysResponse401Headers the declared response headers of an HTTP 401 response for ListKeys
+type ListKeysResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListKeysResponse429Headers the declared response headers of an HTTP 429 response for ListKeys
+type ListKeysResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KeyList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListKeysResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListKeysResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListKeysResponse) GetJSON200() *KeyList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListKeysResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListKeysResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListKeysResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListKeysResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListKeysResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateKey
+type CreateKeyResponse201Headers struct {
+	CacheControl *string
+}
+
+// CreateKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateKey
+type CreateKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CreateKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateKey
+type CreateKeyResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreateKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *KeyCreated
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateKeyResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateKeyResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateKeyResponse) GetJSON201() *KeyCreated {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateKeyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateKeyResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateKeyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeKey
+type RevokeKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RevokeKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeKey
+type RevokeKeyResponse429Headers struct {
+	RetryAfter int
+}
+
+type RevokeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeKeyResponse429Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeKeyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevokeKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RevokeKeyResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RevokeKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PreviewBroadcastAudienceResponse401Headers the declared response headers of an HTTP 401 response for PreviewBroadcastAudience
 type PreviewBroadcastAudienceResponse401Headers struct {
 	WWWAuthenticate string
@@ -12678,7 +13289,7 @@ func (c *ClientWithResponses) ListFailuresWithResponse(ctx context.Context, id B
 	return ParseListFailuresResponse(rsp)
 }
 
-// ReleaseBroadcastWithResponse Release a held broadcast: it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the token that created it.
+// ReleaseBroadcastWithResponse Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12793,6 +13404,58 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 		return nil, err
 	}
 	return ParseListJobsResponse(rsp)
+}
+
+// ListKeysWithResponse Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/keys (the `ListKeys` operationId).
+func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error) {
+	rsp, err := c.ListKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListKeysResponse(rsp)
+}
+
+// CreateKeyWithBodyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// CreateKeyWithResponse Create an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app). The answer carries the key, shown once; only its SHA-256 is stored. Every bad field is a 400 naming it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// RevokeKeyWithResponse Revoke an API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app): at once on this instance, within 2 s on every other (their cached lookups age out in 1 s); from then on it is a 401 saying it was revoked. Revoking a revoked key is a 204 too. The key stays listed, with revoked_at.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /push/keys/{id} (the `RevokeKey` operationId).
+func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, id KeyID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error) {
+	rsp, err := c.RevokeKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeKeyResponse(rsp)
 }
 
 // PreviewBroadcastAudienceWithBodyWithResponse Count any audience a broadcast may name (all, user_ids, or a named one with params) and sample ten user ids, with the users the cap the broadcast would take would withhold; sends and stores nothing. Errors name the field as a broadcast request's would.
@@ -15545,6 +16208,285 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListJobsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListKeysResponse parses an HTTP response from a ListKeysWithResponse call
+func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListKeysResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateKeyResponse parses an HTTP response from a CreateKeyWithResponse call
+func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest KeyCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateKeyResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeKeyResponse parses an HTTP response from a RevokeKeyWithResponse call
+func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RevokeKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
 	"caps":        {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
 	"consent":     {"internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
+	"apikey":      {"internal/platform/sqldb", "model"},                       // the API keys kept in the database: create, list, revoke, the cached check
 	"engagement":  {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
 	"webhook":     {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
 	"metrics":     nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
@@ -85,7 +86,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/view", "webhook", "websdk"},
+	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/view", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -103,9 +104,10 @@ var allowed = map[string][]string{
 	"server/proxies":   nil,
 	"server/consents":  {"consent", "model"},
 	"server/segments":  {"model", "segment", "segment/filter"},
+	"server/keys":      {"apikey", "model"},
 	"console":          nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "webhook"},
+	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -140,9 +142,10 @@ var layer = map[string]int{
 	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0,
 	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
 	"server/live": 2,
-	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2,
+	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
 	"lease":                           3,
 	"server/consents":                 3,
+	"server/keys":                     3,
 	"segment":                         3,
 	"server/segments":                 4,
 	"broadcast/message":               3,
