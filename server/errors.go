@@ -14,23 +14,15 @@ import (
 	"pushfan/broadcast/rules"
 	"pushfan/consent"
 	"pushfan/segment"
+	"pushfan/server/apierror"
 )
 
-// APIError is an error with a status, a stable snake_case code and a human
-// message; every 4xx the API returns is one of these.
-type APIError struct {
-	Status  int
-	Code    string
-	Message string
-	Field   string // the request field at fault, when there is one
-	// Problems are every problem of a failed reload (reload_failed).
-	Problems []string
-}
-
-func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+// APIError is the API's error (package apierror): a status, a stable
+// snake_case code and a human message; every 4xx the API returns is one.
+type APIError = apierror.Error
 
 func badRequest(code, field, format string, args ...any) *APIError {
-	return &APIError{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+	return apierror.BadRequest(code, field, format, args...)
 }
 
 type errorBody struct {

@@ -29,6 +29,7 @@ import (
 	"pushfan/server/openapi"
 	"pushfan/server/proxies"
 	"pushfan/server/segments"
+	"pushfan/server/webhooks"
 	"pushfan/webhook"
 )
 
@@ -170,10 +171,7 @@ func (s *Server) routePush(e *echo.Echo) {
 	// console can say so rather than meet a 404.
 	// Webhook endpoints hear of every app's broadcasts: a token limited
 	// to some apps gets 403 on them (everyApp).
-	push.GET("/webhooks", s.listWebhooks, everyApp)
-	push.GET("/webhooks/:name/deliveries", s.listDeliveries, everyApp)
-	push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver, everyApp)
-	push.POST("/webhooks/:name/enable", s.enableWebhook, everyApp)
+	(&webhooks.Routes{Deliverer: s.extra.webhooks}).Register(push, everyApp)
 }
 
 // Handler returns the http.Handler to serve.

@@ -86,7 +86,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/view", "webhook", "websdk"},
+	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/apierror", "server/view", "server/webhooks", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -105,7 +105,11 @@ var allowed = map[string][]string{
 	"server/consents":  {"consent", "model"},
 	"server/segments":  {"model", "segment", "segment/filter"},
 	"server/keys":      {"apikey", "model"},
-	"console":          nil, // the admin console's files, embedded; it talks to the server over HTTP only
+	// The API's error (status, code, message, field), which server and
+	// its route packages return, and the webhook endpoints' routes.
+	"server/apierror": nil,
+	"server/webhooks": {"server/apierror", "webhook"},
+	"console":         nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
 	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
@@ -139,13 +143,14 @@ var allowed = map[string][]string{
 var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
-	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0,
+	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0, "server/apierror": 0,
 	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
 	"server/live": 2,
 	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
 	"lease":                           3,
 	"server/consents":                 3,
 	"server/keys":                     3,
+	"server/webhooks":                 3,
 	"segment":                         3,
 	"server/segments":                 4,
 	"broadcast/message":               3,
