@@ -2,21 +2,18 @@ package server
 
 import (
 	"math"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/server/apierror"
 	"pushfan/server/ratelimit"
 )
 
 // rateLimited is the 429 for a spent budget: Retry-After in whole seconds,
 // and msg + "; retry in N s".
 func rateLimited(c echo.Context, wait time.Duration, msg string) error {
-	secs := strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
-	c.Response().Header().Set("Retry-After", secs)
-	return &APIError{Status: http.StatusTooManyRequests, Code: "rate_limited", Message: msg + "; retry in " + secs + " s"}
+	return apierror.RateLimited(c.Response().Header(), wait, msg)
 }
 
 // submitLimiter limits a route per admin token: POST /push/broadcast (and

@@ -7,7 +7,10 @@ package apierror
 
 import (
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Error is an error with a status, a stable snake_case code and a human
@@ -31,4 +34,12 @@ func BadRequest(code, field, format string, args ...any) *Error {
 // NotFound is a 404.
 func NotFound(code, format string, args ...any) *Error {
 	return &Error{Status: http.StatusNotFound, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// RateLimited is a 429 whose Retry-After (set in h) is wait, in whole
+// seconds, at least 1.
+func RateLimited(h http.Header, wait time.Duration, msg string) *Error {
+	secs := strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
+	h.Set("Retry-After", secs)
+	return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited", Message: msg + "; retry in " + secs + " s"}
 }

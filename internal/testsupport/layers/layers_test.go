@@ -86,7 +86,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/apierror", "server/view", "server/webhooks", "webhook", "websdk"},
+	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/apierror", "server/events", "server/view", "server/webhooks", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -109,7 +109,10 @@ var allowed = map[string][]string{
 	// its route packages return, and the webhook endpoints' routes.
 	"server/apierror": nil,
 	"server/webhooks": {"server/apierror", "webhook"},
-	"console":         nil, // the admin console's files, embedded; it talks to the server over HTTP only
+	// The apps' public routes under /v1: engagement events, the click
+	// redirect, the web SDK.
+	"server/events": {"engagement", "server/apierror", "server/ratelimit", "websdk"},
+	"console":       nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
 	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
@@ -151,6 +154,7 @@ var layer = map[string]int{
 	"server/consents":                 3,
 	"server/keys":                     3,
 	"server/webhooks":                 3,
+	"server/events":                   3,
 	"segment":                         3,
 	"server/segments":                 4,
 	"broadcast/message":               3,
