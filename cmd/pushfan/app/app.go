@@ -216,7 +216,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	reloader := &Reloader{cfg: cfg, named: named, catalog: catalog, rules: requestRules, jobs: jobs, log: log}
 	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, reloader, jobs), store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
-		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
+		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
+		apiOIDC(cfg, store))
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)
