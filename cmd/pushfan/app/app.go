@@ -73,8 +73,9 @@ type Instance struct {
 // New builds an instance on an open, migrated pool (sqldb.Open, then
 // repository.Migrate); the pool stays the caller's to close. Named
 // audiences are checked against the database and jobs validated here: a
-// bad one stops start-up with an error naming it.
-func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger) (*Instance, error) {
+// bad one stops start-up with an error naming it. extra are added to the
+// API's options (a test's recording auditor).
+func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger, extra ...server.Option) (*Instance, error) {
 	schema, err := CheckSchema(ctx, cfg, pool)
 	if err != nil {
 		return nil, err
@@ -214,10 +215,10 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	// An exact count ends before the HTTP write deadline would cut its answer.
 	segments := segment.New(store, segment.Options{DBTimeout: cfg.DB.Timeout, ExactTimeout: min(60*time.Second, cfg.HTTP.WriteTimeout*9/10)})
 	reloader := &Reloader{cfg: cfg, named: named, catalog: catalog, rules: requestRules, jobs: jobs, log: log}
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, reloader, jobs), store, log,
-		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
+	opts := append([]server.Option{server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
-		apiOIDC(cfg, store))
+		apiOIDC(cfg, store)}, extra...)
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, reloader, jobs), store, log, opts...)
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)

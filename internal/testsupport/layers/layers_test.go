@@ -121,7 +121,7 @@ var allowed = map[string][]string{
 	"internal/devtools/demo":               {"internal/platform/sqldb"},
 	"internal/testsupport/testdb":          {"internal/platform/sqldb", "repository"},
 	"internal/testsupport/segmentgen":      {"segment/filter"},
-	"internal/testsupport/teststack":       {"broadcast", "config", "fcmemu", "internal/devtools/apiclient", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "internal/testsupport/testdb", "lease", "repository", "server/openapi"},
+	"internal/testsupport/teststack":       {"broadcast", "config", "fcmemu", "internal/devtools/apiclient", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "internal/testsupport/testdb", "lease", "repository", "server", "server/openapi"},
 	"internal/testsupport/layers":          nil,
 	"internal/testsupport/doccheck":        nil, // the docs' own tests: README length, links, marked commands
 	"internal/testsupport/chaos":           nil, // the chaos soak: only its package doc is not a test file
