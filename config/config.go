@@ -87,7 +87,7 @@ type Config struct {
 	DB                   DB     `yaml:"db"`
 	// OIDC is console sign-in through an OpenID Connect provider.
 	OIDC OIDC `yaml:"oidc"`
-	Log                  Log    `yaml:"log"`
+	Log  Log  `yaml:"log"`
 }
 
 // Events configures engagement: the signed event token every message
