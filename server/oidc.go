@@ -1,17 +1,13 @@
 package server
 
 import (
-	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/oauth2"
 
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
@@ -35,10 +31,7 @@ import (
 
 // OIDCStateStore keeps the sign-ins between their start and their
 // callback where every instance sees them (package repository's Store).
-type OIDCStateStore interface {
-	SaveOIDCState(ctx context.Context, st model.OIDCState) error
-	TakeOIDCState(ctx context.Context, stateHash [32]byte) (model.OIDCState, bool, error)
-}
+type OIDCStateStore = sso.StateStore
 
 // oidcParts are the console's OIDC sign-in: the relying party and where
 // sign-ins wait for their callback; nil when not configured.
@@ -53,15 +46,13 @@ func WithOIDC(rp *sso.Client, states OIDCStateStore) Option {
 	return func(s *Server) { s.console.oidc = &oidcParts{rp: rp, states: states} }
 }
 
-// WithAuditor records sign-ins (and, in the audit helper's routes, every
-// change) in the audit trail.
+// WithAuditor records the console's sign-ins (signin, signin.failed) in
+// the audit trail.
 func WithAuditor(a Auditor) Option { return func(s *Server) { s.audit = a } }
 
 const (
 	oidcCookie     = "pushfan_oidc"
 	oidcCookiePath = "/console/oidc/"
-	// oidcStateTTL is how long a person has at the provider's login page.
-	oidcStateTTL = 10 * time.Minute
 )
 
 // oidcLogin starts a sign-in: GET /console/oidc/login.
@@ -71,18 +62,11 @@ func (s *Server) oidcLogin(c echo.Context) error {
 		return &APIError{Status: http.StatusNotFound, Code: "oidc_disabled", Message: "sign-in through an OIDC provider is not configured on this server (PUSHFAN_OIDC_ISSUER)"}
 	}
 	noStore(c)
-	ctx := c.Request().Context()
-	state, nonce, browser, verifier := randomToken(), randomToken(), randomToken(), oauth2.GenerateVerifier()
-	to, err := o.rp.AuthURL(ctx, state, nonce, verifier)
+	to, browser, err := o.rp.Begin(c.Request().Context(), o.states, s.now())
 	if err != nil {
 		return s.signInFailed(c, err)
 	}
-	exp := s.now().Add(oidcStateTTL)
-	if err := o.states.SaveOIDCState(ctx, model.OIDCState{StateHash: sha256.Sum256([]byte(state)), BrowserHash: sha256.Sum256([]byte(browser)),
-		Nonce: nonce, Verifier: verifier, ExpiresAt: exp}); err != nil {
-		return err
-	}
-	c.SetCookie(&http.Cookie{Name: oidcCookie, Value: browser, Path: oidcCookiePath, Expires: exp, MaxAge: int(oidcStateTTL.Seconds()),
+	c.SetCookie(&http.Cookie{Name: oidcCookie, Value: browser, Path: oidcCookiePath, MaxAge: int(sso.StateTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.auth.proxies.OverTLS(c.Request())})
 	return c.Redirect(http.StatusFound, to)
 }
@@ -102,29 +86,13 @@ func (s *Server) oidcCallback(c echo.Context) error {
 	if e := q.Get("error"); e != "" {
 		return s.signInFailed(c, &sso.Refusal{Code: "provider_refused", Reason: "the provider did not sign you in: " + e + " " + q.Get("error_description")})
 	}
-	state, code := q.Get("state"), q.Get("code")
-	if state == "" || code == "" {
-		return s.signInFailed(c, &sso.Refusal{Code: "missing_parameter", Reason: "the callback needs the provider's code and state parameters"})
+	browser := ""
+	if ck, err := c.Cookie(oidcCookie); err == nil {
+		browser = ck.Value
 	}
-	st, found, err := o.states.TakeOIDCState(ctx, sha256.Sum256([]byte(state)))
-	if err != nil {
-		return err
-	}
-	if !found {
-		return s.signInFailed(c, &sso.Refusal{Code: "state_unknown", Reason: "this sign-in's state is unknown, already used or expired (a replayed callback is refused): start again"})
-	}
-	ck, err := c.Cookie(oidcCookie)
-	if err != nil || sha256.Sum256([]byte(ck.Value)) != st.BrowserHash {
-		return s.signInFailed(c, &sso.Refusal{Code: "state_not_this_browser", Reason: "this sign-in was started in another browser (or its cookie expired): start again"})
-	}
-	id, err := o.rp.Exchange(ctx, code, st.Verifier, st.Nonce)
+	id, role, err := o.rp.Finish(ctx, o.states, q.Get("state"), q.Get("code"), browser)
 	if err != nil {
 		return s.signInFailed(c, err)
-	}
-	role, ok := o.rp.Role(id.Groups)
-	if !ok {
-		return s.signInFailed(c, &sso.Refusal{Code: "no_mapped_group", Identity: id,
-			Reason: "you are signed in at the provider, but none of your groups (" + strings.Join(id.Groups, ", ") + ") has a role in pushfan (oidc.roles)"})
 	}
 	if err := s.auth.failures.admit(c, true); err != nil {
 		return err

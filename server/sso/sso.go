@@ -4,9 +4,9 @@
 // issuer, the audience, the expiry, the signature from the provider's
 // JWKS, which go-oidc's RemoteKeySet refetches when a token names a key it
 // has not seen: key rotation; and the nonce, here). It maps the person's
-// groups to a role. It keeps nothing between the two halves of a sign-in:
-// the server stores the state, the nonce and the PKCE verifier in the
-// database, so any replica finishes what another began.
+// groups to a role. It keeps nothing between the two halves of a sign-in
+// itself: a StateStore (the database) holds the state, the nonce and the
+// PKCE verifier, so any replica finishes what another began, once.
 package sso
 
 import (
