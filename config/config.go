@@ -85,7 +85,9 @@ type Config struct {
 	// last repeating until the event expires a day after it was written.
 	WebhookRetrySchedule string `yaml:"webhook_retry_schedule"`
 	DB                   DB     `yaml:"db"`
-	Log                  Log    `yaml:"log"`
+	// OIDC is console sign-in through an OpenID Connect provider.
+	OIDC OIDC `yaml:"oidc"`
+	Log  Log  `yaml:"log"`
 }
 
 // Events configures engagement: the signed event token every message
@@ -226,6 +228,9 @@ type HTTP struct {
 	// SessionTTL is how long a console sign-in lasts (the cookie's and
 	// the server's session's lifetime).
 	SessionTTL time.Duration `yaml:"session_ttl"`
+	// TokenSignIn lets the console sign in with an admin token (false:
+	// only through the OIDC provider).
+	TokenSignIn bool `yaml:"token_signin"`
 	// SignInFailuresPerMinute limits failed authentications per client
 	// address: wrong bearer tokens on any route and failed console
 	// sign-ins, together, so a token cannot be guessed either way.
@@ -297,6 +302,7 @@ func Defaults() Config {
 			DefaultTimezone: "UTC",
 		},
 		Delivery:       defaultDelivery(),
+		OIDC:           OIDC{RolesClaim: "groups"},
 		Events:         Events{Tracking: "on", TTL: 7 * 24 * time.Hour, PerAddress: 20},
 		WebhookTimeout: 10 * time.Second,
 		// 5 s, 30 s, 2 min, 10 min, 30 min, then hourly: quick for a blip,
@@ -318,6 +324,7 @@ func Defaults() Config {
 			TestSendsPerMinute: 10,
 
 			SessionTTL:              12 * time.Hour,
+			TokenSignIn:             true,
 			SignInFailuresPerMinute: 5,
 
 			PreviewsPerMinute: 60,

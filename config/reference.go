@@ -19,7 +19,7 @@ pushfan reads its configuration from the environment. ` + "`PUSHFAN_CONFIG`" + `
 that sets the non-secret values below under their YAML keys (e.g. ` + "`engine: {concurrency: 256}`" + `)
 and holds the structured sections: ` + "`apps:`" + ` ([several apps](apps.md)), ` + "`audiences:`" + ` and ` + "`jobs:`" + ` ([scheduling and
 cron](scheduling-and-cron.md)), ` + "`schema:`" + ` ([audiences and schema](audiences-and-schema.md)),
-` + "`frequency_caps:`" + ` ([frequency caps](frequency-caps.md)), ` + "`categories:`" + ` and ` + "`default_category:`" + ` ([consent](consent.md)) and ` + "`webhooks:`" + ` ([webhooks](webhooks.md)). The environment wins over the file, and secrets
+` + "`frequency_caps:`" + ` ([frequency caps](frequency-caps.md)), ` + "`categories:`" + ` and ` + "`default_category:`" + ` ([consent](consent.md)), ` + "`webhooks:`" + ` ([webhooks](webhooks.md)) and ` + "`oidc: {roles: ...}`" + ` ([console sign-in through an OIDC provider](security.md#signing-in-with-an-oidc-provider)). The environment wins over the file, and secrets
 (the rows whose YAML key is "environment only") come from the environment only. A key the file
 misspells is an error.
 

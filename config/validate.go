@@ -156,6 +156,7 @@ func (c *Config) validateServe() []error {
 	if c.HTTP.WriteTimeout > 0 && c.HTTP.WaitTimeout >= c.HTTP.WriteTimeout {
 		bad("PUSHFAN_WAIT_TIMEOUT", "(%v) must be shorter than PUSHFAN_HTTP_WRITE_TIMEOUT (%v)", c.HTTP.WaitTimeout, c.HTTP.WriteTimeout)
 	}
+	c.validateOIDC(bad)
 	// Named audiences and jobs are the domain's to compile (app.CheckDefinitions).
 	return errs
 }

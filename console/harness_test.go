@@ -180,7 +180,8 @@ func (e *env) startBrowser() {
 }
 
 // expectBrowserError declares a browser-log line the test causes on
-// purpose (Chromium logs every 4xx answer a fetch gets as an error).
+// purpose (Chromium logs every 4xx answer a fetch gets as an error), by
+// a part of its text or of its URL.
 func (e *env) expectBrowserError(substr string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -199,7 +200,7 @@ func (e *env) checkConsole() {
 		}
 		expected := false
 		for _, a := range e.allowed {
-			expected = expected || (m.Source == "network" && strings.Contains(m.Text, a))
+			expected = expected || (m.Source == "network" && (strings.Contains(m.Text, a) || strings.Contains(m.URL, a)))
 		}
 		if !expected {
 			e.t.Errorf("browser console %s (source %q) at %s:%d: %s", m.Type, m.Source, m.URL, m.Line+1, m.Text)

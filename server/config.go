@@ -23,6 +23,10 @@ type Config struct {
 	// SessionTTL is how long a console sign-in lasts: the cookie's and
 	// the stored session's lifetime.
 	SessionTTL time.Duration
+	// DisableTokenSignIn turns off the console's sign-in with an admin
+	// token (PUSHFAN_TOKEN_SIGNIN=false): people sign in through the OIDC
+	// provider only. Bearer tokens on the API are not affected.
+	DisableTokenSignIn bool
 	// TrustedProxies are the CIDRs of the reverse proxies whose
 	// X-Forwarded-For and X-Forwarded-Proto are believed (proxy.go).
 	TrustedProxies []string

@@ -13,11 +13,14 @@ import (
 )
 
 // consoleParts are the console's: its sessions (nil: no sign-in), the
-// live-watch streams, and the cluster view (nil: none).
+// live-watch streams, the cluster view (nil: none) and the sign-in
+// through an OIDC provider (nil: none).
 type consoleParts struct {
 	sessions SessionStore
 	watch    *live.Hub
 	cluster  func(ctx context.Context, app string) (model.Cluster, error)
+	// oidc is sign-in through an OIDC provider (nil: none).
+	oidc *oidcParts
 }
 
 // consoleCSP keeps the console to its own files: no inline script or
@@ -53,4 +56,6 @@ func (s *Server) routeConsole(e *echo.Echo) {
 	api.POST("/session", s.signIn)
 	api.GET("/session", s.whoAmI)
 	api.DELETE("/session", s.signOut)
+	e.GET("/console/oidc/login", s.oidcLogin)
+	e.GET("/console/oidc/callback", s.oidcCallback)
 }

@@ -50,6 +50,8 @@ type Server struct {
 	auth    authParts
 	console consoleParts
 	extra   extras
+	// audit records sign-ins (nil: no audit trail).
+	audit Auditor
 	// openAPIDoc is GET /openapi.json's body, copied once.
 	openAPIDoc []byte
 }

@@ -44,18 +44,44 @@ const (
 // signed in gets only signed_in false (a 200: the console asks on every
 // load, and an expected answer is not an error in the browser's console).
 type sessionView struct {
-	SignedIn  bool       `json:"signed_in"`
+	SignedIn bool `json:"signed_in"`
+	// Kind is who signed in: a token or a person (model.ActorKind).
+	Kind      string     `json:"kind,omitempty"`
 	Name      string     `json:"name,omitempty"`
 	Role      string     `json:"role,omitempty"`
 	CSRFToken string     `json:"csrf_token,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	// Apps are the apps the token is limited to (absent: every app).
 	Apps []string `json:"apps,omitempty"`
+	// SignIn says, to a browser not signed in, how it may sign in.
+	SignIn *signInView `json:"sign_in,omitempty"`
+}
+
+// signInView is how the console's sign-in page may sign in: with a token
+// (unless PUSHFAN_TOKEN_SIGNIN=false) and through the OIDC provider
+// (named, when configured).
+type signInView struct {
+	Token bool `json:"token"`
+	// OIDC names the provider ("Sign in with <provider>"); absent: none.
+	OIDC *oidcView `json:"oidc,omitempty"`
+}
+
+type oidcView struct {
+	Provider string `json:"provider"`
+	LoginURL string `json:"login_url"`
+}
+
+func (s *Server) signInView() *signInView {
+	v := &signInView{Token: !s.cfg.DisableTokenSignIn}
+	if o := s.console.oidc; o != nil {
+		v.OIDC = &oidcView{Provider: o.rp.ProviderName(), LoginURL: "/console/oidc/login"}
+	}
+	return v
 }
 
 func viewSession(p *Principal, sess *model.Session) sessionView {
 	exp := sess.ExpiresAt.UTC()
-	return sessionView{SignedIn: true, Name: p.Name, Role: string(p.Role), CSRFToken: sess.CSRFToken, ExpiresAt: &exp, Apps: p.Apps}
+	return sessionView{SignedIn: true, Kind: string(p.Kind), Name: p.Name, Role: string(p.Role), CSRFToken: sess.CSRFToken, ExpiresAt: &exp, Apps: p.Apps}
 }
 
 // randomToken is 32 random bytes, base64url without padding (43 chars).
@@ -76,6 +102,10 @@ func (s *Server) signIn(c echo.Context) error {
 		return &APIError{Status: http.StatusNotFound, Code: "sessions_disabled", Message: "console sign-in is not configured on this server"}
 	}
 	noStore(c)
+	if s.cfg.DisableTokenSignIn {
+		return &APIError{Status: http.StatusForbidden, Code: "token_signin_disabled",
+			Message: "signing in to the console with a token is turned off (PUSHFAN_TOKEN_SIGNIN=false): sign in through the OIDC provider at /console/oidc/login"}
+	}
 	// JSON only, from this origin: a form on another site cannot sign a
 	// browser in (login CSRF) — it can send neither this Content-Type
 	// without a preflight nor a same-origin Sec-Fetch-Site.
@@ -105,26 +135,38 @@ func (s *Server) signIn(c echo.Context) error {
 		s.log.WarnContext(c.Request().Context(), "console sign-in refused", "remote", c.RealIP())
 		return &APIError{Status: http.StatusUnauthorized, Code: "unauthorized", Field: "token", Message: "that is not a valid admin token"}
 	}
+	sess, err := s.openSession(c, func(sess *model.Session) { sess.TokenHash = t.Hash })
+	if err != nil {
+		return err
+	}
+	p := t.principal()
+	s.log.InfoContext(c.Request().Context(), "console sign-in", "token", t.Name, "remote", c.RealIP())
+	s.record(c, model.AuditEntry{Actor: p.Actor, Action: "signin", Target: "session",
+		Detail: detail(map[string]any{"method": "token", "role": p.Role, "expires_at": sess.ExpiresAt.UTC()})})
+	return c.JSON(http.StatusOK, viewSession(p, sess))
+}
+
+// openSession opens a console session for the browser (a token's or a
+// person's, as who fills it in) and sets its cookie. Signing in again
+// replaces the browser's old session, on the server too.
+func (s *Server) openSession(c echo.Context, who func(*model.Session)) (*model.Session, error) {
 	ctx := c.Request().Context()
-	// Signing in again replaces the browser's old session, on the server
-	// too.
 	if old, _, err := s.session(c); err == nil && old != nil {
 		if err := s.console.sessions.DeleteSession(ctx, old.IDHash); err != nil {
-			return err
+			return nil, err
 		}
 		s.console.watch.EndSession(old.IDHash)
 	}
 	id := randomToken()
 	now := s.now().UTC()
-	sess := model.Session{IDHash: sha256.Sum256([]byte(id)), TokenHash: t.Hash, CSRFToken: randomToken(),
-		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
+	sess := model.Session{IDHash: sha256.Sum256([]byte(id)), CSRFToken: randomToken(), CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
+	who(&sess)
 	if err := s.console.sessions.CreateSession(ctx, sess); err != nil {
-		return err
+		return nil, err
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
 		MaxAge: int(s.cfg.SessionTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.auth.proxies.OverTLS(c.Request())})
-	s.log.InfoContext(ctx, "console sign-in", "token", t.Name, "remote", c.RealIP())
-	return c.JSON(http.StatusOK, viewSession(t.principal(), &sess))
+	return &sess, nil
 }
 
 // noStore keeps session answers (they carry the CSRF token) out of caches.
@@ -139,7 +181,7 @@ func (s *Server) whoAmI(c echo.Context) error {
 		return err
 	}
 	if p == nil {
-		return c.JSON(http.StatusOK, sessionView{})
+		return c.JSON(http.StatusOK, sessionView{SignIn: s.signInView()})
 	}
 	return c.JSON(http.StatusOK, viewSession(p, sess))
 }
@@ -173,7 +215,8 @@ func (s *Server) signOut(c echo.Context) error {
 
 // session returns the request's live session and who it stands for;
 // (nil, nil, nil) when there is none, it has expired, or its token is no
-// longer configured (removing or rotating a token ends its sessions).
+// longer configured (removing or rotating a token ends its sessions). A
+// person's session carries the person and their role (every app).
 func (s *Server) session(c echo.Context) (*model.Session, *Principal, error) {
 	if s.console.sessions == nil {
 		return nil, nil, nil
@@ -185,6 +228,9 @@ func (s *Server) session(c echo.Context) (*model.Session, *Principal, error) {
 	sess, found, err := s.console.sessions.Session(c.Request().Context(), sha256.Sum256([]byte(ck.Value)))
 	if err != nil || !found {
 		return nil, nil, err
+	}
+	if sess.Person != nil {
+		return &sess, &Principal{Actor: *sess.Person, Role: sess.Role}, nil
 	}
 	for i := range s.auth.admin.tokens {
 		if s.auth.admin.tokens[i].Hash == sess.TokenHash {

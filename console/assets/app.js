@@ -187,7 +187,8 @@ function renderHeader() {
     .map(([href, label]) => h('a', {href}, label)));
   fill(account,
     appSwitcher(),
-    h('span', {id: 'whoami', class: 'whoami'}, h('span', {class: 'whoami-name'}, s.name), ' ',
+    h('span', {id: 'whoami', class: 'whoami', title: s.kind === 'person' ? 'Signed in through the provider' : 'Signed in with a token'},
+      h('span', {class: 'whoami-name'}, s.name), ' ',
       h('span', {class: ['role', 'role-' + s.role]}, s.role)),
     h('button', {type: 'button', id: 'signout', class: 'btn btn-small', on: {click: signOut}}, 'Sign out'));
 }

@@ -1,11 +1,26 @@
-// Sign in with an admin token. The server answers the session object and
-// sets the HttpOnly cookie; the token itself is not kept anywhere in JS.
+// Sign in with an admin token, or through the OIDC provider. The server
+// answers the session object and sets the HttpOnly cookie; the token
+// itself is not kept anywhere in JS. The provider's sign-in is a plain
+// link: the browser goes to the provider and comes back to /console/
+// signed in. The session answer says which ways are open (sign_in).
 
 import {api} from './api.js';
 import {h, addDescribedBy, add} from './dom.js';
 
 export async function render(ctx) {
   const {root, signal} = ctx;
+  let ways = {token: true};
+  try {
+    const s = await api('GET', '/console/api/session', undefined, {signal, handle401: false});
+    if (s && s.sign_in) ways = s.sign_in;
+  } catch (err) {
+    if (err.name === 'AbortError') return;
+    // The server is unreachable: offer the token form, which says so.
+  }
+  const provider = ways.oidc
+    ? h('div', {class: 'actions signin-oidc'},
+      h('a', {id: 'signin-oidc', class: 'btn btn-primary', href: ways.oidc.login_url}, 'Sign in with ' + ways.oidc.provider))
+    : null;
 
   const token = h('input', {
     id: 'signin-token', type: 'password', name: 'token', required: true,
@@ -28,11 +43,12 @@ export async function render(ctx) {
   const form = h('form', {class: 'card signin-card', novalidate: true, on: {submit: onSubmit}},
     h('h1', null, 'Sign in'),
     ctx.flash ? h('p', {class: 'notice', role: 'status'}, ctx.flash) : null,
-    h('div', {class: 'field'},
-      h('label', {for: 'signin-token'}, 'Admin token'),
+    provider,
+    ways.token ? h('div', {class: 'field'},
+      h('label', {for: 'signin-token'}, provider ? 'Or with an admin token' : 'Admin token'),
       token,
-      error),
-    h('div', {class: 'actions'}, submit));
+      error) : null,
+    ways.token ? h('div', {class: 'actions'}, submit) : null);
 
   async function onSubmit(ev) {
     ev.preventDefault();
@@ -61,5 +77,6 @@ export async function render(ctx) {
   }
 
   add(root, h('div', {class: 'signin-wrap'}, form));
-  token.focus();
+  if (ways.token) token.focus();
+  else document.getElementById('signin-oidc')?.focus();
 }

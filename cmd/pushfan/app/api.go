@@ -13,6 +13,7 @@ import (
 	"pushfan/model"
 	"pushfan/segment"
 	"pushfan/server"
+	"pushfan/server/sso"
 )
 
 // apiConfig is the HTTP API's own settings, taken once from cfg (which
@@ -38,9 +39,11 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 			Shutdown: h.ShutdownTimeout, Wait: h.WaitTimeout, DB: cfg.DB.Timeout},
 		Limits: server.Limits{Body: h.BodyLimit, SubmitsPerMinute: h.SubmitPerMinute, TestSendsPerMinute: h.TestSendsPerMinute,
 			PreviewsPerMinute: h.PreviewsPerMinute, SignInFailuresPerMinute: h.SignInFailuresPerMinute, EventsPerAddress: cfg.Events.PerAddress},
-		SessionTTL:     h.SessionTTL,
-		TrustedProxies: h.TrustedProxies,
-		EventOrigins:   cfg.Events.Origins,
+		SessionTTL: h.SessionTTL,
+		// Validate refuses TokenSignIn false without an OIDC provider.
+		DisableTokenSignIn: !h.TokenSignIn,
+		TrustedProxies:     h.TrustedProxies,
+		EventOrigins:       cfg.Events.Origins,
 	}
 }
 
@@ -57,4 +60,20 @@ func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, test
 		d.Apps.List = append(d.Apps.List, server.App{Name: a.Name, ProjectID: a.ProjectID, RateLimit: a.RateLimit})
 	}
 	return d
+}
+
+// apiOIDC turns on the console's sign-in through the OIDC provider when
+// cfg names one (Validate has checked the settings together), the
+// sign-ins kept in store.
+func apiOIDC(cfg config.Config, store server.OIDCStateStore) server.Option {
+	o := cfg.OIDC
+	if !o.On() {
+		return func(*server.Server) {}
+	}
+	roles := make(map[string]model.Role, len(o.Roles))
+	for g, r := range o.Roles {
+		roles[g] = model.Role(r)
+	}
+	return server.WithOIDC(sso.New(sso.Config{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RedirectURL: cfg.RedirectURL(), RolesClaim: o.RolesClaim, Roles: roles}), store)
 }

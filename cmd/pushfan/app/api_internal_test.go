@@ -38,6 +38,13 @@ func TestAPIConfigIsTheConfigurations(t *testing.T) {
 		!slices.Equal(got.EventOrigins, cfg.Events.Origins) {
 		t.Errorf("limits: %+v", got.Limits)
 	}
+	if got.DisableTokenSignIn {
+		t.Error("token sign-in is off by default")
+	}
+	cfg.HTTP.TokenSignIn = false
+	if got := apiConfig(cfg, log); !got.DisableTokenSignIn {
+		t.Error("PUSHFAN_TOKEN_SIGNIN=false left the token sign-in on")
+	}
 	cfg.AdminTokens = []string{"short"}
 	if got := apiConfig(cfg, log); got.Tokens.Admin != nil {
 		t.Errorf("an admin token that does not parse: %+v, want none", got.Tokens.Admin)

@@ -74,8 +74,9 @@ type Instance struct {
 // New builds an instance on an open, migrated pool (sqldb.Open, then
 // repository.Migrate); the pool stays the caller's to close. Named
 // audiences are checked against the database and jobs validated here: a
-// bad one stops start-up with an error naming it.
-func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger) (*Instance, error) {
+// bad one stops start-up with an error naming it. extra are added to the
+// API's options (a test's recording auditor).
+func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger, extra ...server.Option) (*Instance, error) {
 	schema, err := CheckSchema(ctx, cfg, pool)
 	if err != nil {
 		return nil, err
@@ -220,9 +221,10 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	}
 	apiKeys := apikey.New(pool.DB, apikey.Options{Apps: appNames, DBTimeout: cfg.DB.Timeout}, log)
 	reloader := &Reloader{cfg: cfg, named: named, catalog: catalog, rules: requestRules, jobs: jobs, log: log}
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs), store, log,
-		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
-		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
+	opts := append([]server.Option{server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
+		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
+		apiOIDC(cfg, store)}, extra...)
+	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs), store, log, opts...)
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)

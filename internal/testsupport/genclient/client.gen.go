@@ -449,6 +449,24 @@ func (e SegmentFilterOp) Valid() bool {
 	}
 }
 
+// Defines values for SessionKind.
+const (
+	Person SessionKind = "person"
+	Token  SessionKind = "token"
+)
+
+// Valid indicates whether the value is a known member of the SessionKind enum.
+func (e SessionKind) Valid() bool {
+	switch e {
+	case Person:
+		return true
+	case Token:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionRole.
 const (
 	SessionRoleAdmin    SessionRole = "admin"
@@ -1968,20 +1986,29 @@ type SegmentVersion struct {
 
 // Session defines model for Session.
 type Session struct {
-	// Apps The apps the token is limited to (docs/apps.md); absent: every app.
+	// Apps The apps the token is limited to (docs/apps.md); absent: every app (always for a person).
 	Apps *[]string `json:"apps,omitempty"`
 
 	// CsrfToken Send it as X-CSRF-Token on every change.
 	CsrfToken *string    `json:"csrf_token,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
-	// Name The admin token's name.
+	// Kind Who signed in: a person through the OIDC provider, or an admin token.
+	Kind *SessionKind `json:"kind,omitempty"`
+
+	// Name The admin token's name, or the person's email (their name or subject when the provider sends no email).
 	Name *string      `json:"name,omitempty"`
 	Role *SessionRole `json:"role,omitempty"`
+
+	// SignIn Only when signed_in is false: how the console's sign-in page may sign in.
+	SignIn *SignInOptions `json:"sign_in,omitempty"`
 
 	// SignedIn false: this browser has no live session (the other fields are absent).
 	SignedIn bool `json:"signed_in"`
 }
+
+// SessionKind Who signed in: a person through the OIDC provider, or an admin token.
+type SessionKind string
 
 // SessionRole defines model for Session.Role.
 type SessionRole string
@@ -1990,6 +2017,21 @@ type SessionRole string
 type SessionRequest struct {
 	// Token An admin token (PUSHFAN_ADMIN_TOKENS).
 	Token string `json:"token"`
+}
+
+// SignInOptions Only when signed_in is false: how the console's sign-in page may sign in.
+type SignInOptions struct {
+	// Oidc Present when an OIDC provider is configured (PUSHFAN_OIDC_ISSUER).
+	Oidc *struct {
+		// LoginUrl Where the button goes: /console/oidc/login.
+		LoginUrl string `json:"login_url"`
+
+		// Provider The provider's host name, for the button "Sign in with <provider>".
+		Provider string `json:"provider"`
+	} `json:"oidc,omitempty"`
+
+	// Token Whether an admin token may sign in (PUSHFAN_TOKEN_SIGNIN).
+	Token bool `json:"token"`
 }
 
 // Stats defines model for Stats.
@@ -2274,6 +2316,9 @@ type NotFound = Error
 // PayloadTooLarge defines model for PayloadTooLarge.
 type PayloadTooLarge = Error
 
+// ProviderUnavailable defines model for ProviderUnavailable.
+type ProviderUnavailable = Error
+
 // ReloadFailed defines model for ReloadFailed.
 type ReloadFailed = Error
 
@@ -2282,6 +2327,9 @@ type ServiceUnavailable = Error
 
 // SessionUnauthorized defines model for SessionUnauthorized.
 type SessionUnauthorized = Error
+
+// SignInRefused defines model for SignInRefused.
+type SignInRefused = Error
 
 // TooManyRequests defines model for TooManyRequests.
 type TooManyRequests = Error
@@ -2292,6 +2340,16 @@ type Unauthorized = Error
 // SignOutParams defines parameters for SignOut.
 type SignOutParams struct {
 	XCSRFToken string `json:"X-CSRF-Token"`
+}
+
+// OidcCallbackParams defines parameters for OidcCallback.
+type OidcCallbackParams struct {
+	Code  *string `form:"code,omitempty" json:"code,omitempty"`
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// Error The provider's refusal (access_denied, ...).
+	Error            *string `form:"error,omitempty" json:"error,omitempty"`
+	ErrorDescription *string `form:"error_description,omitempty" json:"error_description,omitempty"`
 }
 
 // ListAudiencesParams defines parameters for ListAudiences.
@@ -3501,19 +3559,29 @@ type ClientInterface interface {
 	// Corresponds with GET /console/api/session (the `WhoAmI` operationId).
 	WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SignInWithBody Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+	// SignInWithBody Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /console/api/session (the `SignIn` operationId).
 	SignInWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SignIn Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+	// SignIn Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /console/api/session (the `SignIn` operationId).
 	SignIn(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OidcCallback The provider sends the browser back here (register PUSHFAN_PUBLIC_URL + /console/oidc/callback). The state is taken once (a replay is refused on every replica) and must come from the browser that started; the code is exchanged with the PKCE verifier; the ID token's signature (the provider's JWKS, refetched for a rotated key), issuer, audience, expiry and nonce are checked; the groups claim (PUSHFAN_OIDC_ROLES_CLAIM) maps to the highest role in oidc.roles. Then the same console session as a token's sign-in is opened and the browser sent to /console/. Every refusal records a signin.failed audit entry.
+	//
+	// Corresponds with GET /console/oidc/callback (the `OidcCallback` operationId).
+	OidcCallback(ctx context.Context, params *OidcCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OidcLogin Start signing in through the OIDC provider: stores the sign-in (state, nonce, PKCE verifier) in the database, so any replica may take the callback, sets a short-lived pushfan_oidc cookie (HttpOnly, SameSite=Lax, 10 minutes) and redirects to the provider's authorization endpoint (authorization-code flow, PKCE S256).
+	//
+	// Corresponds with GET /console/oidc/login (the `OidcLogin` operationId).
+	OidcLogin(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ConsoleFile The console's embedded files (index.html for /console/), with a Content-Security-Policy that allows only this origin.
 	//
@@ -3949,7 +4017,7 @@ func (c *Client) WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
-// SignInWithBody Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+// SignInWithBody Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3966,13 +4034,43 @@ func (c *Client) SignInWithBody(ctx context.Context, contentType string, body io
 	return c.Client.Do(req)
 }
 
-// SignIn Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+// SignIn Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /console/api/session (the `SignIn` operationId).
 func (c *Client) SignIn(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSignInRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OidcCallback The provider sends the browser back here (register PUSHFAN_PUBLIC_URL + /console/oidc/callback). The state is taken once (a replay is refused on every replica) and must come from the browser that started; the code is exchanged with the PKCE verifier; the ID token's signature (the provider's JWKS, refetched for a rotated key), issuer, audience, expiry and nonce are checked; the groups claim (PUSHFAN_OIDC_ROLES_CLAIM) maps to the highest role in oidc.roles. Then the same console session as a token's sign-in is opened and the browser sent to /console/. Every refusal records a signin.failed audit entry.
+//
+// Corresponds with GET /console/oidc/callback (the `OidcCallback` operationId).
+func (c *Client) OidcCallback(ctx context.Context, params *OidcCallbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOidcCallbackRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OidcLogin Start signing in through the OIDC provider: stores the sign-in (state, nonce, PKCE verifier) in the database, so any replica may take the callback, sets a short-lived pushfan_oidc cookie (HttpOnly, SameSite=Lax, 10 minutes) and redirects to the provider's authorization endpoint (authorization-code flow, PKCE S256).
+//
+// Corresponds with GET /console/oidc/login (the `OidcLogin` operationId).
+func (c *Client) OidcLogin(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOidcLoginRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -5143,6 +5241,123 @@ func NewSignInRequestWithBody(server string, contentType string, body io.Reader)
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewOidcCallbackRequest constructs an http.Request for the OidcCallback method
+func NewOidcCallbackRequest(server string, params *OidcCallbackParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/console/oidc/callback")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Code != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code", *params.Code, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ErrorDescription != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error_description", *params.ErrorDescription, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOidcLoginRequest constructs an http.Request for the OidcLogin method
+func NewOidcLoginRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/console/oidc/login")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7431,19 +7646,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /console/api/session (the `WhoAmI` operationId).
 	WhoAmIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoAmIResponse, error)
 
-	// SignInWithBodyWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+	// SignInWithBodyWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /console/api/session (the `SignIn` operationId).
 	SignInWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignInResponse, error)
 
-	// SignInWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+	// SignInWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /console/api/session (the `SignIn` operationId).
 	SignInWithResponse(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*SignInResponse, error)
+
+	// OidcCallbackWithResponse The provider sends the browser back here (register PUSHFAN_PUBLIC_URL + /console/oidc/callback). The state is taken once (a replay is refused on every replica) and must come from the browser that started; the code is exchanged with the PKCE verifier; the ID token's signature (the provider's JWKS, refetched for a rotated key), issuer, audience, expiry and nonce are checked; the groups claim (PUSHFAN_OIDC_ROLES_CLAIM) maps to the highest role in oidc.roles. Then the same console session as a token's sign-in is opened and the browser sent to /console/. Every refusal records a signin.failed audit entry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /console/oidc/callback (the `OidcCallback` operationId).
+	OidcCallbackWithResponse(ctx context.Context, params *OidcCallbackParams, reqEditors ...RequestEditorFn) (*OidcCallbackResponse, error)
+
+	// OidcLoginWithResponse Start signing in through the OIDC provider: stores the sign-in (state, nonce, PKCE verifier) in the database, so any replica may take the callback, sets a short-lived pushfan_oidc cookie (HttpOnly, SameSite=Lax, 10 minutes) and redirects to the provider's authorization endpoint (authorization-code flow, PKCE S256).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /console/oidc/login (the `OidcLogin` operationId).
+	OidcLoginWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OidcLoginResponse, error)
 
 	// ConsoleFileWithResponse The console's embedded files (index.html for /console/), with a Content-Security-Policy that allows only this origin.
 	//
@@ -8211,6 +8440,181 @@ func (r SignInResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SignInResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OidcCallbackResponse303Headers the declared response headers of an HTTP 303 response for OidcCallback
+type OidcCallbackResponse303Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// OidcCallbackResponse429Headers the declared response headers of an HTTP 429 response for OidcCallback
+type OidcCallbackResponse429Headers struct {
+	RetryAfter int
+}
+
+type OidcCallbackResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *SignInRefused
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ProviderUnavailable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *OidcCallbackResponse303Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OidcCallbackResponse429Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OidcCallbackResponse) GetJSON401() *SignInRefused {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OidcCallbackResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OidcCallbackResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OidcCallbackResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r OidcCallbackResponse) GetJSON502() *ProviderUnavailable {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OidcCallbackResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r OidcCallbackResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OidcCallbackResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OidcCallbackResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OidcCallbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OidcLoginResponse302Headers the declared response headers of an HTTP 302 response for OidcLogin
+type OidcLoginResponse302Headers struct {
+	Location  *string
+	SetCookie *string
+}
+
+// OidcLoginResponse429Headers the declared response headers of an HTTP 429 response for OidcLogin
+type OidcLoginResponse429Headers struct {
+	RetryAfter int
+}
+
+type OidcLoginResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ProviderUnavailable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *OidcLoginResponse302Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OidcLoginResponse429Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OidcLoginResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OidcLoginResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OidcLoginResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r OidcLoginResponse) GetJSON502() *ProviderUnavailable {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OidcLoginResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r OidcLoginResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OidcLoginResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OidcLoginResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OidcLoginResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13010,7 +13414,7 @@ func (c *ClientWithResponses) WhoAmIWithResponse(ctx context.Context, reqEditors
 	return ParseWhoAmIResponse(rsp)
 }
 
-// SignInWithBodyWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+// SignInWithBodyWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13023,7 +13427,7 @@ func (c *ClientWithResponses) SignInWithBodyWithResponse(ctx context.Context, co
 	return ParseSignInResponse(rsp)
 }
 
-// SignInWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE).
+// SignInWithResponse Sign in with an admin token: sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring after PUSHFAN_SESSION_TTL) and answers the CSRF token. Failed sign-ins are limited per client address (PUSHFAN_SIGNIN_FAILURES_PER_MINUTE). Refused with 403 token_signin_disabled when PUSHFAN_TOKEN_SIGNIN=false.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13034,6 +13438,32 @@ func (c *ClientWithResponses) SignInWithResponse(ctx context.Context, body SignI
 		return nil, err
 	}
 	return ParseSignInResponse(rsp)
+}
+
+// OidcCallbackWithResponse The provider sends the browser back here (register PUSHFAN_PUBLIC_URL + /console/oidc/callback). The state is taken once (a replay is refused on every replica) and must come from the browser that started; the code is exchanged with the PKCE verifier; the ID token's signature (the provider's JWKS, refetched for a rotated key), issuer, audience, expiry and nonce are checked; the groups claim (PUSHFAN_OIDC_ROLES_CLAIM) maps to the highest role in oidc.roles. Then the same console session as a token's sign-in is opened and the browser sent to /console/. Every refusal records a signin.failed audit entry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /console/oidc/callback (the `OidcCallback` operationId).
+func (c *ClientWithResponses) OidcCallbackWithResponse(ctx context.Context, params *OidcCallbackParams, reqEditors ...RequestEditorFn) (*OidcCallbackResponse, error) {
+	rsp, err := c.OidcCallback(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOidcCallbackResponse(rsp)
+}
+
+// OidcLoginWithResponse Start signing in through the OIDC provider: stores the sign-in (state, nonce, PKCE verifier) in the database, so any replica may take the callback, sets a short-lived pushfan_oidc cookie (HttpOnly, SameSite=Lax, 10 minutes) and redirects to the provider's authorization endpoint (authorization-code flow, PKCE S256).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /console/oidc/login (the `OidcLogin` operationId).
+func (c *ClientWithResponses) OidcLoginWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OidcLoginResponse, error) {
+	rsp, err := c.OidcLogin(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOidcLoginResponse(rsp)
 }
 
 // ConsoleFileWithResponse The console's embedded files (index.html for /console/), with a Content-Security-Policy that allows only this origin.
@@ -14127,6 +14557,196 @@ func ParseSignInResponse(rsp *http.Response) (*SignInResponse, error) {
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers SignInResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOidcCallbackResponse parses an HTTP response from a OidcCallbackWithResponse call
+func ParseOidcCallbackResponse(rsp *http.Response) (*OidcCallbackResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OidcCallbackResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest SignInRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ProviderUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 401:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 502:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers OidcCallbackResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers303 = &headers
+	case rsp.StatusCode == 429:
+		var headers OidcCallbackResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOidcLoginResponse parses an HTTP response from a OidcLoginWithResponse call
+func ParseOidcLoginResponse(rsp *http.Response) (*OidcLoginResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OidcLoginResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ProviderUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 502:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers OidcLoginResponse302Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers302 = &headers
+	case rsp.StatusCode == 429:
+		var headers OidcLoginResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -86,7 +86,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/apierror", "server/events", "server/view", "server/webhooks", "webhook", "websdk"},
+	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/view", "server/webhooks", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -112,9 +112,13 @@ var allowed = map[string][]string{
 	// The apps' public routes under /v1: engagement events, the click
 	// redirect, the web SDK.
 	"server/events": {"engagement", "server/apierror", "server/ratelimit", "websdk"},
-	"console":       nil, // the admin console's files, embedded; it talks to the server over HTTP only
+	// The console's OpenID Connect relying party (go-oidc, x/oauth2): the
+	// provider's redirect, the code exchange, the ID token's checks and
+	// the groups' roles; the server keeps the sign-ins and the sessions.
+	"server/sso": {"model"},
+	"console":    nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "webhook"},
+	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -123,14 +127,16 @@ var allowed = map[string][]string{
 	"cmd/pushfan-bench": {"config", "engagement", "internal/devtools/apiclient", "internal/platform/sqldb", "lease", "model", "repository", "retention"},
 	"cmd/pushfan-load":  {"internal/devtools/apiclient"},
 	// Demo data and test support.
-	"internal/devtools/demo":          {"internal/platform/sqldb"},
-	"internal/testsupport/testdb":     {"internal/platform/sqldb", "repository"},
-	"internal/testsupport/segmentgen": {"segment/filter"},
-	"internal/testsupport/teststack":  {"broadcast", "config", "fcmemu", "internal/devtools/apiclient", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "internal/testsupport/testdb", "lease", "repository", "server/openapi"},
-	"internal/testsupport/layers":     nil,
-	"internal/testsupport/doccheck":   nil, // the docs' own tests: README length, links, marked commands
-	"internal/testsupport/chaos":      nil, // the chaos soak: only its package doc is not a test file
-	"internal/testsupport/genclient":  nil, // the Go client oapi-codegen generates from the OpenAPI document; only its tests use it
+	"internal/devtools/demo":               {"internal/platform/sqldb"},
+	"internal/testsupport/testdb":          {"internal/platform/sqldb", "repository"},
+	"internal/testsupport/segmentgen":      {"segment/filter"},
+	"internal/testsupport/teststack":       {"broadcast", "config", "fcmemu", "internal/devtools/apiclient", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sqldb", "internal/testsupport/testdb", "lease", "repository", "server", "server/openapi"},
+	"internal/testsupport/layers":          nil,
+	"internal/testsupport/doccheck":        nil, // the docs' own tests: README length, links, marked commands
+	"internal/testsupport/chaos":           nil, // the chaos soak: only its package doc is not a test file
+	"internal/testsupport/oidcprovider":    nil, // starts a real OIDC provider process (its main below) for the sign-in tests
+	"internal/testsupport/oidcprovider/op": nil, // the provider: zitadel/oidc's OP with users in groups, key rotation and faults to inject
+	"internal/testsupport/genclient":       nil, // the Go client oapi-codegen generates from the OpenAPI document; only its tests use it
 }
 
 // layer ranks every package, from the bottom (0): a package may import
@@ -147,32 +153,34 @@ var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0, "server/apierror": 0,
-	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
+	"server/sso": 1,
+	"config":     1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
 	"server/live": 2,
 	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
-	"lease":                           3,
-	"server/consents":                 3,
-	"server/keys":                     3,
-	"server/webhooks":                 3,
-	"server/events":                   3,
-	"segment":                         3,
-	"server/segments":                 4,
-	"broadcast/message":               3,
-	"broadcast/instance":              4,
-	"broadcast/plan":                  5,
-	"broadcast/run":                   5,
-	"broadcast/rules":                 6,
-	"broadcast/reads":                 7,
-	"broadcast":                       8,
-	"broadcast/testsend":              8,
-	"server":                          9,
-	"cmd/pushfan/app":                 10,
-	"internal/devtools/demo":          11,
-	"internal/testsupport/testdb":     11,
-	"internal/testsupport/segmentgen": 11,
-	"internal/testsupport/layers":     11,
-	"internal/testsupport/doccheck":   11,
-	"cmd/pushfan":                     12, "cmd/pushfan-bench": 12, "cmd/pushfan-load": 12,
+	"lease":                             3,
+	"server/consents":                   3,
+	"server/keys":                       3,
+	"server/webhooks":                   3,
+	"server/events":                     3,
+	"segment":                           3,
+	"server/segments":                   4,
+	"broadcast/message":                 3,
+	"broadcast/instance":                4,
+	"broadcast/plan":                    5,
+	"broadcast/run":                     5,
+	"broadcast/rules":                   6,
+	"broadcast/reads":                   7,
+	"broadcast":                         8,
+	"broadcast/testsend":                8,
+	"server":                            9,
+	"cmd/pushfan/app":                   10,
+	"internal/devtools/demo":            11,
+	"internal/testsupport/testdb":       11,
+	"internal/testsupport/segmentgen":   11,
+	"internal/testsupport/layers":       11,
+	"internal/testsupport/doccheck":     11,
+	"internal/testsupport/oidcprovider": 11, "internal/testsupport/oidcprovider/op": 11,
+	"cmd/pushfan": 12, "cmd/pushfan-bench": 12, "cmd/pushfan-load": 12,
 	"internal/testsupport/teststack": 12,
 	"internal/testsupport/chaos":     12,
 	"internal/testsupport/genclient": 12,

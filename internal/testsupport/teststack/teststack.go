@@ -35,6 +35,7 @@ import (
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/repository"
+	"pushfan/server"
 )
 
 // AdminToken is the bearer token every stack accepts.
@@ -63,7 +64,9 @@ type Stack struct {
 	HTTP  *http.Client
 	First *Instance
 	logs  *lockedWriter
-	log   *slog.Logger
+	// serverOptions are Options.ServerOptions.
+	serverOptions []server.Option
+	log           *slog.Logger
 }
 
 // LogText returns the JSON log lines captured so far (CaptureLogs).
@@ -97,6 +100,9 @@ type Options struct {
 	// document, which is on by default. Only for a test of something the
 	// document cannot describe.
 	NoContract bool
+	// ServerOptions are added to every instance's API options (a
+	// recording server.Auditor).
+	ServerOptions []server.Option
 }
 
 // Instance is one pushfan process's worth of parts.
@@ -156,7 +162,7 @@ func New(t testing.TB, o Options) *Stack {
 		o.Configure(&cfg)
 	}
 	s := &Stack{T: t, Store: store, SQL: tdb.SQL, Leases: lease.New(tdb.SQL.DB, nil), DSN: dsn, Emu: emu, EmuURL: emuSrv.URL, EmuServer: emuSrv, logs: &lockedWriter{buf: &bytes.Buffer{}},
-		HTTP: newContractClient(t, o.NoContract)}
+		HTTP: newContractClient(t, o.NoContract), serverOptions: o.ServerOptions}
 	if o.DBProxy {
 		s.Proxy = NewProxy(t, "127.0.0.1:3306")
 		cfg.MySQLDSN = s.Proxy.DSN(dsn)
@@ -205,7 +211,7 @@ func (s *Stack) AddInstanceWith(configure func(*config.Config)) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := app.New(ctx, cfg, pool, s.log)
+	inst, err := app.New(ctx, cfg, pool, s.log, s.serverOptions...)
 	if err != nil {
 		t.Fatal(err)
 	}
