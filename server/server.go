@@ -20,10 +20,12 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"pushfan/broadcast"
+	"pushfan/cron"
 	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/consents"
+	"pushfan/server/jobs"
 	"pushfan/server/keys"
 	"pushfan/server/live"
 	"pushfan/server/openapi"
@@ -120,7 +122,7 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 	s.routePush(e)
 
 	internal := e.Group("/internal", s.requireBearer(s.auth.internal, "internal"))
-	internal.POST("/cron/:job", s.triggerJob)
+	s.jobRoutes().RegisterTrigger(internal)
 	s.echo = e
 	return s
 }
@@ -153,7 +155,7 @@ func (s *Server) routePush(e *echo.Echo) {
 	// budget per token for both routes (the counts are cached too).
 	previews := newSubmitLimiter(s.cfg.Limits.PreviewsPerMinute, "previews")
 	push.POST("/audiences/:name/preview", s.previewAudience, previews.middleware)
-	push.GET("/cron", s.listJobs)
+	s.jobRoutes().RegisterList(push)
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast, s.broadcastApp)
 	push.GET("/cluster", s.getCluster)
@@ -174,6 +176,21 @@ func (s *Server) routePush(e *echo.Echo) {
 	// Webhook endpoints hear of every app's broadcasts: a token limited
 	// to some apps gets 403 on them (everyApp).
 	(&webhooks.Routes{Deliverer: s.extra.webhooks}).Register(push, everyApp)
+}
+
+// jobRoutes are the cron jobs' routes (package jobs).
+func (s *Server) jobRoutes() *jobs.Routes {
+	// The domain's calls are closures: a Server built without a domain
+	// (the route listing's) registers the routes all the same.
+	return &jobs.Routes{Jobs: s.dom.Jobs,
+		Fire: func(ctx context.Context, j *cron.Compiled, at time.Time) (*model.Broadcast, bool, error) {
+			return s.dom.Submitter.FireJob(ctx, j, at)
+		},
+		LastFire: func(ctx context.Context, job string) (model.LastFire, error) {
+			return s.dom.Reader.LastJobFire(ctx, job)
+		},
+		View: func(b *model.Broadcast) any { return s.view(b) }, AppFilter: s.appFilter, AppOf: s.dom.Apps.of,
+		Decode: decodeStrict, Now: func() time.Time { return s.now() }}
 }
 
 // Handler returns the http.Handler to serve.

@@ -86,7 +86,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/view", "server/webhooks", "webhook", "websdk"},
+	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -112,6 +112,8 @@ var allowed = map[string][]string{
 	// The apps' public routes under /v1: engagement events, the click
 	// redirect, the web SDK.
 	"server/events": {"engagement", "server/apierror", "server/ratelimit", "websdk"},
+	// The cron jobs' routes: the list and the external trigger.
+	"server/jobs": {"cron", "model", "server/apierror"},
 	// The console's OpenID Connect relying party (go-oidc, x/oauth2): the
 	// provider's redirect, the code exchange, the ID token's checks and
 	// the groups' roles; the server keeps the sign-ins and the sessions.
@@ -162,6 +164,7 @@ var layer = map[string]int{
 	"server/keys":                       3,
 	"server/webhooks":                   3,
 	"server/events":                     3,
+	"server/jobs":                       3,
 	"segment":                           3,
 	"server/segments":                   4,
 	"broadcast/message":                 3,
