@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"pushfan/audit"
 	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 	"pushfan/repository"
@@ -65,7 +66,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by string) (model.St
 				released_by = ?, released_at = UTC_TIMESTAMP(6) WHERE id = ?`, string(status), !ahead, released, id); err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
-		return nil
+		return audit.Write(ctx, tx) // the request's entry commits with the release
 	})
 	return status, err
 }

@@ -28,7 +28,7 @@ type Submitter interface {
 	// the field at fault.
 	Validate(spec rules.Spec) (broadcast.Request, error)
 	Submit(ctx context.Context, req broadcast.Request) (b *model.Broadcast, existing bool, err error)
-	Cancel(ctx context.Context, id uint64) (*model.Broadcast, error)
+	Cancel(ctx context.Context, id uint64, by string) (*model.Broadcast, error)
 	Release(ctx context.Context, id uint64, by string) (*model.Broadcast, error)
 	Resend(ctx context.Context, rr broadcast.ResendRequest) (*model.Broadcast, bool, error)
 	FireJob(ctx context.Context, j *cron.Compiled, at time.Time) (*model.Broadcast, bool, error)

@@ -155,7 +155,7 @@ func (s *Server) cancelBroadcast(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
 	defer cancel()
-	b, err := s.dom.Submitter.Cancel(ctx, id)
+	b, err := s.dom.Submitter.Cancel(ctx, id, callerName(c))
 	if err != nil {
 		return err
 	}
