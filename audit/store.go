@@ -187,3 +187,11 @@ func (s *Store) page(ctx context.Context, f Filter, n int) ([]model.AuditEntry, 
 	}
 	return out, nil
 }
+
+// FieldError is a refused query parameter of the audit routes, naming it
+// (the server answers it as a 400).
+type FieldError struct {
+	Field, Code, Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }

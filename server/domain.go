@@ -84,6 +84,8 @@ type Domain struct {
 	Jobs []*cron.Compiled
 	// Categories are the message categories (GET /push/categories).
 	Categories Categories
+	// AuditLog reads the audit trail (nil: its routes answer 503).
+	AuditLog AuditLog
 }
 
 // Consents records and reads the bundled consent table (consent.Book),

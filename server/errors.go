@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/audit"
 	"pushfan/broadcast"
 	"pushfan/broadcast/rules"
 	"pushfan/consent"
@@ -75,6 +76,10 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 	var ce *consent.FieldError
 	if errors.As(err, &ce) {
 		return &APIError{Status: http.StatusBadRequest, Code: ce.Code, Field: ce.Field, Message: ce.Message}
+	}
+	var ae *audit.FieldError
+	if errors.As(err, &ae) {
+		return &APIError{Status: http.StatusBadRequest, Code: ae.Code, Field: ae.Field, Message: ae.Message}
 	}
 	var se *segment.FieldError
 	if errors.As(err, &se) {

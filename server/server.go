@@ -23,6 +23,7 @@ import (
 	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
+	"pushfan/server/audittrail"
 	"pushfan/server/consents"
 	"pushfan/server/live"
 	"pushfan/server/openapi"
@@ -48,6 +49,9 @@ type Server struct {
 	auth    authParts
 	console consoleParts
 	extra   extras
+	// audit records the entries that join no other change (WithAuditor;
+	// nil: none are recorded, as in the contract tests).
+	audit Auditor
 	// openAPIDoc is GET /openapi.json's body, copied once.
 	openAPIDoc []byte
 }
@@ -115,7 +119,7 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 	s.routeEvents(e)
 	s.routePush(e)
 
-	internal := e.Group("/internal", s.requireBearer(s.auth.internal, "internal"))
+	internal := e.Group("/internal", s.requireBearer(s.auth.internal, "internal"), s.auditChanges())
 	internal.POST("/cron/:job", s.triggerJob)
 	s.echo = e
 	return s
@@ -123,7 +127,7 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 
 // routePush serves the admin API under /push.
 func (s *Server) routePush(e *echo.Echo) {
-	push := e.Group("/push", s.requireAdmin)
+	push := e.Group("/push", s.requireAdmin, s.auditChanges())
 	// A resend creates a broadcast too: one submit budget per token for both.
 	submits := newSubmitLimiter(s.cfg.Limits.SubmitsPerMinute, "broadcasts")
 	push.POST("/broadcast", s.createBroadcast, submits.middleware)
@@ -170,6 +174,8 @@ func (s *Server) routePush(e *echo.Echo) {
 	push.GET("/webhooks/:name/deliveries", s.listDeliveries, everyApp)
 	push.POST("/webhooks/:name/deliveries/:id/redeliver", s.redeliver, everyApp)
 	push.POST("/webhooks/:name/enable", s.enableWebhook, everyApp)
+	// The audit trail (admins: neededRole); entries are only appended.
+	(&audittrail.Routes{Log: s.dom.AuditLog, Logger: s.log}).Register(push)
 }
 
 // Handler returns the http.Handler to serve.

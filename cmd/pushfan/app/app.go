@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"pushfan/audience"
+	"pushfan/audit"
 	"pushfan/broadcast"
 	"pushfan/broadcast/plan"
 	"pushfan/broadcast/reads"
@@ -214,14 +215,20 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	// An exact count ends before the HTTP write deadline would cut its answer.
 	segments := segment.New(store, segment.Options{DBTimeout: cfg.DB.Timeout, ExactTimeout: min(60*time.Second, cfg.HTTP.WriteTimeout*9/10)})
 	reloader := &Reloader{cfg: cfg, named: named, catalog: catalog, rules: requestRules, jobs: jobs, log: log}
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, reloader, jobs), store, log,
+	// The audit trail: the routes' entries that join no other change, and
+	// its reads.
+	trail := audit.NewStore(pool.DB)
+	dom := apiDomain(cfg, svc, rd, tests, consents, segments, reloader, jobs)
+	dom.AuditLog = trail
+	api := server.New(apiConfig(cfg, log), dom, store, log,
 		server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
-		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer))
+		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
+		server.WithAuditor(trail))
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger})
+	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger, Trail: store, AuditKeep: cfg.Engine.AuditRetention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	return &Instance{Sender: parts[0].Sender, Engine: parts[0].Engine, Apps: parts, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret,
 		Quota: parts[0].Quota, Events: events, Webhooks: deliverer, Summaries: summaries, Audiences: reloader}, nil
