@@ -137,7 +137,7 @@ const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, a
 		class, COALESCE(max_rate, 0), COALESCE(deliver_over_ms, 0),
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
 		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app, held_counted,
-		category_rules, excluded_no_consent, night_deferred`
+		category_rules, excluded_no_consent, night_deferred, canceled_by`
 
 // selectBroadcast reads broadcast rows; selectOneBroadcast one row with
 // its error and variant counts as JSON objects, for a single read.
@@ -240,7 +240,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		deliverMS                 int64
 		startedAt, finishedAt     sql.NullTime
 		sendAt, fireTime          sql.NullTime
-		releasedBy                sql.NullString
+		releasedBy, canceledBy    sql.NullString
 		releasedAt, holdExpiresAt sql.NullTime
 		startsAt, plannedAt       sql.NullTime
 		categoryRules             sql.NullString
@@ -254,7 +254,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		&b.Class, &b.MaxRate, &deliverMS,
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
 		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App, &b.HeldCounted,
-		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred}, extra...)...); err != nil {
+		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred, &canceledBy}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -268,6 +268,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 	b.SendAt = nullTime(sendAt)
 	b.FireTime = nullTime(fireTime)
 	b.ReleasedBy = releasedBy.String
+	b.CanceledBy = canceledBy.String
 	b.ReleasedAt = nullTime(releasedAt)
 	b.HoldExpiresAt = nullTime(holdExpiresAt)
 	b.StartsAt = nullTime(startsAt)
