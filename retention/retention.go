@@ -55,10 +55,10 @@ type Options struct {
 	// Trail, if set, loses its entries older than AuditKeep at every pass.
 	Trail     Trail
 	AuditKeep time.Duration
-	Keep   time.Duration // how long finished broadcasts are kept
-	Every  time.Duration // time between passes (jittered by up to a tenth)
-	Pause  time.Duration // between batches of one pass
-	Now    func() time.Time
+	Keep      time.Duration // how long finished broadcasts are kept
+	Every     time.Duration // time between passes (jittered by up to a tenth)
+	Pause     time.Duration // between batches of one pass
+	Now       func() time.Time
 }
 
 // Runner runs retention passes until stopped.
