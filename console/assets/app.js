@@ -20,6 +20,7 @@ import * as segments from './segments.js';
 import * as segbuilder from './segbuilder.js';
 import * as cluster from './cluster.js';
 import * as webhooks from './webhooks.js';
+import * as activity from './activity.js';
 
 const ROUTES = [
   {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
@@ -36,6 +37,7 @@ const ROUTES = [
   {re: /^\/cluster$/, page: 'cluster', title: 'Cluster', mod: cluster},
   {re: /^\/webhooks$/, page: 'webhooks', title: 'Webhooks', mod: webhooks},
   {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
+  {re: /^\/activity$/, page: 'activity', title: 'Activity', mod: activity},
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
@@ -50,6 +52,7 @@ const NAV = [
   ['#/audiences', 'Audiences'],
   ['#/cluster', 'Cluster'],
   ['#/webhooks', 'Webhooks', null, 'every-app'],
+  ['#/activity', 'Activity', 'admin'],
 ];
 
 let active = null; // the page on screen: {controller, cleanups}
