@@ -45,7 +45,8 @@ func TestConsoleActivityIsAnAdminsPage(t *testing.T) {
 	e := newEnv(t, 5)
 	e.signIn(viewerToken)
 	e.page("dashboard")
-	if n := e.count(`#nav a[href="#/activity"]`); n != 0 {
+	e.waitFor("the nav", 10*time.Second, `document.querySelectorAll('#nav a').length > 0`)
+	if n := eval[int](e, "the Activity links", `document.querySelectorAll('#nav a[href="#/activity"]').length`); n != 0 {
 		t.Fatalf("a viewer's nav has %d Activity links", n)
 	}
 }
