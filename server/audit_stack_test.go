@@ -13,6 +13,7 @@ import (
 
 	"pushfan/audit"
 	"pushfan/config"
+	"pushfan/cron"
 	"pushfan/internal/testsupport/teststack"
 	"pushfan/model"
 )
@@ -337,5 +338,39 @@ func TestAuditRetention(t *testing.T) {
 	}
 	if fmt.Sprint(left) != "[age-2 age-3 age-4]" {
 		t.Fatalf("left %v", left)
+	}
+}
+
+// TestACronTriggerIsRecordedAsTheInternalToken: POST /internal/cron/{job}
+// writes job.fire by the internal token, with the fire's broadcast in its
+// detail, in the submit's transaction; the same fire again changes
+// nothing and is recorded after its answer, without a broadcast.
+func TestACronTriggerIsRecordedAsTheInternalToken(t *testing.T) {
+	t.Parallel()
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.InternalToken = internalToken
+		c.Jobs = []cron.Job{{Name: "digest", Schedule: "0 9 * * MON", Timezone: "Asia/Seoul", Audience: map[string]any{"all": true}, Message: cron.JobMessage{Title: "digest"}}}
+	}})
+	s.SeedTokens(1, []string{"cron-1"})
+	var first, again struct {
+		ID uint64 `json:"id"`
+	}
+	s.DoAuth(http.MethodPost, "/internal/cron/digest", internalToken, `{"fire_time":"2026-01-05T09:00:00+09:00"}`, &first)
+	s.DoAuth(http.MethodPost, "/internal/cron/digest", internalToken, `{"fire_time":"2026-01-05T09:00:00+09:00"}`, &again)
+	if first.ID == 0 || again.ID != first.ID {
+		t.Fatalf("fires %d then %d", first.ID, again.ID)
+	}
+	got := auditEntries(t, s, "")
+	internal := model.Actor{Kind: model.ActorToken, ID: "internal", Name: "internal"}
+	if len(got) != 2 {
+		t.Fatalf("%d entries: %+v", len(got), got)
+	}
+	for _, e := range got {
+		if e.Actor != internal || e.Action != audit.JobFire || e.Target != "job:digest" {
+			t.Errorf("entry %+v", e)
+		}
+	}
+	if string(got[1].Detail) != fmt.Sprintf(`{"broadcast":"%d"}`, first.ID) || got[0].Detail != nil {
+		t.Errorf("details: the fire %s, the repeat %s", got[1].Detail, got[0].Detail)
 	}
 }
