@@ -344,7 +344,7 @@ func TestAuditRetention(t *testing.T) {
 // TestACronTriggerIsRecordedAsTheInternalToken: POST /internal/cron/{job}
 // writes job.fire by the internal token, with the fire's broadcast in its
 // detail, in the submit's transaction; the same fire again changes
-// nothing and is recorded after its answer, without a broadcast.
+// nothing and is recorded after its answer, marked replayed.
 func TestACronTriggerIsRecordedAsTheInternalToken(t *testing.T) {
 	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
@@ -370,7 +370,7 @@ func TestACronTriggerIsRecordedAsTheInternalToken(t *testing.T) {
 			t.Errorf("entry %+v", e)
 		}
 	}
-	if string(got[1].Detail) != fmt.Sprintf(`{"broadcast":"%d"}`, first.ID) || got[0].Detail != nil {
+	if string(got[1].Detail) != fmt.Sprintf(`{"broadcast":"%d"}`, first.ID) || string(got[0].Detail) != fmt.Sprintf(`{"broadcast":"%d","replayed":true}`, first.ID) {
 		t.Errorf("details: the fire %s, the repeat %s", got[1].Detail, got[0].Detail)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/audit"
 	"pushfan/cron"
 )
 
@@ -49,6 +51,7 @@ func (s *Server) triggerJob(c echo.Context) error {
 	}
 	if existing {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
+		audit.Created(c.Request().Context(), "broadcast", strconv.FormatUint(b.ID, 10)) // the repeat's entry names it
 	}
 	return c.JSON(http.StatusOK, s.view(b))
 }

@@ -65,6 +65,12 @@ func (m *Changes) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return nil
 		}
 		if rule.When == audit.InChange {
+			// A repeat: an idempotent replay says so, others (a cancel of
+			// a canceled broadcast) are recorded as they came.
+			if c.Response().Header().Get("Idempotent-Replayed") == "true" {
+				audit.SetDetail(ctx, "replayed", true)
+				entry, _, _ = audit.Pending(ctx)
+			}
 			m.Log.InfoContext(ctx, "a change answered without writing its audit entry (a repeat that changed nothing); recording it now",
 				"action", entry.Action, "target", entry.Target)
 		}
