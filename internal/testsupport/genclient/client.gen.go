@@ -85,19 +85,19 @@ func (e AudiencePreviewFrequencyCapSource) Valid() bool {
 
 // Defines values for AuditActorKind.
 const (
-	Key    AuditActorKind = "key"
-	Person AuditActorKind = "person"
-	Token  AuditActorKind = "token"
+	AuditActorKey    AuditActorKind = "key"
+	AuditActorPerson AuditActorKind = "person"
+	AuditActorToken  AuditActorKind = "token"
 )
 
 // Valid indicates whether the value is a known member of the AuditActorKind enum.
 func (e AuditActorKind) Valid() bool {
 	switch e {
-	case Key:
+	case AuditActorKey:
 		return true
-	case Person:
+	case AuditActorPerson:
 		return true
-	case Token:
+	case AuditActorToken:
 		return true
 	default:
 		return false
