@@ -34,26 +34,22 @@ import (
 // after a lost commit answer); stopping one that ended otherwise is
 // ErrFinished, and an unknown id ErrNotFound. It reports whether the
 // broadcast is now final.
-func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool, err error) {
+func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (bool, error) {
 	return s.stop(ctx, id, errMsg, "")
 }
 
-// Cancel is Stop's cancel made by a caller, named by as canceled_by (the
-// first canceler's name is kept), with the request's audit entry in the
-// same transaction; a cancel of a broadcast already canceled changes
-// nothing and writes no entry.
-func (s *Store) Cancel(ctx context.Context, id uint64, by string) (final bool, err error) {
+// Cancel is Stop's cancel asked by a caller: by is kept as canceled_by (the
+// first asker's), and the request's audit entry commits with it.
+func (s *Store) Cancel(ctx context.Context, id uint64, by string) (bool, error) {
 	return s.stop(ctx, id, "", by)
 }
 
-// stop is Stop and Cancel: by is "" for Stop (a failure, or a cancel
-// nobody asked for by name).
 func (s *Store) stop(ctx context.Context, id uint64, errMsg, by string) (final bool, err error) {
-	canceled := func(tx *sql.Tx) error {
-		if errMsg != "" || by == "" {
+	canceled := func(tx *sql.Tx) error { // a caller's cancel (by set) that changed the row
+		if by == "" {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET canceled_by = ? WHERE id = ? AND canceled_by IS NULL",
+		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET canceled_by = COALESCE(canceled_by, ?) WHERE id = ?",
 			sqldb.ClampRunes(by, repository.MaxCreatedByRunes), id); err != nil {
 			return fmt.Errorf("record canceled_by: %w", err)
 		}
