@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,16 +25,20 @@ const (
 )
 
 // auditStack has the bare admin token (admin-1), alice (an approver),
-// a viewer, a table-consent category and a config file of audiences
-// (for a reload).
+// a viewer, a table-consent category, a webhook endpoint and a config
+// file of audiences (for a reload).
 func auditStack(t *testing.T) *teststack.Stack {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "pushfan.yaml")
 	if err := os.WriteFile(file, []byte(reloadAudiencesYAML([2]string{"everyone", ""})), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(hooks.Close)
 	return reloadStack(t, file, func(c *config.Config) {
 		c.AdminTokens = append(c.AdminTokens, "alice:approver:"+auditAlice, "dash:viewer:"+auditViewer)
+		c.WebhookAllowPrivate = true // the receiver is on loopback
+		c.Webhooks = []config.Webhook{{Name: "app", URL: hooks.URL, Secret: hookSecret}}
 		c.Categories = []config.Category{{Name: "advertising", Consent: "table"}, {Name: "service"}}
 		c.DefaultCategory = "service"
 	})
@@ -84,6 +89,11 @@ func TestEveryChangeWritesOneAuditEntry(t *testing.T) {
 	// A held broadcast, released by alice.
 	held := hold(t, s, teststack.AdminToken, 2, nil)
 	wants = append(wants, want{admin, audit.BroadcastCreate, fmt.Sprintf("broadcast:%d", held.ID)})
+	// Its rehearsal: a test send of the stored message.
+	if r := s.Do(http.MethodPost, fmt.Sprintf("/push/broadcasts/%d/test", held.ID), map[string]any{"user_ids": []uint64{1}}, nil); r.StatusCode != http.StatusOK {
+		t.Fatalf("the held broadcast's test send: %d", r.StatusCode)
+	}
+	wants = append(wants, want{admin, audit.TestSend, fmt.Sprintf("broadcast:%d", held.ID)})
 	var b teststack.Broadcast
 	if r := s.DoAuth(http.MethodPost, fmt.Sprintf("/push/broadcasts/%d/release", held.ID), auditAlice, nil, &b); r.StatusCode != http.StatusOK {
 		t.Fatalf("release: %d", r.StatusCode)
@@ -127,6 +137,10 @@ func TestEveryChangeWritesOneAuditEntry(t *testing.T) {
 		t.Fatalf("segment update: %d", r.StatusCode)
 	}
 	wants = append(wants, want{alice, audit.SegmentUpdate, "segment:droids"})
+	if r := s.Do(http.MethodDelete, "/push/segments/droids", nil, nil); r.StatusCode != http.StatusNoContent {
+		t.Fatalf("segment delete: %d", r.StatusCode)
+	}
+	wants = append(wants, want{admin, audit.SegmentDelete, "segment:droids"})
 
 	// A consent answer.
 	if r := s.Do(http.MethodPut, "/push/users/7/consents/advertising", map[string]any{"granted": true, "source": "signup"}, nil); r.StatusCode != http.StatusOK {
@@ -144,6 +158,20 @@ func TestEveryChangeWritesOneAuditEntry(t *testing.T) {
 	}
 	wants = append(wants, want{admin, audit.AudiencesReload, ""})
 
+	// The webhook endpoint: a redelivery of the held event, and an enable.
+	var outbox uint64
+	if err := s.SQL.Get(&outbox, "SELECT MIN(id) FROM webhook_outbox WHERE endpoint = 'app'"); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Do(http.MethodPost, fmt.Sprintf("/push/webhooks/app/deliveries/%d/redeliver", outbox), nil, nil); r.StatusCode != http.StatusAccepted {
+		t.Fatalf("redeliver: %d", r.StatusCode)
+	}
+	wants = append(wants, want{admin, audit.WebhookRedeliver, "webhook:app"})
+	if r := s.Do(http.MethodPost, "/push/webhooks/app/enable", nil, nil); r.StatusCode != http.StatusOK {
+		t.Fatalf("enable: %d", r.StatusCode)
+	}
+	wants = append(wants, want{admin, audit.WebhookEnable, "webhook:app"})
+
 	got := auditEntries(t, s, "")
 	if len(got) != len(wants) {
 		t.Fatalf("%d entries, want %d: %+v", len(got), len(wants), got)
@@ -157,12 +185,13 @@ func TestEveryChangeWritesOneAuditEntry(t *testing.T) {
 			t.Errorf("entry %d: ip %q, request id %q, at %v", i, e.IP, e.RequestID, e.At)
 		}
 	}
-	var detail map[string]any
-	if err := json.Unmarshal(got[len(got)-7].Detail, &detail); err != nil || detail["category"] != "advertising" {
-		t.Errorf("the consent's detail: %s (%v)", got[len(got)-7].Detail, err)
+	details := map[string]string{}
+	for _, e := range got {
+		details[e.Action] = string(e.Detail)
 	}
-	if err := json.Unmarshal(got[len(got)-6].Detail, &detail); err != nil || detail["version"] != float64(2) {
-		t.Errorf("the segment update's detail: %s (%v)", got[len(got)-6].Detail, err)
+	if details[audit.ConsentUpdate] != `{"category":"advertising"}` || details[audit.SegmentUpdate] != `{"version":2}` ||
+		details[audit.WebhookRedeliver] != fmt.Sprintf(`{"id":"%d"}`, outbox) {
+		t.Errorf("details %v", details)
 	}
 }
 
