@@ -186,9 +186,10 @@ func (s *Service) retire(fence, schema int64) {
 // running one of its chunks stops at its next checkpoint and counts the
 // targets it did not attempt as canceled. Cancel waits (up to ctx) until
 // the row is final. Canceling an already canceled broadcast answers it.
-func (s *Service) Cancel(ctx context.Context, id uint64) (*model.Broadcast, error) {
+// by names who cancels (canceled_by; the first canceler's name is kept).
+func (s *Service) Cancel(ctx context.Context, id uint64, by string) (*model.Broadcast, error) {
 	err := s.in.RetryDB(ctx, "canceling broadcast", func(c context.Context) error {
-		_, err := s.leases.Stop(c, id, "")
+		_, err := s.leases.Cancel(c, id, by)
 		return err
 	})
 	switch {

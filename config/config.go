@@ -173,6 +173,8 @@ type Engine struct {
 	// Retention is how long finished broadcasts, their failures and old
 	// skipped cron fires are kept.
 	Retention time.Duration `yaml:"retention"`
+	// AuditRetention is how long audit entries are kept.
+	AuditRetention time.Duration `yaml:"audit_retention"`
 	// HoldExpiry is how long a held broadcast waits for its release
 	// before it ends canceled ("hold expired").
 	HoldExpiry time.Duration `yaml:"hold_expiry"`
@@ -297,6 +299,7 @@ func Defaults() Config {
 			MaxUserIDs:      10000,
 			HandBackTimeout: 10 * time.Minute,
 			Retention:       90 * 24 * time.Hour,
+			AuditRetention:  400 * 24 * time.Hour,
 			HoldExpiry:      7 * 24 * time.Hour,
 			StartSpread:     5 * time.Second,
 			DefaultTimezone: "UTC",

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"pushfan/audit"
 	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
@@ -161,7 +162,7 @@ func (b *Book) Set(ctx context.Context, userID uint64, category string, a Answer
 			sqldb.ClampRunes(a.Actor, maxActor), sqldb.ClampRunes(a.RequestID, 64), now); err != nil {
 			return fmt.Errorf("appending to the consent history: %w", err)
 		}
-		return nil
+		return audit.Write(ctx, tx) // the request's audit entry commits with the answer
 	})
 	if err != nil {
 		return model.Consent{}, err

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"time"
 
+	"pushfan/audit"
 	"pushfan/internal/platform/sqldb"
 	"pushfan/lease/codec"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // Stop cancels broadcast id (errMsg empty) or fails it with errMsg (the
@@ -32,7 +34,27 @@ import (
 // after a lost commit answer); stopping one that ended otherwise is
 // ErrFinished, and an unknown id ErrNotFound. It reports whether the
 // broadcast is now final.
-func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool, err error) {
+func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (bool, error) {
+	return s.stop(ctx, id, errMsg, "")
+}
+
+// Cancel is Stop's cancel asked by a caller: by is kept as canceled_by (the
+// first asker's), and the request's audit entry commits with it.
+func (s *Store) Cancel(ctx context.Context, id uint64, by string) (bool, error) {
+	return s.stop(ctx, id, "", by)
+}
+
+func (s *Store) stop(ctx context.Context, id uint64, errMsg, by string) (final bool, err error) {
+	canceled := func(tx *sql.Tx) error { // a caller's cancel (by set) that changed the row
+		if by == "" {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE broadcasts SET canceled_by = COALESCE(canceled_by, ?) WHERE id = ?",
+			sqldb.ClampRunes(by, repository.MaxCreatedByRunes), id); err != nil {
+			return fmt.Errorf("record canceled_by: %w", err)
+		}
+		return audit.Write(ctx, tx)
+	}
 	err = s.inTx(ctx, "stop broadcast", func(tx *sql.Tx) error {
 		final = false
 		// One instant for every statement below: a lease that expires
@@ -91,6 +113,9 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 			return fmt.Errorf("end scheduled: %w", err)
 		} else if n == 1 {
 			final = true
+			if err := canceled(tx); err != nil {
+				return err
+			}
 			return s.event(ctx, tx, EventFinished, id) // a scheduled or held one, ended before it started
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET cancel_requested = 1, error = COALESCE(error, ?),
@@ -114,6 +139,8 @@ func (s *Store) Stop(ctx context.Context, id uint64, errMsg string) (final bool,
 			final = true // already canceled: a replay, or a second admin
 		case status == "completed" || status == "canceled" || status == "failed":
 			return fmt.Errorf("broadcast %d is %s: %w", id, status, ErrFinished)
+		default:
+			return canceled(tx)
 		}
 		return nil
 	})

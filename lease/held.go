@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"pushfan/audit"
 	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 	"pushfan/repository"
@@ -70,7 +71,7 @@ func (s *Store) ReleaseHeld(ctx context.Context, id uint64, by model.Actor) (mod
 			string(status), !ahead, released, kind, actorID, id); err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
-		return nil
+		return audit.Write(ctx, tx) // the request's entry commits with the release
 	})
 	return status, err
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 
+	"pushfan/audit"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -45,6 +47,11 @@ func (s *Store) Submit(ctx context.Context, b *model.Broadcast, plan Planner) er
 			}
 		}
 		if err := repository.InsertBroadcast(ctx, tx, b); err != nil {
+			return err
+		}
+		// The request's audit entry commits with the broadcast.
+		audit.Created(ctx, "broadcast", strconv.FormatUint(b.ID, 10))
+		if err := audit.Write(ctx, tx); err != nil {
 			return err
 		}
 		if b.Status == model.StatusHeld {

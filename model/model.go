@@ -206,6 +206,9 @@ type Broadcast struct {
 	ReleasedBy    string
 	Releaser      Actor
 	ReleasedAt    *time.Time
+	// CanceledBy names who canceled it (the first to ask); "" for one
+	// nobody canceled, or that failed or expired.
+	CanceledBy string
 }
 
 // TargetedKnown reports whether Targeted is the count of the broadcast's

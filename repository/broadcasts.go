@@ -141,7 +141,7 @@ const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, a
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
 		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app, held_counted,
 		category_rules, excluded_no_consent, night_deferred,
-		created_by_kind, created_by_id, released_by_kind, released_by_id`
+		created_by_kind, created_by_id, released_by_kind, released_by_id, canceled_by`
 
 // selectBroadcast reads broadcast rows; selectOneBroadcast one row with
 // its error and variant counts as JSON objects, for a single read.
@@ -244,7 +244,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		deliverMS                 int64
 		startedAt, finishedAt     sql.NullTime
 		sendAt, fireTime          sql.NullTime
-		releasedBy                sql.NullString
+		releasedBy, canceledBy    sql.NullString
 		releasedAt, holdExpiresAt sql.NullTime
 		startsAt, plannedAt       sql.NullTime
 		categoryRules             sql.NullString
@@ -261,7 +261,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
 		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App, &b.HeldCounted,
 		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred,
-		&creatorKind, &creatorID, &releaserKind, &releaserID}, extra...)...); err != nil {
+		&creatorKind, &creatorID, &releaserKind, &releaserID, &canceledBy}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -275,6 +275,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 	b.SendAt = nullTime(sendAt)
 	b.FireTime = nullTime(fireTime)
 	b.ReleasedBy = releasedBy.String
+	b.CanceledBy = canceledBy.String
 	if creatorKind.Valid {
 		b.Creator = model.Actor{Kind: model.ActorKind(creatorKind.String), ID: creatorID.String, Name: b.CreatedBy}
 	}

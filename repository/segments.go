@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"pushfan/audit"
 	"pushfan/internal/platform/sqldb"
 	"pushfan/model"
 )
@@ -65,7 +66,11 @@ func (s *Store) CreateSegment(ctx context.Context, name string, e SegmentEdit) (
 		if err != nil {
 			return fmt.Errorf("insert id: %w", err)
 		}
-		return insertSegmentVersion(ctx, tx, uint64(id), 1, desc, e, at)
+		if err := insertSegmentVersion(ctx, tx, uint64(id), 1, desc, e, at); err != nil {
+			return err
+		}
+		audit.Created(ctx, "segment", name)
+		return audit.Write(ctx, tx) // the request's audit entry commits with the segment
 	})
 	if err != nil {
 		return model.Segment{}, fmt.Errorf("segment %q: %w", name, err)
@@ -106,7 +111,8 @@ func (s *Store) UpdateSegment(ctx context.Context, name string, e SegmentEdit) (
 		if _, err := tx.ExecContext(ctx, "UPDATE segments SET version = ?, updated_at = ? WHERE id = ?", seg.Version, at, id); err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
-		return nil
+		audit.SetDetail(ctx, "version", seg.Version)
+		return audit.Write(ctx, tx) // the request's audit entry commits with the version
 	})
 	if err != nil {
 		return model.Segment{}, fmt.Errorf("segment %q: %w", name, err)
@@ -209,14 +215,21 @@ func (s *Store) DeleteSegment(ctx context.Context, name string, at time.Time) er
 	if at.IsZero() {
 		at = time.Now()
 	}
-	res, err := s.db.ExecContext(ctx, "UPDATE segments SET deleted_at = ? WHERE live_name = ?", dbTime(at), name)
+	// One transaction with the request's audit entry.
+	err := sqldb.InTx(ctx, s.db.DB, s.log, "delete segment", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE segments SET deleted_at = ? WHERE live_name = ?", dbTime(at), name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return audit.Write(ctx, tx)
+	})
 	if err != nil {
 		return fmt.Errorf("delete segment %q: %w", name, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete segment %q: %w", name, err)
-	} else if n == 0 {
-		return fmt.Errorf("delete segment %q: %w", name, ErrNotFound)
 	}
 	return nil
 }

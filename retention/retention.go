@@ -1,6 +1,7 @@
 // Package retention deletes what pushfan no longer keeps: broadcasts that
 // finished longer ago than PUSHFAN_RETENTION, with their failure rows and
-// error counts, and old skipped cron fires. Their totals move into the
+// error counts, old skipped cron fires, and audit entries older than
+// PUSHFAN_AUDIT_RETENTION. Their totals move into the
 // stats archive in the same transaction as each delete, so /push/stats
 // does not change.
 //
@@ -40,14 +41,24 @@ type Ledger interface {
 // run that lost its lease may still be reading its last page.
 const ledgerGrace = time.Hour
 
+// Trail is the audit trail's storage: PurgeAudit deletes entries older
+// than cutoff in small batches with pause between them, and returns how
+// many it deleted.
+type Trail interface {
+	PurgeAudit(ctx context.Context, cutoff time.Time, pause time.Duration) (int64, error)
+}
+
 // Options tune a Runner.
 type Options struct {
 	// Ledger, if set, is swept at every pass.
 	Ledger Ledger
-	Keep   time.Duration // how long finished broadcasts are kept
-	Every  time.Duration // time between passes (jittered by up to a tenth)
-	Pause  time.Duration // between batches of one pass
-	Now    func() time.Time
+	// Trail, if set, loses its entries older than AuditKeep at every pass.
+	Trail     Trail
+	AuditKeep time.Duration
+	Keep      time.Duration // how long finished broadcasts are kept
+	Every     time.Duration // time between passes (jittered by up to a tenth)
+	Pause     time.Duration // between batches of one pass
+	Now       func() time.Time
 }
 
 // Runner runs retention passes until stopped.
@@ -106,6 +117,8 @@ type Result struct {
 	SkippedFires int64
 	// CapRows are the frequency ledger's rows deleted.
 	CapRows int64
+	// AuditEntries are the audit entries deleted.
+	AuditEntries int64
 }
 
 // RunOnce runs one pass now, unless another instance is running one.
@@ -125,6 +138,11 @@ func (r *Runner) RunOnce(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("sweeping the frequency ledger: %w", err)
 		}
 	}
+	if r.opt.Trail != nil && r.opt.AuditKeep > 0 {
+		if res.AuditEntries, err = r.opt.Trail.PurgeAudit(ctx, r.opt.Now().Add(-r.opt.AuditKeep), r.opt.Pause); err != nil {
+			return res, fmt.Errorf("deleting old audit entries: %w", err)
+		}
+	}
 	for {
 		n, err := r.store.PurgeFinished(ctx, cutoff, r.opt.Pause)
 		res.Broadcasts += n
@@ -142,9 +160,9 @@ func (r *Runner) RunOnce(ctx context.Context) (Result, error) {
 		n, err := r.store.PurgeSkippedFires(ctx, cutoff)
 		res.SkippedFires += n
 		if err != nil || n == 0 {
-			if res.Broadcasts > 0 || res.SkippedFires > 0 {
+			if res.Broadcasts > 0 || res.SkippedFires > 0 || res.AuditEntries > 0 {
 				r.log.Info("retention pass", "broadcasts_deleted", res.Broadcasts, "skipped_fires_deleted", res.SkippedFires, "older_than", cutoff,
-					"frequency_ledger_rows_deleted", res.CapRows)
+					"frequency_ledger_rows_deleted", res.CapRows, "audit_entries_deleted", res.AuditEntries)
 			}
 			return res, err
 		}

@@ -52,7 +52,8 @@ func (s *Server) routeConsole(e *echo.Echo) {
 		// FileFS opens through io/fs, which refuses ".." and absolute names.
 		return echo.StaticFileHandler(name, files)(c)
 	})
-	api := e.Group("/console/api")
+	// Sign-out is recorded (audit's table); sign-ins record themselves.
+	api := e.Group("/console/api", s.auditChanges())
 	api.POST("/session", s.signIn)
 	api.GET("/session", s.whoAmI)
 	api.DELETE("/session", s.signOut)

@@ -28,7 +28,7 @@ type Submitter interface {
 	// the field at fault.
 	Validate(spec rules.Spec) (broadcast.Request, error)
 	Submit(ctx context.Context, req broadcast.Request) (b *model.Broadcast, existing bool, err error)
-	Cancel(ctx context.Context, id uint64) (*model.Broadcast, error)
+	Cancel(ctx context.Context, id uint64, by string) (*model.Broadcast, error)
 	Release(ctx context.Context, id uint64, by model.Actor) (*model.Broadcast, error)
 	Resend(ctx context.Context, rr broadcast.ResendRequest) (*model.Broadcast, bool, error)
 	FireJob(ctx context.Context, j *cron.Compiled, at time.Time) (*model.Broadcast, bool, error)
@@ -87,6 +87,8 @@ type Domain struct {
 	Jobs []*cron.Compiled
 	// Categories are the message categories (GET /push/categories).
 	Categories Categories
+	// AuditLog reads the audit trail (nil: its routes answer 503).
+	AuditLog AuditLog
 }
 
 // Consents records and reads the bundled consent table (consent.Book),

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"pushfan/apikey"
+	"pushfan/audit"
 	"pushfan/broadcast"
 	"pushfan/broadcast/rules"
 	"pushfan/consent"
@@ -68,6 +69,10 @@ func (s *Server) toAPIError(err error, c echo.Context) *APIError {
 	var ce *consent.FieldError
 	if errors.As(err, &ce) {
 		return &APIError{Status: http.StatusBadRequest, Code: ce.Code, Field: ce.Field, Message: ce.Message}
+	}
+	var ae *audit.FieldError
+	if errors.As(err, &ae) {
+		return &APIError{Status: http.StatusBadRequest, Code: ae.Code, Field: ae.Field, Message: ae.Message}
 	}
 	var ke *apikey.FieldError
 	if errors.As(err, &ke) {

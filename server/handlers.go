@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/audit"
 	"pushfan/fcm"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
@@ -102,6 +103,7 @@ func (s *Server) answerSubmitted(c echo.Context, b *model.Broadcast, existing, w
 	ctx := c.Request().Context()
 	if existing {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
+		audit.Created(ctx, "broadcast", strconv.FormatUint(b.ID, 10)) // the repeat's entry names it
 	}
 	if wait && !b.Status.Final() && b.Status != model.StatusScheduled && b.Status != model.StatusHeld {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeouts.Wait)
@@ -155,7 +157,7 @@ func (s *Server) cancelBroadcast(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
 	defer cancel()
-	b, err := s.dom.Submitter.Cancel(ctx, id)
+	b, err := s.dom.Submitter.Cancel(ctx, id, callerName(c))
 	if err != nil {
 		return err
 	}

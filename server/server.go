@@ -24,6 +24,7 @@ import (
 	"pushfan/engagement"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
+	"pushfan/server/audittrail"
 	"pushfan/server/consents"
 	"pushfan/server/jobs"
 	"pushfan/server/keys"
@@ -121,7 +122,7 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 	s.routeEvents(e)
 	s.routePush(e)
 
-	internal := e.Group("/internal", s.requireBearer(s.auth.internal, "internal"))
+	internal := e.Group("/internal", s.requireBearer(s.auth.internal, "internal"), s.auditChanges())
 	s.jobRoutes().RegisterTrigger(internal)
 	s.echo = e
 	return s
@@ -129,7 +130,7 @@ func New(cfg Config, d Domain, db Pinger, log *slog.Logger, opts ...Option) *Ser
 
 // routePush serves the admin API under /push.
 func (s *Server) routePush(e *echo.Echo) {
-	push := e.Group("/push", s.requireAdmin)
+	push := e.Group("/push", s.requireAdmin, s.auditChanges())
 	// A resend creates a broadcast too: one submit budget per token for both.
 	submits := newSubmitLimiter(s.cfg.Limits.SubmitsPerMinute, "broadcasts")
 	push.POST("/broadcast", s.createBroadcast, submits.middleware)
@@ -176,6 +177,8 @@ func (s *Server) routePush(e *echo.Echo) {
 	// Webhook endpoints hear of every app's broadcasts: a token limited
 	// to some apps gets 403 on them (everyApp).
 	(&webhooks.Routes{Deliverer: s.extra.webhooks}).Register(push, everyApp)
+	// The audit trail (admins: neededRole); entries are only appended.
+	(&audittrail.Routes{Log: s.dom.AuditLog, Logger: s.log}).Register(push)
 }
 
 // jobRoutes are the cron jobs' routes (package jobs).

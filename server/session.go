@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/audit"
 	"pushfan/model"
 )
 
@@ -209,6 +210,7 @@ func (s *Server) signOut(c echo.Context) error {
 		return err
 	}
 	s.console.watch.EndSession(sess.IDHash)
+	audit.SetActor(c.Request().Context(), t.Actor) // who signed out, for the entry
 	clearCookie()
 	return c.NoContent(http.StatusNoContent)
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"pushfan/audit"
+	"pushfan/internal/platform/sqldb"
 )
 
 // Health is an endpoint's state, for operators.
@@ -165,16 +168,23 @@ func (d *Deliverer) Deliveries(ctx context.Context, endpoint string, broadcastID
 // Redeliver sends delivery id of endpoint again, at once, with its
 // webhook-id (whatever it ended as: delivered, gone, expired or waiting).
 func (d *Deliverer) Redeliver(ctx context.Context, endpoint string, id uint64) error {
-	res, err := d.db.ExecContext(ctx, `UPDATE webhook_outbox SET status = 'pending', next_at = UTC_TIMESTAMP(6), created_at = UTC_TIMESTAMP(6)
-		WHERE id = ? AND endpoint = ?`, id, endpoint)
+	// One transaction with the request's audit entry.
+	err := sqldb.InTx(ctx, d.db, d.log, "redeliver", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET status = 'pending', next_at = UTC_TIMESTAMP(6), created_at = UTC_TIMESTAMP(6)
+			WHERE id = ? AND endpoint = ?`, id, endpoint)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			var one int
+			if err := tx.QueryRowContext(ctx, "SELECT 1 FROM webhook_outbox WHERE id = ? AND endpoint = ?", id, endpoint).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("delivery %d of %q: %w", id, endpoint, ErrNotFound)
+			}
+		}
+		return audit.Write(ctx, tx)
+	})
 	if err != nil {
 		return fmt.Errorf("redeliver: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		var one int
-		if err := d.db.QueryRowContext(ctx, "SELECT 1 FROM webhook_outbox WHERE id = ? AND endpoint = ?", id, endpoint).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("delivery %d of %q: %w", id, endpoint, ErrNotFound)
-		}
 	}
 	d.Wake()
 	return nil
@@ -186,11 +196,19 @@ func (d *Deliverer) Enable(ctx context.Context, endpoint string) error {
 	if d.endpoints[endpoint] == nil {
 		return fmt.Errorf("endpoint %q: %w", endpoint, ErrNotFound)
 	}
-	if _, err := d.db.ExecContext(ctx, "UPDATE webhook_endpoints SET disabled_at = NULL, reason = NULL WHERE name = ?", endpoint); err != nil {
-		return fmt.Errorf("enable %s: %w", endpoint, err)
-	}
-	if _, err := d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_at = UTC_TIMESTAMP(6), created_at = UTC_TIMESTAMP(6)
-		WHERE endpoint = ? AND status = 'pending'`, endpoint); err != nil {
+	// One transaction: the endpoint, its waiting events and the request's
+	// audit entry.
+	err := sqldb.InTx(ctx, d.db, d.log, "enable endpoint", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "UPDATE webhook_endpoints SET disabled_at = NULL, reason = NULL WHERE name = ?", endpoint); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_at = UTC_TIMESTAMP(6), created_at = UTC_TIMESTAMP(6)
+			WHERE endpoint = ? AND status = 'pending'`, endpoint); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx)
+	})
+	if err != nil {
 		return fmt.Errorf("enable %s: %w", endpoint, err)
 	}
 	d.Wake()

@@ -21,6 +21,7 @@ import * as segbuilder from './segbuilder.js';
 import * as cluster from './cluster.js';
 import * as webhooks from './webhooks.js';
 import * as keys from './keys.js';
+import * as activity from './activity.js';
 
 const ROUTES = [
   {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
@@ -38,6 +39,7 @@ const ROUTES = [
   {re: /^\/webhooks$/, page: 'webhooks', title: 'Webhooks', mod: webhooks},
   {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
   {re: /^\/keys$/, page: 'keys', title: 'API keys', mod: keys},
+  {re: /^\/activity$/, page: 'activity', title: 'Activity', mod: activity},
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
@@ -53,6 +55,7 @@ const NAV = [
   ['#/cluster', 'Cluster'],
   ['#/webhooks', 'Webhooks', null, 'every-app'],
   ['#/keys', 'Keys', 'admin', 'every-app'],
+  ['#/activity', 'Activity', 'admin'],
 ];
 
 let active = null; // the page on screen: {controller, cleanups}

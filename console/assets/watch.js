@@ -548,6 +548,7 @@ function detailsView(b) {
       ['Starts at', b.starts_at ? timeEl(b.starts_at) : null],
       ['Hold expires', b.hold_expires_at ? timeEl(b.hold_expires_at) : null],
       ['Released', b.released_at ? h('span', null, timeEl(b.released_at), b.released_by ? ` by ${b.released_by}` : '') : null],
+      ['Canceled by', b.canceled_by || null],
       ['Started', timeEl(b.started_at)],
       ['Finished', timeEl(b.finished_at)],
       ['Expected finish', b.expected_finish_at ? timeEl(b.expected_finish_at) : null],

@@ -14,10 +14,12 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/audit"
 	"pushfan/cron"
 	"pushfan/model"
 	"pushfan/server/apierror"
@@ -84,6 +86,7 @@ func (r *Routes) trigger(c echo.Context) error {
 	}
 	if existing {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
+		audit.Created(c.Request().Context(), "broadcast", strconv.FormatUint(b.ID, 10)) // the repeat's entry names it
 	}
 	return c.JSON(http.StatusOK, r.View(b))
 }

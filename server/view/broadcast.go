@@ -72,6 +72,7 @@ type Broadcast struct {
 	HoldExpiresAt *time.Time `json:"hold_expires_at,omitempty"`
 	ReleasedBy    string     `json:"released_by,omitempty"`
 	ReleasedAt    *time.Time `json:"released_at,omitempty"`
+	CanceledBy    string     `json:"canceled_by,omitempty"`
 	ParentID      uint64     `json:"parent_id,omitempty"`
 
 	// StartsAt is when a scheduled broadcast or cron fire starts: send_at
@@ -106,7 +107,7 @@ func Of(b *model.Broadcast, now time.Time) Broadcast {
 		Class:  b.Class,
 
 		Variants:      b.Variants,
-		HoldExpiresAt: b.HoldExpiresAt, ReleasedBy: b.ReleasedBy, ReleasedAt: b.ReleasedAt, ParentID: b.ParentID,
+		HoldExpiresAt: b.HoldExpiresAt, ReleasedBy: b.ReleasedBy, ReleasedAt: b.ReleasedAt, CanceledBy: b.CanceledBy, ParentID: b.ParentID,
 	}
 	if b.TargetedKnown() {
 		n := b.Targeted

@@ -7,6 +7,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"pushfan/apikey"
 	"pushfan/audience"
+	"pushfan/audit"
 	"pushfan/broadcast"
 	"pushfan/broadcast/plan"
 	"pushfan/broadcast/reads"
@@ -219,17 +221,24 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	for _, a := range cfg.AppList() {
 		appNames = append(appNames, a.Name)
 	}
-	apiKeys := apikey.New(pool.DB, apikey.Options{Apps: appNames, DBTimeout: cfg.DB.Timeout}, log)
+	// A key's create and revoke write the request's audit entry in their
+	// own transaction.
+	apiKeys := apikey.New(pool.DB, apikey.Options{Apps: appNames, DBTimeout: cfg.DB.Timeout, OnWrite: auditKey}, log)
 	reloader := &Reloader{cfg: cfg, named: named, catalog: catalog, rules: requestRules, jobs: jobs, log: log}
+	// The audit trail: the routes' entries that join no other change
+	// (sign-ins among them), and its reads.
+	trail := audit.NewStore(pool.DB)
+	dom := apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs)
+	dom.AuditLog = trail
 	opts := append([]server.Option{server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
-		apiOIDC(cfg, store)}, extra...)
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs), store, log, opts...)
+		apiOIDC(cfg, store), server.WithAuditor(trail)}, extra...)
+	api := server.New(apiConfig(cfg, log), dom, store, log, opts...)
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger})
+	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger, Trail: store, AuditKeep: cfg.Engine.AuditRetention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	return &Instance{Sender: parts[0].Sender, Engine: parts[0].Engine, Apps: parts, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret,
 		Quota: parts[0].Quota, Events: events, Webhooks: deliverer, Summaries: summaries, Audiences: reloader}, nil
@@ -300,4 +309,13 @@ func categoryRules(cfg config.Config) rules.CategoryRules {
 		r.List[c.Name] = c
 	}
 	return r
+}
+
+// auditKey writes the request's audit entry in the transaction of a key's
+// create or revoke (apikey.Options.OnWrite); a new key is its target.
+func auditKey(ctx context.Context, tx *sql.Tx, action string, k apikey.Key, _ model.Actor) error {
+	if action == apikey.ActionCreate {
+		audit.Created(ctx, "key", k.ID)
+	}
+	return audit.Write(ctx, tx)
 }

@@ -43,6 +43,7 @@ type Broadcast struct {
 	ParentID      uint64     `json:"parent_id"`
 	HoldExpiresAt *time.Time `json:"hold_expires_at"`
 	ReleasedBy    string     `json:"released_by"`
+	CanceledBy    string     `json:"canceled_by"`
 	ReleasedAt    *time.Time `json:"released_at"`
 	// Consent (docs/consent.md): the category, its rules as the
 	// broadcast ran under them, and the targets left out or deferred.

@@ -22,7 +22,8 @@ var allowed = map[string][]string{
 	"internal/platform/lifecycle": nil,
 	"internal/platform/logging":   nil,
 	"internal/platform/sqldb":     nil,
-	"internal/platform/sdnotify":  nil, // systemd's notify protocol: READY, STOPPING, the watchdog
+	"internal/platform/sdnotify":  nil,                                  // systemd's notify protocol: READY, STOPPING, the watchdog
+	"audit":                       {"internal/platform/sqldb", "model"}, // the audit trail: the action table, the request's pending entry, its storage
 	"internal/devtools/apiclient": nil,
 	"audience":                    {"config"}, // named audiences: SQL over an injected pool, compiled from the config's definitions
 	"fcmemu":                      nil,        // the emulator knows nothing of pushfan
@@ -37,17 +38,17 @@ var allowed = map[string][]string{
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
-	"lease":       {"internal/platform/sqldb", "lease/codec", "model", "repository"},
-	"lease/codec": nil,                                                                                                            // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
-	"repository":  {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
+	"lease":       {"audit", "internal/platform/sqldb", "lease/codec", "model", "repository"},
+	"lease/codec": nil,                                                                                                                     // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
+	"repository":  {"audit", "model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
 	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
-	"caps":        {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
-	"consent":     {"internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
-	"apikey":      {"internal/platform/sqldb", "model"},                       // the API keys kept in the database: create, list, revoke, the cached check
-	"engagement":  {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
-	"webhook":     {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
-	"metrics":     nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
-	"quota":       {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
+	"caps":        {"config", "internal/platform/sqldb", "model"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
+	"consent":     {"audit", "internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
+	"apikey":      {"internal/platform/sqldb", "model"},                                // the API keys kept in the database: create, list, revoke, the cached check
+	"engagement":  {"internal/platform/lifecycle", "model"},                            // event tokens and their group-committed ingestion
+	"webhook":     {"audit", "internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
+	"metrics":     nil,                                                                 // Prometheus collectors; fanout.Metrics takes plain values
+	"quota":       {"internal/platform/lifecycle", "internal/platform/sqldb"},          // the cluster's rate budget, over MySQL, behind quota.Limiter
 	// The message: rules, platform overrides, localized variants and
 	// templates, rendered per target.
 	"broadcast/message": {"audience", "fanout", "model"},
@@ -86,7 +87,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk"},
+	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -98,13 +99,14 @@ var allowed = map[string][]string{
 	// of the categories and the bundled consent table, and of the saved
 	// segments (the server registers them in its /push group and passes them its strict
 	// decoding, the caller's name and its clock).
-	"server/view":      {"model"},
-	"server/live":      {"model", "server/view"},
-	"server/ratelimit": nil,
-	"server/proxies":   nil,
-	"server/consents":  {"consent", "model"},
-	"server/segments":  {"model", "segment", "segment/filter"},
-	"server/keys":      {"apikey", "model"},
+	"server/view":       {"model"},
+	"server/live":       {"model", "server/view"},
+	"server/ratelimit":  nil,
+	"server/proxies":    nil,
+	"server/consents":   {"consent", "model"},
+	"server/segments":   {"model", "segment", "segment/filter"},
+	"server/keys":       {"apikey", "model"},
+	"server/audittrail": {"audit", "internal/platform/logging", "model"}, // the audit trail's routes: the list and its NDJSON export
 	// The API's error (status, code, message, field), which server and
 	// its route packages return, and the webhook endpoints' routes.
 	"server/apierror": nil,
@@ -113,14 +115,14 @@ var allowed = map[string][]string{
 	// redirect, the web SDK.
 	"server/events": {"engagement", "server/apierror", "server/ratelimit", "websdk"},
 	// The cron jobs' routes: the list and the external trigger.
-	"server/jobs": {"cron", "model", "server/apierror"},
+	"server/jobs": {"audit", "cron", "model", "server/apierror"},
 	// The console's OpenID Connect relying party (go-oidc, x/oauth2): the
 	// provider's redirect, the code exchange, the ID token's checks and
 	// the groups' roles; the server keeps the sign-ins and the sessions.
 	"server/sso": {"model"},
 	"console":    nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
+	"cmd/pushfan/app": {"apikey", "audience", "audit", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -155,10 +157,10 @@ var layer = map[string]int{
 	"model": 0, "internal/platform/clock": 0, "internal/platform/lifecycle": 0, "internal/platform/logging": 0,
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0, "server/apierror": 0,
-	"server/sso": 1,
-	"config":     1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
-	"server/live": 2,
-	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
+	"server/sso": 1, "audit": 1,
+	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
+	"server/live": 2, "server/audittrail": 2,
+	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
 	"lease":                             3,
 	"server/consents":                   3,
 	"server/keys":                       3,
