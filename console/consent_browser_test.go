@@ -188,7 +188,8 @@ func TestConsoleSendsInACategoryWithConsent(t *testing.T) {
 	// User 5 waits for the window's end (an hour away: that the deferred
 	// send arrives at the end is server's TestConsent* stack tests' job);
 	// the operator cancels what waits.
-	e.waitFor("the deferred target waiting", 20*time.Second, text("#watch-status")+` === 'waiting'`)
+	e.waitFor("the deferred target waiting", 20*time.Second, `document.querySelector('#count-waiting')?.dataset.value === '1'
+		&& document.querySelector('#count-succeeded')?.dataset.value === '3'`)
 	if c := e.emu.Counts(tokens[5]); c.Attempts != 0 {
 		t.Fatalf("user 5 (inside the night window, no night consent): %+v before the window's end", c)
 	}

@@ -21,7 +21,9 @@ import (
 // OIDC provider process (the "Sign in with" button, the provider's login
 // page, back to the console), the header names the person, the token form
 // is hidden (PUSHFAN_TOKEN_SIGNIN=false), and the person, an approver by
-// their group, releases a held broadcast, which then names them.
+// their group, releases a held broadcast, which then names them; an
+// admin, signed in next through the provider, sees the release by the
+// approver's name on the Activity page.
 func TestConsoleSignsInThroughTheProvider(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a browser test (Chromium, the pushfan binary, an OIDC provider process): make test runs it, make test-short does not")
@@ -37,7 +39,8 @@ func TestConsoleSignsInThroughTheProvider(t *testing.T) {
 	const password = "correct horse battery staple"
 	op := oidcprovider.Start(t,
 		[]oidcprovider.Client{{ID: "pushfan-console", Secret: "console-secret-0123456789", RedirectURIs: []string{public + "/console/oidc/callback"}}},
-		[]oidcprovider.User{{ID: "sub-bob", Username: "bob", Password: password, Email: "bob@example.com", Name: "Bob", Groups: []string{"push-approvers"}}})
+		[]oidcprovider.User{{ID: "sub-bob", Username: "bob", Password: password, Email: "bob@example.com", Name: "Bob", Groups: []string{"push-approvers"}},
+			{ID: "sub-ann", Username: "ann", Password: password, Email: "ann@example.com", Name: "Ann", Groups: []string{"push-admins"}}})
 	yaml := filepath.Join(t.TempDir(), "pushfan.yaml")
 	if err := os.WriteFile(yaml, []byte("oidc:\n  roles:\n    push-admins: admin\n    push-approvers: approver\n    \"*\": viewer\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -72,18 +75,22 @@ func TestConsoleSignsInThroughTheProvider(t *testing.T) {
 	}
 	// The provider's login page asks for a favicon it does not have.
 	e.expectBrowserError("favicon.ico")
-	e.click("#signin-oidc")
-	// The provider's own login page.
-	e.do("filling the provider's login page", 30*time.Second,
-		chromedp.WaitVisible(chromedp.CSS("#username")),
-		chromedp.SendKeys(chromedp.CSS("#username"), "bob"),
-		chromedp.SendKeys(chromedp.CSS("#password"), password+"\r"))
-	// Back through the callback to the console (a navigation a poll
-	// cannot span: wait for the header's element first).
-	e.do("coming back to the console", 30*time.Second, chromedp.WaitVisible(chromedp.CSS("#whoami")))
-	e.page("dashboard")
-	e.waitFor("the person's name in the header", 10*time.Second,
-		`document.querySelector('#whoami .whoami-name')?.textContent === 'bob@example.com' && document.body.dataset.role === 'approver'`)
+	signIn := func(user, email, role string) {
+		t.Helper()
+		e.click("#signin-oidc")
+		// The provider's own login page.
+		e.do("filling the provider's login page", 30*time.Second,
+			chromedp.WaitVisible(chromedp.CSS("#username")),
+			chromedp.SendKeys(chromedp.CSS("#username"), user),
+			chromedp.SendKeys(chromedp.CSS("#password"), password+"\r"))
+		// Back through the callback to the console (a navigation a poll
+		// cannot span: wait for the header's element first).
+		e.do("coming back to the console", 30*time.Second, chromedp.WaitVisible(chromedp.CSS("#whoami")))
+		e.page("dashboard")
+		e.waitFor("the person's name in the header", 10*time.Second, fmt.Sprintf(
+			`document.querySelector('#whoami .whoami-name')?.textContent === %q && document.body.dataset.role === %q`, email, role))
+	}
+	signIn("bob", "bob@example.com", "approver")
 
 	e.route(fmt.Sprintf("#/broadcasts/%d", held.ID))
 	e.page("watch")
@@ -97,4 +104,17 @@ func TestConsoleSignsInThroughTheProvider(t *testing.T) {
 	if b.ReleasedBy != "bob@example.com" || b.Targeted != want || b.Succeeded+b.Failed != want {
 		t.Fatalf("released: released_by %q, %d targeted (want %d), %d+%d counted", b.ReleasedBy, b.Targeted, want, b.Succeeded, b.Failed)
 	}
+	if n := eval[int](e, "the approver's Activity links", `document.querySelectorAll('#nav a[href="#/activity"]').length`); n != 0 {
+		t.Fatalf("an approver's nav has %d Activity links; the audit is an admin's", n)
+	}
+
+	// Ann, an admin by her group, sees bob's release on the Activity page.
+	e.click("#signout")
+	e.page("signin")
+	signIn("ann", "ann@example.com", "admin")
+	e.click(`#nav a[href="#/activity"]`)
+	e.page("activity")
+	e.waitFor("bob's release, by his name", 10*time.Second, fmt.Sprintf(
+		`[...document.querySelectorAll('#activity-table tbody tr[data-entry]')].some((r) => r.dataset.action === 'broadcast.release'
+			&& r.querySelector('.target').textContent === 'broadcast:%d' && r.querySelector('.actor').textContent === 'bob@example.com person')`, held.ID))
 }
