@@ -6,7 +6,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/audit"
 	"pushfan/broadcast"
+	"pushfan/model"
 )
 
 // releaseBroadcast lets a held broadcast go: 200 with the broadcast object,
@@ -24,6 +26,10 @@ func (s *Server) releaseBroadcast(c echo.Context) error {
 	case errors.Is(err, broadcast.ErrNotHeld):
 		return &APIError{Status: http.StatusConflict, Code: "not_held", Message: "only a held broadcast can be released: " + err.Error()}
 	case errors.Is(err, broadcast.ErrFourEyes):
+		if p := caller(c); p != nil {
+			s.record(c, model.AuditEntry{Actor: p.Actor, Action: audit.BroadcastReleaseRefused, Target: "broadcast:" + c.Param("id"),
+				Detail: detail(map[string]any{"rule": "four_eyes"})})
+		}
 		return &APIError{Status: http.StatusForbidden, Code: "four_eyes_required",
 			Message: "PUSHFAN_RELEASE_FOUR_EYES is on: a held broadcast must be released by another person, key or token than the one that created it (" + string(by.Kind) + " " + by.Name + "), whatever its role"}
 	case err != nil:

@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,28 @@ func TestHeldFourEyes(t *testing.T) {
 	}
 	if st := s.Emu.Stats(); st.Accepted != 30 {
 		t.Fatalf("emulator accepted %d, want 30", st.Accepted)
+	}
+	// The audit names both: the creator's refused release and the second
+	// token's release, newest first.
+	var trail struct {
+		Entries []struct {
+			Action string
+			Actor  struct{ Kind, Name string }
+			Detail map[string]any
+		}
+	}
+	if resp := s.Do("GET", fmt.Sprintf("/push/audit?target=broadcast:%d", b.ID), nil, &trail); resp.StatusCode != http.StatusOK {
+		t.Fatalf("audit: %d", resp.StatusCode)
+	}
+	var got []string
+	for _, e := range trail.Entries {
+		got = append(got, e.Action+" "+e.Actor.Kind+":"+e.Actor.Name)
+	}
+	if want := []string{"broadcast.release token:bob", "broadcast.release.refused token:alice", "broadcast.create token:alice"}; !slices.Equal(got, want) {
+		t.Fatalf("the broadcast's audit: %v, want %v", got, want)
+	}
+	if trail.Entries[1].Detail["rule"] != "four_eyes" {
+		t.Errorf("the refusal's detail: %v, want the rule four_eyes", trail.Entries[1].Detail)
 	}
 }
 
