@@ -61,8 +61,18 @@ func TestASegmentSelectsExactlyWhatItsFilterMatches(t *testing.T) {
 	s := seedSegmentPopulation(t, newStore(t), targets)
 	fields := s.Schema().SegmentFields()
 	nonEmpty := 0
-	for i := range 20 {
-		raw := segmentgen.Filter(rng, 3)
+	filters := make([]json.RawMessage, 0, 28)
+	for range 20 {
+		filters = append(filters, segmentgen.Filter(rng, 3))
+	}
+	// And every negated presence, which a random seed may miss: a NULL is
+	// absent, so "not absent" must not let NULLs through.
+	for _, field := range []string{"attributes.plan", "locale", "app_version", "last_seen"} {
+		for _, v := range []string{"true", "false"} {
+			filters = append(filters, json.RawMessage(`{"not":{"field":"`+field+`","op":"exists","value":`+v+`}}`))
+		}
+	}
+	for i, raw := range filters {
 		f, err := filter.Parse(raw, fields, "filter")
 		if err != nil {
 			t.Fatalf("filter %d %s: %v", i, raw, err)
@@ -97,7 +107,7 @@ func TestASegmentSelectsExactlyWhatItsFilterMatches(t *testing.T) {
 		}
 	}
 	if nonEmpty < 5 {
-		t.Fatalf("only %d of 20 filters selected some but not all tokens: the property says little", nonEmpty)
+		t.Fatalf("only %d of %d filters selected some but not all tokens: the property says little", nonEmpty, len(filters))
 	}
 }
 

@@ -57,6 +57,20 @@ func leaf(b *strings.Builder, args *[]any, c *Condition, neg bool) {
 		op, neg = pos, !neg
 	}
 	col := c.Field.Expr
+	if op == "exists" {
+		// Presence is never NULL: its negation is the other presence,
+		// with no "IS NULL OR" (a NULL is absent, not unknown).
+		present := col + " IS NOT NULL"
+		if c.Field.Kind == KindString || c.Field.Kind == KindVersion {
+			present += " AND " + col + " <> ''"
+		}
+		if c.Values[0].(bool) != neg {
+			b.WriteString("(" + present + ")")
+		} else {
+			b.WriteString("(NOT (" + present + "))")
+		}
+		return
+	}
 	if neg {
 		b.WriteString("(" + col + " IS NULL OR NOT ")
 	}
@@ -66,16 +80,6 @@ func leaf(b *strings.Builder, args *[]any, c *Condition, neg bool) {
 		val = versionKeySQL(col)
 	}
 	switch op {
-	case "exists":
-		present := col + " IS NOT NULL"
-		if c.Field.Kind == KindString || c.Field.Kind == KindVersion {
-			present += " AND " + col + " <> ''"
-		}
-		if c.Values[0].(bool) {
-			b.WriteString(present)
-		} else {
-			b.WriteString("NOT (" + present + ")")
-		}
 	case "in":
 		b.WriteString(val + " IN (")
 		for i, v := range c.Values {
