@@ -268,12 +268,20 @@ func decodeSent(b []byte) ([]TargetOutcome, error) {
 	return out, nil
 }
 
-// outcomesOf returns cp's outcomes (nil when the checkpoint lists none).
+// outcomesOf returns cp's sent outcomes (succeeded, failed, capped): the
+// ones the fenced-holder rules count (nil when the checkpoint lists none).
 func outcomesOf(cp Checkpoint) []TargetOutcome {
-	if cp.Outcomes == nil {
-		return nil
+	return sentOf(allOutcomes(cp))
+}
+
+// sentOf returns the sent outcomes of outs.
+func sentOf(outs []TargetOutcome) []TargetOutcome {
+	for _, o := range outs {
+		if !o.Kind.sent() {
+			return slices.DeleteFunc(slices.Clone(outs), func(o TargetOutcome) bool { return !o.Kind.sent() })
+		}
 	}
-	return cp.Outcomes()
+	return outs
 }
 
 // byCursor returns a copy of outs ascending by cursor, in their order
@@ -290,7 +298,13 @@ func byCursor(outs []TargetOutcome) []TargetOutcome {
 // checkpoint's sequence, so a retry after a lost answer stores nothing
 // twice.
 func storeAside(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) error {
-	if b := encodeSent(byCursor(outcomesOf(cp))); len(b) > 0 {
+	// Kept as this holder's listing too: the reader ranks a target's
+	// listings as the close counts them (outcomes.go, Precedence).
+	outs := allOutcomes(cp)
+	if err := keepOutcomes(ctx, tx, c, seq, outs); err != nil {
+		return err
+	}
+	if b := encodeSent(byCursor(sentOf(outs))); len(b) > 0 {
 		if _, err := tx.ExecContext(ctx, "INSERT IGNORE INTO fenced_sends (broadcast_id, seq, epoch, ckpt_seq, outcomes) VALUES (?, ?, ?, ?, ?)",
 			c.BroadcastID, c.Seq, c.Epoch, seq, b); err != nil {
 			return fmt.Errorf("store a fenced holder's sends aside: %w", err)
@@ -390,7 +404,13 @@ func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsent
 			return err
 		}
 	}
-	unsent, m := take(unsent, outcomesOf(cp), ownSeq > 0)
+	outs := allOutcomes(cp)
+	// Keyed by the report's sequence (a fenced holder's, ownSeq 0, too),
+	// so a retry keeps nothing twice.
+	if err := keepOutcomes(ctx, tx, c, c.CkptSeq+1, outs); err != nil {
+		return err
+	}
+	unsent, m := take(unsent, sentOf(outs), ownSeq > 0)
 	res.Late, res.CancelRequested = true, true
 	fromCanceled := min(m.total(), rest)
 	enc, err := encodeSet(unsent)
