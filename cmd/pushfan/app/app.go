@@ -229,7 +229,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger})
+	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger, Outcomes: store, OutcomeKeep: cfg.Engine.OutcomeRetention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	return &Instance{Sender: parts[0].Sender, Engine: parts[0].Engine, Apps: parts, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret,
 		Quota: parts[0].Quota, Events: events, Webhooks: deliverer, Summaries: summaries, Audiences: reloader}, nil
