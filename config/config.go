@@ -173,9 +173,7 @@ type Engine struct {
 	// Retention is how long finished broadcasts, their failures and old
 	// skipped cron fires are kept.
 	Retention time.Duration `yaml:"retention"`
-	// OutcomeRetention is how long every target's kept outcome (the user
-	// lookup, a broadcast's export) is kept after its checkpoint; a
-	// broadcast deleted sooner (Retention) takes its outcomes with it.
+	// OutcomeRetention: how long every target's kept outcome is kept.
 	OutcomeRetention time.Duration `yaml:"outcome_retention"`
 	// HoldExpiry is how long a held broadcast waits for its release
 	// before it ends canceled ("hold expired").

@@ -11,6 +11,7 @@ import (
 
 	"pushfan/internal/platform/sqldb"
 	"pushfan/lease/codec"
+	"pushfan/lease/outcome"
 )
 
 // End says what a checkpoint does with the lease.
@@ -178,8 +179,8 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 				return err
 			}
 		}
-		outs := allOutcomes(cp)
-		if err := keepOutcomes(ctx, tx, c, seq, outs); err != nil {
+		outs, err := keepOutcomes(ctx, tx, c, seq, cp)
+		if err != nil {
 			return err
 		}
 		canceled := cp.Canceled
@@ -200,7 +201,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 			if err := tx.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
 				return fmt.Errorf("read the database clock: %w", err)
 			}
-			if fenced, err = closeFenced(ctx, tx, c, seq, cursor, storedDone, sentOf(outs), canceled, now); err != nil {
+			if fenced, err = closeFenced(ctx, tx, c, seq, cursor, storedDone, outcome.SentOf(outs), canceled, now); err != nil {
 				return err
 			}
 		}

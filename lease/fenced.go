@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"pushfan/lease/codec"
+	"pushfan/lease/outcome"
 )
 
 // A holder fenced off by a takeover (it stalled past its lease, and another
@@ -38,22 +39,20 @@ import (
 // tokens are found dead again at their next send), and its frequency-cap
 // reservations are its successor's to settle; only its counts are stored.
 
-// OutcomeKind says what became of one target in a checkpoint.
-type OutcomeKind uint8
-
-// The outcomes a checkpoint lists target by target (canceled ones are not).
-const (
-	OutcomeSucceeded OutcomeKind = iota + 1
-	OutcomeFailed
-	OutcomeCapped
+// OutcomeKind and TargetOutcome are package outcome's: what became of one
+// target in a checkpoint.
+type (
+	OutcomeKind   = outcome.Kind
+	TargetOutcome = outcome.Target
 )
 
-// TargetOutcome is one target's outcome in a checkpoint.
-type TargetOutcome struct {
-	Cursor uint64
-	Kind   OutcomeKind
-	Code   string // the error code, for OutcomeFailed
-}
+// The outcomes a checkpoint lists target by target.
+const (
+	OutcomeSucceeded = outcome.Succeeded
+	OutcomeFailed    = outcome.Failed
+	OutcomeCapped    = outcome.Capped
+	OutcomeCanceled  = outcome.Canceled
+)
 
 // moved is what a fenced holder's outcomes change in the broadcast's counts.
 type moved struct {
@@ -268,22 +267,6 @@ func decodeSent(b []byte) ([]TargetOutcome, error) {
 	return out, nil
 }
 
-// outcomesOf returns cp's sent outcomes (succeeded, failed, capped): the
-// ones the fenced-holder rules count (nil when the checkpoint lists none).
-func outcomesOf(cp Checkpoint) []TargetOutcome {
-	return sentOf(allOutcomes(cp))
-}
-
-// sentOf returns the sent outcomes of outs.
-func sentOf(outs []TargetOutcome) []TargetOutcome {
-	for _, o := range outs {
-		if !o.Kind.sent() {
-			return slices.DeleteFunc(slices.Clone(outs), func(o TargetOutcome) bool { return !o.Kind.sent() })
-		}
-	}
-	return outs
-}
-
 // byCursor returns a copy of outs ascending by cursor, in their order
 // where two name the same target.
 func byCursor(outs []TargetOutcome) []TargetOutcome {
@@ -300,11 +283,11 @@ func byCursor(outs []TargetOutcome) []TargetOutcome {
 func storeAside(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) error {
 	// Kept as this holder's listing too: the reader ranks a target's
 	// listings as the close counts them (outcomes.go, Precedence).
-	outs := allOutcomes(cp)
-	if err := keepOutcomes(ctx, tx, c, seq, outs); err != nil {
+	outs, err := keepOutcomes(ctx, tx, c, seq, cp)
+	if err != nil {
 		return err
 	}
-	if b := encodeSent(byCursor(sentOf(outs))); len(b) > 0 {
+	if b := encodeSent(byCursor(outcome.SentOf(outs))); len(b) > 0 {
 		if _, err := tx.ExecContext(ctx, "INSERT IGNORE INTO fenced_sends (broadcast_id, seq, epoch, ckpt_seq, outcomes) VALUES (?, ?, ?, ?, ?)",
 			c.BroadcastID, c.Seq, c.Epoch, seq, b); err != nil {
 			return fmt.Errorf("store a fenced holder's sends aside: %w", err)
@@ -404,13 +387,11 @@ func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsent
 			return err
 		}
 	}
-	outs := allOutcomes(cp)
-	// Keyed by the report's sequence (a fenced holder's, ownSeq 0, too),
-	// so a retry keeps nothing twice.
-	if err := keepOutcomes(ctx, tx, c, c.CkptSeq+1, outs); err != nil {
+	outs, err := keepOutcomes(ctx, tx, c, c.CkptSeq+1, cp) // a fenced holder's (ownSeq 0) too
+	if err != nil {
 		return err
 	}
-	unsent, m := take(unsent, sentOf(outs), ownSeq > 0)
+	unsent, m := take(unsent, outcome.SentOf(outs), ownSeq > 0)
 	res.Late, res.CancelRequested = true, true
 	fromCanceled := min(m.total(), rest)
 	enc, err := encodeSet(unsent)

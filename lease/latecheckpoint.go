@@ -85,7 +85,7 @@ func (s *Store) lateCheckpoint(ctx context.Context, tx *sql.Tx, c *Claim, cp Che
 			return false, err
 		}
 	}
-	if err := keepOutcomes(ctx, tx, c, seq, allOutcomes(cp)); err != nil {
+	if _, err := keepOutcomes(ctx, tx, c, seq, cp); err != nil {
 		return false, err
 	}
 	moved := cp.Succeeded + cp.Failed + cp.Capped

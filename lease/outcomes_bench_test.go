@@ -7,6 +7,7 @@ import (
 	"pushfan/internal/devtools/demo"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
+	"pushfan/lease/outcome"
 )
 
 // perCheckpoint is a checkpoint's targets at the measured pace: 12,000
@@ -110,7 +111,7 @@ func BenchmarkEncodeOutcomes(b *testing.B) {
 		for _, id := range ids {
 			out = append(out, lease.TargetOutcome{Cursor: id, Kind: lease.OutcomeSucceeded})
 		}
-		_ = lease.EncodeOutcomes(out[0].Cursor, out)
+		_ = outcome.Encode(out[0].Cursor, out)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perCheckpoint, "ns/target")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"pushfan/lease"
+	"pushfan/lease/outcome"
 )
 
 // kept looks every cursor in [lo, hi] up in broadcast id's kept outcomes:
@@ -13,7 +14,7 @@ func (f *fixture) kept(id, lo, hi uint64) map[uint64]string {
 	f.t.Helper()
 	got := map[uint64]string{}
 	for x := lo; x <= hi; x++ {
-		o, ok, err := lease.LookupOutcome(f.ctx(), f.db, id, x)
+		o, ok, err := outcome.LookupOne(f.ctx(), f.db, id, x)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -86,29 +87,29 @@ func TestACheckpointKeepsEveryTargetsOutcomeOnce(t *testing.T) {
 // several rows, each found by the bounded lookup.
 func TestOutcomesSpreadWideAreSplitIntoBoundedRows(t *testing.T) {
 	f := newFixture(t)
-	const hi = 5 * lease.MaxSpan
+	const hi = 5 * outcome.MaxSpan
 	id := f.broadcast(lease.Plan{Lo: 0, Hi: hi, Targets: 5})
 	c := f.claim("a")
 	var outs []lease.TargetOutcome
 	for i := uint64(1); i <= 5; i++ {
-		outs = append(outs, lease.TargetOutcome{Cursor: i * (lease.MaxSpan - 1), Kind: lease.OutcomeSucceeded})
+		outs = append(outs, lease.TargetOutcome{Cursor: i * (outcome.MaxSpan - 1), Kind: lease.OutcomeSucceeded})
 	}
 	if _, err := f.s.Checkpoint(f.ctx(), c, sends(lease.Done, hi, outs)); err != nil {
 		t.Fatal(err)
 	}
 	var rows, wide int64
-	if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*), COALESCE(SUM(hi - lo > ?), 0) FROM target_outcomes WHERE broadcast_id = ?", lease.MaxSpan, id).Scan(&rows, &wide); err != nil {
+	if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*), COALESCE(SUM(hi - lo > ?), 0) FROM target_outcomes WHERE broadcast_id = ?", outcome.MaxSpan, id).Scan(&rows, &wide); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 3 || wide != 0 {
 		t.Fatalf("%d rows, %d wider than MaxSpan; want 3, 0", rows, wide)
 	}
 	for _, o := range outs {
-		if got, ok, err := lease.LookupOutcome(f.ctx(), f.db, id, o.Cursor); err != nil || !ok || got.Kind != lease.OutcomeSucceeded {
+		if got, ok, err := outcome.LookupOne(f.ctx(), f.db, id, o.Cursor); err != nil || !ok || got.Kind != lease.OutcomeSucceeded {
 			t.Fatalf("cursor %d: %+v %v %v", o.Cursor, got, ok, err)
 		}
 	}
-	if _, ok, _ := lease.LookupOutcome(f.ctx(), f.db, id, lease.MaxSpan); ok {
+	if _, ok, _ := outcome.LookupOne(f.ctx(), f.db, id, outcome.MaxSpan); ok {
 		t.Fatal("a cursor no row lists was found")
 	}
 }
@@ -171,11 +172,11 @@ func TestOutcomesBlobRoundTrips(t *testing.T) {
 	outs := []lease.TargetOutcome{
 		{Cursor: 7, Kind: lease.OutcomeSucceeded}, {Cursor: 8, Kind: lease.OutcomeFailed, Code: "QUOTA_EXCEEDED"},
 		{Cursor: 9, Kind: lease.OutcomeCapped}, {Cursor: 300, Kind: lease.OutcomeCanceled},
-		{Cursor: 301, Kind: lease.OutcomeDeferred}, {Cursor: 302, Kind: lease.OutcomeStale}, {Cursor: 1 << 40, Kind: lease.OutcomeExcluded},
+		{Cursor: 301, Kind: outcome.Deferred}, {Cursor: 302, Kind: outcome.Stale}, {Cursor: 1 << 40, Kind: outcome.Excluded},
 	}
-	b := lease.EncodeOutcomes(7, outs)
+	b := outcome.Encode(7, outs)
 	var back []lease.TargetOutcome
-	if err := lease.DecodeOutcomes(7, b, func(o lease.TargetOutcome) bool { back = append(back, o); return true }); err != nil {
+	if err := outcome.Decode(7, b, func(o lease.TargetOutcome) bool { back = append(back, o); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(back) != len(outs) {
@@ -187,10 +188,10 @@ func TestOutcomesBlobRoundTrips(t *testing.T) {
 		}
 	}
 	dense := outcomes(1000, 1999, lease.OutcomeSucceeded)
-	if n := len(lease.EncodeOutcomes(1000, dense)); n != 1000 {
+	if n := len(outcome.Encode(1000, dense)); n != 1000 {
 		t.Fatalf("1,000 dense targets in %d bytes, want 1,000", n)
 	}
-	if err := lease.DecodeOutcomes(0, []byte{0xff}, func(lease.TargetOutcome) bool { return true }); err == nil {
+	if err := outcome.Decode(0, []byte{0xff}, func(lease.TargetOutcome) bool { return true }); err == nil {
 		t.Fatal("a truncated blob decoded")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
+	"pushfan/lease/outcome"
 	"pushfan/model"
 	"pushfan/retention"
 )
@@ -40,7 +41,7 @@ func TestRetentionDeletesOldOutcomesAndKeepsTheBroadcast(t *testing.T) {
 				q.WriteString(", ")
 			}
 			q.WriteString("(?, 1, 1, ?, 0, ?, ?, 1, ?, ?)")
-			args = append(args, b.ID, i+1, i+1, i+1, lease.EncodeOutcomes(uint64(i+1), []lease.TargetOutcome{{Cursor: uint64(i + 1), Kind: lease.OutcomeSucceeded}}), finished)
+			args = append(args, b.ID, i+1, i+1, i+1, outcome.Encode(uint64(i+1), []lease.TargetOutcome{{Cursor: uint64(i + 1), Kind: lease.OutcomeSucceeded}}), finished)
 		}
 		if _, err := tdb.SQL.DB.ExecContext(ctx, q.String(), args...); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"pushfan/cron"
 	"pushfan/model"
 	"pushfan/server/consents"
+	"pushfan/server/deliveries"
 	"pushfan/server/segments"
 )
 
@@ -76,7 +77,10 @@ type Domain struct {
 	// Keys are the API keys kept in the database (apikey.Keys); nil:
 	// none (only the environment's tokens let anyone in).
 	Keys Keys
-	Apps Apps
+	// Deliveries reads a user's deliveries (outcomes.Reader); nil: the
+	// route is not served.
+	Deliveries deliveries.Domain
+	Apps       Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows
 	// at once. ReloadAudiences reloads them (nil: the route answers 503);

@@ -35,6 +35,7 @@ import (
 	"pushfan/lease"
 	"pushfan/metrics"
 	"pushfan/model"
+	"pushfan/outcomes"
 	"pushfan/quota"
 	"pushfan/repository"
 	"pushfan/retention"
@@ -224,7 +225,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	opts := append([]server.Option{server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
 		apiOIDC(cfg, store)}, extra...)
-	api := server.New(apiConfig(cfg, log), apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs), store, log, opts...)
+	dom := apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs)
+	dom.Deliveries = &outcomes.Reader{DB: pool.DB} // a user's deliveries, from the kept outcomes
+	api := server.New(apiConfig(cfg, log), dom, store, log, opts...)
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)

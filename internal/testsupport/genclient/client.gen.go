@@ -116,6 +116,39 @@ func (e Class) Valid() bool {
 	}
 }
 
+// Defines values for DeviceOutcomeOutcome.
+const (
+	DeviceOutcomeOutcomeAccepted DeviceOutcomeOutcome = "accepted"
+	DeviceOutcomeOutcomeCanceled DeviceOutcomeOutcome = "canceled"
+	DeviceOutcomeOutcomeCapped   DeviceOutcomeOutcome = "capped"
+	DeviceOutcomeOutcomeDeferred DeviceOutcomeOutcome = "deferred"
+	DeviceOutcomeOutcomeExcluded DeviceOutcomeOutcome = "excluded"
+	DeviceOutcomeOutcomeFailed   DeviceOutcomeOutcome = "failed"
+	DeviceOutcomeOutcomeStale    DeviceOutcomeOutcome = "stale"
+)
+
+// Valid indicates whether the value is a known member of the DeviceOutcomeOutcome enum.
+func (e DeviceOutcomeOutcome) Valid() bool {
+	switch e {
+	case DeviceOutcomeOutcomeAccepted:
+		return true
+	case DeviceOutcomeOutcomeCanceled:
+		return true
+	case DeviceOutcomeOutcomeCapped:
+		return true
+	case DeviceOutcomeOutcomeDeferred:
+		return true
+	case DeviceOutcomeOutcomeExcluded:
+		return true
+	case DeviceOutcomeOutcomeFailed:
+		return true
+	case DeviceOutcomeOutcomeStale:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EngagementSeriesBucket.
 const (
 	EngagementSeriesBucketN15m EngagementSeriesBucket = "15m"
@@ -568,22 +601,22 @@ func (e TestSendResultOutcome) Valid() bool {
 
 // Defines values for TestSendResultTokenStatus.
 const (
-	Invalidated TestSendResultTokenStatus = "invalidated"
-	Stale       TestSendResultTokenStatus = "stale"
-	Unknown     TestSendResultTokenStatus = "unknown"
-	Valid       TestSendResultTokenStatus = "valid"
+	TestSendResultTokenStatusInvalidated TestSendResultTokenStatus = "invalidated"
+	TestSendResultTokenStatusStale       TestSendResultTokenStatus = "stale"
+	TestSendResultTokenStatusUnknown     TestSendResultTokenStatus = "unknown"
+	TestSendResultTokenStatusValid       TestSendResultTokenStatus = "valid"
 )
 
 // Valid indicates whether the value is a known member of the TestSendResultTokenStatus enum.
 func (e TestSendResultTokenStatus) Valid() bool {
 	switch e {
-	case Invalidated:
+	case TestSendResultTokenStatusInvalidated:
 		return true
-	case Stale:
+	case TestSendResultTokenStatusStale:
 		return true
-	case Unknown:
+	case TestSendResultTokenStatusUnknown:
 		return true
-	case Valid:
+	case TestSendResultTokenStatusValid:
 		return true
 	default:
 		return false
@@ -1400,6 +1433,27 @@ type ConsentRequest struct {
 	Source *string `json:"source,omitempty"`
 }
 
+// DeviceOutcome defines model for DeviceOutcome.
+type DeviceOutcome struct {
+	// ClickedAt The device's first click, null without one.
+	ClickedAt *time.Time `json:"clicked_at"`
+
+	// Code The failure's code (UNREGISTERED, ...); empty otherwise.
+	Code string `json:"code"`
+
+	// OpenedAt The device's first open (engagement), null without one.
+	OpenedAt *time.Time           `json:"opened_at"`
+	Outcome  DeviceOutcomeOutcome `json:"outcome"`
+	Platform string               `json:"platform"`
+
+	// ResendId The resend whose outcome this is; absent for the broadcast's own.
+	ResendId *int `json:"resend_id,omitempty"`
+	TokenId  int  `json:"token_id"`
+}
+
+// DeviceOutcomeOutcome defines model for DeviceOutcome.Outcome.
+type DeviceOutcomeOutcome string
+
 // DueConsents defines model for DueConsents.
 type DueConsents struct {
 	Consents []Consent `json:"consents"`
@@ -2181,6 +2235,30 @@ type UserConsents struct {
 	UserId   int       `json:"user_id"`
 }
 
+// UserDeliveries defines model for UserDeliveries.
+type UserDeliveries struct {
+	Deliveries []UserDelivery `json:"deliveries"`
+
+	// NextAfter The after of the next page: set when limit was reached or the look-up walked its bound of broadcasts (1,000); null at the end.
+	NextAfter *int `json:"next_after"`
+
+	// Scanned How many broadcasts this look-up walked.
+	Scanned int `json:"scanned"`
+	UserId  int `json:"user_id"`
+}
+
+// UserDelivery defines model for UserDelivery.
+type UserDelivery struct {
+	// At When the broadcast started (created, if it never did).
+	At          time.Time `json:"at"`
+	BroadcastId int       `json:"broadcast_id"`
+
+	// Category The broadcast's category; empty for none.
+	Category string          `json:"category"`
+	Devices  []DeviceOutcome `json:"devices"`
+	Title    string          `json:"title"`
+}
+
 // VariantRequest defines model for VariantRequest.
 type VariantRequest struct {
 	Android *Android `json:"android,omitempty"`
@@ -2457,6 +2535,15 @@ type StatsParams struct {
 type ConsentHistoryParams struct {
 	// Limit How many answers; 50 by default.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetUserDeliveriesParams defines parameters for GetUserDeliveries.
+type GetUserDeliveriesParams struct {
+	// Limit How many broadcasts, 1 to 100 (default 20); anything else is a 400 naming limit.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After The previous page's next_after: broadcasts with a smaller id. Anything but a positive integer is a 400 naming after.
+	After *int `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
@@ -3902,6 +3989,11 @@ type ClientInterface interface {
 	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 	ConsentHistory(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+	//
+	// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+	GetUserDeliveries(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListWebhooks The webhook endpoints with their health: last success, consecutive failures, events waiting.
 	//
 	// Corresponds with GET /push/webhooks (the `ListWebhooks` operationId).
@@ -4920,6 +5012,21 @@ func (c *Client) PutConsent(ctx context.Context, id UserID, category ConsentCate
 // Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 func (c *Client) ConsentHistory(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewConsentHistoryRequest(c.Server, id, category, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+//
+// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+func (c *Client) GetUserDeliveries(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUserDeliveriesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7225,6 +7332,79 @@ func NewConsentHistoryRequest(server string, id UserID, category ConsentCategory
 	return req, nil
 }
 
+// NewGetUserDeliveriesRequest constructs an http.Request for the GetUserDeliveries method
+func NewGetUserDeliveriesRequest(server string, id UserID, params *GetUserDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/users/%s/deliveries", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListWebhooksRequest constructs an http.Request for the ListWebhooks method
 func NewListWebhooksRequest(server string) (*http.Request, error) {
 	var err error
@@ -8050,6 +8230,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 	ConsentHistoryWithResponse(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*ConsentHistoryResponse, error)
+
+	// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+	GetUserDeliveriesWithResponse(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*GetUserDeliveriesResponse, error)
 
 	// ListWebhooksWithResponse The webhook endpoints with their health: last success, consecutive failures, events waiting.
 	//
@@ -12642,6 +12829,103 @@ func (r ConsentHistoryResponse) ContentType() string {
 	return ""
 }
 
+// GetUserDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for GetUserDeliveries
+type GetUserDeliveriesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetUserDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for GetUserDeliveries
+type GetUserDeliveriesResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetUserDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UserDeliveries
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetUserDeliveriesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetUserDeliveriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON200() *UserDeliveries {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUserDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUserDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUserDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUserDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListWebhooksResponse401Headers the declared response headers of an HTTP 401 response for ListWebhooks
 type ListWebhooksResponse401Headers struct {
 	WWWAuthenticate string
@@ -14159,6 +14443,19 @@ func (c *ClientWithResponses) ConsentHistoryWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseConsentHistoryResponse(rsp)
+}
+
+// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+func (c *ClientWithResponses) GetUserDeliveriesWithResponse(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*GetUserDeliveriesResponse, error) {
+	rsp, err := c.GetUserDeliveries(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUserDeliveriesResponse(rsp)
 }
 
 // ListWebhooksWithResponse The webhook endpoints with their health: last success, consecutive failures, events waiting.
@@ -18531,6 +18828,97 @@ func ParseConsentHistoryResponse(rsp *http.Response) (*ConsentHistoryResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ConsentHistoryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetUserDeliveriesResponse parses an HTTP response from a GetUserDeliveriesWithResponse call
+func ParseGetUserDeliveriesResponse(rsp *http.Response) (*GetUserDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUserDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UserDeliveries
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetUserDeliveriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetUserDeliveriesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

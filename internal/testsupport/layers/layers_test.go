@@ -37,17 +37,19 @@ var allowed = map[string][]string{
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
-	"lease":       {"internal/platform/sqldb", "lease/codec", "model", "repository"},
-	"lease/codec": nil,                                                                                                            // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
-	"repository":  {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
-	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
-	"caps":        {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
-	"consent":     {"internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
-	"apikey":      {"internal/platform/sqldb", "model"},                       // the API keys kept in the database: create, list, revoke, the cached check
-	"engagement":  {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
-	"webhook":     {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
-	"metrics":     nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
-	"quota":       {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
+	"lease":         {"internal/platform/sqldb", "lease/codec", "model", "repository"},
+	"lease/outcome": {"internal/platform/sqldb"},                                                                                    // every target's kept outcome: its kinds, the compact blob, the bounded look-up
+	"lease/codec":   nil,                                                                                                            // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
+	"repository":    {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
+	"retention":     {"internal/platform/clock", "internal/platform/lifecycle"},
+	"outcomes":      {"lease/outcome", "model"},                                 // every target's kept outcome, read: a user's deliveries, a broadcast's export
+	"caps":          {"config", "internal/platform/sqldb", "model"},             // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
+	"consent":       {"internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
+	"apikey":        {"internal/platform/sqldb", "model"},                       // the API keys kept in the database: create, list, revoke, the cached check
+	"engagement":    {"internal/platform/lifecycle", "model"},                   // event tokens and their group-committed ingestion
+	"webhook":       {"internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
+	"metrics":       nil,                                                        // Prometheus collectors; fanout.Metrics takes plain values
+	"quota":         {"internal/platform/lifecycle", "internal/platform/sqldb"}, // the cluster's rate budget, over MySQL, behind quota.Limiter
 	// The message: rules, platform overrides, localized variants and
 	// templates, rendered per target.
 	"broadcast/message": {"audience", "fanout", "model"},
@@ -86,7 +88,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/view", "server/webhooks", "webhook", "websdk"},
+	"server":         {"apikey", "audience", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/view", "server/webhooks", "webhook", "websdk"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -98,13 +100,14 @@ var allowed = map[string][]string{
 	// of the categories and the bundled consent table, and of the saved
 	// segments (the server registers them in its /push group and passes them its strict
 	// decoding, the caller's name and its clock).
-	"server/view":      {"model"},
-	"server/live":      {"model", "server/view"},
-	"server/ratelimit": nil,
-	"server/proxies":   nil,
-	"server/consents":  {"consent", "model"},
-	"server/segments":  {"model", "segment", "segment/filter"},
-	"server/keys":      {"apikey", "model"},
+	"server/view":       {"model"},
+	"server/live":       {"model", "server/view"},
+	"server/ratelimit":  nil,
+	"server/proxies":    nil,
+	"server/consents":   {"consent", "model"},
+	"server/segments":   {"model", "segment", "segment/filter"},
+	"server/keys":       {"apikey", "model"},
+	"server/deliveries": {"outcomes", "server/apierror"}, // a user's deliveries: GET /push/users/{id}/deliveries
 	// The API's error (status, code, message, field), which server and
 	// its route packages return, and the webhook endpoints' routes.
 	"server/apierror": nil,
@@ -118,7 +121,7 @@ var allowed = map[string][]string{
 	"server/sso": {"model"},
 	"console":    nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
+	"cmd/pushfan/app": {"apikey", "audience", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "outcomes", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -154,7 +157,7 @@ var layer = map[string]int{
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0, "server/apierror": 0,
 	"server/sso": 1,
-	"config":     1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
+	"config":     1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1, "lease/outcome": 1,
 	"server/live": 2,
 	"audience":    2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
 	"lease":                             3,
@@ -163,7 +166,9 @@ var layer = map[string]int{
 	"server/webhooks":                   3,
 	"server/events":                     3,
 	"segment":                           3,
+	"outcomes":                          2,
 	"server/segments":                   4,
+	"server/deliveries":                 3,
 	"broadcast/message":                 3,
 	"broadcast/instance":                4,
 	"broadcast/plan":                    5,
