@@ -76,10 +76,8 @@ type Domain struct {
 	Segments Segments
 	// Keys are the API keys kept in the database (apikey.Keys); nil:
 	// none (only the environment's tokens let anyone in).
-	Keys Keys
-	// Deliveries reads a user's deliveries (outcomes.Reader); nil: the
-	// route is not served.
-	Deliveries deliveries.Domain
+	Keys       Keys
+	Deliveries deliveries.Domain // a user's deliveries (outcomes.Reader); nil: 503
 	Apps       Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows

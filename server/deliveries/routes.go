@@ -65,6 +65,9 @@ func (r *Routes) list(c echo.Context) error {
 		}
 		after = n
 	}
+	if r.Domain == nil {
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Code: "deliveries_unavailable", Message: "this instance does not read kept outcomes"}
+	}
 	page, err := r.Domain.Deliveries(c.Request().Context(), user, limit, after)
 	if err != nil {
 		return err
