@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	"pushfan/config"
+	"pushfan/internal/testsupport/teststack"
+	"pushfan/lease/outcome"
+)
+
+type deliveriesPage struct {
+	Deliveries []struct {
+		BroadcastID uint64 `json:"broadcast_id"`
+		Devices     []struct {
+			TokenID uint64 `json:"token_id"`
+			Outcome string `json:"outcome"`
+			Code    string `json:"code"`
+		} `json:"devices"`
+	} `json:"deliveries"`
+	NextAfter *uint64 `json:"next_after"`
+}
+
+// keptCounts counts broadcast id's kept outcomes by kind, each target once
+// (its highest-precedence listing).
+func keptCounts(t *testing.T, s *teststack.Stack, id uint64) map[string]int64 {
+	t.Helper()
+	rows, err := s.SQL.Query("SELECT lo, outcomes FROM target_outcomes WHERE broadcast_id = ?", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	best := map[uint64]outcome.Target{}
+	for rows.Next() {
+		var lo uint64
+		var b []byte
+		if err := rows.Scan(&lo, &b); err != nil {
+			t.Fatal(err)
+		}
+		if err := outcome.Decode(lo, b, func(o outcome.Target) bool {
+			if m, ok := best[o.Cursor]; !ok || o.Kind.Precedence() > m.Kind.Precedence() {
+				best[o.Cursor] = o
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := map[string]int64{}
+	for _, o := range best {
+		out[o.Kind.String()]++
+	}
+	return out
+}
+
+// Three broadcasts to 2,000 users (dead tokens among them), the third
+// under a frequency cap and canceled midway: for 50 random users every
+// device's outcomes in GET /push/users/{id}/deliveries are what the
+// emulator received (its accepted sends, its failed attempts with their
+// codes), and each broadcast's kept outcomes add up to its counters
+// exactly (accepted, failed, capped; the canceled ones read before the
+// cancel, the rest counted from the plan).
+func TestAUsersDeliveriesAreWhatTheEmulatorReceived(t *testing.T) {
+	const users = 2000
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.Engine.FrequencyCap = "2/day"
+		c.Engine.TransactionalUsers = 0 // the user_ids broadcast is capped too
+	}})
+	pop := s.SeedPopulation(users)
+	submit := func(body map[string]any) uint64 {
+		t.Helper()
+		var b teststack.Broadcast
+		if resp := s.Do("POST", "/push/broadcast?wait=0", body, &b); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("submit: %d %+v", resp.StatusCode, b)
+		}
+		return b.ID
+	}
+	a := submit(map[string]any{"title": "first", "audience": map[string]any{"all": true}})
+	fa := s.WaitFinished(a, 2*time.Minute)
+	var half []uint64
+	for u := uint64(1); u <= users/2; u++ {
+		half = append(half, u)
+	}
+	b := submit(map[string]any{"title": "second", "audience": map[string]any{"user_ids": half}})
+	fb := s.WaitFinished(b, 2*time.Minute)
+	// The first half of the users has had its two pushes today: capped.
+	c := submit(map[string]any{"title": "third", "audience": map[string]any{"all": true}, "max_rate": 400})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var cur teststack.Broadcast
+		s.Do("GET", "/push/broadcasts/"+itoa(c), nil, &cur)
+		if cur.Succeeded+cur.Capped > 300 || cur.Final() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the third broadcast sent nothing in a minute: %+v", cur)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var canceled teststack.Broadcast
+	s.Do("POST", "/push/broadcasts/"+itoa(c)+"/cancel", nil, &canceled)
+	fc := s.WaitFinished(c, 2*time.Minute)
+	if fc.Status != "canceled" || fc.Canceled == 0 || fc.Capped == 0 {
+		t.Fatalf("the third broadcast: %+v, want canceled midway with capped users", fc)
+	}
+
+	for _, f := range []teststack.Broadcast{fa, fb, fc} {
+		k := keptCounts(t, s, f.ID)
+		if k["accepted"] != f.Succeeded || k["failed"] != f.Failed || k["capped"] != f.Capped || k["canceled"] > f.Canceled ||
+			k["accepted"]+k["failed"]+k["capped"]+k["canceled"] > f.Targeted {
+			t.Fatalf("broadcast %d kept %v, counted %+v", f.ID, k, f)
+		}
+		if f.ID != c && k["accepted"]+k["failed"]+k["capped"] != f.Targeted {
+			t.Fatalf("broadcast %d kept %v for %d targeted", f.ID, k, f.Targeted)
+		}
+		t.Logf("broadcast %d (%s): kept %v; counted succeeded %d failed %d capped %d canceled %d of %d", f.ID, f.Status, k, f.Succeeded, f.Failed, f.Capped, f.Canceled, f.Targeted)
+	}
+
+	// 50 random users: the look-up against the emulator's record.
+	byUser := map[uint64][]teststack.Token{}
+	for _, tok := range pop.Tokens {
+		byUser[tok.UserID] = append(byUser[tok.UserID], tok)
+	}
+	rng := rand.New(rand.NewPCG(44, 42))
+	for range 50 {
+		u := 1 + rng.Uint64N(users)
+		var page deliveriesPage
+		if resp := s.Do("GET", fmt.Sprintf("/push/users/%d/deliveries?limit=10", u), nil, &page); resp.StatusCode != http.StatusOK {
+			t.Fatalf("user %d: %d", u, resp.StatusCode)
+		}
+		accepted, failed := map[uint64]int64{}, map[uint64]int64{}
+		codes := map[uint64]string{}
+		for _, d := range page.Deliveries {
+			for _, dv := range d.Devices {
+				switch dv.Outcome {
+				case "accepted":
+					accepted[dv.TokenID]++
+				case "failed":
+					failed[dv.TokenID]++
+					codes[dv.TokenID] = dv.Code
+				}
+			}
+		}
+		for _, tok := range byUser[u] {
+			var id uint64
+			if err := s.SQL.Get(&id, "SELECT id FROM device_tokens WHERE token = ?", tok.Token); err != nil {
+				t.Fatal(err)
+			}
+			emu := s.Emu.Counts(tok.Token)
+			if accepted[id] != emu.Accepted {
+				t.Fatalf("user %d token %d (%s): %d accepted in the look-up, the emulator accepted %d (%+v)", u, id, tok.Token, accepted[id], emu.Accepted, page)
+			}
+			if tok.Dead != "" && (failed[id] != emu.Attempts || emu.Attempts > 0 && codes[id] != tok.Dead) {
+				t.Fatalf("user %d dead token %d: %d failed (%s) in the look-up, %d attempts at the emulator answering %s", u, id, failed[id], codes[id], emu.Attempts, tok.Dead)
+			}
+		}
+	}
+}
