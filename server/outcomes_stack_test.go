@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +120,37 @@ func TestAUsersDeliveriesAreWhatTheEmulatorReceived(t *testing.T) {
 			t.Fatalf("broadcast %d kept %v for %d targeted", f.ID, k, f.Targeted)
 		}
 		t.Logf("broadcast %d (%s): kept %v; counted succeeded %d failed %d capped %d canceled %d of %d", f.ID, f.Status, k, f.Succeeded, f.Failed, f.Capped, f.Canceled, f.Targeted)
+		// The export: a line per kept target, in both formats; all of
+		// targeted for the completed ones.
+		lines := exportLines(t, s, f.ID, "ndjson", "")
+		byOutcome := map[string]int64{}
+		for _, l := range lines {
+			var o struct {
+				UserID  uint64 `json:"user_id"`
+				Outcome string `json:"outcome"`
+			}
+			if err := json.Unmarshal([]byte(l), &o); err != nil || o.UserID == 0 {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			byOutcome[o.Outcome]++
+		}
+		if len(byOutcome) != len(k) {
+			t.Fatalf("broadcast %d: export %v, kept %v", f.ID, byOutcome, k)
+		}
+		for kind, n := range k {
+			if byOutcome[kind] != n {
+				t.Fatalf("broadcast %d: export %v, kept %v", f.ID, byOutcome, k)
+			}
+		}
+		if f.ID != c && int64(len(lines)) != f.Targeted {
+			t.Fatalf("broadcast %d: %d lines exported, %d targeted", f.ID, len(lines), f.Targeted)
+		}
+		if csv := exportLines(t, s, f.ID, "csv", ""); len(csv) != len(lines)+1 || csv[0] != "user_id,token_id,outcome,code" {
+			t.Fatalf("broadcast %d: %d csv lines (header %q), %d ndjson", f.ID, len(csv), csv[0], len(lines))
+		}
+		if failed := exportLines(t, s, f.ID, "ndjson", "failed"); int64(len(failed)) != f.Failed {
+			t.Fatalf("broadcast %d: %d failed lines, %d failed", f.ID, len(failed), f.Failed)
+		}
 	}
 
 	// 50 random users: the look-up against the emulator's record.
@@ -158,4 +192,33 @@ func TestAUsersDeliveriesAreWhatTheEmulatorReceived(t *testing.T) {
 			}
 		}
 	}
+}
+
+// exportLines reads GET /push/broadcasts/{id}/outcomes whole, as lines.
+func exportLines(t *testing.T, s *teststack.Stack, id uint64, format, kind string) []string {
+	t.Helper()
+	req, err := http.NewRequest("GET", s.API.URL+fmt.Sprintf("/push/broadcasts/%d/outcomes?format=%s&outcome=%s", id, format, kind), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+teststack.AdminToken)
+	if kind == "" {
+		q := req.URL.Query()
+		q.Del("outcome")
+		req.URL.RawQuery = q.Encode()
+	}
+	resp, err := s.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("export %d: %d %v %s", id, resp.StatusCode, err, raw)
+	}
+	text := strings.TrimSuffix(string(raw), "\n")
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n")
 }

@@ -1,7 +1,8 @@
-// Package deliveries is the API's route of a user's deliveries
+// Package deliveries is the API's routes of the kept outcomes
 // (docs/api.md#a-users-deliveries): GET /push/users/{id}/deliveries, the
 // user's recent broadcasts newest first with each of their devices'
-// outcome, what support answers "did user 42 get Tuesday's push?" with.
+// outcome, what support answers "did user 42 get Tuesday's push?" with;
+// and GET /push/broadcasts/{id}/outcomes, a broadcast's targets streamed.
 //
 // HTTP only, like package server, which registers the route in its /push
 // group behind its auth (a viewer reads) and passes in the domain: package
@@ -15,13 +16,16 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"pushfan/lease/outcome"
 	"pushfan/outcomes"
 	"pushfan/server/apierror"
 )
 
-// Domain reads a user's deliveries: outcomes.Reader.
+// Domain reads a user's deliveries and a broadcast's outcomes:
+// outcomes.Reader.
 type Domain interface {
 	Deliveries(ctx context.Context, user uint64, limit int, after uint64) (outcomes.Page, error)
+	Export(ctx context.Context, id uint64, kind outcome.Kind, fn func(outcomes.Line) error) error
 }
 
 // Routes serve a user's deliveries.
@@ -42,6 +46,7 @@ func (r *Routes) Register(g *echo.Group) {
 		mw = append(mw, r.EveryApp)
 	}
 	g.GET("/users/:id/deliveries", r.list, mw...)
+	g.GET("/broadcasts/:id/outcomes", r.export, mw...)
 }
 
 func (r *Routes) list(c echo.Context) error {
@@ -66,7 +71,7 @@ func (r *Routes) list(c echo.Context) error {
 		after = n
 	}
 	if r.Domain == nil {
-		return &apierror.Error{Status: http.StatusServiceUnavailable, Code: "deliveries_unavailable", Message: "this instance does not read kept outcomes"}
+		return unavailable()
 	}
 	page, err := r.Domain.Deliveries(c.Request().Context(), user, limit, after)
 	if err != nil {

@@ -722,6 +722,57 @@ func (e GetEngagementSeriesParamsBucket) Valid() bool {
 	}
 }
 
+// Defines values for ExportBroadcastOutcomesParamsOutcome.
+const (
+	ExportBroadcastOutcomesParamsOutcomeAccepted ExportBroadcastOutcomesParamsOutcome = "accepted"
+	ExportBroadcastOutcomesParamsOutcomeCanceled ExportBroadcastOutcomesParamsOutcome = "canceled"
+	ExportBroadcastOutcomesParamsOutcomeCapped   ExportBroadcastOutcomesParamsOutcome = "capped"
+	ExportBroadcastOutcomesParamsOutcomeDeferred ExportBroadcastOutcomesParamsOutcome = "deferred"
+	ExportBroadcastOutcomesParamsOutcomeExcluded ExportBroadcastOutcomesParamsOutcome = "excluded"
+	ExportBroadcastOutcomesParamsOutcomeFailed   ExportBroadcastOutcomesParamsOutcome = "failed"
+	ExportBroadcastOutcomesParamsOutcomeStale    ExportBroadcastOutcomesParamsOutcome = "stale"
+)
+
+// Valid indicates whether the value is a known member of the ExportBroadcastOutcomesParamsOutcome enum.
+func (e ExportBroadcastOutcomesParamsOutcome) Valid() bool {
+	switch e {
+	case ExportBroadcastOutcomesParamsOutcomeAccepted:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeCanceled:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeCapped:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeDeferred:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeExcluded:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeFailed:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeStale:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ExportBroadcastOutcomesParamsFormat.
+const (
+	Csv    ExportBroadcastOutcomesParamsFormat = "csv"
+	Ndjson ExportBroadcastOutcomesParamsFormat = "ndjson"
+)
+
+// Valid indicates whether the value is a known member of the ExportBroadcastOutcomesParamsFormat enum.
+func (e ExportBroadcastOutcomesParamsFormat) Valid() bool {
+	switch e {
+	case Csv:
+		return true
+	case Ndjson:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResendBroadcastParamsWait.
 const (
 	ResendBroadcastParamsWaitFalse ResendBroadcastParamsWait = "false"
@@ -2483,6 +2534,21 @@ type ListFailuresParams struct {
 	Code *ErrorCode `form:"code,omitempty" json:"code,omitempty"`
 }
 
+// ExportBroadcastOutcomesParams defines parameters for ExportBroadcastOutcomes.
+type ExportBroadcastOutcomesParams struct {
+	// Outcome Only the targets with this outcome.
+	Outcome *ExportBroadcastOutcomesParamsOutcome `form:"outcome,omitempty" json:"outcome,omitempty"`
+
+	// Format ndjson (default): one JSON object a line; csv: a header line, then one row a target.
+	Format *ExportBroadcastOutcomesParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// ExportBroadcastOutcomesParamsOutcome defines parameters for ExportBroadcastOutcomes.
+type ExportBroadcastOutcomesParamsOutcome string
+
+// ExportBroadcastOutcomesParamsFormat defines parameters for ExportBroadcastOutcomes.
+type ExportBroadcastOutcomesParamsFormat string
+
 // ResendBroadcastParams defines parameters for ResendBroadcast.
 type ResendBroadcastParams struct {
 	// Wait 0 or false answers at once (202 unless already final); overrides the body's wait.
@@ -3783,6 +3849,11 @@ type ClientInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+	//
+	// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+	ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReleaseBroadcast Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 	//
 	// Corresponds with POST /push/broadcasts/{id}/release (the `ReleaseBroadcast` operationId).
@@ -4466,6 +4537,21 @@ func (c *Client) WatchBroadcast(ctx context.Context, id BroadcastID, reqEditors 
 // Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 func (c *Client) ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListFailuresRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+//
+// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+func (c *Client) ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExportBroadcastOutcomesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6195,6 +6281,79 @@ func NewListFailuresRequest(server string, id BroadcastID, params *ListFailuresP
 		if params.Code != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code", *params.Code, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewExportBroadcastOutcomesRequest constructs an http.Request for the ExportBroadcastOutcomes method
+func NewExportBroadcastOutcomesRequest(server string, id BroadcastID, params *ExportBroadcastOutcomesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/broadcasts/%s/outcomes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Outcome != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "outcome", *params.Outcome, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -7992,6 +8151,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailuresWithResponse(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*ListFailuresResponse, error)
+
+	// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+	ExportBroadcastOutcomesWithResponse(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*ExportBroadcastOutcomesResponse, error)
 
 	// ReleaseBroadcastWithResponse Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 	//
@@ -10271,6 +10437,110 @@ func (r ListFailuresResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListFailuresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ExportBroadcastOutcomesResponse401Headers the declared response headers of an HTTP 401 response for ExportBroadcastOutcomes
+type ExportBroadcastOutcomesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ExportBroadcastOutcomesResponse429Headers the declared response headers of an HTTP 429 response for ExportBroadcastOutcomes
+type ExportBroadcastOutcomesResponse429Headers struct {
+	RetryAfter int
+}
+
+type ExportBroadcastOutcomesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ExportBroadcastOutcomesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExportBroadcastOutcomesResponse429Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ExportBroadcastOutcomesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExportBroadcastOutcomesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExportBroadcastOutcomesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExportBroadcastOutcomesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14003,6 +14273,19 @@ func (c *ClientWithResponses) ListFailuresWithResponse(ctx context.Context, id B
 	return ParseListFailuresResponse(rsp)
 }
 
+// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+func (c *ClientWithResponses) ExportBroadcastOutcomesWithResponse(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*ExportBroadcastOutcomesResponse, error) {
+	rsp, err := c.ExportBroadcastOutcomes(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExportBroadcastOutcomesResponse(rsp)
+}
+
 // ReleaseBroadcastWithResponse Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -16405,6 +16688,104 @@ func ParseListFailuresResponse(rsp *http.Response) (*ListFailuresResponse, error
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListFailuresResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExportBroadcastOutcomesResponse parses an HTTP response from a ExportBroadcastOutcomesWithResponse call
+func ParseExportBroadcastOutcomesResponse(rsp *http.Response) (*ExportBroadcastOutcomesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExportBroadcastOutcomesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ExportBroadcastOutcomesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ExportBroadcastOutcomesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

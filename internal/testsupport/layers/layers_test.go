@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
-	"lease":         {"internal/platform/sqldb", "lease/codec", "model", "repository"},
+	"lease":         {"internal/platform/sqldb", "lease/codec", "lease/outcome", "model", "repository"},
 	"lease/outcome": {"internal/platform/sqldb"},                                                                                    // every target's kept outcome: its kinds, the compact blob, the bounded look-up
 	"lease/codec":   nil,                                                                                                            // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
 	"repository":    {"model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
@@ -107,7 +107,7 @@ var allowed = map[string][]string{
 	"server/consents":   {"consent", "model"},
 	"server/segments":   {"model", "segment", "segment/filter"},
 	"server/keys":       {"apikey", "model"},
-	"server/deliveries": {"outcomes", "server/apierror"}, // a user's deliveries: GET /push/users/{id}/deliveries
+	"server/deliveries": {"lease/outcome", "outcomes", "server/apierror"}, // a user's deliveries: GET /push/users/{id}/deliveries
 	// The API's error (status, code, message, field), which server and
 	// its route packages return, and the webhook endpoints' routes.
 	"server/apierror": nil,
