@@ -222,3 +222,53 @@ func exportLines(t *testing.T, s *teststack.Stack, id uint64, format, kind strin
 	}
 	return strings.Split(text, "\n")
 }
+
+// Every message carries fcm_options.analytics_label as FCM receives it:
+// the request's, else the category's name; the broadcast object shows it;
+// a bad one is a 400 naming analytics_label.
+func TestEveryMessageCarriesItsAnalyticsLabel(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.Categories = []config.Category{{Name: "news"}}
+		c.DefaultCategory = "news"
+	}})
+	s.Emu.RecordMessages()
+	s.SeedTokens(1, []string{"label-a", "label-b"})
+	label := func(tok string) string {
+		raw, ok := s.Emu.LastMessage(tok)
+		if !ok {
+			t.Fatalf("no message recorded for %s", tok)
+		}
+		var m struct {
+			FCMOptions struct {
+				Label string `json:"analytics_label"`
+			} `json:"fcm_options"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.FCMOptions.Label
+	}
+	for _, tc := range []struct{ asked, want string }{{"spring_sale", "spring_sale"}, {"", "news"}} {
+		body := map[string]any{"title": "hi", "audience": map[string]any{"all": true}}
+		if tc.asked != "" {
+			body["analytics_label"] = tc.asked
+		}
+		var b teststack.Broadcast
+		if resp := s.Do("POST", "/push/broadcast?wait=0", body, &b); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("submit: %d", resp.StatusCode)
+		}
+		done := s.WaitFinished(b.ID, time.Minute)
+		if done.AnalyticsLabel == nil || *done.AnalyticsLabel != tc.want || done.Succeeded != 2 {
+			t.Fatalf("broadcast %+v, want label %q and 2 sent", done, tc.want)
+		}
+		for _, tok := range []string{"label-a", "label-b"} {
+			if got := label(tok); got != tc.want {
+				t.Fatalf("%s got label %q, want %q", tok, got, tc.want)
+			}
+		}
+	}
+	var e teststack.ErrorBody
+	if resp := s.Do("POST", "/push/broadcast", map[string]any{"title": "hi", "audience": map[string]any{"all": true}, "analytics_label": "no spaces"}, &e); resp.StatusCode != http.StatusBadRequest || e.Error.Field != "analytics_label" {
+		t.Fatalf("a bad label: %d %+v", resp.StatusCode, e)
+	}
+}

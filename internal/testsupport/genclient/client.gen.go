@@ -1123,6 +1123,9 @@ type AudienceRequest3 = interface{}
 
 // Broadcast The broadcast object. When it is final, succeeded + failed + canceled + capped == targeted, and succeeded is what FCM accepted.
 type Broadcast struct {
+	// AnalyticsLabel fcm_options.analytics_label of its messages (the first variant's, with variants); null without one. Joins Firebase's delivery data to the broadcast (docs/analytics.md).
+	AnalyticsLabel *string `json:"analytics_label"`
+
 	// App The app it is sent in; a resend goes to the same app.
 	App AppName `json:"app"`
 
@@ -1257,8 +1260,10 @@ type BroadcastPage struct {
 
 // BroadcastRequest The body of POST /push/broadcast. At least one of title, body and data must be set; the notification and data together are at most 4096 bytes of compact JSON.
 type BroadcastRequest struct {
-	Android *Android `json:"android,omitempty"`
-	Apns    *APNS    `json:"apns,omitempty"`
+	// AnalyticsLabel fcm_options.analytics_label of every message: Firebase's key to its delivery data (BigQuery export, Data API; docs/analytics.md). Default: the cron job's (its message's fcm_options.analytics_label), else the category's name. Firebase reports at most 100 distinct labels a day: do not make one per broadcast. Not FCM's rule (1 to 50 of letters, digits, -_.~%) is a 400 naming analytics_label.
+	AnalyticsLabel *string  `json:"analytics_label,omitempty"`
+	Android        *Android `json:"android,omitempty"`
+	Apns           *APNS    `json:"apns,omitempty"`
 
 	// App The app (Firebase project) to send in, a name from the apps: configuration (docs/apps.md). With one app configured it may be left out; with several it is required, and a missing or unknown app is a 400 naming the field app. A token limited to apps gets 403 on any other.
 	App *string `json:"app,omitempty"`
@@ -2189,8 +2194,10 @@ type TestSendReportUsersWithoutTokensReason string
 
 // TestSendRequest The body of POST /push/test: the message fields of a broadcast request and exactly one of user_ids or tokens (at most 20 tokens in all).
 type TestSendRequest struct {
-	Android *Android `json:"android,omitempty"`
-	Apns    *APNS    `json:"apns,omitempty"`
+	// AnalyticsLabel fcm_options.analytics_label of every message: Firebase's key to its delivery data (BigQuery export, Data API; docs/analytics.md). Default: the cron job's (its message's fcm_options.analytics_label), else the category's name. Firebase reports at most 100 distinct labels a day: do not make one per broadcast. Not FCM's rule (1 to 50 of letters, digits, -_.~%) is a 400 naming analytics_label.
+	AnalyticsLabel *string  `json:"analytics_label,omitempty"`
+	Android        *Android `json:"android,omitempty"`
+	Apns           *APNS    `json:"apns,omitempty"`
 
 	// App The app (Firebase project) to send in, a name from the apps: configuration (docs/apps.md). With one app configured it may be left out; with several it is required, and a missing or unknown app is a 400 naming the field app. A token limited to apps gets 403 on any other.
 	App *string `json:"app,omitempty"`
@@ -3177,6 +3184,13 @@ func (t BroadcastRequest) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.AnalyticsLabel != nil {
+		object["analytics_label"], err = json.Marshal(t.AnalyticsLabel)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'analytics_label': %w", err)
+		}
+	}
+
 	if t.Android != nil {
 		object["android"], err = json.Marshal(t.Android)
 		if err != nil {
@@ -3369,6 +3383,13 @@ func (t *BroadcastRequest) UnmarshalJSON(b []byte) error {
 	err = json.Unmarshal(b, &object)
 	if err != nil {
 		return err
+	}
+
+	if raw, found := object["analytics_label"]; found {
+		err = json.Unmarshal(raw, &t.AnalyticsLabel)
+		if err != nil {
+			return fmt.Errorf("error reading 'analytics_label': %w", err)
+		}
 	}
 
 	if raw, found := object["android"]; found {
