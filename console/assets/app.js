@@ -21,6 +21,7 @@ import * as segbuilder from './segbuilder.js';
 import * as cluster from './cluster.js';
 import * as webhooks from './webhooks.js';
 import * as keys from './keys.js';
+import * as users from './users.js';
 
 const ROUTES = [
   {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
@@ -38,6 +39,7 @@ const ROUTES = [
   {re: /^\/webhooks$/, page: 'webhooks', title: 'Webhooks', mod: webhooks},
   {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
   {re: /^\/keys$/, page: 'keys', title: 'API keys', mod: keys},
+  {re: /^\/users$/, page: 'users', title: 'Look up a user', mod: users},
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
@@ -50,6 +52,7 @@ const NAV = [
   ['#/cron', 'Cron'],
   ['#/segments', 'Segments'],
   ['#/audiences', 'Audiences'],
+  ['#/users', 'Users', null, 'every-app'],
   ['#/cluster', 'Cluster'],
   ['#/webhooks', 'Webhooks', null, 'every-app'],
   ['#/keys', 'Keys', 'admin', 'every-app'],
