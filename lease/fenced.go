@@ -41,10 +41,8 @@ import (
 
 // OutcomeKind and TargetOutcome are package outcome's: what became of one
 // target in a checkpoint.
-type (
-	OutcomeKind   = outcome.Kind
-	TargetOutcome = outcome.Target
-)
+type OutcomeKind = outcome.Kind
+type TargetOutcome = outcome.Target
 
 // The outcomes a checkpoint lists target by target.
 const (

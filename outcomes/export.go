@@ -34,7 +34,8 @@ const exportPage = 200
 
 // Export calls fn with every kept target of broadcast id, a chunk at a
 // time in cursor order, each target once (its highest-precedence
-// listing), only those of kind when it is not 0. Memory holds one chunk's
+// listing), only those of kind when it is not 0 (excluded and deferred:
+// as the plan kept them). Memory holds one chunk's
 // targets (PUSHFAN_CHUNK_WIDTH, 10,000 by default), whatever the
 // broadcast's size. Targets a cancel never read (counted from the plan)
 // have no kept outcome and are not listed.
@@ -60,8 +61,15 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 	var chunk []ranked
 	curSeq := uint64(0)
 	for {
-		q := `SELECT seq, epoch, ckpt_seq, part, lo, outcomes FROM target_outcomes WHERE broadcast_id = ?`
-		args := []any{id}
+		// The plan's rows (its excluded and deferred targets) are read
+		// alone: an excluded target is not targeted, and a deferred one
+		// has its outcome in its chunk.
+		op := "<>"
+		if kind == outcome.Excluded || kind == outcome.Deferred {
+			op = "="
+		}
+		q := `SELECT seq, epoch, ckpt_seq, part, lo, outcomes FROM target_outcomes WHERE broadcast_id = ? AND seq ` + op + ` ?`
+		args := []any{id, outcome.PlanSeq}
 		if !first {
 			q += ` AND (seq, epoch, ckpt_seq, part) > (?, ?, ?, ?)`
 			args = append(args, last.seq, last.epoch, last.ckpt, last.part)

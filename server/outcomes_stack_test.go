@@ -272,3 +272,62 @@ func TestEveryMessageCarriesItsAnalyticsLabel(t *testing.T) {
 		t.Fatalf("a bad label: %d %+v", resp.StatusCode, e)
 	}
 }
+
+// A user left out for want of consent is told apart from one never in
+// the audience: the look-up shows excluded, kept by the plan step; the
+// export lists only the targeted (its lines equal targeted), and with
+// outcome=excluded the left-out ones.
+func TestAnExcludedUsersLookupSaysExcluded(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.Categories = []config.Category{{Name: "ads", Consent: "table"}}
+		c.DefaultCategory = "ads"
+	}})
+	s.SeedTokens(1, []string{"ex-1", "ex-2", "ex-3", "ex-4"})
+	for _, u := range []int{1, 2} {
+		s.MustExec("INSERT INTO user_consents (user_id, category, granted, night, updated_at, changed_at, source) VALUES (?, 'ads', 1, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 'test')", u)
+	}
+	var b teststack.Broadcast
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "sale", "audience": map[string]any{"all": true}}, &b); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d", resp.StatusCode)
+	}
+	done := s.WaitFinished(b.ID, time.Minute)
+	if done.Targeted != 2 || done.Succeeded != 2 || done.ExcludedNoConsent != 2 {
+		t.Fatalf("broadcast %+v, want 2 sent and 2 excluded", done)
+	}
+	for u, want := range map[int]string{1: "accepted", 2: "accepted", 3: "excluded", 4: "excluded"} {
+		var page deliveriesPage
+		s.Do("GET", fmt.Sprintf("/push/users/%d/deliveries", u), nil, &page)
+		if len(page.Deliveries) != 1 || len(page.Deliveries[0].Devices) != 1 || page.Deliveries[0].Devices[0].Outcome != want {
+			t.Fatalf("user %d: %+v, want one device %s", u, page, want)
+		}
+	}
+	if lines := exportLines(t, s, b.ID, "ndjson", ""); len(lines) != 2 {
+		t.Fatalf("export: %v, want the 2 targeted", lines)
+	}
+	if lines := exportLines(t, s, b.ID, "ndjson", "excluded"); len(lines) != 2 {
+		t.Fatalf("export of the excluded: %v, want 2", lines)
+	}
+}
+
+// A target quiet hours deferred shows as deferred while its chunk waits
+// for the window's end (kept by the plan step); its later send, when it
+// comes, outranks it.
+func TestADeferredUsersLookupSaysDeferred(t *testing.T) {
+	s := quietStack(t)
+	zone := zoneAt23(t)
+	seedZoned(t, s, 1, "qd-", []string{zone, zone})
+	b := submit(t, s, map[string]any{"title": "t", "body": "night", "audience": map[string]any{"all": true}})
+	if b.Deferred == nil || *b.Deferred != 2 {
+		t.Fatalf("broadcast %+v, want 2 deferred", b)
+	}
+	for _, u := range []int{1, 2} {
+		var page deliveriesPage
+		s.Do("GET", fmt.Sprintf("/push/users/%d/deliveries", u), nil, &page)
+		if len(page.Deliveries) != 1 || len(page.Deliveries[0].Devices) != 1 || page.Deliveries[0].Devices[0].Outcome != "deferred" {
+			t.Fatalf("user %d: %+v, want one device deferred", u, page)
+		}
+	}
+	if lines := exportLines(t, s, b.ID, "ndjson", "deferred"); len(lines) != 2 {
+		t.Fatalf("export of the deferred: %v, want 2", lines)
+	}
+}

@@ -86,11 +86,13 @@ func ParseKind(s string) (Kind, bool) {
 func (k Kind) Precedence() int {
 	switch k {
 	case Succeeded, Failed:
-		return 2
+		return 3
 	case Capped:
+		return 2
+	case Canceled:
 		return 1
 	}
-	return 0
+	return 0 // deferred (its later send, if any, wins), excluded, stale
 }
 
 // Sent reports whether k is counted by the fenced-holder rules.
@@ -259,6 +261,10 @@ func LookupOne(ctx context.Context, q sqldb.Querier, id, cursor uint64) (Target,
 	o, ok := m[id]
 	return o, ok, err
 }
+
+// PlanSeq is the chunk number of the rows a plan step keeps (its excluded
+// and deferred targets), keyed by the step's cursor: no chunk has it.
+const PlanSeq = 1<<32 - 1
 
 // Holder names a target_outcomes row's writer: the chunk, the holder's
 // claim epoch and its checkpoint sequence. It is the row's key, as

@@ -58,7 +58,7 @@ var allowed = map[string][]string{
 	// Store of its tokens).
 	"broadcast/instance": {"fanout", "internal/platform/lifecycle", "lease", "model", "repository"},
 	// Planning: the audience into chunks, local time and quiet hours.
-	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "model", "repository"},
+	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "lease/outcome", "model", "repository"},
 	// Running: dispatch, chunk runs and checkpoints, the store gate, the
 	// pacer, finishing.
 	"broadcast/run": {"audience", "broadcast/instance", "caps", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
