@@ -195,3 +195,28 @@ func TestOutcomesBlobRoundTrips(t *testing.T) {
 		t.Fatal("a truncated blob decoded")
 	}
 }
+
+// A checkpoint of sparse targets (each farther than MaxSpan from the
+// next: a local-time chunk over a large id space) keeps a row each, in
+// statements within MySQL's placeholder limit.
+func TestSparseOutcomesNeedManyRowsAndStillFit(t *testing.T) {
+	f := newFixture(t)
+	const n = 2500
+	id := f.broadcast(lease.Plan{Lo: 0, Hi: 1 << 40, Targets: n})
+	c := f.claim("a")
+	var outs []lease.TargetOutcome
+	for i := uint64(1); i <= n; i++ {
+		outs = append(outs, lease.TargetOutcome{Cursor: i << 17, Kind: lease.OutcomeSucceeded})
+	}
+	if _, err := f.s.Checkpoint(f.ctx(), c, sends(lease.KeepLease, 1<<17, outs)); err != nil {
+		t.Fatal(err)
+	}
+	if rows := f.rowsOf("target_outcomes", id); rows != n {
+		t.Fatalf("%d rows, want %d", rows, n)
+	}
+	for _, i := range []uint64{1, 1000, n} {
+		if o, ok, err := outcome.LookupOne(f.ctx(), f.db, id, i<<17); err != nil || !ok || o.Kind != lease.OutcomeSucceeded {
+			t.Fatalf("target %d: %+v %v %v", i<<17, o, ok, err)
+		}
+	}
+}

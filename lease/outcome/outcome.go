@@ -283,8 +283,23 @@ func Keep(ctx context.Context, tx sqldb.Execer, h Holder, outs []Target) error {
 		outs = slices.Clone(outs)
 		slices.SortStableFunc(outs, cmpCursor)
 	}
+	// Sparse targets (a local-time chunk's, over a large id space) may
+	// need many rows: at most keepBatch a statement, within MySQL's
+	// 65,535 placeholders.
 	var args []any
 	rows := 0
+	insert := func() error {
+		if rows == 0 {
+			return nil
+		}
+		q := "INSERT IGNORE INTO target_outcomes (broadcast_id, seq, epoch, ckpt_seq, part, lo, hi, n, outcomes, created_at) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6)), ", rows), ", ")
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("keep the targets' outcomes: %w", err)
+		}
+		args, rows = args[:0], 0
+		return nil
+	}
 	for part := 0; len(outs) > 0; part++ {
 		lo := outs[0].Cursor
 		n := 1
@@ -293,15 +308,17 @@ func Keep(ctx context.Context, tx sqldb.Execer, h Holder, outs []Target) error {
 		}
 		args = append(args, h.BroadcastID, h.Seq, h.Epoch, h.CkptSeq, part, lo, outs[n-1].Cursor, n, Encode(lo, outs[:n]))
 		outs = outs[n:]
-		rows++
+		if rows++; rows == keepBatch {
+			if err := insert(); err != nil {
+				return err
+			}
+		}
 	}
-	q := "INSERT IGNORE INTO target_outcomes (broadcast_id, seq, epoch, ckpt_seq, part, lo, hi, n, outcomes, created_at) VALUES " +
-		strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6)), ", rows), ", ")
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("keep the targets' outcomes: %w", err)
-	}
-	return nil
+	return insert()
 }
+
+// keepBatch is the most rows one insert of Keep writes.
+const keepBatch = 1000
 
 func cmpCursor(a, b Target) int {
 	switch {
