@@ -175,6 +175,8 @@ type Engine struct {
 	Retention time.Duration `yaml:"retention"`
 	// AuditRetention is how long audit entries are kept.
 	AuditRetention time.Duration `yaml:"audit_retention"`
+	// OutcomeRetention: how long every target's kept outcome is kept.
+	OutcomeRetention time.Duration `yaml:"outcome_retention"`
 	// HoldExpiry is how long a held broadcast waits for its release
 	// before it ends canceled ("hold expired").
 	HoldExpiry time.Duration `yaml:"hold_expiry"`
@@ -288,21 +290,22 @@ func Defaults() Config {
 			RampUp:             10 * time.Second,
 			// 50 ms: a kill -9 repeats at most the sends in flight plus
 			// the ~50 ms of sends since the last checkpoint.
-			FlushInterval:   50 * time.Millisecond,
-			Lease:           10 * time.Second,
-			ChunkWidth:      10000,
-			MaxChunks:       10000,
-			PlanParallel:    2,
-			PlanRetry:       time.Second,
-			ChunkParallel:   4,
-			PollInterval:    500 * time.Millisecond,
-			MaxUserIDs:      10000,
-			HandBackTimeout: 10 * time.Minute,
-			Retention:       90 * 24 * time.Hour,
-			AuditRetention:  400 * 24 * time.Hour,
-			HoldExpiry:      7 * 24 * time.Hour,
-			StartSpread:     5 * time.Second,
-			DefaultTimezone: "UTC",
+			FlushInterval:    50 * time.Millisecond,
+			Lease:            10 * time.Second,
+			ChunkWidth:       10000,
+			MaxChunks:        10000,
+			PlanParallel:     2,
+			PlanRetry:        time.Second,
+			ChunkParallel:    4,
+			PollInterval:     500 * time.Millisecond,
+			MaxUserIDs:       10000,
+			HandBackTimeout:  10 * time.Minute,
+			Retention:        90 * 24 * time.Hour,
+			AuditRetention:   400 * 24 * time.Hour,
+			OutcomeRetention: 30 * 24 * time.Hour,
+			HoldExpiry:       7 * 24 * time.Hour,
+			StartSpread:      5 * time.Second,
+			DefaultTimezone:  "UTC",
 		},
 		Delivery:       defaultDelivery(),
 		OIDC:           OIDC{RolesClaim: "groups"},

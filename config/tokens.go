@@ -33,19 +33,6 @@ type AdminToken struct {
 	Apps []string
 }
 
-// MayUse reports whether the token may use app.
-func (t *AdminToken) MayUse(app string) bool {
-	if t.Apps == nil {
-		return true
-	}
-	for _, a := range t.Apps {
-		if a == app {
-			return true
-		}
-	}
-	return false
-}
-
 // splitApps cuts a trailing ":app1|app2" off an entry's secret: the
 // fourth field of name:role:secret:apps. A clear secret may hold ':'
 // itself, so the field is taken only when everything after the last ':'

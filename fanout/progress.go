@@ -152,8 +152,10 @@ type Committed struct {
 	// A checkpoint fenced off by a takeover stores them aside: if a cancel
 	// then ends the chunk before its new holder sent them again, they are
 	// what was really sent (lease, fenced holders), not canceled. Eight
-	// bytes a target, and gone with the checkpoint.
-	SucceededIDs, CappedIDs []uint64
+	// bytes a target, and gone with the checkpoint. With CanceledIDs (the
+	// delta's canceled targets: read, never sent) they are also every
+	// target's outcome the checkpoint keeps (lease, outcomes.go).
+	SucceededIDs, CappedIDs, CanceledIDs []uint64
 }
 
 // IsZero reports whether the delta holds no outcome.
@@ -211,6 +213,7 @@ func (p *Progress) Commit(resumable bool) Committed {
 				pg.fails[j] = nil
 			case outCanceled:
 				c.Canceled++
+				c.CanceledIDs = append(c.CanceledIDs, pg.ids[j])
 			case outCapped:
 				c.Capped++
 				c.CappedIDs = append(c.CappedIDs, pg.ids[j])

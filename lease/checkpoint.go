@@ -11,6 +11,7 @@ import (
 
 	"pushfan/internal/platform/sqldb"
 	"pushfan/lease/codec"
+	"pushfan/lease/outcome"
 )
 
 // End says what a checkpoint does with the lease.
@@ -58,11 +59,14 @@ type Checkpoint struct {
 	// before it read them): the plan's count tells how many, so nothing is
 	// read from the audience.
 	CancelRest bool
-	// Outcomes lists the checkpoint's succeeded, failed and capped
-	// targets one by one. It is called only when the chunk was taken over
-	// since the holder's claim, or when this checkpoint closes a chunk a
-	// takeover changed hands with a cancel: what a fenced holder sent is
-	// then counted exactly (fenced.go). Nil lists none.
+	// Outcomes lists the checkpoint's targets one by one with their
+	// outcomes (succeeded, failed, capped, and those it keeps without
+	// counting them here: canceled, deferred, stale, excluded). It is
+	// called once per stored checkpoint, whose transaction keeps them as
+	// one row (outcomes.go); the sent ones also count what a fenced
+	// holder sent exactly (fenced.go). Cursors ascending is cheapest; any
+	// order is sorted. Nil lists none: the checkpoint's targets are
+	// counted but not kept one by one.
 	Outcomes func() []TargetOutcome
 }
 
@@ -175,6 +179,10 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 				return err
 			}
 		}
+		outs, err := keepOutcomes(ctx, tx, c, seq, cp)
+		if err != nil {
+			return err
+		}
 		canceled := cp.Canceled
 		if cp.End == Done && cp.CancelRest && targets >= 0 {
 			res.Rest = max(targets-before-cp.Succeeded-cp.Failed-cp.Canceled-cp.Capped, 0)
@@ -193,7 +201,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 			if err := tx.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
 				return fmt.Errorf("read the database clock: %w", err)
 			}
-			if fenced, err = closeFenced(ctx, tx, c, seq, cursor, storedDone, outcomesOf(cp), canceled, now); err != nil {
+			if fenced, err = closeFenced(ctx, tx, c, seq, cursor, storedDone, outcome.SentOf(outs), canceled, now); err != nil {
 				return err
 			}
 		}

@@ -4,13 +4,12 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"pushfan/lease/codec"
+	"pushfan/lease/outcome"
 )
 
 // A holder fenced off by a takeover (it stalled past its lease, and another
@@ -38,22 +37,18 @@ import (
 // tokens are found dead again at their next send), and its frequency-cap
 // reservations are its successor's to settle; only its counts are stored.
 
-// OutcomeKind says what became of one target in a checkpoint.
-type OutcomeKind uint8
+// OutcomeKind and TargetOutcome are package outcome's: what became of one
+// target in a checkpoint.
+type OutcomeKind = outcome.Kind
+type TargetOutcome = outcome.Target
 
-// The outcomes a checkpoint lists target by target (canceled ones are not).
+// The outcomes a checkpoint lists target by target.
 const (
-	OutcomeSucceeded OutcomeKind = iota + 1
-	OutcomeFailed
-	OutcomeCapped
+	OutcomeSucceeded = outcome.Succeeded
+	OutcomeFailed    = outcome.Failed
+	OutcomeCapped    = outcome.Capped
+	OutcomeCanceled  = outcome.Canceled
 )
-
-// TargetOutcome is one target's outcome in a checkpoint.
-type TargetOutcome struct {
-	Cursor uint64
-	Kind   OutcomeKind
-	Code   string // the error code, for OutcomeFailed
-}
 
 // moved is what a fenced holder's outcomes change in the broadcast's counts.
 type moved struct {
@@ -183,99 +178,6 @@ func unsentAtClose(cursor, hi uint64, done []Range, final []TargetOutcome) []Ran
 	return without(rs, slices.Compact(xs))
 }
 
-// encodeSet writes a set of ranges with no cursor below it: the first
-// range's bounds, then the rest as codec.EncodeRanges after it.
-func encodeSet(rs []Range) ([]byte, error) {
-	if len(rs) == 0 {
-		return []byte{}, nil
-	}
-	head := binary.AppendUvarint(nil, rs[0].Lo)
-	head = binary.AppendUvarint(head, rs[0].Hi-rs[0].Lo)
-	tail, err := codec.EncodeRanges(rs[0].Hi, rs[1:])
-	if err != nil {
-		return nil, err
-	}
-	return append(head, tail...), nil
-}
-
-// decodeSet is the inverse of encodeSet.
-func decodeSet(b []byte) ([]Range, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	lo, k1 := binary.Uvarint(b)
-	if k1 <= 0 {
-		return nil, errors.New("unsent ranges: truncated")
-	}
-	length, k2 := binary.Uvarint(b[k1:])
-	if k2 <= 0 || lo+length < lo {
-		return nil, errors.New("unsent ranges: truncated or overflowing")
-	}
-	rest, err := codec.DecodeRanges(lo+length, b[k1+k2:])
-	if err != nil {
-		return nil, fmt.Errorf("unsent ranges: %w", err)
-	}
-	return append([]Range{{Lo: lo, Hi: lo + length}}, rest...), nil
-}
-
-// encodeSent writes the sent outcomes of outs (ascending cursors) as, per
-// target, the uvarint gap from the previous cursor and the error code's
-// length and bytes (length 0: succeeded; codes are never empty).
-func encodeSent(outs []TargetOutcome) []byte {
-	var buf []byte
-	prev := uint64(0)
-	for _, o := range outs {
-		if o.Kind != OutcomeSucceeded && o.Kind != OutcomeFailed {
-			continue
-		}
-		code := o.Code
-		if o.Kind == OutcomeFailed && code == "" {
-			code = "UNKNOWN"
-		}
-		if o.Kind == OutcomeSucceeded {
-			code = ""
-		}
-		buf = binary.AppendUvarint(buf, o.Cursor-prev)
-		buf = binary.AppendUvarint(buf, uint64(len(code)))
-		buf = append(buf, code...)
-		prev = o.Cursor
-	}
-	return buf
-}
-
-// decodeSent is the inverse of encodeSent.
-func decodeSent(b []byte) ([]TargetOutcome, error) {
-	var out []TargetOutcome
-	prev := uint64(0)
-	for len(b) > 0 {
-		gap, k1 := binary.Uvarint(b)
-		if k1 <= 0 || prev+gap < prev {
-			return nil, errors.New("fenced sends: corrupt list")
-		}
-		n, k2 := binary.Uvarint(b[k1:])
-		if k2 <= 0 || n > uint64(len(b)-k1-k2) {
-			return nil, errors.New("fenced sends: corrupt list")
-		}
-		b = b[k1+k2:]
-		prev += gap
-		o := TargetOutcome{Cursor: prev, Kind: OutcomeSucceeded}
-		if n > 0 {
-			o.Kind, o.Code = OutcomeFailed, string(b[:n])
-		}
-		b = b[n:]
-		out = append(out, o)
-	}
-	return out, nil
-}
-
-// outcomesOf returns cp's outcomes (nil when the checkpoint lists none).
-func outcomesOf(cp Checkpoint) []TargetOutcome {
-	if cp.Outcomes == nil {
-		return nil
-	}
-	return cp.Outcomes()
-}
-
 // byCursor returns a copy of outs ascending by cursor, in their order
 // where two name the same target.
 func byCursor(outs []TargetOutcome) []TargetOutcome {
@@ -290,7 +192,13 @@ func byCursor(outs []TargetOutcome) []TargetOutcome {
 // checkpoint's sequence, so a retry after a lost answer stores nothing
 // twice.
 func storeAside(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, seq uint64, res *Result) error {
-	if b := encodeSent(byCursor(outcomesOf(cp))); len(b) > 0 {
+	// Kept as this holder's listing too: the reader ranks a target's
+	// listings as the close counts them (outcomes.go, Precedence).
+	outs, err := keepOutcomes(ctx, tx, c, seq, cp)
+	if err != nil {
+		return err
+	}
+	if b := outcome.EncodeSent(byCursor(outcome.SentOf(outs))); len(b) > 0 {
 		if _, err := tx.ExecContext(ctx, "INSERT IGNORE INTO fenced_sends (broadcast_id, seq, epoch, ckpt_seq, outcomes) VALUES (?, ?, ?, ?, ?)",
 			c.BroadcastID, c.Seq, c.Epoch, seq, b); err != nil {
 			return fmt.Errorf("store a fenced holder's sends aside: %w", err)
@@ -341,7 +249,7 @@ func closeUnsent(ctx context.Context, tx *sql.Tx, k Key, epoch, ckptSeq uint64, 
 			rows.Close()
 			return moved{}, fmt.Errorf("read fenced sends: %w", err)
 		}
-		outs, err := decodeSent(b)
+		outs, err := outcome.DecodeSent(b)
 		if err != nil {
 			rows.Close()
 			return moved{}, fmt.Errorf("chunk %d/%d: %w", k.BroadcastID, k.Seq, err)
@@ -360,7 +268,7 @@ func closeUnsent(ctx context.Context, tx *sql.Tx, k Key, epoch, ckptSeq uint64, 
 			return moved{}, fmt.Errorf("drop fenced sends: %w", err)
 		}
 	}
-	enc, err := encodeSet(unsent)
+	enc, err := codec.EncodeSet(unsent)
 	if err != nil {
 		return moved{}, fmt.Errorf("chunk %d/%d: %w", k.BroadcastID, k.Seq, err)
 	}
@@ -381,7 +289,7 @@ func closeUnsent(ctx context.Context, tx *sql.Tx, k Key, epoch, ckptSeq uint64, 
 // its checkpoint's sequence, stored for replays, and its Effects run as
 // for any late holder (failure rows, dead tokens, frequency caps).
 func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsentEnc []byte, rest int64, ownSeq uint64, res *Result) error {
-	unsent, err := decodeSet(unsentEnc)
+	unsent, err := codec.DecodeSet(unsentEnc)
 	if err != nil {
 		return fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}
@@ -390,10 +298,14 @@ func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsent
 			return err
 		}
 	}
-	unsent, m := take(unsent, outcomesOf(cp), ownSeq > 0)
+	outs, err := keepOutcomes(ctx, tx, c, c.CkptSeq+1, cp) // a fenced holder's (ownSeq 0) too
+	if err != nil {
+		return err
+	}
+	unsent, m := take(unsent, outcome.SentOf(outs), ownSeq > 0)
 	res.Late, res.CancelRequested = true, true
 	fromCanceled := min(m.total(), rest)
-	enc, err := encodeSet(unsent)
+	enc, err := codec.EncodeSet(unsent)
 	if err != nil {
 		return fmt.Errorf("chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}

@@ -4,6 +4,9 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"pushfan/lease/codec"
+	"pushfan/lease/outcome"
 )
 
 func TestWithoutCutsPointsOutOfRanges(t *testing.T) {
@@ -44,22 +47,22 @@ func TestUnsentAtCloseIsWhatNothingCovers(t *testing.T) {
 
 func TestFencedEncodingsRoundTrip(t *testing.T) {
 	for _, rs := range [][]Range{{{Lo: 0, Hi: 0}}, {{Lo: 1, Hi: 5}}, {{Lo: 3, Hi: 4}, {Lo: 9, Hi: 9}, {Lo: 12, Hi: 1 << 40}}} {
-		b, err := encodeSet(rs)
+		b, err := codec.EncodeSet(rs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := decodeSet(b)
+		got, err := codec.DecodeSet(b)
 		if err != nil || !slices.Equal(got, rs) {
 			t.Fatalf("set %v came back %v (%v)", rs, got, err)
 		}
 	}
 	outs := []TargetOutcome{{Cursor: 3, Kind: OutcomeSucceeded}, {Cursor: 4, Kind: OutcomeCapped}, {Cursor: 7, Kind: OutcomeFailed, Code: "UNREGISTERED"}, {Cursor: 1 << 33, Kind: OutcomeSucceeded}}
-	got, err := decodeSent(encodeSent(outs))
+	got, err := outcome.DecodeSent(outcome.EncodeSent(outs))
 	want := []TargetOutcome{outs[0], outs[2], outs[3]} // capped ones are not sends
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("sends came back %v (%v), want %v", got, err, want)
 	}
-	if _, err := decodeSent([]byte{1, 9, 'x'}); err == nil {
+	if _, err := outcome.DecodeSent([]byte{1, 9, 'x'}); err == nil {
 		t.Fatal("a truncated code decoded")
 	}
 }

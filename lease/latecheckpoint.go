@@ -85,6 +85,9 @@ func (s *Store) lateCheckpoint(ctx context.Context, tx *sql.Tx, c *Claim, cp Che
 			return false, err
 		}
 	}
+	if _, err := keepOutcomes(ctx, tx, c, seq, cp); err != nil {
+		return false, err
+	}
 	moved := cp.Succeeded + cp.Failed + cp.Capped
 	fromCanceled := min(moved, rest)
 	if cp.End == KeepLease {

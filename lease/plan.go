@@ -11,6 +11,7 @@ import (
 
 	"pushfan/internal/platform/sqldb"
 	"pushfan/lease/codec"
+	"pushfan/lease/outcome"
 )
 
 // Step is one stored piece of a broadcast's plan: the audience read up to
@@ -39,6 +40,7 @@ type Step struct {
 	// the broadcast's category, NightDeferred those moved to the end of its
 	// night window (docs/consent.md).
 	Excluded, NightDeferred int64
+	Kept                    []TargetOutcome // the excluded and deferred, kept one by one (outcome.PlanSeq)
 	// Done: the audience is exhausted and every chunk is in Chunks.
 	Done bool
 	// MaxCursor and Width are fixed by the first step: the audience's
@@ -230,6 +232,9 @@ func writeStep(ctx context.Context, tx *sql.Tx, id uint64, class Class, prevSeq 
 		rows = append(rows, chunkRow{Plan: p, status: StatusPlanning})
 	}
 	if err := upsertChunks(ctx, tx, id, class, rows); err != nil {
+		return err
+	}
+	if err := outcome.Keep(ctx, tx, outcome.Holder{BroadcastID: id, Seq: outcome.PlanSeq, CkptSeq: st.Cursor}, st.Kept); err != nil {
 		return err
 	}
 	counts := "targeted = targeted + ?, open_chunks = open_chunks + ?, waiting = waiting + ?, deferred = deferred + ?, zone_fallbacks = zone_fallbacks + ?, " +

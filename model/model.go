@@ -79,6 +79,22 @@ type ABVariant struct {
 	Message
 }
 
+// AnalyticsLabel is the fcm_options.analytics_label the message is sent
+// with (its first variant's, with variants), "" without one.
+func (m Message) AnalyticsLabel() string {
+	opts := m.FCMOptions
+	if len(m.Variants) > 0 {
+		opts = m.Variants[0].FCMOptions
+	}
+	var o struct {
+		Label string `json:"analytics_label"`
+	}
+	if len(opts) == 0 || json.Unmarshal(opts, &o) != nil {
+		return ""
+	}
+	return o.Label
+}
+
 // Untracked reports a message sent without event tokens ("track": false).
 func (m Message) Untracked() bool { return m.Track != nil && !*m.Track }
 

@@ -60,6 +60,9 @@ var (
 	bid     = uintKey("broadcast_id")
 )
 
+// targetOutcomesKey is target_outcomes' primary key (lease, outcomes.go).
+var targetOutcomesKey = []keyCol{bid, uintKey("seq"), uintKey("epoch"), uintKey("ckpt_seq"), uintKey("part")}
+
 // bigPurged are the tables whose rows per broadcast can be many: they
 // are deleted before the broadcast's transaction, a batch per statement,
 // each a transaction of its own.
@@ -70,6 +73,7 @@ var bigPurged = []purgedTable{
 	{name: "send_rate", key: []keyCol{bid, {"at", keyTime}}},
 	{name: "broadcast_chunks", key: []keyCol{bid, uintKey("seq")}},
 	{name: "fenced_sends", key: []keyCol{bid, uintKey("seq"), uintKey("epoch"), uintKey("ckpt_seq")}},
+	{name: "target_outcomes", key: targetOutcomesKey},
 	// Webhooks delivered (or given up) go with their broadcast; one
 	// still waiting stays until it is delivered or expires.
 	{name: "webhook_outbox", key: []keyCol{uintKey("id")}, index: "ix_webhook_broadcast", keep: "t.status <> 'pending'"},

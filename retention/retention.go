@@ -36,6 +36,13 @@ type Ledger interface {
 	Sweep(ctx context.Context, expiredBefore, finishedBefore time.Time) (int64, error)
 }
 
+// Outcomes holds every target's kept outcome (package lease, outcomes.go):
+// PurgeOutcomes deletes those of up to a batch of broadcasts finished
+// before cutoff, and says how many it cleared.
+type Outcomes interface {
+	PurgeOutcomes(ctx context.Context, cutoff time.Time, pause time.Duration) (int, error)
+}
+
 // ledgerGrace is how long past its expiry a slot, or past its broadcast's
 // end an answer, is kept: instances' clocks differ a little, and a chunk
 // run that lost its lease may still be reading its last page.
@@ -56,9 +63,14 @@ type Options struct {
 	Trail     Trail
 	AuditKeep time.Duration
 	Keep      time.Duration // how long finished broadcasts are kept
-	Every     time.Duration // time between passes (jittered by up to a tenth)
-	Pause     time.Duration // between batches of one pass
-	Now       func() time.Time
+	// Outcomes, if set, has the kept per-target outcomes of broadcasts
+	// finished longer than OutcomeKeep ago deleted at every pass
+	// (PUSHFAN_OUTCOME_RETENTION), before their broadcast goes.
+	Outcomes    Outcomes
+	OutcomeKeep time.Duration
+	Every       time.Duration // time between passes (jittered by up to a tenth)
+	Pause       time.Duration // between batches of one pass
+	Now         func() time.Time
 }
 
 // Runner runs retention passes until stopped.
@@ -119,6 +131,8 @@ type Result struct {
 	CapRows int64
 	// AuditEntries are the audit entries deleted.
 	AuditEntries int64
+	// OutcomeBroadcasts are the broadcasts whose kept outcomes were deleted.
+	OutcomeBroadcasts int
 }
 
 // RunOnce runs one pass now, unless another instance is running one.
@@ -142,6 +156,9 @@ func (r *Runner) RunOnce(ctx context.Context) (Result, error) {
 		if res.AuditEntries, err = r.opt.Trail.PurgeAudit(ctx, r.opt.Now().Add(-r.opt.AuditKeep), r.opt.Pause); err != nil {
 			return res, fmt.Errorf("deleting old audit entries: %w", err)
 		}
+	}
+	if err := r.purgeOutcomes(ctx, &res); err != nil {
+		return res, err
 	}
 	for {
 		n, err := r.store.PurgeFinished(ctx, cutoff, r.opt.Pause)
@@ -168,6 +185,31 @@ func (r *Runner) RunOnce(ctx context.Context) (Result, error) {
 		}
 		if err := clock.Sleep(ctx, r.opt.Pause); err != nil {
 			return res, err
+		}
+	}
+}
+
+// purgeOutcomes deletes the kept outcomes past OutcomeKeep, a batch of
+// broadcasts at a time with a pause between.
+func (r *Runner) purgeOutcomes(ctx context.Context, res *Result) error {
+	if r.opt.Outcomes == nil || r.opt.OutcomeKeep <= 0 {
+		return nil
+	}
+	cutoff := r.opt.Now().Add(-r.opt.OutcomeKeep)
+	for {
+		n, err := r.opt.Outcomes.PurgeOutcomes(ctx, cutoff, r.opt.Pause)
+		res.OutcomeBroadcasts += n
+		if err != nil {
+			return fmt.Errorf("deleting kept outcomes: %w", err)
+		}
+		if n == 0 {
+			if res.OutcomeBroadcasts > 0 {
+				r.log.Info("retention pass: kept outcomes deleted", "broadcasts", res.OutcomeBroadcasts, "finished_before", cutoff)
+			}
+			return nil
+		}
+		if err := clock.Sleep(ctx, r.opt.Pause); err != nil {
+			return err
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"pushfan/cron"
 	"pushfan/model"
 	"pushfan/server/consents"
+	"pushfan/server/deliveries"
 	"pushfan/server/segments"
 )
 
@@ -75,8 +76,9 @@ type Domain struct {
 	Segments Segments
 	// Keys are the API keys kept in the database (apikey.Keys); nil:
 	// none (only the environment's tokens let anyone in).
-	Keys Keys
-	Apps Apps
+	Keys       Keys
+	Deliveries deliveries.Domain // a user's deliveries (outcomes.Reader); nil: 503
+	Apps       Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows
 	// at once. ReloadAudiences reloads them (nil: the route answers 503);

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"html/template"
 	"net/http"
 	"strings"
 
@@ -138,18 +137,8 @@ func (s *Server) signInFailed(c echo.Context, err error) error {
 	c.Response().Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(status)
-	return failedPage.Execute(c.Response(), apiErr)
+	return sso.FailedPage.Execute(c.Response(), apiErr)
 }
-
-var failedPage = template.Must(template.New("failed").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sign-in refused · pushfan</title></head>
-<body style="font-family:system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem">
-<h1>Sign-in refused</h1>
-<p id="reason">{{.Message}}</p>
-<p><code id="code">{{.Code}}</code></p>
-<p><a href="/console/">Back to sign-in</a></p>
-</body></html>
-`))
 
 // record appends e to the audit trail, when there is one, with the
 // request's address and id; a failure to record is logged (a sign-in's

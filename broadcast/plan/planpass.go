@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"pushfan/lease"
+	"pushfan/lease/outcome"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -97,6 +98,7 @@ func (p *planPass) add(r repository.PlanRow) error {
 	if r.Consent&repository.ConsentDay == 0 {
 		p.cursor = cursor // in no chunk: a chunk's range that holds it leaves it out by the same rule
 		p.step.Excluded++
+		p.step.Kept = append(p.step.Kept, lease.TargetOutcome{Cursor: cursor, Kind: outcome.Excluded})
 		return nil
 	}
 	d, err := p.dueOf(zoneKey{r.Zone, r.HasZone, r.Consent&repository.ConsentNight != 0})
@@ -132,6 +134,9 @@ func (p *planPass) add(r repository.PlanRow) error {
 		p.step.NightDeferred++
 	case d.deferred:
 		p.step.Deferred++
+	}
+	if d.night || d.deferred {
+		p.step.Kept = append(p.step.Kept, lease.TargetOutcome{Cursor: cursor, Kind: outcome.Deferred})
 	}
 	if d.fallback {
 		p.step.ZoneFallbacks++

@@ -55,6 +55,9 @@ type Spec struct {
 	APNS       json.RawMessage `json:"apns"`
 	Webpush    json.RawMessage `json:"webpush"`
 	FCMOptions json.RawMessage `json:"fcm_options"`
+	// AnalyticsLabel is fcm_options.analytics_label of every message,
+	// Firebase's key to its delivery data (analytics.go).
+	AnalyticsLabel string `json:"analytics_label"`
 	// Hold stores the broadcast held: nothing is sent until it is
 	// released (POST /push/broadcasts/{id}/release).
 	Hold bool `json:"hold"`
@@ -139,6 +142,9 @@ func (r Rules) Validate(spec Spec, now time.Time) (Request, error) {
 	// The labels are part of the message from here on: every rule below
 	// (templates, FCM's payload limit) sees the message as it is sent.
 	if spec, err = labeled(spec, cat); err != nil {
+		return out, err
+	}
+	if spec, err = withAnalyticsLabel(spec, cat); err != nil {
 		return out, err
 	}
 	if cat != nil && cat.QuietHours != nil && spec.QuietHours.Window == nil && !spec.QuietHours.Off {

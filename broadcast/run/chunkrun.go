@@ -1,11 +1,13 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"pushfan/broadcast/instance"
@@ -438,19 +440,28 @@ func (r *chunkRun) end(ctx context.Context, resumable bool, how lease.End, cance
 	}
 }
 
-// toLeaseOutcomes lists a checkpoint's outcomes target by target: done
-// only when the store asks (a fenced holder's, or a cancel's close after a
-// takeover).
+// toLeaseOutcomes lists a checkpoint's outcomes target by target, in
+// cursor order: every stored checkpoint keeps them (lease, outcomes.go),
+// and a fenced holder's count exactly. The engine's lists are each in read
+// order, which is cursor order but for retries; a merge of the four is
+// sorted in the common case, and the lease sorts the rest.
 func toLeaseOutcomes(c fanout.Committed) []lease.TargetOutcome {
-	out := make([]lease.TargetOutcome, 0, len(c.SucceededIDs)+len(c.Failures)+len(c.CappedIDs))
+	out := make([]lease.TargetOutcome, 0, len(c.SucceededIDs)+len(c.Failures)+len(c.CappedIDs)+len(c.CanceledIDs))
 	for _, id := range c.SucceededIDs {
 		out = append(out, lease.TargetOutcome{Cursor: id, Kind: lease.OutcomeSucceeded})
 	}
+	ok := len(c.Failures) == 0 && len(c.CappedIDs) == 0 && len(c.CanceledIDs) == 0
 	for _, f := range c.Failures {
 		out = append(out, lease.TargetOutcome{Cursor: f.Target.Cursor, Kind: lease.OutcomeFailed, Code: f.Code})
 	}
 	for _, id := range c.CappedIDs {
 		out = append(out, lease.TargetOutcome{Cursor: id, Kind: lease.OutcomeCapped})
+	}
+	for _, id := range c.CanceledIDs {
+		out = append(out, lease.TargetOutcome{Cursor: id, Kind: lease.OutcomeCanceled})
+	}
+	if !ok {
+		slices.SortStableFunc(out, func(a, b lease.TargetOutcome) int { return cmp.Compare(a.Cursor, b.Cursor) })
 	}
 	return out
 }

@@ -22,6 +22,7 @@ import * as cluster from './cluster.js';
 import * as webhooks from './webhooks.js';
 import * as keys from './keys.js';
 import * as activity from './activity.js';
+import * as users from './users.js';
 
 const ROUTES = [
   {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
@@ -40,6 +41,7 @@ const ROUTES = [
   {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
   {re: /^\/keys$/, page: 'keys', title: 'API keys', mod: keys},
   {re: /^\/activity$/, page: 'activity', title: 'Activity', mod: activity},
+  {re: /^\/users$/, page: 'users', title: 'Look up a user', mod: users},
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
@@ -52,6 +54,7 @@ const NAV = [
   ['#/cron', 'Cron'],
   ['#/segments', 'Segments'],
   ['#/audiences', 'Audiences'],
+  ['#/users', 'Users', null, 'every-app'],
   ['#/cluster', 'Cluster'],
   ['#/webhooks', 'Webhooks', null, 'every-app'],
   ['#/keys', 'Keys', 'admin', 'every-app'],

@@ -47,6 +47,9 @@ export async function render(ctx) {
   const dryTag = h('span', {class: 'tag', hidden: true}, 'dry run');
   const subtitle = h('p', {class: 'subtitle'});
   const actions = h('div', {class: 'actions', id: 'actions'});
+  // Every kept target's outcome as CSV (GET /push/broadcasts/{id}/outcomes),
+  // for any role, once the broadcast is final.
+  const download = h('a', {id: 'btn-outcomes', class: 'btn', hidden: true, href: `/push/broadcasts/${id}/outcomes?format=csv`, download: `broadcast-${id}-outcomes.csv`}, 'Download outcomes');
   const actionError = h('p', {id: 'action-error', class: 'alert', role: 'alert', hidden: true});
 
   const segs = {};
@@ -101,6 +104,7 @@ export async function render(ctx) {
   add(root, 
     h('div', {class: 'title-row'}, status, dryTag, subtitle),
     sender ? actions : null,
+    h('div', {class: 'actions'}, download),
     actionError,
     h('section', {class: 'card', 'aria-labelledby': 'progress-h'},
       h('h2', {id: 'progress-h'}, 'Progress'), progress, counting, legend, planning, pace),
@@ -170,6 +174,7 @@ export async function render(ctx) {
     }
     // Buttons are rebuilt only when what they offer changes, so focus on
     // one is not lost every second.
+    download.hidden = !isFinal(b.status);
     const actionsKey = `${b.status}|${b.failed > 0}`;
     if (sender && actionsKey !== st.actionsKey) {
       st.actionsKey = actionsKey;

@@ -1,6 +1,8 @@
 // Package codec holds the compact encodings of a chunk row's columns:
 // the done ranges of a checkpoint (cursor-relative uvarint gaps and
-// lengths) and a chunk's target list (uvarint gaps from its lower bound).
+// lengths), a chunk's target list (uvarint gaps from its lower bound),
+// and a set of ranges with no cursor below it (a fenced holder's unsent
+// targets).
 // They are the storage format of package lease's protocol, apart from its
 // SQL so that they can be read and tested on their own.
 package codec
@@ -121,4 +123,39 @@ func DecodeIDs(lo uint64, b []byte) ([]uint64, error) {
 		b = b[k:]
 	}
 	return out, nil
+}
+
+// EncodeSet writes a set of ranges with no cursor below it: the first
+// range's bounds, then the rest as EncodeRanges after it.
+func EncodeSet(rs []Range) ([]byte, error) {
+	if len(rs) == 0 {
+		return []byte{}, nil
+	}
+	head := binary.AppendUvarint(nil, rs[0].Lo)
+	head = binary.AppendUvarint(head, rs[0].Hi-rs[0].Lo)
+	tail, err := EncodeRanges(rs[0].Hi, rs[1:])
+	if err != nil {
+		return nil, err
+	}
+	return append(head, tail...), nil
+}
+
+// DecodeSet is the inverse of EncodeSet.
+func DecodeSet(b []byte) ([]Range, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	lo, k1 := binary.Uvarint(b)
+	if k1 <= 0 {
+		return nil, errors.New("unsent ranges: truncated")
+	}
+	length, k2 := binary.Uvarint(b[k1:])
+	if k2 <= 0 || lo+length < lo {
+		return nil, errors.New("unsent ranges: truncated or overflowing")
+	}
+	rest, err := DecodeRanges(lo+length, b[k1+k2:])
+	if err != nil {
+		return nil, fmt.Errorf("unsent ranges: %w", err)
+	}
+	return append([]Range{{Lo: lo, Hi: lo + length}}, rest...), nil
 }

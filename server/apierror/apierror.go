@@ -31,6 +31,11 @@ func BadRequest(code, field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// NotFound is a 404.
+func NotFound(code, format string, args ...any) *Error {
+	return &Error{Status: http.StatusNotFound, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
 // RateLimited is a 429 whose Retry-After (set in h) is wait, in whole
 // seconds, at least 1.
 func RateLimited(h http.Header, wait time.Duration, msg string) *Error {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"sync"
@@ -231,3 +232,15 @@ func (c *Client) Role(groups []string) (role model.Role, ok bool) {
 	}
 	return role, ok
 }
+
+// FailedPage is the page a browser gets for a refused sign-in: the
+// reason (Message) and its code (Code), and a way back to sign-in.
+var FailedPage = template.Must(template.New("failed").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign-in refused · pushfan</title></head>
+<body style="font-family:system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem">
+<h1>Sign-in refused</h1>
+<p id="reason">{{.Message}}</p>
+<p><code id="code">{{.Code}}</code></p>
+<p><a href="/console/">Back to sign-in</a></p>
+</body></html>
+`))

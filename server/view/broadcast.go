@@ -84,7 +84,10 @@ type Broadcast struct {
 	// configured): its proof (docs/consent.md). ExcludedNoConsent counts
 	// the targets its plan left out for want of consent, NightDeferred
 	// those moved to the end of the category's night window.
-	Category          *string         `json:"category"`
+	Category *string `json:"category"`
+	// AnalyticsLabel is fcm_options.analytics_label of its messages:
+	// Firebase's key to its delivery data (docs/analytics.md).
+	AnalyticsLabel    *string         `json:"analytics_label"`
 	Consent           *model.Category `json:"consent"`
 	ExcludedNoConsent int64           `json:"excluded_no_consent"`
 	NightDeferred     int64           `json:"night_deferred"`
@@ -119,6 +122,9 @@ func Of(b *model.Broadcast, now time.Time) Broadcast {
 	if c := b.Category; c != nil {
 		name, rules := c.Name, *c
 		v.Category, v.Consent = &name, &rules
+	}
+	if l := b.Message.AnalyticsLabel(); l != "" {
+		v.AnalyticsLabel = &l
 	}
 	if b.FrequencyCap != "" {
 		c := b.FrequencyCap

@@ -37,6 +37,7 @@ import (
 	"pushfan/lease"
 	"pushfan/metrics"
 	"pushfan/model"
+	"pushfan/outcomes"
 	"pushfan/quota"
 	"pushfan/repository"
 	"pushfan/retention"
@@ -233,12 +234,14 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	opts := append([]server.Option{server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
 		apiOIDC(cfg, store), server.WithAuditor(trail)}, extra...)
+	dom.Deliveries = &outcomes.Reader{DB: pool.DB} // a user's deliveries, from the kept outcomes
 	api := server.New(apiConfig(cfg, log), dom, store, log, opts...)
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger, Trail: store, AuditKeep: cfg.Engine.AuditRetention})
+	ret := retention.New(store, log, retention.Options{Keep: cfg.Engine.Retention, Ledger: ledger, Trail: store, AuditKeep: cfg.Engine.AuditRetention,
+		Outcomes: store, OutcomeKeep: cfg.Engine.OutcomeRetention})
 	sched := cron.NewScheduler(jobs, svc.Jobs(), log)
 	return &Instance{Sender: parts[0].Sender, Engine: parts[0].Engine, Apps: parts, Service: svc, API: api, Registry: reg, Scheduler: sched, Retention: ret,
 		Quota: parts[0].Quota, Events: events, Webhooks: deliverer, Summaries: summaries, Audiences: reloader}, nil

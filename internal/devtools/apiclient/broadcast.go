@@ -48,6 +48,7 @@ type Broadcast struct {
 	// Consent (docs/consent.md): the category, its rules as the
 	// broadcast ran under them, and the targets left out or deferred.
 	Category          *string   `json:"category"`
+	AnalyticsLabel    *string   `json:"analytics_label"`
 	Consent           *Category `json:"consent"`
 	ExcludedNoConsent int64     `json:"excluded_no_consent"`
 	NightDeferred     int64     `json:"night_deferred"`

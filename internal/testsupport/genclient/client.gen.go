@@ -137,6 +137,39 @@ func (e Class) Valid() bool {
 	}
 }
 
+// Defines values for DeviceOutcomeOutcome.
+const (
+	DeviceOutcomeOutcomeAccepted DeviceOutcomeOutcome = "accepted"
+	DeviceOutcomeOutcomeCanceled DeviceOutcomeOutcome = "canceled"
+	DeviceOutcomeOutcomeCapped   DeviceOutcomeOutcome = "capped"
+	DeviceOutcomeOutcomeDeferred DeviceOutcomeOutcome = "deferred"
+	DeviceOutcomeOutcomeExcluded DeviceOutcomeOutcome = "excluded"
+	DeviceOutcomeOutcomeFailed   DeviceOutcomeOutcome = "failed"
+	DeviceOutcomeOutcomeStale    DeviceOutcomeOutcome = "stale"
+)
+
+// Valid indicates whether the value is a known member of the DeviceOutcomeOutcome enum.
+func (e DeviceOutcomeOutcome) Valid() bool {
+	switch e {
+	case DeviceOutcomeOutcomeAccepted:
+		return true
+	case DeviceOutcomeOutcomeCanceled:
+		return true
+	case DeviceOutcomeOutcomeCapped:
+		return true
+	case DeviceOutcomeOutcomeDeferred:
+		return true
+	case DeviceOutcomeOutcomeExcluded:
+		return true
+	case DeviceOutcomeOutcomeFailed:
+		return true
+	case DeviceOutcomeOutcomeStale:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EngagementSeriesBucket.
 const (
 	EngagementSeriesBucketN15m EngagementSeriesBucket = "15m"
@@ -589,22 +622,22 @@ func (e TestSendResultOutcome) Valid() bool {
 
 // Defines values for TestSendResultTokenStatus.
 const (
-	Invalidated TestSendResultTokenStatus = "invalidated"
-	Stale       TestSendResultTokenStatus = "stale"
-	Unknown     TestSendResultTokenStatus = "unknown"
-	Valid       TestSendResultTokenStatus = "valid"
+	TestSendResultTokenStatusInvalidated TestSendResultTokenStatus = "invalidated"
+	TestSendResultTokenStatusStale       TestSendResultTokenStatus = "stale"
+	TestSendResultTokenStatusUnknown     TestSendResultTokenStatus = "unknown"
+	TestSendResultTokenStatusValid       TestSendResultTokenStatus = "valid"
 )
 
 // Valid indicates whether the value is a known member of the TestSendResultTokenStatus enum.
 func (e TestSendResultTokenStatus) Valid() bool {
 	switch e {
-	case Invalidated:
+	case TestSendResultTokenStatusInvalidated:
 		return true
-	case Stale:
+	case TestSendResultTokenStatusStale:
 		return true
-	case Unknown:
+	case TestSendResultTokenStatusUnknown:
 		return true
-	case Valid:
+	case TestSendResultTokenStatusValid:
 		return true
 	default:
 		return false
@@ -704,6 +737,57 @@ func (e GetEngagementSeriesParamsBucket) Valid() bool {
 	case GetEngagementSeriesParamsBucketN1m:
 		return true
 	case GetEngagementSeriesParamsBucketN5m:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ExportBroadcastOutcomesParamsOutcome.
+const (
+	ExportBroadcastOutcomesParamsOutcomeAccepted ExportBroadcastOutcomesParamsOutcome = "accepted"
+	ExportBroadcastOutcomesParamsOutcomeCanceled ExportBroadcastOutcomesParamsOutcome = "canceled"
+	ExportBroadcastOutcomesParamsOutcomeCapped   ExportBroadcastOutcomesParamsOutcome = "capped"
+	ExportBroadcastOutcomesParamsOutcomeDeferred ExportBroadcastOutcomesParamsOutcome = "deferred"
+	ExportBroadcastOutcomesParamsOutcomeExcluded ExportBroadcastOutcomesParamsOutcome = "excluded"
+	ExportBroadcastOutcomesParamsOutcomeFailed   ExportBroadcastOutcomesParamsOutcome = "failed"
+	ExportBroadcastOutcomesParamsOutcomeStale    ExportBroadcastOutcomesParamsOutcome = "stale"
+)
+
+// Valid indicates whether the value is a known member of the ExportBroadcastOutcomesParamsOutcome enum.
+func (e ExportBroadcastOutcomesParamsOutcome) Valid() bool {
+	switch e {
+	case ExportBroadcastOutcomesParamsOutcomeAccepted:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeCanceled:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeCapped:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeDeferred:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeExcluded:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeFailed:
+		return true
+	case ExportBroadcastOutcomesParamsOutcomeStale:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ExportBroadcastOutcomesParamsFormat.
+const (
+	Csv    ExportBroadcastOutcomesParamsFormat = "csv"
+	Ndjson ExportBroadcastOutcomesParamsFormat = "ndjson"
+)
+
+// Valid indicates whether the value is a known member of the ExportBroadcastOutcomesParamsFormat enum.
+func (e ExportBroadcastOutcomesParamsFormat) Valid() bool {
+	switch e {
+	case Csv:
+		return true
+	case Ndjson:
 		return true
 	default:
 		return false
@@ -1104,6 +1188,9 @@ type AuditPage struct {
 
 // Broadcast The broadcast object. When it is final, succeeded + failed + canceled + capped == targeted, and succeeded is what FCM accepted.
 type Broadcast struct {
+	// AnalyticsLabel fcm_options.analytics_label of its messages (the first variant's, with variants); null without one. Joins Firebase's delivery data to the broadcast (docs/analytics.md).
+	AnalyticsLabel *string `json:"analytics_label"`
+
 	// App The app it is sent in; a resend goes to the same app.
 	App AppName `json:"app"`
 
@@ -1241,8 +1328,10 @@ type BroadcastPage struct {
 
 // BroadcastRequest The body of POST /push/broadcast. At least one of title, body and data must be set; the notification and data together are at most 4096 bytes of compact JSON.
 type BroadcastRequest struct {
-	Android *Android `json:"android,omitempty"`
-	Apns    *APNS    `json:"apns,omitempty"`
+	// AnalyticsLabel fcm_options.analytics_label of every message: Firebase's key to its delivery data (BigQuery export, Data API; docs/analytics.md). Default: the cron job's (its message's fcm_options.analytics_label), else the category's name. Firebase reports at most 100 distinct labels a day: do not make one per broadcast. Not FCM's rule (1 to 50 of letters, digits, -_.~%) is a 400 naming analytics_label.
+	AnalyticsLabel *string  `json:"analytics_label,omitempty"`
+	Android        *Android `json:"android,omitempty"`
+	Apns           *APNS    `json:"apns,omitempty"`
 
 	// App The app (Firebase project) to send in, a name from the apps: configuration (docs/apps.md). With one app configured it may be left out; with several it is required, and a missing or unknown app is a 400 naming the field app. A token limited to apps gets 403 on any other.
 	App *string `json:"app,omitempty"`
@@ -1467,6 +1556,27 @@ type ConsentRequest struct {
 	// Source Where the answer came from (signup, settings, ...); longer than 64 characters is a 400 too_long naming source.
 	Source *string `json:"source,omitempty"`
 }
+
+// DeviceOutcome defines model for DeviceOutcome.
+type DeviceOutcome struct {
+	// ClickedAt The device's first click, null without one.
+	ClickedAt *time.Time `json:"clicked_at"`
+
+	// Code The failure's code (UNREGISTERED, ...); empty otherwise.
+	Code string `json:"code"`
+
+	// OpenedAt The device's first open (engagement), null without one.
+	OpenedAt *time.Time           `json:"opened_at"`
+	Outcome  DeviceOutcomeOutcome `json:"outcome"`
+	Platform string               `json:"platform"`
+
+	// ResendId The resend whose outcome this is; absent for the broadcast's own.
+	ResendId *int `json:"resend_id,omitempty"`
+	TokenId  int  `json:"token_id"`
+}
+
+// DeviceOutcomeOutcome defines model for DeviceOutcome.Outcome.
+type DeviceOutcomeOutcome string
 
 // DueConsents defines model for DueConsents.
 type DueConsents struct {
@@ -2152,8 +2262,10 @@ type TestSendReportUsersWithoutTokensReason string
 
 // TestSendRequest The body of POST /push/test: the message fields of a broadcast request and exactly one of user_ids or tokens (at most 20 tokens in all).
 type TestSendRequest struct {
-	Android *Android `json:"android,omitempty"`
-	Apns    *APNS    `json:"apns,omitempty"`
+	// AnalyticsLabel fcm_options.analytics_label of every message: Firebase's key to its delivery data (BigQuery export, Data API; docs/analytics.md). Default: the cron job's (its message's fcm_options.analytics_label), else the category's name. Firebase reports at most 100 distinct labels a day: do not make one per broadcast. Not FCM's rule (1 to 50 of letters, digits, -_.~%) is a 400 naming analytics_label.
+	AnalyticsLabel *string  `json:"analytics_label,omitempty"`
+	Android        *Android `json:"android,omitempty"`
+	Apns           *APNS    `json:"apns,omitempty"`
 
 	// App The app (Firebase project) to send in, a name from the apps: configuration (docs/apps.md). With one app configured it may be left out; with several it is required, and a missing or unknown app is a 400 naming the field app. A token limited to apps gets 403 on any other.
 	App *string `json:"app,omitempty"`
@@ -2247,6 +2359,30 @@ type Trigger string
 type UserConsents struct {
 	Consents []Consent `json:"consents"`
 	UserId   int       `json:"user_id"`
+}
+
+// UserDeliveries defines model for UserDeliveries.
+type UserDeliveries struct {
+	Deliveries []UserDelivery `json:"deliveries"`
+
+	// NextAfter The after of the next page: set when limit was reached or the look-up walked its bound of broadcasts (1,000); null at the end.
+	NextAfter *int `json:"next_after"`
+
+	// Scanned How many broadcasts this look-up walked.
+	Scanned int `json:"scanned"`
+	UserId  int `json:"user_id"`
+}
+
+// UserDelivery defines model for UserDelivery.
+type UserDelivery struct {
+	// At When the broadcast started (created, if it never did).
+	At          time.Time `json:"at"`
+	BroadcastId int       `json:"broadcast_id"`
+
+	// Category The broadcast's category; empty for none.
+	Category string          `json:"category"`
+	Devices  []DeviceOutcome `json:"devices"`
+	Title    string          `json:"title"`
 }
 
 // VariantRequest defines model for VariantRequest.
@@ -2506,6 +2642,21 @@ type ListFailuresParams struct {
 	Code *ErrorCode `form:"code,omitempty" json:"code,omitempty"`
 }
 
+// ExportBroadcastOutcomesParams defines parameters for ExportBroadcastOutcomes.
+type ExportBroadcastOutcomesParams struct {
+	// Outcome Only the targets with this outcome.
+	Outcome *ExportBroadcastOutcomesParamsOutcome `form:"outcome,omitempty" json:"outcome,omitempty"`
+
+	// Format ndjson (default): one JSON object a line; csv: a header line, then one row a target.
+	Format *ExportBroadcastOutcomesParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// ExportBroadcastOutcomesParamsOutcome defines parameters for ExportBroadcastOutcomes.
+type ExportBroadcastOutcomesParamsOutcome string
+
+// ExportBroadcastOutcomesParamsFormat defines parameters for ExportBroadcastOutcomes.
+type ExportBroadcastOutcomesParamsFormat string
+
 // ResendBroadcastParams defines parameters for ResendBroadcast.
 type ResendBroadcastParams struct {
 	// Wait 0 or false answers at once (202 unless already final); overrides the body's wait.
@@ -2558,6 +2709,15 @@ type StatsParams struct {
 type ConsentHistoryParams struct {
 	// Limit How many answers; 50 by default.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetUserDeliveriesParams defines parameters for GetUserDeliveries.
+type GetUserDeliveriesParams struct {
+	// Limit How many broadcasts, 1 to 100 (default 20); anything else is a 400 naming limit.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After The previous page's next_after: broadcasts with a smaller id. Anything but a positive integer is a 400 naming after.
+	After *int `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
@@ -3125,6 +3285,13 @@ func (t BroadcastRequest) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.AnalyticsLabel != nil {
+		object["analytics_label"], err = json.Marshal(t.AnalyticsLabel)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'analytics_label': %w", err)
+		}
+	}
+
 	if t.Android != nil {
 		object["android"], err = json.Marshal(t.Android)
 		if err != nil {
@@ -3317,6 +3484,13 @@ func (t *BroadcastRequest) UnmarshalJSON(b []byte) error {
 	err = json.Unmarshal(b, &object)
 	if err != nil {
 		return err
+	}
+
+	if raw, found := object["analytics_label"]; found {
+		err = json.Unmarshal(raw, &t.AnalyticsLabel)
+		if err != nil {
+			return fmt.Errorf("error reading 'analytics_label': %w", err)
+		}
 	}
 
 	if raw, found := object["android"]; found {
@@ -3811,6 +3985,11 @@ type ClientInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+	//
+	// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+	ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReleaseBroadcast Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 	//
 	// Corresponds with POST /push/broadcasts/{id}/release (the `ReleaseBroadcast` operationId).
@@ -4016,6 +4195,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 	ConsentHistory(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+	//
+	// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+	GetUserDeliveries(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhooks The webhook endpoints with their health: last success, consecutive failures, events waiting.
 	//
@@ -4523,6 +4707,21 @@ func (c *Client) WatchBroadcast(ctx context.Context, id BroadcastID, reqEditors 
 // Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 func (c *Client) ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListFailuresRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+//
+// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+func (c *Client) ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExportBroadcastOutcomesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5069,6 +5268,21 @@ func (c *Client) PutConsent(ctx context.Context, id UserID, category ConsentCate
 // Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 func (c *Client) ConsentHistory(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewConsentHistoryRequest(c.Server, id, category, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+//
+// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+func (c *Client) GetUserDeliveries(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUserDeliveriesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6452,6 +6666,79 @@ func NewListFailuresRequest(server string, id BroadcastID, params *ListFailuresP
 	return req, nil
 }
 
+// NewExportBroadcastOutcomesRequest constructs an http.Request for the ExportBroadcastOutcomes method
+func NewExportBroadcastOutcomesRequest(server string, id BroadcastID, params *ExportBroadcastOutcomesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/broadcasts/%s/outcomes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Outcome != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "outcome", *params.Outcome, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReleaseBroadcastRequest constructs an http.Request for the ReleaseBroadcast method
 func NewReleaseBroadcastRequest(server string, id BroadcastID) (*http.Request, error) {
 	var err error
@@ -7566,6 +7853,79 @@ func NewConsentHistoryRequest(server string, id UserID, category ConsentCategory
 	return req, nil
 }
 
+// NewGetUserDeliveriesRequest constructs an http.Request for the GetUserDeliveries method
+func NewGetUserDeliveriesRequest(server string, id UserID, params *GetUserDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/users/%s/deliveries", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListWebhooksRequest constructs an http.Request for the ListWebhooks method
 func NewListWebhooksRequest(server string) (*http.Request, error) {
 	var err error
@@ -8172,6 +8532,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailuresWithResponse(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*ListFailuresResponse, error)
 
+	// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+	ExportBroadcastOutcomesWithResponse(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*ExportBroadcastOutcomesResponse, error)
+
 	// ReleaseBroadcastWithResponse Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8409,6 +8776,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 	ConsentHistoryWithResponse(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*ConsentHistoryResponse, error)
+
+	// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+	GetUserDeliveriesWithResponse(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*GetUserDeliveriesResponse, error)
 
 	// ListWebhooksWithResponse The webhook endpoints with their health: last success, consecutive failures, events waiting.
 	//
@@ -10630,6 +11004,110 @@ func (r ListFailuresResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListFailuresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ExportBroadcastOutcomesResponse401Headers the declared response headers of an HTTP 401 response for ExportBroadcastOutcomes
+type ExportBroadcastOutcomesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ExportBroadcastOutcomesResponse429Headers the declared response headers of an HTTP 429 response for ExportBroadcastOutcomes
+type ExportBroadcastOutcomesResponse429Headers struct {
+	RetryAfter int
+}
+
+type ExportBroadcastOutcomesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ExportBroadcastOutcomesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExportBroadcastOutcomesResponse429Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExportBroadcastOutcomesResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ExportBroadcastOutcomesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExportBroadcastOutcomesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExportBroadcastOutcomesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExportBroadcastOutcomesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13188,6 +13666,103 @@ func (r ConsentHistoryResponse) ContentType() string {
 	return ""
 }
 
+// GetUserDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for GetUserDeliveries
+type GetUserDeliveriesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetUserDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for GetUserDeliveries
+type GetUserDeliveriesResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetUserDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UserDeliveries
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetUserDeliveriesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetUserDeliveriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON200() *UserDeliveries {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetUserDeliveriesResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUserDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUserDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUserDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUserDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListWebhooksResponse401Headers the declared response headers of an HTTP 401 response for ListWebhooks
 type ListWebhooksResponse401Headers struct {
 	WWWAuthenticate string
@@ -14295,6 +14870,19 @@ func (c *ClientWithResponses) ListFailuresWithResponse(ctx context.Context, id B
 	return ParseListFailuresResponse(rsp)
 }
 
+// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
+func (c *ClientWithResponses) ExportBroadcastOutcomesWithResponse(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*ExportBroadcastOutcomesResponse, error) {
+	rsp, err := c.ExportBroadcastOutcomes(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExportBroadcastOutcomesResponse(rsp)
+}
+
 // ReleaseBroadcastWithResponse Release a held broadcast (approver role): it is queued (or scheduled while send_at is ahead). With PUSHFAN_RELEASE_FOUR_EYES, not by the person, key or token that created it, whatever its role (403 four_eyes_required); actors are compared, not names: a key and a token of one name are two.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -14735,6 +15323,19 @@ func (c *ClientWithResponses) ConsentHistoryWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseConsentHistoryResponse(rsp)
+}
+
+// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
+func (c *ClientWithResponses) GetUserDeliveriesWithResponse(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*GetUserDeliveriesResponse, error) {
+	rsp, err := c.GetUserDeliveries(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUserDeliveriesResponse(rsp)
 }
 
 // ListWebhooksWithResponse The webhook endpoints with their health: last success, consecutive failures, events waiting.
@@ -16859,6 +17460,104 @@ func ParseListFailuresResponse(rsp *http.Response) (*ListFailuresResponse, error
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListFailuresResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExportBroadcastOutcomesResponse parses an HTTP response from a ExportBroadcastOutcomesWithResponse call
+func ParseExportBroadcastOutcomesResponse(rsp *http.Response) (*ExportBroadcastOutcomesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExportBroadcastOutcomesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ExportBroadcastOutcomesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ExportBroadcastOutcomesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -19282,6 +19981,97 @@ func ParseConsentHistoryResponse(rsp *http.Response) (*ConsentHistoryResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ConsentHistoryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetUserDeliveriesResponse parses an HTTP response from a GetUserDeliveriesWithResponse call
+func ParseGetUserDeliveriesResponse(rsp *http.Response) (*GetUserDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUserDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UserDeliveries
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetUserDeliveriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetUserDeliveriesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

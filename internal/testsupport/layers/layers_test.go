@@ -38,17 +38,19 @@ var allowed = map[string][]string{
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
-	"lease":       {"audit", "internal/platform/sqldb", "lease/codec", "model", "repository"},
-	"lease/codec": nil,                                                                                                                     // the compact encodings of a chunk row's columns: done ranges, target lists                                           // the one owner of broadcasts' and chunks' statuses and counters
-	"repository":  {"audit", "model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
-	"retention":   {"internal/platform/clock", "internal/platform/lifecycle"},
-	"caps":        {"config", "internal/platform/sqldb", "model"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
-	"consent":     {"audit", "internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
-	"apikey":      {"internal/platform/sqldb", "model"},                                // the API keys kept in the database: create, list, revoke, the cached check
-	"engagement":  {"internal/platform/lifecycle", "model"},                            // event tokens and their group-committed ingestion
-	"webhook":     {"audit", "internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
-	"metrics":     nil,                                                                 // Prometheus collectors; fanout.Metrics takes plain values
-	"quota":       {"internal/platform/lifecycle", "internal/platform/sqldb"},          // the cluster's rate budget, over MySQL, behind quota.Limiter
+	"lease":         {"audit", "internal/platform/sqldb", "lease/codec", "lease/outcome", "model", "repository"},
+	"lease/outcome": {"internal/platform/sqldb"},                                                                                             // every target's kept outcome: its kinds, the compact blob, the bounded look-up
+	"lease/codec":   nil,                                                                                                                     // the compact encodings of a chunk row's columns: done ranges, target lists
+	"repository":    {"audit", "model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
+	"retention":     {"internal/platform/clock", "internal/platform/lifecycle"},
+	"outcomes":      {"lease/outcome", "model"},                                          // every target's kept outcome, read: a user's deliveries, a broadcast's export
+	"caps":          {"config", "internal/platform/sqldb", "model"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
+	"consent":       {"audit", "internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
+	"apikey":        {"internal/platform/sqldb", "model"},                                // the API keys kept in the database: create, list, revoke, the cached check
+	"engagement":    {"internal/platform/lifecycle", "model"},                            // event tokens and their group-committed ingestion
+	"webhook":       {"audit", "internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
+	"metrics":       nil,                                                                 // Prometheus collectors; fanout.Metrics takes plain values
+	"quota":         {"internal/platform/lifecycle", "internal/platform/sqldb"},          // the cluster's rate budget, over MySQL, behind quota.Limiter
 	// The message: rules, platform overrides, localized variants and
 	// templates, rendered per target.
 	"broadcast/message": {"audience", "fanout", "model"},
@@ -57,7 +59,7 @@ var allowed = map[string][]string{
 	// Store of its tokens).
 	"broadcast/instance": {"fanout", "internal/platform/lifecycle", "lease", "model", "repository"},
 	// Planning: the audience into chunks, local time and quiet hours.
-	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "model", "repository"},
+	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "lease/outcome", "model", "repository"},
 	// Running: dispatch, chunk runs and checkpoints, the store gate, the
 	// pacer, finishing.
 	"broadcast/run": {"audience", "broadcast/instance", "caps", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
@@ -87,7 +89,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
+	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -106,7 +108,8 @@ var allowed = map[string][]string{
 	"server/consents":   {"consent", "model"},
 	"server/segments":   {"model", "segment", "segment/filter"},
 	"server/keys":       {"apikey", "model"},
-	"server/audittrail": {"audit", "internal/platform/logging", "model"}, // the audit trail's routes: the list and its NDJSON export
+	"server/audittrail": {"audit", "internal/platform/logging", "model"},  // the audit trail's routes: the list and its NDJSON export
+	"server/deliveries": {"lease/outcome", "outcomes", "server/apierror"}, // a user's deliveries: GET /push/users/{id}/deliveries
 	// The API's error (status, code, message, field), which server and
 	// its route packages return, and the webhook endpoints' routes.
 	"server/apierror": nil,
@@ -122,7 +125,7 @@ var allowed = map[string][]string{
 	"server/sso": {"model"},
 	"console":    nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"apikey", "audience", "audit", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
+	"cmd/pushfan/app": {"apikey", "audience", "audit", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "outcomes", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -158,7 +161,7 @@ var layer = map[string]int{
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0, "server/apierror": 0,
 	"server/sso": 1, "audit": 1,
-	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1,
+	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1, "lease/outcome": 1,
 	"server/live": 2, "server/audittrail": 2,
 	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
 	"lease":                             3,
@@ -168,7 +171,9 @@ var layer = map[string]int{
 	"server/events":                     3,
 	"server/jobs":                       3,
 	"segment":                           3,
+	"outcomes":                          2,
 	"server/segments":                   4,
+	"server/deliveries":                 3,
 	"broadcast/message":                 3,
 	"broadcast/instance":                4,
 	"broadcast/plan":                    5,

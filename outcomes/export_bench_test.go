@@ -1,0 +1,90 @@
+package outcomes_test
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"pushfan/internal/testsupport/testdb"
+	"pushfan/lease/outcome"
+	"pushfan/outcomes"
+)
+
+// BenchmarkExport1M streams the export of a 1M-target broadcast (100
+// chunks of 10,000, kept in checkpoints of 2,400) to nowhere: its time to
+// the first line, its total, and the heap it holds (sampled every 10,000
+// lines: flat if it holds a chunk, not the broadcast).
+func BenchmarkExport1M(b *testing.B) {
+	const targets, chunk, perRow = 1_000_000, 10_000, 2_400
+	tdb := testdb.New(b)
+	db := tdb.SQL.DB
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "INSERT INTO device_tokens (id, user_id, token) SELECT seq, seq, CONCAT('t', seq) FROM seq_1_to_1000000"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO broadcasts (id, message, audience) VALUES (1, '{}', '{"all":true}')`); err != nil {
+		b.Fatal(err)
+	}
+	var q strings.Builder
+	var args []any
+	rows := 0
+	flush := func() {
+		if rows == 0 {
+			return
+		}
+		if _, err := db.ExecContext(ctx, "INSERT INTO target_outcomes (broadcast_id, seq, epoch, ckpt_seq, part, lo, hi, n, outcomes, created_at) VALUES "+
+			strings.TrimSuffix(q.String(), ", "), args...); err != nil {
+			b.Fatal(err)
+		}
+		q.Reset()
+		args, rows = args[:0], 0
+	}
+	for c := 0; c < targets/chunk; c++ {
+		for lo := c*chunk + 1; lo <= (c+1)*chunk; lo += perRow {
+			hi := min(lo+perRow-1, (c+1)*chunk)
+			outs := make([]outcome.Target, 0, hi-lo+1)
+			for x := lo; x <= hi; x++ {
+				k := outcome.Succeeded
+				if x%50 == 0 {
+					outs = append(outs, outcome.Target{Cursor: uint64(x), Kind: outcome.Failed, Code: "UNREGISTERED"})
+					continue
+				}
+				outs = append(outs, outcome.Target{Cursor: uint64(x), Kind: k})
+			}
+			q.WriteString("(1, ?, 1, ?, 0, ?, ?, ?, ?, UTC_TIMESTAMP(6)), ")
+			args = append(args, c, lo, lo, hi, len(outs), outcome.Encode(uint64(lo), outs))
+			if rows++; rows == 50 {
+				flush()
+			}
+		}
+	}
+	flush()
+	r := &outcomes.Reader{DB: db}
+	for b.Loop() {
+		began := time.Now()
+		var first time.Duration
+		var n int
+		var peak uint64
+		var ms runtime.MemStats
+		if err := r.Export(ctx, 1, 0, func(l outcomes.Line) error {
+			if n == 0 {
+				first = time.Since(began)
+			}
+			if n++; n%10_000 == 0 {
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapAlloc)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if n != targets {
+			b.Fatalf("%d lines, want %d", n, targets)
+		}
+		b.ReportMetric(float64(first.Microseconds())/1000, "ms-to-first-line")
+		b.ReportMetric(time.Since(began).Seconds(), "s-total")
+		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+	}
+}
