@@ -31,9 +31,40 @@ func BenchmarkCheckpoint(b *testing.B) {
 }
 
 func benchCheckpoint(b *testing.B, failures int) {
+	const users = 20_000
+	_, s, c := claimBenchChunk(b, users)
+	ctx := b.Context()
+	next := uint64(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{Lo: c.Cursor + 510, Hi: c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute}
+		if failures > 0 {
+			fs := make([]model.Failure, failures)
+			dead := make([]repository.Invalidation, failures)
+			for j := range fs {
+				tok := (next-1)%users + 1
+				next++
+				fs[j] = model.Failure{BroadcastID: c.BroadcastID, TokenID: tok, UserID: tok, Code: "UNREGISTERED", Message: "Requested entity was not found.", Attempts: 1}
+				dead[j] = repository.Invalidation{TokenID: tok, Reason: "UNREGISTERED"}
+			}
+			cp.Failed, cp.Errors = int64(failures), map[string]int64{"UNREGISTERED": int64(failures)}
+			cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
+				return repository.WriteOutcomes(ctx, tx, fs, dead)
+			}
+		}
+		if _, err := s.Checkpoint(ctx, c, cp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checkpoints/s")
+}
+
+// claimBenchChunk seeds users (one token each) in a database of its own,
+// makes a broadcast of one chunk spanning every id, and claims it: what a
+// checkpoint benchmark checkpoints.
+func claimBenchChunk(b *testing.B, users int) (*sql.DB, *lease.Store, *lease.Claim) {
 	tdb := testdb.New(b)
 	ctx := b.Context()
-	const users = 20_000
 	if _, _, err := demo.New(tdb.SQL, nil).SeedDemo(ctx, demo.SeedOptions{Users: users, TokensPerUserMax: 1}); err != nil {
 		b.Fatal(err)
 	}
@@ -58,27 +89,5 @@ func benchCheckpoint(b *testing.B, failures int) {
 	if err != nil || c == nil {
 		b.Fatalf("claim: %v %v", c, err)
 	}
-	next := uint64(1)
-	b.ReportAllocs()
-	for b.Loop() {
-		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{Lo: c.Cursor + 510, Hi: c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute}
-		if failures > 0 {
-			fs := make([]model.Failure, failures)
-			dead := make([]repository.Invalidation, failures)
-			for j := range fs {
-				tok := (next-1)%users + 1
-				next++
-				fs[j] = model.Failure{BroadcastID: uint64(id), TokenID: tok, UserID: tok, Code: "UNREGISTERED", Message: "Requested entity was not found.", Attempts: 1}
-				dead[j] = repository.Invalidation{TokenID: tok, Reason: "UNREGISTERED"}
-			}
-			cp.Failed, cp.Errors = int64(failures), map[string]int64{"UNREGISTERED": int64(failures)}
-			cp.Effects = func(ctx context.Context, tx *sql.Tx) (int64, error) {
-				return repository.WriteOutcomes(ctx, tx, fs, dead)
-			}
-		}
-		if _, err := s.Checkpoint(ctx, c, cp); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checkpoints/s")
+	return db, s, c
 }

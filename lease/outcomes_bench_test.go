@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"pushfan/internal/devtools/demo"
-	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/lease/outcome"
 )
@@ -31,32 +29,8 @@ func BenchmarkCheckpointOutcomes(b *testing.B) {
 }
 
 func benchCheckpointOutcomes(b *testing.B, with bool) {
-	tdb := testdb.New(b)
+	db, s, c := claimBenchChunk(b, 10)
 	ctx := b.Context()
-	if _, _, err := demo.New(tdb.SQL, nil).SeedDemo(ctx, demo.SeedOptions{Users: 10, TokensPerUserMax: 1}); err != nil {
-		b.Fatal(err)
-	}
-	db := tdb.SQL.DB
-	s := lease.New(db, nil)
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO broadcasts (message, audience) VALUES ('{}', '{"all":true}')`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	id, _ := res.LastInsertId()
-	if err := lease.InsertChunks(ctx, tx, uint64(id), lease.Bulk, []lease.Plan{{Lo: 0, Hi: 1 << 40, Targets: 1 << 40}}); err != nil {
-		b.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
-	}
-	c, err := s.Claim(ctx, lease.ClaimOptions{Owner: "bench", Lease: time.Minute})
-	if err != nil || c == nil {
-		b.Fatalf("claim: %v %v", c, err)
-	}
 	ids := make([]uint64, perCheckpoint)
 	b.ReportAllocs()
 	for b.Loop() {

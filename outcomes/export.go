@@ -58,7 +58,7 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 	type key struct{ seq, epoch, ckpt, part uint64 }
 	var last key
 	first := true
-	var chunk []ranked
+	var chunk []outcome.Listing
 	curSeq := uint64(0)
 	for {
 		// The plan's rows (its excluded and deferred targets) are read
@@ -97,7 +97,7 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 			}
 			first, last, curSeq = false, k, k.seq
 			if err := outcome.Decode(lo, b, func(o outcome.Target) bool {
-				chunk = append(chunk, ranked{o, k.epoch, k.ckpt})
+				chunk = append(chunk, outcome.Listing{Target: o, Epoch: k.epoch, CkptSeq: k.ckpt})
 				return true
 			}); err != nil {
 				rows.Close()
@@ -114,27 +114,10 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 	}
 }
 
-// ranked is one listing of a target, with what ranks it (outcome.Listing's
-// rule: precedence, then the later claim).
-type ranked struct {
-	outcome.Target
-	epoch, ckpt uint64
-}
-
-func (a ranked) beats(b ranked) bool {
-	if p, q := a.Kind.Precedence(), b.Kind.Precedence(); p != q {
-		return p > q
-	}
-	if a.epoch != b.epoch {
-		return a.epoch > b.epoch
-	}
-	return a.ckpt > b.ckpt
-}
-
 // flush writes one chunk's targets: each once, in cursor order, with its
 // user (device_tokens, a thousand at a time).
-func (r *Reader) flush(ctx context.Context, chunk []ranked, kind outcome.Kind, fn func(Line) error) error {
-	slices.SortStableFunc(chunk, func(a, b ranked) int {
+func (r *Reader) flush(ctx context.Context, chunk []outcome.Listing, kind outcome.Kind, fn func(Line) error) error {
+	slices.SortStableFunc(chunk, func(a, b outcome.Listing) int {
 		switch {
 		case a.Cursor < b.Cursor:
 			return -1
@@ -146,7 +129,7 @@ func (r *Reader) flush(ctx context.Context, chunk []ranked, kind outcome.Kind, f
 	out := chunk[:0]
 	for _, t := range chunk {
 		if n := len(out); n > 0 && out[n-1].Cursor == t.Cursor {
-			if t.beats(out[n-1]) {
+			if t.Better(out[n-1]) {
 				out[n-1] = t
 			}
 			continue
@@ -154,7 +137,7 @@ func (r *Reader) flush(ctx context.Context, chunk []ranked, kind outcome.Kind, f
 		out = append(out, t)
 	}
 	if kind != 0 {
-		out = slices.DeleteFunc(out, func(t ranked) bool { return t.Kind != kind })
+		out = slices.DeleteFunc(out, func(t outcome.Listing) bool { return t.Kind != kind })
 	}
 	for len(out) > 0 {
 		batch := out[:min(1000, len(out))]

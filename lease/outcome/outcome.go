@@ -183,18 +183,20 @@ func Find(lo uint64, b []byte, cursor uint64) (Target, bool, error) {
 // precedence of its listings, the later claim's among equals.
 type Listing struct {
 	Target
-	epoch, ckptSeq uint64
+	// Epoch and CkptSeq are the listing's claim and checkpoint.
+	Epoch, CkptSeq uint64
 }
 
-// better reports whether l beats m as a target's outcome.
-func (l Listing) better(m Listing) bool {
+// Better reports whether l beats m as a target's outcome: the higher
+// precedence, then the later claim, then the later checkpoint.
+func (l Listing) Better(m Listing) bool {
 	if p, q := l.Kind.Precedence(), m.Kind.Precedence(); p != q {
 		return p > q
 	}
-	if l.epoch != m.epoch {
-		return l.epoch > m.epoch
+	if l.Epoch != m.Epoch {
+		return l.Epoch > m.Epoch
 	}
-	return l.ckptSeq > m.ckptSeq
+	return l.CkptSeq > m.CkptSeq
 }
 
 // LookupQuery is the statement Lookup runs for n broadcasts: the
@@ -230,7 +232,7 @@ func Lookup(ctx context.Context, q sqldb.Querier, ids []uint64, cursor uint64) (
 		var id, lo uint64
 		var l Listing
 		var b []byte
-		if err := rows.Scan(&id, &l.epoch, &l.ckptSeq, &lo, &b); err != nil {
+		if err := rows.Scan(&id, &l.Epoch, &l.CkptSeq, &lo, &b); err != nil {
 			return nil, fmt.Errorf("look outcomes up: %w", err)
 		}
 		o, ok, err := Find(lo, b, cursor)
@@ -241,7 +243,7 @@ func Lookup(ctx context.Context, q sqldb.Querier, ids []uint64, cursor uint64) (
 			continue
 		}
 		l.Target = o
-		if m, seen := best[id]; !seen || l.better(m) {
+		if m, seen := best[id]; !seen || l.Better(m) {
 			best[id] = l
 		}
 	}
