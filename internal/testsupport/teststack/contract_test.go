@@ -17,7 +17,7 @@ func TestContractCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	const broadcast = `{"id":1,"status":"completed","app":"default","dry_run":false,"targeted":2,"planning":false,"succeeded":2,"failed":0,"canceled":0,"capped":0,"frequency_cap":null,` +
-		`"errors":{},"invalidated_tokens":0,"writeback_failures":0,"category":null,"consent":null,"excluded_no_consent":0,"night_deferred":0,"error":null,"message":{"title":"x"},"audience":{"all":true},"trigger":"api",` +
+		`"errors":{},"invalidated_tokens":0,"writeback_failures":0,"category":null,"consent":null,"excluded_no_consent":0,"night_deferred":0,"analytics_label":null,"error":null,"message":{"title":"x"},"audience":{"all":true},"trigger":"api",` +
 		`"created_at":"2026-01-01T00:00:00Z","planned_at":"2026-01-01T00:00:00Z","started_at":"2026-01-01T00:00:00.5Z","finished_at":"2026-01-01T00:00:01Z",` +
 		`"duration_ms":500,"class":"bulk","max_rate":null,"deliver_over":null}`
 	const badRequest = `{"error":{"code":"unknown_field","message":"unknown field \"nope\"","field":"nope"}}`
