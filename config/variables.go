@@ -214,8 +214,8 @@ func variables(c *Config) []variable {
 			doc:  "service-account JSON key for real FCM (environment only); the project id is read from it",
 			rule: note("required, and readable, when PUSHFAN_FCM_ENDPOINT is unset")},
 		{name: "PUSHFAN_ADMIN_TOKENS", set: list(&c.AdminTokens),
-			doc: "comma-separated admin API tokens (environment only): a bare secret (named `admin-N`, role `sender`), or `name:role:secret`, or `name:role:sha256:<64 hex digits>`; " +
-				"roles are `sender` and `viewer` (GET routes only)",
+			doc: "comma-separated admin API tokens (environment only): a bare secret (named `admin-N`, role `admin`), or `name:role:secret`, or `name:role:sha256:<64 hex digits>`; " +
+				"roles are `viewer`, `sender`, `approver` and `admin` (docs/security.md#admin-tokens-and-roles)",
 			unset: "none: the admin API refuses all",
 			rule:  note("secrets of at least 16 characters; names unique")},
 		{name: "PUSHFAN_INTERNAL_TOKEN", set: str(&c.InternalToken),
