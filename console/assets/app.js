@@ -23,6 +23,7 @@ import * as webhooks from './webhooks.js';
 import * as keys from './keys.js';
 import * as activity from './activity.js';
 import * as users from './users.js';
+import * as i18n from './i18n.js';
 
 const ROUTES = [
   {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
@@ -193,6 +194,7 @@ function renderHeader() {
     .map(([href, label]) => h('a', {href}, label)));
   fill(account,
     appSwitcher(),
+    langSwitcher(),
     h('span', {id: 'whoami', class: 'whoami', title: s.kind === 'person' ? 'Signed in through the provider' : 'Signed in with a token'},
       h('span', {class: 'whoami-name'}, s.name), ' ',
       h('span', {class: ['role', 'role-' + s.role]}, s.role)),
@@ -209,6 +211,14 @@ function appSwitcher() {
     route();
   }}}, apps.list().map((a) => h('option', {value: a.name, title: a.project_id}, a.name)));
   return h('span', {class: 'app-switch'}, h('label', {for: 'app-switcher'}, 'App'), select);
+}
+
+// The language switcher: English or Korean, kept in this browser.
+function langSwitcher() {
+  const select = h('select', {id: 'lang-switcher', value: i18n.lang(), 'aria-label': i18n.t('lang.label'),
+    on: {change: (ev) => i18n.setLang(ev.target.value)}},
+  i18n.LANGS.map((l) => h('option', {value: l.code, lang: l.code}, l.name)));
+  return h('span', {class: 'lang-switch'}, select);
 }
 
 function applySession(s) {
@@ -289,6 +299,11 @@ onUnauthorized(() => {
 
 // Boot: a reload has lost the csrf token, the session object gives it back.
 async function boot() {
+  try {
+    await i18n.load();
+  } catch {
+    // the catalog did not come: t() shows each key's English text or the key
+  }
   try {
     // signed_in false (a 200, so that a signed-out load logs no error):
     // no session; the router shows the sign-in page.

@@ -4,13 +4,21 @@
 // on hover, since the API and the logs speak UTC.
 
 import {h} from './dom.js';
+import {locale} from './i18n.js';
 
-const numberFmt = new Intl.NumberFormat();
-const dateTimeFmt = new Intl.DateTimeFormat(undefined, {dateStyle: 'short', timeStyle: 'medium'});
-const clockFmt = new Intl.DateTimeFormat(undefined, {timeStyle: 'medium'});
+// Made on first use: the language is known only once i18n.load() ran.
+let fmts = null;
+function formats() {
+  fmts ??= {
+    number: new Intl.NumberFormat(locale()),
+    dateTime: new Intl.DateTimeFormat(locale(), {dateStyle: 'short', timeStyle: 'medium'}),
+    clock: new Intl.DateTimeFormat(locale(), {timeStyle: 'medium'}),
+  };
+  return fmts;
+}
 
 export function num(n) {
-  return n == null || Number.isNaN(n) ? '—' : numberFmt.format(n);
+  return n == null || Number.isNaN(n) ? '—' : formats().number.format(n);
 }
 
 // "2026-12-01 15:04:05Z": the UTC form shown in a <time>'s title.
@@ -24,12 +32,12 @@ export function timeEl(iso, opts = {}) {
   if (!iso) return h('span', {class: 'muted'}, '—');
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return h('span', null, String(iso));
-  const fmt = opts.clock ? clockFmt : dateTimeFmt;
+  const fmt = opts.clock ? formats().clock : formats().dateTime;
   return h('time', {datetime: d.toISOString(), title: 'UTC: ' + utc(d)}, fmt.format(d));
 }
 
 export function clock(d) {
-  return clockFmt.format(d);
+  return formats().clock.format(d);
 }
 
 // 83456 → "1m 23.5s": durations of sends are seconds to hours.
@@ -50,11 +58,11 @@ export function duration(ms) {
 
 export function perSecond(n) {
   if (n == null) return '—';
-  return new Intl.NumberFormat(undefined, {maximumFractionDigits: n < 10 ? 1 : 0}).format(n) + '/s';
+  return new Intl.NumberFormat(locale(), {maximumFractionDigits: n < 10 ? 1 : 0}).format(n) + '/s';
 }
 
 export function percent(ratio) {
-  return new Intl.NumberFormat(undefined, {style: 'percent', maximumFractionDigits: 1}).format(ratio);
+  return new Intl.NumberFormat(locale(), {style: 'percent', maximumFractionDigits: 1}).format(ratio);
 }
 
 const pad = (n, w = 2) => String(n).padStart(w, '0');
