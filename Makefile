@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run stop test test-race-server test-race-rest test-short test-short-server test-short-rest lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
+.PHONY: help build dist image run demo-reset stop test test-race-server test-race-rest test-short test-short-server test-short-rest lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -76,6 +76,10 @@ image: build ## build the FROM scratch image with buildah (scripts/ensure-builda
 
 run: ## run the local demo: MariaDB, migrate, seed, FCM emulator, serve (PUSHFAN_DETACH=1: return once up)
 	@bash scripts/run-local.sh
+
+demo-reset: ## stop the demo, drop its database (on this machine only) and run it again with fresh demo data
+	@bash scripts/run-local.sh stop
+	@PUSHFAN_DEMO_FRESH=1 bash scripts/run-local.sh
 
 stop: ## stop what `make run` started (pids in .run/)
 	@bash scripts/run-local.sh stop

@@ -7,6 +7,8 @@
 #
 # Environment (all optional):
 #   PUSHFAN_DETACH=1         return once everything is up instead of staying in the foreground
+#   PUSHFAN_DEMO_FRESH=1     drop the demo database first (on this machine only) and seed it anew:
+#                            what `make demo-reset` runs, so the README's tour starts over
 #   PUSHFAN_MYSQL_DSN        default root@tcp(127.0.0.1:3306)/pushfan?parseTime=true
 #   PUSHFAN_HTTP_ADDR        default 127.0.0.1:8080
 #   PUSHFAN_ADMIN_TOKENS     default: a dev token generated once into .run/admin-token
@@ -233,8 +235,13 @@ fi
 bash scripts/ensure-mysql.sh
 say "migrating"
 "$BIN" migrate
-say "seeding ${PUSHFAN_SEED_USERS:-1000} demo users"
-"$BIN" seed --users "${PUSHFAN_SEED_USERS:-1000}"
+if [ "${PUSHFAN_DEMO_FRESH:-}" = 1 ]; then
+	say "starting the demo afresh: dropping the demo database, then seeding ${PUSHFAN_SEED_USERS:-1000} demo users"
+	"$BIN" seed --fresh --users "${PUSHFAN_SEED_USERS:-1000}"
+else
+	say "seeding ${PUSHFAN_SEED_USERS:-1000} demo users (make demo-reset starts the demo afresh)"
+	"$BIN" seed --users "${PUSHFAN_SEED_USERS:-1000}"
+fi
 
 # 5. emulator, then serve.
 say "starting the FCM emulator on $EMU_ADDR (log: $RUN_DIR/emulator.log)"

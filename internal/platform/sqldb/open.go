@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -168,4 +169,48 @@ type driverLogger struct{ log *slog.Logger }
 
 func (l driverLogger) Print(v ...any) {
 	l.log.Warn("mysql driver", "msg", strings.TrimSpace(fmt.Sprint(v...)))
+}
+
+// DropLocalDatabase drops the database named in dsn, for a demo's fresh
+// start. It refuses any server but one on this machine (a loopback address
+// or a socket): a demo's reset must never reach a shared database, whatever
+// the environment says.
+func DropLocalDatabase(ctx context.Context, dsn string) error {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	if !isLocal(cfg.Net, cfg.Addr) {
+		return fmt.Errorf("refusing to drop database %q at %s: only a database on this machine (127.0.0.1, ::1, localhost or a socket) is reset", cfg.DBName, cfg.Addr)
+	}
+	name := cfg.DBName
+	if err := validateDatabaseName(name); err != nil {
+		return err
+	}
+	cfg.DBName = ""
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return fmt.Errorf("mysql connector: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+		return fmt.Errorf("drop database %s at %s: %w", name, cfg.Addr, err)
+	}
+	return nil
+}
+
+func isLocal(network, addr string) bool {
+	if network == "unix" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
