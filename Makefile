@@ -107,8 +107,10 @@ test: ## ensure MariaDB, Chromium, buildah, Node.js and Prometheus are there, th
 # instead (which go test runs two at a time).
 RACE_TEST = $(GO) test -race -count=1 -timeout 30m -skip '$(DRILLS)'
 
+# Its stack tests mostly wait (on timers, schedules and the emulator): those
+# that do not measure rates or pacing are t.Parallel, four at a time.
 test-race-server:
-	$(RACE_TEST) ./server/
+	$(RACE_TEST) -parallel 4 ./server/
 
 test-race-rest:
 	$(RACE_TEST) $$($(GO) list ./... | grep -v '^pushfan/server$$')

@@ -238,4 +238,17 @@ if ! version="$(tcp_sql 'SELECT VERSION()' 2>/dev/null)"; then
 		fail_hint "root still cannot log in over TCP with an empty password: $(tcp_sql 'SELECT 1' 2>&1 || true)"
 fi
 
+# The test suites run several stacks at once (server's stack tests in
+# parallel beside the other packages), each with pools of up to 40
+# connections per instance: the default 151 connections can run out. Only a
+# server on this machine is changed, and only upward (until it restarts).
+if is_local; then
+	conns="$(tcp_sql 'SELECT @@GLOBAL.max_connections' 2>/dev/null || echo 0)"
+	if [ "${conns:-0}" -lt 1000 ] 2>/dev/null; then
+		tcp_sql 'SET GLOBAL max_connections = 1000' >/dev/null 2>&1 &&
+			say "max_connections raised from $conns to 1000 (the suites run stacks side by side)" ||
+			say "could not raise max_connections from $conns (tests running many stacks at once may be refused connections)"
+	fi
+fi
+
 echo "MariaDB ready on $HOST:$PORT (version $version)"

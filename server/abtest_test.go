@@ -108,6 +108,7 @@ func TestABVariantsSplitByUser(t *testing.T) {
 
 // Bad variants are refused naming the field.
 func TestABVariantsRefused(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	for _, tc := range []struct {
 		name  string
@@ -134,6 +135,7 @@ func TestABVariantsRefused(t *testing.T) {
 
 // A click on an A/B variant's data link leads to that variant's link.
 func TestABVariantsClickLeadsToTheirOwnLink(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Events.PublicURL = "https://push.example.com" }})
 	devices := tokens("abclick-", 40)
 	s.SeedTokens(1, devices)

@@ -17,6 +17,7 @@ import (
 // unless it is not a change. Which routes write their entry with their
 // change is proven on a real database in audit_stack_test.go.
 func TestEveryMutatingRouteHasAnAuditRule(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	documented := map[string]bool{}
 	mutating := 0

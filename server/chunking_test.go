@@ -69,6 +69,7 @@ func TestSmallUserIDsBroadcastIsOneChunkOnABigTable(t *testing.T) {
 // "all" starts at the lowest live token (the plans themselves are checked
 // in package repository).
 func TestChunksFollowTheAudience(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Engine.ChunkWidth = 1000
 		c.Engine.MaxUserIDs = 5000
@@ -141,6 +142,7 @@ func TestCancelOfThousandsOfQueuedChunksIsFinalAtOnce(t *testing.T) {
 // whether its query takes :upto (a chunk's pages stop at its end) or not
 // (a chunk's last page is cut at its end).
 func TestNamedAudienceSplitsWhereItsCursorAllows(t *testing.T) {
+	t.Parallel()
 	defs := []audience.Definition{
 		{Name: "split", SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t WHERE t.id > :after AND t.id <= :upto AND t.invalidated_at IS NULL ORDER BY t.id LIMIT :limit"},
 		{Name: "whole", SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t WHERE t.id > :after AND t.invalidated_at IS NULL ORDER BY t.id LIMIT :limit"},

@@ -97,6 +97,7 @@ func consentServer(t *testing.T, f *fakeConsents) http.Handler {
 // A PUT answers the consent as stored, and passes the answer on with who
 // recorded it: the token's name and the request's id.
 func TestContractConsentPutAnswersTheConsent(t *testing.T) {
+	t.Parallel()
 	f := &fakeConsents{}
 	h := consentServer(t, f)
 	rec, out := call(t, h, http.MethodPut, "/push/users/42/consents/advertising", contractSender,
@@ -127,6 +128,7 @@ func TestContractConsentPutAnswersTheConsent(t *testing.T) {
 // Every input the routes cannot take is a 400 naming the field, and no
 // answer is recorded; a viewer may read but not record.
 func TestContractConsentBadInputs(t *testing.T) {
+	t.Parallel()
 	f := &fakeConsents{}
 	h := consentServer(t, f)
 	const adv = "/push/users/42/consents/advertising"
@@ -178,6 +180,7 @@ func TestContractConsentBadInputs(t *testing.T) {
 // GET /push/users/{id}/consents answers every table category, the ones
 // never answered without times; the history answers its records.
 func TestContractConsentReads(t *testing.T) {
+	t.Parallel()
 	h := consentServer(t, &fakeConsents{})
 	rec, out := call(t, h, http.MethodGet, "/push/users/42/consents", contractViewer, "")
 	cs, _ := out["consents"].([]any)
@@ -209,6 +212,7 @@ func TestContractConsentReads(t *testing.T) {
 // The consents due are asked with the cutoff two years before now, and
 // page with next until the last page, which has none.
 func TestContractConsentDue(t *testing.T) {
+	t.Parallel()
 	f := &fakeConsents{}
 	h := consentServer(t, f)
 	rec, out := call(t, h, http.MethodGet, "/push/consents/due?limit=1", contractViewer, "")
@@ -234,6 +238,7 @@ func TestContractConsentDue(t *testing.T) {
 // GET /push/categories answers the categories as broadcasts run under
 // them, and the default one only when there is one.
 func TestContractCategories(t *testing.T) {
+	t.Parallel()
 	h := consentServer(t, &fakeConsents{})
 	rec, out := call(t, h, http.MethodGet, "/push/categories", contractViewer, "")
 	cats, _ := out["categories"].([]any)

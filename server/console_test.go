@@ -94,6 +94,7 @@ func consoleStack(t *testing.T, configure func(*config.Config)) *teststack.Stack
 }
 
 func TestConsoleSessionCookieCSRFAndSignOut(t *testing.T) {
+	t.Parallel()
 	s := consoleStack(t, nil)
 	s.SeedTokens(1, tokens("ok-", 5))
 	se := signIn(t, s, teststack.AdminToken)
@@ -181,6 +182,7 @@ func TestConsoleSessionCookieCSRFAndSignOut(t *testing.T) {
 }
 
 func TestConsoleViewerSessionCannotChange(t *testing.T) {
+	t.Parallel()
 	s := consoleStack(t, nil)
 	s.SeedTokens(1, tokens("ok-", 3))
 	se := signIn(t, s, viewerToken)
@@ -269,6 +271,7 @@ func TestConsoleParallelGuessesAreLimited(t *testing.T) {
 }
 
 func TestConsoleSignInRefusesFormsAndOtherSites(t *testing.T) {
+	t.Parallel()
 	s := consoleStack(t, nil)
 	for _, c := range []struct {
 		contentType, site string
@@ -322,6 +325,7 @@ func TestConsoleSignInFailuresAreLimited(t *testing.T) {
 }
 
 func TestConsoleAssetsAndRedirect(t *testing.T) {
+	t.Parallel()
 	s := consoleStack(t, nil)
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noFollow.Get(s.API.URL + "/")
@@ -353,6 +357,7 @@ func TestConsoleAssetsAndRedirect(t *testing.T) {
 }
 
 func TestPreviewCountsAnyAudience(t *testing.T) {
+	t.Parallel()
 	s := consoleStack(t, nil)
 	pop := s.SeedPopulation(300)
 	eligible := pop.Eligible()
@@ -590,6 +595,7 @@ func TestWatchStreamEndsAtSignOut(t *testing.T) {
 // says so only from a proxy in PUSHFAN_TRUSTED_PROXIES, since anyone can
 // write the header.
 func TestSessionCookieSecureOnlyBehindATrustedProxy(t *testing.T) {
+	t.Parallel()
 	secure := func(s *teststack.Stack, proto string) bool {
 		t.Helper()
 		req, _ := http.NewRequest("POST", s.API.URL+"/console/api/session", strings.NewReader(`{"token":"`+teststack.AdminToken+`"}`))
@@ -638,6 +644,7 @@ type previewAnswer struct {
 // caller of the instance: the console counts as the operator types, and a
 // count of a large audience reads all of it.
 func TestPreviewCountsAreCachedForEveryCaller(t *testing.T) {
+	t.Parallel()
 	s := consoleStack(t, func(c *config.Config) {
 		c.AdminTokens = append(c.AdminTokens, "second:sender:"+otherSender)
 		c.HTTP.PreviewCache = 10 * time.Minute

@@ -144,6 +144,7 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, out map[string]any,
 // A request rule's refusal is a 400 naming the field, and nothing is
 // submitted; so is a field the request may not have, before the rules.
 func TestContractValidationErrorNamesTheField(t *testing.T) {
+	t.Parallel()
 	f := &fakeDomain{validate: func(rules.Spec) (broadcast.Request, error) {
 		return broadcast.Request{}, &rules.FieldError{Code: "invalid_value", Field: "message.title", Message: "title is empty"}
 	}}
@@ -163,6 +164,7 @@ func TestContractValidationErrorNamesTheField(t *testing.T) {
 // Location to poll, and the caller and the idempotency key passed on; a
 // replay of the key says so.
 func TestContractSubmitAnswers202(t *testing.T) {
+	t.Parallel()
 	f := &fakeDomain{}
 	h := contractServer(t, f)
 	rec, out := call(t, h, http.MethodPost, "/push/broadcast?wait=0", contractSender, `{"title": "Hello", "audience": {"all": true}}`, "Idempotency-Key", "order-42")
@@ -188,6 +190,7 @@ func TestContractSubmitAnswers202(t *testing.T) {
 // A broadcast the domain does not have is a 404; an id that is not one,
 // a 400 naming it.
 func TestContractUnknownBroadcastIs404(t *testing.T) {
+	t.Parallel()
 	h := contractServer(t, &fakeDomain{})
 	rec, out := call(t, h, http.MethodGet, "/push/broadcasts/42", contractSender, "")
 	wantError(t, rec, out, http.StatusNotFound, "not_found", "")
@@ -201,6 +204,7 @@ func TestContractUnknownBroadcastIs404(t *testing.T) {
 // Who may do what is the API's own: no token is a 401, a viewer's change
 // a 403, and a token limited to an app may not send for another.
 func TestContractTokens(t *testing.T) {
+	t.Parallel()
 	f := &fakeDomain{}
 	h := contractServer(t, f)
 	rec, out := call(t, h, http.MethodPost, "/push/broadcast", "", `{"title": "Hello", "audience": {"all": true}}`)
@@ -226,6 +230,7 @@ func TestContractTokens(t *testing.T) {
 // request's words, never a Go type name (the request's types moved
 // between packages once and leaked "[]rules.VariantSpec").
 func TestContractAWrongTypeSaysWhatItWantsInPlainWords(t *testing.T) {
+	t.Parallel()
 	h := contractServer(t, &fakeDomain{})
 	for body, want := range map[string]string{
 		`{"title": "a", "audience": {"all": true}, "variants": {"a": 1}}`: "an array of objects",

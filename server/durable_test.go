@@ -59,6 +59,7 @@ func TestLargeBroadcastAnswers202AndShowsProgress(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.SeedTokens(1, tokens("ok-", 300))
 	body := map[string]any{"title": "once", "audience": map[string]any{"all": true}}

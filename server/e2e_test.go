@@ -14,6 +14,7 @@ import (
 
 // Both FCM clients (PUSHFAN_FCM_CLIENT) go through the whole stack.
 func TestBroadcastAllEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, client := range []string{"direct", "sdk"} {
 		t.Run(client, func(t *testing.T) {
 			s := teststack.New(t, teststack.Options{CaptureLogs: true, Configure: func(c *config.Config) { c.FCMClient = client }})
@@ -126,6 +127,7 @@ func TestBroadcastAllEndToEnd(t *testing.T) {
 }
 
 func TestBroadcastUserIDsSendsOnlyToThoseUsers(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	pop := s.SeedPopulation(300)
 	chosen := map[uint64]bool{5: true, 20: true, 37: true, 41: true, 82: true, 9999: true} // 20 disabled, 9999 unknown
@@ -214,6 +216,7 @@ func TestBroadcastRejectsBadInput(t *testing.T) {
 }
 
 func TestReadOnlyRoutes(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	for _, path := range []string{"/push/broadcasts/1", "/push/stats", "/push/broadcasts/1/failures"} {
 		var e teststack.ErrorBody

@@ -71,6 +71,7 @@ func assertNothingSentWhileHeld(t *testing.T, s *teststack.Stack, id uint64) {
 }
 
 func TestHeldBroadcastSendsNothingUntilReleased(t *testing.T) {
+	t.Parallel()
 	s := heldStack(t, nil)
 	toks := tokens("ok-", 1500) // two chunks at the test width of 1000
 	s.SeedTokens(1, toks)
@@ -117,6 +118,7 @@ func TestHeldBroadcastSendsNothingUntilReleased(t *testing.T) {
 }
 
 func TestHeldBroadcastCanceled(t *testing.T) {
+	t.Parallel()
 	s := heldStack(t, nil)
 	s.SeedTokens(1, tokens("ok-", 40))
 	b := hold(t, s, teststack.AdminToken, 40, nil)
@@ -142,6 +144,7 @@ func TestHeldBroadcastCanceled(t *testing.T) {
 }
 
 func TestHeldFourEyes(t *testing.T) {
+	t.Parallel()
 	s := heldStack(t, func(c *config.Config) { c.Engine.ReleaseFourEyes = true })
 	toks := tokens("ok-", 30)
 	s.SeedTokens(1, toks)
@@ -187,6 +190,7 @@ func TestHeldFourEyes(t *testing.T) {
 }
 
 func TestHeldBroadcastExpires(t *testing.T) {
+	t.Parallel()
 	coveredBy(t, "lease (TestExpireHoldsOncePerBroadcast)")
 	s := heldStack(t, func(c *config.Config) { c.Engine.HoldExpiry = 1500 * time.Millisecond })
 	s.AddInstance() // two promoters race for the expiry; one wins
@@ -214,6 +218,7 @@ func TestHeldBroadcastExpires(t *testing.T) {
 // A held broadcast whose send_at is still ahead at its release waits for
 // it, scheduled.
 func TestHeldWithSendAtBecomesScheduledAtRelease(t *testing.T) {
+	t.Parallel()
 	s := heldStack(t, nil)
 	s.SeedTokens(1, tokens("ok-", 10))
 	sendAt := time.Now().Add(2 * time.Second)
@@ -235,6 +240,7 @@ func TestHeldWithSendAtBecomesScheduledAtRelease(t *testing.T) {
 // overrides and the chosen language included, goes to one device now,
 // and the broadcast itself stays held with nothing sent to its audience.
 func TestTestSendOfAHeldBroadcast(t *testing.T) {
+	t.Parallel()
 	s := heldStack(t, nil)
 	s.Emu.RecordMessages()
 	audience := []string{"ok-held-a", "ok-held-b", "ok-held-c"}

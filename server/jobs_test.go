@@ -20,6 +20,7 @@ func everySecondJob(name string) cron.Job {
 }
 
 func TestCronFiresOnceAcrossTwoInstances(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Jobs = []cron.Job{everySecondJob("tick")}
 	}})
@@ -71,6 +72,7 @@ func stopScheduler(t *testing.T, inst *teststack.Instance) {
 }
 
 func TestCronMisfiresWithinAndBeyondCatchup(t *testing.T) {
+	t.Parallel()
 	// Last recorded fire ten hours ago; hourly job.
 	last := time.Now().UTC().Truncate(time.Hour).Add(-10 * time.Hour)
 	hourly := func(name string, catchup time.Duration) cron.Job {
@@ -138,6 +140,7 @@ func TestCronMisfiresWithinAndBeyondCatchup(t *testing.T) {
 }
 
 func TestInternalTrigger(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.InternalToken = internalToken
 		c.Jobs = []cron.Job{{Name: "digest", Schedule: "0 9 * * MON", Timezone: "Asia/Seoul", Audience: map[string]any{"all": true}, Message: cron.JobMessage{Title: "digest"}}}
@@ -210,6 +213,7 @@ func renewalStack(t *testing.T) *teststack.Stack {
 }
 
 func TestNamedAudiencePersonalizedWithTemplateErrors(t *testing.T) {
+	t.Parallel()
 	s := renewalStack(t)
 	params := map[string]any{"days_before": 3, "locale": "en"}
 	var preview struct {
@@ -235,6 +239,7 @@ func TestNamedAudiencePersonalizedWithTemplateErrors(t *testing.T) {
 }
 
 func TestNamedAudienceParamsAndInjection(t *testing.T) {
+	t.Parallel()
 	s := renewalStack(t)
 	cases := []struct {
 		params map[string]any

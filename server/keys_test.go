@@ -102,6 +102,7 @@ func listKeys(t *testing.T, s *teststack.Stack) ([]apiKey, string) {
 // refused by the instance that revoked it at once and by a second
 // instance on the same database within 2 s.
 func TestKeysCreateUseListRevokeOnTwoInstances(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	second := s.AddInstance()
 	k := createKey(t, s, map[string]any{"name": "cron", "role": "sender"})
@@ -241,6 +242,7 @@ func TestExpiredAndWrongKeys(t *testing.T) {
 // approver token are each refused their own; another actor, even one of
 // the same name (a key and a token both called alice), releases it.
 func TestFourEyesComparesActorsNotNames(t *testing.T) {
+	t.Parallel()
 	s := heldStack(t, func(c *config.Config) { c.Engine.ReleaseFourEyes = true })
 	s.SeedTokens(1, tokens("ok-", 5))
 	aliceKey := createKey(t, s, map[string]any{"name": "alice", "role": "approver"})
@@ -293,6 +295,7 @@ func TestFourEyesComparesActorsNotNames(t *testing.T) {
 // it. A broadcast stored before actors were (no created_by_kind) was
 // created by the environment token its created_by names.
 func TestFourEyesByPersonAndForOlderRows(t *testing.T) {
+	t.Parallel()
 	s := heldStack(t, func(c *config.Config) { c.Engine.ReleaseFourEyes = true })
 	s.SeedTokens(1, tokens("ok-", 5))
 	ctx := context.Background()
@@ -327,6 +330,7 @@ func TestFourEyesByPersonAndForOlderRows(t *testing.T) {
 // limited to some apps may not manage keys (it could make itself a key of
 // every app).
 func TestKeysOfSomeApps(t *testing.T) {
+	t.Parallel()
 	const partnerAdmin = "partner-admin-secret-0123456789"
 	s, _ := appsStack(t, 1, 1, "partner-ops:admin:"+partnerAdmin+":partner")
 	if a := callAt(t, s, s.API.URL, "GET", "/push/keys", partnerAdmin, nil, nil); a.status != http.StatusForbidden || a.err.Error.Code != "forbidden_app" {

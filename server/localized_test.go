@@ -67,6 +67,7 @@ func wantMessage(t *testing.T, s *teststack.Stack, token, title, body string) {
 // Each device got its language, exactly once, and the counts per variant
 // add up to the targets.
 func TestLocalizedBroadcastSendsEachUserItsLanguage(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.Emu.RecordMessages()
 	locales := []string{"ko", "ko-KR", "KO_kr", "ja", "ja-JP", "pt-BR", "pt_br", "pt-PT", "de", "", "en-US"}
@@ -169,6 +170,7 @@ func TestLocalizedVariantCountsExactAcrossChunksAndLostCommits(t *testing.T) {
 }
 
 func TestLocalizedValidationNamesTheField(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	big := strings.Repeat("가", 1400) // 4200 bytes of UTF-8
 	for _, tc := range []struct {
@@ -202,6 +204,7 @@ func TestLocalizedValidationNamesTheField(t *testing.T) {
 // users.locale) picks the variant, and variants are templates over the
 // audience's columns like the top-level title and body.
 func TestNamedAudienceLocaleColumnPicksVariants(t *testing.T) {
+	t.Parallel()
 	defs := []audience.Definition{{
 		Name: "profiles",
 		SQL: "SELECT t.id AS `cursor`, t.user_id, t.token, p.lang AS locale, p.name FROM device_tokens t " +
@@ -246,6 +249,7 @@ func TestNamedAudienceLocaleColumnPicksVariants(t *testing.T) {
 // A cron job's message carries localized variants through the same rules
 // and the same run as an API request's.
 func TestCronJobLocalized(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.InternalToken = internalToken
 		c.Jobs = []cron.Job{{Name: "hello", Schedule: "0 9 * * MON", Audience: map[string]any{"all": true},

@@ -18,6 +18,7 @@ import (
 // timezone column, which wins. A campaign aimed at a segment at 23:00
 // does not go out at 23:00 where the operator set quiet hours.
 func TestANamedAudienceKeepsTheQuietHours(t *testing.T) {
+	t.Parallel()
 	defs := []audience.Definition{{
 		Name: "vip",
 		SQL: "SELECT t.id AS `cursor`, t.user_id, t.token, o.tz AS timezone FROM device_tokens t " +
@@ -97,6 +98,7 @@ func TestANamedAudienceKeepsTheQuietHours(t *testing.T) {
 // its span of the audience and keeps its own), exactly once per token,
 // and the 15 others wait.
 func TestANamedAudienceOf200kIn16ZonesUnderQuietHours(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("seeds 100,000 users")
 	}

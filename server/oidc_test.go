@@ -193,6 +193,7 @@ func (w *oidcWorld) signInPerson(t *testing.T, username, wantName, wantRole stri
 // more; a person with no mapped group gets no session. Each sign-in
 // starts on one replica and finishes on the other.
 func TestOIDCSignInRolesThroughARealProvider(t *testing.T) {
+	t.Parallel()
 	w := newOIDCWorld(t, nil)
 	w.s.SeedTokens(1, tokens("oidc-", 3))
 	alice := w.signInPerson(t, "alice", "alice@example.com", "admin")
@@ -285,6 +286,7 @@ func TestOIDCSignInRolesThroughARealProvider(t *testing.T) {
 // one whose claims were changed under the provider's signature. A signing
 // key the provider rotated to is fetched from its JWKS and accepted.
 func TestOIDCRefusesBadTokensAndFollowsKeyRotation(t *testing.T) {
+	t.Parallel()
 	w := newOIDCWorld(t, nil)
 
 	// A replayed callback: the first use signs in, the second (the same
@@ -361,6 +363,7 @@ func TestOIDCRefusesBadTokensAndFollowsKeyRotation(t *testing.T) {
 // bearer tokens on the API still work. The token sign-in that is on
 // records a signin entry for the token.
 func TestTokenSignInSwitch(t *testing.T) {
+	t.Parallel()
 	w := newOIDCWorld(t, func(c *config.Config) { c.HTTP.TokenSignIn = false })
 	var e teststack.ErrorBody
 	se := &session{s: w.s}

@@ -55,6 +55,7 @@ var echoParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 // step: every route Echo serves is an operation of the document, and every
 // operation is a route, so neither can drift from the other.
 func TestOpenAPIDocumentMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	s := routeServer(t)
 	var served []string
@@ -93,6 +94,7 @@ func TestOpenAPIDocumentMatchesRoutes(t *testing.T) {
 // 401 behind a token, 429 behind a bearer token, 403 for a viewer's write,
 // 400 and 413 with a body.
 func TestOpenAPIDocumentCoversErrors(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -138,6 +140,7 @@ func TestOpenAPIDocumentCoversErrors(t *testing.T) {
 // TestOpenAPIEnumsMatchTheCode ties the document's enums to the values the
 // code defines, so a new status or error code cannot go undocumented.
 func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	enum := func(name string) []string {
 		ref := doc.Components.Schemas[name]
@@ -181,6 +184,7 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 // TestOpenAPIServed checks GET /openapi.json answers the embedded document
 // without a token.
 func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
 	s := routeServer(t)
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.json", nil))

@@ -278,6 +278,7 @@ func TestEveryMessageCarriesItsAnalyticsLabel(t *testing.T) {
 // export lists only the targeted (its lines equal targeted), and with
 // outcome=excluded the left-out ones.
 func TestAnExcludedUsersLookupSaysExcluded(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Categories = []config.Category{{Name: "ads", Consent: "table"}}
 		c.DefaultCategory = "ads"
@@ -313,6 +314,7 @@ func TestAnExcludedUsersLookupSaysExcluded(t *testing.T) {
 // for the window's end (kept by the plan step); its later send, when it
 // comes, outranks it.
 func TestADeferredUsersLookupSaysDeferred(t *testing.T) {
+	t.Parallel()
 	s := quietStack(t)
 	zone := zoneAt23(t)
 	seedZoned(t, s, 1, "qd-", []string{zone, zone})

@@ -50,6 +50,7 @@ func asJSON(t *testing.T, s string) any {
 // request sets none (docs/fcm.md): the display tag, a bulk broadcast's
 // priority and lifetime, and no collapse key unless the request asks.
 func TestPlatformOverridesReachTheEmulator(t *testing.T) {
+	t.Parallel()
 	for _, client := range []string{fcm.ClientSDK, fcm.ClientDirect} {
 		t.Run(client, func(t *testing.T) {
 			s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.FCMClient = client }})
@@ -175,6 +176,7 @@ func TestBadPlatformOverrides(t *testing.T) {
 
 // Templates render inside the overrides' strings, per user.
 func TestPlatformOverrideTemplatesPerUser(t *testing.T) {
+	t.Parallel()
 	s := renewalStack(t)
 	s.Emu.RecordMessages()
 	var b overrideBroadcast
@@ -211,6 +213,7 @@ func TestPlatformOverrideTemplatesPerUser(t *testing.T) {
 
 // A cron job's message carries overrides, validated as the API's are.
 func TestCronJobPlatformOverrides(t *testing.T) {
+	t.Parallel()
 	job := cron.Job{Name: "promo", Schedule: "0 9 * * MON", Audience: map[string]any{"all": true}, Message: cron.JobMessage{
 		Title:   "promo",
 		Android: map[string]any{"priority": "HIGH", "notification": map[string]any{"channel_id": "promo"}},
@@ -259,6 +262,7 @@ func TestCronJobPlatformOverrides(t *testing.T) {
 // fails that target with TEMPLATE_ERROR, counted and never sent; a template
 // whose first action is inside the host is refused with a 400 naming it.
 func TestTemplatedLinksKeepTheirHost(t *testing.T) {
+	t.Parallel()
 	s := renewalStack(t)
 	s.Emu.RecordMessages()
 	// Users 5, 10, 15 and 20 hold a value that ends the host's user name.

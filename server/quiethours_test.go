@@ -80,6 +80,7 @@ func assertDeferredOne(t *testing.T, s *teststack.Stack, what string, b teststac
 // send as class bulk, and a transactional one naming its own window, wait
 // for 08:00.
 func TestDefaultQuietHoursSkipTransactional(t *testing.T) {
+	t.Parallel()
 	s := quietStack(t)
 	zone := zoneAt23(t)
 	toks := seedZoned(t, s, 1, "qt-", []string{zone, zone, zone}) // qt-0 user 1, qt-1 user 2, qt-2 user 3
@@ -113,6 +114,7 @@ func TestDefaultQuietHoursSkipTransactional(t *testing.T) {
 // bulk `all` broadcast at 23:00 local goes out at once. Left out, the
 // default defers it.
 func TestQuietHoursSwitchedOff(t *testing.T) {
+	t.Parallel()
 	s := quietStack(t)
 	zone := zoneAt23(t)
 	toks := seedZoned(t, s, 1, "qo-", []string{zone, zone})
@@ -143,6 +145,7 @@ func TestQuietHoursSwitchedOff(t *testing.T) {
 
 // quiet_hours of any other type is a 400 naming it.
 func TestQuietHoursWrongType(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	for _, tc := range []struct {
 		name  string

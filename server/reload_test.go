@@ -55,6 +55,7 @@ func reloadStack(t *testing.T, file string, configure func(*config.Config)) *tes
 // broken file answers 422 with every problem and the old set stays; a
 // viewer may not reload.
 func TestReloadingTheNamedAudiences(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "pushfan.yaml")
 	write := func(body string) {
 		t.Helper()
@@ -150,6 +151,7 @@ func TestReloadingTheNamedAudiences(t *testing.T) {
 // rolling deploy: it goes on if the audience comes back in time, and
 // fails after PUSHFAN_HANDBACK_TIMEOUT, naming why, if not.
 func TestAReloadThatDropsAPlannedBroadcastsAudience(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "pushfan.yaml")
 	write := func(body string) {
 		t.Helper()

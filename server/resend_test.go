@@ -165,6 +165,7 @@ func TestResendSendsToExactlyTheRecoverableFailures(t *testing.T) {
 }
 
 func TestResendRefusals(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Engine.MaxAttempts = 1
 		c.Engine.SendTimeout = time.Second
@@ -228,6 +229,7 @@ func TestResendRefusals(t *testing.T) {
 // resent while their users are inside the quiet window wait for its end,
 // as the original's sends would have.
 func TestResendKeepsTheQuietHours(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.MaxAttempts = 2 }})
 	down := tokens("unavailable-", 5)
 	s.SeedTokens(1, down)

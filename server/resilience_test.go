@@ -105,6 +105,7 @@ func TestFlappingTokensDeliveredWithinBudget(t *testing.T) {
 }
 
 func TestAuthErrorStopsBroadcastEarly(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.Concurrency = 8 }})
 	s.SeedTokens(1, tokens("auth-", 5000))
 	var b teststack.Broadcast
@@ -122,6 +123,7 @@ func TestAuthErrorStopsBroadcastEarly(t *testing.T) {
 }
 
 func TestHangingTokensTimeOutAndBroadcastCompletes(t *testing.T) {
+	t.Parallel()
 	coveredBy(t, "fanout (TestSendTimeoutApplies)")
 	for _, client := range []string{"direct", "sdk"} { // PUSHFAN_FCM_CLIENT
 		t.Run(client, func(t *testing.T) {
@@ -228,6 +230,7 @@ func TestCancelMidBroadcast(t *testing.T) {
 }
 
 func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.SeedTokens(1, append(append(tokens("unregistered-", 30), tokens("invalid-", 20)...), tokens("ok-", 10)...))
 	var b teststack.Broadcast
@@ -305,6 +308,7 @@ func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
 }
 
 func TestDryRunSendsNothingAndInvalidatesOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.SeedTokens(1, append(tokens("unregistered-", 5), tokens("ok-", 20)...))
 	var b teststack.Broadcast
@@ -332,6 +336,7 @@ func TestDryRunSendsNothingAndInvalidatesOnlyWhenAsked(t *testing.T) {
 }
 
 func TestServerTimeoutsApply(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.HTTP.ReadHeaderTimeout = 200 * time.Millisecond
 		c.HTTP.IdleTimeout = 300 * time.Millisecond
@@ -383,6 +388,7 @@ func TestServerTimeoutsApply(t *testing.T) {
 }
 
 func TestDatabaseDeadlineApplies(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.DB.Timeout = 300 * time.Millisecond }})
 	// Another session holds a write lock on broadcasts: reads of it block.
 	conn, err := s.SQL.Conn(t.Context())

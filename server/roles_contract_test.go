@@ -14,6 +14,7 @@ import (
 // check (the fake domain then answers whatever it answers: here only the
 // check is under test).
 func TestEachRouteNeedsItsRole(t *testing.T) {
+	t.Parallel()
 	h := contractServer(t, &fakeDomain{})
 	tokens := map[string]string{"viewer": contractViewer, "sender": contractSender, "approver": contractApprover, "admin": contractAdmin}
 	order := []string{"viewer", "sender", "approver", "admin"}

@@ -140,6 +140,7 @@ func TestSubmitsOfEveryKindReadNoTarget(t *testing.T) {
 // into chunks of its own, counted, all waiting; and a cancel counts them
 // from the plan, reading no token at all.
 func TestALocalTimePlanReadsTheAudienceOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("seeds 150,000 users")
 	}

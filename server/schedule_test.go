@@ -19,6 +19,7 @@ type listPage struct {
 }
 
 func TestSendAtFiresOnceOnTimeWithTwoInstances(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.AddInstance()
 	toks := tokens("ok-", 300)
@@ -56,6 +57,7 @@ func TestSendAtFiresOnceOnTimeWithTwoInstances(t *testing.T) {
 }
 
 func TestScheduledBroadcastCanBeCanceledBeforeItStarts(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.SeedTokens(1, tokens("ok-", 10))
 	var b teststack.Broadcast
@@ -75,6 +77,7 @@ func TestScheduledBroadcastCanBeCanceledBeforeItStarts(t *testing.T) {
 }
 
 func TestSendAtValidation(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	for value, code := range map[string]string{
 		time.Now().Add(-time.Minute).Format(time.RFC3339):         "send_at_in_past",
@@ -91,6 +94,7 @@ func TestSendAtValidation(t *testing.T) {
 }
 
 func TestListBroadcastsPaginationAndFilters(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.SeedTokens(1, tokens("ok-", 3))
 	for range 5 {

@@ -126,6 +126,7 @@ func countTrue(m map[int]bool) int64 {
 // all and user_ids select from the mapped tables, by the mapped
 // conditions, in several chunks, and never from pushfan's bundled tables.
 func TestSchemaMappingAllAndUserIDs(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStack(t, func(c *config.Config, _ string) { c.Engine.ChunkWidth = 10 })
 	toks, eligible := appPopulation(s, db, "mapped-", 60, nil)
 	s.SeedTokens(1, []string{"bundled-1", "bundled-2"}) // pushfan's own tables: not the audience
@@ -178,6 +179,7 @@ func TestSchemaMappingAllAndUserIDs(t *testing.T) {
 // code), counted as invalidated, listed as failures by their mapped ids,
 // and skipped by the next broadcast.
 func TestSchemaMappingDeadTokensWrittenBack(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStack(t, nil)
 	dead := func(i int) bool { return i%3 == 0 }
 	toks, eligible := appPopulation(s, db, "wb-", 30, dead)
@@ -244,6 +246,7 @@ func TestSchemaMappingDeadTokensWrittenBack(t *testing.T) {
 // A named audience over the same app tables writes its dead tokens back
 // through the mapping's on_dead, though it selects no token ids.
 func TestSchemaMappingNamedAudienceWriteBack(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStack(t, func(c *config.Config, db string) {
 		c.Audiences = []audience.Definition{{
 			Name: "android_members",
@@ -286,6 +289,7 @@ func TestSchemaMappingNamedAudienceWriteBack(t *testing.T) {
 // A mistyped column, a missing table and a broken condition stop start-up,
 // each problem naming its key.
 func TestSchemaMappingCheckedAtStartUp(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStack(t, nil)
 	cases := []struct {
 		name   string
@@ -348,6 +352,7 @@ func TestSchemaMappingCheckedAtStartUp(t *testing.T) {
 // A test send resolves user ids and tokens through the mapping too, and
 // writes a dead token it finds back with on_dead.
 func TestSchemaMappingTestSend(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStack(t, nil)
 	toks, _ := appPopulation(s, db, "ts-", 7, func(i int) bool { return i == 3 })
 	var got testSendAnswer
@@ -377,6 +382,7 @@ func TestSchemaMappingTestSend(t *testing.T) {
 
 // The mapped locale column picks a localized message's variant.
 func TestSchemaMappingLocale(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStack(t, nil)
 	_, eligible := appPopulation(s, db, "loc-", 12, nil) // every member's lang is ko
 	s.MustExec("UPDATE " + db + ".members SET lang = NULL WHERE member_id IN (1, 2)")

@@ -39,6 +39,7 @@ func securityStack(t *testing.T, perMinute float64) *teststack.Stack {
 }
 
 func TestRolesAndHashedTokens(t *testing.T) {
+	t.Parallel()
 	s := securityStack(t, 0)
 	s.SeedTokens(1, tokens("ok-", 20))
 	routes := []struct{ method, path string }{
@@ -197,6 +198,7 @@ func scrape(t *testing.T, client *http.Client, url, token string) map[string]flo
 // PUSHFAN_METRICS_ADDR serves it on a listener of its own, without a token
 // unless PUSHFAN_METRICS_TOKEN is set.
 func TestMetricsNeedAToken(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.AdminTokens = []string{teststack.AdminToken, "dashboard:viewer:" + viewerToken}
 		c.MetricsToken = metricsToken

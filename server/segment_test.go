@@ -68,6 +68,7 @@ func saveSegment(s *teststack.Stack, name string, version int, raw json.RawMessa
 // segment becomes; a segment in a consent category reaches its matching
 // users who consented, no one else.
 func TestBroadcastsToSegmentsReachExactlyTheirFilters(t *testing.T) {
+	t.Parallel()
 	seed := segmentgen.Seed(t, os.Getenv("SEGMENT_SEED"))
 	rng := rand.New(rand.NewPCG(seed, seed))
 	now := time.Now().UTC()

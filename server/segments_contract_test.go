@@ -156,6 +156,7 @@ const iosFilter = `{"and":[{"field":"platform","op":"eq","value":"ios"},{"field"
 // description, read with its versions, listed, read at a version, and
 // deleted (204); the writes carry the token's name.
 func TestContractSegmentLifecycle(t *testing.T) {
+	t.Parallel()
 	f := &fakeSegments{}
 	h := segmentServer(t, f)
 	rec, out := call(t, h, http.MethodPost, "/push/segments", contractSender,
@@ -219,6 +220,7 @@ func callNoContent(t *testing.T, h http.Handler, method, path, token string) int
 // The preview answers the counts with exact as the domain says, asking
 // for the exact count only when the request does.
 func TestContractSegmentPreview(t *testing.T) {
+	t.Parallel()
 	f := &fakeSegments{}
 	h := segmentServer(t, f)
 	rec, out := call(t, h, http.MethodPost, "/push/segments/preview", contractSender, `{"filter": `+iosFilter+`}`)
@@ -238,6 +240,7 @@ func TestContractSegmentPreview(t *testing.T) {
 // filter, its path), an unknown name a 404, a live name taken a 409; a
 // viewer reads and previews (counting is reading) but does not write.
 func TestContractSegmentBadInputs(t *testing.T) {
+	t.Parallel()
 	f := &fakeSegments{}
 	h := segmentServer(t, f)
 	if rec, out := call(t, h, http.MethodPost, "/push/segments", contractSender, `{"name": "ios", "filter": `+iosFilter+`}`); rec.Code != http.StatusCreated {
@@ -327,6 +330,7 @@ func TestContractSegmentBadInputs(t *testing.T) {
 // no field, an unknown one, or one of a kind with no values (a time) is a
 // 400 naming field, and the domain is not asked.
 func TestContractSegmentValues(t *testing.T) {
+	t.Parallel()
 	f := &fakeSegments{}
 	h := segmentServer(t, f)
 	for _, token := range []string{contractViewer, contractSender} {

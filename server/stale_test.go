@@ -23,6 +23,7 @@ type stalePreview struct {
 // what the sends left out; invalidated tokens stay out as before; a test
 // send leaves a user's stale token out and sends a raw one, marked stale.
 func TestStaleTokensAreNotSentTo(t *testing.T) {
+	t.Parallel()
 	const sql = "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t JOIN users u ON u.id = t.user_id " +
 		"WHERE t.id > :after AND t.id <= :upto AND t.invalidated_at IS NULL AND u.push_enabled = 1 ORDER BY t.id LIMIT :limit"
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {

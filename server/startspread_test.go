@@ -54,6 +54,7 @@ func postKeyed(t *testing.T, s *teststack.Stack, key string, body any) (*http.Re
 // not before (nothing is sent between the two), on exactly one of two
 // instances, and a repeated submit does not re-roll the offset.
 func TestScheduledStartSpreadFiresOnceOnTwoInstances(t *testing.T) {
+	t.Parallel()
 	const spread = 3 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, nil)})
 	second := s.AddInstance()
@@ -106,6 +107,7 @@ func TestScheduledStartSpreadFiresOnceOnTwoInstances(t *testing.T) {
 // Many scheduled broadcasts: every start is send_at plus an offset in
 // [0, spread), the offset their key gives, and they are not all the same.
 func TestScheduledStartsStayWithinTheSpread(t *testing.T) {
+	t.Parallel()
 	const spread = 2 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, nil)})
 	sendAt := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
@@ -141,6 +143,7 @@ func TestScheduledStartsStayWithinTheSpread(t *testing.T) {
 // is one broadcast starting at its fire time plus the offset of its key
 // (in [0, spread)), and each sends exactly once to every token.
 func TestCronStartsStayWithinTheSpread(t *testing.T) {
+	t.Parallel()
 	coveredBy(t, "broadcast (TestStartOffsetStaysWithinTheSpreadAndIsDeterministic)")
 	const spread = 2 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, func(c *config.Config) {
@@ -202,6 +205,7 @@ func TestCronStartsStayWithinTheSpread(t *testing.T) {
 // Fires through the internal trigger get the same start on every instance
 // and on a repeat: it is a function of the job and fire time.
 func TestCronTriggerStartIsTheSameOnEveryInstance(t *testing.T) {
+	t.Parallel()
 	const spread = 4 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, func(c *config.Config) {
 		c.InternalToken = internalToken
@@ -244,6 +248,7 @@ func TestCronTriggerStartIsTheSameOnEveryInstance(t *testing.T) {
 // Spread 0 keeps the old behaviour: a scheduled broadcast starts at
 // send_at, a cron fire is queued at once and has no starts_at.
 func TestNoStartSpread(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: withSpread(0, func(c *config.Config) {
 		c.InternalToken = internalToken
 		c.Jobs = []cron.Job{{Name: "digest", Schedule: "0 9 * * MON", Audience: map[string]any{"all": true}, Message: cron.JobMessage{Title: "digest"}}}
@@ -273,6 +278,7 @@ func TestNoStartSpread(t *testing.T) {
 // A held broadcast released after its send_at but before its starts_at
 // waits, scheduled, for starts_at: the release goes by the spread start.
 func TestHeldReleaseWaitsForTheSpreadStart(t *testing.T) {
+	t.Parallel()
 	const spread = 5 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, nil)})
 	toks := tokens("ok-", 10)

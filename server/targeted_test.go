@@ -126,6 +126,7 @@ func counting(t *testing.T, what string, m map[string]any, planning bool) {
 // broadcast and a held one read null too until their audience is counted,
 // and /push/stats adds a broadcast's targeted only once it is known.
 func TestTargetedIsNullUntilTheAudienceIsCounted(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	n := int64(s.SeedZoned(300, 2, scaleZones))
 	all := map[string]any{"all": true}

@@ -51,6 +51,7 @@ type statsAnswer struct {
 // Then by user ids: the dead user is now reported without tokens, as are
 // a disabled, a tokenless and an unknown user.
 func TestTestSendReportsEachToken(t *testing.T) {
+	t.Parallel()
 	const (
 		live    = "ok-live-device-token-000001"
 		dead    = "unregistered-device-token-02"

@@ -89,6 +89,7 @@ func hookStack(t *testing.T) (*teststack.Stack, *hookReceiver) {
 // exactly those the emulator refused (UNREGISTERED, INVALID_ARGUMENT about
 // the token), with their codes.
 func TestWebhooksTellTheAppWhatHappened(t *testing.T) {
+	t.Parallel()
 	s, rc := hookStack(t)
 	pop := s.SeedPopulation(2000)
 	var b teststack.Broadcast
@@ -161,6 +162,7 @@ func TestWebhooksTellTheAppWhatHappened(t *testing.T) {
 
 // A held broadcast is announced, and its cancel is its finish.
 func TestWebhooksForAHeldBroadcast(t *testing.T) {
+	t.Parallel()
 	s, rc := hookStack(t)
 	s.SeedTokens(1, tokens("held-", 5))
 	var b teststack.Broadcast
@@ -235,6 +237,7 @@ func TestWebhooksForAHeldBroadcast(t *testing.T) {
 // With no endpoint configured the list is empty (the console says so)
 // and every endpoint's route answers 404 naming it.
 func TestNoWebhooksConfigured(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	var hooks struct{ Webhooks []any }
 	if resp := s.Do("GET", "/push/webhooks", nil, &hooks); resp.StatusCode != http.StatusOK || hooks.Webhooks == nil || len(hooks.Webhooks) != 0 {
@@ -254,6 +257,7 @@ func TestNoWebhooksConfigured(t *testing.T) {
 // finished, once per stage however many instances look: each new instance
 // runs a pass at start, over the same outbox. The counts are the API's.
 func TestWebhooksSummarizeEngagement(t *testing.T) {
+	t.Parallel()
 	s, rc := hookStack(t)
 	devices := tokens("sum-", 20)
 	s.SeedTokens(1, devices)

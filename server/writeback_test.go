@@ -71,6 +71,7 @@ func waitFinishedOrResent(t *testing.T, s *teststack.Stack, id uint64, within ti
 // skipped write-backs counted on the broadcast and in the metric, and
 // logged by token id and prefix.
 func TestSchemaMappingOnDeadAlwaysFails(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStackWith(t, teststack.Options{CaptureLogs: true}, func(c *config.Config, _ string) {
 		c.Engine.ChunkWidth = 10
 		c.Engine.Lease = 3 * time.Second // well above the write-back's retries, short enough for a takeover to show
@@ -151,6 +152,7 @@ func TestSchemaMappingOnDeadAlwaysFails(t *testing.T) {
 // retried until it is stored: every dead token is written back and none is
 // counted as a write-back failure.
 func TestSchemaMappingOnDeadRetriedThroughTransientFailures(t *testing.T) {
+	t.Parallel()
 	s, db := mappedStack(t, func(c *config.Config, _ string) { c.Engine.ChunkWidth = 10 })
 	dead := func(i int) bool { return i%3 == 0 }
 	toks, eligible := appPopulation(s, db, "flaky-wb-", 40, dead)
