@@ -6,7 +6,7 @@
 
 import {s} from './dom.js';
 
-const PAD = {l: 56, r: 10, t: 22, b: 40};
+const PAD = {l: 56, r: 10, t: 40, b: 40};
 const BAR = '#2563eb';
 
 // Rounds a maximum up to 1, 2 or 5 × 10^k so the axis reads well.
@@ -40,13 +40,20 @@ export function barChart(svg, points, {fmt, axisLabel, ratio = false, empty, hei
   const bw = Math.max(2, Math.min(48, step * 0.7));
   // Every label when they fit, else every k-th.
   const every = Math.max(1, Math.ceil(70 / step));
+  // The values: on every bar that has one; turned upright where the bars
+  // are narrow; on the highest only where even that does not fit (the
+  // others in each bar's tooltip and in the table).
+  const top = Math.max(...points.map((p) => p.value));
   points.forEach((p, i) => {
     const cx = PAD.l + step * (i + 0.5);
-    const top = y(Math.min(p.value, max));
+    const ty = y(Math.min(p.value, max));
+    const label = p.value === 0 || (step < 14 && p.value !== top) ? null
+      : step < 40 ? s('text', {class: 'axis cbar-value', x: cx.toFixed(1), y: (ty - 4).toFixed(1), transform: `rotate(-90 ${cx.toFixed(1)} ${(ty - 4).toFixed(1)})`}, fmt(p.value))
+        : s('text', {class: 'axis cbar-value', x: cx.toFixed(1), y: (ty - 5).toFixed(1), 'text-anchor': 'middle'}, fmt(p.value));
     svg.append(s('g', {class: 'cbar', 'data-label': p.label, 'data-value': String(p.value)},
       s('title', null, p.title),
-      s('rect', {x: (cx - bw / 2).toFixed(1), y: top.toFixed(1), width: bw.toFixed(1), height: Math.max(0, y(0) - top).toFixed(1), fill: BAR}),
-      s('text', {class: 'axis cbar-value', x: cx.toFixed(1), y: (top - 5).toFixed(1), 'text-anchor': 'middle'}, fmt(p.value))));
+      s('rect', {x: (cx - bw / 2).toFixed(1), y: ty.toFixed(1), width: bw.toFixed(1), height: Math.max(0, y(0) - ty).toFixed(1), fill: BAR}),
+      label));
     if (i % every === 0) {
       svg.append(s('text', {class: 'axis', x: cx.toFixed(1), y: height - PAD.b + 16, 'text-anchor': 'middle'}, p.label));
     }

@@ -41,6 +41,20 @@ function periodLabel(iso) {
   return new Intl.DateTimeFormat(locale(), {month: 'short', day: 'numeric'}).format(new Date(y, m - 1, d));
 }
 
+// The periods' first days (YYYY-MM-DD) from first to last: every day, or
+// every Monday from the one on or before first.
+function periods(first, last, interval) {
+  const [y, m, d] = first.split('-').map(Number);
+  const cur = new Date(y, m - 1, d);
+  if (interval === 'week') cur.setDate(cur.getDate() - ((cur.getDay() + 6) % 7));
+  const out = [];
+  while (isoDate(cur) <= last && out.length <= 400) {
+    out.push(isoDate(cur));
+    cur.setDate(cur.getDate() + (interval === 'week' ? 7 : 1));
+  }
+  return out;
+}
+
 const groupName = (g) => (g === '' ? t('campaigns.none') : g);
 
 // A header cell with its definition on hover.
@@ -86,6 +100,7 @@ export async function render(ctx) {
     breakdownCard);
 
   let rows = [];
+  let shownAns = null; // the trends answer on screen
 
   // The parameters both routes share.
   const params = () => ({group: group.value, from: from.value, to: to.value, tz: zone(), app: apps.current()});
@@ -96,6 +111,7 @@ export async function render(ctx) {
     try {
       const ans = await get('/push/campaigns' + qs({...params(), interval: interval.value}), {signal});
       rows = ans.rows || [];
+      shownAns = ans;
       showTrends(ans);
       fillKeys();
       await loadBreakdown();
@@ -134,13 +150,19 @@ export async function render(ctx) {
     drawChart();
   }
 
-  // The chart: the chosen metric per period, over every group shown.
+  // The chart: the chosen metric per period of the range (none: 0), over
+  // every group shown.
   function drawChart() {
     const per = new Map();
+    if (rows.length) {
+      for (const day of periods(shownAns.from, shownAns.to, shownAns.interval)) {
+        per.set(day, {targeted: 0, succeeded: 0, failed: 0, opened: 0, clicked: 0});
+      }
+    }
     for (const r of rows) {
-      const p = per.get(r.period_start) || {targeted: 0, succeeded: 0, failed: 0, opened: 0, clicked: 0};
+      const p = per.get(r.period_start.slice(0, 10));
+      if (!p) continue;
       for (const k of Object.keys(p)) p[k] += r[k];
-      per.set(r.period_start, p);
     }
     const m = metric.value;
     const value = (p) => ({sent: p.succeeded + p.failed, opened: p.opened,
