@@ -92,6 +92,7 @@ func rowsText(rows []campaigns.Row, loc *time.Location) string {
 // group and period; a week starts on Monday in the query's zone, so a
 // broadcast finished on Sunday 16:30 UTC is in the next week in Seoul.
 func TestTrendsSumPerGroupAndPeriodInTheViewersZone(t *testing.T) {
+	t.Parallel()
 	db := testdb.New(t).SQL.DB
 	seoul, err := time.LoadLocation("Asia/Seoul")
 	if err != nil {
@@ -158,6 +159,7 @@ func TestTrendsSumPerGroupAndPeriodInTheViewersZone(t *testing.T) {
 // A breakdown by app is exact; by locale and A/B variant it counts each
 // variant's sends and events, and leaves what is not stored null.
 func TestBreakdownsCountWhatIsStored(t *testing.T) {
+	t.Parallel()
 	db := testdb.New(t).SQL.DB
 	plain := insert(t, db, finished{at: "2026-12-01T10:00:00Z", category: "promo", app: "shop", targeted: 10, succeeded: 8, failed: 2, opened: 4, clicked: 2})
 	_ = plain
@@ -226,6 +228,7 @@ func TestBreakdownsCountWhatIsStored(t *testing.T) {
 
 // A range is whole days in the zone, to included, at most MaxDays long.
 func TestDaysBoundTheRange(t *testing.T) {
+	t.Parallel()
 	seoul, _ := time.LoadLocation("Asia/Seoul")
 	from, to, err := campaigns.Days("2026-03-01", "2026-03-31", seoul)
 	if err != nil || !from.Equal(time.Date(2026, 2, 28, 15, 0, 0, 0, time.UTC)) || !to.Equal(time.Date(2026, 3, 31, 15, 0, 0, 0, time.UTC)) {

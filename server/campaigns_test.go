@@ -61,6 +61,7 @@ func getRaw(t *testing.T, s *teststack.Stack, path string) (int, string, http.He
 // a Sunday evening UTC is in Seoul's next week; the CSV is the same rows;
 // every bad parameter is a 400 naming it.
 func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
+	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.Categories = []config.Category{{Name: "promo"}, {Name: "news"}}
 	}})
