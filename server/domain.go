@@ -12,6 +12,7 @@ import (
 	"pushfan/broadcast/testsend"
 	"pushfan/cron"
 	"pushfan/model"
+	"pushfan/server/campaigns"
 	"pushfan/server/consents"
 	"pushfan/server/deliveries"
 	"pushfan/server/segments"
@@ -78,6 +79,7 @@ type Domain struct {
 	// none (only the environment's tokens let anyone in).
 	Keys       Keys
 	Deliveries deliveries.Domain // a user's deliveries (outcomes.Reader); nil: 503
+	Campaigns  campaigns.Domain  // the campaign analytics (campaigns.Reader); nil: 503
 	Apps       Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows

@@ -22,6 +22,7 @@ func TestEachRouteNeedsItsRole(t *testing.T) {
 		method, path, body, need string
 	}{
 		{http.MethodGet, "/push/broadcasts", "", "viewer"},
+		{http.MethodGet, "/push/campaigns", "", "viewer"},
 		{http.MethodPost, "/push/preview", `{"audience":{"all":true}}`, "viewer"},
 		{http.MethodPost, "/push/segments/preview", `{"filter":{"field":"platform","op":"eq","value":"ios"}}`, "viewer"},
 		{http.MethodPost, "/push/audiences/any/preview", `{}`, "viewer"},

@@ -25,6 +25,7 @@ import (
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/audittrail"
+	"pushfan/server/campaigns"
 	"pushfan/server/consents"
 	"pushfan/server/deliveries"
 	"pushfan/server/jobs"
@@ -167,12 +168,10 @@ func (s *Server) routePush(e *echo.Echo) {
 		Now:       func() time.Time { return s.now() }}
 	routes.Register(push)
 	// The saved segments; their previews spend the previews' budget.
-	segs := &segments.Routes{Domain: s.dom.Segments, Decode: decodeStrict, Actor: callerName,
-		Now: func() time.Time { return s.now() }, Previews: previews.middleware}
-	segs.Register(push)
+	(&segments.Routes{Domain: s.dom.Segments, Decode: decodeStrict, Actor: callerName,
+		Now: func() time.Time { return s.now() }, Previews: previews.middleware}).Register(push)
 	// The API keys: an admin's (neededRole) of every app.
-	ks := &keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor, EveryApp: everyApp}
-	ks.Register(push)
+	(&keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor, EveryApp: everyApp}).Register(push)
 	(&deliveries.Routes{Domain: s.dom.Deliveries, EveryApp: everyApp}).Register(push) // every app's broadcasts
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
@@ -181,6 +180,7 @@ func (s *Server) routePush(e *echo.Echo) {
 	(&webhooks.Routes{Deliverer: s.extra.webhooks}).Register(push, everyApp)
 	// The audit trail (admins: neededRole); entries are only appended.
 	(&audittrail.Routes{Log: s.dom.AuditLog, Logger: s.log}).Register(push)
+	(&campaigns.Routes{Domain: s.dom.Campaigns, Apps: s.appFilter, Now: func() time.Time { return s.now() }}).Register(push) // the caller's apps, as /stats
 }
 
 // jobRoutes are the cron jobs' routes (package jobs).

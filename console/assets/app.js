@@ -23,6 +23,7 @@ import * as webhooks from './webhooks.js';
 import * as keys from './keys.js';
 import * as activity from './activity.js';
 import * as users from './users.js';
+import * as campaigns from './campaigns.js';
 import * as i18n from './i18n.js';
 
 const ROUTES = [
@@ -43,6 +44,7 @@ const ROUTES = [
   {re: /^\/keys$/, page: 'keys', title: 'API keys', mod: keys},
   {re: /^\/activity$/, page: 'activity', title: 'Activity', mod: activity},
   {re: /^\/users$/, page: 'users', title: 'Look up a user', mod: users},
+  {re: /^\/campaigns$/, page: 'campaigns', get title() { return i18n.t('campaigns.title'); }, mod: campaigns},
   {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
 ];
 
@@ -51,6 +53,7 @@ const ROUTES = [
 const NAV = [
   ['#/', 'Dashboard'],
   ['#/broadcasts', 'Broadcasts'],
+  ['#/campaigns', 'Campaigns'],
   ['#/compose', 'Compose', 'sender'],
   ['#/cron', 'Cron'],
   ['#/segments', 'Segments'],

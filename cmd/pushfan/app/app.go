@@ -26,6 +26,7 @@ import (
 	"pushfan/broadcast/rules"
 	"pushfan/broadcast/run"
 	"pushfan/broadcast/testsend"
+	"pushfan/campaigns"
 	"pushfan/caps"
 	"pushfan/config"
 	"pushfan/consent"
@@ -235,6 +236,7 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
 		apiOIDC(cfg, store), server.WithAuditor(trail)}, extra...)
 	dom.Deliveries = &outcomes.Reader{DB: pool.DB} // a user's deliveries, from the kept outcomes
+	dom.Campaigns = &campaigns.Reader{DB: pool.DB} // the campaign analytics, from the broadcasts' counters
 	api := server.New(apiConfig(cfg, log), dom, store, log, opts...)
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for AudienceAll.
@@ -113,6 +114,93 @@ const (
 func (e BroadcastRequestQuietHours1) Valid() bool {
 	switch e {
 	case BroadcastRequestQuietHours1False:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CampaignBreakdownBy.
+const (
+	CampaignBreakdownByApp      CampaignBreakdownBy = "app"
+	CampaignBreakdownByLocale   CampaignBreakdownBy = "locale"
+	CampaignBreakdownByPlatform CampaignBreakdownBy = "platform"
+	CampaignBreakdownByVariant  CampaignBreakdownBy = "variant"
+)
+
+// Valid indicates whether the value is a known member of the CampaignBreakdownBy enum.
+func (e CampaignBreakdownBy) Valid() bool {
+	switch e {
+	case CampaignBreakdownByApp:
+		return true
+	case CampaignBreakdownByLocale:
+		return true
+	case CampaignBreakdownByPlatform:
+		return true
+	case CampaignBreakdownByVariant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CampaignBreakdownGroup.
+const (
+	CampaignBreakdownGroupCategory    CampaignBreakdownGroup = "category"
+	CampaignBreakdownGroupJob         CampaignBreakdownGroup = "job"
+	CampaignBreakdownGroupLabel       CampaignBreakdownGroup = "label"
+	CampaignBreakdownGroupLessThannil CampaignBreakdownGroup = "<nil>"
+)
+
+// Valid indicates whether the value is a known member of the CampaignBreakdownGroup enum.
+func (e CampaignBreakdownGroup) Valid() bool {
+	switch e {
+	case CampaignBreakdownGroupCategory:
+		return true
+	case CampaignBreakdownGroupJob:
+		return true
+	case CampaignBreakdownGroupLabel:
+		return true
+	case CampaignBreakdownGroupLessThannil:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CampaignTrendsGroup.
+const (
+	CampaignTrendsGroupCategory CampaignTrendsGroup = "category"
+	CampaignTrendsGroupJob      CampaignTrendsGroup = "job"
+	CampaignTrendsGroupLabel    CampaignTrendsGroup = "label"
+)
+
+// Valid indicates whether the value is a known member of the CampaignTrendsGroup enum.
+func (e CampaignTrendsGroup) Valid() bool {
+	switch e {
+	case CampaignTrendsGroupCategory:
+		return true
+	case CampaignTrendsGroupJob:
+		return true
+	case CampaignTrendsGroupLabel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CampaignTrendsInterval.
+const (
+	CampaignTrendsIntervalDay  CampaignTrendsInterval = "day"
+	CampaignTrendsIntervalWeek CampaignTrendsInterval = "week"
+)
+
+// Valid indicates whether the value is a known member of the CampaignTrendsInterval enum.
+func (e CampaignTrendsInterval) Valid() bool {
+	switch e {
+	case CampaignTrendsIntervalDay:
+		return true
+	case CampaignTrendsIntervalWeek:
 		return true
 	default:
 		return false
@@ -778,16 +866,16 @@ func (e ExportBroadcastOutcomesParamsOutcome) Valid() bool {
 
 // Defines values for ExportBroadcastOutcomesParamsFormat.
 const (
-	Csv    ExportBroadcastOutcomesParamsFormat = "csv"
-	Ndjson ExportBroadcastOutcomesParamsFormat = "ndjson"
+	ExportBroadcastOutcomesParamsFormatCsv    ExportBroadcastOutcomesParamsFormat = "csv"
+	ExportBroadcastOutcomesParamsFormatNdjson ExportBroadcastOutcomesParamsFormat = "ndjson"
 )
 
 // Valid indicates whether the value is a known member of the ExportBroadcastOutcomesParamsFormat enum.
 func (e ExportBroadcastOutcomesParamsFormat) Valid() bool {
 	switch e {
-	case Csv:
+	case ExportBroadcastOutcomesParamsFormatCsv:
 		return true
-	case Ndjson:
+	case ExportBroadcastOutcomesParamsFormatNdjson:
 		return true
 	default:
 		return false
@@ -812,6 +900,126 @@ func (e ResendBroadcastParamsWait) Valid() bool {
 	case ResendBroadcastParamsWaitN1:
 		return true
 	case ResendBroadcastParamsWaitTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCampaignsParamsGroup.
+const (
+	GetCampaignsParamsGroupCategory GetCampaignsParamsGroup = "category"
+	GetCampaignsParamsGroupJob      GetCampaignsParamsGroup = "job"
+	GetCampaignsParamsGroupLabel    GetCampaignsParamsGroup = "label"
+)
+
+// Valid indicates whether the value is a known member of the GetCampaignsParamsGroup enum.
+func (e GetCampaignsParamsGroup) Valid() bool {
+	switch e {
+	case GetCampaignsParamsGroupCategory:
+		return true
+	case GetCampaignsParamsGroupJob:
+		return true
+	case GetCampaignsParamsGroupLabel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCampaignsParamsInterval.
+const (
+	GetCampaignsParamsIntervalDay  GetCampaignsParamsInterval = "day"
+	GetCampaignsParamsIntervalWeek GetCampaignsParamsInterval = "week"
+)
+
+// Valid indicates whether the value is a known member of the GetCampaignsParamsInterval enum.
+func (e GetCampaignsParamsInterval) Valid() bool {
+	switch e {
+	case GetCampaignsParamsIntervalDay:
+		return true
+	case GetCampaignsParamsIntervalWeek:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCampaignsParamsFormat.
+const (
+	GetCampaignsParamsFormatCsv  GetCampaignsParamsFormat = "csv"
+	GetCampaignsParamsFormatJson GetCampaignsParamsFormat = "json"
+)
+
+// Valid indicates whether the value is a known member of the GetCampaignsParamsFormat enum.
+func (e GetCampaignsParamsFormat) Valid() bool {
+	switch e {
+	case GetCampaignsParamsFormatCsv:
+		return true
+	case GetCampaignsParamsFormatJson:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCampaignBreakdownParamsBy.
+const (
+	GetCampaignBreakdownParamsByApp      GetCampaignBreakdownParamsBy = "app"
+	GetCampaignBreakdownParamsByLocale   GetCampaignBreakdownParamsBy = "locale"
+	GetCampaignBreakdownParamsByPlatform GetCampaignBreakdownParamsBy = "platform"
+	GetCampaignBreakdownParamsByVariant  GetCampaignBreakdownParamsBy = "variant"
+)
+
+// Valid indicates whether the value is a known member of the GetCampaignBreakdownParamsBy enum.
+func (e GetCampaignBreakdownParamsBy) Valid() bool {
+	switch e {
+	case GetCampaignBreakdownParamsByApp:
+		return true
+	case GetCampaignBreakdownParamsByLocale:
+		return true
+	case GetCampaignBreakdownParamsByPlatform:
+		return true
+	case GetCampaignBreakdownParamsByVariant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCampaignBreakdownParamsGroup.
+const (
+	GetCampaignBreakdownParamsGroupCategory GetCampaignBreakdownParamsGroup = "category"
+	GetCampaignBreakdownParamsGroupJob      GetCampaignBreakdownParamsGroup = "job"
+	GetCampaignBreakdownParamsGroupLabel    GetCampaignBreakdownParamsGroup = "label"
+)
+
+// Valid indicates whether the value is a known member of the GetCampaignBreakdownParamsGroup enum.
+func (e GetCampaignBreakdownParamsGroup) Valid() bool {
+	switch e {
+	case GetCampaignBreakdownParamsGroupCategory:
+		return true
+	case GetCampaignBreakdownParamsGroupJob:
+		return true
+	case GetCampaignBreakdownParamsGroupLabel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCampaignBreakdownParamsFormat.
+const (
+	GetCampaignBreakdownParamsFormatCsv  GetCampaignBreakdownParamsFormat = "csv"
+	GetCampaignBreakdownParamsFormatJson GetCampaignBreakdownParamsFormat = "json"
+)
+
+// Valid indicates whether the value is a known member of the GetCampaignBreakdownParamsFormat enum.
+func (e GetCampaignBreakdownParamsFormat) Valid() bool {
+	switch e {
+	case GetCampaignBreakdownParamsFormatCsv:
+		return true
+	case GetCampaignBreakdownParamsFormatJson:
 		return true
 	default:
 		return false
@@ -1422,6 +1630,96 @@ type BroadcastRequest2 = interface{}
 
 // BroadcastRequest3 defines model for BroadcastRequest.3.
 type BroadcastRequest3 = interface{}
+
+// CampaignBreakdown defines model for CampaignBreakdown.
+type CampaignBreakdown struct {
+	By    CampaignBreakdownBy     `json:"by"`
+	From  openapi_types.Date      `json:"from"`
+	Group *CampaignBreakdownGroup `json:"group"`
+	Key   *string                 `json:"key"`
+
+	// NotStored The fields some or all rows leave null (by=platform: every field).
+	NotStored []string `json:"not_stored"`
+
+	// Note Why, in a sentence.
+	Note *string            `json:"note,omitempty"`
+	Rows []CampaignSlice    `json:"rows"`
+	To   openapi_types.Date `json:"to"`
+	Tz   string             `json:"tz"`
+}
+
+// CampaignBreakdownBy defines model for CampaignBreakdown.By.
+type CampaignBreakdownBy string
+
+// CampaignBreakdownGroup defines model for CampaignBreakdown.Group.
+type CampaignBreakdownGroup string
+
+// CampaignRow defines model for CampaignRow.
+type CampaignRow struct {
+	Broadcasts int64 `json:"broadcasts"`
+
+	// Clicked Distinct targets that reported a click.
+	Clicked int64 `json:"clicked"`
+
+	// Ctr clicked ÷ succeeded: clicks of the sends FCM accepted (0 with none).
+	Ctr    float32 `json:"ctr"`
+	Failed int64   `json:"failed"`
+
+	// Group The group's value ("": none).
+	Group string `json:"group"`
+
+	// Opened Distinct targets that reported an open.
+	Opened int64 `json:"opened"`
+
+	// PeriodStart Local midnight (in tz) of the period's first day.
+	PeriodStart time.Time `json:"period_start"`
+
+	// Reach succeeded ÷ targeted (0 with nothing targeted).
+	Reach     float32 `json:"reach"`
+	Succeeded int64   `json:"succeeded"`
+	Targeted  int64   `json:"targeted"`
+}
+
+// CampaignSlice defines model for CampaignSlice.
+type CampaignSlice struct {
+	Broadcasts int64 `json:"broadcasts"`
+	Clicked    int64 `json:"clicked"`
+
+	// ClicksPerSent clicked ÷ sent (0 with none).
+	ClicksPerSent float32 `json:"clicks_per_sent"`
+
+	// Ctr clicked ÷ succeeded; null where not stored.
+	Ctr    *float32 `json:"ctr"`
+	Failed *int64   `json:"failed"`
+
+	// Key The app, the language tag ("default": the localized message's fallback; "": sent without localized text), or the A/B variant's name ("": without variants).
+	Key    string `json:"key"`
+	Opened int64  `json:"opened"`
+
+	// Reach succeeded ÷ targeted; null where not stored.
+	Reach *float32 `json:"reach"`
+
+	// Sent What the engine sent: succeeded + failed.
+	Sent      int64  `json:"sent"`
+	Succeeded *int64 `json:"succeeded"`
+	Targeted  *int64 `json:"targeted"`
+}
+
+// CampaignTrends defines model for CampaignTrends.
+type CampaignTrends struct {
+	From     openapi_types.Date     `json:"from"`
+	Group    CampaignTrendsGroup    `json:"group"`
+	Interval CampaignTrendsInterval `json:"interval"`
+	Rows     []CampaignRow          `json:"rows"`
+	To       openapi_types.Date     `json:"to"`
+	Tz       string                 `json:"tz"`
+}
+
+// CampaignTrendsGroup defines model for CampaignTrends.Group.
+type CampaignTrendsGroup string
+
+// CampaignTrendsInterval defines model for CampaignTrends.Interval.
+type CampaignTrendsInterval string
 
 // Category A message category's rules, as configured (GET /push/categories) or as a broadcast ran under them (its consent field: proof that a later edit of the configuration never changes).
 type Category struct {
@@ -2668,6 +2966,75 @@ type ResendBroadcastParams struct {
 
 // ResendBroadcastParamsWait defines parameters for ResendBroadcast.
 type ResendBroadcastParamsWait string
+
+// GetCampaignsParams defines parameters for GetCampaigns.
+type GetCampaignsParams struct {
+	// Group What the broadcasts are grouped by: category (the message category), job (the cron job that fired it) or label (fcm_options.analytics_label); a broadcast without one is in the group "". Default category; anything else is a 400 naming group.
+	Group *GetCampaignsParamsGroup `form:"group,omitempty" json:"group,omitempty"`
+
+	// Interval day or week (ISO, Monday to Sunday); default day. Anything else is a 400 naming interval.
+	Interval *GetCampaignsParamsInterval `form:"interval,omitempty" json:"interval,omitempty"`
+
+	// App Only this app's: a configured app (else 400 unknown_app); a token limited to apps gets 403 forbidden_app for any other, and without the parameter sees its own apps only.
+	App *AppFilter `form:"app,omitempty" json:"app,omitempty"`
+
+	// From The first day (YYYY-MM-DD, in tz), included; default: 29 days before to. Not a date: a 400 naming from.
+	From *openapi_types.Date `form:"from,omitempty" json:"from,omitempty"`
+
+	// To The last day (YYYY-MM-DD, in tz), included; default: today in tz. Not a date, before from, or a range over 400 days: a 400 naming to (invalid_value, invalid_range).
+	To *openapi_types.Date `form:"to,omitempty" json:"to,omitempty"`
+
+	// Tz The IANA time zone the days and weeks are counted in (Asia/Seoul); default UTC. Anything else is a 400 naming tz.
+	Tz *string `form:"tz,omitempty" json:"tz,omitempty"`
+
+	// Format json (the default) or csv: the same rows as a CSV attachment (ratios as fractions, a field not stored an empty cell). Anything else is a 400 naming format.
+	Format *GetCampaignsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// GetCampaignsParamsGroup defines parameters for GetCampaigns.
+type GetCampaignsParamsGroup string
+
+// GetCampaignsParamsInterval defines parameters for GetCampaigns.
+type GetCampaignsParamsInterval string
+
+// GetCampaignsParamsFormat defines parameters for GetCampaigns.
+type GetCampaignsParamsFormat string
+
+// GetCampaignBreakdownParams defines parameters for GetCampaignBreakdown.
+type GetCampaignBreakdownParams struct {
+	// By platform, app, locale or variant; anything else is a 400 naming by.
+	By GetCampaignBreakdownParamsBy `form:"by" json:"by"`
+
+	// Group What the broadcasts are grouped by: category (the message category), job (the cron job that fired it) or label (fcm_options.analytics_label); a broadcast without one is in the group "". Default category; anything else is a 400 naming group.
+	Group *GetCampaignBreakdownParamsGroup `form:"group,omitempty" json:"group,omitempty"`
+
+	// Key Only the broadcasts whose group value is key ("": those without one); needs group. Over 255 characters: a 400 naming key.
+	Key *string `form:"key,omitempty" json:"key,omitempty"`
+
+	// App Only this app's: a configured app (else 400 unknown_app); a token limited to apps gets 403 forbidden_app for any other, and without the parameter sees its own apps only.
+	App *AppFilter `form:"app,omitempty" json:"app,omitempty"`
+
+	// From The first day (YYYY-MM-DD, in tz), included; default: 29 days before to. Not a date: a 400 naming from.
+	From *openapi_types.Date `form:"from,omitempty" json:"from,omitempty"`
+
+	// To The last day (YYYY-MM-DD, in tz), included; default: today in tz. Not a date, before from, or a range over 400 days: a 400 naming to (invalid_value, invalid_range).
+	To *openapi_types.Date `form:"to,omitempty" json:"to,omitempty"`
+
+	// Tz The IANA time zone the days and weeks are counted in (Asia/Seoul); default UTC. Anything else is a 400 naming tz.
+	Tz *string `form:"tz,omitempty" json:"tz,omitempty"`
+
+	// Format json (the default) or csv: the same rows as a CSV attachment (ratios as fractions, a field not stored an empty cell). Anything else is a 400 naming format.
+	Format *GetCampaignBreakdownParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// GetCampaignBreakdownParamsBy defines parameters for GetCampaignBreakdown.
+type GetCampaignBreakdownParamsBy string
+
+// GetCampaignBreakdownParamsGroup defines parameters for GetCampaignBreakdown.
+type GetCampaignBreakdownParamsGroup string
+
+// GetCampaignBreakdownParamsFormat defines parameters for GetCampaignBreakdown.
+type GetCampaignBreakdownParamsFormat string
 
 // GetClusterParams defines parameters for GetCluster.
 type GetClusterParams struct {
@@ -4023,6 +4390,16 @@ type ClientInterface interface {
 	// Corresponds with POST /push/broadcasts/{id}/test (the `TestSendBroadcast` operationId).
 	TestSendBroadcast(ctx context.Context, id BroadcastID, body TestSendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetCampaigns Finished real broadcasts (not dry runs) grouped by category, job or label, per day or ISO week (Monday first) in tz: a row per group and period that has broadcasts, ordered by group then period (viewer; a token limited to some apps sees their broadcasts only). A broadcast counts in the period it finished; broadcasts deleted by retention are not in any period. Reads one range of idx_broadcasts_finished, a row per broadcast.
+	//
+	// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
+	GetCampaigns(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetCampaignBreakdown The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+	//
+	// Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
+	GetCampaignBreakdown(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCategories The message categories as broadcasts run under them (consent, night window, labels), and the default one: the console's category picker.
 	//
 	// Corresponds with GET /push/categories (the `ListCategories` operationId).
@@ -4805,6 +5182,36 @@ func (c *Client) TestSendBroadcastWithBody(ctx context.Context, id BroadcastID, 
 // Corresponds with POST /push/broadcasts/{id}/test (the `TestSendBroadcast` operationId).
 func (c *Client) TestSendBroadcast(ctx context.Context, id BroadcastID, body TestSendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTestSendBroadcastRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetCampaigns Finished real broadcasts (not dry runs) grouped by category, job or label, per day or ISO week (Monday first) in tz: a row per group and period that has broadcasts, ordered by group then period (viewer; a token limited to some apps sees their broadcasts only). A broadcast counts in the period it finished; broadcasts deleted by retention are not in any period. Reads one range of idx_broadcasts_finished, a row per broadcast.
+//
+// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
+func (c *Client) GetCampaigns(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCampaignsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetCampaignBreakdown The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+//
+// Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
+func (c *Client) GetCampaignBreakdown(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCampaignBreakdownRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6909,6 +7316,266 @@ func NewTestSendBroadcastRequestWithBody(server string, id BroadcastID, contentT
 	return req, nil
 }
 
+// NewGetCampaignsRequest constructs an http.Request for the GetCampaigns method
+func NewGetCampaignsRequest(server string, params *GetCampaignsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/campaigns")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Group != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "group", *params.Group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Interval != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "interval", *params.Interval, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.App != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "app", *params.App, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Tz != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tz", *params.Tz, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetCampaignBreakdownRequest constructs an http.Request for the GetCampaignBreakdown method
+func NewGetCampaignBreakdownRequest(server string, params *GetCampaignBreakdownParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/campaigns/breakdown")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "by", params.By, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Group != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "group", *params.Group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Key != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "key", *params.Key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.App != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "app", *params.App, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Tz != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tz", *params.Tz, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListCategoriesRequest constructs an http.Request for the ListCategories method
 func NewListCategoriesRequest(server string) (*http.Request, error) {
 	var err error
@@ -8573,6 +9240,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /push/broadcasts/{id}/test (the `TestSendBroadcast` operationId).
 	TestSendBroadcastWithResponse(ctx context.Context, id BroadcastID, body TestSendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*TestSendBroadcastResponse, error)
+
+	// GetCampaignsWithResponse Finished real broadcasts (not dry runs) grouped by category, job or label, per day or ISO week (Monday first) in tz: a row per group and period that has broadcasts, ordered by group then period (viewer; a token limited to some apps sees their broadcasts only). A broadcast counts in the period it finished; broadcasts deleted by retention are not in any period. Reads one range of idx_broadcasts_finished, a row per broadcast.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
+	GetCampaignsWithResponse(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*GetCampaignsResponse, error)
+
+	// GetCampaignBreakdownWithResponse The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
+	GetCampaignBreakdownWithResponse(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*GetCampaignBreakdownResponse, error)
 
 	// ListCategoriesWithResponse The message categories as broadcasts run under them (consent, night window, labels), and the default one: the console's category picker.
 	//
@@ -11470,6 +12151,200 @@ func (r TestSendBroadcastResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TestSendBroadcastResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetCampaignsResponse401Headers the declared response headers of an HTTP 401 response for GetCampaigns
+type GetCampaignsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetCampaignsResponse429Headers the declared response headers of an HTTP 429 response for GetCampaigns
+type GetCampaignsResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetCampaignsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CampaignTrends
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetCampaignsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetCampaignsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCampaignsResponse) GetJSON200() *CampaignTrends {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetCampaignsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetCampaignsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetCampaignsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetCampaignsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetCampaignsResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetCampaignsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCampaignsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCampaignsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCampaignsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCampaignsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetCampaignBreakdownResponse401Headers the declared response headers of an HTTP 401 response for GetCampaignBreakdown
+type GetCampaignBreakdownResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetCampaignBreakdownResponse429Headers the declared response headers of an HTTP 429 response for GetCampaignBreakdown
+type GetCampaignBreakdownResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetCampaignBreakdownResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CampaignBreakdown
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetCampaignBreakdownResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetCampaignBreakdownResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCampaignBreakdownResponse) GetJSON200() *CampaignBreakdown {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetCampaignBreakdownResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetCampaignBreakdownResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetCampaignBreakdownResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetCampaignBreakdownResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetCampaignBreakdownResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetCampaignBreakdownResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCampaignBreakdownResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCampaignBreakdownResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCampaignBreakdownResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCampaignBreakdownResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14948,6 +15823,32 @@ func (c *ClientWithResponses) TestSendBroadcastWithResponse(ctx context.Context,
 	return ParseTestSendBroadcastResponse(rsp)
 }
 
+// GetCampaignsWithResponse Finished real broadcasts (not dry runs) grouped by category, job or label, per day or ISO week (Monday first) in tz: a row per group and period that has broadcasts, ordered by group then period (viewer; a token limited to some apps sees their broadcasts only). A broadcast counts in the period it finished; broadcasts deleted by retention are not in any period. Reads one range of idx_broadcasts_finished, a row per broadcast.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
+func (c *ClientWithResponses) GetCampaignsWithResponse(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*GetCampaignsResponse, error) {
+	rsp, err := c.GetCampaigns(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCampaignsResponse(rsp)
+}
+
+// GetCampaignBreakdownWithResponse The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
+func (c *ClientWithResponses) GetCampaignBreakdownWithResponse(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*GetCampaignBreakdownResponse, error) {
+	rsp, err := c.GetCampaignBreakdown(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCampaignBreakdownResponse(rsp)
+}
+
 // ListCategoriesWithResponse The message categories as broadcasts run under them (consent, night window, labels), and the default one: the console's category picker.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -17914,6 +18815,194 @@ func ParseTestSendBroadcastResponse(rsp *http.Response) (*TestSendBroadcastRespo
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers TestSendBroadcastResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetCampaignsResponse parses an HTTP response from a GetCampaignsWithResponse call
+func ParseGetCampaignsResponse(rsp *http.Response) (*GetCampaignsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCampaignsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CampaignTrends
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/csv) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetCampaignsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetCampaignsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetCampaignBreakdownResponse parses an HTTP response from a GetCampaignBreakdownWithResponse call
+func ParseGetCampaignBreakdownResponse(rsp *http.Response) (*GetCampaignBreakdownResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCampaignBreakdownResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CampaignBreakdown
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/csv) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetCampaignBreakdownResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetCampaignBreakdownResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	"lease/codec":   nil,                                                                                                                     // the compact encodings of a chunk row's columns: done ranges, target lists
 	"repository":    {"audit", "model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
 	"retention":     {"internal/platform/clock", "internal/platform/lifecycle"},
+	"campaigns":     {"internal/platform/sqldb", "model"},                                // the broadcasts as campaigns: trends and breakdowns, read-only
 	"outcomes":      {"lease/outcome", "model"},                                          // every target's kept outcome, read: a user's deliveries, a broadcast's export
 	"caps":          {"config", "internal/platform/sqldb", "model"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
 	"consent":       {"audit", "internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
@@ -89,7 +90,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
+	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/campaigns", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -110,6 +111,7 @@ var allowed = map[string][]string{
 	"server/keys":       {"apikey", "model"},
 	"server/audittrail": {"audit", "internal/platform/logging", "model"},  // the audit trail's routes: the list and its NDJSON export
 	"server/deliveries": {"lease/outcome", "outcomes", "server/apierror"}, // a user's deliveries: GET /push/users/{id}/deliveries
+	"server/campaigns":  {"campaigns", "server/apierror"},                 // the campaign analytics: GET /push/campaigns and its breakdown
 	// The API's error (status, code, message, field), which server and
 	// its route packages return, and the webhook endpoints' routes.
 	"server/apierror": nil,
@@ -125,7 +127,7 @@ var allowed = map[string][]string{
 	"server/sso": {"model"},
 	"console":    nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"apikey", "audience", "audit", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "outcomes", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
+	"cmd/pushfan/app": {"apikey", "audience", "audit", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "campaigns", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "outcomes", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -172,6 +174,8 @@ var layer = map[string]int{
 	"server/jobs":                       3,
 	"segment":                           3,
 	"outcomes":                          2,
+	"campaigns":                         2,
+	"server/campaigns":                  3,
 	"server/segments":                   4,
 	"server/deliveries":                 3,
 	"broadcast/message":                 3,

@@ -1,0 +1,162 @@
+package campaigns
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"pushfan/internal/platform/sqldb"
+	"pushfan/model"
+)
+
+// Reader reads the campaigns from the database.
+type Reader struct {
+	DB *sql.DB
+}
+
+// Row is one group's totals in one period.
+type Row struct {
+	Group       string    `json:"group"`
+	PeriodStart time.Time `json:"period_start"`
+	Totals
+}
+
+// Totals are the summed counters of some broadcasts and their two ratios.
+type Totals struct {
+	Broadcasts int64 `json:"broadcasts"`
+	Targeted   int64 `json:"targeted"`
+	Succeeded  int64 `json:"succeeded"`
+	Failed     int64 `json:"failed"`
+	Opened     int64 `json:"opened"`
+	Clicked    int64 `json:"clicked"`
+	// Reach is succeeded ÷ targeted (0 with nothing targeted).
+	Reach float64 `json:"reach"`
+	// CTR is clicked ÷ succeeded: clicks of the sends FCM accepted (0
+	// with none).
+	CTR float64 `json:"ctr"`
+}
+
+func (t *Totals) add(b *sent) {
+	t.Broadcasts++
+	t.Targeted += b.targeted
+	t.Succeeded += b.succeeded
+	t.Failed += b.failed
+	t.Opened += b.opened
+	t.Clicked += b.clicked
+}
+
+func (t *Totals) ratios() {
+	t.Reach, t.CTR = ratio(t.Succeeded, t.Targeted), ratio(t.Clicked, t.Succeeded)
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// sent is one finished broadcast's counters.
+type sent struct {
+	id                                           uint64
+	finished                                     time.Time
+	group, app                                   string
+	targeted, succeeded, failed, opened, clicked int64
+}
+
+// groupColumn is the SQL of a broadcast's group value ("" for none). The
+// label is the message's fcm_options.analytics_label, its first A/B
+// variant's with variants (model.Message.AnalyticsLabel): read from the
+// message only when grouping by it.
+func groupColumn(g Group) string {
+	switch g {
+	case ByJob:
+		return "COALESCE(b.job_name, '')"
+	case ByLabel:
+		return `COALESCE(JSON_UNQUOTE(JSON_EXTRACT(b.message, '$.fcm_options.analytics_label')),
+			JSON_UNQUOTE(JSON_EXTRACT(b.message, '$.variants[0].fcm_options.analytics_label')), '')`
+	default:
+		return "COALESCE(b.category, '')"
+	}
+}
+
+// finished reads q's broadcasts, one row each (see the package doc for
+// the cost).
+func (r *Reader) finished(ctx context.Context, q Query) ([]sent, error) {
+	col := groupColumn(q.Group)
+	where := []string{"b.finished_at >= ?", "b.finished_at < ?", "b.dry_run = 0"}
+	args := []any{uint8(model.EventOpened), uint8(model.EventClicked), q.From.UTC(), q.To.UTC()}
+	if q.Apps != nil {
+		if len(q.Apps) == 0 {
+			return nil, nil
+		}
+		where = append(where, "b.app IN ("+sqldb.InList(len(q.Apps))+")")
+		for _, a := range q.Apps {
+			args = append(args, a)
+		}
+	}
+	if q.Key != nil {
+		where = append(where, col+" = ?")
+		args = append(args, *q.Key)
+	}
+	// The engagement counts are a row per broadcast, variant, localized
+	// variant and type: a look-up of their key's prefix per broadcast.
+	rows, err := r.DB.QueryContext(ctx, `SELECT b.id, b.finished_at, `+col+`, b.app, b.targeted, b.succeeded, b.failed,
+			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?),
+			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?)
+		FROM broadcasts b WHERE `+strings.Join(where, " AND "), args...)
+	if err != nil {
+		return nil, fmt.Errorf("campaigns: read broadcasts: %w", err)
+	}
+	defer rows.Close()
+	var out []sent
+	for rows.Next() {
+		var s sent
+		if err := rows.Scan(&s.id, &s.finished, &s.group, &s.app, &s.targeted, &s.succeeded, &s.failed, &s.opened, &s.clicked); err != nil {
+			return nil, fmt.Errorf("campaigns: read broadcasts: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("campaigns: read broadcasts: %w", err)
+	}
+	return out, nil
+}
+
+// Trends sums q's broadcasts per group and period, ordered by group, then
+// period. Periods without a broadcast of the group have no row.
+func (r *Reader) Trends(ctx context.Context, q Query) ([]Row, error) {
+	bs, err := r.finished(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		group string
+		start int64
+	}
+	sums := map[key]*Row{}
+	for i := range bs {
+		b := &bs[i]
+		start := PeriodStart(b.finished, q.Interval, q.Loc)
+		k := key{b.group, start.Unix()}
+		row := sums[k]
+		if row == nil {
+			row = &Row{Group: b.group, PeriodStart: start}
+			sums[k] = row
+		}
+		row.add(b)
+	}
+	out := make([]Row, 0, len(sums))
+	for _, row := range sums {
+		row.ratios()
+		out = append(out, *row)
+	}
+	slices.SortFunc(out, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), a.PeriodStart.Compare(b.PeriodStart))
+	})
+	return out, nil
+}
