@@ -161,7 +161,7 @@ func (s *Server) routePush(e *echo.Echo) {
 	s.jobRoutes().RegisterList(push)
 	push.POST("/preview", s.previewBroadcastAudience, previews.middleware)
 	push.GET("/broadcasts/:id/events", s.watchBroadcast, s.broadcastApp)
-	push.GET("/cluster", s.getCluster)
+	s.clusterRoutes().Register(push)
 	// The categories and the bundled consent table.
 	routes := &consents.Routes{Domain: s.dom.Consents, Categories: s.dom.Categories, Decode: decodeStrict, Actor: callerName,
 		RequestID: func(c echo.Context) string { return logging.RequestID(c.Request().Context()) },

@@ -90,7 +90,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/campaigns", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
+	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/campaigns", "server/cluster", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -112,6 +112,7 @@ var allowed = map[string][]string{
 	"server/audittrail": {"audit", "internal/platform/logging", "model"},  // the audit trail's routes: the list and its NDJSON export
 	"server/deliveries": {"lease/outcome", "outcomes", "server/apierror"}, // a user's deliveries: GET /push/users/{id}/deliveries
 	"server/campaigns":  {"campaigns", "server/apierror"},                 // the campaign analytics: GET /push/campaigns and its breakdown
+	"server/cluster":    {"model", "server/apierror"},                     // the live cluster view: GET /push/cluster
 	// The API's error (status, code, message, field), which server and
 	// its route packages return, and the webhook endpoints' routes.
 	"server/apierror": nil,
@@ -178,6 +179,7 @@ var layer = map[string]int{
 	"server/campaigns":                  3,
 	"server/segments":                   4,
 	"server/deliveries":                 3,
+	"server/cluster":                    2,
 	"broadcast/message":                 3,
 	"broadcast/instance":                4,
 	"broadcast/plan":                    5,
