@@ -38,7 +38,7 @@ function namedCard(a, i, sender, signal) {
   const params = Object.entries(a.params || {});
   const card = h('section', {class: 'card', 'data-audience': a.name, 'aria-labelledby': `aud-${i}-h`},
     h('h3', {id: `aud-${i}-h`}, h('code', null, a.name)),
-    a.description ? h('p', null, a.description) : null,
+    a.description ? h('p', {'data-raw': ''}, a.description) : null,
     table(null, [t('audiences.param'), t('audiences.type')],
       params.length ? params.map(([n, ty]) => h('tr', null, h('td', null, h('code', null, n)), h('td', null, h('code', null, ty)))) : emptyRow(2, t('audiences.noParams'))),
     h('p', null, t('audiences.vars'), ' ',

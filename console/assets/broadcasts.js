@@ -90,7 +90,7 @@ function row(b) {
     h('td', null, h('a', {href: `#/broadcasts/${b.id}`}, `#${b.id}`)),
     h('td', null, badge(b.status), b.dry_run ? h('span', {class: 'tag'}, t('broadcasts.dryRun')) : null),
     h('td', {'data-trigger': b.trigger}, triggerName(b.trigger)),
-    h('td', {class: 'title-cell'}, headline(b)),
+    h('td', {class: 'title-cell', 'data-raw': ''}, headline(b)),
     h('td', {class: 'num'}, b.targeted == null ? t('broadcasts.counting') : num(b.targeted)),
     h('td', {class: 'num'}, num(b.succeeded)),
     h('td', {class: 'num'}, num(b.failed)),

@@ -123,7 +123,7 @@ function keysTable(keys, revoke) {
     const expired = k.expires_at && Date.parse(k.expires_at) <= now;
     const status = k.revoked_at ? 'revoked' : expired ? 'expired' : 'active';
     return h('tr', {'data-key': k.id, 'data-status': status},
-      h('th', {scope: 'row'}, k.name),
+      h('th', {scope: 'row', 'data-raw': ''}, k.name),
       h('td', null, h('code', null, k.id)),
       h('td', null, roleTag(k.role)),
       h('td', null, k.apps ? k.apps.join(', ') : h('span', {class: 'muted'}, t('keys.everyApp'))),

@@ -35,7 +35,7 @@ async function renderList(ctx) {
     segs.length ? segs.map((s) => h('tr', {'data-segment': s.name},
       h('td', null, h('a', {href: `#/segments/${encodeURIComponent(s.name)}`}, s.name)),
       h('td', {class: 'num'}, t('segments.v', {n: s.version})),
-      h('td', {class: 'wrap'}, s.description || h('span', {class: 'muted'}, '—')),
+      h('td', {class: 'wrap', 'data-raw': ''}, s.description || h('span', {class: 'muted'}, '—')),
       h('td', null, timeEl(s.updated_at))))
       : emptyRow(4, sender ? t('segments.noneSender') : t('segments.none')))));
 }
@@ -60,7 +60,7 @@ async function renderOne(ctx, name) {
   const count = h('p', {id: 'segment-count', class: 'count-out', 'aria-live': 'polite'});
   add(root, h('section', {class: 'card', 'aria-labelledby': 'seg-now-h'},
     h('h2', {id: 'seg-now-h'}, t('segments.now', {n: seg.version})),
-    seg.description ? h('p', {id: 'segment-description'}, seg.description) : null,
+    seg.description ? h('p', {id: 'segment-description', 'data-raw': ''}, seg.description) : null,
     h('div', {id: 'segment-filter'}, describe(h, seg.filter, fields)),
     sender ? count : null));
 
@@ -69,7 +69,7 @@ async function renderOne(ctx, name) {
     h('td', {class: 'num'}, t('segments.v', {n: v.version}), v.version === seg.version ? h('span', {class: 'tag tag-on'}, t('segments.current')) : null),
     h('td', null, timeEl(v.created_at)),
     h('td', null, v.created_by || h('span', {class: 'muted'}, '—')),
-    h('td', {class: 'wrap'}, v.description || h('span', {class: 'muted'}, '—')),
+    h('td', {class: 'wrap', 'data-raw': ''}, v.description || h('span', {class: 'muted'}, '—')),
     h('td', null, h('button', {type: 'button', class: 'btn btn-small', 'aria-label': t('segments.showVersion', {n: v.version}),
       on: {click: () => showVersion(v.version)}}, t('segments.show')))));
   add(root, h('section', {class: 'card', 'aria-labelledby': 'seg-versions-h'},
@@ -83,7 +83,7 @@ async function renderOne(ctx, name) {
     fill(shown, h('p', {class: 'muted'}, t('segments.loadingVersion', {n})));
     try {
       const v = await get(`${path}/versions/${n}`, {signal});
-      fill(shown, h('h3', null, t('segments.version', {n: v.version})), v.description ? h('p', null, v.description) : null,
+      fill(shown, h('h3', null, t('segments.version', {n: v.version})), v.description ? h('p', {'data-raw': ''}, v.description) : null,
         h('div', {'data-version-filter': v.version}, describe(h, v.filter, fields)));
     } catch (err) {
       if (isQuiet(err)) return;

@@ -71,7 +71,7 @@ export async function render(ctx) {
 // deliveryRows is one broadcast's rows: one per device.
 function deliveryRows(d) {
   return d.devices.map((dv, i) => h('tr', {'data-broadcast': d.broadcast_id, 'data-token': dv.token_id},
-    i === 0 ? h('td', {rowspan: d.devices.length}, h('a', {href: `#/broadcasts/${d.broadcast_id}`}, `#${d.broadcast_id} ${d.title || ''}`),
+    i === 0 ? h('td', {rowspan: d.devices.length}, h('a', {href: `#/broadcasts/${d.broadcast_id}`, 'data-raw': ''}, `#${d.broadcast_id} ${d.title || ''}`),
       d.category ? h('span', {class: 'hint'}, ' ' + d.category) : null) : null,
     i === 0 ? h('td', {rowspan: d.devices.length}, timeEl(d.at)) : null,
     h('td', null, t('users.device', {platform: dv.platform || t('users.aDevice'), id: String(dv.token_id)})),
