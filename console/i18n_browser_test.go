@@ -143,15 +143,20 @@ func TestConsoleSpeaksEnglishAndKorean(t *testing.T) {
 				e.waitFor("the builder's count", 20*time.Second, `['exact', 'idle'].includes(document.querySelector('#seg-count')?.dataset.state)`)
 			}
 			e.checkLanguage(lang, p.hash, p.page)
+			if lang == "ko" {
+				e.shot("ko-" + strings.NewReplacer("#/", "", "/", "-", "?", "-", "=", "-").Replace(p.hash))
+			}
 		}
 		// Signed out: the sign-in page.
 		e.click("#signout")
 		e.page("signin")
 		e.checkLanguage(lang, "#/signin", "signin")
+		if lang == "ko" {
+			e.shot("ko-signin")
+		}
 		e.do("signing in again", 20*time.Second, chromedp.SendKeys(chromedp.CSS("#signin-token"), senderToken+"\r"))
 		e.page("dashboard")
 	}
-	e.shot("ko")
 }
 
 // checkLanguage asserts the page on screen speaks lang: no key missing
