@@ -192,7 +192,28 @@ func jsStrings(ss []string) string {
 // words, the page's <html lang> and how numbers are written, and back.
 func TestConsoleLanguageSwitcher(t *testing.T) {
 	e := newEnv(t, 5)
-	e.signIn(senderToken)
+	// The sign-in page says where a token is (issue 46, item 12).
+	e.do("opening the console", 30*time.Second, chromedp.Navigate(e.url+"/"))
+	e.page("signin")
+	where := eval[string](e, "where the token is", `document.querySelector('#signin-where')?.innerText ?? ''`)
+	e.shot("signin")
+	for _, w := range []string{"make run", ".run/admin-token", "PUSHFAN_ADMIN_TOKENS", "API key"} {
+		if !strings.Contains(where, w) {
+			t.Errorf("the sign-in page's hint %q does not name %q", where, w)
+		}
+	}
+	e.do("signing in", 20*time.Second, chromedp.SendKeys(chromedp.CSS("#signin-token"), senderToken+"\r"))
+	e.page("dashboard")
+	// No webhook configured: the page says what they are for and offers
+	// the next step, not an empty table.
+	e.route("#/webhooks")
+	e.page("webhooks")
+	e.shot("webhooks-empty")
+	if got := eval[string](e, "the webhooks' empty state", `[...document.querySelectorAll('#webhooks-empty, #webhooks-add-first, #webhooks-example, #webhooks-table')].map((el) => el.id).join(',')`); got != "webhooks-empty,webhooks-example,webhooks-add-first" {
+		t.Errorf("the webhooks page without an endpoint shows %q, want the empty state with its example and button", got)
+	}
+	e.route("#/")
+	e.page("dashboard")
 	// compactNum is format.js's: the same module the page uses, so it
 	// formats in the language the page chose.
 	const compact = `import(new URL('./format.js', document.baseURI).href).then((m) => m.compactNum(1234567))`
