@@ -73,7 +73,7 @@ function countForm(a, i, params, signal) {
     try {
       const r = await post(`/push/audiences/${encodeURIComponent(a.name)}/preview`, {params: p}, {signal});
       out.className = 'count-out';
-      fill(out, h('strong', {class: 'count'}, num(r.count)), ' ', t('audiences.devices', {count: r.count}),
+      fill(out, h('strong', {class: 'count'}, num(r.count)), t('audiences.devices', {count: r.count}),
         r.sample_user_ids?.length ? t('audiences.sample', {ids: r.sample_user_ids.join(', ')}) : '');
     } catch (e) {
       if (isQuiet(e)) return;
