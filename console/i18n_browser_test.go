@@ -146,6 +146,19 @@ func TestConsoleSpeaksEnglishAndKorean(t *testing.T) {
 			if lang == "ko" {
 				e.shot("ko-" + strings.NewReplacer("#/", "", "/", "-", "?", "-", "=", "-").Replace(p.hash))
 			}
+			// What a page says when asked or refused, in the language too.
+			switch p.hash {
+			case "#/keys":
+				e.click("#keys-table .revoke")
+				e.waitFor("the revoke confirmation", 10*time.Second, `document.querySelector('#confirm').open`)
+				e.checkLanguage(lang, p.hash+" (confirming)", p.page)
+				e.click("#confirm-cancel")
+				e.waitFor("the confirmation closed", 10*time.Second, `!document.querySelector('#confirm').open`)
+			case "#/segments/_new":
+				e.click("#seg-save")
+				e.waitFor("the builder's errors", 10*time.Second, `document.querySelectorAll('.field-error').length >= 2`)
+				e.checkLanguage(lang, p.hash+" (refused)", p.page)
+			}
 		}
 		// Signed out: the sign-in page.
 		e.click("#signout")
