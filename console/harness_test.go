@@ -136,6 +136,10 @@ func (e *env) startBrowser() {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
+		// The console speaks the browser's language: tests read English
+		// unless they choose Korean (localStorage 'pushfan.lang').
+		chromedp.Flag("lang", "en-US"),
+		chromedp.Env("LANGUAGE=en_US", "LANG=en_US.UTF-8"),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)

@@ -6,14 +6,15 @@
 import {get, qs} from './api.js';
 import {h, table, emptyRow, showPageError, clearPageError, field, fill, add} from './dom.js';
 import {timeEl} from './format.js';
+import {t} from './i18n.js';
 
 const PAGE = 50;
 
 export async function render(ctx) {
   const {root, signal} = ctx;
-  add(root, h('h1', {tabindex: '-1'}, 'Activity'));
+  add(root, h('h1', {tabindex: '-1'}, t('nav.activity')));
   const input = (id, placeholder) => h('input', {id, type: 'search', placeholder, autocomplete: 'off', maxlength: 255});
-  const actor = input('activity-actor', 'alice, or a person\u2019s email');
+  const actor = input('activity-actor', t('activity.actorPlaceholder'));
   const action = input('activity-action', 'broadcast.cancel');
   const target = input('activity-target', 'broadcast:42');
   const list = h('div');
@@ -21,36 +22,36 @@ export async function render(ctx) {
   // older only).
   const pager = {after: '', next: null, back: []};
   const older = h('button', {type: 'button', id: 'activity-older', class: 'btn', disabled: true,
-    on: {click: () => { pager.back.push(pager.after); pager.after = pager.next; refresh(); }}}, 'Older');
+    on: {click: () => { pager.back.push(pager.after); pager.after = pager.next; refresh(); }}}, t('common.older'));
   const newer = h('button', {type: 'button', id: 'activity-newer', class: 'btn', disabled: true,
-    on: {click: () => { pager.after = pager.back.pop() || ''; refresh(); }}}, 'Newer');
+    on: {click: () => { pager.after = pager.back.pop() || ''; refresh(); }}}, t('common.newer'));
   const form = h('form', {id: 'activity-filters', class: 'filters', on: {submit: (ev) => {
     ev.preventDefault();
     pager.after = '';
     pager.back = [];
     refresh();
   }}},
-  field('Actor', actor), field('Action', action), field('Target', target),
-  h('button', {type: 'submit', class: 'btn btn-primary'}, 'Filter'));
+  field(t('activity.col.actor'), actor), field(t('activity.col.action'), action), field(t('activity.col.target'), target),
+  h('button', {type: 'submit', class: 'btn btn-primary'}, t('activity.filter')));
   add(root,
     h('section', {class: 'card', 'aria-labelledby': 'activity-h'},
-      h('h2', {id: 'activity-h'}, 'Audit trail'),
-      h('p', {class: 'hint'}, 'Every change made through the API: who, what, to what, from where. Entries are never changed or deleted, only aged out after PUSHFAN_AUDIT_RETENTION.'),
+      h('h2', {id: 'activity-h'}, t('activity.trail')),
+      h('p', {class: 'hint'}, t('activity.hint'), ' ', h('code', null, 'PUSHFAN_AUDIT_RETENTION'), t('activity.hintEnd')),
       form, list, h('div', {class: 'pager'}, newer, older)));
 
   function draw(page) {
     pager.next = page.next || null;
     older.disabled = !pager.next;
     newer.disabled = pager.back.length === 0 && !pager.after;
-    const heads = ['When', 'Actor', 'Action', 'Target', 'From', 'Request'];
+    const heads = [t('activity.col.when'), t('activity.col.actor'), t('activity.col.action'), t('activity.col.target'), t('activity.col.from'), t('activity.col.request')];
     const rows = (page.entries || []).map((e) => h('tr', {'data-entry': e.id, 'data-action': e.action},
       h('td', null, timeEl(e.at)),
-      h('td', {class: 'actor'}, e.actor.name || e.actor.id, ' ', h('span', {class: 'muted'}, e.actor.kind)),
+      h('td', {class: 'actor'}, h('span', {'data-raw': ''}, e.actor.name || e.actor.id), ' ', h('span', {class: 'muted', 'data-kind': e.actor.kind}, actorKind(e.actor.kind))),
       h('td', null, h('code', {class: 'action'}, e.action)),
       h('td', {class: 'target'}, targetLink(e.target)),
       h('td', null, h('code', null, e.ip)),
       h('td', null, h('code', {class: 'muted'}, e.request_id))));
-    fill(list, table({id: 'activity-table'}, heads, rows.length ? rows : emptyRow(heads.length, 'Nothing recorded matches.')));
+    fill(list, table({id: 'activity-table'}, heads, rows.length ? rows : emptyRow(heads.length, t('activity.none'))));
   }
 
   let seq = 0; // a slower, older answer must not overwrite a newer one
@@ -71,11 +72,17 @@ export async function render(ctx) {
 }
 
 // targetLink links a broadcast's or a segment's target to its page.
-function targetLink(t) {
-  if (!t) return '—';
-  const [kind, id] = [t.slice(0, t.indexOf(':')), t.slice(t.indexOf(':') + 1)];
-  if (kind === 'broadcast') return h('a', {href: '#/broadcasts/' + encodeURIComponent(id)}, t);
-  if (kind === 'segment') return h('a', {href: '#/segments/' + encodeURIComponent(id)}, t);
-  if (kind === 'webhook') return h('a', {href: '#/webhooks/' + encodeURIComponent(id)}, t);
-  return t;
+function targetLink(target) {
+  if (!target) return '—';
+  const [kind, id] = [target.slice(0, target.indexOf(':')), target.slice(target.indexOf(':') + 1)];
+  if (kind === 'broadcast') return h('a', {href: '#/broadcasts/' + encodeURIComponent(id), 'data-raw': ''}, target);
+  if (kind === 'segment') return h('a', {href: '#/segments/' + encodeURIComponent(id), 'data-raw': ''}, target);
+  if (kind === 'webhook') return h('a', {href: '#/webhooks/' + encodeURIComponent(id), 'data-raw': ''}, target);
+  return h('span', {'data-raw': ''}, target);
+}
+
+// Who acted, in words: a token from the environment, an API key, a person
+// signed in through the provider; another kind as the server wrote it.
+function actorKind(kind) {
+  return ['token', 'key', 'person'].includes(kind) ? t(`activity.kind.${kind}`) : kind;
 }

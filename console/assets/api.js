@@ -5,6 +5,8 @@
 // that changes state carries the CSRF token in X-CSRF-Token; the cookie
 // goes along by itself (same-origin).
 
+import {t} from './i18n.js';
+
 // A failed call: status 0 for a network failure, otherwise the HTTP
 // status with the API's error code, message and (for 400s) field path.
 export class ApiError extends Error {
@@ -68,7 +70,7 @@ export async function api(method, path, body, opts = {}) {
     });
   } catch (e) {
     if (e.name === 'AbortError') throw e;
-    throw new ApiError(0, 'network_error', 'Could not reach the server: check the connection and try again.');
+    throw new ApiError(0, 'network_error', t('api.unreachable'));
   }
 
   // Reading the body may also be aborted; that AbortError goes up as is.
@@ -84,10 +86,10 @@ export async function api(method, path, body, opts = {}) {
 
   if (!res.ok) {
     const detail = (data && data.error) || {};
-    let message = detail.message || `The server answered ${res.status}${res.statusText ? ' ' + res.statusText : ''}.`;
+    let message = detail.message || t('api.status', {status: `${res.status}${res.statusText ? ' ' + res.statusText : ''}`});
     const retryAfter = res.headers.get('Retry-After');
     if (res.status === 429 && retryAfter && !/retry|again/i.test(message)) {
-      message += ` Try again in ${retryAfter} s.`;
+      message += ' ' + t('api.retryAfter', {seconds: retryAfter});
     }
     const err = new ApiError(res.status, detail.code || `http_${res.status}`, message, detail.field, retryAfter);
     if (res.status === 401 && opts.handle401 !== false) unauthorized(err);
@@ -103,7 +105,7 @@ export async function api(method, path, body, opts = {}) {
     throw err;
   }
   if (data === undefined) {
-    throw new ApiError(res.status, 'bad_response', 'The server sent an answer that is not JSON.');
+    throw new ApiError(res.status, 'bad_response', t('api.notJSON'));
   }
   return data;
 }

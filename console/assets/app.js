@@ -7,7 +7,7 @@
 // the page's fetches, timers and event streams.
 
 import {api, getSession, setSession, onUnauthorized, del, may} from './api.js';
-import {h, showPageError, closeDialog, fill, add} from './dom.js';
+import {h, showPageError, closeDialog, fill, add, roleTag} from './dom.js';
 import * as apps from './apps.js';
 import * as signin from './signin.js';
 import * as dashboard from './dashboard.js';
@@ -25,44 +25,46 @@ import * as activity from './activity.js';
 import * as users from './users.js';
 import * as campaigns from './campaigns.js';
 import * as i18n from './i18n.js';
+import {t} from './i18n.js';
 
+// Titles are functions: the catalog is loaded only at boot.
 const ROUTES = [
-  {re: /^\/$/, page: 'dashboard', title: 'Dashboard', mod: dashboard},
-  {re: /^\/broadcasts$/, page: 'broadcasts', title: 'Broadcasts', mod: broadcasts},
-  {re: /^\/broadcasts\/([1-9]\d*)$/, page: 'watch', title: 'Broadcast', mod: watch},
-  {re: /^\/compose$/, page: 'compose', title: 'Compose', mod: compose},
-  {re: /^\/cron$/, page: 'cron', title: 'Cron', mod: cron},
-  {re: /^\/audiences$/, page: 'audiences', title: 'Audiences', mod: audiences},
+  {re: /^\/$/, page: 'dashboard', title: () => t('nav.dashboard'), mod: dashboard},
+  {re: /^\/broadcasts$/, page: 'broadcasts', title: () => t('nav.broadcasts'), mod: broadcasts},
+  {re: /^\/broadcasts\/([1-9]\d*)$/, page: 'watch', title: () => t('app.title.broadcast'), mod: watch},
+  {re: /^\/compose$/, page: 'compose', title: () => t('nav.compose'), mod: compose},
+  {re: /^\/cron$/, page: 'cron', title: () => t('nav.cron'), mod: cron},
+  {re: /^\/audiences$/, page: 'audiences', title: () => t('nav.audiences'), mod: audiences},
   // A segment's name starts with a letter: _new is no segment's.
-  {re: /^\/segments$/, page: 'segments', title: 'Segments', mod: segments},
-  {re: /^\/segments\/_new$/, page: 'segment-builder', title: 'New segment', mod: segbuilder},
-  {re: /^\/segments\/([a-z][a-z0-9_-]*)\/edit$/, page: 'segment-builder', title: 'Edit segment', mod: segbuilder},
-  {re: /^\/segments\/([a-z][a-z0-9_-]*)$/, page: 'segment', title: 'Segment', mod: segments},
-  {re: /^\/cluster$/, page: 'cluster', title: 'Cluster', mod: cluster},
-  {re: /^\/webhooks$/, page: 'webhooks', title: 'Webhooks', mod: webhooks},
-  {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: 'Webhook', mod: webhooks},
-  {re: /^\/keys$/, page: 'keys', title: 'API keys', mod: keys},
-  {re: /^\/activity$/, page: 'activity', title: 'Activity', mod: activity},
-  {re: /^\/users$/, page: 'users', title: 'Look up a user', mod: users},
-  {re: /^\/campaigns$/, page: 'campaigns', get title() { return i18n.t('campaigns.title'); }, mod: campaigns},
-  {re: /^\/signin$/, page: 'signin', title: 'Sign in', mod: signin},
+  {re: /^\/segments$/, page: 'segments', title: () => t('nav.segments'), mod: segments},
+  {re: /^\/segments\/_new$/, page: 'segment-builder', title: () => t('app.title.newSegment'), mod: segbuilder},
+  {re: /^\/segments\/([a-z][a-z0-9_-]*)\/edit$/, page: 'segment-builder', title: () => t('app.title.editSegment'), mod: segbuilder},
+  {re: /^\/segments\/([a-z][a-z0-9_-]*)$/, page: 'segment', title: () => t('app.title.segment'), mod: segments},
+  {re: /^\/cluster$/, page: 'cluster', title: () => t('nav.cluster'), mod: cluster},
+  {re: /^\/webhooks$/, page: 'webhooks', title: () => t('nav.webhooks'), mod: webhooks},
+  {re: /^\/webhooks\/([^/]+)$/, page: 'webhooks', title: () => t('app.title.webhook'), mod: webhooks},
+  {re: /^\/keys$/, page: 'keys', title: () => t('app.title.keys'), mod: keys},
+  {re: /^\/activity$/, page: 'activity', title: () => t('nav.activity'), mod: activity},
+  {re: /^\/users$/, page: 'users', title: () => t('app.title.users'), mod: users},
+  {re: /^\/campaigns$/, page: 'campaigns', title: () => t('campaigns.title'), mod: campaigns},
+  {re: /^\/signin$/, page: 'signin', title: () => t('app.title.signin'), mod: signin},
 ];
 
 // The nav, in order; Compose only for senders and above, Keys only for
 // admins (absent, not hidden, for the others).
-const NAV = [
-  ['#/', 'Dashboard'],
-  ['#/broadcasts', 'Broadcasts'],
-  ['#/campaigns', 'Campaigns'],
-  ['#/compose', 'Compose', 'sender'],
-  ['#/cron', 'Cron'],
-  ['#/segments', 'Segments'],
-  ['#/audiences', 'Audiences'],
-  ['#/users', 'Users', null, 'every-app'],
-  ['#/cluster', 'Cluster'],
-  ['#/webhooks', 'Webhooks', null, 'every-app'],
-  ['#/keys', 'Keys', 'admin', 'every-app'],
-  ['#/activity', 'Activity', 'admin'],
+const NAV = () => [
+  ['#/', t('nav.dashboard')],
+  ['#/broadcasts', t('nav.broadcasts')],
+  ['#/campaigns', t('nav.campaigns')],
+  ['#/compose', t('nav.compose'), 'sender'],
+  ['#/cron', t('nav.cron')],
+  ['#/segments', t('nav.segments')],
+  ['#/audiences', t('nav.audiences')],
+  ['#/users', t('nav.users'), null, 'every-app'],
+  ['#/cluster', t('nav.cluster')],
+  ['#/webhooks', t('nav.webhooks'), null, 'every-app'],
+  ['#/keys', t('nav.keys'), 'admin', 'every-app'],
+  ['#/activity', t('nav.activity'), 'admin'],
 ];
 
 let active = null; // the page on screen: {controller, cleanups}
@@ -138,14 +140,14 @@ async function route() {
   };
 
   if (!found) {
-    document.title = 'Not found · pushfan';
-    add(root, h('h1', {tabindex: '-1'}, 'Not found'));
-    showPageError(root, new Error(`There is no page at ${currentHash()}.`));
+    document.title = `${t('app.notFound')} · pushfan`;
+    add(root, h('h1', {tabindex: '-1'}, t('app.notFound')));
+    showPageError(root, new Error(t('app.noPage', {hash: currentHash()})));
     document.body.dataset.page = 'notfound';
     return;
   }
 
-  document.title = `${found.r.title} · pushfan`;
+  document.title = `${found.r.title()} · pushfan`;
   try {
     await found.r.mod.render(ctx);
   } catch (err) {
@@ -193,15 +195,15 @@ function renderHeader() {
   document.body.dataset.role = s.role;
   // A token limited to some apps (s.apps) has no page that serves every
   // app: the webhooks answer it 403.
-  fill(nav, ...NAV.filter(([, , role, scope]) => (!role || may(role)) && !(scope === 'every-app' && s.apps))
+  fill(nav, ...NAV().filter(([, , role, scope]) => (!role || may(role)) && !(scope === 'every-app' && s.apps))
     .map(([href, label]) => h('a', {href}, label)));
   fill(account,
     appSwitcher(),
     langSwitcher(),
-    h('span', {id: 'whoami', class: 'whoami', title: s.kind === 'person' ? 'Signed in through the provider' : 'Signed in with a token'},
+    h('span', {id: 'whoami', class: 'whoami', title: s.kind === 'person' ? t('app.whoami.person') : t('app.whoami.token')},
       h('span', {class: 'whoami-name'}, s.name), ' ',
-      h('span', {class: ['role', 'role-' + s.role]}, s.role)),
-    h('button', {type: 'button', id: 'signout', class: 'btn btn-small', on: {click: signOut}}, 'Sign out'));
+      roleTag(s.role)),
+    h('button', {type: 'button', id: 'signout', class: 'btn btn-small', on: {click: signOut}}, t('app.signOut')));
 }
 
 // The app switcher: only when the token may use more than one app
@@ -213,7 +215,7 @@ function appSwitcher() {
     document.body.dataset.app = apps.current();
     route();
   }}}, apps.list().map((a) => h('option', {value: a.name, title: a.project_id}, a.name)));
-  return h('span', {class: 'app-switch'}, h('label', {for: 'app-switcher'}, 'App'), select);
+  return h('span', {class: 'app-switch'}, h('label', {for: 'app-switcher'}, t('app.app')), select);
 }
 
 // The language switcher: English or Korean, kept in this browser.
@@ -249,7 +251,7 @@ async function signOut(ev) {
     // A 401 means the session had ended anyway: the handler moved on.
     if (err.status !== 401) {
       btn.disabled = false;
-      showPageError(document.getElementById('app'), new Error('Sign out failed: ' + err.message));
+      showPageError(document.getElementById('app'), new Error(t('app.signOutFailed', {message: err.message})));
       return;
     }
   }
@@ -287,9 +289,9 @@ function checkSessionIn(ms) {
     try {
       const s = await api('GET', '/console/api/session', undefined, {handle401: false});
       if (s.signed_in) applySession(s);
-      else endSession('Your session has expired: sign in again.', true);
+      else endSession(t('app.sessionExpired'), true);
     } catch (err) {
-      if (err.status === 401) endSession('Your session has expired: sign in again.', true);
+      if (err.status === 401) endSession(t('app.sessionExpired'), true);
       else checkSessionIn(30000); // the server is unreachable: ask again later
     }
   }, Math.min(Math.max(ms, 1000), 2 ** 31 - 1));
@@ -297,7 +299,7 @@ function checkSessionIn(ms) {
 
 onUnauthorized(() => {
   if (!getSession()) return; // already on the way out
-  endSession('Your session has ended: sign in again.', true);
+  endSession(t('app.sessionEnded'), true);
 });
 
 // Boot: a reload has lost the csrf token, the session object gives it back.
@@ -307,6 +309,7 @@ async function boot() {
   } catch {
     // the catalog did not come: t() shows each key's English text or the key
   }
+  staticTexts();
   try {
     // signed_in false (a 200, so that a signed-out load logs no error):
     // no session; the router shows the sign-in page.
@@ -319,14 +322,32 @@ async function boot() {
   } catch (err) {
     if (err.status !== 401) {
       const root = document.getElementById('app');
-      fill(root, h('h1', {tabindex: '-1'}, 'pushfan console'),
-        h('p', null, h('button', {type: 'button', class: 'btn', on: {click: () => location.reload()}}, 'Try again')));
-      showPageError(root, new Error('Could not check the session: ' + err.message));
+      fill(root, h('h1', {tabindex: '-1'}, t('app.console')),
+        h('p', null, h('button', {type: 'button', class: 'btn', on: {click: () => location.reload()}}, t('common.tryAgain'))));
+      showPageError(root, new Error(t('app.sessionCheckFailed', {message: err.message})));
       return;
     }
   }
   window.addEventListener('hashchange', route);
   route();
+}
+
+// The texts index.html holds before the catalog comes (the loading line,
+// the confirmation's defaults), in the chosen language.
+function staticTexts() {
+  document.title = t('app.console');
+  document.getElementById('nav')?.setAttribute('aria-label', t('app.navLabel'));
+  const loading = document.querySelector('#app .loading');
+  if (loading) loading.textContent = t('common.loading');
+  const text = (id, s) => {
+    const el = document.getElementById(id);
+    if (el) el.textContent = s;
+  };
+  text('confirm-title', t('dom.confirm.title'));
+  text('confirm-cancel', t('dom.confirm.back'));
+  text('confirm-ok', t('dom.confirm.ok'));
+  const brand = document.querySelector('.brand-sub');
+  if (brand) brand.textContent = t('app.brandSub');
 }
 
 boot();

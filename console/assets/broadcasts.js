@@ -4,9 +4,10 @@
 // over (a cursor only leads one way, so there is no "Newer").
 
 import {get, qs} from './api.js';
-import {h, badge, table, emptyRow, showPageError, clearPageError, fill, add} from './dom.js';
+import {h, badge, table, emptyRow, showPageError, clearPageError, fill, add, statusName} from './dom.js';
 import {num, timeEl} from './format.js';
 import * as apps from './apps.js';
+import {t} from './i18n.js';
 
 export const STATUSES = ['held', 'scheduled', 'planning', 'queued', 'running', 'completed', 'canceled', 'failed'];
 export const TRIGGERS = ['api', 'schedule', 'cron', 'resend'];
@@ -16,32 +17,33 @@ export async function render(ctx) {
   const {root, signal} = ctx;
   const state = {status: '', trigger: '', cursor: '', next: null, seq: 0};
 
-  const select = (id, label, values) => h('div', {class: 'field field-inline'},
+  const select = (id, label, values, words) => h('div', {class: 'field field-inline'},
     h('label', {for: id}, label),
     h('select', {id, on: {change: (e) => {
       state[id === 'filter-status' ? 'status' : 'trigger'] = e.target.value;
       state.cursor = '';
       load();
-    }}}, h('option', {value: ''}, 'Any'), values.map((v) => h('option', {value: v}, v))));
+    }}}, h('option', {value: ''}, t('broadcasts.any')), values.map((v) => h('option', {value: v}, words(v)))));
 
   const tbody = h('tbody');
   const tbl = h('table', {id: 'broadcasts-table', 'aria-busy': 'true'},
-    h('caption', {class: 'sr-only'}, 'Broadcasts, newest first'),
-    h('thead', null, h('tr', null, ['ID', 'Status', 'Trigger', 'Title', 'Targeted', 'Succeeded', 'Failed', 'Created', 'By']
-      .map((t) => h('th', {scope: 'col'}, t)))),
+    h('caption', {class: 'sr-only'}, t('broadcasts.caption')),
+    h('thead', null, h('tr', null, [t('broadcasts.col.id'), t('broadcasts.col.status'), t('broadcasts.col.trigger'), t('broadcasts.col.title'),
+      t('broadcasts.col.targeted'), t('broadcasts.col.succeeded'), t('broadcasts.col.failed'), t('broadcasts.col.created'), t('broadcasts.col.by')]
+      .map((c) => h('th', {scope: 'col'}, c)))),
     tbody);
   const older = h('button', {type: 'button', id: 'list-older', class: 'btn', disabled: true,
-    on: {click: () => { state.cursor = state.next; load(); }}}, 'Older');
+    on: {click: () => { state.cursor = state.next; load(); }}}, t('common.older'));
   const newest = h('button', {type: 'button', id: 'list-newest', class: 'btn', disabled: true,
-    on: {click: () => { state.cursor = ''; load(); }}}, 'Newest');
+    on: {click: () => { state.cursor = ''; load(); }}}, t('common.newest'));
   const where = h('span', {class: 'muted', 'aria-live': 'polite'});
 
   add(root, 
-    h('h1', {tabindex: '-1'}, 'Broadcasts'),
+    h('h1', {tabindex: '-1'}, t('nav.broadcasts')),
     h('div', {class: 'card'},
       h('div', {class: 'toolbar'},
-        select('filter-status', 'Status', STATUSES),
-        select('filter-trigger', 'Trigger', TRIGGERS)),
+        select('filter-status', t('broadcasts.col.status'), STATUSES, statusName),
+        select('filter-trigger', t('broadcasts.col.trigger'), TRIGGERS, triggerName)),
       h('div', {class: 'table-wrap'}, tbl),
       h('div', {class: 'pager'}, newest, older, where)));
 
@@ -55,8 +57,8 @@ export async function render(ctx) {
       clearPageError();
       state.next = page.next_cursor || null;
       const list = page.broadcasts || [];
-      fill(tbody, ...(list.length ? list.map(row) : [emptyRow(9, 'No broadcasts match.')]));
-      where.textContent = state.cursor ? 'Older page' : 'Newest first';
+      fill(tbody, ...(list.length ? list.map(row) : [emptyRow(9, t('broadcasts.none'))]));
+      where.textContent = state.cursor ? t('broadcasts.olderPage') : t('broadcasts.newestFirst');
     } catch (err) {
       if (seq !== state.seq) return;
       showPageError(root, err);
@@ -78,20 +80,25 @@ export function headline(b) {
   const m = b.message || {};
   if (m.variants && m.variants.length) {
     // A/B: the first variant's text, and how many there are.
-    return `${headline({message: m.variants[0]})} (A/B: ${m.variants.map((v) => v.name).join(', ')})`;
+    return t('broadcasts.ab', {headline: headline({message: m.variants[0]}), variants: m.variants.map((v) => v.name).join(', ')});
   }
-  return m.title || m.body || (m.data ? '(data only)' : '(no text)');
+  return m.title || m.body || (m.data ? t('broadcasts.dataOnly') : t('broadcasts.noText'));
 }
 
 function row(b) {
   return h('tr', {'data-id': b.id},
     h('td', null, h('a', {href: `#/broadcasts/${b.id}`}, `#${b.id}`)),
-    h('td', null, badge(b.status), b.dry_run ? h('span', {class: 'tag'}, 'dry run') : null),
-    h('td', null, b.trigger),
-    h('td', {class: 'title-cell'}, headline(b)),
-    h('td', {class: 'num'}, b.targeted == null ? 'counting…' : num(b.targeted)),
+    h('td', null, badge(b.status), b.dry_run ? h('span', {class: 'tag'}, t('broadcasts.dryRun')) : null),
+    h('td', {'data-trigger': b.trigger}, triggerName(b.trigger)),
+    h('td', {class: 'title-cell', 'data-raw': ''}, headline(b)),
+    h('td', {class: 'num'}, b.targeted == null ? t('broadcasts.counting') : num(b.targeted)),
     h('td', {class: 'num'}, num(b.succeeded)),
     h('td', {class: 'num'}, num(b.failed)),
     h('td', null, timeEl(b.created_at)),
     h('td', null, b.created_by || '—'));
+}
+
+// A trigger in words (api, schedule, cron, resend); another as it is.
+export function triggerName(trigger) {
+  return TRIGGERS.includes(trigger) ? t(`trigger.${trigger}`) : trigger;
 }

@@ -6,34 +6,35 @@ import {get, qs} from './api.js';
 import * as apps from './apps.js';
 import {h, table, emptyRow, showPageError, clearPageError, isQuiet, fill, add} from './dom.js';
 import {num, perSecond, timeEl, percent} from './format.js';
+import {t} from './i18n.js';
 
 const REFRESH_MS = 2000;
 
 export async function render(ctx) {
   const {root, signal} = ctx;
-  add(root, h('h1', {tabindex: '-1'}, 'Cluster'));
+  add(root, h('h1', {tabindex: '-1'}, t('nav.cluster')));
   const summary = h('div', {class: 'stats'});
   const members = h('div');
   const chunks = h('div');
   const stamp = h('p', {class: 'muted', 'aria-live': 'off'});
   add(root, 
-    h('section', {class: 'card', 'aria-labelledby': 'budget-h'}, h('h2', {id: 'budget-h'}, apps.several() ? `Budget of the app ${apps.current()}` : 'Budget'), summary, stamp),
-    h('section', {class: 'card', 'aria-labelledby': 'members-h'}, h('h2', {id: 'members-h'}, 'Members'), members),
-    h('section', {class: 'card', 'aria-labelledby': 'chunks-h'}, h('h2', {id: 'chunks-h'}, 'Running chunks'), chunks));
+    h('section', {class: 'card', 'aria-labelledby': 'budget-h'}, h('h2', {id: 'budget-h'}, apps.several() ? t('cluster.budgetOf', {app: apps.current()}) : t('cluster.budget')), summary, stamp),
+    h('section', {class: 'card', 'aria-labelledby': 'members-h'}, h('h2', {id: 'members-h'}, t('cluster.members')), members),
+    h('section', {class: 'card', 'aria-labelledby': 'chunks-h'}, h('h2', {id: 'chunks-h'}, t('cluster.runningChunks')), chunks));
 
   function draw(c) {
     const limit = c.limit_per_second;
     fill(summary, 
-      stat('Limit', limit != null ? perSecond(limit) : 'none'),
-      stat('Paused', c.paused_until ? h('span', null, 'until ', timeEl(c.paused_until)) : 'no'),
-      stat('Members', num((c.members || []).length)),
-      stat('Chunks running', num((c.chunks || []).length)));
-    fill(stamp, 'Updated ', timeEl(new Date().toISOString(), {clock: true}), '; refreshes every 2 s.');
+      stat(t('cluster.limit'), limit != null ? perSecond(limit) : t('cluster.noLimit')),
+      stat(t('cluster.paused'), c.paused_until ? h('span', null, t('cluster.until'), ' ', timeEl(c.paused_until)) : t('common.no')),
+      stat(t('cluster.members'), num((c.members || []).length)),
+      stat(t('cluster.chunksRunning'), num((c.chunks || []).length)));
+    fill(stamp, t('cluster.updated'), ' ', timeEl(new Date().toISOString(), {clock: true}), t('cluster.refreshes'));
 
-    fill(members, table({id: 'members'}, ['Instance', 'Sending', 'Demand', 'Share', 'Heartbeat age'],
-      (c.members || []).length ? c.members.map((m) => memberRow(m, limit)) : emptyRow(5, 'No instance is registered.')));
-    fill(chunks, table({id: 'chunks'}, ['Broadcast', 'Seq', 'Class', 'Owner', 'Lease until', 'Cursor / hi'],
-      (c.chunks || []).length ? c.chunks.map(chunkRow) : emptyRow(6, 'No chunk is being sent.')));
+    fill(members, table({id: 'members'}, [t('cluster.col.instance'), t('cluster.col.sending'), t('cluster.col.demand'), t('cluster.col.share'), t('cluster.col.heartbeat')],
+      (c.members || []).length ? c.members.map((m) => memberRow(m, limit)) : emptyRow(5, t('cluster.noMembers'))));
+    fill(chunks, table({id: 'chunks'}, [t('cluster.col.broadcast'), t('cluster.col.seq'), t('cluster.col.class'), t('cluster.col.owner'), t('cluster.col.lease'), t('cluster.col.cursor')],
+      (c.chunks || []).length ? c.chunks.map(chunkRow) : emptyRow(6, t('cluster.noChunks'))));
   }
 
   // One request at a time: the next waits for the last answer, so a slow
@@ -63,20 +64,20 @@ function memberRow(m, limit) {
   const bar = h('span', {class: 'meter-fill'});
   bar.style.width = (ratio * 100).toFixed(1) + '%';
   return h('tr', {'data-instance': m.instance, class: m.self ? 'self' : null},
-    h('th', {scope: 'row'}, h('code', null, m.instance), m.self ? h('span', {class: 'tag tag-self'}, 'this instance') : null),
-    h('td', null, m.sending ? 'yes' : 'no'),
+    h('th', {scope: 'row'}, h('code', null, m.instance), m.self ? h('span', {class: 'tag tag-self'}, t('cluster.thisInstance')) : null),
+    h('td', null, m.sending ? t('common.yes') : t('common.no')),
     h('td', {class: 'num'}, m.demand_per_second == null ? '—' : perSecond(m.demand_per_second)),
     h('td', null, h('div', {class: 'share'},
       h('span', {class: 'num'}, share == null ? '—' : perSecond(share)),
-      h('span', {class: 'meter', title: limit ? `${percent(ratio)} of the limit` : null}, bar))),
-    h('td', {class: 'num'}, m.heartbeat_age_ms == null ? '—' : `${num(m.heartbeat_age_ms)} ms`));
+      h('span', {class: 'meter', title: limit ? t('cluster.ofLimit', {percent: percent(ratio)}) : null}, bar))),
+    h('td', {class: 'num'}, m.heartbeat_age_ms == null ? '—' : t('format.ms', {n: m.heartbeat_age_ms})));
 }
 
 function chunkRow(c) {
   return h('tr', {'data-broadcast': c.broadcast_id, 'data-seq': c.seq},
     h('td', null, h('a', {href: `#/broadcasts/${c.broadcast_id}`}, `#${c.broadcast_id}`)),
     h('td', {class: 'num'}, c.seq),
-    h('td', null, c.class),
+    h('td', null, h('code', null, c.class)),
     h('td', null, h('code', null, c.owner)),
     h('td', null, timeEl(c.lease_until)),
     h('td', {class: 'num'}, `${num(c.cursor_id)} / ${num(c.hi_id)}`));

@@ -4,6 +4,8 @@
 // text from the API can then never turn into markup (XSS), and nothing
 // needs an inline style or handler, which the server's CSP forbids.
 
+import {t} from './i18n.js';
+
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
 // h('a', {href: '#/', class: 'x', on: {click: fn}}, 'text', child, [more])
@@ -59,7 +61,7 @@ export function append(el, children) {
 export function showPageError(root, err) {
   if (isQuiet(err)) return;
   clearPageError();
-  const box = h('div', {id: 'page-error', class: 'alert', role: 'alert'}, errorText(err));
+  const box = h('div', {id: 'page-error', class: 'alert', role: 'alert'}, errorNodes(err));
   root.prepend(box);
 }
 
@@ -74,13 +76,58 @@ export function isQuiet(err) {
 }
 
 export function errorText(err) {
-  if (!err) return 'Something went wrong.';
+  if (!err) return t('dom.somethingWrong');
   return err.message || String(err);
+}
+
+// What a failed call means to the operator, with the server's own words
+// and code (engineer's detail) behind a "details" toggle. A refusal the
+// operator can act on (a 400 naming a field, a 409) keeps the server's
+// message in front: it says what is wrong.
+export function errorNodes(err) {
+  const status = err?.status;
+  if (status == null || status === 0 || !err.code) return errorText(err);
+  const detail = [err.message, err.code ? `(${err.code}, HTTP ${status})` : ''].filter(Boolean).join(' ');
+  let text = null;
+  if (status === 403) text = t('dom.err.forbidden');
+  else if (status === 404) text = t('dom.err.notFound');
+  else if (status === 429) text = t('dom.err.busy');
+  else if (status >= 500) text = t('dom.err.server');
+  if (!text) return withDetails(err.message, `${err.code}, HTTP ${status}`, true);
+  return withDetails(text, detail);
+}
+
+// A page error with the engineer's detail behind a "details" toggle: the
+// operator reads what to do, the engineer opens the rest.
+// raw marks text as the server's words (not the catalog's).
+export function withDetails(text, detail, raw) {
+  const main = h('span', {'data-raw': raw ? '' : null}, text);
+  if (!detail || detail === text) return main;
+  return [main, ' ', h('details', {class: 'details'}, h('summary', null, t('common.details')), h('code', {class: 'detail-text'}, detail))];
+}
+
+// A role's badge, in words (the role's code stays in the class).
+export function roleTag(role) {
+  return h('span', {class: ['role', 'role-' + role], 'data-role': role}, roleName(role));
+}
+
+export function roleName(role) {
+  return ROLES.includes(role) ? t(`role.${role}`) : role;
+}
+
+const ROLES = ['viewer', 'sender', 'approver', 'admin'];
+
+// The statuses of a broadcast a badge names in words; another is shown as
+// the server wrote it.
+const STATUSES = new Set(['held', 'scheduled', 'planning', 'queued', 'running', 'completed', 'canceled', 'failed', 'paused']);
+
+export function statusName(status) {
+  return STATUSES.has(status) ? t(`status.${status}`) : status;
 }
 
 // A status badge: the colour comes from the class (see app.css).
 export function badge(status, id) {
-  return h('span', {class: ['badge', 'badge-' + status], id}, status);
+  return h('span', {class: ['badge', 'badge-' + status], id, 'data-status': status}, statusName(status));
 }
 
 // A table in a wrapper that scrolls sideways on a narrow screen.
@@ -136,7 +183,7 @@ export function defList(pairs) {
 // for OK. body is a string or nodes (e.g. the resend code checkboxes).
 let settle = null;
 
-export function confirmDialog({title, body, ok = 'OK'}) {
+export function confirmDialog({title, body, ok = t('dom.confirm.ok')}) {
   const dlg = document.getElementById('confirm');
   const okBtn = document.getElementById('confirm-ok');
   const backBtn = document.getElementById('confirm-cancel');

@@ -5,6 +5,7 @@
 // changes what it is about.
 
 import {h, addDescribedBy, removeDescribedBy, add} from './dom.js';
+import {t as tr} from './i18n.js';
 
 // "audience.user_ids[3]" → ["audience", "user_ids", "3"]
 export function splitPath(path) {
@@ -29,7 +30,7 @@ export function createFieldErrors(root, formError, resolve) {
   function show(path, message) {
     const t = path ? resolve(path) : null;
     if (!t) {
-      formMessage(path && !message.includes(path) ? `${path}: ${message}` : message);
+      formMessage(path && !message.includes(path) ? tr('fielderrors.at', {field: path, message}) : message);
       return;
     }
     drop((e) => e.path === path); // one message per path: the newest

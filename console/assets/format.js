@@ -4,7 +4,7 @@
 // on hover, since the API and the logs speak UTC.
 
 import {h} from './dom.js';
-import {locale} from './i18n.js';
+import {locale, t} from './i18n.js';
 
 // Made on first use: the language is known only once i18n.load() ran.
 let fmts = null;
@@ -13,12 +13,23 @@ function formats() {
     number: new Intl.NumberFormat(locale()),
     dateTime: new Intl.DateTimeFormat(locale(), {dateStyle: 'short', timeStyle: 'medium'}),
     clock: new Intl.DateTimeFormat(locale(), {timeStyle: 'medium'}),
+    compact: new Intl.NumberFormat(locale(), {notation: 'compact', maximumFractionDigits: 1}),
   };
   return fmts;
 }
 
 export function num(n) {
   return n == null || Number.isNaN(n) ? '—' : formats().number.format(n);
+}
+
+// 1234567 → "1.2M" (en), "123만" (ko): a short count for chips and estimates.
+export function compactNum(n) {
+  return n == null || Number.isNaN(n) ? '—' : formats().compact.format(n);
+}
+
+// A date and time in the viewer's locale, as text (not a <time>).
+export function dateTimeText(d) {
+  return formats().dateTime.format(d);
 }
 
 // "2026-12-01 15:04:05Z": the UTC form shown in a <time>'s title.
@@ -33,7 +44,7 @@ export function timeEl(iso, opts = {}) {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return h('span', null, String(iso));
   const fmt = opts.clock ? formats().clock : formats().dateTime;
-  return h('time', {datetime: d.toISOString(), title: 'UTC: ' + utc(d)}, fmt.format(d));
+  return h('time', {datetime: d.toISOString(), title: t('format.utc', {time: utc(d)})}, fmt.format(d));
 }
 
 export function clock(d) {
@@ -43,22 +54,22 @@ export function clock(d) {
 // 83456 → "1m 23.5s": durations of sends are seconds to hours.
 export function duration(ms) {
   if (ms == null) return '—';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 1000) return t('format.ms', {n: Math.round(ms)});
   let secs = ms / 1000;
   const parts = [];
   const hrs = Math.floor(secs / 3600);
-  if (hrs) parts.push(hrs + 'h');
+  if (hrs) parts.push(t('format.h', {n: hrs}));
   secs -= hrs * 3600;
   const mins = Math.floor(secs / 60);
-  if (mins) parts.push(mins + 'm');
+  if (mins) parts.push(t('format.m', {n: mins}));
   secs -= mins * 60;
-  if (secs >= 0.05 || !parts.length) parts.push((hrs ? Math.round(secs) : Math.round(secs * 10) / 10) + 's');
+  if (secs >= 0.05 || !parts.length) parts.push(t('format.s', {n: hrs ? Math.round(secs) : Math.round(secs * 10) / 10}));
   return parts.join(' ');
 }
 
 export function perSecond(n) {
   if (n == null) return '—';
-  return new Intl.NumberFormat(locale(), {maximumFractionDigits: n < 10 ? 1 : 0}).format(n) + '/s';
+  return t('format.perSecond', {n: new Intl.NumberFormat(locale(), {maximumFractionDigits: n < 10 ? 1 : 0}).format(n)});
 }
 
 export function percent(ratio) {
@@ -100,7 +111,7 @@ export function parseIds(text) {
   const parts = String(text || '').split(/[\s,;]+/).filter(Boolean);
   return parts.map((p) => {
     if (!/^\d+$/.test(p) || Number(p) < 1 || !Number.isSafeInteger(Number(p))) {
-      throw new Error(`"${p}" is not a user id (a whole number from 1)`);
+      throw new Error(t('format.notUserId', {value: p}));
     }
     return Number(p);
   });
@@ -110,27 +121,27 @@ export function parseIds(text) {
 // declares: "int", "string", "bool", "date", "time", or a list of one of
 // them ("[]int"), typed separated by commas. Throws a readable error.
 export function parseParam(type, raw) {
-  const t = String(type || 'string').trim();
-  if (t.startsWith('[]')) {
-    const inner = t.slice(2);
+  const ty = String(type || 'string').trim();
+  if (ty.startsWith('[]')) {
+    const inner = ty.slice(2);
     const text = String(raw).trim();
     if (!text) return [];
     return text.split(',').map((p) => parseParam(inner, p.trim()));
   }
   const v = String(raw);
-  switch (t) {
+  switch (ty) {
     case 'int':
     case 'int64':
     case 'integer': {
       const x = v.trim();
-      if (!/^-?\d+$/.test(x) || !Number.isSafeInteger(Number(x))) throw new Error(`"${v}" is not a whole number`);
+      if (!/^-?\d+$/.test(x) || !Number.isSafeInteger(Number(x))) throw new Error(t('format.notWhole', {value: v}));
       return Number(x);
     }
     case 'float':
     case 'float64':
     case 'number': {
       const x = v.trim();
-      if (x === '' || !Number.isFinite(Number(x))) throw new Error(`"${v}" is not a number`);
+      if (x === '' || !Number.isFinite(Number(x))) throw new Error(t('format.notNumber', {value: v}));
       return Number(x);
     }
     case 'bool':
@@ -138,17 +149,17 @@ export function parseParam(type, raw) {
       const x = v.trim().toLowerCase();
       if (['true', '1', 'yes', 'on'].includes(x)) return true;
       if (['false', '0', 'no', 'off'].includes(x)) return false;
-      throw new Error(`"${v}" is not true or false`);
+      throw new Error(t('format.notBool', {value: v}));
     }
     case 'date': {
       const x = v.trim();
-      if (!/^\d{4}-\d\d-\d\d$/.test(x)) throw new Error(`"${v}" is not a date (YYYY-MM-DD)`);
+      if (!/^\d{4}-\d\d-\d\d$/.test(x)) throw new Error(t('format.notDate', {value: v}));
       return x;
     }
     case 'time': {
       // Times go to the server as typed: it knows which forms it accepts.
       const x = v.trim();
-      if (!x) throw new Error('a time is required');
+      if (!x) throw new Error(t('format.timeRequired'));
       return x;
     }
     default:
@@ -158,13 +169,21 @@ export function parseParam(type, raw) {
 
 // What a parameter's type means, for the hint next to its input.
 export function paramHint(type) {
-  const t = String(type || 'string');
-  if (t.startsWith('[]')) return `${t}: a list separated by commas, each ${paramHint(t.slice(2)).split(': ')[1]}`;
-  const hints = {
-    int: 'a whole number', string: 'text', bool: 'true or false', date: 'YYYY-MM-DD',
-    time: 'a time, e.g. 2026-12-24T09:00:00Z', number: 'a number', float: 'a number',
-  };
-  return `${t}: ${hints[t] || 'text'}`;
+  const ty = String(type || 'string');
+  if (ty.startsWith('[]')) return t('format.hint.list', {type: ty, each: typeWords(ty.slice(2))});
+  return `${ty}: ${typeWords(ty)}`;
+}
+
+// What a value of a parameter's type is, in words.
+function typeWords(ty) {
+  switch (ty) {
+    case 'int': case 'int64': case 'integer': return t('format.hint.int');
+    case 'bool': case 'boolean': return t('format.hint.bool');
+    case 'date': return t('format.hint.date');
+    case 'time': return t('format.hint.time');
+    case 'number': case 'float': case 'float64': return t('format.hint.number');
+    default: return t('format.hint.text');
+  }
 }
 
 export const FINAL = new Set(['completed', 'canceled', 'failed']);

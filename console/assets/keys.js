@@ -5,7 +5,8 @@
 // within 2 s, and cannot be brought back).
 
 import {get, post, del} from './api.js';
-import {h, table, emptyRow, field, confirmDialog, isQuiet, fill, add, showPageError} from './dom.js';
+import {h, table, emptyRow, field, confirmDialog, isQuiet, fill, add, showPageError, roleTag, roleName} from './dom.js';
+import {t} from './i18n.js';
 import {timeEl} from './format.js';
 import {createFieldErrors, inputTarget} from './fielderrors.js';
 import * as apps from './apps.js';
@@ -14,13 +15,13 @@ const ROLES = ['viewer', 'sender', 'approver', 'admin'];
 
 export async function render(ctx) {
   const {root, signal} = ctx;
-  add(root, h('h1', {tabindex: '-1'}, 'API keys'),
-    h('p', {class: 'hint'}, 'Bearer tokens for scripts, the cron caller and dashboards, each with a role, optionally some apps and an expiry. A key is shown once, when it is created; pushfan keeps only its hash.'));
+  add(root, h('h1', {tabindex: '-1'}, t('app.title.keys')),
+    h('p', {class: 'hint'}, t('keys.intro')));
 
   const created = h('section', {id: 'key-created', class: 'card', hidden: true, 'aria-labelledby': 'key-created-h', tabindex: '-1'});
   const list = h('div');
   add(root, created, createForm(ctx, created, refresh), h('section', {class: 'card', 'aria-labelledby': 'keys-h'},
-    h('h2', {id: 'keys-h'}, 'Keys'), list));
+    h('h2', {id: 'keys-h'}, t('nav.keys')), list));
 
   async function refresh() {
     const r = await get('/push/keys', {signal});
@@ -28,8 +29,8 @@ export async function render(ctx) {
   }
 
   async function revoke(k, btn) {
-    const ok = await confirmDialog({title: `Revoke the key ${k.name}?`, ok: 'Revoke',
-      body: `Every request with ${k.id} is refused from then on, on every instance within 2 seconds. A revoked key cannot be restored: create a new one.`});
+    const ok = await confirmDialog({title: t('keys.revokeTitle', {name: k.name}), ok: t('keys.revoke'),
+      body: t('keys.revokeBody', {id: k.id})});
     if (!ok) return;
     btn.disabled = true;
     try {
@@ -37,7 +38,7 @@ export async function render(ctx) {
       await refresh();
     } catch (err) {
       btn.disabled = false;
-      if (!isQuiet(err)) showPageError(root, new Error('Revoke failed: ' + err.message));
+      if (!isQuiet(err)) showPageError(root, new Error(t('keys.revokeFailed', {message: err.message})));
     }
   }
 
@@ -47,20 +48,20 @@ export async function render(ctx) {
 function createForm(ctx, created, refresh) {
   const {signal} = ctx;
   const name = h('input', {id: 'key-name', type: 'text', required: true, maxlength: 64, autocomplete: 'off', spellcheck: 'false'});
-  const role = h('select', {id: 'key-role'}, ROLES.map((r) => h('option', {value: r, selected: r === 'sender' ? true : null}, r)));
-  const expires = h('input', {id: 'key-expires', type: 'text', placeholder: 'never', autocomplete: 'off', spellcheck: 'false'});
+  const role = h('select', {id: 'key-role'}, ROLES.map((r) => h('option', {value: r, selected: r === 'sender' ? true : null}, roleName(r))));
+  const expires = h('input', {id: 'key-expires', type: 'text', placeholder: t('keys.never'), autocomplete: 'off', spellcheck: 'false'});
   // With several apps, a key may be limited to some; none ticked: every app.
   const appBoxes = apps.several() ? apps.list().map((a) => h('input', {type: 'checkbox', value: a.name, id: `key-app-${a.name}`, class: 'key-app'})) : [];
-  const appsBlock = appBoxes.length ? h('fieldset', {class: 'field', id: 'key-apps'}, h('legend', null, 'Apps'),
+  const appsBlock = appBoxes.length ? h('fieldset', {class: 'field', id: 'key-apps'}, h('legend', null, t('keys.apps')),
     appBoxes.map((b) => h('label', {class: 'field-check'}, b, ' ', b.value)),
-    h('p', {class: 'hint'}, 'None ticked: every app.')) : null;
+    h('p', {class: 'hint'}, t('keys.appsHint'))) : null;
   const formError = h('div', {id: 'key-form-error', class: 'alert', role: 'alert', tabindex: '-1', hidden: true});
-  const submit = h('button', {type: 'submit', id: 'key-create', class: 'btn btn-primary'}, 'Create key');
+  const submit = h('button', {type: 'submit', id: 'key-create', class: 'btn btn-primary'}, t('keys.create'));
   const form = h('form', {id: 'key-form', novalidate: true},
-    field('Name', name, 'What it is for (cron, dashboard): letters, digits, ".", "_" or "-". Shown as who created or released what it does.'),
-    field('Role', role, 'viewer reads; sender also sends; approver also releases held broadcasts; admin also manages keys.'),
+    field(t('keys.col.name'), name, t('keys.nameHint')),
+    field(t('keys.col.role'), role, t('keys.roleHint')),
     appsBlock,
-    field('Expires in', expires, 'A duration such as 90d, 720h or 30m; empty: never.'),
+    field(t('keys.expiresIn'), expires, t('keys.expiresHint')),
     formError, h('div', {class: 'actions'}, submit));
   const byPath = {name, role, expires_in: expires};
   const errors = createFieldErrors(form, formError, (path) => {
@@ -89,7 +90,7 @@ function createForm(ctx, created, refresh) {
       submit.disabled = false;
     }
   });
-  return h('section', {class: 'card', 'aria-labelledby': 'key-new-h'}, h('h2', {id: 'key-new-h'}, 'New key'), form);
+  return h('section', {class: 'card', 'aria-labelledby': 'key-new-h'}, h('h2', {id: 'key-new-h'}, t('keys.new')), form);
 }
 
 // showCreated shows a new key's secret, once: leaving the page forgets it.
@@ -100,37 +101,38 @@ function showCreated(box, k) {
     secret.select();
     try {
       await navigator.clipboard.writeText(k.key);
-      copied.textContent = 'Copied.';
+      copied.textContent = t('keys.copied');
     } catch {
-      copied.textContent = 'Select the key and copy it (Ctrl+C or ⌘C).';
+      copied.textContent = t('keys.copyByHand');
     }
-  }}}, 'Copy');
-  fill(box, h('h2', {id: 'key-created-h'}, `Key ${k.name} created`),
-    h('p', {id: 'key-secret-hint', class: 'alert'}, 'Copy it now: it is shown this once and cannot be shown again. Send it as Authorization: Bearer <key>.'),
+  }}}, t('keys.copy'));
+  fill(box, h('h2', {id: 'key-created-h'}, t('keys.created', {name: k.name})),
+    h('p', {id: 'key-secret-hint', class: 'alert'}, t('keys.copyNow'), ' ', h('code', null, 'Authorization: Bearer <key>')),
     h('div', {class: 'actions'}, secret, copy, copied),
-    h('p', {class: 'hint'}, `Id ${k.id} · role ${k.role}`, k.expires_at ? ` · expires ` : '', k.expires_at ? timeEl(k.expires_at) : null));
+    h('p', {class: 'hint'}, t('keys.createdLine', {id: k.id, role: roleName(k.role)}), k.expires_at ? [' · ', t('keys.expires'), ' '] : '', k.expires_at ? timeEl(k.expires_at) : null));
   box.hidden = false;
   box.focus();
   secret.select();
 }
 
 function keysTable(keys, revoke) {
-  const heads = ['Name', 'Id', 'Role', 'Apps', 'Created', 'Expires', 'Last used', 'Status', ''];
+  const heads = [t('keys.col.name'), t('keys.col.id'), t('keys.col.role'), t('keys.apps'), t('keys.col.created'), t('keys.col.expires'),
+    t('keys.col.lastUsed'), t('keys.col.status'), ''];
   const now = Date.now();
   const rows = keys.map((k) => {
     const expired = k.expires_at && Date.parse(k.expires_at) <= now;
     const status = k.revoked_at ? 'revoked' : expired ? 'expired' : 'active';
     return h('tr', {'data-key': k.id, 'data-status': status},
-      h('th', {scope: 'row'}, k.name),
+      h('th', {scope: 'row', 'data-raw': ''}, k.name),
       h('td', null, h('code', null, k.id)),
-      h('td', null, h('span', {class: ['role', 'role-' + k.role]}, k.role)),
-      h('td', null, k.apps ? k.apps.join(', ') : h('span', {class: 'muted'}, 'every app')),
-      h('td', null, timeEl(k.created_at), k.created_by ? ` by ${k.created_by}` : ''),
-      h('td', null, k.expires_at ? timeEl(k.expires_at) : h('span', {class: 'muted'}, 'never')),
-      h('td', {class: 'last-used'}, k.last_used_at ? timeEl(k.last_used_at) : h('span', {class: 'muted'}, 'never')),
-      h('td', {class: 'status'}, status === 'revoked' ? ['revoked ', timeEl(k.revoked_at)] : status),
+      h('td', null, roleTag(k.role)),
+      h('td', null, k.apps ? k.apps.join(', ') : h('span', {class: 'muted'}, t('keys.everyApp'))),
+      h('td', null, timeEl(k.created_at), k.created_by ? [' ', t('keys.by', {who: k.created_by})] : ''),
+      h('td', null, k.expires_at ? timeEl(k.expires_at) : h('span', {class: 'muted'}, t('keys.never'))),
+      h('td', {class: 'last-used'}, k.last_used_at ? timeEl(k.last_used_at) : h('span', {class: 'muted'}, t('keys.never'))),
+      h('td', {class: 'status'}, status === 'revoked' ? [t('keys.status.revoked'), ' ', timeEl(k.revoked_at)] : t(`keys.status.${status}`)),
       h('td', null, status === 'revoked' ? null : h('button', {type: 'button', class: 'btn btn-small btn-danger revoke',
-        'aria-label': `Revoke ${k.name} (${k.id})`, on: {click: (ev) => revoke(k, ev.currentTarget)}}, 'Revoke')));
+        'aria-label': t('keys.revokeLabel', {name: k.name, id: k.id}), on: {click: (ev) => revoke(k, ev.currentTarget)}}, t('keys.revoke'))));
   });
-  return table({id: 'keys-table'}, heads, rows.length ? rows : emptyRow(heads.length, 'No API keys yet: create one above.'));
+  return table({id: 'keys-table'}, heads, rows.length ? rows : emptyRow(heads.length, t('keys.none')));
 }

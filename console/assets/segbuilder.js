@@ -19,7 +19,8 @@ import {createFieldErrors, inputTarget} from './fielderrors.js';
 import {createCounter} from './segcount.js';
 import {createValues, devices, shortDevices} from './segvalues.js';
 import {loadFields} from './segments.js';
-import {ATTRIBUTE, MODES, UNITS, fieldLabel, sortFields, opChoices, valueShape, fromFilter, toFilter, newGroup, newCond} from './segfilter.js';
+import {t} from './i18n.js';
+import {ATTRIBUTE, modes, units, fieldLabel, sortFields, opChoices, valueShape, fromFilter, toFilter, newGroup, newCond} from './segfilter.js';
 import * as apps from './apps.js';
 
 const DEBOUNCE = 400;
@@ -39,10 +40,10 @@ const SUGGEST = {
 export async function render(ctx) {
   const {root, signal, params} = ctx;
   const name = params[0] || '';
-  add(root, h('p', null, h('a', {href: name ? `#/segments/${encodeURIComponent(name)}` : '#/segments'}, name ? `← Segment ${name}` : '← All segments')));
-  add(root, h('h1', {tabindex: '-1'}, name ? `Edit segment ${name}` : 'New segment'));
+  add(root, h('p', null, h('a', {href: name ? `#/segments/${encodeURIComponent(name)}` : '#/segments'}, name ? t('segbuilder.back', {name}) : t('segments.all'))));
+  add(root, h('h1', {tabindex: '-1'}, name ? t('segbuilder.editHeading', {name}) : t('app.title.newSegment')));
   if (!may('sender')) {
-    add(root, h('p', {class: 'alert alert-info', id: 'builder-denied'}, 'Viewers cannot build segments: that needs a sender token.'));
+    add(root, h('p', {class: 'alert alert-info', id: 'builder-denied'}, t('segbuilder.denied')));
     return;
   }
   const [fields, seg] = await Promise.all([
@@ -50,7 +51,7 @@ export async function render(ctx) {
     name ? get(`/push/segments/${encodeURIComponent(name)}`, {signal}) : Promise.resolve(null),
   ]);
   if (signal.aborted) return;
-  if (seg) document.title = `Edit ${seg.name} · pushfan`;
+  if (seg) document.title = `${t('segbuilder.editTitle', {name: seg.name})} · pushfan`;
   add(root, builder(ctx, sortFields(fields), seg));
 }
 
@@ -72,19 +73,19 @@ function builder(ctx, fields, seg) {
 
   const treeBox = h('div', {id: 'seg-tree', class: 'seg-tree'});
   const countBox = h('p', {id: 'seg-count', class: 'count-out', 'aria-live': 'polite'});
-  const save = h('button', {type: 'submit', id: 'seg-save', class: 'btn btn-primary'}, seg ? `Save as version ${seg.version + 1}` : 'Save segment');
+  const save = h('button', {type: 'submit', id: 'seg-save', class: 'btn btn-primary'}, seg ? t('segbuilder.saveVersion', {n: seg.version + 1}) : t('segbuilder.save'));
 
   const form = h('form', {id: 'segment-form', class: 'segment-form', novalidate: true, on: {submit: onSave}},
     formError,
     h('fieldset', {class: 'card'},
-      h('legend', null, 'Who is in it'),
-      h('p', {class: 'hint'}, 'Each condition picks users\' devices by what they are; groups combine them. A device is counted when the whole filter holds for it.'),
+      h('legend', null, t('segbuilder.who')),
+      h('p', {class: 'hint'}, t('segbuilder.whoHint')),
       treeBox,
-      h('div', {class: 'preview-box'}, h('p', {class: 'block-label'}, 'Right now'), countBox)),
+      h('div', {class: 'preview-box'}, h('p', {class: 'block-label'}, t('segbuilder.rightNow')), countBox)),
     h('fieldset', {class: 'card'},
-      h('legend', null, 'Save'),
-      field('Name', nameInput, seg ? 'A segment keeps its name; edits are new versions.' : 'Lower-case letters, digits, - and _, starting with a letter. Broadcasts and people refer to it by this.'),
-      field('Description (optional)', descInput, 'What the segment is for: shown in the list and kept with this version.')),
+      h('legend', null, t('common.save')),
+      field(t('segments.col.name'), nameInput, seg ? t('segbuilder.nameKept') : t('segbuilder.nameHint')),
+      field(t('segbuilder.description'), descInput, t('segbuilder.descriptionHint'))),
     h('div', {class: 'actions'}, save));
 
   const errs = createFieldErrors(form, formError, resolve);
@@ -97,13 +98,13 @@ function builder(ctx, fields, seg) {
 
   function groupEl(g, parent, level) {
     g.id = g.id || ++seq;
-    const mode = h('select', {id: `group-${g.id}-mode`, class: 'group-mode', 'aria-label': 'How the conditions combine', value: g.mode,
+    const mode = h('select', {id: `group-${g.id}-mode`, class: 'group-mode', 'aria-label': t('segbuilder.modeLabel'), value: g.mode,
       on: {change: (ev) => {
         g.mode = ev.target.value;
         g.el.dataset.mode = g.mode;
         changed();
       }}},
-    MODES.map(([m, label]) => h('option', {value: m}, label)));
+    modes().map(([m, label]) => h('option', {value: m}, label)));
     mode.value = g.mode;
     const kids = h('ol', {class: 'group-children'});
     for (const c of g.children) add(kids, c.type === 'group' ? groupEl(c, g, level + 1) : condEl(c, g));
@@ -114,51 +115,51 @@ function builder(ctx, fields, seg) {
         renderTree();
         document.getElementById(`cond-${c.id}-field`)?.focus();
         changed();
-      }}}, 'Add condition'),
+      }}}, t('segbuilder.addCond')),
       level < MAX_LEVELS ? h('button', {type: 'button', class: 'btn btn-small add-group', id: `group-${g.id}-add-group`, on: {click: () => {
         const sub = newGroup(g.mode === 'all' ? 'any' : 'all', [newCond()]);
         g.children.push(sub);
         renderTree();
         document.getElementById(`group-${sub.id}-mode`)?.focus();
         changed();
-      }}}, 'Add group') : null,
-      parent ? h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': 'Remove this group', on: {click: () => {
+      }}}, t('segbuilder.addGroup')) : null,
+      parent ? h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': t('segbuilder.removeGroupLabel'), on: {click: () => {
         parent.children.splice(parent.children.indexOf(g), 1);
         renderTree();
         changed();
-      }}}, 'Remove group') : null);
+      }}}, t('segbuilder.removeGroup')) : null);
     g.errorSlot = h('div', {class: 'group-errors'});
     g.el = h('li', {class: ['seg-group', `seg-level-${level}`], id: `group-${g.id}`, 'data-mode': g.mode},
-      h('div', {class: 'group-head'}, mode, h('span', {class: 'muted'}, 'these')),
+      h('div', {class: 'group-head'}, mode, h('span', {class: 'muted'}, t('segbuilder.these'))),
       g.errorSlot, kids, buttons);
     return parent ? g.el : h('ol', {class: 'group-root'}, g.el);
   }
 
   function condEl(c, parent) {
     c.id = c.id || ++seq;
-    const fieldSel = h('select', {id: `cond-${c.id}-field`, class: 'cond-field', 'aria-label': 'Field'},
-      h('option', {value: ''}, 'Choose a field…'),
+    const fieldSel = h('select', {id: `cond-${c.id}-field`, class: 'cond-field', 'aria-label': t('segbuilder.field')},
+      h('option', {value: ''}, t('segbuilder.chooseField')),
       fields.filter((f) => !f.name.startsWith(ATTRIBUTE)).map((f) => h('option', {value: f.name}, fieldLabel(f.name))),
       fields.some((f) => f.name.startsWith(ATTRIBUTE))
-        ? h('optgroup', {label: 'User attributes'}, fields.filter((f) => f.name.startsWith(ATTRIBUTE)).map((f) => h('option', {value: f.name}, fieldLabel(f.name))))
+        ? h('optgroup', {label: t('segbuilder.attributes')}, fields.filter((f) => f.name.startsWith(ATTRIBUTE)).map((f) => h('option', {value: f.name}, fieldLabel(f.name))))
         : null);
     fieldSel.value = c.field;
     if (c.field && fieldSel.value !== c.field) {
       // A field this deployment no longer has (its schema changed): shown,
       // so the API's refusal has somewhere to go.
-      add(fieldSel, h('option', {value: c.field}, `${c.field} (not here)`));
+      add(fieldSel, h('option', {value: c.field}, t('segbuilder.notHere', {field: c.field})));
       fieldSel.value = c.field;
     }
-    const opSel = h('select', {id: `cond-${c.id}-op`, class: 'cond-op', 'aria-label': 'Condition'});
+    const opSel = h('select', {id: `cond-${c.id}-op`, class: 'cond-op', 'aria-label': t('segbuilder.condition')});
     const valueBox = h('div', {class: 'cond-value', id: `cond-${c.id}-valuebox`});
     c.errorSlot = h('div', {class: 'cond-errors'});
     c.el = h('li', {class: 'seg-cond', id: `cond-${c.id}`},
       h('div', {class: 'cond-row'}, fieldSel, opSel, valueBox,
-        h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': 'Remove this condition', on: {click: () => {
+        h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': t('segbuilder.removeCondLabel'), on: {click: () => {
           parent.children.splice(parent.children.indexOf(c), 1);
           renderTree();
           changed();
-        }}}, 'Remove')),
+        }}}, t('segbuilder.remove'))),
       c.errorSlot);
     c.inputs = {field: fieldSel, op: opSel, value: null};
 
@@ -200,7 +201,7 @@ function builder(ctx, fields, seg) {
     if (!f || !c.op) {
       fill(box);
       c.inputs.value = null;
-      c.read = () => ({missing: 'Choose a field.'});
+      c.read = () => ({missing: t('segbuilder.missing.field')});
       return;
     }
     const shape = valueShape(f.kind, c.op);
@@ -216,14 +217,14 @@ function builder(ctx, fields, seg) {
         return;
       }
       case 'bool': {
-        const sel = h('select', {id, 'aria-label': 'Value', on: {change: onInput((ev) => ev.target.value === 'true')}},
-          h('option', {value: 'true'}, 'yes'), h('option', {value: 'false'}, 'no'));
+        const sel = h('select', {id, 'aria-label': t('segbuilder.value'), on: {change: onInput((ev) => ev.target.value === 'true')}},
+          h('option', {value: 'true'}, t('common.yes')), h('option', {value: 'false'}, t('common.no')));
         sel.value = c.value === false ? 'false' : 'true';
         c.value = sel.value === 'true';
         valuesOf(f).then((r) => {
           for (const v of r?.values || []) {
             const o = [...sel.options].find((x) => x.value === v.value);
-            if (o) o.textContent = `${o.value === 'true' ? 'yes' : 'no'} (${devices(v.tokens, r.sampled)})`;
+            if (o) o.textContent = `${o.value === 'true' ? t('common.yes') : t('common.no')} (${devices(v.tokens, r.sampled)})`;
           }
         });
         fill(box, sel);
@@ -233,8 +234,8 @@ function builder(ctx, fields, seg) {
       }
       case 'duration': {
         const m = String(c.value ?? '').match(/^(\d+)([mhdw])$/);
-        const n = h('input', {id, type: 'number', min: '1', step: '1', inputmode: 'numeric', class: 'cond-number', 'aria-label': 'How long', value: m ? m[1] : ''});
-        const unit = h('select', {id: `${id}-unit`, 'aria-label': 'Unit'}, UNITS.map(([u, w]) => h('option', {value: u}, w)));
+        const n = h('input', {id, type: 'number', min: '1', step: '1', inputmode: 'numeric', class: 'cond-number', 'aria-label': t('segbuilder.howLong'), value: m ? m[1] : ''});
+        const unit = h('select', {id: `${id}-unit`, 'aria-label': t('segbuilder.unit')}, units().map(([u, w]) => h('option', {value: u}, w)));
         unit.value = m ? m[2] : 'd';
         const read = () => (n.value ? `${n.value}${unit.value}` : undefined);
         n.addEventListener('input', onInput(read));
@@ -242,38 +243,38 @@ function builder(ctx, fields, seg) {
         fill(box, n, unit);
         c.inputs.value = n;
         c.read = () => {
-          if (!n.value) return {missing: 'Enter how long.'};
-          if (!/^[1-9]\d*$/.test(n.value)) return {error: 'A whole number from 1.'};
+          if (!n.value) return {missing: t('segbuilder.missing.howLong')};
+          if (!/^[1-9]\d*$/.test(n.value)) return {error: t('segbuilder.wholeFrom1')};
           return {value: read()};
         };
         return;
       }
       case 'date': {
-        const d = h('input', {id, type: 'date', 'aria-label': 'Date', value: typeof c.value === 'string' ? c.value : ''});
+        const d = h('input', {id, type: 'date', 'aria-label': t('segbuilder.date'), value: typeof c.value === 'string' ? c.value : ''});
         d.addEventListener('input', onInput((ev) => ev.target.value));
         d.addEventListener('change', onInput((ev) => ev.target.value));
         fill(box, d);
         c.inputs.value = d;
-        c.read = () => (d.value ? {value: d.value} : {missing: 'Choose a date.'});
+        c.read = () => (d.value ? {value: d.value} : {missing: t('segbuilder.missing.date')});
         return;
       }
       case 'instant': {
-        const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'your time';
-        const d = h('input', {id, type: 'datetime-local', 'aria-label': `Date and time (${zone})`, title: `Your time (${zone})`,
+        const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || t('segbuilder.yourZone');
+        const d = h('input', {id, type: 'datetime-local', 'aria-label': t('segbuilder.dateTime', {zone}), title: t('segbuilder.yourTime', {zone}),
           value: typeof c.value === 'string' ? isoToLocalInput(c.value) : ''});
         const read = (ev) => localInputToRFC3339(ev.target.value) || undefined;
         d.addEventListener('input', onInput(read));
         d.addEventListener('change', onInput(read));
         fill(box, d);
         c.inputs.value = d;
-        c.read = () => (d.value ? {value: localInputToRFC3339(d.value)} : {missing: 'Choose a date and time.'});
+        c.read = () => (d.value ? {value: localInputToRFC3339(d.value)} : {missing: t('segbuilder.missing.dateTime')});
         return;
       }
       case 'list': {
         // c.text is what was typed: kept when the tree is drawn again.
         const text = c.text ?? (Array.isArray(c.value) ? c.value.join(', ') : '');
-        const input = h('input', {id, type: 'text', class: 'cond-list', 'aria-label': 'Values, separated by commas', autocomplete: 'off', spellcheck: 'false',
-          value: text, placeholder: f.kind === 'version' ? '5.9, 5.10' : 'one, two'});
+        const input = h('input', {id, type: 'text', class: 'cond-list', 'aria-label': t('segbuilder.values'), autocomplete: 'off', spellcheck: 'false',
+          value: text, placeholder: f.kind === 'version' ? '5.9, 5.10' : t('segbuilder.listPlaceholder')});
         input.addEventListener('input', () => {
           c.text = input.value;
           changed();
@@ -288,7 +289,7 @@ function builder(ctx, fields, seg) {
         c.inputs.value = input;
         c.read = () => {
           const parts = splitList(input.value);
-          if (!parts.length) return {missing: 'Enter one value or more, separated by commas.'};
+          if (!parts.length) return {missing: t('segbuilder.missing.values')};
           const out = [];
           for (const p of parts) {
             const r = scalar(f, p);
@@ -302,7 +303,7 @@ function builder(ctx, fields, seg) {
       default: {
         const offers = f.kind === 'string' || f.kind === 'version';
         const list = offers ? h('datalist', {id: `${id}-values`}) : null;
-        const input = h('input', {id, type: 'text', 'aria-label': 'Value', autocomplete: 'off', spellcheck: 'false',
+        const input = h('input', {id, type: 'text', 'aria-label': t('segbuilder.value'), autocomplete: 'off', spellcheck: 'false',
           value: c.text ?? (c.value == null ? '' : String(c.value)), inputmode: f.kind === 'int' ? 'numeric' : null,
           placeholder: f.kind === 'version' ? '5.10' : '', list: list ? list.id : null});
         input.addEventListener('input', () => {
@@ -316,7 +317,7 @@ function builder(ctx, fields, seg) {
           changed();
         }, list));
         c.inputs.value = input;
-        c.read = () => (input.value.trim() === '' ? {missing: 'Enter a value.'} : scalar(f, input.value.trim()));
+        c.read = () => (input.value.trim() === '' ? {missing: t('segbuilder.missing.value')} : scalar(f, input.value.trim()));
       }
     }
   }
@@ -328,7 +329,7 @@ function builder(ctx, fields, seg) {
   // single value's input's list. Filled when the data's values are known.
   function suggestions(c, f, pick, datalist) {
     if (f.kind !== 'string' && f.kind !== 'version') return null;
-    const box = h('div', {class: 'suggest', role: 'group', 'aria-label': `Suggested values for ${fieldLabel(f.name)}`, hidden: true});
+    const box = h('div', {class: 'suggest', role: 'group', 'aria-label': t('segbuilder.suggested', {field: fieldLabel(f.name)}), hidden: true});
     const typed = [];
     walk(tree, (o) => {
       if (o !== c && o.field === f.name && o.text) typed.push(...splitList(o.text));
@@ -341,7 +342,7 @@ function builder(ctx, fields, seg) {
         title: v.tokens == null ? null : devices(v.tokens, r.sampled), on: {click: () => pick(v.value)}},
       v.value, v.tokens == null ? null : h('span', {class: 'chip-count', 'aria-hidden': 'true'}, shortDevices(v.tokens, r.sampled)));
       fill(box, values.slice(0, CHIPS).map(chip), values.length > CHIPS
-        ? h('details', {class: 'suggest-more'}, h('summary', null, `${values.length - CHIPS} more`), values.slice(CHIPS).map(chip))
+        ? h('details', {class: 'suggest-more'}, h('summary', null, t('segbuilder.more', {count: values.length - CHIPS})), values.slice(CHIPS).map(chip))
         : null);
       box.hidden = !values.length;
       if (datalist) {
@@ -356,7 +357,7 @@ function builder(ctx, fields, seg) {
   // condition's reason (missing) or mistake (error) in problems.
   function build(problems) {
     const f = toFilter(tree, (c) => {
-      const r = c.read ? c.read() : {missing: 'Choose a field.'};
+      const r = c.read ? c.read() : {missing: t('segbuilder.missing.field')};
       if (r.missing || r.error) {
         problems.push({node: c, ...r});
         return null;
@@ -364,7 +365,7 @@ function builder(ctx, fields, seg) {
       return {field: c.field, op: c.op.startsWith('exists') ? 'exists' : c.op, value: r.value};
     });
     walk(tree, (n) => {
-      if (n.type === 'group' && !n.children.length) problems.push({node: n, missing: 'Add a condition to this group, or remove it.'});
+      if (n.type === 'group' && !n.children.length) problems.push({node: n, missing: t('segbuilder.missing.groupEmpty')});
     });
     return f;
   }
@@ -381,11 +382,11 @@ function builder(ctx, fields, seg) {
     const bad = problems.find((p) => p.error);
     if (bad) {
       showAt(bad.node, bad.error);
-      counter.idle('Not counted: fix the condition marked below.');
+      counter.idle(t('segcount.fixBelow'));
       return;
     }
     if (!f) {
-      counter.idle(problems.length === 1 && !tree.children.length ? 'Add a condition to count who it picks.' : 'Finish the conditions to count who they pick.');
+      counter.idle(problems.length === 1 && !tree.children.length ? t('segbuilder.idle.add') : t('segbuilder.idle.finish'));
       return;
     }
     counter.count(f);
@@ -426,9 +427,9 @@ function builder(ctx, fields, seg) {
     const problems = [];
     const f = build(problems);
     const name = nameInput.value.trim();
-    if (!seg && !name) errs.show('name', 'Give the segment a name.');
+    if (!seg && !name) errs.show('name', t('segbuilder.missing.name'));
     for (const p of problems) showAt(p.node, p.error || p.missing);
-    if (!f && !problems.length) errs.formMessage('Add a condition.');
+    if (!f && !problems.length) errs.formMessage(t('segbuilder.missing.cond'));
     if (errs.count() || !f) {
       errs.focusFirst();
       return;
@@ -470,10 +471,10 @@ function splitList(text) {
 // One value of f's kind from its text, or {error}.
 function scalar(f, text) {
   if (f.kind === 'int') {
-    if (!/^-?\d+$/.test(text) || !Number.isSafeInteger(Number(text))) return {error: `"${text}" is not a whole number.`};
+    if (!/^-?\d+$/.test(text) || !Number.isSafeInteger(Number(text))) return {error: t('segbuilder.notWhole', {value: text})};
     return {value: Number(text)};
   }
-  if (f.kind === 'version' && !/^\d+(\.\d+){0,3}$/.test(text)) return {error: `"${text}" is not a version such as 5.10 or 5.10.2.`};
-  if (f.kind === 'date' && !/^\d{4}-\d\d-\d\d$/.test(text)) return {error: `"${text}" is not a date (YYYY-MM-DD).`};
+  if (f.kind === 'version' && !/^\d+(\.\d+){0,3}$/.test(text)) return {error: t('segbuilder.notVersion', {value: text})};
+  if (f.kind === 'date' && !/^\d{4}-\d\d-\d\d$/.test(text)) return {error: t('segbuilder.notDate', {value: text})};
   return {value: text};
 }

@@ -9,9 +9,8 @@
 
 import {post} from './api.js';
 import {h, fill, isQuiet} from './dom.js';
-import {num} from './format.js';
-
-const compact = new Intl.NumberFormat(undefined, {notation: 'compact', maximumFractionDigits: 1});
+import {num, compactNum} from './format.js';
+import {t} from './i18n.js';
 
 // createCounter(out, signal, onError): count(filter) counts into out;
 // idle(text) shows why there is nothing to count. onError(err) gets an
@@ -45,28 +44,28 @@ export function createCounter(out, signal, onError) {
     ctl = mine;
     state('counting');
     out.setAttribute('aria-busy', 'true');
-    fill(out, h('span', {class: 'muted'}, 'Counting…'));
+    fill(out, h('span', {class: 'muted'}, t('common.counting')));
     try {
       let r = await post('/push/segments/preview', {filter}, {signal: mine.signal});
       if (mine !== ctl) return;
       if (!r.exact) {
         state('estimate', r.tokens, r.users);
-        fill(out, h('strong', {class: 'count'}, `≈ ${compact.format(r.tokens)} ${r.tokens === 1 ? 'device' : 'devices'}`),
-          ` (estimate) · ≈ ${compact.format(r.users)} users`, h('span', {class: 'muted'}, ' · counting exactly…'), sample(r));
+        fill(out, h('strong', {class: 'count'}, t('segcount.estDevices', {count: r.tokens, n: compactNum(r.tokens)})),
+          ' ', t('segcount.estUsers', {count: r.users, n: compactNum(r.users)}), h('span', {class: 'muted'}, ' · ', t('segcount.countingExactly')), sample(r));
         r = await post('/push/segments/preview', {filter, exact: true}, {signal: mine.signal});
         if (mine !== ctl) return;
       }
       state('exact', r.tokens, r.users);
-      fill(out, h('strong', {class: 'count', id: 'count-tokens'}, `${num(r.tokens)} ${r.tokens === 1 ? 'device' : 'devices'}`),
-        ` · ${num(r.users)} ${r.users === 1 ? 'user' : 'users'}`, sample(r));
+      fill(out, h('strong', {class: 'count', id: 'count-tokens'}, t('segcount.devices', {count: r.tokens, n: num(r.tokens)})),
+        ' · ', t('segcount.users', {count: r.users, n: num(r.users)}), sample(r));
     } catch (err) {
       if (mine !== ctl || isQuiet(err)) return;
       state('error');
       if (err.status === 400 && err.field && onError) {
         onError(err);
-        fill(out, h('span', {class: 'error-text'}, 'Not counted: fix the condition marked below.'));
+        fill(out, h('span', {class: 'error-text'}, t('segcount.fixBelow')));
       } else {
-        fill(out, h('span', {class: 'error-text'}, 'Not counted: ' + err.message));
+        fill(out, h('span', {class: 'error-text'}, t('segcount.failed', {message: err.message})));
       }
     } finally {
       if (mine === ctl) out.removeAttribute('aria-busy');
@@ -79,8 +78,8 @@ export function createCounter(out, signal, onError) {
 function sample(r) {
   const ids = r.sample || [];
   if (!ids.length) return null;
-  return h('span', {class: 'seg-sample'}, h('br'), 'Some of them: ',
-    h('span', {class: 'mono', id: 'count-sample'}, ids.map((id) => `user ${id}`).join(', ')));
+  return h('span', {class: 'seg-sample'}, h('br'), t('segcount.someOfThem'), ' ',
+    h('span', {class: 'mono', id: 'count-sample'}, ids.map((id) => t('segcount.user', {id: String(id)})).join(', ')));
 }
 
 // A count of a saved filter, once (the segment's page).

@@ -8,22 +8,27 @@
 // around its one child), so every filter the builder makes reads back as
 // the same groups.
 
+import {t} from './i18n.js';
+import {dateTimeText} from './format.js';
+
 // The built-in fields' names; an attribute (attributes.plan) is its own
-// name, marked as the user's.
-const FIELD_LABELS = {
-  platform: 'Platform',
-  app_version: 'App version',
-  locale: 'Language (locale)',
-  timezone: 'Time zone',
-  app: 'App',
-  last_seen: 'Last seen',
-  user_id: 'User ID',
-};
-const FIELD_ORDER = Object.keys(FIELD_LABELS);
+// name, marked as the user's. Functions, not tables: the words are the
+// chosen language's, known once the catalog has loaded.
+const FIELD_ORDER = ['platform', 'app_version', 'locale', 'timezone', 'app', 'last_seen', 'user_id'];
+const fieldLabels = () => ({
+  platform: t('seg.field.platform'),
+  app_version: t('seg.field.appVersion'),
+  locale: t('seg.field.locale'),
+  timezone: t('seg.field.timezone'),
+  app: t('seg.field.app'),
+  last_seen: t('seg.field.lastSeen'),
+  user_id: t('seg.field.userId'),
+});
 export const ATTRIBUTE = 'attributes.';
 
 export function fieldLabel(name) {
-  if (FIELD_LABELS[name]) return FIELD_LABELS[name];
+  const labels = fieldLabels();
+  if (labels[name]) return labels[name];
   if (String(name).startsWith(ATTRIBUTE)) {
     const n = name.slice(ATTRIBUTE.length).replaceAll('_', ' ');
     return n.charAt(0).toUpperCase() + n.slice(1);
@@ -45,24 +50,24 @@ export function sortFields(fields) {
 // ones GET /push/segments/fields says it takes, in this order). "exists"
 // is two choices: has a value, has none. On dates, gt and lt say what
 // after and before say, so only the latter are offered.
-const WORDS = {
-  eq: 'is',
-  ne: 'is not',
-  in: 'is any of',
-  nin: 'is none of',
-  exists_true: 'has a value',
-  exists_false: 'has no value',
+const words = () => ({
+  eq: t('seg.op.eq'),
+  ne: t('seg.op.ne'),
+  in: t('seg.op.in'),
+  nin: t('seg.op.nin'),
+  exists_true: t('seg.op.existsTrue'),
+  exists_false: t('seg.op.existsFalse'),
   // Of a field whose kind is not known here (a broadcast's segment on a
   // page without the fields).
-  gt: 'is above',
-  gte: 'is at least',
-  lt: 'is below',
-  lte: 'is at most',
-  before: 'is before',
-  after: 'is after',
-  within: 'is within the last',
-  not_within: 'is not within the last',
-};
+  gt: t('seg.op.gt'),
+  gte: t('seg.op.gte'),
+  lt: t('seg.op.lt'),
+  lte: t('seg.op.lte'),
+  before: t('seg.op.before'),
+  after: t('seg.op.after'),
+  within: t('seg.op.within'),
+  not_within: t('seg.op.notWithin'),
+});
 // The built-in fields' kinds, for words without the fields' list.
 const BUILTIN_KINDS = {platform: 'string', locale: 'string', timezone: 'string', app: 'string', last_seen: 'time', app_version: 'version', user_id: 'int'};
 const ORDERED = {
@@ -73,28 +78,28 @@ const ORDERED = {
   date: ['eq', 'ne', 'after', 'gte', 'before', 'lte', 'within', 'not_within'],
   time: ['within', 'not_within', 'before', 'after'],
 };
-const KIND_WORDS = {
-  string: {gt: 'comes after (A to Z)', gte: 'is or comes after (A to Z)', lt: 'comes before (A to Z)', lte: 'is or comes before (A to Z)'},
-  int: {gt: 'is more than', gte: 'is at least', lt: 'is less than', lte: 'is at most'},
-  version: {gt: 'is newer than', gte: 'is at least', lt: 'is older than', lte: 'is at most'},
-  date: {after: 'is after', gte: 'is on or after', before: 'is before', lte: 'is on or before', within: 'is within the last', not_within: 'is not within the last'},
-  time: {within: 'is within the last', not_within: 'is not within the last', before: 'is before', after: 'is after'},
-};
+const kindWords = () => ({
+  string: {gt: t('seg.op.string.gt'), gte: t('seg.op.string.gte'), lt: t('seg.op.string.lt'), lte: t('seg.op.string.lte')},
+  int: {gt: t('seg.op.int.gt'), gte: t('seg.op.gte'), lt: t('seg.op.int.lt'), lte: t('seg.op.lte')},
+  version: {gt: t('seg.op.version.gt'), gte: t('seg.op.gte'), lt: t('seg.op.version.lt'), lte: t('seg.op.lte')},
+  date: {after: t('seg.op.after'), gte: t('seg.op.date.gte'), before: t('seg.op.before'), lte: t('seg.op.date.lte'), within: t('seg.op.within'), not_within: t('seg.op.notWithin')},
+  time: {within: t('seg.op.within'), not_within: t('seg.op.notWithin'), before: t('seg.op.before'), after: t('seg.op.after')},
+});
 // Last seen reads as people say it: "Last seen within the last 30 days".
-const LAST_SEEN = {within: 'within the last', not_within: 'not within the last', before: 'before', after: 'after'};
+const lastSeen = () => ({within: t('seg.op.lastSeen.within'), not_within: t('seg.op.lastSeen.notWithin'), before: t('seg.op.lastSeen.before'), after: t('seg.op.lastSeen.after')});
 
 // The op choices of a field {name, kind, ops}: [[choice, words]], where a
 // choice is an op, or exists_true / exists_false.
 export function opChoices(f) {
   const takes = new Set(f.ops || []);
   const out = (ORDERED[f.kind] || f.ops || []).filter((op) => takes.has(op)).map((op) => [op, opWords(f, op)]);
-  if (takes.has('exists')) out.push(['exists_true', WORDS.exists_true], ['exists_false', WORDS.exists_false]);
+  if (takes.has('exists')) out.push(['exists_true', words().exists_true], ['exists_false', words().exists_false]);
   return out;
 }
 
 export function opWords(f, op) {
-  if (f.name === 'last_seen' && LAST_SEEN[op]) return LAST_SEEN[op];
-  return KIND_WORDS[f.kind]?.[op] || WORDS[op] || op;
+  if (f.name === 'last_seen' && lastSeen()[op]) return lastSeen()[op];
+  return kindWords()[f.kind]?.[op] || words()[op] || op;
 }
 
 // The value an op takes: none, a list, a duration, a date, an instant,
@@ -110,14 +115,19 @@ export function valueShape(kind, op) {
 }
 
 // The units of a duration, as the API writes them ("30d").
-export const UNITS = [['m', 'minutes'], ['h', 'hours'], ['d', 'days'], ['w', 'weeks']];
+export const units = () => [['m', t('seg.unit.minutes')], ['h', t('seg.unit.hours')], ['d', t('seg.unit.days')], ['w', t('seg.unit.weeks')]];
 
 // "30d" → "30 days"
 export function durationWords(v) {
   const m = String(v).match(/^(\d+)([mhdw])$/);
   if (!m) return String(v);
-  const unit = UNITS.find(([u]) => u === m[2])[1];
-  return `${m[1]} ${m[1] === '1' ? unit.slice(0, -1) : unit}`;
+  const count = Number(m[1]);
+  switch (m[2]) {
+    case 'm': return t('seg.dur.minutes', {count});
+    case 'h': return t('seg.dur.hours', {count});
+    case 'd': return t('seg.dur.days', {count});
+    default: return t('seg.dur.weeks', {count});
+  }
 }
 
 // ---- The tree -------------------------------------------------------------
@@ -125,7 +135,7 @@ export function durationWords(v) {
 // A group {type: 'group', mode: 'all' | 'any' | 'none', children}; a
 // condition {type: 'cond', field, op, value} with op a choice (above) and
 // value as the API has it.
-export const MODES = [['all', 'All of'], ['any', 'Any of'], ['none', 'None of']];
+export const modes = () => [['all', t('seg.mode.all')], ['any', t('seg.mode.any')], ['none', t('seg.mode.none')]];
 
 export function newGroup(mode = 'all', children = []) {
   return {type: 'group', mode, children};
@@ -177,15 +187,15 @@ export function toFilter(node, conds, path = 'filter') {
 export function describe(h, f, fields) {
   const kinds = Object.fromEntries((fields || []).map((x) => [x.name, x]));
   const tree = fromFilter(f);
-  const words = (node) => {
+  const sentence = (node) => {
     if (node.type === 'cond') {
       const fld = kinds[node.field] || {name: node.field, kind: BUILTIN_KINDS[node.field] || ''};
       return h('li', {class: 'seg-words-cond'}, h('strong', null, fieldLabel(node.field)), ' ', opWords(fld, node.op), valueWords(fld, node.op, node.value));
     }
-    const label = MODES.find(([m]) => m === node.mode)[1];
-    return h('li', {class: 'seg-words-group'}, `${label}:`, h('ul', null, node.children.map(words)));
+    const label = modes().find(([m]) => m === node.mode)[1];
+    return h('li', {class: 'seg-words-group'}, t('seg.groupLabel', {mode: label}), h('ul', null, node.children.map(sentence)));
   };
-  return h('ul', {class: 'seg-words'}, words(tree));
+  return h('ul', {class: 'seg-words'}, sentence(tree));
 }
 
 function valueWords(f, op, v) {
@@ -193,10 +203,10 @@ function valueWords(f, op, v) {
     case 'none': return '';
     case 'list': return ' ' + (Array.isArray(v) ? v.map(String).join(', ') : String(v));
     case 'duration': return ' ' + durationWords(v);
-    case 'bool': return v ? ' yes' : ' no';
+    case 'bool': return ' ' + (v ? t('common.yes') : t('common.no'));
     case 'instant': {
       const d = new Date(v);
-      return ' ' + (Number.isNaN(d.getTime()) ? String(v) : d.toLocaleString());
+      return ' ' + (Number.isNaN(d.getTime()) ? String(v) : dateTimeText(d));
     }
     default: return ' ' + String(v);
   }

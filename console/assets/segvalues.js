@@ -11,7 +11,8 @@
 // values in their place.
 
 import {get} from './api.js';
-import {num} from './format.js';
+import {num, compactNum} from './format.js';
+import {t} from './i18n.js';
 
 const SUGGESTIBLE = new Set(['string', 'version', 'bool']);
 
@@ -33,12 +34,10 @@ export function createValues(signal) {
 // devices(tokens, sampled): "1,204 devices", "≈ 1,204 devices" from a
 // sample.
 export function devices(tokens, sampled) {
-  return `${sampled ? '≈ ' : ''}${num(tokens)} ${tokens === 1 ? 'device' : 'devices'}`;
+  return `${sampled ? '≈ ' : ''}${t('segcount.devices', {count: tokens, n: num(tokens)})}`;
 }
-
-const compact = new Intl.NumberFormat(undefined, {notation: 'compact', maximumFractionDigits: 1});
 
 // shortDevices(tokens, sampled): a chip's count, "1.2K", "≈ 1.2K".
 export function shortDevices(tokens, sampled) {
-  return `${sampled ? '≈ ' : ''}${compact.format(tokens)}`;
+  return `${sampled ? '≈ ' : ''}${compactNum(tokens)}`;
 }

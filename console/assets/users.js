@@ -9,15 +9,16 @@ import {get} from './api.js';
 import {h, table, emptyRow, field, fill, add, isQuiet, showPageError} from './dom.js';
 import {timeEl} from './format.js';
 import {createFieldErrors, inputTarget} from './fielderrors.js';
+import {t} from './i18n.js';
 
 export async function render(ctx) {
   const {root, signal, query} = ctx;
-  add(root, h('h1', {tabindex: '-1'}, 'Look up a user'),
-    h('p', {class: 'hint'}, 'A user\'s recent broadcasts and what became of each of their devices: accepted by FCM, failed (with its code), capped or canceled; opened and clicked when the app reports it. Kept for PUSHFAN_OUTCOME_RETENTION.'));
+  add(root, h('h1', {tabindex: '-1'}, t('app.title.users')),
+    h('p', {class: 'hint'}, t('users.intro'), ' ', h('code', null, 'PUSHFAN_OUTCOME_RETENTION'), t('users.introEnd')));
   const input = h('input', {id: 'user-id', type: 'text', inputmode: 'numeric', required: true, autocomplete: 'off', spellcheck: 'false', value: query?.get('id') || ''});
   const formError = h('div', {id: 'user-form-error', class: 'alert', role: 'alert', tabindex: '-1', hidden: true});
-  const submit = h('button', {type: 'submit', id: 'user-lookup', class: 'btn btn-primary'}, 'Look up');
-  const form = h('form', {id: 'user-form', novalidate: true}, field('User id', input, 'The id of the user in your users table.'), formError, h('div', {class: 'actions'}, submit));
+  const submit = h('button', {type: 'submit', id: 'user-lookup', class: 'btn btn-primary'}, t('users.lookup'));
+  const form = h('form', {id: 'user-form', novalidate: true}, field(t('users.id'), input, t('users.idHint')), formError, h('div', {class: 'actions'}, submit));
   const results = h('section', {id: 'user-deliveries', class: 'card', 'aria-live': 'polite'});
   add(root, form, results);
   const errors = createFieldErrors(form, formError, (path) => (path === 'id' ? inputTarget(input) : null));
@@ -26,7 +27,7 @@ export async function render(ctx) {
     errors.clearAll();
     const id = input.value.trim();
     if (!/^[1-9]\d*$/.test(id)) {
-      errors.show('id', 'A user id is a positive integer.');
+      errors.show('id', t('users.badId'));
       errors.focusFirst();
       return;
     }
@@ -53,10 +54,11 @@ export async function render(ctx) {
   function show(page, more) {
     if (!more) rows = [];
     rows = rows.concat(page.deliveries || []);
-    const body = rows.length ? rows.flatMap(deliveryRows) : [emptyRow(6, 'No broadcast with an outcome kept for this user.')];
-    const next = page.next_after ? h('button', {type: 'button', id: 'user-more', class: 'btn', on: {click: () => lookup(page.next_after)}}, 'More') : null;
-    fill(results, h('h2', null, `User ${page.user_id}`),
-      table({id: 'user-deliveries-table'}, ['Broadcast', 'When', 'Device', 'Outcome', 'Opened', 'Clicked'], body), next);
+    const body = rows.length ? rows.flatMap(deliveryRows) : [emptyRow(6, t('users.none'))];
+    const next = page.next_after ? h('button', {type: 'button', id: 'user-more', class: 'btn', on: {click: () => lookup(page.next_after)}}, t('users.more')) : null;
+    fill(results, h('h2', null, t('users.heading', {id: String(page.user_id)})),
+      table({id: 'user-deliveries-table'}, [t('users.col.broadcast'), t('users.col.when'), t('users.col.device'), t('users.col.outcome'),
+        t('users.col.opened'), t('users.col.clicked')], body), next);
   }
 
   form.addEventListener('submit', (ev) => {
@@ -69,12 +71,18 @@ export async function render(ctx) {
 // deliveryRows is one broadcast's rows: one per device.
 function deliveryRows(d) {
   return d.devices.map((dv, i) => h('tr', {'data-broadcast': d.broadcast_id, 'data-token': dv.token_id},
-    i === 0 ? h('td', {rowspan: d.devices.length}, h('a', {href: `#/broadcasts/${d.broadcast_id}`}, `#${d.broadcast_id} ${d.title || ''}`),
+    i === 0 ? h('td', {rowspan: d.devices.length}, h('a', {href: `#/broadcasts/${d.broadcast_id}`, 'data-raw': ''}, `#${d.broadcast_id} ${d.title || ''}`),
       d.category ? h('span', {class: 'hint'}, ' ' + d.category) : null) : null,
     i === 0 ? h('td', {rowspan: d.devices.length}, timeEl(d.at)) : null,
-    h('td', null, `${dv.platform || 'device'} #${dv.token_id}`),
-    h('td', {class: ['outcome', 'outcome-' + dv.outcome]}, dv.outcome + (dv.code ? ` (${dv.code})` : ''),
-      dv.resend_id ? h('span', {class: 'hint'}, ` by resend #${dv.resend_id}`) : null),
+    h('td', null, t('users.device', {platform: dv.platform || t('users.aDevice'), id: String(dv.token_id)})),
+    h('td', {class: ['outcome', 'outcome-' + dv.outcome], 'data-outcome': dv.outcome}, outcomeName(dv.outcome), dv.code ? [' (', h('code', null, dv.code), ')'] : '',
+      dv.resend_id ? h('span', {class: 'hint'}, ' ', t('users.byResend', {id: String(dv.resend_id)})) : null),
     h('td', null, dv.opened_at ? timeEl(dv.opened_at) : '–'),
     h('td', null, dv.clicked_at ? timeEl(dv.clicked_at) : '–')));
+}
+
+// An outcome in words (accepted, failed, capped, ...); another as the
+// server wrote it.
+function outcomeName(outcome) {
+  return ['accepted', 'failed', 'capped', 'canceled', 'deferred', 'stale', 'excluded'].includes(outcome) ? t(`users.outcome.${outcome}`) : outcome;
 }

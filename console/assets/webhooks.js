@@ -11,6 +11,7 @@
 import {get, post, qs, may} from './api.js';
 import {h, table, emptyRow, showPageError, clearPageError, isQuiet, fill, add} from './dom.js';
 import {num, timeEl} from './format.js';
+import {t} from './i18n.js';
 
 const REFRESH_MS = 3000;
 const PAGE = 50;
@@ -19,25 +20,25 @@ export async function render(ctx) {
   const {root, signal} = ctx;
   const sender = may('admin'); // redeliver and enable are an admin's
   const selected = ctx.params[0] || '';
-  add(root, h('h1', {tabindex: '-1'}, selected ? `Webhook ${selected}` : 'Webhooks'));
+  add(root, h('h1', {tabindex: '-1'}, selected ? t('webhooks.heading', {name: selected}) : t('nav.webhooks')));
 
   const endpoints = h('div');
   const deliveries = h('div');
   const pager = {cursor: '', next: null};
   const older = h('button', {type: 'button', id: 'deliveries-older', class: 'btn', disabled: true,
-    on: {click: () => { pager.cursor = pager.next; refresh(); }}}, 'Older');
+    on: {click: () => { pager.cursor = pager.next; refresh(); }}}, t('common.older'));
   const newest = h('button', {type: 'button', id: 'deliveries-newest', class: 'btn', disabled: true,
-    on: {click: () => { pager.cursor = ''; refresh(); }}}, 'Newest');
+    on: {click: () => { pager.cursor = ''; refresh(); }}}, t('common.newest'));
   const actionError = h('p', {id: 'webhook-action-error', class: 'alert', role: 'alert', hidden: true});
 
   add(root, actionError,
     h('section', {class: 'card', 'aria-labelledby': 'endpoints-h'},
-      h('h2', {id: 'endpoints-h'}, 'Endpoints'),
-      h('p', {class: 'hint'}, 'Configured in the YAML config (webhooks:). Events are signed as Standard Webhooks and delivered at least once; receivers dedupe on webhook-id.'),
+      h('h2', {id: 'endpoints-h'}, t('webhooks.endpoints')),
+      h('p', {class: 'hint'}, t('webhooks.hint')),
       endpoints));
   if (selected) {
     add(root, h('section', {class: 'card', 'aria-labelledby': 'deliveries-h'},
-      h('h2', {id: 'deliveries-h'}, 'Deliveries'), deliveries, h('div', {class: 'pager'}, newest, older)));
+      h('h2', {id: 'deliveries-h'}, t('webhooks.deliveries')), deliveries, h('div', {class: 'pager'}, newest, older)));
   }
 
   // An action (redeliver, enable) then an immediate refresh; its failure
@@ -65,10 +66,13 @@ export async function render(ctx) {
       h('td', {class: 'num', 'data-value': String(w.consecutive_failures)}, num(w.consecutive_failures)),
       h('td', {class: 'num queued', 'data-value': String(w.queued)}, num(w.queued)),
       sender ? h('td', null, w.disabled_at ? h('button', {type: 'button', class: 'btn btn-small enable',
-        on: {click: (ev) => act(ev.currentTarget, `/push/webhooks/${encodeURIComponent(w.name)}/enable`)}}, 'Enable') : null) : null));
-    const heads = ['Name', 'URL', 'Health', 'Last success', 'Failures', 'Waiting'];
-    fill(endpoints, table({id: 'webhooks-table'}, sender ? [...heads, ''] : heads,
-      rows.length ? rows : emptyRow(heads.length + (sender ? 1 : 0), 'No webhook endpoint is configured.')));
+        on: {click: (ev) => act(ev.currentTarget, `/push/webhooks/${encodeURIComponent(w.name)}/enable`)}}, t('webhooks.enable')) : null) : null));
+    if (!rows.length) {
+      fill(endpoints, emptyState());
+      return;
+    }
+    const heads = [t('webhooks.col.name'), t('webhooks.col.url'), t('webhooks.col.health'), t('webhooks.col.lastSuccess'), t('webhooks.col.failures'), t('webhooks.col.waiting')];
+    fill(endpoints, table({id: 'webhooks-table'}, sender ? [...heads, ''] : heads, rows));
   }
 
   function drawDeliveries(page) {
@@ -108,32 +112,61 @@ export async function render(ctx) {
   await refresh();
 }
 
+// No endpoint yet: what webhooks are for, and the next step (they are
+// added in the config file, so the step is the lines to add there).
+const EXAMPLE = `webhooks:
+  - name: app
+    url: https://app.example.com/hooks/pushfan
+    secret: whsec_...   # a base64 key after whsec_
+    events: [broadcast.finished, tokens.invalidated]`;
+
+function emptyState() {
+  const copied = h('span', {class: 'hint', 'aria-live': 'polite'});
+  const example = h('pre', {id: 'webhooks-example', class: 'example'}, h('code', null, EXAMPLE));
+  return h('div', {id: 'webhooks-empty', class: 'empty-state'},
+    h('p', null, h('strong', null, t('webhooks.empty.title'))),
+    h('p', null, t('webhooks.empty.what')),
+    h('p', null, t('webhooks.empty.how')),
+    example,
+    h('p', {class: 'actions'},
+      h('button', {type: 'button', id: 'webhooks-add-first', class: 'btn btn-primary', on: {click: async () => {
+        try {
+          await navigator.clipboard.writeText(EXAMPLE);
+          copied.textContent = t('webhooks.empty.copied');
+        } catch {
+          copied.textContent = t('webhooks.empty.copyByHand');
+        }
+      }}}, t('webhooks.empty.add')), ' ', copied),
+    h('p', {class: 'hint'}, t('webhooks.empty.restart')));
+}
+
 function health(w) {
   if (w.disabled_at) {
-    return h('span', {class: 'health', 'data-health': 'disabled'}, h('span', {class: 'badge badge-failed'}, 'disabled'), ' ',
-      h('span', {class: 'muted'}, 'since ', timeEl(w.disabled_at), w.disabled_reason ? ': ' + w.disabled_reason : ''));
+    return h('span', {class: 'health', 'data-health': 'disabled'}, h('span', {class: 'badge badge-failed'}, t('webhooks.health.disabled')), ' ',
+      h('span', {class: 'muted'}, t('webhooks.since'), ' ', timeEl(w.disabled_at), w.disabled_reason ? [': ', h('span', {'data-raw': ''}, w.disabled_reason)] : ''));
   }
-  if (w.consecutive_failures > 0) return h('span', {class: 'health', 'data-health': 'failing'}, h('span', {class: 'badge badge-held'}, 'failing'));
-  return h('span', {class: 'health', 'data-health': 'healthy'}, h('span', {class: 'badge badge-completed'}, 'healthy'));
+  if (w.consecutive_failures > 0) return h('span', {class: 'health', 'data-health': 'failing'}, h('span', {class: 'badge badge-held'}, t('webhooks.health.failing')));
+  return h('span', {class: 'health', 'data-health': 'healthy'}, h('span', {class: 'badge badge-completed'}, t('webhooks.health.healthy')));
 }
 
 // deliveriesTable is one endpoint's deliveries (this page), or one
 // broadcast's to every endpoint (the watch page: rows carry endpoint).
 // redeliver(d) returns the button's click handler, or is null for a viewer.
 export function deliveriesTable(id, list, redeliver, withEndpoint) {
-  const heads = [...(withEndpoint ? ['Endpoint'] : []), 'Event', 'webhook-id', 'Broadcast', 'Status', 'Attempts', 'Last answer', 'Next try / delivered'];
+  const heads = [...(withEndpoint ? [t('webhooks.col.endpoint')] : []), t('webhooks.col.event'), 'webhook-id', t('webhooks.col.broadcast'),
+    t('webhooks.col.status'), t('webhooks.col.attempts'), t('webhooks.col.lastAnswer'), t('webhooks.col.next')];
   const rows = list.map((d) => h('tr', {'data-delivery': d.id, 'data-type': d.type, 'data-status': d.status},
     withEndpoint ? h('td', null, h('a', {href: '#/webhooks/' + encodeURIComponent(d.endpoint)}, d.endpoint)) : null,
     h('td', null, h('code', null, d.type)),
     h('td', null, h('code', {class: 'webhook-id'}, d.webhook_id)),
     h('td', null, d.broadcast_id ? h('a', {href: `#/broadcasts/${d.broadcast_id}`}, `#${d.broadcast_id}`) : '—'),
-    h('td', null, h('span', {class: ['badge', 'badge-' + STATUS_BADGE[d.status]]}, d.status)),
+    h('td', null, h('span', {class: ['badge', 'badge-' + STATUS_BADGE[d.status]]}, STATUS_BADGE[d.status] ? t(`webhooks.status.${d.status}`) : d.status)),
     h('td', {class: 'num attempts'}, num(d.attempts)),
     h('td', {class: 'last-answer'}, lastAnswer(d)),
     h('td', null, timeEl(d.status === 'pending' ? d.next_attempt_at : d.delivered_at)),
-    redeliver ? h('td', null, h('button', {type: 'button', class: 'btn btn-small redeliver', on: {click: redeliver(d)}}, 'Redeliver')) : null));
+    redeliver ? h('td', null, h('button', {type: 'button', class: 'btn btn-small redeliver', on: {click: redeliver(d)}}, t('webhooks.redeliver'))) : null));
   const cols = heads.length + (redeliver ? 1 : 0);
-  return table({id}, redeliver ? [...heads, ''] : heads, rows.length ? rows : emptyRow(cols, 'No deliveries.'));
+  return table({id}, redeliver ? [...heads, ''] : heads, rows.length ? rows : emptyRow(cols, t('webhooks.noDeliveries')));
 }
 
 // The badge colour of a delivery's status.
@@ -141,7 +174,7 @@ const STATUS_BADGE = {pending: 'queued', delivered: 'completed', gone: 'canceled
 
 function lastAnswer(d) {
   if (d.last_status == null && !d.last_error) return h('span', {class: 'muted'}, '—');
-  return [d.last_status != null ? h('code', null, String(d.last_status)) : null, d.last_error ? ' ' + d.last_error : ''];
+  return [d.last_status != null ? h('code', null, String(d.last_status)) : null, d.last_error ? [' ', h('span', {'data-raw': ''}, d.last_error)] : ''];
 }
 
 // broadcastDeliveries is the watch page's card: this broadcast's events
@@ -154,7 +187,7 @@ export function broadcastDeliveries(ctx, id) {
   const body = h('div');
   const err = h('p', {class: 'error-text', role: 'alert', hidden: true});
   const card = h('section', {class: 'card', id: 'broadcast-webhooks', 'aria-labelledby': 'webhooks-h', hidden: true},
-    h('h2', {id: 'webhooks-h'}, 'Webhook deliveries'), body, err);
+    h('h2', {id: 'webhooks-h'}, t('webhooks.broadcastDeliveries')), body, err);
   let timer = 0;
   ctx.cleanup(() => clearTimeout(timer));
   const load = async () => {
@@ -178,14 +211,14 @@ export function broadcastDeliveries(ctx, id) {
           await load();
         } catch (e) {
           if (isQuiet(e)) return;
-          err.textContent = 'Redelivery failed: ' + e.message;
+          err.textContent = t('webhooks.redeliverFailed', {message: e.message});
           err.hidden = false;
           btn.disabled = false;
         }
       } : null, true));
     } catch (e) {
       if (signal.aborted || e.status === 401) return;
-      err.textContent = 'Webhook deliveries could not be read: ' + e.message;
+      err.textContent = t('webhooks.readFailed', {message: e.message});
       err.hidden = false;
     }
     timer = setTimeout(load, REFRESH_MS);
