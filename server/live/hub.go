@@ -149,10 +149,21 @@ func (h *Hub) poll(id uint64) {
 	defer h.wg.Done()
 	tick := time.NewTicker(h.every)
 	defer tick.Stop()
-	series := h.backfill(id)
+	var series []ratePoint
+	started := false
 	prevDone, prevAt := int64(-1), time.Time{}
 	for {
 		b, err := h.peek(h.ctx, id)
+		if err == nil && !started {
+			// A final broadcast gets its whole run (a page reopened after
+			// the end still draws it); a running one its last two minutes.
+			started = true
+			if b.Status.Final() {
+				series = h.wholeRun(id, b)
+			} else {
+				series = h.backfill(id)
+			}
+		}
 		switch {
 		case h.ctx.Err() != nil:
 			h.end(id)
@@ -265,6 +276,70 @@ func (h *Hub) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("watch streams: %w", ctx.Err())
 	}
+}
+
+// wholeRunPoints bounds a finished broadcast's series: a longer run is
+// drawn in wider steps, each the average of the buckets it covers.
+const wholeRunPoints = 240
+
+// wholeRun is a final broadcast's stored send rate from its start to its
+// end, a point per bucket (zero where nothing was sent), merged into
+// wider steps when there are more than wholeRunPoints. A run shorter than
+// two buckets has none: the page then shows the average from the counts
+// and the duration.
+func (h *Hub) wholeRun(id uint64, b *model.Broadcast) []ratePoint {
+	if h.History == nil || b.StartedAt == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+	defer cancel()
+	points, width, err := h.History(ctx, id, b.StartedAt.Add(-historyMargin))
+	if err != nil {
+		h.log.Warn("watch: reading the stored send rate failed; the chart shows the average only", "broadcast_id", id, "err", err)
+		return nil
+	}
+	if b.FinishedAt != nil && b.FinishedAt.Sub(*b.StartedAt) < 2*width {
+		// Shorter than two buckets: a bucket's rate would spread a burst
+		// over seconds that had none; the average says it truly.
+		return nil
+	}
+	return spread(points, width, b.StartedAt.Truncate(width), b.FinishedAt)
+}
+
+// historyMargin reaches back before the start for the bucket the start
+// falls in (buckets are a few seconds wide).
+const historyMargin = time.Minute
+
+// spread turns stored buckets from first (a bucket start) to end into
+// rate points, a missing bucket as zero, at most wholeRunPoints of them.
+func spread(points []model.SeriesPoint, width time.Duration, first time.Time, end *time.Time) []ratePoint {
+	if width <= 0 || len(points) == 0 {
+		return nil
+	}
+	last := points[len(points)-1].At
+	if end != nil && end.Truncate(width).After(last) {
+		last = end.Truncate(width)
+	}
+	if points[0].At.Before(first) {
+		first = points[0].At
+	}
+	n := int(last.Sub(first)/width) + 1
+	step := (n + wholeRunPoints - 1) / wholeRunPoints // buckets a point
+	sums := make([]int64, (n+step-1)/step)
+	for _, p := range points {
+		if i := int(p.At.Sub(first) / width); i >= 0 && i < n {
+			sums[i/step] += p.N
+		}
+	}
+	out := make([]ratePoint, len(sums))
+	for i, sum := range sums {
+		buckets := min(step, n-i*step)
+		out[i] = ratePoint{
+			At:        first.Add(time.Duration(i*step+buckets) * width).UTC(),
+			PerSecond: float64(sum) / (time.Duration(buckets) * width).Seconds(),
+		}
+	}
+	return out
 }
 
 // backfill is the series a new poller starts from: the stored outcomes of
