@@ -149,21 +149,10 @@ func (h *Hub) poll(id uint64) {
 	defer h.wg.Done()
 	tick := time.NewTicker(h.every)
 	defer tick.Stop()
-	var series []ratePoint
-	started := false
+	series := h.backfill(id)
 	prevDone, prevAt := int64(-1), time.Time{}
 	for {
 		b, err := h.peek(h.ctx, id)
-		if err == nil && !started {
-			// A final broadcast gets its whole run (a page reopened after
-			// the end still draws it); a running one its last two minutes.
-			started = true
-			if b.Status.Final() {
-				series = h.wholeRun(id, b)
-			} else {
-				series = h.backfill(id)
-			}
-		}
 		switch {
 		case h.ctx.Err() != nil:
 			h.end(id)
