@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // The broadcast page's cards agree and its rate is never missing, and the
@@ -92,6 +94,61 @@ func TestConsoleWatchCardsAgreeAndRatesShow(t *testing.T) {
 	e.watching(paced.ID)
 	e.waitFor("the reopened paced broadcast's chart", 20*time.Second, `document.querySelectorAll('#rate-chart path.line').length === 1`)
 
+	// Its failures: explained, exported, and one user's devices looked
+	// up (user 40's token is one of the dead ones; user 20's died in the
+	// short broadcast, before this one).
+	e.waitFor("the failures explained and their export", 10*time.Second, `(() => {
+		const rows = [...document.querySelectorAll('#failures tbody tr[data-token]')];
+		const csv = document.querySelector('#btn-failures-csv');
+		return rows.length > 0 && rows.every((r) => r.dataset.code === 'UNREGISTERED' && r.querySelector('.code-words').textContent.includes('no longer registered'))
+			&& !csv.hidden && csv.getAttribute('href').endsWith('/outcomes?outcome=failed&format=csv');
+	})()`)
+	e.setValue("#failures-user", "40")
+	e.click("#btn-failures-user")
+	e.waitFor("user 40's failed device", 10*time.Second, `(() => {
+		const rows = [...document.querySelectorAll('#failures-user-devices tbody tr')];
+		return rows.length === 1 && rows[0].dataset.outcome === 'failed' && rows[0].textContent.includes('UNREGISTERED');
+	})()`)
+	e.setValue("#failures-user", "20")
+	e.click("#btn-failures-user")
+	e.waitFor("user 20 not in it", 10*time.Second, `!!document.querySelector('#failures-user-none') && !document.querySelector('#failures-user-devices')`)
+	e.setValue("#failures-user", "21")
+	e.click("#btn-failures-user")
+	e.waitFor("user 21's delivered device", 10*time.Second, `(() => {
+		const rows = [...document.querySelectorAll('#failures-user-devices tbody tr')];
+		return rows.length === 1 && rows[0].dataset.outcome === 'accepted';
+	})()`)
+
+	// A test send from a held broadcast: user 1's device with its
+	// platform, and why user 20 got nothing (its token invalidated by
+	// the short broadcast, UNREGISTERED), all inside the card.
+	var held broadcast
+	if code := e.api("POST", "/push/broadcast?wait=0", map[string]any{"title": "Held", "body": "b", "audience": map[string]any{"all": true}, "hold": true}, &held); code != http.StatusAccepted && code != http.StatusOK {
+		t.Fatalf("held: %d", code)
+	}
+	var platform string
+	if err := e.db.Get(&platform, "SELECT platform FROM device_tokens WHERE user_id = 1"); err != nil || platform == "" {
+		t.Fatalf("user 1's token has no platform (%v): the column is untested", err)
+	}
+	e.route(fmt.Sprintf("#/broadcasts/%d", held.ID))
+	e.watching(held.ID)
+	e.setValue("#watch-test-user_ids", "1, 20")
+	e.click("#btn-test")
+	e.waitFor("the test-send result", 20*time.Second, `document.querySelectorAll('#test-results tbody tr[data-outcome="succeeded"]').length === 1`)
+	if got := eval[string](e, "the platform cell", `document.querySelector('#test-results tbody tr td.platform').textContent`); got != platform {
+		t.Errorf("platform shown %q, want %q", got, platform)
+	}
+	skip := eval[string](e, "user 20's reason", `(() => { const li = document.querySelector('#test-skipped li[data-user="20"]');
+		return li ? li.dataset.reason + '|' + !!li.querySelector('time') + '|' + li.textContent : 'absent'; })()`)
+	if !strings.HasPrefix(skip, "no_valid_tokens|true|") || !strings.Contains(skip, "UNREGISTERED") {
+		t.Errorf("user 20's line: %q; want no valid tokens, when the last was invalidated and by UNREGISTERED", skip)
+	}
+	if over := eval[bool](e, "measuring the test report", `(() => { const r = document.querySelector('.test-report'), card = r.closest('.card');
+		return r.getBoundingClientRect().right > card.getBoundingClientRect().right + 0.5; })()`); over {
+		e.shot("overflow")
+		t.Errorf("the test report runs out of its card")
+	}
+
 	// One canceled early: its reach is what it sent of its audience.
 	var canceled broadcast
 	if code := e.api("POST", "/push/broadcast?wait=0", map[string]any{"audience": map[string]any{"all": true}, "title": "Stopped", "max_rate": 20}, &canceled); code != http.StatusAccepted {
@@ -151,6 +208,19 @@ func TestConsoleWatchCardsAgreeAndRatesShow(t *testing.T) {
 		}
 	}
 	e.shot("dashboard")
+
+	// In Korean, the dashboard and a broadcast's page miss no key.
+	eval[bool](e, "choosing Korean", `(localStorage.setItem('pushfan.lang', 'ko'), true)`)
+	e.do("opening the console again", 30*time.Second, chromedp.Navigate(e.url+"/"))
+	e.page("dashboard")
+	e.waitFor("the Korean dashboard", 10*time.Second, `document.querySelector('h1').textContent === '대시보드' && !!document.querySelector('#reach-chart a')`)
+	e.route(fmt.Sprintf("#/broadcasts/%d", paced.ID))
+	e.waitFor("the Korean broadcast page", 20*time.Second, fmt.Sprintf(`document.querySelector('h1')?.textContent === '발송 #%d' && document.querySelectorAll('#rate-chart path.line').length === 1
+		&& document.querySelectorAll('#failures tbody tr[data-token]').length > 0`, paced.ID))
+	if missing := eval[[]string](e, "the missing keys", `window.pushfanMissingKeys`); len(missing) != 0 {
+		t.Errorf("keys missing in Korean: %v", missing)
+	}
+	e.shot("ko")
 }
 
 // watching waits for the watch page of broadcast id (not the one before
