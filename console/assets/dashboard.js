@@ -80,7 +80,7 @@ function errorCodes(errors) {
 
 // The three ratios of a broadcast, each null when there is nothing to
 // divide by yet.
-export function ratios(b) {
+function ratios(b) {
   const done = b.succeeded + b.failed;
   return {
     reach: b.targeted ? b.succeeded / b.targeted : null,
