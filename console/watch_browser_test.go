@@ -135,6 +135,9 @@ func TestConsoleWatchCardsAgreeAndRatesShow(t *testing.T) {
 	e.setValue("#watch-test-user_ids", "1, 20")
 	e.click("#btn-test")
 	e.waitFor("the test-send result", 20*time.Second, `document.querySelectorAll('#test-results tbody tr[data-outcome="succeeded"]').length === 1`)
+	if got := eval[string](e, "the summary", text("#test-summary")); got != "1 user, 1 device: 1 succeeded, 0 failed." {
+		t.Errorf("test-send summary %q, want users and devices counted", got)
+	}
 	if got := eval[string](e, "the platform cell", `document.querySelector('#test-results tbody tr td.platform').textContent`); got != platform {
 		t.Errorf("platform shown %q, want %q", got, platform)
 	}

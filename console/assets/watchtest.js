@@ -32,8 +32,11 @@ export function testReport(report) {
     h('td', {class: 'wrap'}, r.code ? h('span', null, explain(r.code), ' ', h('code', {class: 'muted'}, r.code)) : '—',
       r.invalidated ? h('span', {class: 'muted'}, ' · ', t('watch.test.nowInvalidated')) : null)));
   const missing = report.users_without_tokens || [];
+  const results = report.results || [];
+  const users = new Set(results.map((r) => r.user_id).filter((u) => u != null)).size;
   return h('div', {class: 'test-report'},
-    h('p', null, t('watch.test.summary', {succeeded: report.succeeded ?? 0, failed: report.failed ?? 0})),
+    h('p', {id: 'test-summary'}, t('watch.test.reached', {count: users}), ' ', t('watch.test.devices', {count: results.length}), ' ',
+      t('watch.test.summary', {succeeded: report.succeeded ?? 0, failed: report.failed ?? 0})),
     table({id: 'test-results'}, [t('watch.test.device'), t('watch.test.user'), t('watch.test.platform'), t('watch.test.outcome'), t('watch.test.why')],
       rows.length ? rows : emptyRow(5, t('watch.test.noDevice'))),
     missing.length ? h('ul', {class: 'plain', id: 'test-skipped'}, missing.map((u) =>
