@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"pushfan/broadcast/testsend"
+	"pushfan/server/view"
 
 	"github.com/labstack/echo/v4"
 )
@@ -59,38 +60,13 @@ func (s *Server) testSendBroadcast(c echo.Context) error {
 	})
 }
 
-// testSendView is POST /push/test's answer.
-type testSendView struct {
-	Results            []testResultView  `json:"results"`
-	UsersWithoutTokens []skippedUserView `json:"users_without_tokens"`
-	Succeeded          int               `json:"succeeded"`
-	Failed             int               `json:"failed"`
-}
-
-// testResultView is one token's outcome. The token is shortened: a device
-// token is a credential to a user's device and never appears whole.
-type testResultView struct {
-	Token       string  `json:"token"`
-	TokenID     *uint64 `json:"token_id"`
-	UserID      *uint64 `json:"user_id"`
-	TokenStatus string  `json:"token_status"`
-	Outcome     string  `json:"outcome"`
-	Code        *string `json:"code"`
-	Message     *string `json:"message"`
-	MessageID   *string `json:"message_id"`
-	Attempts    int     `json:"attempts"`
-	Invalidated bool    `json:"invalidated"`
-}
-
-type skippedUserView struct {
-	UserID uint64 `json:"user_id"`
-	Reason string `json:"reason"`
-}
-
-func testSendViewOf(rep *testsend.TestReport) testSendView {
-	v := testSendView{Results: make([]testResultView, 0, len(rep.Results)), UsersWithoutTokens: make([]skippedUserView, 0, len(rep.UsersWithoutTokens))}
+func testSendViewOf(rep *testsend.TestReport) view.TestSend {
+	v := view.TestSend{Results: make([]view.TestResult, 0, len(rep.Results)), UsersWithoutTokens: make([]view.SkippedUser, 0, len(rep.UsersWithoutTokens))}
 	for _, r := range rep.Results {
-		rv := testResultView{Token: tokenPrefix(r.Token), TokenStatus: r.State, Outcome: "failed", Attempts: r.Attempts, Invalidated: r.Invalidated}
+		rv := view.TestResult{Token: tokenPrefix(r.Token), TokenStatus: r.State, Outcome: "failed", Attempts: r.Attempts, Invalidated: r.Invalidated}
+		if r.Platform != "" {
+			rv.Platform = &r.Platform
+		}
 		if r.TokenID != 0 {
 			rv.TokenID = &r.TokenID
 		}
@@ -110,7 +86,11 @@ func testSendViewOf(rep *testsend.TestReport) testSendView {
 		v.Results = append(v.Results, rv)
 	}
 	for _, u := range rep.UsersWithoutTokens {
-		v.UsersWithoutTokens = append(v.UsersWithoutTokens, skippedUserView{UserID: u.UserID, Reason: u.Reason})
+		su := view.SkippedUser{UserID: u.UserID, Reason: u.Reason}
+		if !u.InvalidatedAt.IsZero() {
+			su.InvalidatedAt, su.InvalidReason = &u.InvalidatedAt, &u.InvalidReason
+		}
+		v.UsersWithoutTokens = append(v.UsersWithoutTokens, su)
 	}
 	return v
 }

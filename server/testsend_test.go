@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"pushfan/config"
 	"pushfan/internal/testsupport/teststack"
@@ -18,6 +19,7 @@ type testSendAnswer struct {
 		Token       string  `json:"token"`
 		TokenID     *uint64 `json:"token_id"`
 		UserID      *uint64 `json:"user_id"`
+		Platform    *string `json:"platform"`
 		TokenStatus string  `json:"token_status"`
 		Outcome     string  `json:"outcome"`
 		Code        *string `json:"code"`
@@ -27,8 +29,10 @@ type testSendAnswer struct {
 		Invalidated bool    `json:"invalidated"`
 	} `json:"results"`
 	UsersWithoutTokens []struct {
-		UserID uint64 `json:"user_id"`
-		Reason string `json:"reason"`
+		UserID        uint64     `json:"user_id"`
+		Reason        string     `json:"reason"`
+		InvalidatedAt *time.Time `json:"invalidated_at"`
+		InvalidReason *string    `json:"invalid_reason"`
 	} `json:"users_without_tokens"`
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
@@ -152,18 +156,34 @@ func TestTestSendReportsEachToken(t *testing.T) {
 				t.Fatalf("stats changed: %+v, before %+v", after, before)
 			}
 
-			// By user ids: only user 1's live token goes out.
+			// By user ids: only user 1's live token goes out, with its
+			// platform.
+			s.MustExec("UPDATE device_tokens SET platform = 'android' WHERE token = ?", live)
 			got = testSendAnswer{}
 			resp = s.Do("POST", "/push/test", map[string]any{"body": "again", "user_ids": []uint64{1, 2, 5, 6, 99}}, &got)
 			if resp.StatusCode != http.StatusOK || len(got.Results) != 1 || got.Succeeded != 1 {
 				t.Fatalf("by user ids: %d %+v", resp.StatusCode, got)
 			}
-			if r := got.Results[0]; r.UserID == nil || *r.UserID != 1 || r.Outcome != "succeeded" || r.Token != live[:12]+"…" {
-				t.Fatalf("by user ids: result %+v, want user 1's live token", r)
+			if r := got.Results[0]; r.UserID == nil || *r.UserID != 1 || r.Outcome != "succeeded" || r.Token != live[:12]+"…" || r.Platform == nil || *r.Platform != "android" {
+				t.Fatalf("by user ids: result %+v, want user 1's live token, android", r)
 			}
+			// User 2's only token was invalidated above (UNREGISTERED):
+			// the answer says when and by which code; user 6 never had
+			// one, and the others are not about tokens.
 			skipped := map[uint64]string{}
 			for _, u := range got.UsersWithoutTokens {
 				skipped[u.UserID] = u.Reason
+				if u.UserID == 2 {
+					var at time.Time
+					if err := s.SQL.Get(&at, "SELECT invalidated_at FROM device_tokens WHERE token = ?", dead); err != nil {
+						t.Fatal(err)
+					}
+					if u.InvalidatedAt == nil || !u.InvalidatedAt.Equal(at.UTC()) || u.InvalidReason == nil || *u.InvalidReason != "UNREGISTERED" {
+						t.Fatalf("user 2: invalidated at %v by %v; want %v by UNREGISTERED", u.InvalidatedAt, u.InvalidReason, at)
+					}
+				} else if u.InvalidatedAt != nil || u.InvalidReason != nil {
+					t.Fatalf("user %d (%s): invalidated at %v by %v; want neither", u.UserID, u.Reason, u.InvalidatedAt, u.InvalidReason)
+				}
 			}
 			wantSkipped := map[uint64]string{2: "no_valid_tokens", 5: "push_disabled", 6: "no_valid_tokens", 99: "unknown_user"}
 			if !reflect.DeepEqual(skipped, wantSkipped) {

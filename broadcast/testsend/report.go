@@ -3,6 +3,7 @@ package testsend
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"pushfan/repository"
 )
@@ -29,6 +30,8 @@ type TestResult struct {
 	TokenID uint64 // 0 when unknown
 	UserID  uint64 // 0 when unknown
 	State   string // TokenValid, TokenInvalidated, TokenStale, TokenUnknown
+	// Platform is the token's (android, ios, web); "" when not known.
+	Platform string
 	// Succeeded, or Code and Message say why not.
 	Succeeded bool
 	Code      string
@@ -43,6 +46,11 @@ type TestResult struct {
 type SkippedUser struct {
 	UserID uint64
 	Reason string // SkipUnknownUser, SkipPushDisabled, SkipNoValidTokens
+	// With SkipNoValidTokens, when every token of the user is
+	// invalidated: when the last one was, and by which code (zero when
+	// not known, e.g. a stale token or a mapped table).
+	InvalidatedAt time.Time
+	InvalidReason string
 }
 
 // TestReport is a test send's answer.
@@ -69,13 +77,13 @@ func (ts *Tester) resolveUsers(ctx context.Context, store *repository.Store, ids
 		case !u.PushEnabled:
 			skipped = append(skipped, SkippedUser{UserID: u.UserID, Reason: SkipPushDisabled})
 		case len(u.Tokens) == 0:
-			skipped = append(skipped, SkippedUser{UserID: u.UserID, Reason: SkipNoValidTokens})
+			skipped = append(skipped, SkippedUser{UserID: u.UserID, Reason: SkipNoValidTokens, InvalidatedAt: u.InvalidatedAt, InvalidReason: u.InvalidReason})
 		}
 		if !u.Exists || !u.PushEnabled {
 			continue
 		}
 		for _, t := range u.Tokens {
-			results = append(results, TestResult{Token: t.Token, TokenID: t.TokenID, UserID: u.UserID, State: TokenValid})
+			results = append(results, TestResult{Token: t.Token, TokenID: t.TokenID, UserID: u.UserID, State: TokenValid, Platform: u.Platforms[t.TokenID]})
 		}
 	}
 	if len(results) > MaxTestTokens {
@@ -97,7 +105,7 @@ func (ts *Tester) resolveTokens(ctx context.Context, store *repository.Store, to
 	for i, t := range tokens {
 		results[i] = TestResult{Token: t, State: TokenUnknown}
 		if k, ok := known[t]; ok {
-			results[i].TokenID, results[i].UserID, results[i].State = k.TokenID, k.UserID, TokenValid
+			results[i].TokenID, results[i].UserID, results[i].State, results[i].Platform = k.TokenID, k.UserID, TokenValid, k.Platform
 			switch {
 			case k.Invalidated:
 				results[i].State = TokenInvalidated

@@ -1,16 +1,22 @@
-// Dashboard: the all-time totals from /push/stats, and the success and open
-// rates of the last 20 real (not dry-run) broadcasts; of the chosen app
-// when there are several.
+// Dashboard: the all-time totals from /push/stats, and three charts of the
+// last 20 real (not dry-run) broadcasts, of the chosen app when there are
+// several: reach (succeeded ÷ targeted: how much of the audience got it,
+// so a broadcast canceled early is a short bar), success rate (succeeded
+// ÷ attempted: of what was sent, how much FCM accepted) and open rate
+// (opened ÷ succeeded). Each bar names its broadcast and its values in a
+// tooltip; its colour says how good the value is, a zero is grey.
 
 import {get, qs} from './api.js';
 import * as apps from './apps.js';
 import {h, s, table, emptyRow, showPageError, isQuiet, add} from './dom.js';
 import {num, percent} from './format.js';
 import {barChart} from './chart.js';
+import {explain} from './watchfailures.js';
+import {t} from './i18n.js';
 
 export async function render(ctx) {
   const {root, signal} = ctx;
-  add(root, h('h1', {tabindex: '-1'}, 'Dashboard'));
+  add(root, h('h1', {tabindex: '-1'}, t('dashboard.heading')));
 
   // Both at once; each part shows what it got, a failure only its own box.
   const [stats, page] = await Promise.allSettled([
@@ -26,78 +32,113 @@ export async function render(ctx) {
   else if (!isQuiet(stats.reason)) showPageError(root, stats.reason);
 
   if (page.status === 'fulfilled') {
-    const chart = rateChart(page.value.broadcasts || []);
-    const opens = openRateChart(page.value.broadcasts || []);
-    add(grid, chart.el, opens.el);
-    chart.draw(); // once in the page, so the chart can measure its width
-    opens.draw();
+    // Newest first from the API; the charts read left (older) to right.
+    const recent = (page.value.broadcasts || []).filter((b) => !b.dry_run).slice(0, 20).reverse();
+    if (!recent.length) {
+      add(grid, h('section', {id: 'charts-empty', class: 'card span-all'},
+        h('h2', null, t('dashboard.charts.emptyHeading')),
+        h('p', {class: 'muted'}, t('dashboard.charts.empty')),
+        h('a', {class: 'btn btn-primary', href: '#/compose'}, t('dashboard.charts.compose'))));
+    } else {
+      const charts = [reachChart(recent), rateChart(recent), openRateChart(recent)];
+      add(grid, ...charts.map((c) => c.el));
+      charts.forEach((c) => c.draw()); // once in the page, so a chart can measure its width
+    }
   }
   else if (!isQuiet(page.reason) && stats.status === 'fulfilled') showPageError(root, page.reason);
 }
 
 function statsCards(st) {
-  const card = (id, label, value, extra) => h('div', {class: ['stat', 'stat-' + id]},
-    h('span', {class: 'stat-label'}, label),
+  const card = (id, value, extra) => h('div', {class: ['stat', 'stat-' + id]},
+    h('span', {class: 'stat-label'}, t(`dashboard.stat.${id}`)),
     h('strong', {class: 'stat-value', id: 'stat-' + id, 'data-value': value ?? 0}, num(value ?? 0)),
     extra ? h('span', {class: 'stat-extra'}, extra) : null);
   return h('section', {class: 'card span-all', 'aria-labelledby': 'totals-h'},
-    h('h2', {id: 'totals-h'}, 'Totals'),
+    h('h2', {id: 'totals-h'}, t('dashboard.totals')),
+    h('p', {class: 'hint'}, t('dashboard.totalsHint')),
     h('div', {class: 'stats'},
-      card('broadcasts', 'Broadcasts', st.broadcasts, `${num(st.dry_runs ?? 0)} dry runs`),
-      card('targeted', 'Targeted', st.targeted),
-      card('succeeded', 'Succeeded', st.succeeded),
-      card('failed', 'Failed', st.failed),
-      card('canceled', 'Canceled', st.canceled),
-      card('capped', 'Capped', st.capped),
-      card('invalidated', 'Invalidated tokens', st.invalidated_tokens),
-      card('opened', 'Opened', st.opened, `${num(st.clicked ?? 0)} clicked`)));
+      card('broadcasts', st.broadcasts, t('dashboard.dryRuns', {count: st.dry_runs ?? 0})),
+      card('targeted', st.targeted),
+      card('succeeded', st.succeeded),
+      card('failed', st.failed),
+      card('canceled', st.canceled),
+      card('capped', st.capped),
+      card('invalidated', st.invalidated_tokens),
+      card('opened', st.opened, t('dashboard.clicked', {count: st.clicked ?? 0}))));
 }
 
 function errorCodes(errors) {
   const rows = Object.entries(errors || {}).sort((a, b) => b[1] - a[1])
-    .map(([code, n]) => h('tr', {'data-code': code}, h('td', null, h('code', null, code)), h('td', {class: 'num'}, num(n))));
+    .map(([code, n]) => h('tr', {'data-code': code},
+      h('td', {class: 'wrap'}, h('span', {class: 'code-words'}, explain(code)), ' ', h('code', {class: 'muted'}, code)),
+      h('td', {class: 'num'}, num(n))));
   return h('section', {class: 'card', 'aria-labelledby': 'codes-h'},
-    h('h2', {id: 'codes-h'}, 'Error codes'),
-    table({id: 'stats-errors'}, ['Code', 'Targets'], rows.length ? rows : emptyRow(2, 'No errors so far.')));
+    h('h2', {id: 'codes-h'}, t('dashboard.codes.heading')),
+    table({id: 'stats-errors'}, [t('dashboard.codes.what'), t('dashboard.codes.devices')],
+      rows.length ? rows : emptyRow(2, t('dashboard.codes.none'))));
 }
 
-// rateChart: succeeded ÷ (succeeded + failed) of the last 20 real
-// broadcasts.
-function rateChart(broadcasts) {
-  return recentChart(broadcasts, {
-    id: 'success-chart', head: 'rate-h', title: 'Success rate, last 20 broadcasts', aria: 'Success rate of the last broadcasts',
-    hint: 'Succeeded ÷ (succeeded + failed), dry runs left out; oldest on the left. Each bar opens its broadcast.',
-    rate: (b) => {
-      const done = b.succeeded + b.failed;
-      return done ? [b.succeeded / done, `of ${num(done)} succeeded`] : [null, `no outcomes yet (${b.status})`];
-    },
-  });
+// The three ratios of a broadcast, each null when there is nothing to
+// divide by yet.
+function ratios(b) {
+  const done = b.succeeded + b.failed;
+  return {
+    reach: b.targeted ? b.succeeded / b.targeted : null,
+    success: done ? b.succeeded / done : null,
+    open: b.succeeded ? (b.engagement?.opened ?? 0) / b.succeeded : null,
+  };
 }
 
-// openRateChart: opened ÷ succeeded of the last 20 real broadcasts, as the
-// apps reported them (POST /v1/events).
-function openRateChart(broadcasts) {
-  return recentChart(broadcasts, {
-    id: 'open-rate-chart', head: 'open-rate-h', title: 'Open rate, last 20 broadcasts', aria: 'Open rate of the last broadcasts',
-    hint: 'Opened ÷ succeeded, as the apps reported (POST /v1/events); oldest on the left. Each bar opens its broadcast.',
-    rate: (b) => (b.succeeded ? [(b.engagement?.opened ?? 0) / b.succeeded, `of ${num(b.succeeded)} opened`] : [null, `nothing accepted yet (${b.status})`]),
-  });
+// A ratio's colour by what it means: most is good, half is fair, less
+// is poor, nothing is grey (never green).
+function tone(v) {
+  if (v == null || v === 0) return 'zero';
+  if (v >= 0.9) return 'good';
+  if (v >= 0.5) return 'fair';
+  return 'poor';
 }
 
-// recentChart is a card with a bar a broadcast (the last 20 real ones,
-// oldest on the left), each bar's value and words from o.rate.
-function recentChart(broadcasts, o) {
-  // Newest first from the API; the chart reads left (older) to right.
-  const recent = broadcasts.filter((b) => !b.dry_run).slice(0, 20).reverse();
+// label is a bar's tooltip: the broadcast and its values.
+function label(b) {
+  const r = ratios(b);
+  const part = (v, key, n, of) => (v == null ? t(`dashboard.bar.${key}None`) : t(`dashboard.bar.${key}`, {rate: percent(v), n, of}));
+  const title = b.message?.title ? ` “${b.message.title}”` : '';
+  return [
+    t('dashboard.bar.broadcast', {id: b.id, title, status: t(`watch.status.${b.status}`)}),
+    part(r.reach, 'reach', b.succeeded, b.targeted ?? 0),
+    part(r.success, 'success', b.succeeded, b.succeeded + b.failed),
+    part(r.open, 'open', b.engagement?.opened ?? 0, b.succeeded),
+  ].join(' · ');
+}
+
+function reachChart(recent) {
+  return recentChart(recent, {id: 'reach-chart', key: 'reach', value: (b) => ratios(b).reach, tone});
+}
+
+function rateChart(recent) {
+  return recentChart(recent, {id: 'success-chart', key: 'success', value: (b) => ratios(b).success, tone});
+}
+
+// An open rate has no "good" line: any opens are blue, none grey.
+function openRateChart(recent) {
+  return recentChart(recent, {id: 'open-rate-chart', key: 'open', value: (b) => ratios(b).open, tone: (v) => (v ? 'info' : 'zero')});
+}
+
+// recentChart is a card with a bar a broadcast, its value over it, its
+// id under it, and the legend of its colours.
+function recentChart(recent, o) {
   const bars = recent.map((b) => {
-    const [value, words] = o.rate(b);
-    const title = b.message?.title ? ` “${b.message.title}”` : '';
-    return {id: b.id, href: `#/broadcasts/${b.id}`, value,
-      label: `Broadcast ${b.id}${title}: ` + (value == null ? words : `${percent(value)} ${words}`)};
+    const value = o.value(b);
+    return {id: b.id, href: `#/broadcasts/${b.id}`, value, tone: o.tone(value), axis: `#${b.id}`, label: label(b)};
   });
-  const svg = s('svg', {id: o.id, class: 'chart', role: 'group', 'aria-label': o.aria});
-  const body = bars.length ? svg : h('p', {class: 'muted'}, 'No broadcasts yet.');
-  const el = h('section', {class: 'card', 'aria-labelledby': o.head},
-    h('h2', {id: o.head}, o.title), h('p', {class: 'hint'}, o.hint), body);
-  return {el, draw: () => bars.length && barChart(svg, bars)};
+  const head = `${o.id}-h`;
+  const svg = s('svg', {id: o.id, class: 'chart', role: 'group', 'aria-labelledby': head});
+  const legend = o.key === 'open' ? null : h('ul', {class: 'chart-legend'},
+    ['good', 'fair', 'poor', 'zero'].map((k) => h('li', null,
+      h('span', {class: ['swatch', 'swatch-' + k], 'aria-hidden': 'true'}), ' ', t(`dashboard.legend.${k}`))));
+  const el = h('section', {class: 'card', 'aria-labelledby': head},
+    h('h2', {id: head}, t(`dashboard.chart.${o.key}.title`)),
+    h('p', {class: 'hint'}, t(`dashboard.chart.${o.key}.hint`)),
+    svg, legend);
+  return {el, draw: () => barChart(svg, bars)};
 }

@@ -1,24 +1,29 @@
 // Watch one broadcast live (#/broadcasts/ID).
 //
 // The live state comes from the server's event stream (one `state` event
-// a second with the broadcast and the last ~120 one-second samples); if
-// the stream fails the page polls every 2 s instead. The failures table
-// reloads when `failed` changes, at most every 3 s. Actions are rendered
-// only for senders and only while the status allows them. With several
-// apps, the page names the broadcast's app. A broadcast in a message
-// category shows it, the category's rules as it ran under them (its proof
-// of consent, unchanged by a later edit of the configuration), and the
-// devices its consent left out or its night window deferred.
+// a second with the broadcast and its send-rate series: the last two
+// minutes while it runs, its whole run once it is final); if the stream
+// fails the page polls every 2 s instead. Every card that shows a count
+// (Progress, Engagement) is fed from that one source, in the same update,
+// so they never disagree. The failures table reloads when `failed`
+// changes, at most every 3 s. Actions are rendered only for senders and
+// only while the status allows them. With several apps, the page names
+// the broadcast's app. A broadcast in a message category shows it, the
+// category's rules as it ran under them (its proof of consent, unchanged
+// by a later edit of the configuration), and the devices its consent left
+// out or its night window deferred.
 
-import {get, post, qs, may} from './api.js';
-import {h, s, badge, table, emptyRow, showPageError, clearPageError, isQuiet, confirmDialog, defList, fill, add} from './dom.js';
-import {num, timeEl, duration, perSecond, isFinal} from './format.js';
+import {get, post, may} from './api.js';
+import {h, s, badge, showPageError, clearPageError, isQuiet, confirmDialog, fill, add} from './dom.js';
+import {num, duration, perSecond, timeEl, isFinal} from './format.js';
 import {lineChart} from './chart.js';
-import {testReport, windowText} from './compose.js';
 import {headline} from './broadcasts.js';
 import {engagementCard} from './engagement.js';
 import {broadcastDeliveries} from './webhooks.js';
-import {describe} from './segfilter.js';
+import {messageView, detailsView} from './watchdetails.js';
+import {codesCard, failuresCard, explain} from './watchfailures.js';
+import {testForm} from './watchtest.js';
+import {t} from './i18n.js';
 import * as apps from './apps.js';
 
 // What POST .../resend resends by default (the transient codes).
@@ -26,9 +31,7 @@ const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETW
 const CANCELABLE = new Set(['scheduled', 'held', 'planning', 'queued', 'running']);
 // capped: withheld by a frequency cap, an outcome beside the others.
 const SEGMENTS = ['succeeded', 'failed', 'canceled', 'capped', 'waiting'];
-const FAILURES_PAGE = 50;
 const POLL_MS = 2000;
-const FAILURES_MIN_MS = 3000;
 
 export async function render(ctx) {
   const {root, signal} = ctx;
@@ -36,100 +39,71 @@ export async function render(ctx) {
   const sender = may('sender');
   const base = `/push/broadcasts/${id}`;
 
-  add(root, h('h1', {tabindex: '-1'}, `Broadcast #${id}`));
+  add(root, h('h1', {tabindex: '-1'}, t('watch.heading', {id})));
   const first = await get(base, {signal});
   if (signal.aborted) return;
 
-  const st = {b: null, series: [], actionsKey: '', detailsKey: '', codesKey: '', polling: false, lastSample: null};
+  const st = {b: null, series: [], actionsKey: '', detailsKey: '', codesKey: '', polling: false, lastSample: null, failedSeen: first.failed};
 
   // ---- Skeleton -------------------------------------------------------
   const status = badge(first.status, 'watch-status');
-  const dryTag = h('span', {class: 'tag', hidden: true}, 'dry run');
+  const dryTag = h('span', {class: 'tag', hidden: true}, t('watch.dryRunTag'));
   const subtitle = h('p', {class: 'subtitle'});
   const actions = h('div', {class: 'actions', id: 'actions'});
   // Every kept target's outcome as CSV (GET /push/broadcasts/{id}/outcomes),
   // for any role, once the broadcast is final.
-  const download = h('a', {id: 'btn-outcomes', class: 'btn', hidden: true, href: `/push/broadcasts/${id}/outcomes?format=csv`, download: `broadcast-${id}-outcomes.csv`}, 'Download outcomes');
+  const download = h('a', {id: 'btn-outcomes', class: 'btn', hidden: true, href: `${base}/outcomes?format=csv`, download: `broadcast-${id}-outcomes.csv`}, t('watch.downloadOutcomes'));
   const actionError = h('p', {id: 'action-error', class: 'alert', role: 'alert', hidden: true});
 
   const segs = {};
   const counts = {};
   const progress = h('div', {id: 'progress', class: 'progress', role: 'progressbar', 'aria-valuemin': '0'},
     SEGMENTS.map((k) => (segs[k] = h('div', {class: ['seg', 'seg-' + k]}))));
-  const count = (k, label) => h('li', null, h('span', {class: ['swatch', 'swatch-' + k], 'aria-hidden': 'true'}),
-    label, ' ', (counts[k] = h('strong', {id: 'count-' + k, 'data-value': '0'}, '0')));
-  const legend = h('ul', {class: 'legend'},
-    count('targeted', 'Targeted'), count('succeeded', 'Succeeded'), count('failed', 'Failed'),
-    count('canceled', 'Canceled'), count('capped', 'Capped'), count('waiting', 'Waiting'), count('pending', 'Pending'));
+  const count = (k) => h('li', null, h('span', {class: ['swatch', 'swatch-' + k], 'aria-hidden': 'true'}),
+    t(`watch.count.${k}`), ' ', (counts[k] = h('strong', {id: 'count-' + k, 'data-value': '0'}, '0')));
+  const legend = h('ul', {class: 'legend'}, ['targeted', 'succeeded', 'failed', 'canceled', 'capped', 'waiting', 'pending'].map(count));
   const pace = h('p', {class: 'muted'});
   // Until the audience is counted (planning, scheduled, held before its
   // count) targeted is null: the bar has nothing to divide by, so it gives
   // way to "counting…" (a bar of a part of the audience would run ahead).
-  const counting = h('p', {id: 'progress-counting', class: 'muted', hidden: true}, 'counting…');
-  const planning = h('p', {id: 'planning-note', class: 'muted', hidden: true},
-    'The audience is being counted; sends may start meanwhile. Targeted and the bar follow once it is.');
+  const counting = h('p', {id: 'progress-counting', class: 'muted', hidden: true}, t('watch.counting'));
+  const planning = h('p', {id: 'planning-note', class: 'muted', hidden: true}, t('watch.planningNote'));
 
-  const chart = s('svg', {id: 'rate-chart', class: 'chart', role: 'img', 'aria-label': 'Sends per second'});
+  const chart = s('svg', {id: 'rate-chart', class: 'chart', role: 'img', 'aria-label': t('watch.rate.heading')});
+  const average = h('p', {id: 'rate-average', class: 'muted', hidden: true});
 
   const messageCard = h('section', {class: 'card', 'aria-labelledby': 'msg-h'});
   const detailsCard = h('section', {class: 'card', 'aria-labelledby': 'details-h'});
-  const codesBody = h('tbody');
-  const codesTable = h('div', {class: 'table-wrap'},
-    h('table', {id: 'error-codes'}, h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Code'), h('th', {scope: 'col'}, 'Targets'))), codesBody));
-
+  const codes = codesCard();
+  const failures = failuresCard(ctx, id, base);
+  const engagement = engagementCard(ctx, base);
   const testCard = h('div');
 
-  // Failures: their own state, paged by cursor.
-  const fs = {cursor: '', next: null, code: '', seq: 0, lastLoad: 0, timer: 0, failedSeen: first.failed};
-  ctx.cleanup(() => clearTimeout(fs.timer));
-  const codeSelect = h('select', {id: 'failures-code', on: {change: () => {
-    fs.code = codeSelect.value;
-    fs.cursor = '';
-    loadFailures();
-  }}}, h('option', {value: ''}, 'All codes'));
-  const failBody = h('tbody');
-  const failTable = h('table', {id: 'failures', 'aria-busy': 'true'},
-    h('thead', null, h('tr', null, ['Token id', 'User id', 'Code', 'Message', 'Attempts', 'At'].map((t) => h('th', {scope: 'col'}, t)))),
-    failBody);
-  const failError = h('p', {class: 'error-text', role: 'alert', hidden: true});
-  const older = h('button', {type: 'button', id: 'failures-older', class: 'btn', disabled: true, on: {click: () => {
-    fs.cursor = fs.next;
-    loadFailures();
-  }}}, 'Older');
-  const newest = h('button', {type: 'button', id: 'failures-newest', class: 'btn', disabled: true, on: {click: () => {
-    fs.cursor = '';
-    loadFailures();
-  }}}, 'Newest');
-
-  add(root, 
+  add(root,
     h('div', {class: 'title-row'}, status, dryTag, subtitle),
     sender ? actions : null,
     h('div', {class: 'actions'}, download),
     actionError,
     h('section', {class: 'card', 'aria-labelledby': 'progress-h'},
-      h('h2', {id: 'progress-h'}, 'Progress'), progress, counting, legend, planning, pace),
+      h('h2', {id: 'progress-h'}, t('watch.progress')), progress, counting, legend,
+      h('p', {class: 'hint'}, t('watch.devicesHint')), planning, pace),
     testCard,
     h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
-      h('h2', {id: 'rate-h'}, 'Sends per second'), chart),
-    engagementCard(ctx, base),
+      h('h2', {id: 'rate-h'}, t('watch.rate.heading')), chart, average),
+    engagement.el,
     h('div', {class: 'grid-2'}, messageCard, detailsCard),
-    h('section', {class: 'card', 'aria-labelledby': 'codes-h'},
-      h('h2', {id: 'codes-h'}, 'Error codes'), codesTable),
-    h('section', {class: 'card', 'aria-labelledby': 'failures-h'},
-      h('h2', {id: 'failures-h'}, 'Failures'),
-      h('div', {class: 'toolbar'}, h('div', {class: 'field field-inline'}, h('label', {for: 'failures-code'}, 'Code'), codeSelect)),
-      h('div', {class: 'table-wrap'}, failTable),
-      failError,
-      h('div', {class: 'pager'}, newest, older)),
+    codes.el,
+    failures.el,
     broadcastDeliveries(ctx, id));
 
   // ---- Updating -------------------------------------------------------
   function update(b) {
     st.b = b;
-    status.textContent = b.status;
+    status.textContent = t(`watch.status.${b.status}`);
     status.className = 'badge badge-' + b.status;
     dryTag.hidden = !b.dry_run;
-    subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${b.trigger}${b.created_by ? ' by ' + b.created_by : ''} · ${headline(b)}`;
+    const by = b.created_by ? t('watch.byWhom', {who: b.created_by}) : '';
+    subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${t(`watch.trigger.${b.trigger}`)}${by ? ' ' + by : ''} · ${headline(b)}`;
 
     const known = b.targeted != null;
     planning.hidden = !b.planning;
@@ -141,32 +115,36 @@ export async function render(ctx) {
     const pending = known ? Math.max(0, b.targeted - done - waiting) : null;
     const values = {targeted: b.targeted, succeeded: b.succeeded, failed: b.failed, canceled: b.canceled, capped, waiting, pending};
     for (const [k, v] of Object.entries(values)) {
-      counts[k].textContent = v == null ? 'counting…' : num(v);
+      counts[k].textContent = v == null ? t('watch.counting') : num(v);
       counts[k].dataset.value = v == null ? '' : String(v);
     }
     for (const k of SEGMENTS) {
       const pct = known && b.targeted ? (values[k] / b.targeted) * 100 : 0;
       segs[k].style.width = Math.min(100, pct) + '%';
-      segs[k].title = `${k}: ${num(values[k])}`;
+      segs[k].title = `${t(`watch.count.${k}`)}: ${num(values[k])}`;
     }
     if (known) {
       progress.setAttribute('aria-valuemax', String(b.targeted));
       progress.setAttribute('aria-valuenow', String(Math.min(done, b.targeted)));
-      progress.setAttribute('aria-valuetext',
-        `${num(b.succeeded)} succeeded, ${num(b.failed)} failed, ${num(b.canceled)} canceled, ${num(capped)} capped, ${num(waiting)} waiting, ${num(pending)} pending of ${num(b.targeted)}`);
+      progress.setAttribute('aria-valuetext', t('watch.progressText', {succeeded: b.succeeded, failed: b.failed,
+        canceled: b.canceled, capped, waiting, pending, targeted: b.targeted}));
     } else {
       progress.removeAttribute('aria-valuemax');
       progress.removeAttribute('aria-valuenow');
-      progress.setAttribute('aria-valuetext', `${num(done)} done; the audience is being counted`);
+      progress.setAttribute('aria-valuetext', t('watch.progressCounting', {done}));
     }
     fill(pace, ...paceLine(b, st.series));
+    // The same broadcast, in the same tick, as Progress.
+    engagement.update(b);
 
     const codesKey = JSON.stringify(b.errors || {});
     if (codesKey !== st.codesKey) {
       st.codesKey = codesKey;
-      renderCodes(b.errors || {});
+      const entries = Object.entries(b.errors || {}).sort((x, y) => y[1] - x[1]);
+      codes.update(entries);
+      failures.codes(entries);
     }
-    const detailsKey = JSON.stringify({...b, succeeded: 0, failed: 0, canceled: 0, capped: 0, waiting: 0, errors: 0, duration_ms: b.duration_ms == null});
+    const detailsKey = JSON.stringify({...b, succeeded: 0, failed: 0, canceled: 0, capped: 0, waiting: 0, errors: 0, engagement: 0, duration_ms: b.duration_ms == null});
     if (detailsKey !== st.detailsKey || !isFinal(b.status)) {
       st.detailsKey = detailsKey;
       fill(messageCard, ...messageView(b));
@@ -175,48 +153,45 @@ export async function render(ctx) {
     // Buttons are rebuilt only when what they offer changes, so focus on
     // one is not lost every second.
     download.hidden = !isFinal(b.status);
+    failures.final(b, isFinal(b.status));
     const actionsKey = `${b.status}|${b.failed > 0}`;
     if (sender && actionsKey !== st.actionsKey) {
       st.actionsKey = actionsKey;
       renderActions(b);
     }
-    if (b.failed !== fs.failedSeen) {
-      fs.failedSeen = b.failed;
-      failuresChanged();
+    if (b.failed !== st.failedSeen) {
+      st.failedSeen = b.failed;
+      failures.changed();
     }
   }
 
-  function renderCodes(errors) {
-    const entries = Object.entries(errors).sort((a, b) => b[1] - a[1]);
-    fill(codesBody, ...(entries.length
-      ? entries.map(([code, n]) => h('tr', {'data-code': code}, h('td', null, h('code', null, code)), h('td', {class: 'num'}, num(n))))
-      : [emptyRow(2, 'No errors.')]));
-    // The failures filter offers the codes this broadcast has.
-    const keep = codeSelect.value;
-    const codes = entries.map(([c]) => c).sort();
-    fill(codeSelect, h('option', {value: ''}, 'All codes'), codes.map((c) => h('option', {value: c}, c)));
-    codeSelect.value = codes.includes(keep) ? keep : '';
-    if (codeSelect.value !== keep) {
-      fs.code = '';
-    }
-  }
-
+  // drawChart draws the series; a finished broadcast also says its
+  // average over the whole run (from the counts and the duration), which
+  // is all there is to show for one shorter than the stored samples' step.
   function drawChart() {
-    lineChart(chart, st.series);
+    const b = st.b;
+    const avg = averageRate(b);
+    const final = isFinal(b.status);
+    const avgText = avg == null ? '' : t('watch.rate.average', {rate: perSecond(avg), duration: duration(b.duration_ms)});
+    average.hidden = !(final && avg != null);
+    average.textContent = avgText;
+    average.dataset.value = avg == null ? '' : String(avg);
+    lineChart(chart, st.series, {empty: final && avg != null ? avgText : t('chart.noSamples')});
     const last = st.series[st.series.length - 1];
-    chart.setAttribute('aria-label', `Sends per second${last ? ': ' + perSecond(last.per_second) + ' in the last second' : ''}`);
+    chart.setAttribute('aria-label', final && avg != null ? `${t('watch.rate.heading')}: ${avgText}`
+      : last ? t('watch.rate.last', {rate: perSecond(last.per_second)}) : t('watch.rate.heading'));
   }
 
   // ---- Actions --------------------------------------------------------
   function renderActions(b) {
-    const btn = (id, label, cls, fn) => h('button', {type: 'button', id, class: ['btn', cls], on: {click: fn}}, label);
-    fill(actions, 
-      CANCELABLE.has(b.status) ? btn('btn-cancel', 'Cancel', 'btn-danger', onCancel) : null,
-      b.status === 'held' && may('approver') ? btn('btn-release', 'Release', 'btn-primary', onRelease) : null,
-      isFinal(b.status) && b.failed > 0 ? btn('btn-resend', 'Resend to failed', '', onResend) : null,
-      h('a', {id: 'btn-duplicate', class: 'btn', href: `#/compose?from=${b.id}`}, 'Duplicate as new'));
+    const btn = (bid, label, cls, fn) => h('button', {type: 'button', id: bid, class: ['btn', cls], on: {click: fn}}, label);
+    fill(actions,
+      CANCELABLE.has(b.status) ? btn('btn-cancel', t('watch.action.cancel'), 'btn-danger', onCancel) : null,
+      b.status === 'held' && may('approver') ? btn('btn-release', t('watch.action.release'), 'btn-primary', onRelease) : null,
+      isFinal(b.status) && b.failed > 0 ? btn('btn-resend', t('watch.action.resend'), '', onResend) : null,
+      h('a', {id: 'btn-duplicate', class: 'btn', href: `#/compose?from=${b.id}`}, t('watch.action.duplicate')));
     testCard.replaceChildren();
-    if (b.status === 'held') add(testCard, testForm());
+    if (b.status === 'held') add(testCard, testForm(base, signal));
   }
 
   function showActionError(err) {
@@ -240,9 +215,9 @@ export async function render(ctx) {
   async function onCancel(ev) {
     const button = ev.currentTarget; // gone from the event after the await
     const ok = await confirmDialog({
-      title: `Cancel broadcast #${id}?`,
-      body: 'Targets not sent yet are closed as canceled; what was sent stays sent. This cannot be undone.',
-      ok: 'Cancel broadcast',
+      title: t('watch.cancel.title', {id}),
+      body: t('watch.cancel.body'),
+      ok: t('watch.cancel.ok'),
     });
     if (ok) await act(button, async () => update(await post(`${base}/cancel`, {}, {signal})));
   }
@@ -250,29 +225,30 @@ export async function render(ctx) {
   async function onRelease(ev) {
     const button = ev.currentTarget; // gone from the event after the await
     const b = st.b;
+    const to = b.targeted == null ? t('watch.release.counting') : t('watch.release.devices', {count: b.targeted});
     const ok = await confirmDialog({
-      title: `Release broadcast #${id}?`,
-      body: `It goes out to ${b.targeted == null ? 'its audience (still being counted)' : num(b.targeted) + ' targets'}${b.send_at ? ' at its send time' : ' now'}.`,
-      ok: 'Release',
+      title: t('watch.release.title', {id}),
+      body: b.send_at ? t('watch.release.bodyAt', {to}) : t('watch.release.bodyNow', {to}),
+      ok: t('watch.action.release'),
     });
     if (ok) await act(button, async () => update(await post(`${base}/release`, {}, {signal})));
   }
 
   async function onResend(ev) {
     const button = ev.currentTarget; // gone from the event after the await
-    const codes = Object.keys(st.b.errors || {}).sort();
-    const preset = codes.filter((c) => TRANSIENT.includes(c));
-    const boxes = codes.map((c) => {
+    const errCodes = Object.keys(st.b.errors || {}).sort();
+    const preset = errCodes.filter((c) => TRANSIENT.includes(c));
+    const boxes = errCodes.map((c) => {
       const input = h('input', {type: 'checkbox', id: `resend-code-${c}`, value: c, checked: preset.includes(c)});
-      return h('div', {class: 'field field-check'}, input, h('label', {for: input.id}, `${c} (${num(st.b.errors[c])})`));
+      return h('div', {class: 'field field-check'}, input, h('label', {for: input.id}, `${explain(c)} (${c}, ${num(st.b.errors[c])})`));
     });
     const body = h('div', null,
-      h('p', null, `A new broadcast goes to the targets of #${id} that failed with the codes ticked below.`),
-      h('fieldset', {class: 'plain'}, h('legend', null, 'Codes'), boxes),
-      h('p', {class: 'hint'}, `With none ticked, pushfan resends the transient ones (${TRANSIENT.join(', ')}).`));
-    const ok = await confirmDialog({title: `Resend the failures of #${id}?`, body, ok: 'Resend'});
+      h('p', null, t('watch.resend.intro', {id})),
+      h('fieldset', {class: 'plain'}, h('legend', null, t('watch.resend.codes')), boxes),
+      h('p', {class: 'hint'}, t('watch.resend.hint', {codes: TRANSIENT.join(', ')})));
+    const ok = await confirmDialog({title: t('watch.resend.title', {id}), body, ok: t('watch.resend.ok')});
     if (!ok) return;
-    const chosen = boxes.map((b) => b.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
+    const chosen = boxes.map((x) => x.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
     // The preset is what the server does with {} anyway.
     const same = chosen.length === preset.length && chosen.every((c) => preset.includes(c));
     const req = same || !chosen.length ? {} : {codes: chosen};
@@ -280,85 +256,6 @@ export async function render(ctx) {
       const nb = await post(`${base}/resend?wait=0`, req, {signal});
       location.hash = `#/broadcasts/${nb.id}`;
     });
-  }
-
-  function testForm() {
-    const ids = h('input', {id: 'watch-test-user_ids', type: 'text', inputmode: 'numeric', autocomplete: 'off', placeholder: '101, 102'});
-    const out = h('div', {'aria-live': 'polite'});
-    const err = h('p', {class: 'error-text', role: 'alert', hidden: true});
-    const submit = h('button', {type: 'submit', id: 'btn-test', class: 'btn'}, 'Test send');
-    const form = h('form', {class: 'card', novalidate: true, on: {submit: async (ev) => {
-      ev.preventDefault();
-      err.hidden = true;
-      const list = ids.value.split(/[\s,;]+/).filter(Boolean);
-      if (!list.length || list.some((x) => !/^[1-9]\d*$/.test(x))) {
-        err.textContent = 'Enter user ids (whole numbers), separated by commas or spaces.';
-        err.hidden = false;
-        ids.focus();
-        return;
-      }
-      submit.disabled = true;
-      fill(out, h('p', {class: 'muted'}, 'Sending…'));
-      try {
-        fill(out, testReport(await post(`${base}/test`, {user_ids: list.map(Number)}, {signal})));
-      } catch (e) {
-        if (isQuiet(e)) return;
-        out.replaceChildren();
-        err.textContent = e.message;
-        err.hidden = false;
-      } finally {
-        submit.disabled = false;
-      }
-    }}},
-    h('h2', null, 'Test send before release'),
-    h('p', {class: 'hint'}, 'Sends this held message now to a few users\' devices; the broadcast stays held.'),
-    h('div', {class: 'row row-end'},
-      h('div', {class: 'field'}, h('label', {for: ids.id}, 'User ids'), ids),
-      h('div', {class: 'field'}, submit)),
-    err, out);
-    return form;
-  }
-
-  // ---- Failures -------------------------------------------------------
-  async function loadFailures() {
-    const seq = ++fs.seq;
-    fs.lastLoad = Date.now();
-    failTable.setAttribute('aria-busy', 'true');
-    older.disabled = newest.disabled = true;
-    try {
-      const page = await get(`${base}/failures` + qs({limit: FAILURES_PAGE, cursor: fs.cursor, code: fs.code}), {signal});
-      if (seq !== fs.seq) return;
-      fs.next = page.next_cursor || null;
-      const list = page.failures || [];
-      fill(failBody, ...(list.length ? list.map((f) => h('tr', {'data-token': f.token_id},
-        h('td', {class: 'num'}, f.token_id),
-        h('td', {class: 'num'}, f.user_id),
-        h('td', null, h('code', null, f.code)),
-        h('td', {class: 'wrap'}, f.message),
-        h('td', {class: 'num'}, num(f.attempts)),
-        h('td', null, timeEl(f.created_at)))) : [emptyRow(6, fs.code ? `No failures with ${fs.code}.` : 'No failures.')]));
-      failError.hidden = true;
-    } catch (err) {
-      if (seq !== fs.seq || isQuiet(err)) return;
-      failError.textContent = 'Failures could not be loaded: ' + err.message;
-      failError.hidden = false;
-    } finally {
-      if (seq === fs.seq) {
-        older.disabled = !fs.next;
-        newest.disabled = !fs.cursor;
-        failTable.setAttribute('aria-busy', 'false');
-      }
-    }
-  }
-
-  // At most one reload per 3 s, and always one after the last change.
-  function failuresChanged() {
-    if (fs.timer) return;
-    const wait = Math.max(0, fs.lastLoad + FAILURES_MIN_MS - Date.now());
-    fs.timer = setTimeout(() => {
-      fs.timer = 0;
-      loadFailures();
-    }, wait);
   }
 
   // ---- Live updates ---------------------------------------------------
@@ -405,7 +302,7 @@ export async function render(ctx) {
         if (isFinal(b.status)) return;
       } catch (err) {
         if (signal.aborted || err.status === 401) return;
-        showPageError(root, new Error('Live updates failed: ' + err.message));
+        showPageError(root, new Error(t('watch.liveFailed', {error: err.message})));
       }
       timer = setTimeout(tick, POLL_MS);
     };
@@ -427,145 +324,27 @@ export async function render(ctx) {
   st.lastSample = {at: Date.now(), n: first.succeeded + first.failed}; // polling derives rates from here
   update(first);
   drawChart();
-  await loadFailures();
+  await failures.load();
   // Even a final broadcast gets one stream: its last event carries the
-  // series of its last seconds.
+  // series of its whole run.
   openStream();
+}
+
+// averageRate is a broadcast's sends (succeeded + failed) a second over
+// its run, or null before it has a duration or a send.
+function averageRate(b) {
+  const n = b.succeeded + b.failed;
+  if (!b.duration_ms || !n) return null;
+  return n / (b.duration_ms / 1000);
 }
 
 function paceLine(b, series) {
   const parts = [];
   const last = series[series.length - 1];
-  if (b.status === 'running' && last) parts.push(`Now ${perSecond(last.per_second)}. `);
-  if (b.max_rate != null) parts.push(`Limited to ${perSecond(b.max_rate)}. `);
-  if (b.deliver_over) parts.push(`Spread over ${b.deliver_over}. `);
-  if (b.expected_finish_at && !isFinal(b.status)) parts.push('Expected to finish ', timeEl(b.expected_finish_at), '. ');
-  if (b.duration_ms != null) parts.push(`${isFinal(b.status) ? 'Took' : 'Running for'} ${duration(b.duration_ms)}.`);
+  if (b.status === 'running' && last) parts.push(t('watch.pace.now', {rate: perSecond(last.per_second)}), ' ');
+  if (b.max_rate != null) parts.push(t('watch.pace.limited', {rate: perSecond(b.max_rate)}), ' ');
+  if (b.deliver_over) parts.push(t('watch.pace.spread', {over: b.deliver_over}), ' ');
+  if (b.expected_finish_at && !isFinal(b.status)) parts.push(t('watch.pace.expected'), ' ', timeEl(b.expected_finish_at), '. ');
+  if (b.duration_ms != null) parts.push(isFinal(b.status) ? t('watch.pace.took', {duration: duration(b.duration_ms)}) : t('watch.pace.running', {duration: duration(b.duration_ms)}));
   return parts;
-}
-
-function audienceText(a) {
-  if (!a) return '—';
-  if (a.all) return 'All users';
-  if (a.user_ids) {
-    const shown = a.user_ids.slice(0, 20).join(', ');
-    return `${num(a.user_ids.length)} user id${a.user_ids.length === 1 ? '' : 's'}: ${shown}${a.user_ids.length > 20 ? ', …' : ''}`;
-  }
-  if (a.name) {
-    const p = Object.entries(a.params || {}).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join(',') : v}`);
-    return p.length ? `${a.name} (${p.join(', ')})` : a.name;
-  }
-  if (a.segment) {
-    // The version it was sent to, as it was then (a later edit of the
-    // segment does not change it).
-    const sg = a.segment;
-    return h('div', {id: 'broadcast-segment', 'data-segment': sg.name, 'data-version': sg.version},
-      'Segment ', h('a', {href: `#/segments/${encodeURIComponent(sg.name)}`}, sg.name), ` (version ${sg.version})`,
-      sg.filter ? describe(h, sg.filter) : null);
-  }
-  if (a.resend_of) {
-    return h('span', null, 'Failures of ', h('a', {href: `#/broadcasts/${a.resend_of}`}, `#${a.resend_of}`),
-      a.codes?.length ? ` with ${a.codes.join(', ')}` : '');
-  }
-  return JSON.stringify(a);
-}
-
-function messageView(b) {
-  const m = b.message || {};
-  const out = [h('h2', {id: 'msg-h'}, 'Message'),
-    defList([
-      ['Title', m.title],
-      ['Body', m.body ? h('span', {class: 'pre-wrap'}, m.body) : null],
-      ['Image', m.image ? h('code', {class: 'break'}, m.image) : null],
-    ])];
-  if (m.data && Object.keys(m.data).length) {
-    out.push(h('h3', null, 'Data'), defList(Object.entries(m.data).map(([k, v]) => [k, h('code', null, v)])));
-  }
-  if (m.localized && Object.keys(m.localized).length) {
-    out.push(h('h3', null, 'Localized'), table(null, ['Locale', 'Title', 'Body'],
-      Object.entries(m.localized).map(([l, v]) => h('tr', null, h('td', null, l), h('td', null, v.title || ''), h('td', null, v.body || '')))));
-  }
-  for (const k of ['android', 'apns', 'webpush', 'fcm_options']) {
-    if (m[k]) out.push(h('h3', null, k), h('pre', {class: 'json'}, JSON.stringify(m[k], null, 2)));
-  }
-  if (m.variants && m.variants.length) {
-    out.push(h('h3', null, 'A/B variants'), table({id: 'ab-messages'}, ['Variant', 'Weight', 'Title', 'Body'],
-      m.variants.map((v) => h('tr', null, h('td', null, h('code', null, v.name)), h('td', {class: 'num'}, num(v.weight)),
-        h('td', null, v.title || ''), h('td', null, v.body || '')))));
-  } else if (!m.title && !m.body && !m.data) out.push(h('p', {class: 'muted'}, 'No text.'));
-  return out;
-}
-
-// A count with its value in data-value (as the legend's).
-function countEl(key, n) {
-  return h('strong', {id: 'count-' + key, 'data-value': String(n || 0)}, num(n || 0));
-}
-
-// consentRules is the category's rules as the broadcast ran under them,
-// in plain words: who had to have consented, the night window, the labels.
-function consentRules(c) {
-  const who = (rule, what) => {
-    if (!rule) return null;
-    if (rule === 'table') return `users who gave their ${what} (the consent table)`;
-    return h('span', null, `users for whom `, h('code', null, rule), ` holds`);
-  };
-  const night = c.night ? windowText(c.night.window) : '';
-  const items = [
-    c.consent ? h('span', null, 'Sent only to ', who(c.consent, 'consent')) : 'No consent needed beyond notifications being on',
-    c.night ? (c.night.consent
-      ? h('span', null, `Between ${night} in each user's zone, sent only to `, who(c.night.consent, 'night consent'), '; the others when the window ended')
-      : `Between ${night} in each user's zone, nobody: sends waited for the window's end`) : null,
-    c.title_prefix ? h('span', null, 'Titles start with ', h('code', {class: 'pre-wrap'}, c.title_prefix)) : null,
-    c.body_suffix ? h('span', null, 'Bodies end with ', h('code', {class: 'pre-wrap'}, c.body_suffix)) : null,
-    c.frequency_cap ? `Frequency cap: ${c.frequency_cap}` : null,
-    c.quiet_hours ? `Quiet hours ${windowText(c.quiet_hours)} by default` : null,
-  ].filter(Boolean);
-  return h('ul', {id: 'broadcast-consent', class: 'plain', 'data-category': c.name}, items.map((i) => h('li', null, i)));
-}
-
-function detailsView(b) {
-  const link = (n) => h('a', {href: `#/broadcasts/${n}`}, `#${n}`);
-  const variants = b.variants && Object.keys(b.variants).length
-    ? Object.entries(b.variants).map(([k, v]) => `${k}: ${num(v)}`).join(', ') : null;
-  const chunks = b.chunks
-    ? `${num(b.chunks.chunks)} chunks, ${num(b.chunks.claims)} claims, ${num(b.chunks.takeovers)} takeovers` +
-      (b.chunks.done_by ? ` (${Object.entries(b.chunks.done_by).map(([k, v]) => `${k}: ${v}`).join(', ')})` : '')
-    : null;
-  return [h('h2', {id: 'details-h'}, 'Details'),
-    b.error ? h('p', {class: 'alert'}, b.error) : null,
-    defList([
-      ['App', apps.several() && b.app ? h('span', {id: 'broadcast-app', 'data-app': b.app}, b.app) : null],
-      ['Trigger', b.job_name ? `${b.trigger} (job ${b.job_name})` : b.trigger],
-      ['Created by', b.created_by],
-      ['Audience', audienceText(b.audience)],
-      ['Category', b.category != null ? h('span', {id: 'broadcast-category'}, b.category) : null],
-      ['Consent rules', b.consent ? consentRules(b.consent) : null],
-      ['Dry run', b.dry_run ? 'yes: nothing was shown on devices' : null],
-      ['Class', b.class],
-      ['Frequency cap', b.frequency_cap || 'none'],
-      ['Pace', [b.max_rate != null ? perSecond(b.max_rate) : '', b.deliver_over ? `over ${b.deliver_over}` : ''].filter(Boolean).join(', ') || 'as fast as allowed'],
-      ['Resend of', b.parent_id ? link(b.parent_id) : null],
-      ['Created', timeEl(b.created_at)],
-      ['Fire time', b.fire_time ? timeEl(b.fire_time) : null],
-      ['Send at', b.send_at ? timeEl(b.send_at) : null],
-      ['Users\' local time', b.send_at_local],
-      ['Quiet hours', b.quiet_hours ? `${b.quiet_hours.start}–${b.quiet_hours.end}` : null],
-      ['Starts at', b.starts_at ? timeEl(b.starts_at) : null],
-      ['Hold expires', b.hold_expires_at ? timeEl(b.hold_expires_at) : null],
-      ['Released', b.released_at ? h('span', null, timeEl(b.released_at), b.released_by ? ` by ${b.released_by}` : '') : null],
-      ['Canceled by', b.canceled_by || null],
-      ['Started', timeEl(b.started_at)],
-      ['Finished', timeEl(b.finished_at)],
-      ['Expected finish', b.expected_finish_at ? timeEl(b.expected_finish_at) : null],
-      ['Duration', b.duration_ms != null ? duration(b.duration_ms) : null],
-      ['Invalidated tokens', num(b.invalidated_tokens)],
-      ['Deferred (quiet hours)', b.deferred != null ? num(b.deferred) : null],
-      ['Left out: no consent', b.category != null ? countEl('excluded_no_consent', b.excluded_no_consent) : null],
-      ['Deferred by the night window', b.consent?.night ? h('span', null, countEl('night_deferred', b.night_deferred),
-        b.night_deferred ? (isFinal(b.status) ? ' (held until the window ended in their zone)' : ' (waiting for the window to end in their zone)') : '') : null],
-      ['Unknown zones', b.zone_fallbacks ? num(b.zone_fallbacks) : null],
-      ['Variants sent', variants],
-      ['Chunks', chunks],
-      ['Request id', b.request_id ? h('code', null, b.request_id) : null],
-    ])];
 }

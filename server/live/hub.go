@@ -267,6 +267,70 @@ func (h *Hub) Stop(ctx context.Context) error {
 	}
 }
 
+// wholeRunPoints bounds a finished broadcast's series: a longer run is
+// drawn in wider steps, each the average of the buckets it covers.
+const wholeRunPoints = 240
+
+// wholeRun is a final broadcast's stored send rate from its start to its
+// end, a point per bucket (zero where nothing was sent), merged into
+// wider steps when there are more than wholeRunPoints. A run shorter than
+// two buckets has none: the page then shows the average from the counts
+// and the duration.
+func (h *Hub) wholeRun(id uint64, b *model.Broadcast) []ratePoint {
+	if h.History == nil || b.StartedAt == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+	defer cancel()
+	points, width, err := h.History(ctx, id, b.StartedAt.Add(-historyMargin))
+	if err != nil {
+		h.log.Warn("watch: reading the stored send rate failed; the chart shows the average only", "broadcast_id", id, "err", err)
+		return nil
+	}
+	if b.FinishedAt != nil && b.FinishedAt.Sub(*b.StartedAt) < 2*width {
+		// Shorter than two buckets: a bucket's rate would spread a burst
+		// over seconds that had none; the average says it truly.
+		return nil
+	}
+	return spread(points, width, b.StartedAt.Truncate(width), b.FinishedAt)
+}
+
+// historyMargin reaches back before the start for the bucket the start
+// falls in (buckets are a few seconds wide).
+const historyMargin = time.Minute
+
+// spread turns stored buckets from first (a bucket start) to end into
+// rate points, a missing bucket as zero, at most wholeRunPoints of them.
+func spread(points []model.SeriesPoint, width time.Duration, first time.Time, end *time.Time) []ratePoint {
+	if width <= 0 || len(points) == 0 {
+		return nil
+	}
+	last := points[len(points)-1].At
+	if end != nil && end.Truncate(width).After(last) {
+		last = end.Truncate(width)
+	}
+	if points[0].At.Before(first) {
+		first = points[0].At
+	}
+	n := int(last.Sub(first)/width) + 1
+	step := (n + wholeRunPoints - 1) / wholeRunPoints // buckets a point
+	sums := make([]int64, (n+step-1)/step)
+	for _, p := range points {
+		if i := int(p.At.Sub(first) / width); i >= 0 && i < n {
+			sums[i/step] += p.N
+		}
+	}
+	out := make([]ratePoint, len(sums))
+	for i, sum := range sums {
+		buckets := min(step, n-i*step)
+		out[i] = ratePoint{
+			At:        first.Add(time.Duration(i*step+buckets) * width).UTC(),
+			PerSecond: float64(sum) / (time.Duration(buckets) * width).Seconds(),
+		}
+	}
+	return out
+}
+
 // backfill is the series a new poller starts from: the stored outcomes of
 // the last watchSeries seconds, each bucket spread evenly over its
 // seconds; the bucket still filling is left to the live samples.

@@ -163,3 +163,54 @@ func TestWatchBackfillsTheStoredRate(t *testing.T) {
 		}
 	}
 }
+
+// A finished broadcast's series is its whole run: a point per stored
+// bucket, a missing one as zero, merged into wider steps past
+// wholeRunPoints; a run shorter than two buckets has none.
+func TestWatchDrawsAFinishedBroadcastsWholeRun(t *testing.T) {
+	h := New(nil, nil, errNotFound, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var stored []model.SeriesPoint
+	h.History = func(_ context.Context, _ uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
+		if since.After(start) {
+			t.Fatalf("read from %v, after the start %v", since, start)
+		}
+		return stored, 5 * time.Second, nil
+	}
+	at := func(d time.Duration) *time.Time { x := start.Add(d); return &x }
+
+	// 30 s: six buckets, the third empty (not stored).
+	stored = []model.SeriesPoint{{At: start, N: 50}, {At: start.Add(5 * time.Second), N: 100}, {At: start.Add(15 * time.Second), N: 25},
+		{At: start.Add(20 * time.Second), N: 5}, {At: start.Add(25 * time.Second), N: 10}}
+	got := h.wholeRun(1, &model.Broadcast{StartedAt: at(time.Second), FinishedAt: at(29 * time.Second)})
+	want := []float64{10, 20, 0, 5, 1, 2}
+	if len(got) != len(want) {
+		t.Fatalf("%d points %+v, want %d", len(got), got, len(want))
+	}
+	for i, p := range got {
+		if p.PerSecond != want[i] || !p.At.Equal(start.Add(time.Duration(i+1)*5*time.Second)) {
+			t.Fatalf("point %d: %+v, want %v/s at the end of bucket %d", i, p, want[i], i)
+		}
+	}
+
+	// An hour at 10 a bucket: 720 buckets merged three to a point.
+	stored = nil
+	for k := range 720 {
+		stored = append(stored, model.SeriesPoint{At: start.Add(time.Duration(k) * 5 * time.Second), N: 10})
+	}
+	got = h.wholeRun(1, &model.Broadcast{StartedAt: at(0), FinishedAt: at(time.Hour - time.Second)})
+	if len(got) != wholeRunPoints {
+		t.Fatalf("%d points, want %d", len(got), wholeRunPoints)
+	}
+	for i, p := range got {
+		if p.PerSecond != 2 {
+			t.Fatalf("point %d: %+v, want 2/s", i, p)
+		}
+	}
+
+	// Under a second: nothing (the page shows the average).
+	stored = []model.SeriesPoint{{At: start, N: 200}}
+	if got := h.wholeRun(1, &model.Broadcast{StartedAt: at(time.Second), FinishedAt: at(1400 * time.Millisecond)}); got != nil {
+		t.Fatalf("a sub-second run drew %+v", got)
+	}
+}

@@ -47,7 +47,13 @@ func (h *Hub) Serve(ctx context.Context, w http.ResponseWriter, b *model.Broadca
 		return err
 	}
 	if b.Status.Final() {
-		ev, err := json.Marshal(watchEvent{Broadcast: h.view(b), Series: []ratePoint{}})
+		// Its whole run's rate: a page reopened after the end still draws
+		// the chart.
+		series := h.wholeRun(b.ID, b)
+		if series == nil {
+			series = []ratePoint{}
+		}
+		ev, err := json.Marshal(watchEvent{Broadcast: h.view(b), Series: series})
 		if err != nil {
 			return fmt.Errorf("encoding the final state: %w", err)
 		}

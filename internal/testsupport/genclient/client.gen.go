@@ -2550,8 +2550,13 @@ type TestSendReport struct {
 	Results            []TestSendResult `json:"results"`
 	Succeeded          int              `json:"succeeded"`
 	UsersWithoutTokens []struct {
-		Reason TestSendReportUsersWithoutTokensReason `json:"reason"`
-		UserId int                                    `json:"user_id"`
+		// InvalidReason With invalidated_at: the error code that invalidated that token (UNREGISTERED, ...).
+		InvalidReason *string `json:"invalid_reason,omitempty"`
+
+		// InvalidatedAt With no_valid_tokens, when every token of the user is invalidated: when the last one was (absent otherwise, and with a mapped tokens table).
+		InvalidatedAt *time.Time                             `json:"invalidated_at,omitempty"`
+		Reason        TestSendReportUsersWithoutTokensReason `json:"reason"`
+		UserId        int                                    `json:"user_id"`
 	} `json:"users_without_tokens"`
 }
 
@@ -2636,8 +2641,11 @@ type TestSendResult struct {
 	Message     *string               `json:"message"`
 	MessageId   *string               `json:"message_id"`
 	Outcome     TestSendResultOutcome `json:"outcome"`
-	Token       string                `json:"token"`
-	TokenId     *int                  `json:"token_id"`
+
+	// Platform The token's platform (android, ios, web) as the tokens table has it; null when it has none or the token is unknown.
+	Platform *string `json:"platform"`
+	Token    string  `json:"token"`
+	TokenId  *int    `json:"token_id"`
 
 	// TokenStatus valid: a row of the tokens table, sent to; invalidated: a row already invalidated; stale: a row not refreshed within PUSHFAN_STALE_AFTER (a raw token is sent whatever its state, as a rehearsal on a device in hand; a user's stale tokens are left out, as a broadcast leaves them out); unknown: no row.
 	TokenStatus TestSendResultTokenStatus `json:"token_status"`
