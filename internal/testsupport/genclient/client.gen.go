@@ -1072,6 +1072,9 @@ type AudiencePreview struct {
 
 	// Stale Tokens left out of count as stale: not refreshed within PUSHFAN_STALE_AFTER (device_tokens.updated_at, or the mapped schema.tokens.last_seen), as a broadcast leaves them out; 0 while it is off. A named audience's tokens are held to the rule against the tokens table.
 	Stale int `json:"stale"`
+
+	// Users Users holding count's targets, each once however many devices they have (a user with a phone and a tablet is one user, two targets).
+	Users int64 `json:"users"`
 }
 
 // AudiencePreviewFrequencyCapSource Where frequency_cap comes from: named (the audience's frequency_caps entry, frequency_cap_name), default (PUSHFAN_FREQUENCY_CAP); or why none applies: off (the audience's configuration), bypass ("frequency_cap": false), transactional (exempt unless it asks), dry_run, none (no cap configured).
@@ -1945,6 +1948,9 @@ type Preview struct {
 
 	// Stale Tokens left out of count as stale: not refreshed within PUSHFAN_STALE_AFTER (device_tokens.updated_at, or the mapped schema.tokens.last_seen), as a broadcast leaves them out; 0 while it is off. A named audience's tokens are held to the rule against the tokens table.
 	Stale int `json:"stale"`
+
+	// Users Users holding count's targets, each once however many devices they have (a user with a phone and a tablet is one user, two targets).
+	Users int64 `json:"users"`
 }
 
 // PreviewFrequencyCapSource Where frequency_cap comes from: named (the audience's frequency_caps entry, frequency_cap_name), default (PUSHFAN_FREQUENCY_CAP); or why none applies: off (the audience's configuration), bypass ("frequency_cap": false), transactional (exempt unless it asks), dry_run, none (no cap configured).
