@@ -173,6 +173,7 @@ func (s *Server) routePush(e *echo.Echo) {
 	// The API keys: an admin's (neededRole) of every app.
 	ks := &keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor, EveryApp: everyApp}
 	ks.Register(push)
+	s.dom.Templates.Register(push, decodeStrict, callerName)                          // viewers list, senders save (neededRole)
 	(&deliveries.Routes{Domain: s.dom.Deliveries, EveryApp: everyApp}).Register(push) // every app's broadcasts
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
