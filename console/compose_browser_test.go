@@ -217,3 +217,37 @@ func TestConsoleTemplateIsSavedUsedAndFilledPerUser(t *testing.T) {
 	}
 	e.checkConsole()
 }
+
+// In Korean, compose and its review are in Korean with no key missing, and
+// the Korean word shown (보내기) confirms a large send as SEND does.
+func TestConsoleComposeReviewInKorean(t *testing.T) {
+	e := newEnv(t, 1100)
+	want := e.eligibleTokens()
+	e.signIn(senderToken)
+	eval[bool](e, "choosing Korean", `(localStorage.setItem('pushfan.lang', 'ko'), true)`)
+	e.do("reloading in Korean", 30*time.Second, chromedp.Reload())
+	e.page("dashboard")
+	e.compose("겨울 세일", "오늘만 20% 할인")
+	e.waitFor("the preview", 20*time.Second, fmt.Sprintf(`%s.replace(/\D/g, '') === '%d'`, text("#preview-count"), want))
+	if got := eval[string](e, "the send button", text("#btn-send")); got != "보내기" {
+		t.Errorf("the send button says %q in Korean", got)
+	}
+	e.click("#btn-send")
+	e.waitFor("the review", 20*time.Second, reviewOpen)
+	if got := eval[string](e, "the review's title", text("#review-title")); got != "보내기 전에 확인하세요" {
+		t.Errorf("the review's title is %q in Korean", got)
+	}
+	e.setValue("#review-type", "보내기")
+	e.waitFor("the Korean word to enable the button", 5*time.Second, `!document.querySelector('#review-confirm').disabled`)
+	e.setValue("#review-type", "SEND")
+	e.waitFor("SEND to enable it too", 5*time.Second, `!document.querySelector('#review-confirm').disabled`)
+	e.click("#review-back")
+	if missing := eval[[]string](e, "the missing keys", `window.pushfanMissingKeys`); len(missing) != 0 {
+		t.Errorf("keys missing in Korean: %v", missing)
+	}
+	if n := e.broadcastCount(); n != 0 {
+		t.Fatalf("going back stored %d broadcasts", n)
+	}
+	e.shot("ko")
+	e.checkConsole()
+}
