@@ -126,8 +126,26 @@ func TestConsoleWarnsAndKeepsADraft(t *testing.T) {
 		&& document.querySelector('#f-body').value === %q && document.querySelector('.data-value')?.value === 'https://shop.example.org/sale'`, long))
 	warned("after the reload")
 
-	// The review lists them; the send goes.
+	// Mistakes are said in the operator's words, the engineer's text
+	// behind a Details toggle: a JSON typo as it is typed, and a send time
+	// past the schedule horizon as the server refuses it.
+	e.setValue("#f-apns", `{"headers": `)
+	e.waitFor("the JSON mistake in words", 10*time.Second, `(() => { const el = document.querySelector('.field-error[data-error-for="apns"]');
+		return !!el && el.textContent.startsWith('This is not valid JSON') && !!el.querySelector('details summary') })()`)
+	e.setValue("#f-apns", "")
 	e.click(`input[name="audience-kind"][value="all"]`)
+	e.expectBrowserError("400")
+	e.click(`input[name="delivery"][value="at"]`)
+	e.setValue("#f-send_at", "2099-01-01T09:00")
+	e.send()
+	e.waitFor("the horizon refusal in words", 20*time.Second, `(() => { const el = document.querySelector('.field-error[data-error-for="send_at"]');
+		return !!el && el.textContent.startsWith('That time is too far ahead') && el.querySelector('details').textContent.includes('PUSHFAN_SCHEDULE_HORIZON') })()`)
+	if n := e.broadcastCount(); n != 0 {
+		t.Fatalf("a refused send stored %d broadcasts", n)
+	}
+	e.click(`input[name="delivery"][value="now"]`)
+
+	// The review lists them; the send goes.
 	e.click("#btn-send")
 	e.waitFor("the review", 20*time.Second, reviewOpen)
 	if got := eval[int](e, "the review's warnings", `document.querySelectorAll('#review-warnings [data-warning]').length`); got != 3 {
@@ -202,7 +220,12 @@ func TestConsoleTemplateIsSavedUsedAndFilledPerUser(t *testing.T) {
 	e.waitFor("the message from the template", 10*time.Second,
 		`document.querySelector('#f-title').value === 'Hello {{.nick}}' && document.querySelector('#f-body').value === 'Your weekly picks are in'`)
 	e.setValue("#f-audience-name", "first_five")
-	e.waitFor("the named audience counted", 20*time.Second, fmt.Sprintf(`%s === '%d'`, text("#preview-count"), len(tokens)))
+	users := map[uint64]bool{}
+	for _, tk := range tokens {
+		users[tk.UserID] = true
+	}
+	e.waitFor("the named audience counted in devices and users", 20*time.Second,
+		fmt.Sprintf(`%s === '%d' && %s === '%d'`, text("#preview-count"), len(tokens), text("#preview-users"), len(users)))
 	e.send()
 	e.page("watch")
 	e.waitFor("the broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
