@@ -758,7 +758,9 @@ function buildForm(ctx, namedAudiences, categories, segments, tpl) {
       excluded: r.excluded_no_consent || 0,
       capped: r.capped_users || 0,
       night,
-      when: whenLines(req, lf),
+      // The category's quiet hours hold unless the form sets others.
+      when: [...whenLines(req, lf), ...(cat?.quiet_hours && !req.quiet_hours
+        ? [t('compose.when.quiet', {start: hhmm(cat.quiet_hours.start), end: hhmm(cat.quiet_hours.end)})] : [])],
       message: {title: title.value, body: body.value, image: imageShown, prefix: cat?.title_prefix || '', suffix: cat?.body_suffix || ''},
       warnings: checkMessage(),
       button: deliveryOf() === 'now' ? t('compose.review.sendNow', {count: r.count}) : t('compose.review.schedule'),
