@@ -22,6 +22,9 @@ const (
 	JobFire                 = "job.fire"
 	KeyCreate               = "key.create"
 	KeyRevoke               = "key.revoke"
+	TemplateCreate          = "template.create"
+	TemplateUpdate          = "template.update"
+	TemplateDelete          = "template.delete"
 	SignIn                  = "signin"
 	SignInFailed            = "signin.failed"
 	SignOut                 = "signout"
@@ -81,6 +84,9 @@ func rules() []Rule {
 		{"POST", "/internal/cron/:job", JobFire, InChange, "job:{job}", nil},
 		{"POST", "/push/keys", KeyCreate, InChange, "", nil},
 		{"DELETE", "/push/keys/:id", KeyRevoke, InChange, "key:{id}", nil},
+		{"POST", "/push/templates", TemplateCreate, InChange, "", nil},
+		{"PUT", "/push/templates/:name", TemplateUpdate, InChange, "template:{name}", nil},
+		{"DELETE", "/push/templates/:name", TemplateDelete, InChange, "template:{name}", nil},
 		{"POST", "/console/api/session", SignIn, ByHandler, "", nil},
 		{"DELETE", "/console/api/session", SignOut, AfterAnswer, "", nil},
 		{"POST", "/push/preview", "", NotAChange, "", nil},

@@ -210,7 +210,7 @@ func TestConsoleSwitchesApps(t *testing.T) {
 	e.waitFor(fmt.Sprintf("the preview counting partner's %d tokens", partnerTokens), 20*time.Second,
 		fmt.Sprintf(`%s.replace(/\D/g, '') === '%d'`, text("#preview-count"), partnerTokens))
 	consumerBefore := consumer.sends()
-	e.click("#btn-send")
+	e.send()
 	e.page("watch")
 	id := e.watchedID()
 	e.waitFor("the partner broadcast completed, its app shown", 30*time.Second,

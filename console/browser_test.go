@@ -116,7 +116,7 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 
 	// Send, paced so that there is progress to watch.
 	e.setValue("#f-max_rate", "400")
-	e.click("#btn-send")
+	e.send()
 	e.page("watch")
 	e.waitFor("the progress bar to move", 30*time.Second, `Number(document.querySelector('#count-succeeded').dataset.value) > 0`)
 	e.shot("running")
@@ -169,7 +169,7 @@ func TestConsoleCancelsARunningBroadcast(t *testing.T) {
 	e.signIn(senderToken)
 	e.compose("Slow one", "paced at 50 a second")
 	e.setValue("#f-max_rate", "50")
-	e.click("#btn-send")
+	e.send()
 	e.page("watch")
 	e.waitFor("the first sends", 30*time.Second, `Number(document.querySelector('#count-succeeded').dataset.value) >= 20`)
 	e.click("#btn-cancel")
@@ -258,14 +258,14 @@ func TestConsoleShowsABadFieldNextToItsInput(t *testing.T) {
 
 	// A bad platform override: the error names a path inside apns.
 	e.setValue("#f-apns", `{"headers": {"apns-priority": "7"}}`)
-	e.click("#btn-send")
+	e.send()
 	e.fieldErrorShown(`.field-error[data-error-for^="apns."]`, "#f-apns")
 	e.setValue("#f-apns", "")
 
 	// A send time in the past.
 	e.click(`input[name="delivery"][value="at"]`)
 	e.setValue("#f-send_at", "2020-01-01T09:00")
-	e.click("#btn-send")
+	e.send()
 	e.fieldErrorShown(`.field-error[data-error-for="send_at"]`, "#f-send_at")
 	e.nothingStoredOrSent("the bad requests")
 	e.shot("")

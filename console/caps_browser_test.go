@@ -50,7 +50,7 @@ func TestConsoleShowsTheFrequencyCap(t *testing.T) {
 	e.click("#f-frequency_cap")
 	e.waitFor(fmt.Sprintf("the preview to say %d users would be capped again", first.Succeeded), 20*time.Second,
 		fmt.Sprintf(`%s === 'Cap 1/day (default)' && %s === '%d users would be capped'`, text("#preview-cap"), text("#preview-capped"), first.Succeeded))
-	e.click("#btn-send")
+	e.send()
 	e.page("watch")
 	e.waitFor("the broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
 	var b broadcast
@@ -66,7 +66,7 @@ func TestConsoleShowsTheFrequencyCap(t *testing.T) {
 	// An alert goes past the cap: every user gets it, and it says so.
 	e.compose("Alert", "past the cap")
 	e.click("#f-frequency_cap")
-	e.click("#btn-send")
+	e.send()
 	e.page("watch")
 	e.waitFor("the alert to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
 	var alert broadcast

@@ -120,7 +120,7 @@ func TestConsoleSendsInACategoryWithConsent(t *testing.T) {
 	}
 	e.waitFor("the preview to ask for a category", 10*time.Second, text("#preview-error")+` === 'Choose a category to count who can get it.'`)
 	e.expectBrowserError("400")
-	e.click("#btn-send")
+	e.send()
 	e.fieldErrorShown(`.field-error[data-error-for="category"]`, "#f-category")
 	e.nothingStoredOrSent("a send without a category")
 
@@ -160,7 +160,7 @@ func TestConsoleSendsInACategoryWithConsent(t *testing.T) {
 	}
 	labeled("the test send", 2)
 
-	e.click("#btn-send")
+	e.send()
 	e.page("watch")
 	id := e.watchedID()
 	e.waitFor("the category and its consent counts", 20*time.Second, text("#broadcast-category")+` === 'advertising'

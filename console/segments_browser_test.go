@@ -211,7 +211,7 @@ func TestConsoleBuildsASegmentAndSendsToIt(t *testing.T) {
 	e.waitFor("the preview's count of the segment", 20*time.Second, fmt.Sprintf(`%s === '%d'`, text("#preview-count"), len(want)))
 	e.setValue("#f-title", "For our paying Android users")
 	e.setValue("#f-body", "Thank you")
-	e.click("#btn-send")
+	e.send()
 	e.page("watch")
 	id := e.watchedID()
 	e.waitFor("the broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)

@@ -45,6 +45,10 @@ func TestACategorysConsentIsPartOfTheAudienceRule(t *testing.T) {
 	if n, err := s.CountAudience(ctx(t), all); err != nil || n != int64(len(kept)) {
 		t.Fatalf("CountAudience = %d (%v), want %d", n, err, len(kept))
 	}
+	// The users of the kept targets: the stale and the refusing left out too.
+	if n, err := s.CountAudienceUsers(ctx(t), all); err != nil || n != int64(len(kept)) {
+		t.Fatalf("CountAudienceUsers = %d (%v), want %d", n, err, len(kept))
+	}
 	var got []uint64
 	for after := uint64(0); ; {
 		page, _, err := s.AudiencePageStale(ctx(t), all, after, math.MaxUint64, 100, nil)
@@ -96,6 +100,9 @@ func TestACategorysConsentIsPartOfTheAudienceRule(t *testing.T) {
 	service := withStale(t, plain).ForCategory(&model.Category{Name: "service"})
 	if n, _, nc, err := service.CountAudienceExcluded(ctx(t), all); err != nil || n != int64(len(fresh)) || nc != 0 {
 		t.Fatalf("service: %d, %d excluded (%v); want %d, 0", n, nc, err, len(fresh))
+	}
+	if n, err := service.CountAudienceUsers(ctx(t), all); err != nil || n != int64(len(fresh)) {
+		t.Fatalf("service: %d users (%v); want %d", n, err, len(fresh))
 	}
 	if st, err := service.UserConsents(ctx(t), []uint64{1}); err != nil || st[1] != repository.ConsentDay|repository.ConsentNight {
 		t.Fatalf("service UserConsents: %v (%v)", st, err)

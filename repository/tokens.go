@@ -309,6 +309,35 @@ func (s *Store) CountAudienceExcluded(ctx context.Context, a model.Audience) (co
 	return all - st.Int64 - nc.Int64, st.Int64, nc.Int64, nil
 }
 
+// CountAudienceUsers is how many users hold the targets
+// CountAudienceExcluded counts (its count, not its stale or no-consent
+// ones): the users a broadcast to a would reach, each once however many
+// devices they have.
+func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64, error) {
+	open := s.schema.Open()
+	sc, keep := open, "1"
+	if open.flagged != nil {
+		sc, keep = open.flagged, "NOT "+open.staleValue
+	}
+	if s.schema.ConsentRule() {
+		// As CountAudienceExcluded's SUM reads it: a NULL answer is not a refusal.
+		keep += " AND NOT COALESCE((" + s.schema.consent.state + ") & 1 = 0, 0)"
+	}
+	cond, args, empty, err := audienceFilter(sc, a)
+	if err != nil {
+		return 0, fmt.Errorf("count audience users: %w", err)
+	}
+	if empty {
+		return 0, nil
+	}
+	var n int64
+	q := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count audience users: %w", err)
+	}
+	return n, nil
+}
+
 // CountAudience returns how many targets AudiencePage would yield in total
 // right now (the broadcast's "targeted" before sending starts).
 func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, error) {

@@ -74,7 +74,7 @@ func previewBody(p reads.Preview, out map[string]any) map[string]any {
 		sample = []uint64{}
 	}
 	out["count"], out["stale"], out["sample_user_ids"], out["capped_users"] = p.Count, p.Stale, sample, p.Capped
-	out["category"], out["excluded_no_consent"] = nil, p.ExcludedNoConsent
+	out["category"], out["excluded_no_consent"], out["users"] = nil, p.ExcludedNoConsent, p.Users
 	if p.Category != nil {
 		out["category"] = p.Category.Name
 	}

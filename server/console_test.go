@@ -363,14 +363,19 @@ func TestPreviewCountsAnyAudience(t *testing.T) {
 	eligible := pop.Eligible()
 	var p struct {
 		Count  int64    `json:"count"`
+		Users  int64    `json:"users"`
 		Sample []uint64 `json:"sample_user_ids"`
-	}
-	if resp := s.Do("POST", "/push/preview", map[string]any{"audience": map[string]any{"all": true}}, &p); resp.StatusCode != 200 || p.Count != int64(len(eligible)) || len(p.Sample) != 10 {
-		t.Fatalf("all: %d count %d (want %d), sample %v", resp.StatusCode, p.Count, len(eligible), p.Sample)
 	}
 	users := map[uint64]int64{}
 	for _, tk := range eligible {
 		users[tk.UserID]++
+	}
+	// Users are counted once however many devices they have.
+	if resp := s.Do("POST", "/push/preview", map[string]any{"audience": map[string]any{"all": true}}, &p); resp.StatusCode != 200 || p.Count != int64(len(eligible)) || p.Users != int64(len(users)) || len(p.Sample) != 10 {
+		t.Fatalf("all: %d count %d (want %d), users %d (want %d), sample %v", resp.StatusCode, p.Count, len(eligible), p.Users, len(users), p.Sample)
+	}
+	if int64(len(users)) == p.Count {
+		t.Fatal("every seeded user has one device: the users count is not told apart from the devices")
 	}
 	var ids []uint64
 	var want int64
@@ -380,8 +385,8 @@ func TestPreviewCountsAnyAudience(t *testing.T) {
 			want += n
 		}
 	}
-	if resp := s.Do("POST", "/push/preview", map[string]any{"audience": map[string]any{"user_ids": ids}}, &p); resp.StatusCode != 200 || p.Count != want || len(p.Sample) != len(ids) {
-		t.Fatalf("user_ids %v: %d count %d (want %d), sample %v", ids, resp.StatusCode, p.Count, want, p.Sample)
+	if resp := s.Do("POST", "/push/preview", map[string]any{"audience": map[string]any{"user_ids": ids}}, &p); resp.StatusCode != 200 || p.Count != want || p.Users != int64(len(ids)) || len(p.Sample) != len(ids) {
+		t.Fatalf("user_ids %v: %d count %d (want %d), users %d, sample %v", ids, resp.StatusCode, p.Count, want, p.Users, p.Sample)
 	}
 	for _, c := range []struct {
 		body  any

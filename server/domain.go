@@ -16,6 +16,7 @@ import (
 	"pushfan/server/consents"
 	"pushfan/server/deliveries"
 	"pushfan/server/segments"
+	"pushfan/server/templates"
 )
 
 // The API calls the domain through the interfaces below, each the
@@ -87,8 +88,8 @@ type Domain struct {
 	// its *audience.ReloadError lists the problems of a failed one.
 	Audiences       *audience.Catalog
 	ReloadAudiences func(context.Context) (*audience.Set, error)
-	// Jobs are the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
-	Jobs []*cron.Compiled
+	Jobs            []*cron.Compiled // the recurring jobs (GET /push/cron, POST /internal/cron/{job})
+	Templates       templates.Routes // the message templates (the wiring sets its store and public URL)
 	// Categories are the message categories (GET /push/categories).
 	Categories Categories
 	// AuditLog reads the audit trail (nil: its routes answer 503).

@@ -35,6 +35,10 @@ func TestEachRouteNeedsItsRole(t *testing.T) {
 		{http.MethodGet, "/push/keys", ``, "admin"},
 		{http.MethodPost, "/push/keys", `{"name":"cron","role":"sender"}`, "admin"},
 		{http.MethodDelete, "/push/keys/key_0000000000000000", ``, "admin"},
+		{http.MethodGet, "/push/templates", ``, "viewer"},
+		{http.MethodPost, "/push/templates", `{"name":"sale","body":"b"}`, "sender"},
+		{http.MethodPut, "/push/templates/sale", `{"body":"b"}`, "sender"},
+		{http.MethodDelete, "/push/templates/sale", ``, "sender"},
 	} {
 		for i, role := range order {
 			rec, out := call(t, h, r.method, r.path, tokens[role], r.body, "Content-Type", "application/json")

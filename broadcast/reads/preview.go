@@ -39,6 +39,9 @@ type PreviewCap struct {
 // how many of its users that cap would withhold (nil when none applies).
 type Preview struct {
 	Count int64
+	// Users is how many users hold Count's targets (a user with two
+	// devices is one user): the console shows both.
+	Users int64
 	// Stale is how many tokens the audience would have had but for the
 	// stale rule (PUSHFAN_STALE_AFTER): left out of Count, as a broadcast
 	// leaves them out; 0 while the rule is off.
@@ -151,7 +154,7 @@ func (r *Reader) preview(ctx context.Context, a model.Audience, bound audience.B
 	if err != nil {
 		return Preview{}, err
 	}
-	return Preview{Count: got.count, Stale: got.stale, Sample: got.sample, Cap: choice, Capped: got.capped, Category: cat, ExcludedNoConsent: got.noConsent}, nil
+	return Preview{Count: got.count, Users: got.users, Stale: got.stale, Sample: got.sample, Cap: choice, Capped: got.capped, Category: cat, ExcludedNoConsent: got.noConsent}, nil
 }
 
 // previewNamed walks a named audience once, counting its targets and,
@@ -213,27 +216,35 @@ func (r *Reader) previewNamed(ctx context.Context, store *repository.Store, b au
 			return kept, nil
 		}
 	}
-	var each func(context.Context, []uint64) error
 	now := r.now()
 	var capped []uint64
-	if len(windows) > 0 {
-		each = func(ctx context.Context, ids []uint64) error {
-			slices.Sort(ids)
-			got, err := r.store.CappedAmong(ctx, windows, slices.Compact(ids), now)
-			capped = append(capped, got...)
-			return err
+	// The users are kept (8 bytes each, compacted as pages come) to
+	// count a user whose devices lie in several pages once, as the
+	// capped users are.
+	var users []uint64
+	each := func(ctx context.Context, ids []uint64) error {
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		users = append(users, ids...)
+		if len(windows) == 0 {
+			return nil
 		}
+		got, err := r.store.CappedAmong(ctx, windows, ids, now)
+		capped = append(capped, got...)
+		return err
 	}
 	count, sample, err := r.opt.Named.PreviewKeep(ctx, b, n, keep, each)
 	if err != nil {
 		return preview{}, err
 	}
+	slices.Sort(users)
+	u := int64(len(slices.Compact(users)))
 	if len(windows) == 0 {
-		return preview{count: count, stale: stale, noConsent: noConsent, sample: sample}, nil
+		return preview{count: count, users: u, stale: stale, noConsent: noConsent, sample: sample}, nil
 	}
 	slices.Sort(capped)
 	c := int64(len(slices.Compact(capped)))
-	return preview{count: count, stale: stale, noConsent: noConsent, sample: sample, capped: &c}, nil
+	return preview{count: count, users: u, stale: stale, noConsent: noConsent, sample: sample, capped: &c}, nil
 }
 
 // previewBuiltin counts a built-in audience, samples up to n user ids,
@@ -267,6 +278,10 @@ func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience
 	if err != nil {
 		return preview{}, fmt.Errorf("preview: %w", err)
 	}
+	users, err := store.CountAudienceUsers(ctx, a)
+	if err != nil {
+		return preview{}, fmt.Errorf("preview: %w", err)
+	}
 	// A user has one or a few tokens: a page of 4n tokens holds n users
 	// but for heavy multi-device users, and a short sample is fine then.
 	page, err := store.AudiencePage(ctx, a, 0, math.MaxUint64, 4*n, nil)
@@ -279,5 +294,5 @@ func countBuiltin(ctx context.Context, store *repository.Store, a model.Audience
 			sample = append(sample, t.UserID)
 		}
 	}
-	return preview{count: count, stale: stale, noConsent: noConsent, sample: sample}, nil
+	return preview{count: count, users: users, stale: stale, noConsent: noConsent, sample: sample}, nil
 }

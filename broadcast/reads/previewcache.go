@@ -35,6 +35,7 @@ type previewEntry struct {
 // would withhold now.
 type preview struct {
 	count int64
+	users int64 // the users holding count's targets, each once
 	stale int64 // left out as stale (PUSHFAN_STALE_AFTER)
 	// noConsent: left out by the category's consent
 	noConsent int64

@@ -14,41 +14,55 @@
 //
 // A saved segment (segments.js) is an audience too: #/compose?segment=NAME
 // (the segment page's "Send to this segment") opens the form on it.
+//
+// Send opens a review (compose_review.js) of who gets it, when, and how it
+// looks, with the warnings the message earns (compose_checks.js); a large
+// audience is confirmed by typing. A hold or a dry run goes without one:
+// nothing reaches a phone then. What the operator types is kept as a draft
+// (compose_drafts.js) until it is sent; templates (compose_templates.js)
+// are messages the team saved on the server.
 
 import {get, post, may} from './api.js';
 import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
 import {num, parseIds, parseParam, paramHint, localInputToRFC3339, isoToLocalInput, localValue} from './format.js';
 import {createFieldErrors, inputTarget, splitPath} from './fielderrors.js';
 import {createPhone} from './phone.js';
+import {t, locale} from './i18n.js';
+import {warnings, apiWords, withDetails, BODY_SHOWN} from './compose_checks.js';
+import {openReview, whenLines} from './compose_review.js';
+import {loadDraft, saveDraft, clearDraft} from './compose_drafts.js';
+import {createTemplates} from './compose_templates.js';
 import * as apps from './apps.js';
 
+// The overrides' labels are the catalog's compose.override.<key>.
 const PLATFORMS = [
-  ['android', 'Android', '{"priority": "high", "ttl": "3600s"}'],
-  ['apns', 'APNs', '{"headers": {"apns-priority": "10"}}'],
-  ['webpush', 'Web push', '{"headers": {"Urgency": "high"}}'],
-  ['fcm_options', 'FCM options', '{"analytics_label": "winter-sale"}'],
+  ['android', '{"priority": "high", "ttl": "3600s"}'],
+  ['apns', '{"headers": {"apns-priority": "10"}}'],
+  ['webpush', '{"headers": {"Urgency": "high"}}'],
+  ['fcm_options', '{"analytics_label": "winter-sale"}'],
 ];
 const DEBOUNCE = 300;
 
 export async function render(ctx) {
   const {root, signal, query} = ctx;
   const fromId = query.get('from');
-  add(root, h('h1', {tabindex: '-1'}, fromId ? `Duplicate broadcast #${fromId}` : 'Compose'));
+  add(root, h('h1', {tabindex: '-1'}, fromId ? t('compose.titleDuplicate', {id: fromId}) : t('compose.title')));
 
   if (!may('sender')) {
     // No form at all for a viewer: nothing on this page could be used.
     add(root, h('p', {class: 'alert alert-info', id: 'compose-denied'},
-      'Viewers cannot compose: sending needs a sender token.'));
+      t('compose.denied')));
     return;
   }
 
   // The named audiences and the broadcast to duplicate, together. The form
   // works without either, so a failure is shown and the form still built.
-  const [audRes, origRes, catRes, segRes] = await Promise.allSettled([
+  const [audRes, origRes, catRes, segRes, tplRes] = await Promise.allSettled([
     get('/push/audiences', {signal}),
     fromId ? get(`/push/broadcasts/${encodeURIComponent(fromId)}`, {signal}) : Promise.resolve(null),
     get('/push/categories', {signal}),
     get('/push/segments', {signal}),
+    get('/push/templates', {signal}),
   ]);
   if (signal.aborted) return;
   const named = audRes.status === 'fulfilled' ? (audRes.value.named || []).filter(apps.mine) : [];
@@ -63,39 +77,44 @@ export async function render(ctx) {
   if (apps.several()) {
     const a = apps.list().find((x) => x.name === app);
     add(root, h('p', {id: 'compose-app', class: 'alert alert-info', 'data-app': app},
-      'Sending in the app ', h('strong', null, app), a?.project_id ? ` (Firebase project ${a.project_id})` : '',
-      '. Switch apps in the header to send in another.'));
+      a?.project_id ? t('compose.app.inProject', {app, project: a.project_id}) : t('compose.app.in', {app}),
+      ' ', t('compose.app.switch')));
   }
-  const form = buildForm(ctx, named, categories, segments);
+  // No templates (the list failed): none offered, and links are not
+  // checked against the public host.
+  const tpl = tplRes.status === 'fulfilled' ? tplRes.value : {templates: [], public_url: null};
+  const form = buildForm(ctx, named, categories, segments, tpl);
   add(root, form.el);
-  if (audRes.status === 'rejected') showPageError(root, new Error('Named audiences could not be loaded: ' + audRes.reason.message));
-  if (segRes.status === 'rejected') showPageError(root, new Error('Segments could not be loaded: ' + segRes.reason.message));
-  if (catRes.status === 'rejected') showPageError(root, new Error('Message categories could not be loaded: ' + catRes.reason.message));
+  if (audRes.status === 'rejected') showPageError(root, new Error(t('compose.load.audiences', {error: audRes.reason.message})));
+  if (segRes.status === 'rejected') showPageError(root, new Error(t('compose.load.segments', {error: segRes.reason.message})));
+  if (catRes.status === 'rejected') showPageError(root, new Error(t('compose.load.categories', {error: catRes.reason.message})));
   if (origRes.status === 'rejected') {
-    showPageError(root, new Error(`Broadcast #${fromId} could not be loaded to duplicate: ${origRes.reason.message}`));
+    showPageError(root, new Error(t('compose.load.original', {id: fromId, error: origRes.reason.message})));
   } else if (origRes.value) {
     form.prefill(origRes.value);
-  } else if (query.get('segment') && !form.chooseSegment(query.get('segment'))) {
-    showPageError(root, new Error(`There is no saved segment named ${query.get('segment')}: choose an audience.`));
+  } else if (query.get('segment')) {
+    if (!form.chooseSegment(query.get('segment'))) showPageError(root, new Error(t('compose.load.noSegment', {name: query.get('segment')})));
+  } else {
+    form.restoreDraft();
   }
   form.refresh();
 }
 
-function buildForm(ctx, namedAudiences, categories, segments) {
+function buildForm(ctx, namedAudiences, categories, segments, tpl) {
   const {signal} = ctx;
   const timers = new Set();
   ctx.cleanup(() => timers.forEach(clearTimeout));
   const later = (fn, ms) => {
-    const t = setTimeout(() => {
-      timers.delete(t);
+    const id = setTimeout(() => {
+      timers.delete(id);
       fn();
     }, ms);
-    timers.add(t);
-    return t;
+    timers.add(id);
+    return id;
   };
-  const cancel = (t) => {
-    clearTimeout(t);
-    timers.delete(t);
+  const cancel = (id) => {
+    clearTimeout(id);
+    timers.delete(id);
   };
   let rowSeq = 0;
 
@@ -109,13 +128,13 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   // refuses a broadcast without, and says so next to the picker).
   const hasCategories = categories.list.length > 0;
   const category = h('select', {id: 'f-category'},
-    categories.def ? null : h('option', {value: ''}, 'Choose a category…'),
+    categories.def ? null : h('option', {value: ''}, t('compose.category.choose')),
     categories.list.map((c) => h('option', {value: c.name}, c.name)));
   category.value = categories.def;
   const categoryRules = h('ul', {id: 'f-category-rules', class: 'hint plain'});
   const categoryField = hasCategories
     ? h('div', {class: 'block', id: 'f-category-block'},
-      field('Category', category, 'Marketing and service messages follow different rules: the category decides who may get it, when, and the labels added to it.'),
+      field(t('compose.category.label'), category, t('compose.category.hint')),
       categoryRules)
     : null;
   const categoryOf = (name) => categories.list.find((c) => c.name === name) || null;
@@ -138,13 +157,13 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   const dataRows = [];
   const dataList = h('div', {id: 'f-data', class: 'rows', role: 'group', tabindex: '-1', 'aria-labelledby': 'f-data-label'});
   const dataWrap = h('div', {class: 'block'},
-    h('p', {class: 'block-label', id: 'f-data-label'}, 'Data (key/value strings for the app)'),
+    h('p', {class: 'block-label', id: 'f-data-label'}, t('compose.data.label')),
     dataList,
     h('button', {type: 'button', id: 'add-data', class: 'btn btn-small', on: {click: () => {
       const r = addDataRow();
       r.key.focus();
       errs.clearFor(dataList);
-    }}}, 'Add data'));
+    }}}, t('compose.data.add')));
 
   function addDataRow(k = '', v = '') {
     const n = ++rowSeq;
@@ -152,14 +171,14 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     const val = h('input', {id: `data-value-${n}`, class: 'data-value', type: 'text', value: v, autocomplete: 'off'});
     const row = {key, val};
     row.el = h('div', {class: 'row data-row'},
-      h('div', {class: 'field'}, h('label', {for: key.id}, 'Key'), key),
-      h('div', {class: 'field'}, h('label', {for: val.id}, 'Value'), val),
-      h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': `Remove data row ${n}`, on: {click: () => {
+      h('div', {class: 'field'}, h('label', {for: key.id}, t('compose.data.key')), key),
+      h('div', {class: 'field'}, h('label', {for: val.id}, t('compose.data.value')), val),
+      h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': t('compose.data.remove', {n}), on: {click: () => {
         dataRows.splice(dataRows.indexOf(row), 1);
         row.el.remove();
         errs.clearFor(dataList);
         document.getElementById('add-data').focus();
-      }}}, 'Remove'));
+      }}}, t('compose.remove')));
     dataRows.push(row);
     add(dataList, row.el);
     return row;
@@ -168,51 +187,53 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   const locRows = [];
   const locList = h('div', {id: 'f-localized', class: 'rows', role: 'group', tabindex: '-1', 'aria-labelledby': 'f-localized-label'});
   const locWrap = h('div', {class: 'block'},
-    h('p', {class: 'block-label', id: 'f-localized-label'}, 'Localized variants (by the user\'s locale; others get the text above)'),
+    h('p', {class: 'block-label', id: 'f-localized-label'}, t('compose.loc.label')),
     locList,
     h('button', {type: 'button', id: 'add-localized', class: 'btn btn-small', on: {click: () => {
       const r = addLocRow();
       r.locale.focus();
       errs.clearFor(locList);
-    }}}, 'Add language'));
+    }}}, t('compose.loc.add')));
 
-  function addLocRow(locale = '', t = '', b = '') {
+  function addLocRow(locale = '', lTitle = '', b = '') {
     const n = ++rowSeq;
     const loc = h('input', {id: `loc-locale-${n}`, class: 'loc-locale', type: 'text', value: locale, placeholder: 'ko', autocomplete: 'off', spellcheck: 'false'});
-    const lt = h('input', {id: `loc-title-${n}`, class: 'loc-title', type: 'text', value: t, autocomplete: 'off'});
+    const lt = h('input', {id: `loc-title-${n}`, class: 'loc-title', type: 'text', value: lTitle, autocomplete: 'off'});
     const lb = h('input', {id: `loc-body-${n}`, class: 'loc-body', type: 'text', value: b, autocomplete: 'off'});
     const row = {locale: loc, title: lt, body: lb};
     row.el = h('div', {class: 'row loc-row'},
-      h('div', {class: 'field field-narrow'}, h('label', {for: loc.id}, 'Locale'), loc),
-      h('div', {class: 'field'}, h('label', {for: lt.id}, 'Title'), lt),
-      h('div', {class: 'field'}, h('label', {for: lb.id}, 'Body'), lb),
-      h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': `Remove language row ${n}`, on: {click: () => {
+      h('div', {class: 'field field-narrow'}, h('label', {for: loc.id}, t('compose.loc.locale')), loc),
+      h('div', {class: 'field'}, h('label', {for: lt.id}, t('compose.msg.title')), lt),
+      h('div', {class: 'field'}, h('label', {for: lb.id}, t('compose.msg.body')), lb),
+      h('button', {type: 'button', class: 'btn btn-small btn-quiet', 'aria-label': t('compose.loc.remove', {n}), on: {click: () => {
         locRows.splice(locRows.indexOf(row), 1);
         row.el.remove();
         errs.clearFor(locList);
         syncLocales();
         updatePhone();
         document.getElementById('add-localized').focus();
-      }}}, 'Remove'));
+      }}}, t('compose.remove')));
     locRows.push(row);
     add(locList, row.el);
     return row;
   }
 
   const platform = {};
-  const platformFields = PLATFORMS.map(([key, label, example]) => {
+  const platformFields = PLATFORMS.map(([key, example]) => {
     const ta = h('textarea', {id: `f-${key}`, rows: 3, class: 'mono', spellcheck: 'false', placeholder: example});
     platform[key] = ta;
-    let t = 0;
+    let timer = 0;
     // Syntax errors show while typing (debounced), before any send.
     ta.addEventListener('input', () => {
-      cancel(t);
-      t = later(() => {
+      cancel(timer);
+      timer = later(() => {
         const r = parseJSONObject(ta.value);
         if (r.error) errs.show(key, r.error);
       }, DEBOUNCE);
     });
-    return field(`${label} (JSON object)`, ta);
+    const labels = {android: t('compose.override.android'), apns: t('compose.override.apns'),
+      webpush: t('compose.override.webpush'), fcm_options: t('compose.override.fcm_options')};
+    return field(labels[key], ta);
   });
 
   // ---- Audience -------------------------------------------------------
@@ -220,33 +241,33 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     const input = h('input', {type: 'radio', name, value, id: `${name}-${value}`, checked});
     return h('span', {class: 'choice'}, input, h('label', {for: input.id}, label));
   };
-  const kindRow = h('div', {class: 'choices', role: 'radiogroup', tabindex: '-1', 'aria-label': 'Audience kind'},
-    radio('audience-kind', 'all', 'All users', true),
-    radio('audience-kind', 'user_ids', 'User ids'),
-    radio('audience-kind', 'segment', 'Segment'),
-    radio('audience-kind', 'named', 'Named audience'));
+  const kindRow = h('div', {class: 'choices', role: 'radiogroup', tabindex: '-1', 'aria-label': t('compose.aud.kind')},
+    radio('audience-kind', 'all', t('compose.aud.all'), true),
+    radio('audience-kind', 'user_ids', t('compose.aud.userIds')),
+    radio('audience-kind', 'segment', t('compose.aud.segment')),
+    radio('audience-kind', 'named', t('compose.aud.named')));
   if (!namedAudiences.length) {
     const r = kindRow.querySelector('input[value="named"]');
     r.disabled = true;
-    r.nextSibling.textContent = 'Named audience (none configured)';
+    r.nextSibling.textContent = t('compose.aud.namedNone');
   }
   if (!segments.length) {
     const r = kindRow.querySelector('input[value="segment"]');
     r.disabled = true;
-    r.nextSibling.textContent = 'Segment (none saved)';
+    r.nextSibling.textContent = t('compose.aud.segmentNone');
   }
   const segName = h('select', {id: 'f-segment'},
-    h('option', {value: ''}, 'Choose…'),
+    h('option', {value: ''}, t('compose.choose')),
     segments.map((sg) => h('option', {value: sg.name}, sg.name)));
   const segDesc = h('p', {class: 'hint', id: 'f-segment-desc'});
   function describeSegment() {
     const sg = segments.find((x) => x.name === segName.value);
-    fill(segDesc, sg ? [`Version ${sg.version}${sg.description ? ': ' + sg.description : ''}. `,
-      h('a', {href: `#/segments/${encodeURIComponent(sg.name)}`}, 'See who it picks')] : null);
+    fill(segDesc, sg ? [(sg.description ? t('compose.seg.versionDesc', {version: sg.version, description: sg.description}) : t('compose.seg.version', {version: sg.version})) + ' ',
+      h('a', {href: `#/segments/${encodeURIComponent(sg.name)}`}, t('compose.seg.see'))] : null);
   }
   const userIds = h('textarea', {id: 'f-user_ids', rows: 2, class: 'mono', spellcheck: 'false', placeholder: '101, 102, 103'});
   const audName = h('select', {id: 'f-audience-name'},
-    h('option', {value: ''}, 'Choose…'),
+    h('option', {value: ''}, t('compose.choose')),
     namedAudiences.map((a) => h('option', {value: a.name}, a.name)));
   const audDesc = h('p', {class: 'hint', id: 'f-audience-desc'});
   const params = h('div', {id: 'f-params', class: 'params', tabindex: '-1'});
@@ -275,6 +296,7 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   }
 
   const previewCount = h('strong', {id: 'preview-count'}, '…');
+  const previewUsers = h('strong', {id: 'preview-users'}, '…');
   const previewSample = h('span', {id: 'preview-sample', class: 'mono'}, '—');
   const previewError = h('p', {id: 'preview-error', class: 'error-text', hidden: true});
   // The frequency cap the broadcast would take (the audience's named cap,
@@ -288,18 +310,19 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   const previewNight = h('p', {id: 'preview-night', class: 'muted', hidden: true});
   const kindErrors = h('div', {class: 'kind-errors'});
   const audienceBox = h('fieldset', {class: 'card', id: 'f-audience'},
-    h('legend', null, 'Audience'),
+    h('legend', null, t('compose.aud.legend')),
     kindRow,
     kindErrors,
     h('div', {'data-kind': 'user_ids', class: 'kind-block'},
-      field('User ids', userIds, 'Separated by commas, spaces or new lines.')),
+      field(t('compose.aud.userIds'), userIds, t('compose.aud.userIdsHint'))),
     h('div', {'data-kind': 'segment', class: 'kind-block'},
-      field('Segment', segName, 'Sent to the segment as it is now; the broadcast keeps this version.'), segDesc),
+      field(t('compose.aud.segment'), segName, t('compose.aud.segmentHint')), segDesc),
     h('div', {'data-kind': 'named', class: 'kind-block'},
-      field('Named audience', audName), audDesc, params),
+      field(t('compose.aud.named'), audName), audDesc, params),
     h('div', {class: 'preview-box', 'aria-live': 'polite'},
-      h('p', null, 'Targets: ', previewCount, ' device tokens'),
-      h('p', null, 'Sample user ids: ', previewSample),
+      h('p', null, t('compose.preview.devices'), ' ', previewCount),
+      h('p', null, t('compose.preview.users'), ' ', previewUsers),
+      h('p', null, t('compose.preview.sample'), ' ', previewSample),
       previewCap,
       previewCapped,
       previewConsent,
@@ -307,24 +330,24 @@ function buildForm(ctx, namedAudiences, categories, segments) {
       previewError));
 
   // ---- Delivery -------------------------------------------------------
-  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'your zone';
-  const deliveryRow = h('div', {class: 'choices', role: 'radiogroup', 'aria-label': 'When to send'},
-    radio('delivery', 'now', 'Send now', true),
-    radio('delivery', 'at', 'At a time'),
-    radio('delivery', 'local', 'At users\' local time'));
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || t('compose.when.yourZone');
+  const deliveryRow = h('div', {class: 'choices', role: 'radiogroup', 'aria-label': t('compose.when.label')},
+    radio('delivery', 'now', t('compose.when.sendNow'), true),
+    radio('delivery', 'at', t('compose.when.atTime')),
+    radio('delivery', 'local', t('compose.when.atLocal')));
   const sendAt = h('input', {id: 'f-send_at', type: 'datetime-local'});
   const sendAtLocal = h('input', {id: 'f-send_at_local', type: 'datetime-local'});
   const quietStart = h('input', {id: 'f-quiet-start', type: 'time'});
   const quietEnd = h('input', {id: 'f-quiet-end', type: 'time'});
   const quietBox = h('div', {class: 'block', id: 'f-quiet', tabindex: '-1'},
-    h('p', {class: 'block-label'}, 'Quiet hours (optional, in each user\'s zone; sends inside wait for the end)'),
-    h('div', {class: 'row'}, field('From', quietStart), field('To', quietEnd)));
+    h('p', {class: 'block-label'}, t('compose.quiet.label')),
+    h('div', {class: 'row'}, field(t('compose.quiet.from'), quietStart), field(t('compose.quiet.to'), quietEnd)));
   const maxRate = h('input', {id: 'f-max_rate', type: 'number', min: '0', step: 'any', inputmode: 'decimal'});
   const deliverOver = h('input', {id: 'f-deliver_over', type: 'text', placeholder: '30m', autocomplete: 'off', spellcheck: 'false'});
   const klass = h('select', {id: 'f-class'},
-    h('option', {value: ''}, 'Default (server decides)'),
-    h('option', {value: 'transactional'}, 'transactional'),
-    h('option', {value: 'bulk'}, 'bulk'));
+    h('option', {value: ''}, t('compose.class.default')),
+    h('option', {value: 'transactional'}, t('compose.class.transactional')),
+    h('option', {value: 'bulk'}, t('compose.class.bulk')));
   const hold = h('input', {id: 'f-hold', type: 'checkbox'});
   const dryRun = h('input', {id: 'f-dry_run', type: 'checkbox'});
   // "frequency_cap": false: an alert that must reach users the cap holds.
@@ -341,62 +364,172 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   const check = (input, label, hint) => h('div', {class: 'field field-check'}, input, h('label', {for: input.id}, label),
     hint ? h('span', {class: 'hint'}, hint) : null);
   const deliveryBox = h('fieldset', {class: 'card'},
-    h('legend', null, 'Delivery'),
+    h('legend', null, t('compose.when.legend')),
     deliveryRow,
     h('div', {class: 'row'},
-      h('div', {'data-delivery': 'at', class: 'kind-block'}, field(`Send at (your time, ${zone})`, sendAt)),
+      h('div', {'data-delivery': 'at', class: 'kind-block'}, field(t('compose.when.sendAt', {zone}), sendAt)),
       h('div', {'data-delivery': 'local', class: 'kind-block'},
-        field('Users\' local time', sendAtLocal, 'Each user gets it at this wall-clock time in their own zone.'))),
+        field(t('compose.when.localTime'), sendAtLocal, t('compose.when.localHint')))),
     quietBox,
     h('div', {class: 'row'},
-      field('Max rate (messages/s)', maxRate),
-      field('Deliver over', deliverOver, 'A duration such as 30m or 2h.'),
-      field('Class', klass)),
-    check(hold, 'Hold for approval', 'Stored and counted; nothing goes out until someone releases it.'),
-    check(dryRun, 'Dry run', 'FCM validates every message; nothing is shown on any device.'),
-    check(pastCap, 'Send past the frequency cap', 'For an alert: users who have had their share of broadcasts get it too. Recorded on the broadcast.'));
+      field(t('compose.pace.rate'), maxRate),
+      field(t('compose.pace.over'), deliverOver, t('compose.pace.overHint')),
+      field(t('compose.class.label'), klass)),
+    check(hold, t('compose.hold'), t('compose.holdHint')),
+    check(dryRun, t('compose.dryRun'), t('compose.dryRunHint')),
+    check(pastCap, t('compose.pastCap'), t('compose.pastCapHint')));
+
+  // ---- Templates, warnings, drafts ------------------------------------
+  const templates = createTemplates({
+    list: tpl.templates || [],
+    read: () => ({title: title.value, body: body.value, data: dataOf(), link: checkedMessage().webpush?.fcm_options?.link}),
+    use: (m) => {
+      title.value = m.title || '';
+      body.value = m.body || '';
+      for (const r of [...dataRows]) r.el.remove();
+      dataRows.length = 0;
+      for (const [k, v] of Object.entries(m.data || {})) addDataRow(k, v);
+      // The link goes where the web push shows it, unless overrides are typed.
+      if (m.link && !platform.webpush.value.trim()) platform.webpush.value = JSON.stringify({fcm_options: {link: m.link}}, null, 2);
+      updatePhone();
+      checkMessage();
+      keepDraft();
+    },
+  });
+  const templateBar = templates.el;
+  const bodyCount = h('span', {id: 'f-body-count', class: 'hint'});
+  const formWarnings = h('div', {id: 'form-warnings', class: 'alert alert-warn', role: 'status', hidden: true});
+  const publicURL = tpl.public_url || '';
+
+  function dataOf() {
+    const d = {};
+    for (const r of dataRows) if (r.key.value.trim()) d[r.key.value.trim()] = r.val.value;
+    return d;
+  }
+
+  // The message as the checks read it: what was typed, parsed where it can be.
+  function checkedMessage() {
+    const web = parseJSONObject(platform.webpush.value);
+    return {title: title.value, body: body.value, data: dataOf(), webpush: web.value};
+  }
+
+  // The warnings under the form: shown as the operator types, never blocking.
+  function checkMessage() {
+    const len = [...body.value].length;
+    bodyCount.textContent = t('compose.msg.bodyCount', {count: len, max: BODY_SHOWN});
+    bodyCount.classList.toggle('warn-text', len > BODY_SHOWN);
+    const ws = warnings(checkedMessage(), publicURL);
+    formWarnings.hidden = !ws.length;
+    fill(formWarnings, ws.length ? h('ul', {class: 'plain'}, ws.map((w) => h('li', {'data-warning': w.id}, w.text))) : null);
+    return ws;
+  }
+
+  // snapshot is the form as a draft keeps it; restore puts one back.
+  function snapshot() {
+    return {
+      title: title.value, body: body.value, image: image.value,
+      data: dataRows.map((r) => [r.key.value, r.val.value]),
+      localized: locRows.map((r) => [r.locale.value, r.title.value, r.body.value]),
+      platform: Object.fromEntries(PLATFORMS.map(([key]) => [key, platform[key].value])),
+      kind: kindOf(), user_ids: userIds.value, segment: segName.value, audience: audName.value,
+      category: hasCategories && !category.disabled ? category.value : '',
+    };
+  }
+  function isEmpty(d) {
+    return !d.title && !d.body && !d.image && !d.data.some(([k, v]) => k || v) && !d.localized.some((r) => r.some(Boolean)) &&
+      !Object.values(d.platform).some(Boolean) && !d.user_ids;
+  }
+  let draftTimer = 0;
+  function keepDraft() {
+    cancel(draftTimer);
+    draftTimer = later(() => {
+      const d = snapshot();
+      saveDraft(apps.current(), d, isEmpty(d));
+    }, DEBOUNCE);
+  }
+  const draftLine = h('p', {id: 'draft-restored', class: 'notice', role: 'status', hidden: true});
+  function restoreDraft() {
+    const d = loadDraft(apps.current());
+    if (!d || isEmpty({data: [], localized: [], platform: {}, ...d})) return;
+    title.value = d.title || '';
+    body.value = d.body || '';
+    image.value = d.image || '';
+    imageShown = image.value;
+    for (const [k, v] of d.data || []) addDataRow(k, v);
+    for (const [l, lt, lb] of d.localized || []) addLocRow(l, lt, lb);
+    for (const [key] of PLATFORMS) platform[key].value = d.platform?.[key] || '';
+    userIds.value = d.user_ids || '';
+    if (d.kind === 'segment' && d.segment) chooseSegment(d.segment);
+    else if (d.kind === 'named' && d.audience) {
+      audName.value = d.audience;
+      if (audName.value === d.audience) {
+        renderParams();
+        setKind('named');
+      }
+    } else if (d.kind) setKind(d.kind);
+    if (d.category && hasCategories && !category.disabled) category.value = d.category;
+    const discard = h('button', {type: 'button', id: 'draft-discard', class: 'btn btn-small btn-quiet', on: {click: () => {
+      clearDraft(apps.current());
+      location.reload();
+    }}}, t('compose.draft.discard'));
+    fill(draftLine, t('compose.draft.restored', {when: new Date(d.saved_at || Date.now()).toLocaleString(locale())}), ' · ', discard);
+    draftLine.hidden = false;
+  }
+
+  // Server errors in the operator's words, next to the field they name.
+  function showApi(err) {
+    const words = apiWords(err);
+    if (err.field && resolve(err.field)) errs.show(err.field, words);
+    else errs.formMessage(words);
+  }
+  function errWords(err) {
+    return apiWords(err);
+  }
 
   // ---- Buttons, errors, side column -----------------------------------
-  const send = h('button', {id: 'btn-send', type: 'submit', class: 'btn btn-primary'}, 'Send');
+  const send = h('button', {id: 'btn-send', type: 'submit', class: 'btn btn-primary'}, t('compose.btn.send'));
   const formError = h('div', {id: 'form-error', class: 'alert', role: 'alert', tabindex: '-1', hidden: true});
   const notice = h('div', {class: 'notice', role: 'status', hidden: true});
 
   const mainForm = h('form', {id: 'compose-form', class: 'compose-form', novalidate: true, on: {submit: onSend}},
+    draftLine,
     notice,
     formError,
     h('fieldset', {class: 'card'},
-      h('legend', null, 'Message'),
+      h('legend', null, t('compose.msg.legend')),
+      templateBar,
       categoryField,
-      field('Title', title),
-      field('Body', body),
-      field('Image URL', image, 'An http(s) URL; shown large on Android and the web.'),
+      field(t('compose.msg.title'), title),
+      field(t('compose.msg.body'), body, bodyCount),
+      field(t('compose.msg.image'), image, t('compose.msg.imageHint')),
       dataWrap,
       locWrap),
     audienceBox,
     h('fieldset', {class: 'card'},
-      h('legend', null, 'Platform overrides'),
-      h('p', {class: 'hint'}, 'Optional JSON objects passed to FCM as they are.'),
+      h('legend', null, t('compose.override.legend')),
+      h('p', {class: 'hint'}, t('compose.override.hint')),
       h('div', {class: 'grid-2'}, platformFields)),
     deliveryBox,
+    formWarnings,
     h('div', {class: 'actions sticky-actions'}, send));
 
-  const phone = createPhone();
-  const phoneLocale = h('select', {id: 'phone-locale'}, h('option', {value: ''}, 'Default text'));
+  const phone = createPhone('phone-preview');
+  const phoneLocale = h('select', {id: 'phone-locale'}, h('option', {value: ''}, t('compose.phone.default')));
   const testIds = h('input', {id: 'f-test-user_ids', type: 'text', inputmode: 'numeric', autocomplete: 'off', placeholder: '101, 102'});
-  const testSend = h('button', {id: 'btn-test-send', type: 'submit', class: 'btn'}, 'Send test');
+  const testSend = h('button', {id: 'btn-test-send', type: 'submit', class: 'btn'}, t('compose.test.send'));
   const testOut = h('div', {class: 'test-out', 'aria-live': 'polite'});
   const testForm = h('form', {id: 'test-form', class: 'card', novalidate: true, on: {submit: onTest}},
-    h('h2', null, 'Test send'),
-    h('p', {class: 'hint'}, 'Sends this message now to a few users\' devices (not a broadcast).'),
-    h('div', {class: 'row row-end'}, field('User ids', testIds), h('div', {class: 'field'}, testSend)),
+    h('h2', null, t('compose.test.title')),
+    h('p', {class: 'hint'}, t('compose.test.hint')),
+    h('div', {class: 'row row-end'}, field(t('compose.aud.userIds'), testIds), h('div', {class: 'field'}, testSend)),
     testOut);
 
   const el = h('div', {class: 'compose-grid'},
     mainForm,
     h('aside', {class: 'compose-side'},
       h('section', {class: 'card', 'aria-labelledby': 'phone-h'},
-        h('h2', {id: 'phone-h'}, 'Preview'),
-        field('Variant', phoneLocale),
+        h('h2', {id: 'phone-h'}, t('compose.phone.title')),
+        field(t('compose.phone.variant'), phoneLocale),
         phone.el),
       testForm));
 
@@ -466,8 +599,8 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     for (const r of dataRows) {
       const k = r.key.value.trim();
       if (!k && !r.val.value) continue;
-      if (!k) errors.push(['data', 'Every data value needs a key.']);
-      else if (Object.hasOwn(data, k)) errors.push([`data.${k}`, `The key "${k}" is there twice.`]);
+      if (!k) errors.push(['data', t('compose.data.needsKey')]);
+      else if (Object.hasOwn(data, k)) errors.push([`data.${k}`, t('compose.data.twice', {key: k})]);
       else {
         data[k] = r.val.value;
         anyData = true;
@@ -481,11 +614,11 @@ function buildForm(ctx, namedAudiences, categories, segments) {
       const l = r.locale.value.trim();
       if (!l && !r.title.value && !r.body.value) continue;
       if (!l) {
-        errors.push(['localized', 'Every localized variant needs a locale, such as ko or pt-BR.']);
+        errors.push(['localized', t('compose.loc.needsLocale')]);
         continue;
       }
       if (Object.hasOwn(loc, l)) {
-        errors.push([`localized.${l}`, `The locale "${l}" is there twice.`]);
+        errors.push([`localized.${l}`, t('compose.loc.twice', {locale: l})]);
         continue;
       }
       loc[l] = {};
@@ -508,21 +641,21 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     if (kind === 'all') return {all: true};
     if (kind === 'segment') {
       if (segName.value) return {segment: segName.value};
-      errors.push(['audience.segment', 'Choose a segment.']);
+      errors.push(['audience.segment', t('compose.aud.chooseSegment')]);
       return null;
     }
     if (kind === 'user_ids') {
       try {
         const ids = parseIds(userIds.value);
         if (ids.length) return {user_ids: ids};
-        errors.push(['audience.user_ids', 'Enter at least one user id.']);
+        errors.push(['audience.user_ids', t('compose.aud.enterIds')]);
       } catch (e) {
         errors.push(['audience.user_ids', e.message]);
       }
       return null;
     }
     if (!audName.value) {
-      errors.push(['audience.name', 'Choose a named audience.']);
+      errors.push(['audience.name', t('compose.aud.chooseNamed')]);
       return null;
     }
     const p = {};
@@ -542,18 +675,18 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     const d = {};
     const kind = deliveryOf();
     if (kind === 'at') {
-      if (!sendAt.value) errors.push(['send_at', 'Choose the date and time to send at.']);
+      if (!sendAt.value) errors.push(['send_at', t('compose.when.chooseAt')]);
       else d.send_at = localInputToRFC3339(sendAt.value);
     } else if (kind === 'local') {
-      if (!sendAtLocal.value) errors.push(['send_at_local', 'Choose the local date and time.']);
+      if (!sendAtLocal.value) errors.push(['send_at_local', t('compose.when.chooseLocal')]);
       else d.send_at_local = sendAtLocal.value.length === 16 ? sendAtLocal.value + ':00' : sendAtLocal.value;
     }
     if (quietStart.value && quietEnd.value) d.quiet_hours = {start: quietStart.value, end: quietEnd.value};
-    else if (quietStart.value) errors.push(['quiet_hours.end', 'Set when quiet hours end too.']);
-    else if (quietEnd.value) errors.push(['quiet_hours.start', 'Set when quiet hours start too.']);
+    else if (quietStart.value) errors.push(['quiet_hours.end', t('compose.quiet.needsEnd')]);
+    else if (quietEnd.value) errors.push(['quiet_hours.start', t('compose.quiet.needsStart')]);
     if (maxRate.value !== '' || maxRate.validity.badInput) {
       const r = Number(maxRate.value);
-      if (maxRate.validity.badInput || !Number.isFinite(r) || r <= 0) errors.push(['max_rate', 'A number of messages per second, above 0.']);
+      if (maxRate.validity.badInput || !Number.isFinite(r) || r <= 0) errors.push(['max_rate', t('compose.pace.rateBad')]);
       else d.max_rate = r;
     }
     if (deliverOver.value.trim()) d.deliver_over = deliverOver.value.trim();
@@ -582,19 +715,64 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     send.disabled = true;
     send.setAttribute('aria-busy', 'true');
     try {
+      // A hold waits for an approver, a dry run reaches no phone: both
+      // go as they did. Any other send is reviewed first.
+      if (!req.hold && !req.dry_run && !(await review(req))) return;
       // wait=0: answer at once (202 with the live object); the watch page
       // follows it from there.
       const b = await post('/push/broadcast?wait=0', req, {signal});
+      clearDraft(apps.current());
+      cancel(draftTimer);
       location.hash = `#/broadcasts/${b.id}`;
     } catch (err) {
       if (isQuiet(err)) return;
-      errs.showApi(err);
+      showApi(err);
       errs.focusFirst();
     } finally {
       sending = false;
       send.disabled = false;
       send.removeAttribute('aria-busy');
     }
+  }
+
+  // review counts the audience afresh (users and devices, the category's
+  // exclusions) and opens the review; true when the operator confirms.
+  async function review(req) {
+    const aud = req.audience;
+    const capCat = {...capFields(), ...categoryFields()};
+    const r = aud.name
+      ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capCat}, {signal})
+      : await post('/push/preview', {audience: aud, ...(req.app ? {app: req.app} : {}), ...capCat}, {signal});
+    const cat = chosenCategory();
+    const lf = (iso) => new Date(iso).toLocaleString(locale(), {dateStyle: 'medium', timeStyle: 'short'});
+    let night = '';
+    if (cat?.night) {
+      const w = windowText(cat.night.window);
+      night = cat.night.consent ? t('compose.consent.nightConsent', {window: w}) : t('compose.consent.night', {window: w});
+    }
+    return openReview(el, {
+      audience: audienceWords(aud),
+      users: r.users ?? null,
+      devices: r.count,
+      category: r.category || '',
+      excluded: r.excluded_no_consent || 0,
+      capped: r.capped_users || 0,
+      night,
+      // The category's quiet hours hold unless the form sets others.
+      when: [...whenLines(req, lf), ...(cat?.quiet_hours && !req.quiet_hours
+        ? [t('compose.when.quiet', {start: hhmm(cat.quiet_hours.start), end: hhmm(cat.quiet_hours.end)})] : [])],
+      message: {title: title.value, body: body.value, image: imageShown, prefix: cat?.title_prefix || '', suffix: cat?.body_suffix || ''},
+      warnings: checkMessage(),
+      button: deliveryOf() === 'now' ? t('compose.review.sendNow', {count: r.count}) : t('compose.review.schedule'),
+    });
+  }
+
+  // The audience of a request in words (never its JSON).
+  function audienceWords(a) {
+    if (a.all) return t('compose.aud.all');
+    if (a.user_ids) return t('compose.review.ids', {count: a.user_ids.length});
+    if (a.segment) return t('compose.review.segment', {name: a.segment});
+    return t('compose.review.named', {name: a.name});
   }
 
   async function onTest(ev) {
@@ -605,7 +783,7 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     let ids = [];
     try {
       ids = parseIds(testIds.value);
-      if (!ids.length) errors.push(['user_ids', 'Enter the user ids to send the test to.']);
+      if (!ids.length) errors.push(['user_ids', t('compose.test.enterIds')]);
     } catch (e) {
       errors.push(['user_ids', e.message]);
     }
@@ -618,14 +796,14 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     if (apps.current()) req.app = apps.current();
     if (phoneLocale.value) req.locale = phoneLocale.value; // the variant on the phone
     testSend.disabled = true;
-    fill(testOut, h('p', {class: 'muted'}, 'Sending…'));
+    fill(testOut, h('p', {class: 'muted'}, t('compose.test.sending')));
     try {
       const report = await post('/push/test', req, {signal});
       fill(testOut, testReport(report));
     } catch (err) {
       if (isQuiet(err)) return;
-      fill(testOut, h('p', {class: 'error-text'}, 'Test send failed: ' + err.message));
-      errs.showApi(err);
+      fill(testOut, h('p', {class: 'error-text'}, t('compose.test.failed'), ' ', apiWords(err)));
+      showApi(err);
     } finally {
       testSend.disabled = false;
     }
@@ -641,12 +819,12 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   function capLabel(r) {
     if (!r) return '';
     switch (r.frequency_cap_source) {
-      case 'named': return `Cap ${r.frequency_cap} (named: ${r.frequency_cap_name})`;
-      case 'default': return `Cap ${r.frequency_cap} (default)`;
-      case 'off': return 'No cap: off for this audience';
-      case 'bypass': return 'No cap: sent past the cap';
-      case 'transactional': return 'No cap: transactional broadcasts are exempt';
-      case 'dry_run': return 'No cap: a dry run';
+      case 'named': return t('compose.cap.named', {cap: r.frequency_cap, name: r.frequency_cap_name});
+      case 'default': return t('compose.cap.default', {cap: r.frequency_cap});
+      case 'off': return t('compose.cap.off');
+      case 'bypass': return t('compose.cap.bypass');
+      case 'transactional': return t('compose.cap.transactional');
+      case 'dry_run': return t('compose.cap.dryRun');
       default: return '';
     }
   }
@@ -661,26 +839,27 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     const excluded = r.excluded_no_consent || 0;
     previewConsent.dataset.excluded = String(excluded);
     previewConsent.textContent = cat.consent
-      ? `${devices(r.count)} · ${num(excluded)} left out: no consent to ${cat.name}`
-      : `${devices(r.count)} · ${cat.name} needs no consent beyond notifications being on`;
+      ? t('compose.consent.leftOut', {devices: devices(r.count), count: excluded, category: cat.name})
+      : t('compose.consent.none', {devices: devices(r.count), category: cat.name});
     if (cat.night) {
       const w = windowText(cat.night.window);
       previewNight.textContent = cat.night.consent
-        ? `Users inside ${w} (their own time) without night consent get it when the window ends.`
-        : `Users inside ${w} (their own time) get it when the window ends.`;
+        ? t('compose.consent.nightConsent', {window: w})
+        : t('compose.consent.night', {window: w});
     }
   }
 
-  function setPreview(count, sample, error, capped, r) {
+  function setPreview(count, sample, error, capped, r, users = count) {
     setConsent(r);
     const cap = capLabel(r);
     previewCap.hidden = !cap;
     previewCap.textContent = cap;
     previewCapped.hidden = capped == null;
-    previewCapped.textContent = capped == null ? '' : `${num(capped)} ${capped === 1 ? 'user' : 'users'} would be capped`;
+    previewCapped.textContent = capped == null ? '' : t('compose.preview.capped', {count: capped});
     previewCount.textContent = count;
+    previewUsers.textContent = users;
     previewSample.textContent = sample.length ? sample.join(', ') : '—';
-    previewError.textContent = error || '';
+    fill(previewError, error || null);
     previewError.hidden = !error;
   }
 
@@ -724,7 +903,7 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     // With no category and no default there is none to count the consent
     // of (a named audience's own is on the picker: syncCategory).
     if (hasCategories && !category.value) {
-      setPreview('—', [], 'Choose a category to count who can get it.');
+      setPreview('—', [], t('compose.preview.chooseCategory'));
       return;
     }
     const ctl = new AbortController();
@@ -734,10 +913,10 @@ function buildForm(ctx, namedAudiences, categories, segments) {
         ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capFields(), ...categoryFields()}, {signal: ctl.signal})
         : await post('/push/preview', {audience: aud, ...(apps.current() ? {app: apps.current()} : {}), ...capFields(), ...categoryFields()}, {signal: ctl.signal});
       if (ctl !== previewCtl) return;
-      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users, r);
+      setPreview(num(r.count), r.sample_user_ids || [], '', r.capped_users, r, r.users == null ? '—' : num(r.users));
     } catch (err) {
       if (ctl !== previewCtl || isQuiet(err)) return;
-      setPreview('—', [], err.message);
+      setPreview('—', [], errWords(err));
     }
   }
 
@@ -745,34 +924,32 @@ function buildForm(ctx, namedAudiences, categories, segments) {
   let imageShown = '';
   let imageTimer = 0;
   function updatePhone() {
-    let t = title.value;
+    let ti = title.value;
     let b = body.value;
     const row = phoneLocale.value && locRows.find((r) => r.locale.value.trim() === phoneLocale.value);
     if (row) {
-      t = row.title.value || t;
+      ti = row.title.value || ti;
       b = row.body.value || b;
     }
     const cat = chosenCategory();
-    phone.update({title: t, body: b, image: imageShown, prefix: cat?.title_prefix || '', suffix: cat?.body_suffix || ''});
+    phone.update({title: ti, body: b, image: imageShown, prefix: cat?.title_prefix || '', suffix: cat?.body_suffix || ''});
   }
 
   // The chosen category's rules, in plain words, under the picker.
   function showCategoryRules() {
     const cat = chosenCategory();
     const lines = [];
-    if (category.disabled) lines.push(`The audience ${audName.value} always sends in ${category.value}.`);
+    if (category.disabled) lines.push(t('compose.rules.locked', {audience: audName.value, category: category.value}));
     if (cat) {
-      lines.push(cat.consent ? `Only users who consented to ${cat.name} get it.` : 'Everyone with notifications on can get it.');
+      lines.push(cat.consent ? t('compose.rules.consent', {category: cat.name}) : t('compose.rules.everyone'));
       if (cat.night) {
         const w = windowText(cat.night.window);
-        lines.push(cat.night.consent
-          ? `Between ${w} in each user's zone, only users who also consented at night get it now; the others get it when the window ends.`
-          : `Between ${w} in each user's zone, nobody gets it until the window ends.`);
+        lines.push(cat.night.consent ? t('compose.rules.nightConsent', {window: w}) : t('compose.rules.night', {window: w}));
       }
-      if (cat.title_prefix) lines.push(`Every title starts with “${cat.title_prefix}”.`);
-      if (cat.body_suffix) lines.push(`Every body ends with “${cat.body_suffix.trim()}”.`);
-      if (cat.frequency_cap) lines.push(`Frequency cap: ${cat.frequency_cap}.`);
-      if (cat.quiet_hours) lines.push(`Quiet hours ${windowText(cat.quiet_hours)} unless you set others.`);
+      if (cat.title_prefix) lines.push(t('compose.rules.prefix', {prefix: cat.title_prefix}));
+      if (cat.body_suffix) lines.push(t('compose.rules.suffix', {suffix: cat.body_suffix.trim()}));
+      if (cat.frequency_cap) lines.push(t('compose.rules.cap', {cap: cat.frequency_cap}));
+      if (cat.quiet_hours) lines.push(t('compose.rules.quiet', {window: windowText(cat.quiet_hours)}));
     }
     fill(categoryRules, lines.map((l) => h('li', null, l)));
   }
@@ -783,60 +960,63 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     const have = [...phoneLocale.options].slice(1).map((o) => o.value);
     if (want.join('\n') === have.join('\n')) return;
     const keep = phoneLocale.value;
-    fill(phoneLocale, h('option', {value: ''}, 'Default text'), want.map((l) => h('option', {value: l}, l)));
+    fill(phoneLocale, h('option', {value: ''}, t('compose.phone.default')), want.map((l) => h('option', {value: l}, l)));
     phoneLocale.value = want.includes(keep) ? keep : '';
   }
 
   function updateLabel() {
     const d = deliveryOf();
-    send.textContent = dryRun.checked ? 'Dry run' : hold.checked ? 'Hold for approval' : d === 'now' ? 'Send' : 'Schedule';
+    send.textContent = dryRun.checked ? t('compose.dryRun') : hold.checked ? t('compose.hold') : d === 'now' ? t('compose.btn.send') : t('compose.btn.schedule');
   }
 
   // ---- Wiring ---------------------------------------------------------
   el.addEventListener('input', (ev) => {
-    const t = ev.target;
-    if (t === userIds) setKind('user_ids');
-    if (t.dataset?.param) setKind('named');
-    if (t === sendAt) setDelivery('at');
-    if (t === sendAtLocal) setDelivery('local');
-    if (t === userIds || t.dataset?.param || t === maxRate || t === deliverOver) schedulePreview();
-    if (t === image) {
+    const tg = ev.target;
+    if (tg === userIds) setKind('user_ids');
+    if (tg.dataset?.param) setKind('named');
+    if (tg === sendAt) setDelivery('at');
+    if (tg === sendAtLocal) setDelivery('local');
+    if (tg === userIds || tg.dataset?.param || tg === maxRate || tg === deliverOver) schedulePreview();
+    if (tg === image) {
       cancel(imageTimer);
       imageTimer = later(() => {
         imageShown = image.value;
         updatePhone();
       }, DEBOUNCE);
     }
-    if (t.classList?.contains('loc-locale')) syncLocales();
-    if (t === title || t === body || locList.contains(t)) updatePhone();
+    if (tg.classList?.contains('loc-locale')) syncLocales();
+    if (tg === title || tg === body || locList.contains(tg)) updatePhone();
+    if (tg === title || tg === body || dataList.contains(tg) || tg === platform.webpush) checkMessage();
+    keepDraft();
   });
   el.addEventListener('change', (ev) => {
-    const t = ev.target;
-    if (t.name === 'audience-kind') {
+    const tg = ev.target;
+    if (tg.name === 'audience-kind') {
       markKind();
       schedulePreview();
     }
-    if (t === audName) {
+    if (tg === audName) {
       renderParams();
       setKind('named');
       schedulePreview();
     }
-    if (t === segName) {
+    if (tg === segName) {
       describeSegment();
       setKind('segment');
       schedulePreview();
     }
-    if (t.name === 'delivery') markDelivery();
-    if (t === phoneLocale) updatePhone();
-    if (t.name === 'delivery' || t === hold || t === dryRun) updateLabel();
+    if (tg.name === 'delivery') markDelivery();
+    if (tg === phoneLocale) updatePhone();
+    if (tg.name === 'delivery' || tg === hold || tg === dryRun) updateLabel();
     // The cap the broadcast would take, and so its capped count.
-    if (t === klass || t === pastCap || t === dryRun) schedulePreview();
+    if (tg === klass || tg === pastCap || tg === dryRun) schedulePreview();
     // Whose consent counts, and the labels on the phone.
-    if (t === category) {
+    if (tg === category) {
       showCategoryRules();
       updatePhone();
       schedulePreview();
     }
+    keepDraft();
   });
 
   // ---- Duplicate as new -----------------------------------------------
@@ -851,9 +1031,9 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     for (const [key] of PLATFORMS) {
       if (m[key] != null) platform[key].value = JSON.stringify(m[key], null, 2);
     }
-    const notes = [`Prefilled from broadcast #${b.id}. Nothing is sent until you press the button below.`];
+    const notes = [t('compose.dup.prefilled', {id: b.id})];
     if (apps.several() && b.app && b.app !== apps.current()) {
-      notes.push(`It was sent in the app ${b.app}; this one goes to the app ${apps.current()}. Switch apps in the header to send it in ${b.app}.`);
+      notes.push(t('compose.dup.otherApp', {was: b.app, now: apps.current()}));
     }
     const a = b.audience || {};
     if (a.all) setKind('all');
@@ -866,13 +1046,13 @@ function buildForm(ctx, namedAudiences, categories, segments) {
         renderParams(a.params || {});
         setKind('named');
       } else {
-        notes.push(`Its named audience "${a.name}" is no longer configured: choose an audience.`);
+        notes.push(t('compose.dup.namedGone', {name: a.name}));
       }
     } else if (a.segment) {
-      if (!chooseSegment(a.segment.name)) notes.push(`Its segment "${a.segment.name}" no longer exists: choose an audience.`);
+      if (!chooseSegment(a.segment.name)) notes.push(t('compose.dup.segmentGone', {name: a.segment.name}));
     } else if (a.resend_of) {
       setKind('user_ids');
-      notes.push(`It resent the failures of broadcast #${a.resend_of}; that audience cannot be reused: choose one.`);
+      notes.push(t('compose.dup.resend', {id: a.resend_of}));
     }
 
     if (b.send_at_local) {
@@ -881,7 +1061,7 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     } else if (b.send_at) {
       sendAt.value = isoToLocalInput(b.send_at);
       setDelivery('at');
-      if (new Date(b.send_at) < new Date()) notes.push('Its send time has passed: choose a new one, or send now.');
+      if (new Date(b.send_at) < new Date()) notes.push(t('compose.dup.timePassed'));
     }
     if (b.quiet_hours) {
       quietStart.value = hhmm(b.quiet_hours.start);
@@ -894,7 +1074,7 @@ function buildForm(ctx, namedAudiences, categories, segments) {
       category.value = b.category;
       if (category.value !== b.category) {
         category.value = categories.def;
-        notes.push(`Its category "${b.category}" is no longer configured: choose a category.`);
+        notes.push(t('compose.dup.categoryGone', {category: b.category}));
       }
     }
     hold.checked = b.status === 'held' || Boolean(b.hold_expires_at || b.released_at);
@@ -923,10 +1103,11 @@ function buildForm(ctx, namedAudiences, categories, segments) {
     syncLocales();
     updateLabel();
     updatePhone();
+    checkMessage();
     schedulePreview();
   }
 
-  return {el, prefill, refresh, chooseSegment};
+  return {el, prefill, refresh, chooseSegment, restoreDraft};
 }
 
 // '' → undefined (not sent); otherwise a JSON object, or an error to show.
@@ -936,9 +1117,9 @@ export function parseJSONObject(text) {
   try {
     v = JSON.parse(text);
   } catch (e) {
-    return {error: 'Not valid JSON: ' + e.message};
+    return {error: withDetails(t('compose.json.invalid'), e.message)};
   }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) return {error: 'This must be a JSON object: { … }.'};
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return {error: t('compose.json.notObject')};
   return {value: v};
 }
 
@@ -994,25 +1175,25 @@ export function windowText(w) {
 }
 
 function devices(n) {
-  return `${num(n)} ${n === 1 ? 'device' : 'devices'}`;
+  return t('compose.devices', {count: n});
 }
 
 // The per-token results of a test send, as a table: one row per token,
 // tr[data-outcome] (succeeded | failed).
 export function testReport(report) {
   const rows = (report.results || []).map((r) => h('tr', {'data-outcome': r.outcome},
-    h('td', {class: 'mono', title: r.token_id != null ? `token id ${r.token_id}` : null}, tokenPrefix(r.token)),
+    h('td', {class: 'mono', title: r.token_id != null ? t('compose.test.tokenId', {id: r.token_id}) : null}, tokenPrefix(r.token)),
     h('td', {class: 'num'}, r.user_id ?? '—'),
     h('td', null, badge(r.outcome)),
     h('td', null, r.code ? h('code', null, r.code) : '—'),
-    h('td', {class: 'wrap'}, r.message || (r.invalidated ? 'token invalidated' : ''))));
+    h('td', {class: 'wrap'}, r.message || (r.invalidated ? t('compose.test.invalidated') : ''))));
   const missing = report.users_without_tokens || [];
   return h('div', null,
-    h('p', null, `${num(report.succeeded ?? 0)} succeeded, ${num(report.failed ?? 0)} failed.`),
-    table({id: 'test-results'}, ['Token', 'User', 'Outcome', 'Code', 'Message'],
-      rows.length ? rows : emptyRow(5, 'No device token was sent to.')),
+    h('p', null, t('compose.test.summary', {ok: report.succeeded ?? 0, failed: report.failed ?? 0})),
+    table({id: 'test-results'}, [t('compose.test.colToken'), t('compose.test.colUser'), t('compose.test.colOutcome'), t('compose.test.colCode'), t('compose.test.colMessage')],
+      rows.length ? rows : emptyRow(5, t('compose.test.none'))),
     missing.length ? h('ul', {class: 'plain'}, missing.map((u) =>
-      h('li', null, `User ${u.user_id}: ${String(u.reason).replaceAll('_', ' ')}`))) : null);
+      h('li', null, t('compose.test.userWithout', {id: u.user_id, reason: String(u.reason).replaceAll('_', ' ')})))) : null);
 }
 
 function tokenPrefix(t) {

@@ -3,19 +3,21 @@
 
 import {h, fill} from './dom.js';
 import {clock} from './format.js';
+import {t} from './i18n.js';
 
 export const APP_NAME = 'pushfan demo';
 
-// Builds the phone once; update() redraws the notification in place. A
+// Builds the phone once (id: its element's id; the review's phone has
+// none, so that #phone-preview stays the form's); update() redraws the notification in place. A
 // message category's labels (prefix, suffix) are drawn on it as the
 // server adds them (labeledMessage), so the phone shows the message
 // exactly as sent: a suffix's newline is a line break (.phone-body keeps
 // white space).
-export function createPhone() {
+export function createPhone(id) {
   const title = h('p', {class: 'phone-title'});
   const body = h('p', {class: 'phone-body'});
   const img = h('img', {class: 'phone-image', alt: '', hidden: true, referrerpolicy: 'no-referrer'});
-  const imgNote = h('p', {class: 'phone-image-note', hidden: true}, 'The image did not load.');
+  const imgNote = h('p', {class: 'phone-image-note', hidden: true}, t('compose.phone.noImage'));
   img.addEventListener('error', () => {
     img.hidden = true;
     imgNote.hidden = !img.getAttribute('src');
@@ -26,15 +28,16 @@ export function createPhone() {
   });
   const time = h('span', {class: 'phone-clock'}, clock(new Date()));
 
-  const el = h('div', {id: 'phone-preview', class: 'phone', role: 'img', 'aria-label': 'Notification preview'},
+  const el = h('div', {class: 'phone', role: 'img', 'aria-label': t('compose.phone.label')},
     h('div', {class: 'phone-status'}, time),
     h('div', {class: 'phone-notif'},
       h('div', {class: 'phone-head'},
         h('span', {class: 'phone-icon', 'aria-hidden': 'true'}, 'P'),
         h('span', {class: 'phone-app'}, APP_NAME),
-        h('span', {class: 'phone-when'}, 'now')),
+        h('span', {class: 'phone-when'}, t('compose.phone.now'))),
       title, body, img, imgNote));
 
+  if (id) el.id = id;
   let lastSrc = '';
   function update({title: rawTitle = '', body: rawBody = '', image = '', prefix = '', suffix = ''}) {
     const m = labeledMessage(rawTitle, rawBody, prefix, suffix);
@@ -43,9 +46,9 @@ export function createPhone() {
     const draw = (parts) => parts.map(([text, label]) => (label ? h('span', {class: 'phone-label'}, text) : text));
     fill(title, ...draw(m.title));
     fill(body, ...draw(m.body));
-    const t = m.title.map(([x]) => x).join('');
+    const ti = m.title.map(([x]) => x).join('');
     const b = m.body.map(([x]) => x).join('');
-    el.setAttribute('aria-label', `Notification preview: ${APP_NAME}. ${t} ${b}`.trim());
+    el.setAttribute('aria-label', t('compose.phone.labelWith', {app: APP_NAME, text: `${ti} ${b}`.trim()}));
     time.textContent = clock(new Date());
     // Only a whole http(s) URL is loaded: a half-typed one would be a
     // request for a path on this server (and a 404 in the console).

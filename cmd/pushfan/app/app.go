@@ -38,12 +38,14 @@ import (
 	"pushfan/lease"
 	"pushfan/metrics"
 	"pushfan/model"
+	"pushfan/msgtemplate"
 	"pushfan/outcomes"
 	"pushfan/quota"
 	"pushfan/repository"
 	"pushfan/retention"
 	"pushfan/segment"
 	"pushfan/server"
+	"pushfan/server/templates"
 	"pushfan/webhook"
 )
 
@@ -232,6 +234,8 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	trail := audit.NewStore(pool.DB)
 	dom := apiDomain(cfg, svc, rd, tests, consents, segments, apiKeys, reloader, jobs)
 	dom.AuditLog = trail
+	// The message templates, and the public URL their links are checked against.
+	dom.Templates = templates.Routes{Domain: msgtemplate.New(pool.DB, cfg.DB.Timeout, log), PublicURL: cfg.Events.PublicURL}
 	opts := append([]server.Option{server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
 		apiOIDC(cfg, store), server.WithAuditor(trail)}, extra...)

@@ -48,6 +48,7 @@ var allowed = map[string][]string{
 	"caps":          {"config", "internal/platform/sqldb", "model"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
 	"consent":       {"audit", "internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
 	"apikey":        {"internal/platform/sqldb", "model"},                                // the API keys kept in the database: create, list, revoke, the cached check
+	"msgtemplate":   {"audience", "audit", "internal/platform/sqldb"},                    // the message templates the console saves and reuses
 	"engagement":    {"internal/platform/lifecycle", "model"},                            // event tokens and their group-committed ingestion
 	"webhook":       {"audit", "internal/platform/lifecycle", "internal/platform/sqldb"}, // Standard Webhooks: the outbox's writer, its deliverer
 	"metrics":       nil,                                                                 // Prometheus collectors; fanout.Metrics takes plain values
@@ -90,7 +91,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/campaigns", "server/cluster", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
+	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/campaigns", "server/cluster", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/templates", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -109,6 +110,7 @@ var allowed = map[string][]string{
 	"server/consents":   {"consent", "model"},
 	"server/segments":   {"model", "segment", "segment/filter"},
 	"server/keys":       {"apikey", "model"},
+	"server/templates":  {"msgtemplate", "server/apierror"},
 	"server/audittrail": {"audit", "internal/platform/logging", "model"},  // the audit trail's routes: the list and its NDJSON export
 	"server/deliveries": {"lease/outcome", "outcomes", "server/apierror"}, // a user's deliveries: GET /push/users/{id}/deliveries
 	"server/campaigns":  {"campaigns", "server/apierror"},                 // the campaign analytics: GET /push/campaigns and its breakdown
@@ -128,7 +130,7 @@ var allowed = map[string][]string{
 	"server/sso": {"model"},
 	"console":    nil, // the admin console's files, embedded; it talks to the server over HTTP only
 	// Wiring and the binaries.
-	"cmd/pushfan/app": {"apikey", "audience", "audit", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "campaigns", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "outcomes", "quota", "repository", "retention", "segment", "server", "server/sso", "webhook"},
+	"cmd/pushfan/app": {"apikey", "audience", "audit", "broadcast", "broadcast/plan", "broadcast/reads", "broadcast/rules", "broadcast/run", "broadcast/testsend", "campaigns", "caps", "config", "consent", "cron", "engagement", "fanout", "fcm", "internal/platform/lifecycle", "lease", "metrics", "model", "msgtemplate", "outcomes", "quota", "repository", "retention", "segment", "server", "server/sso", "server/templates", "webhook"},
 	"cmd/pushfan":     {"config", "fcmemu", "cmd/pushfan/app", "internal/devtools/demo", "internal/platform/logging", "internal/platform/sdnotify", "internal/platform/sqldb", "model", "repository"},
 	// config: the defaults a latency sweep runs at; engagement: events
 	// signed as the sends sign them; the retention phase drives a
@@ -170,6 +172,8 @@ var layer = map[string]int{
 	"lease":                             3,
 	"server/consents":                   3,
 	"server/keys":                       3,
+	"server/templates":                  4,
+	"msgtemplate":                       3,
 	"server/webhooks":                   3,
 	"server/events":                     3,
 	"server/jobs":                       3,
