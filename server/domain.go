@@ -14,6 +14,7 @@ import (
 	"pushfan/model"
 	"pushfan/server/consents"
 	"pushfan/server/deliveries"
+	"pushfan/server/schedule"
 	"pushfan/server/segments"
 )
 
@@ -78,7 +79,9 @@ type Domain struct {
 	// none (only the environment's tokens let anyone in).
 	Keys       Keys
 	Deliveries deliveries.Domain // a user's deliveries (outcomes.Reader); nil: 503
-	Apps       Apps
+	// Schedule edits an unstarted broadcast (broadcast.Service); nil: 503.
+	Schedule schedule.Domain
+	Apps     Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows
 	// at once. ReloadAudiences reloads them (nil: the route answers 503);
