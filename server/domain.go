@@ -14,6 +14,7 @@ import (
 	"pushfan/model"
 	"pushfan/server/consents"
 	"pushfan/server/deliveries"
+	"pushfan/server/jobs"
 	"pushfan/server/schedule"
 	"pushfan/server/segments"
 )
@@ -90,6 +91,9 @@ type Domain struct {
 	ReloadAudiences func(context.Context) (*audience.Set, error)
 	// Jobs are the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
 	Jobs []*cron.Compiled
+	// JobControl pauses, resumes and runs them (broadcast.Service); nil:
+	// the controls answer 503.
+	JobControl jobs.Control
 	// Categories are the message categories (GET /push/categories).
 	Categories Categories
 	// AuditLog reads the audit trail (nil: its routes answer 503).

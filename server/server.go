@@ -197,7 +197,8 @@ func (s *Server) jobRoutes() *jobs.Routes {
 			return s.dom.Reader.LastJobFire(ctx, job)
 		},
 		View: func(b *model.Broadcast) any { return s.view(b) }, AppFilter: s.appFilter, AppOf: s.dom.Apps.of,
-		Decode: decodeStrict, Now: func() time.Time { return s.now() }}
+		Decode: decodeStrict, Now: func() time.Time { return s.now() },
+		Control: s.dom.JobControl, Actor: callerName}
 }
 
 // Handler returns the http.Handler to serve.
