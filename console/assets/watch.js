@@ -20,6 +20,8 @@ import {engagementCard} from './engagement.js';
 import {broadcastDeliveries} from './webhooks.js';
 import {describe} from './segfilter.js';
 import * as apps from './apps.js';
+import {scheduleCard, dryRunText} from './schedule.js';
+import {t} from './i18n.js';
 
 // What POST .../resend resends by default (the transient codes).
 const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETWORK_ERROR'];
@@ -78,6 +80,8 @@ export async function render(ctx) {
     h('table', {id: 'error-codes'}, h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Code'), h('th', {scope: 'col'}, 'Targets'))), codesBody));
 
   const testCard = h('div');
+  // Before it starts: when it goes, and its Edit (schedule.js).
+  const schedule = scheduleCard(ctx, base, (b) => update(b));
 
   // Failures: their own state, paged by cursor.
   const fs = {cursor: '', next: null, code: '', seq: 0, lastLoad: 0, timer: 0, failedSeen: first.failed};
@@ -103,6 +107,7 @@ export async function render(ctx) {
 
   add(root, 
     h('div', {class: 'title-row'}, status, dryTag, subtitle),
+    schedule.el,
     sender ? actions : null,
     h('div', {class: 'actions'}, download),
     actionError,
@@ -126,6 +131,7 @@ export async function render(ctx) {
   // ---- Updating -------------------------------------------------------
   function update(b) {
     st.b = b;
+    schedule.update(b);
     status.textContent = b.status;
     status.className = 'badge badge-' + b.status;
     dryTag.hidden = !b.dry_run;
@@ -540,7 +546,7 @@ function detailsView(b) {
       ['Audience', audienceText(b.audience)],
       ['Category', b.category != null ? h('span', {id: 'broadcast-category'}, b.category) : null],
       ['Consent rules', b.consent ? consentRules(b.consent) : null],
-      ['Dry run', b.dry_run ? 'yes: nothing was shown on devices' : null],
+      [t('watch.dryRun.label'), dryRunText(b)],
       ['Class', b.class],
       ['Frequency cap', b.frequency_cap || 'none'],
       ['Pace', [b.max_rate != null ? perSecond(b.max_rate) : '', b.deliver_over ? `over ${b.deliver_over}` : ''].filter(Boolean).join(', ') || 'as fast as allowed'],
