@@ -93,7 +93,7 @@ export function scheduleCard(ctx, base, onSaved) {
     const title = h('input', {id: 'edit-title', type: 'text', value: m.title || ''});
     const body = h('textarea', {id: 'edit-body', rows: 3}, m.body || '');
     const at = b.send_at || b.starts_at;
-    const sendAt = h('input', {id: 'edit-send-at', type: 'datetime-local', value: at ? isoToLocalInput(at) : ''});
+    const sendAt = h('input', {id: 'edit-send-at', type: 'datetime-local', step: 1, value: at ? isoToLocalInput(at) : ''});
     const formError = h('div', {class: 'alert', role: 'alert', tabindex: '-1', hidden: true});
     const fields = {title, body, send_at: sendAt};
     const errors = createFieldErrors(el, formError, (path) => inputTarget(fields[path]));
