@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // A scheduled broadcast's page says when it goes at the top (the time in
@@ -199,7 +201,8 @@ func TestCronPauseAndRunNow(t *testing.T) {
 	waitDB("a fire after the resume", func() bool { return made() > before })
 
 	// In Korean, the schedule is in words too.
-	eval[bool](e, "switching to Korean", `(localStorage.setItem('pushfan.lang', 'ko'), location.reload(), true)`)
+	eval[bool](e, "switching to Korean", `(localStorage.setItem('pushfan.lang', 'ko'), true)`)
+	e.do("reopening the cron page", 30*time.Second, chromedp.Navigate(e.url+"/console/?ko#/cron"))
 	e.page("cron")
 	e.waitFor("the schedule in Korean", 20*time.Second, row("morning_digest")+`?.textContent.includes('매일 09:00') && `+row("morning_digest")+`.textContent.includes('대상 그룹 low_ids')`)
 }

@@ -66,9 +66,9 @@ export async function render(ctx) {
     button.disabled = true;
     try {
       const out = await fn();
+      await load(); // the table first: the notice says the change is shown
       fill(notice, rich ? rich(out) : text);
       notice.hidden = false;
-      await load();
     } catch (err) {
       if (isQuiet(err)) return;
       error.textContent = err.message;
