@@ -12,31 +12,16 @@ import (
 	"pushfan/model"
 )
 
-// Errors of an edit, which the HTTP layer maps to 409s.
+// Errors of an edit, which the HTTP layer maps to 409s (rules.ErrStarted,
+// rules.ErrReleased, rules.ErrNotEditable).
 var (
-	// ErrStarted: the broadcast is no longer scheduled or held (it was
-	// promoted, released to go now, or canceled): too late to edit.
-	ErrStarted = lease.ErrStarted
-	// ErrReleased: a held broadcast an approver released is not edited
-	// (four eyes: what was approved is what goes); cancel and submit again.
-	ErrReleased = lease.ErrReleased
-	// ErrNotEditable: the broadcast's kind cannot be edited (A/B variants,
-	// localized messages, local-time delivery, a resend): cancel and
-	// submit again.
-	ErrNotEditable = errors.New("broadcast cannot be edited")
+	ErrStarted     = rules.ErrStarted
+	ErrReleased    = rules.ErrReleased
+	ErrNotEditable = rules.ErrNotEditable
 )
 
-// EditSpec is an edit of a broadcast that has not started: its message's
-// title, body, image, data and link key as the submit takes them (all
-// replaced), and, when SendAt is given, its new send time (RFC 3339).
-type EditSpec struct {
-	Title       string            `json:"title"`
-	Body        string            `json:"body"`
-	Image       string            `json:"image"`
-	Data        map[string]string `json:"data"`
-	LinkDataKey string            `json:"link_data_key"`
-	SendAt      string            `json:"send_at"`
-}
+// EditSpec is an edit of an unstarted broadcast (rules.EditSpec).
+type EditSpec = rules.EditSpec
 
 // Edit changes the message and send time of broadcast id while it is
 // scheduled or held and not released (lease.EditUnstarted). The new
@@ -72,14 +57,16 @@ func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec) (*model.Broad
 	next.Message, next.SendAt = m, req.SendAt
 	next.StartsAt = s.startsAt(&next)
 	dbctx, cancel := context.WithTimeout(ctx, s.opt.DBTimeout)
-	_, err = s.leases.EditUnstarted(dbctx, id, lease.Edit{Message: m, SendAt: next.SendAt, StartsAt: next.StartsAt})
+	err = s.leases.EditUnstarted(dbctx, id, m, next.SendAt, next.StartsAt)
 	cancel()
 	s.reads.Forget(id)
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrNotFound)
-	case errors.Is(err, lease.ErrStarted), errors.Is(err, lease.ErrReleased):
-		return nil, err
+	case errors.Is(err, lease.ErrStarted):
+		return nil, fmt.Errorf("%w (%w)", ErrStarted, err)
+	case errors.Is(err, lease.ErrReleased):
+		return nil, fmt.Errorf("%w (%w)", ErrReleased, err)
 	case err != nil:
 		return nil, fmt.Errorf("editing broadcast %d: %w", id, unavailable(err))
 	}

@@ -37,7 +37,7 @@ func TestEditRacesThePromoterOneWins(t *testing.T) {
 		})
 		wg.Go(func() {
 			<-start
-			_, eerr = leases.EditUnstarted(ctx(t), b.ID, lease.Edit{Message: model.Message{Title: "new"}, SendAt: &later, StartsAt: &later})
+			eerr = leases.EditUnstarted(ctx(t), b.ID, model.Message{Title: "new"}, &later, &later)
 		})
 		close(start)
 		wg.Wait()
@@ -85,9 +85,8 @@ func TestEditHeldUntilReleased(t *testing.T) {
 	if err := leases.Submit(ctx(t), b, noPlan); err != nil {
 		t.Fatal(err)
 	}
-	st, err := leases.EditUnstarted(ctx(t), b.ID, lease.Edit{Message: model.Message{Title: "new"}, SendAt: &at, StartsAt: &at})
-	if err != nil || st != model.StatusHeld {
-		t.Fatalf("edit of a held broadcast: %s, %v", st, err)
+	if err := leases.EditUnstarted(ctx(t), b.ID, model.Message{Title: "new"}, &at, &at); err != nil {
+		t.Fatalf("edit of a held broadcast: %v", err)
 	}
 	if got, _ := s.GetBroadcast(ctx(t), b.ID); got.Status != model.StatusHeld || got.Message.Title != "new" {
 		t.Fatalf("after the edit: %s %q", got.Status, got.Message.Title)
@@ -95,19 +94,19 @@ func TestEditHeldUntilReleased(t *testing.T) {
 	if _, err := leases.ReleaseHeld(ctx(t), b.ID, model.Actor{Kind: model.ActorToken, ID: "rev", Name: "rev"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leases.EditUnstarted(ctx(t), b.ID, lease.Edit{Message: model.Message{Title: "sneaky"}, SendAt: &at, StartsAt: &at}); !errors.Is(err, lease.ErrReleased) {
+	if err := leases.EditUnstarted(ctx(t), b.ID, model.Message{Title: "sneaky"}, &at, &at); !errors.Is(err, lease.ErrReleased) {
 		t.Fatalf("edit after the release: %v, want ErrReleased", err)
 	}
 	if _, err := leases.Cancel(ctx(t), b.ID, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leases.EditUnstarted(ctx(t), b.ID, lease.Edit{Message: model.Message{Title: "late"}, SendAt: &at, StartsAt: &at}); !errors.Is(err, lease.ErrStarted) {
+	if err := leases.EditUnstarted(ctx(t), b.ID, model.Message{Title: "late"}, &at, &at); !errors.Is(err, lease.ErrStarted) {
 		t.Fatalf("edit after the cancel: %v, want ErrStarted", err)
 	}
 	if got, _ := s.GetBroadcast(ctx(t), b.ID); got.Message.Title != "new" {
 		t.Fatalf("the refused edits changed the message: %q", got.Message.Title)
 	}
-	if _, err := leases.EditUnstarted(ctx(t), 1<<40, lease.Edit{}); !errors.Is(err, lease.ErrNotFound) {
+	if err := leases.EditUnstarted(ctx(t), 1<<40, model.Message{}, nil, nil); !errors.Is(err, lease.ErrNotFound) {
 		t.Fatalf("edit of an unknown id: %v", err)
 	}
 }

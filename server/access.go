@@ -51,8 +51,7 @@ func neededRole(method, path string) model.Role {
 	case path == "/push/audiences/reload",
 		strings.HasPrefix(path, "/push/keys"),
 		strings.HasPrefix(path, "/push/audit"),
-		strings.HasPrefix(path, "/push/settings"),
-		strings.HasPrefix(path, "/push/cron/") && !safeMethod(method),
+		strings.HasPrefix(path, "/push/settings"), strings.HasPrefix(path, "/push/cron/") && !safeMethod(method),
 		strings.HasPrefix(path, "/push/webhooks") && !safeMethod(method):
 		return model.RoleAdmin
 	case safeMethod(method):

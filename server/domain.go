@@ -14,8 +14,6 @@ import (
 	"pushfan/model"
 	"pushfan/server/consents"
 	"pushfan/server/deliveries"
-	"pushfan/server/jobs"
-	"pushfan/server/schedule"
 	"pushfan/server/segments"
 )
 
@@ -25,7 +23,7 @@ import (
 // API's contract can then be tested against fakes, without a database
 // (contract_test.go), while the end-to-end tests run the real stack.
 
-// Submitter creates broadcasts and changes stored ones.
+// Submitter creates broadcasts and changes stored ones (and, if a schedule.Domain and jobs.Control, edits and controls jobs).
 type Submitter interface {
 	// Validate applies the request rules: a *rules.FieldError names
 	// the field at fault.
@@ -80,9 +78,7 @@ type Domain struct {
 	// none (only the environment's tokens let anyone in).
 	Keys       Keys
 	Deliveries deliveries.Domain // a user's deliveries (outcomes.Reader); nil: 503
-	// Schedule edits an unstarted broadcast (broadcast.Service); nil: 503.
-	Schedule schedule.Domain
-	Apps     Apps
+	Apps       Apps
 	// Audiences holds the named audiences, compiled (and checked against
 	// the database) by the domain: read at each request, so a reload shows
 	// at once. ReloadAudiences reloads them (nil: the route answers 503);
@@ -91,9 +87,6 @@ type Domain struct {
 	ReloadAudiences func(context.Context) (*audience.Set, error)
 	// Jobs are the recurring jobs (GET /push/cron, POST /internal/cron/{job}).
 	Jobs []*cron.Compiled
-	// JobControl pauses, resumes and runs them (broadcast.Service); nil:
-	// the controls answer 503.
-	JobControl jobs.Control
 	// Categories are the message categories (GET /push/categories).
 	Categories Categories
 	// AuditLog reads the audit trail (nil: its routes answer 503).

@@ -17,9 +17,10 @@ import (
 // fakeSchedule answers edits as the broadcast service would: err when
 // set, else the stored broadcast with the edit's title.
 type fakeSchedule struct {
-	f     *fakeDomain
-	err   error
-	edits []broadcast.EditSpec
+	*fakeDomain // the submitter it extends
+	f           *fakeDomain
+	err         error
+	edits       []broadcast.EditSpec
 }
 
 func (s *fakeSchedule) Edit(ctx context.Context, id uint64, e broadcast.EditSpec) (*model.Broadcast, error) {
@@ -42,8 +43,8 @@ func TestContractEditScheduledBroadcast(t *testing.T) {
 	f := &fakeDomain{stored: map[uint64]*model.Broadcast{}}
 	at := time.Now().Add(time.Hour).UTC()
 	f.stored[9] = &model.Broadcast{ID: 9, Status: model.StatusScheduled, Submission: model.Submission{App: "consumer", SendAt: &at, Message: model.Message{Title: "old"}}}
-	fs := &fakeSchedule{f: f}
-	h := contractServer(t, f, func(d *server.Domain) { d.Schedule = fs })
+	fs := &fakeSchedule{fakeDomain: f, f: f}
+	h := contractServer(t, f, func(d *server.Domain) { d.Submitter = fs })
 
 	rec, out := call(t, h, http.MethodPatch, "/push/broadcasts/9", contractSender, `{"title":"new","send_at":"`+at.Add(time.Hour).Format(time.RFC3339)+`"}`, "Content-Type", "application/json")
 	if rec.Code != http.StatusOK || out["message"].(map[string]any)["title"] != "new" || len(fs.edits) != 1 {
@@ -71,8 +72,10 @@ func TestContractEditScheduledBroadcast(t *testing.T) {
 	}
 }
 
-// fakeControl pauses and runs jobs in memory.
+// fakeControl pauses and runs jobs in memory, a submitter that controls
+// jobs.
 type fakeControl struct {
+	*fakeDomain
 	paused map[string]bool
 	runs   int
 }
@@ -106,9 +109,10 @@ func TestContractCronControls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc := &fakeControl{paused: map[string]bool{}}
-	h := contractServer(t, &fakeDomain{}, func(d *server.Domain) {
-		d.Jobs, d.JobControl = jobs, fc
+	f := &fakeDomain{}
+	fc := &fakeControl{fakeDomain: f, paused: map[string]bool{}}
+	h := contractServer(t, f, func(d *server.Domain) {
+		d.Jobs, d.Submitter = jobs, fc
 		d.Reader = lastFireReader{d.Reader}
 	})
 	rec, out := call(t, h, http.MethodPost, "/push/cron/daily/pause", contractAdmin, "")

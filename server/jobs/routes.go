@@ -61,6 +61,12 @@ type Control interface {
 	JobPauses(ctx context.Context) (map[string]model.JobPause, error)
 }
 
+// ControlOf is v's Control (the server's submitter, when it is one), or nil.
+func ControlOf(v any) Control {
+	c, _ := v.(Control)
+	return c
+}
+
 // RegisterList adds GET /cron and the admin's controls, POST
 // /cron/:job/pause, /resume and /run, to g; RegisterTrigger adds POST
 // /cron/:job to g.

@@ -21,14 +21,21 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"pushfan/broadcast"
+	"pushfan/broadcast/rules"
 	"pushfan/model"
 	"pushfan/server/apierror"
 )
 
-// Domain edits an unstarted broadcast: broadcast.Service.
+// Domain edits an unstarted broadcast: broadcast.Service (its refusals
+// wrap rules.ErrStarted, ErrReleased and ErrNotEditable).
 type Domain interface {
-	Edit(ctx context.Context, id uint64, e broadcast.EditSpec) (*model.Broadcast, error)
+	Edit(ctx context.Context, id uint64, e rules.EditSpec) (*model.Broadcast, error)
+}
+
+// DomainOf is v's Domain (the server's submitter, when it is one), or nil.
+func DomainOf(v any) Domain {
+	d, _ := v.(Domain)
+	return d
 }
 
 // Routes serve the edit.
@@ -49,7 +56,7 @@ func (r *Routes) edit(c echo.Context) error {
 	if err != nil || id == 0 {
 		return apierror.BadRequest("invalid_id", "id", "broadcast id %q is not a positive integer", c.Param("id"))
 	}
-	var spec broadcast.EditSpec
+	var spec rules.EditSpec
 	if err := r.Decode(c.Request().Body, &spec); err != nil {
 		return err
 	}
@@ -58,13 +65,13 @@ func (r *Routes) edit(c echo.Context) error {
 	}
 	b, err := r.Domain.Edit(c.Request().Context(), id, spec)
 	switch {
-	case errors.Is(err, broadcast.ErrStarted):
+	case errors.Is(err, rules.ErrStarted):
 		return &apierror.Error{Status: http.StatusConflict, Code: "already_started",
 			Message: "this broadcast can no longer be edited: it has started, was canceled, or has ended (" + err.Error() + ")"}
-	case errors.Is(err, broadcast.ErrReleased):
+	case errors.Is(err, rules.ErrReleased):
 		return &apierror.Error{Status: http.StatusConflict, Code: "already_released",
 			Message: "an approver released this broadcast as it was; to change it, cancel it and submit it again for approval"}
-	case errors.Is(err, broadcast.ErrNotEditable):
+	case errors.Is(err, rules.ErrNotEditable):
 		return &apierror.Error{Status: http.StatusConflict, Code: "not_editable",
 			Message: "this broadcast cannot be edited (" + err.Error() + "); cancel it and submit it again"}
 	case err != nil:

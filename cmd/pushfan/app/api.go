@@ -52,7 +52,7 @@ func apiConfig(cfg config.Config, log *slog.Logger) server.Config {
 // reloader's catalog (read at each request) and its reload, and the apps,
 // jobs and categories of cfg as the API shows them.
 func apiDomain(cfg config.Config, svc *broadcast.Service, rd *reads.Reader, tests *testsend.Tester, consents *consent.Book, segments *segment.Catalog, keys *apikey.Keys, audiences *Reloader, jobs []*cron.Compiled) server.Domain {
-	d := server.Domain{Submitter: svc, Schedule: svc, JobControl: svc, Reader: rd, Tester: tests, Consents: consents, Segments: segments, Keys: keys, Jobs: jobs,
+	d := server.Domain{Submitter: svc, Reader: rd, Tester: tests, Consents: consents, Segments: segments, Keys: keys, Jobs: jobs,
 		Audiences: audiences.catalog, ReloadAudiences: audiences.Reload,
 		Apps:       server.Apps{Default: cfg.AppOf("")},
 		Categories: server.Categories{List: cfg.CategoryList(), Default: cfg.DefaultCategory}}
