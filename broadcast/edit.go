@@ -29,7 +29,11 @@ type EditSpec = rules.EditSpec
 // the broadcast's stored audience, app, category, pacing and platform
 // overrides, so an edit is refused with the field errors a submit of it
 // would get. A concurrent start wins: the edit answers ErrStarted.
-func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec) (*model.Broadcast, error) {
+//
+// With the four-eyes setting, a held broadcast is edited only by its
+// creator (ErrEditFourEyes): an approver who edited someone's broadcast
+// could otherwise release their own text.
+func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec, by model.Actor) (*model.Broadcast, error) {
 	if s.stopping.Closed() {
 		return nil, ErrShuttingDown
 	}
@@ -42,6 +46,8 @@ func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec) (*model.Broad
 		return nil, fmt.Errorf("broadcast %d is %s: %w", id, b.Status, ErrStarted)
 	case b.ReleasedAt != nil:
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrReleased)
+	case b.Status == model.StatusHeld && s.opt.FourEyes && !b.CreatorActor().Same(by):
+		return nil, fmt.Errorf("broadcast %d: %w", id, rules.ErrEditFourEyes)
 	}
 	spec, err := editedSpec(b, e)
 	if err != nil {

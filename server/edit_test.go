@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
+	"pushfan/config"
 	"pushfan/internal/testsupport/teststack"
 )
 
@@ -91,5 +93,33 @@ func TestEditUnstartedBroadcast(t *testing.T) {
 	var n int
 	if err := s.SQL.Get(&n, "SELECT COUNT(*) FROM audit_entries WHERE action = 'broadcast.edit'"); err != nil || n != 2 {
 		t.Fatalf("%d broadcast.edit entries (%v), want 2: one per accepted edit", n, err)
+	}
+}
+
+// With four eyes, a held broadcast is edited by its creator only: bob,
+// an approver, cannot edit alice's text and then release his own words;
+// alice edits it, and bob releases what he reads.
+func TestEditHeldWithFourEyes(t *testing.T) {
+	s := heldStack(t, func(c *config.Config) { c.Engine.ReleaseFourEyes = true })
+	s.SeedTokens(1, tokens("ok-", 3))
+	b := hold(t, s, aliceToken, 3, nil)
+	path := fmt.Sprintf("/push/broadcasts/%d", b.ID)
+	var e teststack.ErrorBody
+	if resp := s.DoAuth("PATCH", path, bobToken, map[string]any{"title": "bob's words"}, &e); resp.StatusCode != http.StatusForbidden || e.Error.Code != "four_eyes_required" {
+		t.Fatalf("the approver's edit: %d %+v", resp.StatusCode, e)
+	}
+	var got teststack.Broadcast
+	if resp := s.DoAuth("PATCH", path, aliceToken, map[string]any{"title": "alice, edited"}, &got); resp.StatusCode != http.StatusOK || got.Status != "held" {
+		t.Fatalf("the creator's edit: %d %+v", resp.StatusCode, got)
+	}
+	if resp := s.DoAuth("POST", path+"/release", bobToken, nil, &got); resp.StatusCode != http.StatusOK {
+		t.Fatalf("bob's release: %d", resp.StatusCode)
+	}
+	if done := s.WaitFinished(b.ID, 30*time.Second); done.Status != "completed" || done.Succeeded != 3 {
+		t.Fatalf("after the release: %+v", done)
+	}
+	var title string
+	if err := s.SQL.Get(&title, "SELECT JSON_VALUE(message, '$.title') FROM broadcasts WHERE id = ?", b.ID); err != nil || title != "alice, edited" {
+		t.Fatalf("sent title %q (%v)", title, err)
 	}
 }

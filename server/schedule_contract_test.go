@@ -23,7 +23,7 @@ type fakeSchedule struct {
 	edits       []broadcast.EditSpec
 }
 
-func (s *fakeSchedule) Edit(ctx context.Context, id uint64, e broadcast.EditSpec) (*model.Broadcast, error) {
+func (s *fakeSchedule) Edit(ctx context.Context, id uint64, e broadcast.EditSpec, _ model.Actor) (*model.Broadcast, error) {
 	s.edits = append(s.edits, e)
 	if s.err != nil {
 		return nil, s.err
@@ -59,16 +59,21 @@ func TestContractEditScheduledBroadcast(t *testing.T) {
 		{fmt.Errorf("broadcast 9 is planning: %w", broadcast.ErrStarted), "already_started"},
 		{fmt.Errorf("broadcast 9: %w", broadcast.ErrReleased), "already_released"},
 		{fmt.Errorf("it has A/B variants: %w", broadcast.ErrNotEditable), "not_editable"},
+		{fmt.Errorf("broadcast 9: %w", rules.ErrEditFourEyes), "four_eyes_required"},
 	} {
 		fs.err = c.err
 		rec, out = call(t, h, http.MethodPatch, "/push/broadcasts/9", contractSender, `{"title":"x"}`, "Content-Type", "application/json")
-		wantError(t, rec, out, http.StatusConflict, c.code, "")
+		status := http.StatusConflict
+		if c.code == "four_eyes_required" {
+			status = http.StatusForbidden
+		}
+		wantError(t, rec, out, status, c.code, "")
 	}
 	fs.err = &rules.FieldError{Code: "send_at_in_past", Field: "send_at", Message: "send_at is not in the future"}
 	rec, out = call(t, h, http.MethodPatch, "/push/broadcasts/9", contractSender, `{"title":"x","send_at":"2020-01-01T00:00:00Z"}`, "Content-Type", "application/json")
 	wantError(t, rec, out, http.StatusBadRequest, "send_at_in_past", "send_at")
-	if n := len(fs.edits); n != 5 {
-		t.Errorf("the domain saw %d edits, want 5 (the unknown field refused before it)", n)
+	if n := len(fs.edits); n != 6 {
+		t.Errorf("the domain saw %d edits, want 6 (the unknown field refused before it)", n)
 	}
 }
 
