@@ -122,9 +122,5 @@ func editedSpec(b *model.Broadcast, e EditSpec) (rules.Spec, error) {
 	if b.Category != nil {
 		spec.Category = b.Category.Name
 	}
-	if b.FrequencyCap == "" && b.Class != model.ClassTransactional {
-		off := false // it was sent uncapped: the check of the edit is too
-		spec.FrequencyCap = &off
-	}
 	return spec, nil
 }
