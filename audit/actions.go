@@ -11,6 +11,7 @@ const (
 	// one refusal recorded: who tried to release their own broadcast).
 	BroadcastReleaseRefused = "broadcast.release.refused"
 	BroadcastResend         = "broadcast.resend"
+	BroadcastEdit           = "broadcast.edit"
 	TestSend                = "testsend"
 	SegmentCreate           = "segment.create"
 	SegmentUpdate           = "segment.update"
@@ -20,6 +21,9 @@ const (
 	WebhookRedeliver        = "webhook.redeliver"
 	WebhookEnable           = "webhook.enable"
 	JobFire                 = "job.fire"
+	JobRun                  = "job.run"
+	JobPause                = "job.pause"
+	JobResume               = "job.resume"
 	KeyCreate               = "key.create"
 	KeyRevoke               = "key.revoke"
 	TemplateCreate          = "template.create"
@@ -82,6 +86,10 @@ func rules() []Rule {
 		{"POST", "/push/webhooks/:name/deliveries/:id/redeliver", WebhookRedeliver, InChange, "webhook:{name}", []string{"id"}},
 		{"POST", "/push/webhooks/:name/enable", WebhookEnable, InChange, "webhook:{name}", nil},
 		{"POST", "/internal/cron/:job", JobFire, InChange, "job:{job}", nil},
+		{"POST", "/push/cron/:job/run", JobRun, InChange, "job:{job}", nil},
+		{"POST", "/push/cron/:job/pause", JobPause, InChange, "job:{job}", nil},
+		{"POST", "/push/cron/:job/resume", JobResume, InChange, "job:{job}", nil},
+		{"PATCH", "/push/broadcasts/:id", BroadcastEdit, InChange, "broadcast:{id}", nil},
 		{"POST", "/push/keys", KeyCreate, InChange, "", nil},
 		{"DELETE", "/push/keys/:id", KeyRevoke, InChange, "key:{id}", nil},
 		{"POST", "/push/templates", TemplateCreate, InChange, "", nil},

@@ -96,7 +96,7 @@ func TestConsoleOperatorPages(t *testing.T) {
 	// Cron: the job, its zone and its next fires.
 	e.route("#/cron")
 	e.page("cron")
-	e.waitFor("the job with its next fires", 10*time.Second, `document.querySelector('main').textContent.includes('morning_digest') && document.querySelector('main').textContent.includes('Asia/Seoul') && document.querySelectorAll('main time').length >= 5`)
+	e.waitFor("the job with its schedule in words and its next fire", 10*time.Second, `document.querySelector('main').textContent.includes('morning_digest') && document.querySelector('main').textContent.includes('every day at 09:00') && document.querySelector('main').textContent.includes('Asia/Seoul') && document.querySelectorAll('main td.job-next time').length === 1`)
 
 	// Audiences: the named one with its typed parameter, counted.
 	e.route("#/audiences")

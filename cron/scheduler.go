@@ -13,6 +13,10 @@ import (
 // different definition of the job (a rolling deploy that changed it).
 var ErrFireConflict = errors.New("fire already started with a different job definition")
 
+// ErrJobPaused: the job is paused (on every instance); the Submitter
+// recorded the fire skipped, and the scheduler moves on to the next.
+var ErrJobPaused = errors.New("job is paused")
+
 // Submitter turns fires into broadcasts; the broadcast service is one. A
 // fire must become exactly one broadcast however many instances fire it
 // (the service keys it on job and fire time). The scheduler fires on time
@@ -174,6 +178,8 @@ func (sc *Scheduler) catchUp(ctx context.Context, j *Compiled, now time.Time) {
 func (sc *Scheduler) fire(ctx context.Context, j *Compiled, t time.Time) bool {
 	id, existing, err := sc.sub.FireJob(ctx, j, t)
 	switch {
+	case errors.Is(err, ErrJobPaused):
+		sc.log.Info("job is paused: fire skipped", "job", j.Name, "fire_time", t)
 	case errors.Is(err, ErrFireConflict):
 		sc.log.Warn("this fire was already started by an instance with a different job definition", "job", j.Name, "fire_time", t)
 	case err != nil:

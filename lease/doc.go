@@ -33,6 +33,7 @@
 //	scheduled                  planning                     PromoteDue (its start has come)
 //	held                       planning, scheduled          ReleaseHeld (scheduled: its start is still ahead)
 //	held                       canceled                     ExpireHolds (nobody released it in time)
+//	scheduled, held            (same: message, send_at)     EditUnstarted (unreleased only)
 //	scheduled, held            canceled, failed             Stop (no chunks yet: final at once)
 //	planning                   queued                       CommitStep (the plan's last step)
 //	planning, queued           running                      Claim (a chunk claimed)

@@ -342,6 +342,12 @@ type LastFire struct {
 	Broadcast *Broadcast // nil for a skipped fire
 }
 
+// JobPause is a paused cron job: when, and by whom (table job_pauses).
+type JobPause struct {
+	At time.Time
+	By string
+}
+
 // CreatorActor is the actor that created the broadcast: Creator, or for
 // a broadcast stored before actors were, the environment token its
 // CreatedBy names (every creator was one then, but the scheduler).

@@ -40,8 +40,8 @@ func (t *Token) principal() *Principal {
 //   - the previews are POSTs (a body describes what to count) that change
 //     nothing, and a viewer may count;
 //   - releasing a held broadcast is an approver's;
-//   - keys, webhooks, reloads, settings and the audit trail are an
-//     admin's.
+//   - keys, webhooks, reloads, settings, the audit trail and the cron
+//     jobs' controls (pause, resume, run now) are an admin's.
 func neededRole(method, path string) model.Role {
 	switch {
 	case method == http.MethodPost && (path == "/push/preview" || path == "/push/audiences/:name/preview" || path == "/push/segments/preview"):
@@ -51,7 +51,7 @@ func neededRole(method, path string) model.Role {
 	case path == "/push/audiences/reload",
 		strings.HasPrefix(path, "/push/keys"),
 		strings.HasPrefix(path, "/push/audit"),
-		strings.HasPrefix(path, "/push/settings"),
+		strings.HasPrefix(path, "/push/settings"), strings.HasPrefix(path, "/push/cron/") && !safeMethod(method),
 		strings.HasPrefix(path, "/push/webhooks") && !safeMethod(method):
 		return model.RoleAdmin
 	case safeMethod(method):

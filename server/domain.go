@@ -25,7 +25,7 @@ import (
 // API's contract can then be tested against fakes, without a database
 // (contract_test.go), while the end-to-end tests run the real stack.
 
-// Submitter creates broadcasts and changes stored ones.
+// Submitter creates broadcasts and changes stored ones (and, if a schedule.Domain and jobs.Control, edits and controls jobs).
 type Submitter interface {
 	// Validate applies the request rules: a *rules.FieldError names
 	// the field at fault.

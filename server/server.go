@@ -33,6 +33,7 @@ import (
 	"pushfan/server/live"
 	"pushfan/server/openapi"
 	"pushfan/server/proxies"
+	"pushfan/server/schedule"
 	"pushfan/server/segments"
 	"pushfan/server/webhooks"
 	"pushfan/webhook"
@@ -146,6 +147,7 @@ func (s *Server) routePush(e *echo.Echo) {
 	push.GET("/broadcasts/:id", s.getBroadcast, s.broadcastApp)
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast, s.broadcastApp)
 	push.POST("/broadcasts/:id/release", s.releaseBroadcast, s.broadcastApp)
+	(&schedule.Routes{Domain: schedule.DomainOf(s.dom.Submitter), Decode: decodeStrict, View: func(b *model.Broadcast) any { return s.view(b) }, Actor: callerActor}).Register(push, s.broadcastApp)
 	push.POST("/broadcasts/:id/resend", s.resendBroadcast, s.broadcastApp, submits.middleware)
 	push.GET("/broadcasts/:id/failures", s.listFailures, s.broadcastApp)
 	push.GET("/broadcasts/:id/engagement", s.engagementSeries, s.broadcastApp)
@@ -196,7 +198,7 @@ func (s *Server) jobRoutes() *jobs.Routes {
 			return s.dom.Reader.LastJobFire(ctx, job)
 		},
 		View: func(b *model.Broadcast) any { return s.view(b) }, AppFilter: s.appFilter, AppOf: s.dom.Apps.of,
-		Decode: decodeStrict, Now: func() time.Time { return s.now() }}
+		Decode: decodeStrict, Now: func() time.Time { return s.now() }, Control: jobs.ControlOf(s.dom.Submitter), Actor: callerName}
 }
 
 // Handler returns the http.Handler to serve.

@@ -25,6 +25,7 @@ import {codesCard, failuresCard, explain} from './watchfailures.js';
 import {testForm} from './watchtest.js';
 import {t} from './i18n.js';
 import * as apps from './apps.js';
+import {scheduleCard} from './schedule.js';
 
 // What POST .../resend resends by default (the transient codes).
 const TRANSIENT = ['UNAVAILABLE', 'INTERNAL', 'QUOTA_EXCEEDED', 'TIMEOUT', 'NETWORK_ERROR'];
@@ -78,9 +79,12 @@ export async function render(ctx) {
   const failures = failuresCard(ctx, id, base);
   const engagement = engagementCard(ctx, base);
   const testCard = h('div');
+  // Before it starts: when it goes, and its Edit (schedule.js).
+  const schedule = scheduleCard(ctx, base, (b) => update(b));
 
   add(root,
     h('div', {class: 'title-row'}, status, dryTag, subtitle),
+    schedule.el,
     sender ? actions : null,
     h('div', {class: 'actions'}, download),
     actionError,
@@ -99,6 +103,7 @@ export async function render(ctx) {
   // ---- Updating -------------------------------------------------------
   function update(b) {
     st.b = b;
+    schedule.update(b);
     status.textContent = t(`watch.status.${b.status}`);
     status.className = 'badge badge-' + b.status;
     dryTag.hidden = !b.dry_run;

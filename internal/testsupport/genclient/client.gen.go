@@ -1529,6 +1529,18 @@ type Broadcast struct {
 	ZoneFallbacks *int `json:"zone_fallbacks,omitempty"`
 }
 
+// BroadcastEdit The new message of a broadcast that has not started; every message field is replaced (an absent one is emptied).
+type BroadcastEdit struct {
+	Body        *string            `json:"body,omitempty"`
+	Data        *map[string]string `json:"data,omitempty"`
+	Image       *string            `json:"image,omitempty"`
+	LinkDataKey *string            `json:"link_data_key,omitempty"`
+
+	// SendAt The new send time, RFC 3339 with an offset, in the future and within PUSHFAN_SCHEDULE_HORIZON; absent: unchanged.
+	SendAt *time.Time `json:"send_at,omitempty"`
+	Title  *string    `json:"title,omitempty"`
+}
+
 // BroadcastPage defines model for BroadcastPage.
 type BroadcastPage struct {
 	Broadcasts []Broadcast `json:"broadcasts"`
@@ -2044,6 +2056,9 @@ type Job struct {
 	// App The app its broadcasts are sent in.
 	App AppName `json:"app"`
 
+	// Audience Who it sends to, as configured: {"all": true}, {"user_ids": [...]}, {"name": ..., "params": {...}} or {"segment": ...}.
+	Audience map[string]interface{} `json:"audience"`
+
 	// Catchup A Go duration: the window for fires missed while every instance was down.
 	Catchup string `json:"catchup"`
 
@@ -2052,10 +2067,23 @@ type Job struct {
 	Enabled  bool    `json:"enabled"`
 
 	// FrequencyCap The name of the cap of its broadcasts in the configuration: a frequency_caps name, off (none) or default (PUSHFAN_FREQUENCY_CAP); absent: the default.
-	FrequencyCap *string     `json:"frequency_cap,omitempty"`
-	LastFire     *LastFire   `json:"last_fire"`
-	Name         string      `json:"name"`
-	NextFires    []time.Time `json:"next_fires"`
+	FrequencyCap *string   `json:"frequency_cap,omitempty"`
+	LastFire     *LastFire `json:"last_fire"`
+
+	// Message What it sends, as configured (templates unrendered).
+	Message struct {
+		Body  *string            `json:"body,omitempty"`
+		Data  *map[string]string `json:"data,omitempty"`
+		Image *string            `json:"image,omitempty"`
+		Title *string            `json:"title,omitempty"`
+	} `json:"message"`
+	Name      string      `json:"name"`
+	NextFires []time.Time `json:"next_fires"`
+
+	// Paused An admin paused it (POST /push/cron/{job}/pause): it does not fire on any instance until resumed.
+	Paused   bool       `json:"paused"`
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	PausedBy *string    `json:"paused_by,omitempty"`
 
 	// Schedule robfig/cron syntax, with an optional leading seconds field.
 	Schedule string `json:"schedule"`
@@ -3166,6 +3194,9 @@ type PreviewAudienceJSONRequestBody = AudiencePreviewRequest
 
 // CreateBroadcastJSONRequestBody defines body for CreateBroadcast for application/json ContentType.
 type CreateBroadcastJSONRequestBody = BroadcastRequest
+
+// EditBroadcastJSONRequestBody defines body for EditBroadcast for application/json ContentType.
+type EditBroadcastJSONRequestBody = BroadcastEdit
 
 // ResendBroadcastJSONRequestBody defines body for ResendBroadcast for application/json ContentType.
 type ResendBroadcastJSONRequestBody = ResendRequest
@@ -4396,6 +4427,20 @@ type ClientInterface interface {
 	// Corresponds with GET /push/broadcasts/{id} (the `GetBroadcast` operationId).
 	GetBroadcast(ctx context.Context, id BroadcastID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EditBroadcastWithBody Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+	EditBroadcastWithBody(ctx context.Context, id BroadcastID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EditBroadcast Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+	EditBroadcast(ctx context.Context, id BroadcastID, body EditBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CancelBroadcast Stop a broadcast on every instance. Canceling a canceled one answers it again.
 	//
 	// Corresponds with POST /push/broadcasts/{id}/cancel (the `CancelBroadcast` operationId).
@@ -4479,10 +4524,25 @@ type ClientInterface interface {
 	// Corresponds with GET /push/consents/due (the `DueConsents` operationId).
 	DueConsents(ctx context.Context, params *DueConsentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJobs Every recurring job: schedule, zone, next five fires, last fire.
+	// ListJobs Every recurring job: message, audience, schedule, zone, next five fires, last fire, and whether it is paused.
 	//
 	// Corresponds with GET /push/cron (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseJob Pause a job (admin role) on every instance, kept in the database across restarts: its fires are recorded skipped (reason paused) until it is resumed; the external trigger answers 409 job_paused. A repeat changes nothing.
+	//
+	// Corresponds with POST /push/cron/{job}/pause (the `PauseJob` operationId).
+	PauseJob(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeJob Resume a paused job (admin role): its next fire on the schedule goes out. A repeat changes nothing.
+	//
+	// Corresponds with POST /push/cron/{job}/resume (the `ResumeJob` operationId).
+	ResumeJob(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RunJob Run a job once now (admin role), paused or not. Its fire time is the current minute: a second click in the same minute (or the schedule's own fire of that minute) answers the same broadcast with Idempotent-Replayed: true.
+	//
+	// Corresponds with POST /push/cron/{job}/run (the `RunJob` operationId).
+	RunJob(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
 	//
@@ -5136,6 +5196,40 @@ func (c *Client) GetBroadcast(ctx context.Context, id BroadcastID, reqEditors ..
 	return c.Client.Do(req)
 }
 
+// EditBroadcastWithBody Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+func (c *Client) EditBroadcastWithBody(ctx context.Context, id BroadcastID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEditBroadcastRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EditBroadcast Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+func (c *Client) EditBroadcast(ctx context.Context, id BroadcastID, body EditBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEditBroadcastRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CancelBroadcast Stop a broadcast on every instance. Canceling a canceled one answers it again.
 //
 // Corresponds with POST /push/broadcasts/{id}/cancel (the `CancelBroadcast` operationId).
@@ -5369,11 +5463,56 @@ func (c *Client) DueConsents(ctx context.Context, params *DueConsentsParams, req
 	return c.Client.Do(req)
 }
 
-// ListJobs Every recurring job: schedule, zone, next five fires, last fire.
+// ListJobs Every recurring job: message, audience, schedule, zone, next five fires, last fire, and whether it is paused.
 //
 // Corresponds with GET /push/cron (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseJob Pause a job (admin role) on every instance, kept in the database across restarts: its fires are recorded skipped (reason paused) until it is resumed; the external trigger answers 409 job_paused. A repeat changes nothing.
+//
+// Corresponds with POST /push/cron/{job}/pause (the `PauseJob` operationId).
+func (c *Client) PauseJob(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseJobRequest(c.Server, job)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeJob Resume a paused job (admin role): its next fire on the schedule goes out. A repeat changes nothing.
+//
+// Corresponds with POST /push/cron/{job}/resume (the `ResumeJob` operationId).
+func (c *Client) ResumeJob(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeJobRequest(c.Server, job)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunJob Run a job once now (admin role), paused or not. Its fire time is the current minute: a second click in the same minute (or the schedule's own fire of that minute) answers the same broadcast with Idempotent-Replayed: true.
+//
+// Corresponds with POST /push/cron/{job}/run (the `RunJob` operationId).
+func (c *Client) RunJob(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunJobRequest(c.Server, job)
 	if err != nil {
 		return nil, err
 	}
@@ -7059,6 +7198,53 @@ func NewGetBroadcastRequest(server string, id BroadcastID) (*http.Request, error
 	return req, nil
 }
 
+// NewEditBroadcastRequest calls the generic EditBroadcast builder with application/json body
+func NewEditBroadcastRequest(server string, id BroadcastID, body EditBroadcastJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEditBroadcastRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewEditBroadcastRequestWithBody constructs an http.Request for the EditBroadcast method, with any body, and a specified content type
+func NewEditBroadcastRequestWithBody(server string, id BroadcastID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/broadcasts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCancelBroadcastRequest constructs an http.Request for the CancelBroadcast method
 func NewCancelBroadcastRequest(server string, id BroadcastID) (*http.Request, error) {
 	var err error
@@ -7982,6 +8168,108 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPauseJobRequest constructs an http.Request for the PauseJob method
+func NewPauseJobRequest(server string, job string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "job", job, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/cron/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeJobRequest constructs an http.Request for the ResumeJob method
+func NewResumeJobRequest(server string, job string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "job", job, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/cron/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRunJobRequest constructs an http.Request for the RunJob method
+func NewRunJobRequest(server string, job string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "job", job, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/push/cron/%s/run", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -9519,6 +9807,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/broadcasts/{id} (the `GetBroadcast` operationId).
 	GetBroadcastWithResponse(ctx context.Context, id BroadcastID, reqEditors ...RequestEditorFn) (*GetBroadcastResponse, error)
 
+	// EditBroadcastWithBodyWithResponse Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+	EditBroadcastWithBodyWithResponse(ctx context.Context, id BroadcastID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EditBroadcastResponse, error)
+
+	// EditBroadcastWithResponse Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+	EditBroadcastWithResponse(ctx context.Context, id BroadcastID, body EditBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*EditBroadcastResponse, error)
+
 	// CancelBroadcastWithResponse Stop a broadcast on every instance. Canceling a canceled one answers it again.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9624,12 +9926,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/consents/due (the `DueConsents` operationId).
 	DueConsentsWithResponse(ctx context.Context, params *DueConsentsParams, reqEditors ...RequestEditorFn) (*DueConsentsResponse, error)
 
-	// ListJobsWithResponse Every recurring job: schedule, zone, next five fires, last fire.
+	// ListJobsWithResponse Every recurring job: message, audience, schedule, zone, next five fires, last fire, and whether it is paused.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /push/cron (the `ListJobs` operationId).
 	ListJobsWithResponse(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*ListJobsResponse, error)
+
+	// PauseJobWithResponse Pause a job (admin role) on every instance, kept in the database across restarts: its fires are recorded skipped (reason paused) until it is resumed; the external trigger answers 409 job_paused. A repeat changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/cron/{job}/pause (the `PauseJob` operationId).
+	PauseJobWithResponse(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
+
+	// ResumeJobWithResponse Resume a paused job (admin role): its next fire on the schedule goes out. A repeat changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/cron/{job}/resume (the `ResumeJob` operationId).
+	ResumeJobWithResponse(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
+	// RunJobWithResponse Run a job once now (admin role), paused or not. Its fire time is the current minute: a second click in the same minute (or the schedule's own fire of that minute) answers the same broadcast with Idempotent-Replayed: true.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /push/cron/{job}/run (the `RunJob` operationId).
+	RunJobWithResponse(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*RunJobResponse, error)
 
 	// ListKeysWithResponse Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
 	//
@@ -11665,6 +11988,124 @@ func (r GetBroadcastResponse) ContentType() string {
 	return ""
 }
 
+// EditBroadcastResponse401Headers the declared response headers of an HTTP 401 response for EditBroadcast
+type EditBroadcastResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// EditBroadcastResponse429Headers the declared response headers of an HTTP 429 response for EditBroadcast
+type EditBroadcastResponse429Headers struct {
+	RetryAfter int
+}
+
+type EditBroadcastResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Broadcast
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EditBroadcastResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EditBroadcastResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EditBroadcastResponse) GetJSON200() *Broadcast {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EditBroadcastResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EditBroadcastResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EditBroadcastResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r EditBroadcastResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r EditBroadcastResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r EditBroadcastResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EditBroadcastResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r EditBroadcastResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r EditBroadcastResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EditBroadcastResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EditBroadcastResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EditBroadcastResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EditBroadcastResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CancelBroadcastResponse401Headers the declared response headers of an HTTP 401 response for CancelBroadcast
 type CancelBroadcastResponse401Headers struct {
 	WWWAuthenticate string
@@ -13123,6 +13564,325 @@ func (r ListJobsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PauseJobResponse401Headers the declared response headers of an HTTP 401 response for PauseJob
+type PauseJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PauseJobResponse429Headers the declared response headers of an HTTP 429 response for PauseJob
+type PauseJobResponse429Headers struct {
+	RetryAfter int
+}
+
+type PauseJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Job
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PauseJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseJobResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseJobResponse) GetJSON200() *Job {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PauseJobResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PauseJobResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PauseJobResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PauseJobResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PauseJobResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PauseJobResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PauseJobResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeJobResponse401Headers the declared response headers of an HTTP 401 response for ResumeJob
+type ResumeJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ResumeJobResponse429Headers the declared response headers of an HTTP 429 response for ResumeJob
+type ResumeJobResponse429Headers struct {
+	RetryAfter int
+}
+
+type ResumeJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Job
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeJobResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeJobResponse) GetJSON200() *Job {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeJobResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ResumeJobResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResumeJobResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ResumeJobResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ResumeJobResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ResumeJobResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ResumeJobResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RunJobResponse200Headers the declared response headers of an HTTP 200 response for RunJob
+type RunJobResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
+// RunJobResponse401Headers the declared response headers of an HTTP 401 response for RunJob
+type RunJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RunJobResponse429Headers the declared response headers of an HTTP 429 response for RunJob
+type RunJobResponse429Headers struct {
+	RetryAfter int
+}
+
+type RunJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Broadcast
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RunJobResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RunJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RunJobResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RunJobResponse) GetJSON200() *Broadcast {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RunJobResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RunJobResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RunJobResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RunJobResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RunJobResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RunJobResponse) GetJSON500() *InternalError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RunJobResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RunJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RunJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RunJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RunJobResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16485,6 +17245,32 @@ func (c *ClientWithResponses) GetBroadcastWithResponse(ctx context.Context, id B
 	return ParseGetBroadcastResponse(rsp)
 }
 
+// EditBroadcastWithBodyWithResponse Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+func (c *ClientWithResponses) EditBroadcastWithBodyWithResponse(ctx context.Context, id BroadcastID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EditBroadcastResponse, error) {
+	rsp, err := c.EditBroadcastWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEditBroadcastResponse(rsp)
+}
+
+// EditBroadcastWithResponse Edit a broadcast before it starts (sender role): replace its message (title, body, image, data, link_data_key) and, when send_at is given, its send time, while it is scheduled or held and not released. The edit is checked by the submit's rules on the broadcast's stored audience, app, category, pacing and platform overrides (the same 400s naming the field). 409 already_started when an instance has started it (or it was canceled or ended: a concurrent start wins), already_released when an approver released it (four eyes: what was approved goes unchanged; cancel and submit again), not_editable for A/B variants, localized messages, local-time delivery and resends. A held broadcast stays held: its approver reviews the edited message; with PUSHFAN_RELEASE_FOUR_EYES only its creator may edit it (403 four_eyes_required).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /push/broadcasts/{id} (the `EditBroadcast` operationId).
+func (c *ClientWithResponses) EditBroadcastWithResponse(ctx context.Context, id BroadcastID, body EditBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*EditBroadcastResponse, error) {
+	rsp, err := c.EditBroadcast(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEditBroadcastResponse(rsp)
+}
+
 // CancelBroadcastWithResponse Stop a broadcast on every instance. Canceling a canceled one answers it again.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -16680,7 +17466,7 @@ func (c *ClientWithResponses) DueConsentsWithResponse(ctx context.Context, param
 	return ParseDueConsentsResponse(rsp)
 }
 
-// ListJobsWithResponse Every recurring job: schedule, zone, next five fires, last fire.
+// ListJobsWithResponse Every recurring job: message, audience, schedule, zone, next five fires, last fire, and whether it is paused.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16691,6 +17477,45 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 		return nil, err
 	}
 	return ParseListJobsResponse(rsp)
+}
+
+// PauseJobWithResponse Pause a job (admin role) on every instance, kept in the database across restarts: its fires are recorded skipped (reason paused) until it is resumed; the external trigger answers 409 job_paused. A repeat changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/cron/{job}/pause (the `PauseJob` operationId).
+func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*PauseJobResponse, error) {
+	rsp, err := c.PauseJob(ctx, job, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseJobResponse(rsp)
+}
+
+// ResumeJobWithResponse Resume a paused job (admin role): its next fire on the schedule goes out. A repeat changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/cron/{job}/resume (the `ResumeJob` operationId).
+func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error) {
+	rsp, err := c.ResumeJob(ctx, job, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeJobResponse(rsp)
+}
+
+// RunJobWithResponse Run a job once now (admin role), paused or not. Its fire time is the current minute: a second click in the same minute (or the schedule's own fire of that minute) answers the same broadcast with Idempotent-Replayed: true.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /push/cron/{job}/run (the `RunJob` operationId).
+func (c *ClientWithResponses) RunJobWithResponse(ctx context.Context, job string, reqEditors ...RequestEditorFn) (*RunJobResponse, error) {
+	rsp, err := c.RunJob(ctx, job, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunJobResponse(rsp)
 }
 
 // ListKeysWithResponse Every API key (admin role, of every app: a token limited to some apps gets 403 forbidden_app), without secrets, with the last time each was used.
@@ -18852,6 +19677,118 @@ func ParseGetBroadcastResponse(rsp *http.Response) (*GetBroadcastResponse, error
 	return response, nil
 }
 
+// ParseEditBroadcastResponse parses an HTTP response from a EditBroadcastWithResponse call
+func ParseEditBroadcastResponse(rsp *http.Response) (*EditBroadcastResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EditBroadcastResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Broadcast
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EditBroadcastResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers EditBroadcastResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCancelBroadcastResponse parses an HTTP response from a CancelBroadcastWithResponse call
 func ParseCancelBroadcastResponse(rsp *http.Response) (*CancelBroadcastResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -20237,6 +21174,310 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListJobsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseJobResponse parses an HTTP response from a PauseJobWithResponse call
+func ParsePauseJobResponse(rsp *http.Response) (*PauseJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PauseJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PauseJobResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeJobResponse parses an HTTP response from a ResumeJobWithResponse call
+func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResumeJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResumeJobResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRunJobResponse parses an HTTP response from a RunJobWithResponse call
+func ParseRunJobResponse(rsp *http.Response) (*RunJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RunJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Broadcast
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RunJobResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers RunJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RunJobResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -91,7 +91,7 @@ var allowed = map[string][]string{
 	// report; consent and segment for their refusals) and reads a server.Config that
 	// package app builds, never config's: a fake domain can stand in for
 	// the real one.
-	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/campaigns", "server/cluster", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/templates", "server/apierror", "server/events", "server/jobs", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
+	"server":         {"apikey", "audience", "audit", "broadcast", "broadcast/reads", "broadcast/rules", "broadcast/testsend", "consent", "console", "cron", "engagement", "fcm", "model", "internal/platform/logging", "segment", "server/consents", "server/campaigns", "server/cluster", "server/deliveries", "server/keys", "server/live", "server/openapi", "server/proxies", "server/ratelimit", "server/segments", "server/sso", "server/templates", "server/apierror", "server/events", "server/jobs", "server/schedule", "server/view", "server/webhooks", "webhook", "websdk", "server/audittrail"},
 	"server/openapi": nil, // the API's OpenAPI document, embedded; the test stack validates against it
 	// The API's own parts, each a concept the handlers use and none of
 	// them HTTP routing: the contract's objects as encoded (the broadcast
@@ -123,7 +123,8 @@ var allowed = map[string][]string{
 	// redirect, the web SDK.
 	"server/events": {"engagement", "server/apierror", "server/ratelimit", "websdk"},
 	// The cron jobs' routes: the list and the external trigger.
-	"server/jobs": {"audit", "cron", "model", "server/apierror"},
+	"server/jobs":     {"audit", "cron", "model", "server/apierror"},
+	"server/schedule": {"broadcast/rules", "model", "server/apierror"},
 	// The console's OpenID Connect relying party (go-oidc, x/oauth2): the
 	// provider's redirect, the code exchange, the ID token's checks and
 	// the groups' roles; the server keeps the sign-ins and the sessions.
@@ -190,6 +191,7 @@ var layer = map[string]int{
 	"broadcast/run":                     5,
 	"broadcast/rules":                   6,
 	"broadcast/reads":                   7,
+	"server/schedule":                   7,
 	"broadcast":                         8,
 	"broadcast/testsend":                8,
 	"server":                            9,
