@@ -61,10 +61,8 @@ type Job struct {
 	// App is the app the job's broadcasts send for; required when several
 	// apps are configured.
 	App string `yaml:"app"`
-	// AnalyticsLabel is fcm_options.analytics_label of its broadcasts'
-	// messages (FCM's rule: 1 to 50 of [a-zA-Z0-9-_.~%]); "": the
-	// category's name. One label per job, not per fire: Firebase reports
-	// at most 100 distinct labels a day.
+	// AnalyticsLabel is its messages' fcm_options.analytics_label, one per
+	// job, not per fire (Firebase reports 100 labels a day); "": the category's.
 	AnalyticsLabel string `yaml:"analytics_label"`
 }
 
