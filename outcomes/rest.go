@@ -77,13 +77,9 @@ func (r *Reader) restTargets(ctx context.Context, id uint64, x rest, chunk []out
 		}
 	}
 	if x.list {
-		var b []byte
-		if err := r.DB.QueryRowContext(ctx, "SELECT target_ids FROM canceled_rests WHERE broadcast_id = ? AND seq = ?", id, x.seq).Scan(&b); err != nil {
-			return chunk, fmt.Errorf("read chunk %d/%d's target list: %w", id, x.seq, err)
-		}
-		ids, err := codec.DecodeIDs(x.lo, b)
+		ids, err := r.restList(ctx, id, x)
 		if err != nil {
-			return chunk, fmt.Errorf("chunk %d/%d: %w", id, x.seq, err)
+			return chunk, err
 		}
 		for _, c := range ids {
 			add(c)
@@ -107,6 +103,20 @@ func (r *Reader) restTargets(ctx context.Context, id uint64, x rest, chunk []out
 		sortListings(chunk)
 	}
 	return chunk, nil
+}
+
+// restList reads rest x's fixed target list (a local-time chunk's),
+// ascending.
+func (r *Reader) restList(ctx context.Context, id uint64, x rest) ([]uint64, error) {
+	var b []byte
+	if err := r.DB.QueryRowContext(ctx, "SELECT target_ids FROM canceled_rests WHERE broadcast_id = ? AND seq = ?", id, x.seq).Scan(&b); err != nil {
+		return nil, fmt.Errorf("read chunk %d/%d's target list: %w", id, x.seq, err)
+	}
+	ids, err := codec.DecodeIDs(x.lo, b)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d/%d: %w", id, x.seq, err)
+	}
+	return ids, nil
 }
 
 // restHits reports which of the broadcasts ids (root, not resends) a
@@ -144,11 +154,11 @@ func (r *Reader) restHits(ctx context.Context, ids []uint64, tok uint64) (map[ui
 	out := map[uint64]bool{}
 	for _, h := range cand {
 		if h.x.list {
-			got, err := r.restTargets(ctx, h.id, h.x, nil)
+			ids, err := r.restList(ctx, h.id, h.x)
 			if err != nil {
 				return nil, err
 			}
-			if slices.ContainsFunc(got, func(l outcome.Listing) bool { return l.Cursor == tok }) {
+			if _, in := slices.BinarySearch(ids, tok); in {
 				out[h.id] = true
 			}
 			continue
