@@ -504,3 +504,61 @@ func TestAMappedTokensTableIsLookedUpAndExported(t *testing.T) {
 		}
 	}
 }
+
+// A resend updates the outcome of the targets it reached: a device the
+// original failed shows the resend's outcome (accepted once it recovered,
+// failed again when it did not) with its resend_id, on the original's
+// delivery (the resend is not listed on its own); the devices it did not
+// reach keep the original's.
+func TestAResendUpdatesTheOutcomeOfTheTargetsItReached(t *testing.T) {
+	s := resendStack(t)
+	var orig teststack.Broadcast
+	s.Do("POST", "/push/broadcast", map[string]any{"title": "Sale", "audience": map[string]any{"all": true}}, &orig)
+	orig = s.WaitFinished(orig.ID, 30*time.Second)
+	var r teststack.Broadcast
+	if resp := postWithKey(t, s, fmt.Sprintf("/push/broadcasts/%d/resend", orig.ID), "resend-outcomes", &r); resp.StatusCode != http.StatusOK {
+		t.Fatalf("resend: %d %+v", resp.StatusCode, r)
+	}
+	flaky := append(append([]string{}, resendFlaky...), resendGone, resendOff) // all four recover: nothing ended them here
+	if r.Status != "completed" || r.Succeeded != int64(len(flaky)) || r.Failed != int64(len(resendDown)) {
+		t.Fatalf("resend: %+v", r)
+	}
+	type device struct {
+		Outcome  string `json:"outcome"`
+		Code     string `json:"code"`
+		ResendID uint64 `json:"resend_id"`
+	}
+	// SeedTokens gives token i of the stack's list to user 1+i.
+	var order []string
+	order = append(order, resendOK...)
+	order = append(order, resendFlaky...)
+	order = append(order, resendDown...)
+	order = append(order, resendDead...)
+	order = append(order, resendGone, resendOff)
+	want := map[string]device{}
+	for _, tk := range resendOK {
+		want[tk] = device{Outcome: "accepted"}
+	}
+	for _, tk := range flaky {
+		want[tk] = device{Outcome: "accepted", ResendID: r.ID}
+	}
+	for _, tk := range resendDown {
+		want[tk] = device{Outcome: "failed", Code: "UNAVAILABLE", ResendID: r.ID}
+	}
+	for _, tk := range resendDead {
+		want[tk] = device{Outcome: "failed", Code: "UNREGISTERED"}
+	}
+	for i, tk := range order {
+		var page struct {
+			Deliveries []struct {
+				BroadcastID uint64   `json:"broadcast_id"`
+				Devices     []device `json:"devices"`
+			} `json:"deliveries"`
+		}
+		s.Do("GET", fmt.Sprintf("/push/users/%d/deliveries", 1+i), nil, &page)
+		if len(page.Deliveries) != 1 || page.Deliveries[0].BroadcastID != orig.ID || len(page.Deliveries[0].Devices) != 1 ||
+			page.Deliveries[0].Devices[0] != want[tk] {
+			t.Fatalf("user %d (%s): %+v, want the original's delivery with %+v", 1+i, tk, page, want[tk])
+		}
+	}
+}
