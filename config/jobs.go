@@ -22,6 +22,8 @@ import (
 //	    class: bulk               # transactional or bulk; default by the audience, as for an API request
 //	    max_rate: 500             # messages a second at most; default none
 //	    deliver_over: 30m         # spread the sends over this long; default none
+//	    analytics_label: digest   # fcm_options.analytics_label of its messages (Firebase's delivery
+//	                              # data); default the category's name
 //	    local_time: "09:00"       # send at this time of day in each user's zone: the next such
 //	                              # time after the fire, by the job's timezone's date; default none
 //	    quiet_hours: {start: "22:00", end: "08:00"}  # defer users inside it to its end; default
@@ -59,6 +61,9 @@ type Job struct {
 	// App is the app the job's broadcasts send for; required when several
 	// apps are configured.
 	App string `yaml:"app"`
+	// AnalyticsLabel is its messages' fcm_options.analytics_label, one per
+	// job, not per fire (Firebase reports 100 labels a day); "": the category's.
+	AnalyticsLabel string `yaml:"analytics_label"`
 }
 
 // JobQuietHours is a job's quiet window, "HH:MM" times of day.
@@ -106,7 +111,7 @@ func (l *JobLocalized) UnmarshalYAML(node *yaml.Node) error {
 }
 
 var (
-	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours", "frequency_cap", "app", "category"}
+	jobKeys     = []string{"name", "schedule", "timezone", "enabled", "catchup", "audience", "message", "class", "max_rate", "deliver_over", "local_time", "quiet_hours", "frequency_cap", "app", "category", "analytics_label"}
 	messageKeys = []string{"title", "body", "image", "data", "localized", "android", "apns", "webpush", "fcm_options"}
 	quietKeys   = []string{"start", "end"}
 )
@@ -133,6 +138,7 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		App      string         `yaml:"app"`
 		Category string         `yaml:"category"`
 		Quiet    yaml.Node      `yaml:"quiet_hours"`
+		Label    string         `yaml:"analytics_label"`
 	}
 	if err := node.Decode(&raw); err != nil {
 		return err
@@ -158,15 +164,16 @@ func (j *Job) UnmarshalYAML(node *yaml.Node) error {
 		Audience: raw.Audience,
 		Message:  raw.Message,
 
-		Class:        raw.Class,
-		MaxRate:      raw.MaxRate,
-		DeliverOver:  over,
-		LocalTime:    raw.Local,
-		QuietHours:   quiet,
-		NoQuietHours: noQuiet,
-		FrequencyCap: raw.Cap,
-		App:          raw.App,
-		Category:     raw.Category,
+		Class:          raw.Class,
+		MaxRate:        raw.MaxRate,
+		DeliverOver:    over,
+		LocalTime:      raw.Local,
+		QuietHours:     quiet,
+		NoQuietHours:   noQuiet,
+		FrequencyCap:   raw.Cap,
+		App:            raw.App,
+		Category:       raw.Category,
+		AnalyticsLabel: raw.Label,
 	}
 	return nil
 }

@@ -187,6 +187,9 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if cp.End == Done && cp.CancelRest && targets >= 0 {
 			res.Rest = max(targets-before-cp.Succeeded-cp.Failed-cp.Canceled-cp.Capped, 0)
 			canceled += res.Rest
+			if err := outcome.KeepRest(ctx, tx, c.BroadcastID, uint64(c.Seq), res.Rest); err != nil {
+				return err
+			}
 		}
 		// A cancel closing a chunk that changed hands by a takeover: what
 		// the fenced holders sent is counted as sent, not canceled.

@@ -48,6 +48,7 @@ const (
 	OutcomeFailed    = outcome.Failed
 	OutcomeCapped    = outcome.Capped
 	OutcomeCanceled  = outcome.Canceled
+	OutcomeStale     = outcome.Stale // passed over by PUSHFAN_STALE_AFTER: kept, not counted
 )
 
 // moved is what a fenced holder's outcomes change in the broadcast's counts.

@@ -11,6 +11,7 @@ import (
 	"pushfan/audit"
 	"pushfan/internal/platform/sqldb"
 	"pushfan/lease/codec"
+	"pushfan/lease/outcome"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -94,6 +95,9 @@ func (s *Store) stop(ctx context.Context, id uint64, errMsg, by string) (final b
 				ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), ckpt_seq = VALUES(ckpt_seq), rest = VALUES(rest), closed_at = VALUES(closed_at)`,
 				now, id, now); err != nil {
 				return fmt.Errorf("record late holders: %w", err)
+			}
+			if err := outcome.KeepIdleRests(ctx, tx, id, idle, now); err != nil {
+				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE broadcast_chunks SET status = 'done', done_by = 'canceled', epoch = epoch + 1,
 					committed = GREATEST(CAST(COALESCE(targets, 0) AS SIGNED), CAST(committed AS SIGNED)), cursor_id = hi_id, done_ranges = NULL,

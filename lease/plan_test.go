@@ -10,6 +10,7 @@ import (
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // planned inserts a broadcast that needs planning (as a submit of a large
@@ -259,10 +260,10 @@ func TestChunkEndsPacingAndListsReadNoOtherChunks(t *testing.T) {
 		return c
 	}
 	claims := []*lease.Claim{claim(), claim()}
-	var st lease.PaceState
+	var st repository.PaceState
 	pace := rr.During(func() {
 		var err error
-		if st, err = f.s.Pace(f.ctx(), id); err != nil {
+		if st, err = tdb.Store.Pace(f.ctx(), id); err != nil {
 			t.Fatal(err)
 		}
 	}, "broadcast_chunks")["broadcast_chunks"]

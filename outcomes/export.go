@@ -35,13 +35,15 @@ const exportPage = 200
 // Export calls fn with every kept target of broadcast id, a chunk at a
 // time in cursor order, each target once (its highest-precedence
 // listing), only those of kind when it is not 0 (excluded and deferred:
-// as the plan kept them). Memory holds one chunk's
-// targets (PUSHFAN_CHUNK_WIDTH, 10,000 by default), whatever the
-// broadcast's size. Targets a cancel never read (counted from the plan)
-// have no kept outcome and are not listed.
+// as the plan kept them; stale: as the runs passed them over). Without a
+// kind it lists the targeted ones: its lines equal the broadcast's
+// targeted. Memory holds one chunk's targets (PUSHFAN_CHUNK_WIDTH, 10,000
+// by default), whatever the broadcast's size. The targets a cancel
+// counted without reading them are read from the audience chunk by chunk
+// as the export reaches them (rest.go).
 func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn func(Line) error) error {
-	var aud string
-	err := r.DB.QueryRowContext(ctx, "SELECT audience FROM broadcasts WHERE id = ?", id).Scan(&aud)
+	var aud, app string
+	err := r.DB.QueryRowContext(ctx, "SELECT audience, app FROM broadcasts WHERE id = ?", id).Scan(&aud, &app)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound
@@ -54,6 +56,12 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 	}
 	if a.Name != "" {
 		return ErrNamed
+	}
+	e := exporter{r: r, id: id, app: app, kind: kind, fn: fn}
+	if kind == 0 || kind == outcome.Canceled {
+		if e.rests, err = r.rests(ctx, id); err != nil {
+			return err
+		}
 	}
 	type key struct{ seq, epoch, ckpt, part uint64 }
 	var last key
@@ -89,7 +97,7 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 			}
 			n++
 			if !first && k.seq != curSeq {
-				if err := r.flush(ctx, chunk, kind, fn); err != nil {
+				if err := e.flush(ctx, curSeq, chunk); err != nil {
 					rows.Close()
 					return err
 				}
@@ -109,23 +117,47 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 			return fmt.Errorf("read outcomes: %w", err)
 		}
 		if n < exportPage {
-			return r.flush(ctx, chunk, kind, fn)
+			if !first {
+				if err := e.flush(ctx, curSeq, chunk); err != nil {
+					return err
+				}
+			}
+			// The chunks a cancel closed before any of their targets
+			// was kept: their rests alone.
+			return e.flush(ctx, outcome.PlanSeq+1, nil)
 		}
 	}
 }
 
-// flush writes one chunk's targets: each once, in cursor order, with its
-// user (device_tokens, a thousand at a time).
-func (r *Reader) flush(ctx context.Context, chunk []outcome.Listing, kind outcome.Kind, fn func(Line) error) error {
-	slices.SortStableFunc(chunk, func(a, b outcome.Listing) int {
-		switch {
-		case a.Cursor < b.Cursor:
-			return -1
-		case a.Cursor > b.Cursor:
-			return 1
+// exporter writes one broadcast's export a chunk at a time.
+type exporter struct {
+	r     *Reader
+	id    uint64
+	app   string
+	kind  outcome.Kind
+	fn    func(Line) error
+	rests []rest // the cancel's rests not yet written, by chunk
+}
+
+// flush writes chunk seq's targets (chunk: its kept listings), after the
+// rests of the chunks before it that kept no listing: each target once,
+// in cursor order, with its user (the app's tokens, a thousand at a time).
+func (e *exporter) flush(ctx context.Context, seq uint64, chunk []outcome.Listing) error {
+	for len(e.rests) > 0 && e.rests[0].seq < seq {
+		if err := e.write(ctx, e.rests[0].seq, nil); err != nil { // takes the rest
+			return err
 		}
-		return 0
-	})
+	}
+	if seq > outcome.PlanSeq {
+		return nil
+	}
+	return e.write(ctx, seq, chunk)
+}
+
+// write writes chunk seq: its listings ranked, its rest if a cancel kept
+// one, and the kind asked for.
+func (e *exporter) write(ctx context.Context, seq uint64, chunk []outcome.Listing) error {
+	sortListings(chunk)
 	out := chunk[:0]
 	for _, t := range chunk {
 		if n := len(out); n > 0 && out[n-1].Cursor == t.Cursor {
@@ -136,8 +168,19 @@ func (r *Reader) flush(ctx context.Context, chunk []outcome.Listing, kind outcom
 		}
 		out = append(out, t)
 	}
-	if kind != 0 {
-		out = slices.DeleteFunc(out, func(t outcome.Listing) bool { return t.Kind != kind })
+	if len(e.rests) > 0 && e.rests[0].seq == seq {
+		var err error
+		if out, err = e.r.restTargets(ctx, e.id, e.rests[0], out); err != nil {
+			return err
+		}
+		e.rests = e.rests[1:]
+	}
+	switch e.kind {
+	case 0:
+		// A stale token was passed over, not targeted.
+		out = slices.DeleteFunc(out, func(t outcome.Listing) bool { return t.Kind == outcome.Stale })
+	default:
+		out = slices.DeleteFunc(out, func(t outcome.Listing) bool { return t.Kind != e.kind })
 	}
 	for len(out) > 0 {
 		batch := out[:min(1000, len(out))]
@@ -146,34 +189,15 @@ func (r *Reader) flush(ctx context.Context, chunk []outcome.Listing, kind outcom
 		for i, t := range batch {
 			ids[i] = t.Cursor
 		}
-		users, err := r.usersOf(ctx, ids)
+		users, err := e.r.apps().TokenUsers(ctx, e.app, ids)
 		if err != nil {
 			return err
 		}
 		for _, t := range batch {
-			if err := fn(Line{UserID: users[t.Cursor], TokenID: t.Cursor, Outcome: t.Kind.String(), Code: t.Code}); err != nil {
+			if err := e.fn(Line{UserID: users[t.Cursor], TokenID: t.Cursor, Outcome: t.Kind.String(), Code: t.Code}); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// usersOf maps token ids to their users (a token row deleted since maps
-// to none: user 0).
-func (r *Reader) usersOf(ctx context.Context, ids []uint64) (map[uint64]uint64, error) {
-	rows, err := r.DB.QueryContext(ctx, "SELECT id, user_id FROM device_tokens WHERE id IN ("+marks(len(ids))+")", anys(ids)...)
-	if err != nil {
-		return nil, fmt.Errorf("read the targets' users: %w", err)
-	}
-	defer rows.Close()
-	m := make(map[uint64]uint64, len(ids))
-	for rows.Next() {
-		var id, u uint64
-		if err := rows.Scan(&id, &u); err != nil {
-			return nil, fmt.Errorf("read the targets' users: %w", err)
-		}
-		m[id] = u
-	}
-	return m, rows.Err()
 }

@@ -86,15 +86,15 @@ type Reader struct {
 	DB *sql.DB
 	// Scan bounds the broadcasts one lookup walks (DefaultScan when 0).
 	Scan int
-}
-
-type token struct {
-	id       uint64
-	platform string
+	// Apps reads the apps' token tables and audiences (apps.go); nil
+	// reads the bundled device_tokens for every app, and cannot list a
+	// cancel's never-read targets.
+	Apps Apps
 }
 
 type broadcast struct {
 	Delivery
+	app   string
 	named bool
 }
 
@@ -102,7 +102,7 @@ type broadcast struct {
 // newest), newest first, up to limit of them.
 func (r *Reader) Deliveries(ctx context.Context, user uint64, limit int, after uint64) (Page, error) {
 	page := Page{UserID: user, Deliveries: []Delivery{}}
-	toks, err := r.tokens(ctx, user)
+	toks, err := r.apps().UserTokens(ctx, user)
 	if err != nil || len(toks) == 0 {
 		return page, err
 	}
@@ -145,35 +145,18 @@ func (r *Reader) Deliveries(ctx context.Context, user uint64, limit int, after u
 	return page, nil
 }
 
-// tokens are every token row the user has had (a dead one too: it was
-// sent to before it died).
-func (r *Reader) tokens(ctx context.Context, user uint64) ([]token, error) {
-	rows, err := r.DB.QueryContext(ctx, "SELECT id, COALESCE(platform, '') FROM device_tokens WHERE user_id = ? ORDER BY id", user)
-	if err != nil {
-		return nil, fmt.Errorf("read the user's tokens: %w", err)
-	}
-	defer rows.Close()
-	var out []token
-	for rows.Next() {
-		var t token
-		if err := rows.Scan(&t.id, &t.platform); err != nil {
-			return nil, fmt.Errorf("read the user's tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
-}
-
 // broadcasts reads up to n broadcasts below after, newest first, that are
-// not resends (a resend's outcomes show on its parent) and keep outcomes.
+// not resends (a resend's outcomes show on its parent) and keep outcomes
+// (or a cancel's rests: canceled before a target was kept).
 func (r *Reader) broadcasts(ctx context.Context, after uint64, n int) ([]broadcast, error) {
 	if after == 0 {
 		after = 1<<63 - 1
 	}
 	rows, err := r.DB.QueryContext(ctx, `SELECT b.id, COALESCE(JSON_UNQUOTE(JSON_EXTRACT(b.message, '$.title')), ''), COALESCE(b.category, ''),
-			COALESCE(b.started_at, b.created_at), b.audience
+			COALESCE(b.started_at, b.created_at), b.audience, b.app
 		FROM broadcasts b WHERE b.id < ? AND b.parent_id IS NULL
-			AND EXISTS (SELECT 1 FROM target_outcomes o WHERE o.broadcast_id = b.id)
+			AND (EXISTS (SELECT 1 FROM target_outcomes o WHERE o.broadcast_id = b.id)
+				OR EXISTS (SELECT 1 FROM canceled_rests c WHERE c.broadcast_id = b.id))
 		ORDER BY b.id DESC LIMIT ?`, after, n)
 	if err != nil {
 		return nil, fmt.Errorf("read broadcasts: %w", err)
@@ -183,7 +166,7 @@ func (r *Reader) broadcasts(ctx context.Context, after uint64, n int) ([]broadca
 	for rows.Next() {
 		var b broadcast
 		var aud string
-		if err := rows.Scan(&b.BroadcastID, &b.Title, &b.Category, &b.At, &aud); err != nil {
+		if err := rows.Scan(&b.BroadcastID, &b.Title, &b.Category, &b.At, &aud, &b.app); err != nil {
 			return nil, fmt.Errorf("read broadcasts: %w", err)
 		}
 		var a model.Audience
@@ -200,7 +183,7 @@ func (r *Reader) broadcasts(ctx context.Context, after uint64, n int) ([]broadca
 // devices looks each token up in the broadcasts bs and their resends, and
 // returns each broadcast's devices that have an outcome, with their
 // opens and clicks.
-func (r *Reader) devices(ctx context.Context, bs []broadcast, toks []token) (map[uint64][]Device, error) {
+func (r *Reader) devices(ctx context.Context, bs []broadcast, toks []AppToken) (map[uint64][]Device, error) {
 	var ids []uint64
 	for _, b := range bs {
 		if !b.named {
@@ -218,10 +201,35 @@ func (r *Reader) devices(ctx context.Context, bs []broadcast, toks []token) (map
 	for child := range parent {
 		all = append(all, child)
 	}
+	appOf := map[uint64]string{}
+	for _, b := range bs {
+		appOf[b.BroadcastID] = b.app
+	}
 	type key struct{ broadcast, token uint64 }
 	got := map[key]Device{}
 	for _, t := range toks {
-		outs, err := outcome.Lookup(ctx, r.DB, all, t.id)
+		// A token of an app's table is looked up in that app's
+		// broadcasts only: two apps' tables can hold the same id.
+		mine, roots := all, ids
+		if t.App != "" {
+			mine, roots = nil, nil
+			for _, id := range all {
+				root := id
+				if p, ok := parent[id]; ok {
+					root = p
+				}
+				if appOf[root] == t.App {
+					mine = append(mine, id)
+					if root == id {
+						roots = append(roots, id)
+					}
+				}
+			}
+			if len(mine) == 0 {
+				continue
+			}
+		}
+		outs, err := outcome.Lookup(ctx, r.DB, mine, t.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -230,12 +238,28 @@ func (r *Reader) devices(ctx context.Context, bs []broadcast, toks []token) (map
 			if p, ok := parent[id]; ok {
 				root, resend = p, id
 			}
-			k := key{root, t.id}
+			k := key{root, t.ID}
 			// The latest resend that reached the token is its outcome.
 			if d, seen := got[k]; seen && d.ResendID >= resend {
 				continue
 			}
-			got[k] = Device{TokenID: t.id, Platform: t.platform, Outcome: o.Kind.String(), Code: o.Code, ResendID: resend}
+			got[k] = Device{TokenID: t.ID, Platform: t.Platform, Outcome: o.Kind.String(), Code: o.Code, ResendID: resend}
+		}
+		// A broadcast canceled before it read the token kept no listing
+		// of it, but a rest that holds it (rest.go); a deferred listing
+		// (the plan's) ranks below that cancel, as in the export.
+		var unlisted []uint64
+		for _, id := range roots {
+			if d, ok := got[key{id, t.ID}]; !ok || d.ResendID == 0 && d.Outcome == outcome.Deferred.String() {
+				unlisted = append(unlisted, id)
+			}
+		}
+		hits, err := r.restHits(ctx, unlisted, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		for id := range hits {
+			got[key{id, t.ID}] = Device{TokenID: t.ID, Platform: t.Platform, Outcome: outcome.Canceled.String()}
 		}
 	}
 	if err := r.engagement(ctx, all, toks, parent, func(id, tok uint64, typ model.EventType, at time.Time) {
@@ -261,7 +285,7 @@ func (r *Reader) devices(ctx context.Context, bs []broadcast, toks []token) (map
 	out := map[uint64][]Device{}
 	for _, b := range bs {
 		for _, t := range toks {
-			if d, ok := got[key{b.BroadcastID, t.id}]; ok {
+			if d, ok := got[key{b.BroadcastID, t.ID}]; ok {
 				out[b.BroadcastID] = append(out[b.BroadcastID], d)
 			}
 		}
@@ -304,10 +328,10 @@ func (r *Reader) resends(ctx context.Context, ids []uint64) (map[uint64]uint64, 
 
 // engagement calls fn with each open and click of the tokens in the
 // broadcasts ids (a resend's under its root).
-func (r *Reader) engagement(ctx context.Context, ids []uint64, toks []token, parent map[uint64]uint64, fn func(id, tok uint64, typ model.EventType, at time.Time)) error {
+func (r *Reader) engagement(ctx context.Context, ids []uint64, toks []AppToken, parent map[uint64]uint64, fn func(id, tok uint64, typ model.EventType, at time.Time)) error {
 	tids := make([]uint64, len(toks))
 	for i, t := range toks {
-		tids[i] = t.id
+		tids[i] = t.ID
 	}
 	q := "SELECT broadcast_id, target_id, type, at FROM engagement_events WHERE broadcast_id IN (" + marks(len(ids)) +
 		") AND target_id IN (" + marks(len(tids)) + ") AND type IN (?, ?)"

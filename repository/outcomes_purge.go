@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// PurgeOutcomes deletes the kept per-target outcomes (target_outcomes) of
+// PurgeOutcomes deletes the kept per-target outcomes (target_outcomes, canceled_rests) of
 // up to purgeBroadcastBatch broadcasts that finished before cutoff
 // (PUSHFAN_OUTCOME_RETENTION), and returns how many broadcasts it cleared.
 // The broadcasts themselves stay until PUSHFAN_RETENTION, whose purge
@@ -20,14 +20,19 @@ import (
 func (s *Store) PurgeOutcomes(ctx context.Context, cutoff time.Time, pause time.Duration) (int, error) {
 	var ids []uint64
 	if err := s.db.SelectContext(ctx, &ids, `SELECT b.id FROM broadcasts b WHERE b.finished_at < ?
-			AND EXISTS (SELECT 1 FROM target_outcomes o WHERE o.broadcast_id = b.id) ORDER BY b.finished_at LIMIT ?`,
+			AND (EXISTS (SELECT 1 FROM target_outcomes o WHERE o.broadcast_id = b.id)
+				OR EXISTS (SELECT 1 FROM canceled_rests r WHERE r.broadcast_id = b.id)) ORDER BY b.finished_at LIMIT ?`,
 		dbTime(cutoff), purgeBroadcastBatch); err != nil {
 		return 0, fmt.Errorf("purge outcomes: select: %w", err)
 	}
-	t := purgedTable{name: "target_outcomes", key: targetOutcomesKey}
+	// A cancel's rests (canceled_rests) go with the outcomes they stand
+	// for: without them an export would list fewer lines than targeted.
+	ts := []purgedTable{{name: "target_outcomes", key: targetOutcomesKey}, {name: "canceled_rests", key: canceledRestsKey}}
 	for _, id := range ids {
-		if _, err := purgeRows(ctx, s.db, t, []uint64{id}, pause); err != nil {
-			return 0, fmt.Errorf("purge the outcomes of broadcast %d: %w", id, err)
+		for _, t := range ts {
+			if _, err := purgeRows(ctx, s.db, t, []uint64{id}, pause); err != nil {
+				return 0, fmt.Errorf("purge the outcomes of broadcast %d: %w", id, err)
+			}
 		}
 	}
 	return len(ids), nil

@@ -156,6 +156,12 @@ func (s *Store) TargetsByID(ctx context.Context, ids []uint64, dst []Target) ([]
 // out as stale (PUSHFAN_STALE_AFTER): the plan counted them fresh, and a
 // send counts what it leaves out.
 func (s *Store) TargetsByIDStale(ctx context.Context, ids []uint64, dst []Target) ([]Target, int, error) {
+	return s.TargetsByIDStaleIDs(ctx, ids, dst, nil)
+}
+
+// TargetsByIDStaleIDs is TargetsByIDStale, also calling staleID (when not
+// nil) with the id of each stale token it leaves out.
+func (s *Store) TargetsByIDStaleIDs(ctx context.Context, ids []uint64, dst []Target, staleID func(uint64)) ([]Target, int, error) {
 	dst = dst[:0]
 	if len(ids) == 0 {
 		return dst, 0, nil
@@ -178,7 +184,7 @@ func (s *Store) TargetsByIDStale(ctx context.Context, ids []uint64, dst []Target
 		if err != nil {
 			return dst, 0, fmt.Errorf("targets by id from %d: %w", ids[0], err)
 		}
-		dst, _, stale, _, err := scanFlagged(rows, dst, len(ids))
+		dst, _, stale, _, err := scanFlagged(rows, dst, len(ids), staleID)
 		if err != nil {
 			return dst, 0, fmt.Errorf("targets by id from %d: %w", ids[0], err)
 		}

@@ -63,6 +63,9 @@ var (
 // targetOutcomesKey is target_outcomes' primary key (lease, outcomes.go).
 var targetOutcomesKey = []keyCol{bid, uintKey("seq"), uintKey("epoch"), uintKey("ckpt_seq"), uintKey("part")}
 
+// canceledRestsKey is canceled_rests' primary key (lease/outcome, rest.go).
+var canceledRestsKey = []keyCol{bid, uintKey("seq")}
+
 // bigPurged are the tables whose rows per broadcast can be many: they
 // are deleted before the broadcast's transaction, a batch per statement,
 // each a transaction of its own.
@@ -74,6 +77,7 @@ var bigPurged = []purgedTable{
 	{name: "broadcast_chunks", key: []keyCol{bid, uintKey("seq")}},
 	{name: "fenced_sends", key: []keyCol{bid, uintKey("seq"), uintKey("epoch"), uintKey("ckpt_seq")}},
 	{name: "target_outcomes", key: targetOutcomesKey},
+	{name: "canceled_rests", key: canceledRestsKey},
 	// Webhooks delivered (or given up) go with their broadcast; one
 	// still waiting stays until it is delivered or expires.
 	{name: "webhook_outbox", key: []keyCol{uintKey("id")}, index: "ix_webhook_broadcast", keep: "t.status <> 'pending'"},

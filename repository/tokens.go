@@ -187,6 +187,13 @@ func (s *Store) AudiencePage(ctx context.Context, a model.Audience, after, upto 
 // stale token is counted once: the rows past the one that filled the page
 // are read again by the next page, and counted then.
 func (s *Store) AudiencePageStale(ctx context.Context, a model.Audience, after, upto uint64, limit int, dst []Target) ([]Target, int, error) {
+	return s.AudiencePageStaleIDs(ctx, a, after, upto, limit, dst, nil)
+}
+
+// AudiencePageStaleIDs is AudiencePageStale, also calling stale (when
+// not nil) with the id of each stale token it counts: a send keeps them
+// as outcome stale (package lease/outcome).
+func (s *Store) AudiencePageStaleIDs(ctx context.Context, a model.Audience, after, upto uint64, limit int, dst []Target, staleID func(uint64)) ([]Target, int, error) {
 	dst = dst[:0]
 	if s.schema.flagged == nil {
 		dst, err := s.audiencePage(ctx, a, after, upto, limit, dst)
@@ -206,7 +213,7 @@ func (s *Store) AudiencePageStale(ctx context.Context, a model.Audience, after, 
 		}
 		var read, skipped int
 		var last uint64
-		if dst, read, skipped, last, err = scanFlagged(rows, dst, limit); err != nil {
+		if dst, read, skipped, last, err = scanFlagged(rows, dst, limit, staleID); err != nil {
 			return dst[:0], 0, fmt.Errorf("audience page after %d: %w", after, err)
 		}
 		stale += skipped
@@ -379,10 +386,11 @@ func scanTargets(rows *sql.Rows, dst []Target) ([]Target, error) {
 
 // scanFlagged appends to dst the fresh targets of rows (targetColumns and
 // the stale flag), up to limit in all, and closes rows. It returns how
-// many rows it read, how many of those were stale, and the id of the last
+// many rows it read, how many of those were stale (each one's id to
+// staleID, if not nil), and the id of the last
 // row it took in (after, when none): the rows past the one that filled
 // dst are left for the next page.
-func scanFlagged(rows *sql.Rows, dst []Target, limit int) (out []Target, read, stale int, last uint64, err error) {
+func scanFlagged(rows *sql.Rows, dst []Target, limit int, staleID func(uint64)) (out []Target, read, stale int, last uint64, err error) {
 	defer rows.Close()
 	var locale sql.RawBytes
 	var locales localeInterner
@@ -396,6 +404,9 @@ func scanFlagged(rows *sql.Rows, dst []Target, limit int) (out []Target, read, s
 		last = t.TokenID
 		if isStale {
 			stale++
+			if staleID != nil {
+				staleID(t.TokenID)
+			}
 			continue
 		}
 		t.Locale = locales.intern(locale)

@@ -46,6 +46,10 @@ func TestRetentionDeletesOldOutcomesAndKeepsTheBroadcast(t *testing.T) {
 		if _, err := tdb.SQL.DB.ExecContext(ctx, q.String(), args...); err != nil {
 			t.Fatal(err)
 		}
+		// A cancel's rest of a chunk goes with the outcomes too.
+		if _, err := tdb.SQL.DB.ExecContext(ctx, "INSERT INTO canceled_rests (broadcast_id, seq, lo_id, after_id, hi_id, rest, created_at) VALUES (?, 2, 0, 0, 10, 10, ?)", b.ID, finished); err != nil {
+			t.Fatal(err)
+		}
 		return b.ID
 	}
 	old, recent := mk(now.Add(-40*24*time.Hour), 2500), mk(now.Add(-24*time.Hour), 3)
@@ -57,13 +61,13 @@ func TestRetentionDeletesOldOutcomesAndKeepsTheBroadcast(t *testing.T) {
 		t.Fatalf("pass: %+v %v, want the outcomes of 1 broadcast and no broadcast deleted", res, err)
 	}
 	count := func(id uint64) (n int) {
-		if err := tdb.SQL.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM target_outcomes WHERE broadcast_id = ?", id).Scan(&n); err != nil {
+		if err := tdb.SQL.DB.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM target_outcomes WHERE broadcast_id = ?) + (SELECT COUNT(*) FROM canceled_rests WHERE broadcast_id = ?)", id, id).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if n, m := count(old), count(recent); n != 0 || m != 3 {
-		t.Fatalf("%d old rows and %d recent rows left, want 0 and 3", n, m)
+	if n, m := count(old), count(recent); n != 0 || m != 4 {
+		t.Fatalf("%d old rows and %d recent rows left, want 0 and 4 (3 outcomes, a rest)", n, m)
 	}
 	if _, err := store.GetBroadcast(ctx, old); err != nil {
 		t.Fatalf("the broadcast went with its outcomes: %v", err)

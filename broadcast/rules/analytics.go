@@ -15,8 +15,9 @@ import (
 //
 //   - the request's analytics_label (or its fcm_options.analytics_label,
 //     or a variant's: the message's own);
-//   - the cron job's (its message's fcm_options.analytics_label, which
-//     JobRequest puts in the spec's fcm_options);
+//   - the cron job's: its analytics_label, or its message's
+//     fcm_options.analytics_label (JobRequest puts them in the spec as a
+//     request's);
 //   - the category's name, when it is a valid label.
 //
 // docs/analytics.md joins Firebase's export to a broadcast by it.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"pushfan/cron"
 )
 
 // Every message carries fcm_options.analytics_label: the request's, else
@@ -50,6 +52,43 @@ func TestTheAnalyticsLabelOfEveryMessage(t *testing.T) {
 	} {
 		if _, err := r.Validate(bad, now); fieldOf(err) != "analytics_label" {
 			t.Fatalf("%q: %v, want a 400 naming analytics_label", bad.AnalyticsLabel, err)
+		}
+	}
+}
+
+// A cron job's analytics_label labels its fires' messages when it asks
+// for one (over the category's name), its message's own fcm_options one
+// otherwise, and the category's name without either; a bad one, or one
+// disagreeing with the message's own, names analytics_label.
+func TestAJobsAnalyticsLabel(t *testing.T) {
+	r := adRules(t)
+	fire := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	job := func(label string, opts map[string]any) *cron.Compiled {
+		return &cron.Compiled{Loc: time.UTC, Job: cron.Job{Name: "digest", Audience: map[string]any{"all": true}, Category: "service",
+			AnalyticsLabel: label, Message: cron.JobMessage{Title: "t", FCMOptions: opts}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		label string
+		opts  map[string]any
+		want  string
+	}{
+		{"the job's", "weekly_digest", nil, "weekly_digest"},
+		{"the job's message's own", "", map[string]any{"analytics_label": "own"}, "own"},
+		{"both, agreeing", "x", map[string]any{"analytics_label": "x"}, "x"},
+		{"the category's", "", nil, "service"},
+	} {
+		in, err := r.JobRequest(job(tc.label, tc.opts), fire)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := in.Message.AnalyticsLabel(); got != tc.want {
+			t.Fatalf("%s: label %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	for _, bad := range []*cron.Compiled{job("has space", nil), job("x", map[string]any{"analytics_label": "y"})} {
+		if _, err := r.JobRequest(bad, fire); fieldOf(err) != "analytics_label" {
+			t.Fatalf("job label %q: %v, want an error naming analytics_label", bad.AnalyticsLabel, err)
 		}
 	}
 }

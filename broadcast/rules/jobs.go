@@ -20,7 +20,8 @@ func (r Rules) JobRequest(j *cron.Compiled, fire time.Time) (Request, error) {
 	if err != nil {
 		return Request{}, fmt.Errorf("job %s: %w", j.Name, err)
 	}
-	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud, Class: j.Class, job: j.Name, App: j.App, Category: j.Category}
+	spec := Spec{Title: j.Message.Title, Body: j.Message.Body, Image: j.Message.Image, Data: j.Message.Data, Audience: aud, Class: j.Class, job: j.Name, App: j.App, Category: j.Category,
+		AnalyticsLabel: j.AnalyticsLabel}
 	for tag, l := range j.Message.Localized {
 		if spec.Localized == nil {
 			spec.Localized = make(map[string]model.Localized, len(j.Message.Localized))

@@ -50,6 +50,9 @@ type chunkRun struct {
 	// fenced: a takeover fenced this run off, and its checkpoints are
 	// stored aside (lease.Result.Fenced).
 	fenced bool
+	// stale are the stale tokens the pages passed over since the last
+	// checkpoint was prepared (stale.go).
+	stale staleKept
 }
 
 // runChunk sends one chunk from its checkpoint to its end, or until the
@@ -93,7 +96,7 @@ func (s *Runner) runChunk(c *lease.Claim) {
 	}
 	var src fanout.Source
 	if err == nil {
-		src, err = s.source(app, b, c)
+		src, err = s.source(app, b, c, r.stale.add)
 	}
 	if err == nil {
 		r.caps, err = s.capsOf(ctx, app, b, c)
@@ -272,6 +275,7 @@ func (r *chunkRun) attemptOnce(ctx context.Context) (lease.Result, error) {
 // prepare folds the engine's new outcomes into a checkpoint.
 func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease.Checkpoint {
 	c := r.p.Commit(resumable)
+	stale := r.stale.take()
 	cp := lease.Checkpoint{
 		Cursor:    max(c.Cursor, r.c.Cursor),
 		Done:      toLease(c.Done),
@@ -281,7 +285,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		Lease:  r.s.in.Lease,
 
 		Variants: c.Variants,
-		Outcomes: func() []lease.TargetOutcome { return toLeaseOutcomes(c) },
+		Outcomes: func() []lease.TargetOutcome { return withStale(toLeaseOutcomes(c), stale) },
 	}
 	if end == lease.Done {
 		cp.Cursor, cp.Done, cp.CancelRest = r.c.Hi, nil, cancelRest

@@ -13,8 +13,8 @@ import (
 
 	"pushfan/fanout"
 	"pushfan/internal/platform/clock"
-	"pushfan/lease"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 // pacer keeps one pace (a rate.Limiter) per paced broadcast running here,
@@ -30,7 +30,7 @@ import (
 // runs itself, so two processes wrongly started under one instance name
 // still split the pace instead of each taking all of it.
 type pacer struct {
-	leases *lease.Store
+	reads  *repository.Store
 	budget float64
 	log    *slog.Logger
 
@@ -79,8 +79,8 @@ const keepIdle = 2 * time.Second
 // step or two.
 const unknownPace = 10
 
-func newPacer(leases *lease.Store, budget float64, log *slog.Logger) *pacer {
-	return &pacer{leases: leases, budget: budget, log: log, m: map[uint64]*pace{}}
+func newPacer(reads *repository.Store, budget float64, log *slog.Logger) *pacer {
+	return &pacer{reads: reads, budget: budget, log: log, m: map[uint64]*pace{}}
 }
 
 // running lists the paced broadcasts with a chunk running here: an
@@ -180,10 +180,10 @@ func (p *pacer) run(ctx context.Context) {
 
 // update sets pc's limiter to this instance's part of the broadcast's rate,
 // and returns what it read. On a failed read it keeps the last rate.
-func (p *pacer) update(ctx context.Context, pc *pace) (lease.PaceState, bool) {
+func (p *pacer) update(ctx context.Context, pc *pace) (repository.PaceState, bool) {
 	ctx, cancel := context.WithTimeout(ctx, paceEvery)
 	defer cancel()
-	st, err := p.leases.Pace(ctx, pc.b.ID)
+	st, err := p.reads.Pace(ctx, pc.b.ID)
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			p.log.Warn("reading a paced broadcast's progress failed; keeping its pace", "broadcast_id", pc.b.ID, "err", err)
@@ -208,7 +208,7 @@ func (p *pacer) update(ctx context.Context, pc *pace) (lease.PaceState, bool) {
 // cannot be known yet (a deliver_over audience its plan has not counted).
 // While the plan still runs, targeted is what it has counted so far: the
 // pace rises as the count does, and keeps to the deadline.
-func paceRate(b *model.Broadcast, st lease.PaceState, limit float64) float64 {
+func paceRate(b *model.Broadcast, st repository.PaceState, limit float64) float64 {
 	if b.DeliverOver <= 0 {
 		return limit
 	}

@@ -7,6 +7,7 @@ import (
 
 	"pushfan/lease"
 	"pushfan/model"
+	"pushfan/repository"
 )
 
 func TestPaceRate(t *testing.T) {
@@ -14,15 +15,15 @@ func TestPaceRate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    *model.Broadcast
-		st   lease.PaceState
+		st   repository.PaceState
 		want float64
 	}{
-		{"max_rate alone is the cap", &model.Broadcast{Submission: model.Submission{MaxRate: 500}}, lease.PaceState{}, 9900},
-		{"what is left over the time left", over, lease.PaceState{Targeted: 10000, Attempted: 2000, Elapsed: 20 * time.Second}, 100},
-		{"behind: it catches up", over, lease.PaceState{Targeted: 10000, Attempted: 0, Elapsed: 50 * time.Second}, 200},
-		{"never over the cap", over, lease.PaceState{Targeted: 10_000_000, Elapsed: 0}, 9900},
-		{"overdue: as fast as allowed", over, lease.PaceState{Targeted: 10000, Attempted: 9000, Elapsed: 101 * time.Second}, 9900},
-		{"not counted yet", over, lease.PaceState{Targeted: 0}, 0},
+		{"max_rate alone is the cap", &model.Broadcast{Submission: model.Submission{MaxRate: 500}}, repository.PaceState{}, 9900},
+		{"what is left over the time left", over, repository.PaceState{Targeted: 10000, Attempted: 2000, Elapsed: 20 * time.Second}, 100},
+		{"behind: it catches up", over, repository.PaceState{Targeted: 10000, Attempted: 0, Elapsed: 50 * time.Second}, 200},
+		{"never over the cap", over, repository.PaceState{Targeted: 10_000_000, Elapsed: 0}, 9900},
+		{"overdue: as fast as allowed", over, repository.PaceState{Targeted: 10000, Attempted: 9000, Elapsed: 101 * time.Second}, 9900},
+		{"not counted yet", over, repository.PaceState{Targeted: 0}, 0},
 	} {
 		if got := paceRate(tc.b, tc.st, 9900); got != tc.want {
 			t.Errorf("%s: paceRate = %v, want %v", tc.name, got, tc.want)

@@ -143,7 +143,7 @@ func New(in *instance.Instance, store *repository.Store, leases *lease.Store, ap
 		in: in, store: store, leases: leases, apps: apps, opt: opt,
 		wake:  make(chan struct{}, 1),
 		lanes: map[string]*lanes{}, unstored: map[string]*unstored{},
-		pacer: newPacer(leases, opt.RateLimit, in.Log),
+		pacer: newPacer(store, opt.RateLimit, in.Log),
 	}
 	// Each app has slots of its own: a large bulk broadcast of one app
 	// never holds the slots another app's broadcasts run in.

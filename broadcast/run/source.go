@@ -17,27 +17,29 @@ import (
 
 // source returns the engine's Source for chunk c of b: its target list
 // when the plan fixed one, else its range (Lo, Hi] of the audience.
-func (s *Runner) source(app *instance.App, b *model.Broadcast, c *lease.Claim) (fanout.Source, error) {
+// staleID is told each stale token a page passes over (kept as outcome
+// stale by the run's next checkpoint).
+func (s *Runner) source(app *instance.App, b *model.Broadcast, c *lease.Claim, staleID func(uint64)) (fanout.Source, error) {
 	stale := func(n int) { s.opt.Metrics.StaleSkipped(b.App, n) }
 	// The category's consent is read again by every page: a user who
 	// withdrew it since the plan is not sent to (docs/consent.md).
 	store := app.Store.ForCategory(b.Category)
 	if b.Audience.Name == "" {
 		if c.IDs != nil {
-			return &listSource{store: store, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
+			return &listSource{store: store, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale, staleID: staleID}, nil
 		}
 		a := b.Audience
 		var err error
 		if a.Zones, err = zoneFilter(c.Zones); err != nil {
 			return nil, err
 		}
-		return &builtinSource{store: store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout, stale: stale}, nil
+		return &builtinSource{store: store, audience: a, upto: c.Hi, timeout: s.in.DBTimeout, stale: stale, staleID: staleID}, nil
 	}
 	bound, err := s.opt.Bind(b.Audience)
 	if err != nil {
 		return nil, err
 	}
-	return &namedSource{named: s.opt.Named, store: store, bound: bound, upto: c.Hi, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale}, nil
+	return &namedSource{named: s.opt.Named, store: store, bound: bound, upto: c.Hi, ids: c.IDs, timeout: s.in.DBTimeout, stale: stale, staleID: staleID}, nil
 }
 
 // builtinSource pages the bundled tables' audience within one chunk.
@@ -47,6 +49,7 @@ type builtinSource struct {
 	upto     uint64
 	timeout  time.Duration
 	stale    func(int)           // counts the tokens a page left out as stale
+	staleID  func(uint64)        // is told each of them
 	buf      []repository.Target // reused: only the engine's producer calls Page
 }
 
@@ -56,7 +59,7 @@ func (a *builtinSource) Page(ctx context.Context, after uint64, limit int, dst [
 	defer cancel()
 	var err error
 	var stale int
-	if a.buf, stale, err = a.store.AudiencePageStale(ctx, a.audience, after, a.upto, limit, a.buf); err != nil {
+	if a.buf, stale, err = a.store.AudiencePageStaleIDs(ctx, a.audience, after, a.upto, limit, a.buf, a.staleID); err != nil {
 		return dst, err
 	}
 	a.stale(stale)
@@ -75,6 +78,7 @@ type listSource struct {
 	ids     []uint64
 	timeout time.Duration
 	stale   func(int)
+	staleID func(uint64)
 	buf     []repository.Target
 }
 
@@ -88,7 +92,7 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 		c, cancel := context.WithTimeout(ctx, l.timeout)
 		var err error
 		var stale int
-		l.buf, stale, err = l.store.TargetsByIDStale(c, batch, l.buf)
+		l.buf, stale, err = l.store.TargetsByIDStaleIDs(c, batch, l.buf, l.staleID)
 		cancel()
 		if err != nil {
 			return dst[:0], err
@@ -120,6 +124,7 @@ type namedSource struct {
 	ids     []uint64 // nil: every row in the range
 	timeout time.Duration
 	stale   func(int)
+	staleID func(uint64)
 	rows    []audience.Row
 	kept    []audience.Row // this chunk's rows of a page
 	tokens  []string
@@ -158,6 +163,7 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 			}
 			if stale[r.Token] {
 				skipped++
+				n.staleID(r.Cursor)
 				continue
 			}
 			// A named audience gives a localized message its users'

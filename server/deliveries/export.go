@@ -91,7 +91,7 @@ func (r *Routes) export(c echo.Context) error {
 	case errors.Is(err, outcomes.ErrNotFound):
 		return apierror.NotFound("not_found", "no broadcast with id %d", id)
 	case errors.Is(err, outcomes.ErrNamed):
-		return &apierror.Error{Status: http.StatusConflict, Code: "named_audience", Message: "this broadcast went to a named SQL audience, whose cursor is not a token id: its outcomes cannot be listed by token"}
+		return &apierror.Error{Status: http.StatusConflict, Code: "named_audience", Message: "this broadcast went to a named SQL audience, whose cursor is not a token id: its outcomes cannot be listed by token or user (docs/outcomes.md)"}
 	case err != nil && !started:
 		return err
 	case err != nil:

@@ -4461,7 +4461,7 @@ type ClientInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+	// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
 	//
 	// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
 	ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5290,7 +5290,7 @@ func (c *Client) ListFailures(ctx context.Context, id BroadcastID, params *ListF
 	return c.Client.Do(req)
 }
 
-// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
 //
 // Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
 func (c *Client) ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9849,7 +9849,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailuresWithResponse(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*ListFailuresResponse, error)
 
-	// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+	// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17323,7 +17323,7 @@ func (c *ClientWithResponses) ListFailuresWithResponse(ctx context.Context, id B
 	return ParseListFailuresResponse(rsp)
 }
 
-// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Targets a cancel never read (counted canceled from the plan) are not listed; a broadcast to a named SQL audience is a 409 named_audience.
+// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -44,7 +44,7 @@ var allowed = map[string][]string{
 	"repository":    {"audit", "model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
 	"retention":     {"internal/platform/clock", "internal/platform/lifecycle"},
 	"campaigns":     {"internal/platform/sqldb", "model"},                                // the broadcasts as campaigns: trends and breakdowns, read-only
-	"outcomes":      {"lease/outcome", "model"},                                          // every target's kept outcome, read: a user's deliveries, a broadcast's export
+	"outcomes":      {"lease/codec", "lease/outcome", "model"},                           // every target's kept outcome, read: a user's deliveries, a broadcast's export
 	"caps":          {"config", "internal/platform/sqldb", "model"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
 	"consent":       {"audit", "internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
 	"apikey":        {"internal/platform/sqldb", "model"},                                // the API keys kept in the database: create, list, revoke, the cached check

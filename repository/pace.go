@@ -1,4 +1,4 @@
-package lease
+package repository
 
 import (
 	"context"
@@ -19,9 +19,10 @@ type PaceState struct {
 	Running             int
 }
 
-// Pace reads broadcast id's PaceState. It reads the broadcast's leased
-// chunk rows only (by its status index), never the rest of its chunks,
-// however many there are. ErrNotFound when the broadcast is gone.
+// Pace reads broadcast id's PaceState: a read, so it lives here rather than
+// in lease (which owns the writes). It reads the broadcast's leased chunk
+// rows only (by its status index), never the rest of its chunks, however
+// many there are. ErrNotFound when the broadcast is gone.
 func (s *Store) Pace(ctx context.Context, id uint64) (PaceState, error) {
 	var p PaceState
 	var elapsedUS sql.NullInt64
