@@ -178,7 +178,6 @@ func runConsentDrill(t *testing.T, s *teststack.Stack, cs consentStore, us []*co
 
 // On the bundled schema with the bundled consent table.
 func TestConsentOnTheBundledTable(t *testing.T) {
-	t.Parallel()
 	var end time.Time
 	us := consentUsers("cb-")
 	s := teststack.New(t, teststack.Options{
@@ -232,7 +231,6 @@ func TestConsentOnTheBundledTable(t *testing.T) {
 
 // On the app's own tables, consent as SQL conditions on its users table.
 func TestConsentOnTheAppsOwnTables(t *testing.T) {
-	t.Parallel()
 	var end time.Time
 	us := consentUsers("cm-")
 	var cs consentStore
@@ -252,7 +250,6 @@ func TestConsentOnTheAppsOwnTables(t *testing.T) {
 // On a named audience declared advertising: its broadcasts are in it
 // without naming it, and one naming another category is refused.
 func TestConsentOnANamedAudience(t *testing.T) {
-	t.Parallel()
 	var end time.Time
 	us := consentUsers("cn-")
 	s := teststack.New(t, teststack.Options{

@@ -218,7 +218,6 @@ func TestHeldBroadcastExpires(t *testing.T) {
 // A held broadcast whose send_at is still ahead at its release waits for
 // it, scheduled.
 func TestHeldWithSendAtBecomesScheduledAtRelease(t *testing.T) {
-	t.Parallel()
 	s := heldStack(t, nil)
 	s.SeedTokens(1, tokens("ok-", 10))
 	sendAt := time.Now().Add(2 * time.Second)

@@ -60,7 +60,6 @@ func waiting(b teststack.Broadcast) int64 {
 // UTC (with a user whose zone is unknown and one with none, both on the
 // default UTC) seconds later; UTC-1, an hour away, not before the cancel.
 func TestLocalTimeDeliversPerZone(t *testing.T) {
-	t.Parallel()
 	coveredBy(t, "broadcast/plan (TestALocalTimePlanPutsEachZoneInChunksOfItsInstant)")
 	s := teststack.New(t, teststack.Options{})
 	east := seedZoned(t, s, 1, "lt-east-", []string{"Etc/GMT-1", "Etc/GMT-1"})
@@ -119,7 +118,6 @@ func TestLocalTimeDeliversPerZone(t *testing.T) {
 // users (and those without a zone, on the default UTC) are inside and
 // deferred to the window's end; UTC-6 users are outside and get it at once.
 func TestQuietHoursDefersToWindowEnd(t *testing.T) {
-	t.Parallel()
 	coveredBy(t, "broadcast/plan (TestDueAt, TestALocalTimePlanPutsEachZoneInChunksOfItsInstant)")
 	s := teststack.New(t, teststack.Options{})
 	inside := seedZoned(t, s, 1, "qh-in-", []string{"UTC", "", "UTC"})
@@ -221,7 +219,6 @@ func TestLocalTimeOnMappedSchema(t *testing.T) {
 // broadcast when it is promoted: its UTC users are inside the window then
 // and wait for its end; UTC-6 is outside.
 func TestDefaultQuietHoursOnAScheduledBroadcast(t *testing.T) {
-	t.Parallel()
 	coveredBy(t, "broadcast (TestDefaultQuietHoursByClass) and broadcast/plan (TestDueAt, TestALocalTimePlanPutsEachZoneInChunksOfItsInstant)")
 	now := time.Now().UTC()
 	// The window must still be open when the broadcast is promoted: 15 s

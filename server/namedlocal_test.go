@@ -18,7 +18,6 @@ import (
 // timezone column, which wins. A campaign aimed at a segment at 23:00
 // does not go out at 23:00 where the operator set quiet hours.
 func TestANamedAudienceKeepsTheQuietHours(t *testing.T) {
-	t.Parallel()
 	defs := []audience.Definition{{
 		Name: "vip",
 		SQL: "SELECT t.id AS `cursor`, t.user_id, t.token, o.tz AS timezone FROM device_tokens t " +

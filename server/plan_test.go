@@ -137,7 +137,6 @@ func TestCancelIsFinalInEveryState(t *testing.T) {
 // rows in one transaction: one bad row stopped every promotion, and with
 // it the hold expiry and recovery sweeps, cluster-wide, for ever.)
 func TestOneBroadcastThatCannotBePlannedFailsAlone(t *testing.T) {
-	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.PlanRetry = 50 * time.Millisecond }})
 	toks := tokens("pd-", 50)
 	s.SeedTokens(1, toks)

@@ -151,7 +151,6 @@ func TestReloadingTheNamedAudiences(t *testing.T) {
 // rolling deploy: it goes on if the audience comes back in time, and
 // fails after PUSHFAN_HANDBACK_TIMEOUT, naming why, if not.
 func TestAReloadThatDropsAPlannedBroadcastsAudience(t *testing.T) {
-	t.Parallel()
 	file := filepath.Join(t.TempDir(), "pushfan.yaml")
 	write := func(body string) {
 		t.Helper()

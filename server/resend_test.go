@@ -229,7 +229,6 @@ func TestResendRefusals(t *testing.T) {
 // resent while their users are inside the quiet window wait for its end,
 // as the original's sends would have.
 func TestResendKeepsTheQuietHours(t *testing.T) {
-	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Engine.MaxAttempts = 2 }})
 	down := tokens("unavailable-", 5)
 	s.SeedTokens(1, down)

@@ -123,7 +123,6 @@ func TestAuthErrorStopsBroadcastEarly(t *testing.T) {
 }
 
 func TestHangingTokensTimeOutAndBroadcastCompletes(t *testing.T) {
-	t.Parallel()
 	coveredBy(t, "fanout (TestSendTimeoutApplies)")
 	for _, client := range []string{"direct", "sdk"} { // PUSHFAN_FCM_CLIENT
 		t.Run(client, func(t *testing.T) {
@@ -336,7 +335,6 @@ func TestDryRunSendsNothingAndInvalidatesOnlyWhenAsked(t *testing.T) {
 }
 
 func TestServerTimeoutsApply(t *testing.T) {
-	t.Parallel()
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
 		c.HTTP.ReadHeaderTimeout = 200 * time.Millisecond
 		c.HTTP.IdleTimeout = 300 * time.Millisecond

@@ -19,7 +19,6 @@ type listPage struct {
 }
 
 func TestSendAtFiresOnceOnTimeWithTwoInstances(t *testing.T) {
-	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.AddInstance()
 	toks := tokens("ok-", 300)

@@ -54,7 +54,6 @@ func postKeyed(t *testing.T, s *teststack.Stack, key string, body any) (*http.Re
 // not before (nothing is sent between the two), on exactly one of two
 // instances, and a repeated submit does not re-roll the offset.
 func TestScheduledStartSpreadFiresOnceOnTwoInstances(t *testing.T) {
-	t.Parallel()
 	const spread = 3 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, nil)})
 	second := s.AddInstance()
@@ -278,7 +277,6 @@ func TestNoStartSpread(t *testing.T) {
 // A held broadcast released after its send_at but before its starts_at
 // waits, scheduled, for starts_at: the release goes by the spread start.
 func TestHeldReleaseWaitsForTheSpreadStart(t *testing.T) {
-	t.Parallel()
 	const spread = 5 * time.Second
 	s := teststack.New(t, teststack.Options{Configure: withSpread(spread, nil)})
 	toks := tokens("ok-", 10)
