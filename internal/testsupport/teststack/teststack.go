@@ -163,7 +163,7 @@ func New(t testing.TB, o Options) *Stack {
 	// is the machine's load, not a defect. Tests of the 202 answer set their
 	// own wait.
 	cfg.HTTP.WaitTimeout = 50 * time.Second
-	cfg.Engine.StartSpread = 0  // tests that time a start set the spread they mean
+	cfg.Engine.StartSpread = 0 // tests that time a start set the spread they mean
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
