@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run demo-reset stop test test-race-server test-race-rest test-short test-short-server test-short-rest lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
+.PHONY: help build dist image run demo-reset stop console-shots test test-race-server test-race-rest test-short test-short-server test-short-rest lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -245,6 +245,22 @@ bench-quota: ## 1M tokens vs an emulator quota of 600k/min at the default rate l
 docs: ## regenerate docs/configuration.md from the config's own table (pushfan config doc)
 	$(GO) run ./cmd/pushfan config doc > docs/configuration.md.tmp
 	mv docs/configuration.md.tmp docs/configuration.md
+
+# The console's pictures in docs/console/: the language walk
+# (TestConsoleSpeaksEnglishAndKorean) shoots every page in English and
+# Korean; they are copied as <page>.<lang>.png. Korean needs a CJK font
+# (Debian's fonts-noto-cjk), installed here when missing.
+console-shots: ## regenerate docs/console/<page>.<en|ko>.png from a browser walk of every page in both languages
+	bash scripts/ensure-chromium.sh
+	@fc-list :lang=ko 2>/dev/null | grep -q . || { [ "$$(id -u)" -eq 0 ] && apt-get install -y -q --no-install-recommends fonts-noto-cjk </dev/null; } || { echo "console-shots: install fonts-noto-cjk for the Korean pictures" >&2; exit 1; }
+	rm -rf .shots && mkdir -p .shots docs/console
+	PUSHFAN_ARTIFACTS=$(CURDIR)/.shots $(GO) test -count=1 -run '^TestConsoleSpeaksEnglishAndKorean$$' ./console/
+	for f in .shots/console/TestConsoleSpeaksEnglishAndKorean-*.png; do \
+		n=$${f##*/TestConsoleSpeaksEnglishAndKorean-}; lang=$${n%%-*}; page=$${n#*-}; \
+		cp "$$f" "docs/console/$${page%.png}.$$lang.png"; \
+	done
+	rm -rf .shots
+	@ls docs/console/*.en.png | wc -l | xargs echo "console-shots: pages shot in each language:"
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

@@ -16,6 +16,15 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
+// shotName is a page's screenshot name: "#/segments/_new" → "segments-_new",
+// "#/" → "dashboard".
+func shotName(hash string) string {
+	if hash == "#/" {
+		return "dashboard"
+	}
+	return strings.NewReplacer("#/", "", "/", "-", "?", "-", "=", "-").Replace(hash)
+}
+
 // englishUIWords are words of the console's English that must not be
 // seen on a Korean page, matched as whole words in the case the console
 // writes them ("Webhooks" the heading, not "webhooks:" the config key a
@@ -133,9 +142,9 @@ func TestConsoleSpeaksEnglishAndKorean(t *testing.T) {
 				e.waitFor("the builder's count", 20*time.Second, `['exact', 'idle'].includes(document.querySelector('#seg-count')?.dataset.state)`)
 			}
 			e.checkLanguage(lang, p.hash, p.page)
-			if lang == "ko" {
-				e.shot("ko-" + strings.NewReplacer("#/", "", "/", "-", "?", "-", "=", "-").Replace(p.hash))
-			}
+			// Each page in each language: `make console-shots` copies these
+			// into docs/console/<page>.<lang>.png.
+			e.shot(lang + "-" + shotName(p.hash))
 			// What a page says when asked or refused, in the language too.
 			switch p.hash {
 			case "#/keys":
@@ -154,9 +163,7 @@ func TestConsoleSpeaksEnglishAndKorean(t *testing.T) {
 		e.click("#signout")
 		e.page("signin")
 		e.checkLanguage(lang, "#/signin", "signin")
-		if lang == "ko" {
-			e.shot("ko-signin")
-		}
+		e.shot(lang + "-signin")
 		e.do("signing in again", 20*time.Second, chromedp.SendKeys(chromedp.CSS("#signin-token"), senderToken+"\r"))
 		e.page("dashboard")
 	}
