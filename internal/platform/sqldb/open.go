@@ -124,13 +124,24 @@ func pool(ctx context.Context, cfg *mysql.Config, maxOpen int) (*sqlx.DB, error)
 // with utf8mb4 as its default character set. It connects to the server without
 // selecting a database, since the one we want may not exist.
 func EnsureDatabase(ctx context.Context, dsn string) error {
+	return onServer(ctx, dsn, func(db *sql.DB, name, addr string) error {
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"` CHARACTER SET utf8mb4"); err != nil {
+			return fmt.Errorf("create database %s at %s: %w", name, addr, err)
+		}
+		return nil
+	})
+}
+
+// onServer calls fn with a connection to dsn's server with no database
+// selected (the one named may not exist) and that database's name, checked
+// to be safe inside backquotes in DDL, which cannot take placeholders: a
+// conservative alphabet rather than escaping.
+func onServer(ctx context.Context, dsn string, fn func(db *sql.DB, name, addr string) error) error {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return fmt.Errorf("parse mysql dsn: %w", err)
 	}
 	name := cfg.DBName
-	// The name ends up inside backquotes in DDL, which cannot take
-	// placeholders: allow only a conservative alphabet instead of escaping.
 	if err := validateDatabaseName(name); err != nil {
 		return err
 	}
@@ -141,10 +152,7 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"` CHARACTER SET utf8mb4"); err != nil {
-		return fmt.Errorf("create database %s at %s: %w", name, cfg.Addr, err)
-	}
-	return nil
+	return fn(db, name, cfg.Addr)
 }
 
 func validateDatabaseName(name string) error {
@@ -183,21 +191,12 @@ func DropLocalDatabase(ctx context.Context, dsn string) error {
 	if !isLocal(cfg.Net, cfg.Addr) {
 		return fmt.Errorf("refusing to drop database %q at %s: only a database on this machine (127.0.0.1, ::1, localhost or a socket) is reset", cfg.DBName, cfg.Addr)
 	}
-	name := cfg.DBName
-	if err := validateDatabaseName(name); err != nil {
-		return err
-	}
-	cfg.DBName = ""
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return fmt.Errorf("mysql connector: %w", err)
-	}
-	db := sql.OpenDB(connector)
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-		return fmt.Errorf("drop database %s at %s: %w", name, cfg.Addr, err)
-	}
-	return nil
+	return onServer(ctx, dsn, func(db *sql.DB, name, addr string) error {
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+			return fmt.Errorf("drop database %s at %s: %w", name, addr, err)
+		}
+		return nil
+	})
 }
 
 func isLocal(network, addr string) bool {
