@@ -30,9 +30,11 @@ type EditSpec = rules.EditSpec
 // overrides, so an edit is refused with the field errors a submit of it
 // would get. A concurrent start wins: the edit answers ErrStarted.
 //
-// With the four-eyes setting, a held broadcast is edited only by its
-// creator (ErrEditFourEyes): an approver who edited someone's broadcast
-// could otherwise release their own text.
+// With the four-eyes setting, a held broadcast is not edited at all
+// (ErrEditFourEyes): it waits for a second person's release, and a release
+// approves the text its approver read; an edit between that reading and
+// the click (by anyone, its creator too) would go out unreviewed. It is
+// canceled and submitted again for approval.
 func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec, by model.Actor) (*model.Broadcast, error) {
 	if s.stopping.Closed() {
 		return nil, ErrShuttingDown
@@ -46,7 +48,7 @@ func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec, by model.Acto
 		return nil, fmt.Errorf("broadcast %d is %s: %w", id, b.Status, ErrStarted)
 	case b.ReleasedAt != nil:
 		return nil, fmt.Errorf("broadcast %d: %w", id, ErrReleased)
-	case b.Status == model.StatusHeld && s.opt.FourEyes && !b.CreatorActor().Same(by):
+	case b.Status == model.StatusHeld && s.opt.FourEyes:
 		return nil, fmt.Errorf("broadcast %d: %w", id, rules.ErrEditFourEyes)
 	}
 	spec, err := editedSpec(b, e)

@@ -63,11 +63,7 @@ func TestContractEditScheduledBroadcast(t *testing.T) {
 	} {
 		fs.err = c.err
 		rec, out = call(t, h, http.MethodPatch, "/push/broadcasts/9", contractSender, `{"title":"x"}`, "Content-Type", "application/json")
-		status := http.StatusConflict
-		if c.code == "four_eyes_required" {
-			status = http.StatusForbidden
-		}
-		wantError(t, rec, out, status, c.code, "")
+		wantError(t, rec, out, http.StatusConflict, c.code, "")
 	}
 	fs.err = &rules.FieldError{Code: "send_at_in_past", Field: "send_at", Message: "send_at is not in the future"}
 	rec, out = call(t, h, http.MethodPatch, "/push/broadcasts/9", contractSender, `{"title":"x","send_at":"2020-01-01T00:00:00Z"}`, "Content-Type", "application/json")

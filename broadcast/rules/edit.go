@@ -27,8 +27,8 @@ var (
 	// ErrNotEditable: its kind is not edited (A/B variants, localized
 	// messages, local-time delivery, a resend): cancel and submit again.
 	ErrNotEditable = errors.New("broadcast cannot be edited")
-	// ErrEditFourEyes: with the four-eyes setting, a held broadcast is
-	// edited by its creator only, who cannot release it: whoever releases
-	// it has read the text that goes (403).
-	ErrEditFourEyes = errors.New("with four eyes, a held broadcast is edited only by the one that created it")
+	// ErrEditFourEyes: with the four-eyes setting, a held broadcast is not
+	// edited: its release approves the text its approver read, and an edit
+	// between the reading and the release would go out unreviewed (409).
+	ErrEditFourEyes = errors.New("with four eyes, a held broadcast awaiting its release is not edited")
 )

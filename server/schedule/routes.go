@@ -73,8 +73,8 @@ func (r *Routes) edit(c echo.Context) error {
 		return &apierror.Error{Status: http.StatusConflict, Code: "already_released",
 			Message: "an approver released this broadcast as it was; to change it, cancel it and submit it again for approval"}
 	case errors.Is(err, rules.ErrEditFourEyes):
-		return &apierror.Error{Status: http.StatusForbidden, Code: "four_eyes_required",
-			Message: "PUSHFAN_RELEASE_FOUR_EYES is on: a held broadcast is edited only by the one that created it, so that whoever releases it has read what goes"}
+		return &apierror.Error{Status: http.StatusConflict, Code: "four_eyes_required",
+			Message: "PUSHFAN_RELEASE_FOUR_EYES is on: a held broadcast awaits a second person's release of the text they read, so it is not edited; cancel it and submit the new text for approval"}
 	case errors.Is(err, rules.ErrNotEditable):
 		return &apierror.Error{Status: http.StatusConflict, Code: "not_editable",
 			Message: "this broadcast cannot be edited (" + err.Error() + "); cancel it and submit it again"}
