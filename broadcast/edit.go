@@ -35,7 +35,7 @@ type EditSpec = rules.EditSpec
 // approves the text its approver read; an edit between that reading and
 // the click (by anyone, its creator too) would go out unreviewed. It is
 // canceled and submitted again for approval.
-func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec, by model.Actor) (*model.Broadcast, error) {
+func (s *Service) Edit(ctx context.Context, id uint64, e EditSpec) (*model.Broadcast, error) {
 	if s.stopping.Closed() {
 		return nil, ErrShuttingDown
 	}

@@ -23,7 +23,7 @@ type fakeSchedule struct {
 	edits       []broadcast.EditSpec
 }
 
-func (s *fakeSchedule) Edit(ctx context.Context, id uint64, e broadcast.EditSpec, _ model.Actor) (*model.Broadcast, error) {
+func (s *fakeSchedule) Edit(ctx context.Context, id uint64, e broadcast.EditSpec) (*model.Broadcast, error) {
 	s.edits = append(s.edits, e)
 	if s.err != nil {
 		return nil, s.err

@@ -147,7 +147,7 @@ func (s *Server) routePush(e *echo.Echo) {
 	push.GET("/broadcasts/:id", s.getBroadcast, s.broadcastApp)
 	push.POST("/broadcasts/:id/cancel", s.cancelBroadcast, s.broadcastApp)
 	push.POST("/broadcasts/:id/release", s.releaseBroadcast, s.broadcastApp)
-	(&schedule.Routes{Domain: schedule.DomainOf(s.dom.Submitter), Decode: decodeStrict, View: func(b *model.Broadcast) any { return s.view(b) }, Actor: callerActor}).Register(push, s.broadcastApp)
+	(&schedule.Routes{Domain: schedule.DomainOf(s.dom.Submitter), Decode: decodeStrict, View: func(b *model.Broadcast) any { return s.view(b) }}).Register(push, s.broadcastApp)
 	push.POST("/broadcasts/:id/resend", s.resendBroadcast, s.broadcastApp, submits.middleware)
 	push.GET("/broadcasts/:id/failures", s.listFailures, s.broadcastApp)
 	push.GET("/broadcasts/:id/engagement", s.engagementSeries, s.broadcastApp)

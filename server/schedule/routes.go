@@ -29,7 +29,7 @@ import (
 // Domain edits an unstarted broadcast: broadcast.Service (its refusals
 // wrap rules.ErrStarted, ErrReleased and ErrNotEditable).
 type Domain interface {
-	Edit(ctx context.Context, id uint64, e rules.EditSpec, by model.Actor) (*model.Broadcast, error)
+	Edit(ctx context.Context, id uint64, e rules.EditSpec) (*model.Broadcast, error)
 }
 
 // DomainOf is v's Domain (the server's submitter, when it is one), or nil.
@@ -43,7 +43,6 @@ type Routes struct {
 	Domain Domain // nil: 503
 	Decode func(body io.Reader, v any) error
 	View   func(b *model.Broadcast) any
-	Actor  func(c echo.Context) model.Actor // who edits
 }
 
 // Register serves the route in g (the /push group), behind mw (the
@@ -64,7 +63,7 @@ func (r *Routes) edit(c echo.Context) error {
 	if r.Domain == nil {
 		return &apierror.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "editing broadcasts is not available on this server"}
 	}
-	b, err := r.Domain.Edit(c.Request().Context(), id, spec, r.Actor(c))
+	b, err := r.Domain.Edit(c.Request().Context(), id, spec)
 	switch {
 	case errors.Is(err, rules.ErrStarted):
 		return &apierror.Error{Status: http.StatusConflict, Code: "already_started",
