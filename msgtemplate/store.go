@@ -36,7 +36,9 @@ const (
 	MaxTitle = 1024
 	MaxBody  = 4096
 	MaxData  = 50 // keys
-	MaxLink  = 2048
+	// MaxDataBytes bounds data's keys and values together.
+	MaxDataBytes = 4096
+	MaxLink      = 2048
 )
 
 // Template is one saved template, as the API shows it.
@@ -116,10 +118,18 @@ func check(sp Spec) error {
 	if len(sp.Data) > MaxData {
 		return refuse("data", "too_many", "data has %d keys; at most %d", len(sp.Data), MaxData)
 	}
-	for k := range sp.Data {
+	size := 0
+	for k, v := range sp.Data {
 		if strings.TrimSpace(k) == "" {
 			return refuse("data", "invalid_value", "every data value needs a key")
 		}
+		size += len(k) + len(v)
+	}
+	// FCM takes 4,096 bytes of payload in all; the column holds 64 KiB,
+	// and a larger value would be cut (or refused with a 500) and break
+	// the list for everyone.
+	if size > MaxDataBytes {
+		return refuse("data", "too_long", "data's keys and values are %d bytes; at most %d (FCM's whole payload is 4,096)", size, MaxDataBytes)
 	}
 	if sp.Link != "" {
 		u, err := url.Parse(sp.Link)

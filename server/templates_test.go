@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 
 	"pushfan/audit"
@@ -56,6 +58,7 @@ func TestTemplatesAreSavedListedAndAudited(t *testing.T) {
 		{"no text", http.MethodPost, "/push/templates", map[string]any{"name": "empty"}, http.StatusBadRequest, "required", "body"},
 		{"a broken variable", http.MethodPost, "/push/templates", map[string]any{"name": "bad", "body": "Hi {{.name"}, http.StatusBadRequest, "invalid_template", "body"},
 		{"a bad link", http.MethodPost, "/push/templates", map[string]any{"name": "bad", "body": "b", "link": "shop"}, http.StatusBadRequest, "invalid_value", "link"},
+		{"data over FCM's payload", http.MethodPost, "/push/templates", map[string]any{"name": "big", "body": "b", "data": map[string]string{"blob": strings.Repeat("x", 5000)}}, http.StatusBadRequest, "too_long", "data"},
 		{"a slash in the name", http.MethodPost, "/push/templates", map[string]any{"name": "a/b", "body": "b"}, http.StatusBadRequest, "invalid_value", "name"},
 		{"a name unlike the path's", http.MethodPut, "/push/templates/welcome", map[string]any{"name": "other", "body": "b"}, http.StatusBadRequest, "invalid_value", "name"},
 		{"an unknown template", http.MethodPut, "/push/templates/nope", map[string]any{"body": "b"}, http.StatusNotFound, "template_not_found", ""},
@@ -87,7 +90,22 @@ func TestTemplatesAreSavedListedAndAudited(t *testing.T) {
 	if r := s.Do(http.MethodGet, "/push/templates", nil, &list); r.StatusCode != http.StatusOK || len(list.Templates) != 0 {
 		t.Fatalf("list after the delete: %d %+v", r.StatusCode, list)
 	}
-	got := auditEntries(t, s, "")
+	// Names the path escapes ("Q&A", the console's encodeURIComponent)
+	// or holds as they are ("50%") are replaced and deleted by name.
+	encodeURIComponent := func(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
+	for _, name := range []string{"Q&A + more", "50% off"} {
+		if r := s.Do(http.MethodPost, "/push/templates", map[string]any{"name": name, "body": "b"}, nil); r.StatusCode != http.StatusCreated {
+			t.Fatalf("create %q: %d", name, r.StatusCode)
+		}
+		var put template
+		if r := s.Do(http.MethodPut, "/push/templates/"+encodeURIComponent(name), map[string]any{"body": "b2"}, &put); r.StatusCode != http.StatusOK || put.Name != name || put.Body != "b2" {
+			t.Fatalf("replace %q: %d %+v", name, r.StatusCode, put)
+		}
+		if r := s.Do(http.MethodDelete, "/push/templates/"+encodeURIComponent(name), nil, nil); r.StatusCode != http.StatusNoContent {
+			t.Fatalf("delete %q: %d", name, r.StatusCode)
+		}
+	}
+	got := auditEntries(t, s, "&target=template:welcome")
 	want := []string{audit.TemplateDelete, audit.TemplateUpdate, audit.TemplateCreate} // newest first
 	if len(got) != len(want) {
 		t.Fatalf("%d audit entries, want %d: %+v", len(got), len(want), got)

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -120,7 +121,10 @@ func (r *Routes) update(c echo.Context) error {
 	if err := r.decode(c.Request().Body, &b); err != nil {
 		return err
 	}
-	name := c.Param("name")
+	name, err := pathName(c)
+	if err != nil {
+		return err
+	}
 	if b.Name != nil && *b.Name != name {
 		return apierror.BadRequest("invalid_value", "name", "name %s differs from the path's %s: a template is renamed by saving it under the new name and deleting the old", strconv.Quote(*b.Name), strconv.Quote(name))
 	}
@@ -135,8 +139,12 @@ func (r *Routes) remove(c echo.Context) error {
 	if err := r.ready(); err != nil {
 		return err
 	}
-	if err := r.Domain.Delete(c.Request().Context(), c.Param("name")); err != nil {
-		return answer(err, c.Param("name"))
+	name, err := pathName(c)
+	if err != nil {
+		return err
+	}
+	if err := r.Domain.Delete(c.Request().Context(), name); err != nil {
+		return answer(err, name)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -160,4 +168,21 @@ func answer(err error, name string) error {
 			Message: "a template named " + strconv.Quote(name) + " exists: PUT /push/templates/{name} replaces it"}
 	}
 	return err
+}
+
+// pathName is the template's name from the path. Echo routes on the raw
+// path when the request has one (a name holding &, +, :, = and the like,
+// escaped by the console, gives one) and leaves the parameter escaped
+// then ("Q%26A"); otherwise on the decoded path, with the parameter as the
+// name ("50%").
+func pathName(c echo.Context) (string, error) {
+	name := c.Param("name")
+	if c.Request().URL.RawPath == "" {
+		return name, nil
+	}
+	name, err := url.PathUnescape(name)
+	if err != nil {
+		return "", apierror.BadRequest("invalid_value", "name", "the path's template name %q is not a valid escape: %v", c.Param("name"), err)
+	}
+	return name, nil
 }
