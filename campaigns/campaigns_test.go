@@ -1,6 +1,7 @@
 package campaigns_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -158,6 +159,32 @@ func TestTrendsSumPerGroupAndPeriodInTheViewersZone(t *testing.T) {
 
 // A breakdown by app is exact; by locale and A/B variant it counts each
 // variant's sends and events, and leaves what is not stored null.
+// A resend is no campaign of its own: what it reached moves from its
+// original's failed to its succeeded (a resend of the resend's too), its
+// opens count there, and neither the broadcasts nor targeted grow, though
+// it finished in a later period.
+func TestResendsCountInTheirOriginal(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t).SQL.DB
+	orig := insert(t, db, finished{at: "2026-12-01T10:00:00Z", category: "promo", targeted: 100, succeeded: 90, failed: 10, opened: 5})
+	first := insert(t, db, finished{at: "2026-12-02T10:00:00Z", category: "promo", targeted: 10, succeeded: 6, failed: 4, opened: 2, clicked: 1})
+	second := insert(t, db, finished{at: "2026-12-03T10:00:00Z", category: "promo", targeted: 4, succeeded: 3, failed: 1})
+	for child, parent := range map[uint64]uint64{first: orig, second: first} {
+		if _, err := db.Exec("UPDATE broadcasts SET parent_id = ? WHERE id = ?", parent, child); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, to := days(t, "2026-11-30", "2026-12-06", time.UTC)
+	rows, err := (&campaigns.Reader{DB: db}).Trends(context.Background(), campaigns.Query{Group: campaigns.ByCategory, Interval: campaigns.Week, From: from, To: to, Loc: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "promo 2026-11-30 Mon b=1 t=100 s=99 f=1 o=7 c=1 reach=0.9900 ctr=0.0101\n"
+	if got := rowsText(rows, time.UTC); got != want {
+		t.Fatalf("trends:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestBreakdownsCountWhatIsStored(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t).SQL.DB

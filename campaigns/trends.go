@@ -16,6 +16,8 @@ import (
 // Reader reads the campaigns from the database.
 type Reader struct {
 	DB *sql.DB
+	// Timeout bounds a report's reads (0: 30 s).
+	Timeout time.Duration
 }
 
 // Row is one group's totals in one period.
@@ -85,10 +87,22 @@ func groupColumn(g Group) string {
 }
 
 // finished reads q's broadcasts, one row each (see the package doc for
-// the cost).
+// the cost), with their resends folded in (recovered).
 func (r *Reader) finished(ctx context.Context, q Query) ([]sent, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	out, err := r.originals(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return out, r.recovered(ctx, q, out)
+}
+
+// originals reads q's broadcasts but resends: a resend sends again to its
+// original's failures, so it is no campaign of its own.
+func (r *Reader) originals(ctx context.Context, q Query) ([]sent, error) {
 	col := groupColumn(q.Group)
-	where := []string{"b.finished_at >= ?", "b.finished_at < ?", "b.dry_run = 0"}
+	where := []string{"b.finished_at >= ?", "b.finished_at < ?", "b.dry_run = 0", "b.parent_id IS NULL"}
 	args := []any{uint8(model.EventOpened), uint8(model.EventClicked), q.From.UTC(), q.To.UTC()}
 	if q.Apps != nil {
 		if len(q.Apps) == 0 {
@@ -159,4 +173,71 @@ func (r *Reader) Trends(ctx context.Context, q Query) ([]Row, error) {
 		return cmp.Or(cmp.Compare(a.Group, b.Group), a.PeriodStart.Compare(b.PeriodStart))
 	})
 	return out, nil
+}
+
+// recovered folds the resends of out's broadcasts into them: a target a
+// resend reached moves from its original's failed to its succeeded (its
+// opens and clicks count there too), and neither the broadcasts nor
+// targeted grow (a resend's targets are its
+// original's failures). Resends of resends count toward the first
+// original. A resend finishes after its original, so only those finished
+// from q.From on are read (the finished_at index).
+func (r *Reader) recovered(ctx context.Context, q Query, out []sent) error {
+	if len(out) == 0 {
+		return nil
+	}
+	byID := make(map[uint64]int, len(out))
+	for i, s := range out {
+		byID[s.id] = i
+	}
+	rows, err := r.DB.QueryContext(ctx, `SELECT b.id, b.parent_id, b.succeeded,
+			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?),
+			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?)
+		FROM broadcasts b WHERE b.finished_at >= ? AND b.parent_id IS NOT NULL AND b.dry_run = 0`,
+		uint8(model.EventOpened), uint8(model.EventClicked), q.From.UTC())
+	if err != nil {
+		return fmt.Errorf("campaigns: read resends: %w", err)
+	}
+	defer rows.Close()
+	parent := map[uint64]uint64{}
+	gained := map[uint64]sent{}
+	for rows.Next() {
+		var id, p uint64
+		var g sent
+		if err := rows.Scan(&id, &p, &g.succeeded, &g.opened, &g.clicked); err != nil {
+			return fmt.Errorf("campaigns: read resends: %w", err)
+		}
+		parent[id], gained[id] = p, g
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("campaigns: read resends: %w", err)
+	}
+	// A resend's id is above its parent's: walking up ends.
+	for id, g := range gained {
+		root := parent[id]
+		for {
+			p, ok := parent[root]
+			if !ok {
+				break
+			}
+			root = p
+		}
+		if i, ok := byID[root]; ok {
+			s := &out[i]
+			n := min(g.succeeded, s.failed)
+			s.succeeded += n
+			s.failed -= n
+			s.opened += g.opened
+			s.clicked += g.clicked
+		}
+	}
+	return nil
+}
+
+// timeout bounds a report's reads (the database's timeout).
+func (r *Reader) timeout() time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return 30 * time.Second
 }

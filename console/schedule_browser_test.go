@@ -179,15 +179,17 @@ func TestCronPauseAndRunNow(t *testing.T) {
 	}
 	e.shot("paused")
 
-	runOnce := func() string {
+	runOnce := func() (link string, replayed bool) {
 		e.click(`#cron-jobs tr[data-job="morning_digest"] [data-action="job-run"]`)
 		e.waitFor("the run-now confirmation", 10*time.Second, `document.querySelector('#confirm').open && document.querySelector('#confirm-body').textContent.includes('Audience low_ids (max_user = 5)')`)
 		eval[bool](e, "clearing the notice", `(document.querySelector('#cron-notice').hidden = true, true)`)
 		e.click("#confirm-ok")
 		e.waitFor("the run's link", 20*time.Second, `!document.querySelector('#cron-notice').hidden && !!document.querySelector('#cron-run-link')`)
-		return eval[string](e, "the run's link", `document.querySelector('#cron-run-link').getAttribute('href')`)
+		return eval[string](e, "the run's link", `document.querySelector('#cron-run-link').getAttribute('href')`),
+			eval[bool](e, "whether it ran already", `document.querySelector('#cron-notice [data-replayed]').dataset.replayed === 'true'`)
 	}
-	first, second := runOnce(), runOnce()
+	first, firstReplayed := runOnce()
+	second, secondReplayed := runOnce()
 	var runs, fires int
 	runs = count("SELECT COUNT(*) FROM broadcasts WHERE job_name = 'morning_digest'")
 	fires = count("SELECT COUNT(DISTINCT fire_time) FROM broadcasts WHERE job_name = 'morning_digest'")
@@ -195,6 +197,10 @@ func TestCronPauseAndRunNow(t *testing.T) {
 	// one a minute.
 	if runs != fires || (fires == 1 && first != second) || runs < 1 || runs > 2 {
 		t.Fatalf("two clicks: links %s and %s, %d broadcasts of %d fire times", first, second, runs, fires)
+	}
+	// The second click of a minute says nothing new was sent.
+	if firstReplayed || secondReplayed != (first == second) {
+		t.Fatalf("run now said replayed %v then %v for links %s and %s", firstReplayed, secondReplayed, first, second)
 	}
 	e.click(`#cron-jobs tr[data-job="ticker"] [data-action="job-resume"]`)
 	e.waitFor("the ticker resumed", 20*time.Second, row("ticker")+`.dataset.paused === 'false'`)

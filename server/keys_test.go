@@ -102,7 +102,6 @@ func listKeys(t *testing.T, s *teststack.Stack) ([]apiKey, string) {
 // refused by the instance that revoked it at once and by a second
 // instance on the same database within 2 s.
 func TestKeysCreateUseListRevokeOnTwoInstances(t *testing.T) {
-	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	second := s.AddInstance()
 	k := createKey(t, s, map[string]any{"name": "cron", "role": "sender"})

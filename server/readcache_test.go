@@ -13,7 +13,6 @@ import (
 // GET /push/broadcasts/{id} serves a row at most PUSHFAN_BROADCAST_CACHE
 // old, and an instance that cancels a broadcast shows the cancel at once.
 func TestBroadcastReadsAreCachedBriefly(t *testing.T) {
-	t.Parallel()
 	// Long enough that a loaded machine makes the three requests below
 	// within it.
 	const ttl = 2 * time.Second

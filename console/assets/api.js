@@ -107,7 +107,8 @@ export async function api(method, path, body, opts = {}) {
   if (data === undefined) {
     throw new ApiError(res.status, 'bad_response', t('api.notJSON'));
   }
-  return data;
+  // opts.headers: the caller reads a header too (Idempotent-Replayed).
+  return opts.headers ? {body: data, headers: res.headers} : data;
 }
 
 export const get = (path, opts) => api('GET', path, undefined, opts);

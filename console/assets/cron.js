@@ -55,8 +55,12 @@ export async function render(ctx) {
         const ok = await confirmDialog({title: t('cron.run.confirmTitle', {job: j.name}),
           body: t('cron.run.confirmBody', {audience: audienceText(j.audience)}), ok: t('cron.runNow')});
         if (!ok) return;
-        await act(button, () => post(`/push/cron/${j.name}/run`, {}, {signal}), null, (b) =>
-          h('span', null, t('cron.run.started', {job: j.name}), ' ', h('a', {id: 'cron-run-link', href: `#/broadcasts/${b.id}`}, `#${b.id}`)));
+        // A second click, another admin's, or the minute's own fire made it
+        // already (Idempotent-Replayed): nothing new was sent, and it says so.
+        await act(button, () => post(`/push/cron/${j.name}/run`, {}, {signal, headers: true}), null, ({body: b, headers}) =>
+          h('span', {'data-replayed': String(headers.get('Idempotent-Replayed') === 'true')},
+            t(headers.get('Idempotent-Replayed') === 'true' ? 'cron.run.already' : 'cron.run.started', {job: j.name}), ' ',
+            h('a', {id: 'cron-run-link', href: `#/broadcasts/${b.id}`}, `#${b.id}`)));
       }));
   }
 
