@@ -77,7 +77,7 @@ image: build ## build the FROM scratch image with buildah (scripts/ensure-builda
 run: ## run the local demo: MariaDB, migrate, seed, FCM emulator, serve (PUSHFAN_DETACH=1: return once up)
 	@bash scripts/run-local.sh
 
-demo-reset: ## stop the demo, drop its database (on this machine only) and run it again with fresh demo data
+demo-reset: ## stop the demo, drop its database (on this machine, holding the demo's users only) and run it again with fresh demo data
 	@bash scripts/run-local.sh stop
 	@PUSHFAN_DEMO_FRESH=1 bash scripts/run-local.sh
 

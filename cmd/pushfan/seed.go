@@ -26,7 +26,7 @@ func seed(ctx context.Context, cfg config.Config, log *slog.Logger, args []strin
 	fs.IntVar(&o.InvalidatedEvery, "invalidated-every", 25, "every Nth token is already invalidated (0 = none)")
 	fs.IntVar(&o.DeadEvery, "dead-every", 20, "every Nth token is one the emulator answers UNREGISTERED (0 = none)")
 	fs.Uint64Var(&start, "start-user-id", 1, "first user id")
-	fs.BoolVar(&fresh, "fresh", false, "drop the database first (a database on this machine only), migrate it again, then seed: the demo's fresh start")
+	fs.BoolVar(&fresh, "fresh", false, "drop the database first (only a database on this machine that holds the demo's seeded users), migrate it again, then seed: the demo's fresh start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,6 +35,12 @@ func seed(ctx context.Context, cfg config.Config, log *slog.Logger, args []strin
 		// The broadcasts, audit entries and outcomes of earlier tours go
 		// too: a second `make run` otherwise keeps them, and seeding finds
 		// every demo user there already ("seeded 0 users").
+		if err := sqldb.RequireLocal(cfg.MySQLDSN); err != nil {
+			return err
+		}
+		if err := demo.CheckDemoDatabase(ctx, cfg.MySQLDSN); err != nil {
+			return err
+		}
 		if err := sqldb.DropLocalDatabase(ctx, cfg.MySQLDSN); err != nil {
 			return err
 		}

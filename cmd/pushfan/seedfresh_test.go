@@ -52,9 +52,22 @@ func TestSeedFreshStartsTheDemoOver(t *testing.T) {
 		t.Fatalf("broadcasts after a fresh start: %d (%v), want none", left, err)
 	}
 
+	// A database on this machine that is not the demo's (a single-host
+	// production database, a tunnel to one): refused, and kept.
+	other := testdb.New(t)
+	setEnv(t, map[string]string{"PUSHFAN_MYSQL_DSN": other.DSN})
+	var o, e bytes.Buffer
+	err = run(context.Background(), []string{"seed", "-fresh"}, &o, &e)
+	if err == nil || !strings.Contains(err.Error(), "not a demo database") {
+		t.Fatalf("seed -fresh of a database without the demo's users: %v, want a refusal", err)
+	}
+	if err := other.SQL.Get(&left, `SELECT COUNT(*) FROM broadcasts`); err != nil {
+		t.Fatalf("the refused database: %v", err)
+	}
+
 	remote := strings.Replace(tdb.DSN, "127.0.0.1", "192.0.2.1", 1)
 	setEnv(t, map[string]string{"PUSHFAN_MYSQL_DSN": remote})
-	var o, e bytes.Buffer
+	o.Reset()
 	err = run(context.Background(), []string{"seed", "-fresh"}, &o, &e)
 	if err == nil || !strings.Contains(err.Error(), "only a database on this machine") {
 		t.Fatalf("seed -fresh at 192.0.2.1: %v, want a refusal", err)

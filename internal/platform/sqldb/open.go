@@ -184,12 +184,8 @@ func (l driverLogger) Print(v ...any) {
 // or a socket): a demo's reset must never reach a shared database, whatever
 // the environment says.
 func DropLocalDatabase(ctx context.Context, dsn string) error {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return fmt.Errorf("parse mysql dsn: %w", err)
-	}
-	if !isLocal(cfg.Net, cfg.Addr) {
-		return fmt.Errorf("refusing to drop database %q at %s: only a database on this machine (127.0.0.1, ::1, localhost or a socket) is reset", cfg.DBName, cfg.Addr)
+	if err := RequireLocal(dsn); err != nil {
+		return err
 	}
 	return onServer(ctx, dsn, func(db *sql.DB, name, addr string) error {
 		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
@@ -197,6 +193,19 @@ func DropLocalDatabase(ctx context.Context, dsn string) error {
 		}
 		return nil
 	})
+}
+
+// RequireLocal refuses a DSN of a server not on this machine (a loopback
+// address or a socket), before anything connects to it.
+func RequireLocal(dsn string) error {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	if !isLocal(cfg.Net, cfg.Addr) {
+		return fmt.Errorf("refusing to drop database %q at %s: only a database on this machine (127.0.0.1, ::1, localhost or a socket) is reset", cfg.DBName, cfg.Addr)
+	}
+	return nil
 }
 
 func isLocal(network, addr string) bool {
