@@ -274,3 +274,36 @@ func TestConsoleComposeReviewInKorean(t *testing.T) {
 	e.shot("ko")
 	e.checkConsole()
 }
+
+// A review whose count fails (the server answers the preview 503, as an
+// overloaded one would) still opens: the audience is "not counted", only
+// typing the word confirms, and the send goes out once.
+func TestConsoleReviewWithoutACountStillSends(t *testing.T) {
+	e := newEnv(t, 30)
+	want := e.eligibleTokens()
+	e.signIn(senderToken)
+	e.compose("Hello", "A count refused")
+	eval[bool](e, "failing the previews from now on", `(() => {
+		const real = window.fetch;
+		window.fetch = (url, opts) => String(url).includes('/push/preview')
+			? Promise.resolve(new Response('{"error":{"code":"unavailable","message":"the database is busy"}}', {status: 503, headers: {'Content-Type': 'application/json'}}))
+			: real(url, opts);
+		return true;
+	})()`)
+	e.click("#btn-send")
+	e.waitFor("the review, uncounted", 30*time.Second, reviewOpen+` && !!document.querySelector('#review-uncounted')`)
+	disabled := `document.querySelector('#review-confirm').disabled`
+	e.setValue("#review-type", fmt.Sprint(want))
+	if !eval[bool](e, "the confirm button", disabled) {
+		t.Fatal("a number confirmed a send whose count is unknown")
+	}
+	e.setValue("#review-type", "SEND")
+	e.waitFor("the confirm button to enable", 5*time.Second, `!`+disabled)
+	e.click("#review-confirm")
+	e.page("watch")
+	e.waitFor("the broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
+	if n, got := e.broadcastCount(), e.emu.Stats().Requests; n != 1 || got != want {
+		t.Fatalf("after one confirmed send: %d broadcasts stored, %d messages sent; want 1 and %d", n, got, want)
+	}
+	e.checkConsole()
+}

@@ -740,9 +740,19 @@ function buildForm(ctx, namedAudiences, categories, segments, tpl) {
   async function review(req) {
     const aud = req.audience;
     const capCat = {...capFields(), ...categoryFields()};
-    const r = aud.name
-      ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capCat}, {signal})
-      : await post('/push/preview', {audience: aud, ...(req.app ? {app: req.app} : {}), ...capCat}, {signal});
+    // The count is the review's, not the send's: a preview refused for its
+    // budget (429), a server error or a lost network still leaves the
+    // review, with the count unknown and typing the word required. A 400
+    // (the audience is wrong) stops here, as the send would.
+    let r;
+    try {
+      r = aud.name
+        ? await post(`/push/audiences/${encodeURIComponent(aud.name)}/preview`, {params: aud.params || {}, ...capCat}, {signal})
+        : await post('/push/preview', {audience: aud, ...(req.app ? {app: req.app} : {}), ...capCat}, {signal});
+    } catch (err) {
+      if (isQuiet(err) || (err.status >= 400 && err.status < 500 && err.status !== 429)) throw err;
+      r = {count: null, users: null, countError: err.message};
+    }
     const cat = chosenCategory();
     const lf = (iso) => new Date(iso).toLocaleString(locale(), {dateStyle: 'medium', timeStyle: 'short'});
     let night = '';
@@ -754,6 +764,7 @@ function buildForm(ctx, namedAudiences, categories, segments, tpl) {
       audience: audienceWords(aud),
       users: r.users ?? null,
       devices: r.count,
+      countError: r.countError,
       category: r.category || '',
       excluded: r.excluded_no_consent || 0,
       capped: r.capped_users || 0,

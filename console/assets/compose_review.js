@@ -24,7 +24,7 @@ function confirmWords() {
 export function confirms(typed, devices) {
   const s = String(typed).trim();
   if (!s) return false;
-  if (s.replace(/[\s,.'’]/g, '') === String(devices)) return true;
+  if (devices != null && s.replace(/[\s,.'’]/g, '') === String(devices)) return true;
   return confirmWords().some((w) => s.toLowerCase() === w.toLowerCase());
 }
 
@@ -32,9 +32,11 @@ export function confirms(typed, devices) {
 // confirms, false when they go back (Escape, the Back button).
 // r: {audience: text, users, devices, category, excluded, capped, night,
 // when: [lines], message: {title, body, image, prefix, suffix}, warnings}.
+// devices null: the count could not be had (r.countError says why); the
+// send is confirmed by typing the word, as a large one.
 export function openReview(host, r) {
   const dlg = h('dialog', {id: 'review', class: 'review', 'aria-labelledby': 'review-title'});
-  const big = r.devices >= CONFIRM_AT;
+  const big = r.devices == null || r.devices >= CONFIRM_AT;
   const confirm = h('button', {id: 'review-confirm', type: 'button', class: 'btn btn-primary', disabled: big}, r.button);
   const back = h('button', {id: 'review-back', type: 'button', class: 'btn'}, t('compose.review.back'));
   const typed = h('input', {id: 'review-type', type: 'text', autocomplete: 'off', spellcheck: 'false'});
@@ -47,10 +49,13 @@ export function openReview(host, r) {
       h('div', null,
         h('h3', null, t('compose.review.who')),
         h('p', {id: 'review-audience', 'data-users': String(r.users ?? ''), 'data-devices': String(r.devices)},
-          h('strong', null, r.users == null
-            ? t('compose.review.devices', {count: r.devices})
-            : t('compose.review.usersDevices', {users: r.users, count: r.devices})),
+          h('strong', null, r.devices == null ? t('compose.review.uncounted')
+            : r.users == null
+              ? t('compose.review.devices', {count: r.devices})
+              : t('compose.review.usersDevices', {users: r.users, count: r.devices})),
           ' · ', r.audience),
+        r.devices == null ? h('p', {id: 'review-uncounted', class: 'alert alert-warn'}, t('compose.review.uncountedWhy'),
+          h('details', null, h('summary', null, t('common.details')), h('span', {'data-raw': ''}, r.countError || ''))) : null,
         line('review-category', r.category ? t('compose.review.category', {category: r.category}) : ''),
         line('review-excluded', r.excluded ? t('compose.review.excluded', {count: r.excluded}) : ''),
         line('review-capped', r.capped ? t('compose.review.capped', {count: r.capped}) : ''),
@@ -64,7 +69,9 @@ export function openReview(host, r) {
           : null),
       h('div', null, h('h3', null, t('compose.review.looks')), phone.el)),
     big ? h('div', {class: 'field review-type'},
-      h('label', {for: typed.id}, t('compose.review.type', {count: r.devices, word: confirmWords().join(' / ')})),
+      h('label', {for: typed.id}, r.devices == null
+        ? t('compose.review.typeWord', {word: confirmWords().join(' / ')})
+        : t('compose.review.type', {count: r.devices, word: confirmWords().join(' / ')})),
       typed) : null,
     h('div', {class: 'dialog-actions'}, back, confirm));
   host.append(dlg);

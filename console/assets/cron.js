@@ -59,7 +59,7 @@ export async function render(ctx) {
         // already (Idempotent-Replayed): nothing new was sent, and it says so.
         await act(button, () => post(`/push/cron/${j.name}/run`, {}, {signal, headers: true}), null, ({body: b, headers}) =>
           h('span', {'data-replayed': String(headers.get('Idempotent-Replayed') === 'true')},
-            t(headers.get('Idempotent-Replayed') === 'true' ? 'cron.run.already' : 'cron.run.started', {job: j.name}), ' ',
+            headers.get('Idempotent-Replayed') === 'true' ? t('cron.run.already', {job: j.name}) : t('cron.run.started', {job: j.name}), ' ',
             h('a', {id: 'cron-run-link', href: `#/broadcasts/${b.id}`}, `#${b.id}`)));
       }));
   }
