@@ -178,10 +178,11 @@ func (r *Reader) Trends(ctx context.Context, q Query) ([]Row, error) {
 // recovered folds the resends of out's broadcasts into them: a target a
 // resend reached moves from its original's failed to its succeeded (its
 // opens and clicks count there too), and neither the broadcasts nor
-// targeted grow (a resend's targets are its
-// original's failures). Resends of resends count toward the first
-// original. A resend finishes after its original, so only those finished
-// from q.From on are read (the finished_at index).
+// targeted grow (a resend's targets are its original's failures).
+// Resends of resends count toward the first original; what moves is at
+// most the original's failed, in any order. A resend finishes after its
+// original, so only those finished from q.From on are read (the
+// finished_at index).
 func (r *Reader) recovered(ctx context.Context, q Query, out []sent) error {
 	if len(out) == 0 {
 		return nil

@@ -293,6 +293,9 @@ func TestConsoleReviewWithoutACountStillSends(t *testing.T) {
 	e.click("#btn-send")
 	e.waitFor("the review, uncounted", 30*time.Second, reviewOpen+` && !!document.querySelector('#review-uncounted')`)
 	disabled := `document.querySelector('#review-confirm').disabled`
+	if got := eval[string](e, "the confirm button's words", text("#review-confirm")); got != "Send" {
+		t.Errorf("the confirm button of an uncounted send reads %q, want Send", got)
+	}
 	e.setValue("#review-type", fmt.Sprint(want))
 	if !eval[bool](e, "the confirm button", disabled) {
 		t.Fatal("a number confirmed a send whose count is unknown")

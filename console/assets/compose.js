@@ -774,7 +774,7 @@ function buildForm(ctx, namedAudiences, categories, segments, tpl) {
         ? [t('compose.when.quiet', {start: hhmm(cat.quiet_hours.start), end: hhmm(cat.quiet_hours.end)})] : [])],
       message: {title: title.value, body: body.value, image: imageShown, prefix: cat?.title_prefix || '', suffix: cat?.body_suffix || ''},
       warnings: checkMessage(),
-      button: deliveryOf() === 'now' ? t('compose.review.sendNow', {count: r.count}) : t('compose.review.schedule'),
+      button: deliveryOf() !== 'now' ? t('compose.review.schedule') : r.count == null ? t('compose.review.sendUncounted') : t('compose.review.sendNow', {count: r.count}),
     });
   }
 
