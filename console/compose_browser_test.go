@@ -87,14 +87,7 @@ func TestConsoleReviewBlocksALargeSendUntilConfirmed(t *testing.T) {
 	}
 	// The count as people write it, with its separator.
 	e.setValue("#review-type", fmt.Sprintf("%d,%03d", want/1000, want%1000))
-	e.waitFor("the confirm button to enable", 5*time.Second, `!`+disabled)
-	e.click("#review-confirm")
-	e.page("watch")
-	e.waitFor("the broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
-	if n, got := e.broadcastCount(), e.emu.Stats().Requests; n != 1 || got != want {
-		t.Fatalf("after one confirmed send: %d broadcasts stored, %d messages sent; want 1 and %d", n, got, want)
-	}
-	e.checkConsole()
+	e.confirmAndWatch(want)
 }
 
 // A message without a title, a body longer than a phone shows and a link
@@ -301,12 +294,20 @@ func TestConsoleReviewWithoutACountStillSends(t *testing.T) {
 		t.Fatal("a number confirmed a send whose count is unknown")
 	}
 	e.setValue("#review-type", "SEND")
-	e.waitFor("the confirm button to enable", 5*time.Second, `!`+disabled)
+	e.confirmAndWatch(want)
+}
+
+// confirmAndWatch confirms the review once its typing has enabled the
+// button, follows the broadcast to its end, and checks it was stored once
+// and sent to want devices.
+func (e *env) confirmAndWatch(want int64) {
+	e.t.Helper()
+	e.waitFor("the confirm button to enable", 5*time.Second, `!document.querySelector('#review-confirm').disabled`)
 	e.click("#review-confirm")
 	e.page("watch")
 	e.waitFor("the broadcast to complete", 60*time.Second, text("#watch-status")+` === 'completed'`)
 	if n, got := e.broadcastCount(), e.emu.Stats().Requests; n != 1 || got != want {
-		t.Fatalf("after one confirmed send: %d broadcasts stored, %d messages sent; want 1 and %d", n, got, want)
+		e.t.Fatalf("after one confirmed send: %d broadcasts stored, %d messages sent; want 1 and %d", n, got, want)
 	}
 	e.checkConsole()
 }
