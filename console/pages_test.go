@@ -10,7 +10,9 @@ import (
 
 // pagesConfig is a PUSHFAN_CONFIG with one named audience and one job, so
 // the audiences and cron pages have something to show.
-const pagesConfig = `
+// lowIDsAudience is a named audience of the users up to an id, for the
+// configs of the pages and cron tests.
+const lowIDsAudience = `
 audiences:
   - name: low_ids
     description: users up to an id
@@ -21,7 +23,9 @@ audiences:
       FROM device_tokens t JOIN users u ON u.id = t.user_id
       WHERE t.id > :after AND t.invalidated_at IS NULL AND u.push_enabled = 1 AND u.id <= :max_user
       ORDER BY t.id LIMIT :limit
-jobs:
+`
+
+const pagesConfig = lowIDsAudience + `jobs:
   - name: morning_digest
     schedule: "0 0 9 * * *"
     timezone: Asia/Seoul

@@ -88,18 +88,7 @@ type scheduledBroadcast struct {
 	} `json:"message"`
 }
 
-const cronControlConfig = `
-audiences:
-  - name: low_ids
-    description: users up to an id
-    params:
-      max_user: int
-    sql: |
-      SELECT t.id AS ` + "`cursor`" + `, t.user_id, t.token
-      FROM device_tokens t JOIN users u ON u.id = t.user_id
-      WHERE t.id > :after AND t.invalidated_at IS NULL AND u.push_enabled = 1 AND u.id <= :max_user
-      ORDER BY t.id LIMIT :limit
-jobs:
+const cronControlConfig = lowIDsAudience + `jobs:
   - name: morning_digest
     schedule: "0 0 9 * * *"
     timezone: Asia/Seoul
