@@ -61,6 +61,9 @@ type Hub struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// finished: the drawn series of recent final broadcasts (runs.go).
+	finished finishedRuns
+
 	mu      sync.Mutex
 	stopped bool
 	watched map[uint64]*watched
@@ -275,10 +278,13 @@ const wholeRunPoints = 240
 // end, a point per bucket (zero where nothing was sent), merged into
 // wider steps when there are more than wholeRunPoints. A run shorter than
 // two buckets has none: the page then shows the average from the counts
-// and the duration.
+// and the duration. The series is kept (finishedRuns): it is read once.
 func (h *Hub) wholeRun(id uint64, b *model.Broadcast) []ratePoint {
 	if h.History == nil || b.StartedAt == nil {
 		return nil
+	}
+	if s, ok := h.finished.get(id); ok {
+		return s
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
@@ -287,12 +293,14 @@ func (h *Hub) wholeRun(id uint64, b *model.Broadcast) []ratePoint {
 		h.log.Warn("watch: reading the stored send rate failed; the chart shows the average only", "broadcast_id", id, "err", err)
 		return nil
 	}
-	if b.FinishedAt != nil && b.FinishedAt.Sub(*b.StartedAt) < 2*width {
-		// Shorter than two buckets: a bucket's rate would spread a burst
-		// over seconds that had none; the average says it truly.
-		return nil
+	var series []ratePoint
+	// Shorter than two buckets: a bucket's rate would spread a burst over
+	// seconds that had none; the average says it truly (no series).
+	if b.FinishedAt == nil || b.FinishedAt.Sub(*b.StartedAt) >= 2*width {
+		series = spread(points, width, b.StartedAt.Truncate(width), b.FinishedAt)
 	}
-	return spread(points, width, b.StartedAt.Truncate(width), b.FinishedAt)
+	h.finished.put(id, series)
+	return series
 }
 
 // historyMargin reaches back before the start for the bucket the start

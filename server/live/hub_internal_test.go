@@ -171,7 +171,9 @@ func TestWatchDrawsAFinishedBroadcastsWholeRun(t *testing.T) {
 	h := New(nil, nil, errNotFound, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var stored []model.SeriesPoint
+	reads := 0
 	h.History = func(_ context.Context, _ uint64, since time.Time) ([]model.SeriesPoint, time.Duration, error) {
+		reads++
 		if since.After(start) {
 			t.Fatalf("read from %v, after the start %v", since, start)
 		}
@@ -198,7 +200,7 @@ func TestWatchDrawsAFinishedBroadcastsWholeRun(t *testing.T) {
 	for k := range 720 {
 		stored = append(stored, model.SeriesPoint{At: start.Add(time.Duration(k) * 5 * time.Second), N: 10})
 	}
-	got = h.wholeRun(1, &model.Broadcast{StartedAt: at(0), FinishedAt: at(time.Hour - time.Second)})
+	got = h.wholeRun(2, &model.Broadcast{StartedAt: at(0), FinishedAt: at(time.Hour - time.Second)})
 	if len(got) != wholeRunPoints {
 		t.Fatalf("%d points, want %d", len(got), wholeRunPoints)
 	}
@@ -210,7 +212,26 @@ func TestWatchDrawsAFinishedBroadcastsWholeRun(t *testing.T) {
 
 	// Under a second: nothing (the page shows the average).
 	stored = []model.SeriesPoint{{At: start, N: 200}}
-	if got := h.wholeRun(1, &model.Broadcast{StartedAt: at(time.Second), FinishedAt: at(1400 * time.Millisecond)}); got != nil {
+	if got := h.wholeRun(3, &model.Broadcast{StartedAt: at(time.Second), FinishedAt: at(1400 * time.Millisecond)}); got != nil {
 		t.Fatalf("a sub-second run drew %+v", got)
+	}
+
+	// Reopened, a final broadcast's series is the one drawn before, read
+	// once; the oldest is forgotten past finishedRunsKept.
+	if reads != 3 {
+		t.Fatalf("%d reads of the stored rate, want 3", reads)
+	}
+	if again := h.wholeRun(2, &model.Broadcast{StartedAt: at(0), FinishedAt: at(time.Hour - time.Second)}); len(again) != wholeRunPoints || reads != 3 {
+		t.Fatalf("reopened: %d points after %d reads, want %d points and no read", len(again), reads, wholeRunPoints)
+	}
+	if again := h.wholeRun(3, &model.Broadcast{StartedAt: at(time.Second), FinishedAt: at(1400 * time.Millisecond)}); again != nil || reads != 3 {
+		t.Fatalf("reopened sub-second run: %+v after %d reads", again, reads)
+	}
+	for id := uint64(100); id < 100+finishedRunsKept; id++ {
+		h.wholeRun(id, &model.Broadcast{StartedAt: at(time.Second), FinishedAt: at(1400 * time.Millisecond)})
+	}
+	h.wholeRun(1, &model.Broadcast{StartedAt: at(time.Second), FinishedAt: at(29 * time.Second)})
+	if want := 3 + finishedRunsKept + 1; reads != want {
+		t.Fatalf("%d reads, want %d (the first broadcast forgotten and read again)", reads, want)
 	}
 }
