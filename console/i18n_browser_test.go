@@ -42,18 +42,46 @@ var englishUIWords = []string{
 	"never", "none", "devices", "device", "users", "completed", "scheduled", "running", "queued",
 	"canceled", "failed", "held", "healthy", "failing", "disabled", "active", "revoked", "expired",
 	"viewer", "sender", "approver", "admin", "current",
+	// The API's enum values, when printed as text: a class, a trigger, a
+	// status, an outcome, a platform that is a word, an actor's kind, a
+	// webhook delivery's status.
+	"transactional", "bulk", "api", "schedule", "resend", "planning", "paused", "accepted", "capped",
+	"deferred", "stale", "excluded", "succeeded", "web", "token", "person", "pending", "delivered", "gone",
+}
+
+// apiEnumValues are values the API sends that the console must put in
+// words: on a Korean page an element whose whole text is one of them is
+// English, even inside <code> or data-raw (where names and ids are left
+// alone). The raw value may stay on hover (title) or in a closed
+// "details". "cron" is here and not above: Korean text names cron
+// expressions.
+var apiEnumValues = []string{
+	"transactional", "bulk", "api", "schedule", "cron", "resend",
+	"held", "scheduled", "planning", "queued", "running", "completed", "canceled", "failed", "paused",
+	"accepted", "capped", "deferred", "stale", "excluded", "succeeded", "web",
+	"viewer", "sender", "approver", "admin", "token", "key", "person",
+	"pending", "delivered", "gone", "expired",
+	"broadcast.create", "broadcast.cancel", "broadcast.release", "broadcast.release.refused", "broadcast.resend",
+	"broadcast.edit", "testsend", "segment.create", "segment.update", "segment.delete", "consent.update",
+	"audiences.reload", "webhook.redeliver", "webhook.enable", "job.fire", "job.run", "job.pause", "job.resume",
+	"key.create", "key.revoke", "template.create", "template.update", "template.delete", "signin", "signin.failed", "signout",
+	"broadcast.started", "broadcast.held", "broadcast.finished", "tokens.invalidated", "broadcast.engagement",
 }
 
 // visibleEnglish returns the visible texts on the page (text nodes with a
 // box, the placeholders and aria-labels of what is on screen) that hold a
 // word of englishUIWords, leaving out what the user typed or the server
 // answered: <code>, <pre>, <time>, inputs' values and anything marked
-// data-raw (names, ids, tokens, codes, server messages).
-const visibleEnglishJS = `((words) => {
+// data-raw (names, ids, tokens, codes, server messages). A text that is
+// wholly an API enum value (apiEnumValues) is English wherever it is: an
+// enum value is the API's word, not data.
+const visibleEnglishJS = `((words, enums) => {
 	const stop = new Set(words);
+	const enumSet = new Set(enums);
 	const raw = (el) => !!el.closest('code, pre, time, [data-raw], script, style, noscript, title');
 	const hits = [];
 	const check = (text, where) => {
+		if (enumSet.has(String(text).trim())) { hits.push(where + ': ' + JSON.stringify(String(text).trim()) + ' is a raw API value'); return; }
 		for (const w of String(text).split(/[^A-Za-z-]+/)) {
 			if (stop.has(w)) { hits.push(where + ': ' + JSON.stringify(String(text).trim()) + ' has ' + w); return; }
 		}
@@ -61,13 +89,18 @@ const visibleEnglishJS = `((words) => {
 	const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
 	for (let n = walker.nextNode(); n; n = walker.nextNode()) {
 		const el = n.parentElement;
-		if (!el || raw(el) || !n.textContent.trim()) continue;
+		if (!el || el.closest('script, style, noscript, title') || !n.textContent.trim()) continue;
 		// Rendered only: a closed <details>'s body, a hidden element and an
 		// <option> of a closed list have no box (the chosen option shows as
 		// the select's value, checked below).
 		if (el.tagName !== 'OPTION' && el.getClientRects().length === 0) continue;
 		if (el.tagName === 'OPTION' && el.parentElement.closest('select')?.getClientRects().length === 0) continue;
-		check(n.textContent, el.tagName.toLowerCase() + (el.id ? '#' + el.id : ''));
+		const where = el.tagName.toLowerCase() + (el.id ? '#' + el.id : '');
+		if (raw(el)) {
+			if (enumSet.has(n.textContent.trim())) hits.push(where + ': ' + JSON.stringify(n.textContent.trim()) + ' is a raw API value');
+			continue;
+		}
+		check(n.textContent, where);
 	}
 	for (const el of document.querySelectorAll('[placeholder], [aria-label]')) {
 		if (raw(el) || el.getClientRects().length === 0) continue;
@@ -182,7 +215,7 @@ func (e *env) checkLanguage(lang, hash, page string) {
 	if lang != "ko" {
 		return
 	}
-	js := fmt.Sprintf("%s(%s)", visibleEnglishJS, jsStrings(englishUIWords))
+	js := fmt.Sprintf("%s(%s, %s)", visibleEnglishJS, jsStrings(englishUIWords), jsStrings(apiEnumValues))
 	if hits := eval[[]string](e, "looking for English on "+hash, js); len(hits) != 0 {
 		e.shot("english-on-" + page)
 		e.t.Errorf("%s in Korean shows English:\n  %s", hash, strings.Join(hits, "\n  "))

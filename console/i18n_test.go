@@ -75,8 +75,9 @@ func placeholders(m catalogMessage) []string {
 // A key the code names literally: t('key') or t("key").
 var literalKey = regexp.MustCompile("\\bt\\(\\s*['\"]([a-zA-Z0-9_.-]+)['\"]")
 
-// A key the code builds: t(`code.${c}`) names every key under "code.".
-var builtKey = regexp.MustCompile("\\bt\\(\\s*`([a-zA-Z0-9_.-]+)\\$\\{")
+// A key the code builds: t(`code.${c}`) (or tOr(`code.${c}`, c), which
+// falls back to the API's value) names every key under "code.".
+var builtKey = regexp.MustCompile("\\b(?:t|tOr)\\(\\s*`([a-zA-Z0-9_.-]+)\\$\\{")
 
 // TestCatalogsMatch: every language holds every key, with the same
 // placeholders and no empty text; every key the JavaScript names is in the

@@ -109,6 +109,20 @@ func TestConsoleWatchCardsAgreeAndRatesShow(t *testing.T) {
 		const rows = [...document.querySelectorAll('#failures-user-devices tbody tr')];
 		return rows.length === 1 && rows[0].dataset.outcome === 'failed' && rows[0].textContent.includes('UNREGISTERED');
 	})()`)
+	// The list is user 40's failure alone, and so is the download.
+	e.waitFor("user 40's failures listed and exported", 10*time.Second, `(() => {
+		const rows = [...document.querySelectorAll('#failures tbody tr[data-token]')];
+		const csv = document.querySelector('#btn-failures-csv');
+		return rows.length === 1 && rows[0].dataset.user === '40' && !csv.hidden
+			&& csv.getAttribute('href').endsWith('/outcomes?outcome=failed&format=csv&user_id=40');
+	})()`)
+	var pacedFull broadcast
+	e.api("GET", fmt.Sprintf("/push/broadcasts/%d", paced.ID), nil, &pacedFull)
+	e.click("#btn-failures-user-clear")
+	e.waitFor("every user's failures again", 10*time.Second, fmt.Sprintf(`(() => {
+		const rows = [...document.querySelectorAll('#failures tbody tr[data-token]')];
+		return rows.length === %d && document.querySelector('#btn-failures-csv').getAttribute('href').endsWith('/outcomes?outcome=failed&format=csv');
+	})()`, min(pacedFull.Failed, 50)))
 	e.setValue("#failures-user", "20")
 	e.click("#btn-failures-user")
 	e.waitFor("user 20 not in it", 10*time.Second, `!!document.querySelector('#failures-user-none') && !document.querySelector('#failures-user-devices')`)
@@ -138,8 +152,9 @@ func TestConsoleWatchCardsAgreeAndRatesShow(t *testing.T) {
 	if got := eval[string](e, "the summary", text("#test-summary")); got != "1 user, 1 device: 1 succeeded, 0 failed." {
 		t.Errorf("test-send summary %q, want users and devices counted", got)
 	}
-	if got := eval[string](e, "the platform cell", `document.querySelector('#test-results tbody tr td.platform').textContent`); got != platform {
-		t.Errorf("platform shown %q, want %q", got, platform)
+	// The platform in words (Android, iOS, web), its raw value on hover.
+	if got := eval[string](e, "the platform cell", `(() => { const td = document.querySelector('#test-results tbody tr td.platform'); return td.dataset.value + '|' + td.title + '|' + td.textContent; })()`); got != platform+"|"+platform+"|"+map[string]string{"android": "Android", "ios": "iOS", "web": "web"}[platform] {
+		t.Errorf("platform cell %q, want %q in words with the raw value on hover", got, platform)
 	}
 	skip := eval[string](e, "user 20's reason", `(() => { const li = document.querySelector('#test-skipped li[data-user="20"]');
 		return li ? li.dataset.reason + '|' + !!li.querySelector('time') + '|' + li.textContent : 'absent'; })()`)

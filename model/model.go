@@ -314,6 +314,13 @@ type Failure struct {
 	CreatedAt   time.Time `db:"created_at"`
 }
 
+// FailureFilter narrows a broadcast's failures: Code "" and UserID 0 mean
+// any.
+type FailureFilter struct {
+	Code   string
+	UserID uint64
+}
+
 // Stats are totals across broadcasts. Dry runs send nothing real, so they are
 // left out of every total and only counted, in DryRuns.
 type Stats struct {

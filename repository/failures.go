@@ -42,26 +42,29 @@ func insertFailures(ctx context.Context, tx *sql.Tx, fs []model.Failure) error {
 }
 
 // ListFailures returns up to limit failures of a broadcast with id > after,
-// in id order, optionally only those with the given code ("" = all). Pass the
-// last ID back as after for the next page. Never returns a nil slice.
-func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, code string, after uint64, limit int) ([]model.Failure, error) {
+// in id order, only those f keeps (a code, a user). Pass the last ID back
+// as after for the next page. Never returns a nil slice.
+func (s *Store) ListFailures(ctx context.Context, broadcastID uint64, f model.FailureFilter, after uint64, limit int) ([]model.Failure, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("list failures: limit %d must be positive", limit)
 	}
-	const cols = "SELECT id, broadcast_id, token_id, user_id, code, message, attempts, created_at FROM broadcast_failures "
-	var (
-		q    string
-		args []any
-	)
-	// Two fixed statements rather than an optional clause: each matches one
-	// index exactly, (broadcast_id, id) or (broadcast_id, code, id).
-	if code == "" {
-		q = cols + "WHERE broadcast_id = ? AND id > ? ORDER BY id LIMIT ?"
-		args = []any{broadcastID, after, limit}
-	} else {
-		q = cols + "WHERE broadcast_id = ? AND code = ? AND id > ? ORDER BY id LIMIT ?"
-		args = []any{broadcastID, code, after, limit}
+	// Each filter is an equality ahead of id in one index, so a page is
+	// one range read however many failures the broadcast has:
+	// (broadcast_id, id), (broadcast_id, code, id), and for a user
+	// (broadcast_id, user_id, id), whose range is that user's few rows
+	// (a few per device at most), the code then checked on them.
+	q := "SELECT id, broadcast_id, token_id, user_id, code, message, attempts, created_at FROM broadcast_failures WHERE broadcast_id = ?"
+	args := []any{broadcastID}
+	if f.UserID != 0 {
+		q += " AND user_id = ?"
+		args = append(args, f.UserID)
 	}
+	if f.Code != "" {
+		q += " AND code = ?"
+		args = append(args, f.Code)
+	}
+	q += " AND id > ? ORDER BY id LIMIT ?"
+	args = append(args, after, limit)
 	out := make([]model.Failure, 0, min(limit, 1000))
 	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
 		return nil, fmt.Errorf("list failures of broadcast %d: %w", broadcastID, err)

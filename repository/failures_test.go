@@ -35,7 +35,7 @@ func TestRecordAndListFailures(t *testing.T) {
 		var all []model.Failure
 		var after uint64
 		for {
-			page, err := s.ListFailures(ctx(t), 7, code, after, limit)
+			page, err := s.ListFailures(ctx(t), 7, model.FailureFilter{Code: code}, after, limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,13 +72,60 @@ func TestRecordAndListFailures(t *testing.T) {
 			t.Fatalf("code filter leaked %q", f.Code)
 		}
 	}
-	none, err := s.ListFailures(ctx(t), 7, "NOPE", 0, 10)
+	none, err := s.ListFailures(ctx(t), 7, model.FailureFilter{Code: "NOPE"}, 0, 10)
 	if err != nil || none == nil || len(none) != 0 {
 		t.Fatalf("unknown code: %v (nil=%v), %v", none, none == nil, err)
 	}
-	other, err := s.ListFailures(ctx(t), 8, "", 0, 10)
+	other, err := s.ListFailures(ctx(t), 8, model.FailureFilter{}, 0, 10)
 	if err != nil || len(other) != 1 || time.Since(other[0].CreatedAt) > time.Minute {
 		t.Fatalf("broadcast 8: %+v, %v", other, err)
+	}
+}
+
+// The user filter pages a user's failures by id, alone or with a code,
+// and never lists another user's or another broadcast's.
+func TestListFailuresOfOneUser(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	var fs []model.Failure
+	for i := range 30 {
+		user := uint64(77 + i%3) // 77, 78, 79 interleaved
+		fs = append(fs, model.Failure{BroadcastID: 9, TokenID: uint64(100 + i), UserID: user, Code: []string{"UNREGISTERED", "INTERNAL"}[i%2]})
+	}
+	fs = append(fs, model.Failure{BroadcastID: 10, TokenID: 1, UserID: 77, Code: "INTERNAL"})
+	if err := s.RecordFailures(ctx(t), fs); err != nil {
+		t.Fatal(err)
+	}
+	list := func(f model.FailureFilter) []model.Failure {
+		t.Helper()
+		var all []model.Failure
+		var after uint64
+		for {
+			page, err := s.ListFailures(ctx(t), 9, f, after, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range page {
+				if x.ID <= after || x.UserID != f.UserID || (f.Code != "" && x.Code != f.Code) || x.BroadcastID != 9 {
+					t.Fatalf("filter %+v after %d listed %+v", f, after, x)
+				}
+				after = x.ID
+			}
+			all = append(all, page...)
+			if len(page) < 3 {
+				return all
+			}
+		}
+	}
+	if got := list(model.FailureFilter{UserID: 77}); len(got) != 10 {
+		t.Fatalf("user 77: %d failures, want 10", len(got))
+	}
+	// User 77 has i = 0, 3, 6, ..., 27: INTERNAL at the odd i (3, 9, 15, 21, 27).
+	if got := list(model.FailureFilter{UserID: 77, Code: "INTERNAL"}); len(got) != 5 {
+		t.Fatalf("user 77 INTERNAL: %d failures, want 5", len(got))
+	}
+	if got := list(model.FailureFilter{UserID: 5}); len(got) != 0 {
+		t.Fatalf("user 5: %d failures, want 0", len(got))
 	}
 }
 
@@ -96,7 +143,7 @@ func TestRecordFailuresClampsMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ListFailures(ctx(t), 1, "", 0, 10)
+	got, err := s.ListFailures(ctx(t), 1, model.FailureFilter{}, 0, 10)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("%v, %v", got, err)
 	}

@@ -102,7 +102,7 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 		if _, err := store.GetBroadcast(ctx, id); err == nil {
 			t.Fatalf("broadcast %d older than the retention is still there", id)
 		}
-		if fs, _ := store.ListFailures(ctx, id, "", 0, 10); len(fs) != 0 {
+		if fs, _ := store.ListFailures(ctx, id, model.FailureFilter{}, 0, 10); len(fs) != 0 {
 			t.Fatalf("broadcast %d's failures are still there", id)
 		}
 	}
@@ -110,7 +110,7 @@ func TestRetentionDeletesOldRowsAndKeepsTotals(t *testing.T) {
 		if _, err := store.GetBroadcast(ctx, id); err != nil {
 			t.Fatalf("broadcast %d was deleted: %v", id, err)
 		}
-		if fs, _ := store.ListFailures(ctx, id, "", 0, 10); len(fs) != 10 {
+		if fs, _ := store.ListFailures(ctx, id, model.FailureFilter{}, 0, 10); len(fs) != 10 {
 			t.Fatalf("broadcast %d lost failures", id)
 		}
 	}

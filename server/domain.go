@@ -46,7 +46,7 @@ type Reader interface {
 	Peek(ctx context.Context, id uint64) (*model.Broadcast, error)
 	List(ctx context.Context, f model.ListFilter) ([]*model.Broadcast, error)
 	Stats(ctx context.Context, apps []string) (model.Stats, error)
-	Failures(ctx context.Context, id uint64, code string, after uint64, limit int) ([]model.Failure, error)
+	Failures(ctx context.Context, id uint64, f model.FailureFilter, after uint64, limit int) ([]model.Failure, error)
 	// Wait blocks until the broadcast is final (true), ctx ends, or the
 	// domain stops.
 	Wait(ctx context.Context, id uint64) (bool, error)

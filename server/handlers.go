@@ -183,7 +183,7 @@ func (s *Server) stats(c echo.Context) error {
 	})
 }
 
-// listFailures pages failed tokens by keyset: ?cursor=<opaque>&limit=N&code=CODE.
+// listFailures pages failed tokens by keyset: ?cursor=&limit=&code=&user_id=.
 func (s *Server) listFailures(c echo.Context) error {
 	id, err := parseID(c)
 	if err != nil {
@@ -199,27 +199,28 @@ func (s *Server) listFailures(c echo.Context) error {
 	}
 	var after uint64
 	if q := c.QueryParam("cursor"); q != "" {
-		n, err := strconv.ParseUint(q, 10, 64)
-		if err != nil {
+		if after, err = strconv.ParseUint(q, 10, 64); err != nil {
 			return badRequest("invalid_cursor", "cursor", "cursor %q is not one this API returned", q)
 		}
-		after = n
 	}
-	code := c.QueryParam("code")
-	if code != "" && !fcm.IsKnownCode(code) {
-		return badRequest("unknown_code", "code", "code %q is not an error code pushfan reports; known codes: %v", code, fcm.KnownCodes())
+	f := model.FailureFilter{Code: c.QueryParam("code")}
+	if f.Code != "" && !fcm.IsKnownCode(f.Code) {
+		return badRequest("unknown_code", "code", "code %q is not an error code pushfan reports; known codes: %v", f.Code, fcm.KnownCodes())
 	}
-	fs, err := s.dom.Reader.Failures(c.Request().Context(), id, code, after, limit+1)
+	if q := c.QueryParam("user_id"); q != "" {
+		if f.UserID, err = strconv.ParseUint(q, 10, 64); err != nil || f.UserID == 0 {
+			return badRequest("invalid_value", "user_id", "user_id %q is not a user id (a positive integer)", q)
+		}
+	}
+	fs, err := s.dom.Reader.Failures(c.Request().Context(), id, f, after, limit+1)
 	if err != nil {
 		return err
 	}
 	page := view.FailuresPage{Failures: make([]view.Failure, 0, min(len(fs), limit))}
-	for i, f := range fs {
-		if i == limit {
-			next := strconv.FormatUint(fs[limit-1].ID, 10)
-			page.NextCursor = &next
-			break
-		}
+	if len(fs) > limit {
+		fs, page.NextCursor = fs[:limit], new(strconv.FormatUint(fs[limit-1].ID, 10))
+	}
+	for _, f := range fs {
 		page.Failures = append(page.Failures, view.Failure{TokenID: f.TokenID, UserID: f.UserID, Code: f.Code, Message: f.Message, Attempts: f.Attempts, CreatedAt: f.CreatedAt})
 	}
 	return c.JSON(http.StatusOK, page)

@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,10 +230,16 @@ func TestCancelMidBroadcast(t *testing.T) {
 	}
 }
 
+// The failures page by keyset, filtered by code, by user or both (user
+// 7 has five failed devices: paged two at a time); the CSV export of the
+// failed outcomes takes the same filters; every bad value is a 400 naming
+// its parameter.
 func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
 	t.Parallel()
 	s := teststack.New(t, teststack.Options{})
 	s.SeedTokens(1, append(append(tokens("unregistered-", 30), tokens("invalid-", 20)...), tokens("ok-", 10)...))
+	// User 7 (unregistered-6) has four more devices, two of which fail.
+	s.MustExec("INSERT INTO device_tokens (user_id, token) VALUES (7, 'unregistered-u7-a'), (7, 'unregistered-u7-b'), (7, 'invalid-u7-a'), (7, 'invalid-u7-b'), (7, 'ok-u7')")
 	var b teststack.Broadcast
 	s.Do("POST", "/push/broadcast", map[string]any{"title": "x", "audience": map[string]any{"all": true}}, &b)
 	type page struct {
@@ -244,7 +252,7 @@ func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
 		} `json:"failures"`
 		NextCursor *string `json:"next_cursor"`
 	}
-	collect := func(query string) (map[uint64]string, int) {
+	collect := func(limit int, query string) (map[uint64]string, int) {
 		seen := map[uint64]string{}
 		pages := 0
 		cursor := ""
@@ -253,7 +261,7 @@ func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
 				t.Fatalf("still paging after %d pages", pages)
 			}
 			var p page
-			path := fmt.Sprintf("/push/broadcasts/%d/failures?limit=7%s", b.ID, query)
+			path := fmt.Sprintf("/push/broadcasts/%d/failures?limit=%d%s", b.ID, limit, query)
 			if cursor != "" {
 				path += "&cursor=" + cursor
 			}
@@ -268,6 +276,9 @@ func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
 				if f.Message == "" || f.Attempts != 1 || f.UserID == 0 {
 					t.Fatalf("failure detail incomplete: %+v", f)
 				}
+				if strings.Contains(query, "user_id=7") && f.UserID != 7 {
+					t.Fatalf("user filter leaked user %d", f.UserID)
+				}
 				seen[f.TokenID] = f.Code
 			}
 			if p.NextCursor == nil {
@@ -276,28 +287,86 @@ func TestFailuresEndpointPaginationAndFilter(t *testing.T) {
 			cursor = *p.NextCursor
 		}
 	}
-	all, pages := collect("")
-	if len(all) != 50 || pages != 8 {
-		t.Fatalf("%d failures over %d pages, want 50 over 8", len(all), pages)
+	all, pages := collect(7, "")
+	if len(all) != 54 || pages != 8 {
+		t.Fatalf("%d failures over %d pages, want 54 over 8", len(all), pages)
 	}
-	unreg, _ := collect("&code=UNREGISTERED")
-	if len(unreg) != 30 {
-		t.Fatalf("%d UNREGISTERED failures, want 30", len(unreg))
+	unreg, _ := collect(7, "&code=UNREGISTERED")
+	if len(unreg) != 32 {
+		t.Fatalf("%d UNREGISTERED failures, want 32", len(unreg))
 	}
 	for _, code := range unreg {
 		if code != "UNREGISTERED" {
 			t.Fatalf("filter leaked code %s", code)
 		}
 	}
-	for query, code := range map[string]string{
-		"?cursor=abc":  "invalid_cursor",
-		"?code=NOPE":   "unknown_code",
-		"?limit=0":     "invalid_value",
-		"?limit=10000": "invalid_value",
+	if mine, pages := collect(2, "&user_id=7"); len(mine) != 5 || pages != 3 {
+		t.Fatalf("user 7: %d failures over %d pages, want 5 over 3", len(mine), pages)
+	}
+	mine, _ := collect(2, "&user_id=7&code=INVALID_ARGUMENT")
+	if len(mine) != 2 {
+		t.Fatalf("user 7's INVALID_ARGUMENT failures: %d, want 2", len(mine))
+	}
+	for _, code := range mine {
+		if code != "INVALID_ARGUMENT" {
+			t.Fatalf("filter leaked code %s", code)
+		}
+	}
+	if none, pages := collect(7, "&user_id=55"); len(none) != 0 || pages != 1 {
+		t.Fatalf("user 55 (delivered): %d failures over %d pages", len(none), pages)
+	}
+	// The CSV export of the failed outcomes: the same filters.
+	for query, want := range map[string][]string{
+		"&user_id=7":                       {"7,UNREGISTERED", "7,UNREGISTERED", "7,UNREGISTERED", "7,INVALID_ARGUMENT", "7,INVALID_ARGUMENT"},
+		"&user_id=7&code=INVALID_ARGUMENT": {"7,INVALID_ARGUMENT", "7,INVALID_ARGUMENT"},
+		"&user_id=55":                      {},
 	} {
-		var e teststack.ErrorBody
-		if resp := s.Do("GET", fmt.Sprintf("/push/broadcasts/%d/failures%s", b.ID, query), nil, &e); resp.StatusCode != 400 || e.Error.Code != code {
-			t.Fatalf("%s: %d %+v, want 400 %s", query, resp.StatusCode, e, code)
+		req, err := http.NewRequest("GET", s.API.URL+fmt.Sprintf("/push/broadcasts/%d/outcomes?outcome=failed&format=csv%s", b.ID, query), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+teststack.AdminToken)
+		resp, err := s.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("export %s: %d %v %s", query, resp.StatusCode, err, raw)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+		var got []string
+		for _, l := range lines[1:] {
+			f := strings.Split(l, ",") // user_id,token_id,outcome,code
+			if len(f) != 4 || f[2] != "failed" {
+				t.Fatalf("export %s: line %q", query, l)
+			}
+			got = append(got, f[0]+","+f[3])
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if lines[0] != "user_id,token_id,outcome,code" || !slices.Equal(got, want) {
+			t.Fatalf("export %s: %q, want the header and %q", query, lines, want)
+		}
+	}
+	for query, want := range map[string][2]string{
+		"?cursor=abc":    {"invalid_cursor", "cursor"},
+		"?code=NOPE":     {"unknown_code", "code"},
+		"?limit=0":       {"invalid_value", "limit"},
+		"?limit=10000":   {"invalid_value", "limit"},
+		"?user_id=0":     {"invalid_value", "user_id"},
+		"?user_id=-3":    {"invalid_value", "user_id"},
+		"?user_id=seven": {"invalid_value", "user_id"},
+	} {
+		for _, route := range []string{"failures", "outcomes"} {
+			if route == "outcomes" && (want[1] == "cursor" || want[1] == "limit") {
+				continue // the export has no pages
+			}
+			var e teststack.ErrorBody
+			if resp := s.Do("GET", fmt.Sprintf("/push/broadcasts/%d/%s%s", b.ID, route, query), nil, &e); resp.StatusCode != 400 || e.Error.Code != want[0] || e.Error.Field != want[1] {
+				t.Fatalf("%s%s: %d %+v, want 400 %s naming %s", route, query, resp.StatusCode, e, want[0], want[1])
+			}
 		}
 	}
 	var e teststack.ErrorBody

@@ -22,6 +22,7 @@ import (
 	"pushfan/broadcast"
 	"pushfan/cron"
 	"pushfan/engagement"
+	"pushfan/fcm"
 	"pushfan/internal/platform/logging"
 	"pushfan/model"
 	"pushfan/server/audittrail"
@@ -174,8 +175,8 @@ func (s *Server) routePush(e *echo.Echo) {
 		Now: func() time.Time { return s.now() }, Previews: previews.middleware}).Register(push)
 	// The API keys: an admin's (neededRole) of every app.
 	(&keys.Routes{Domain: s.dom.Keys, Decode: decodeStrict, Actor: callerActor, EveryApp: everyApp}).Register(push)
-	s.dom.Templates.Register(push, decodeStrict, callerName)                          // viewers list, senders save (neededRole)
-	(&deliveries.Routes{Domain: s.dom.Deliveries, EveryApp: everyApp}).Register(push) // every app's broadcasts
+	s.dom.Templates.Register(push, decodeStrict, callerName)                                                      // viewers list, senders save (neededRole)
+	(&deliveries.Routes{Domain: s.dom.Deliveries, EveryApp: everyApp, KnownCode: fcm.IsKnownCode}).Register(push) // every app's broadcasts
 	// Served with no endpoint configured too: an empty list, so the
 	// console can say so rather than meet a 404.
 	// Webhook endpoints hear of every app's broadcasts: a token limited

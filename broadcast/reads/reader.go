@@ -128,13 +128,13 @@ type statsEntry struct {
 }
 
 // Failures lists failed tokens of a broadcast by keyset.
-func (r *Reader) Failures(ctx context.Context, id uint64, code string, after uint64, limit int) ([]model.Failure, error) {
+func (r *Reader) Failures(ctx context.Context, id uint64, f model.FailureFilter, after uint64, limit int) ([]model.Failure, error) {
 	if _, err := r.Get(ctx, id); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opt.DBTimeout)
 	defer cancel()
-	return r.store.ListFailures(ctx, id, code, after, limit)
+	return r.store.ListFailures(ctx, id, f, after, limit)
 }
 
 // LastJobFire returns a job's latest fire (fired or skipped).

@@ -129,7 +129,7 @@ func TestDeadTokensAreInvalidatedInTheCheckpointsTransaction(t *testing.T) {
 	if got := f.invalidated(all); !reflect.DeepEqual(got, wantDead) {
 		t.Fatalf("invalidated %v, want %v (and no token that failed transiently)", got, wantDead)
 	}
-	fs, err := f.db.Store.ListFailures(f.ctx(), id, "", 0, 1000)
+	fs, err := f.db.Store.ListFailures(f.ctx(), id, model.FailureFilter{}, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import {get, qs} from './api.js';
 import {h, table, emptyRow, showPageError, clearPageError, field, fill, add} from './dom.js';
 import {timeEl} from './format.js';
 import {t} from './i18n.js';
+import {enumEl, enumName, ACTIONS} from './enums.js';
 
 const PAGE = 50;
 
@@ -15,7 +16,9 @@ export async function render(ctx) {
   add(root, h('h1', {tabindex: '-1'}, t('nav.activity')));
   const input = (id, placeholder) => h('input', {id, type: 'search', placeholder, autocomplete: 'off', maxlength: 255});
   const actor = input('activity-actor', t('activity.actorPlaceholder'));
-  const action = input('activity-action', 'broadcast.cancel');
+  // The actions in words; the API filters by the exact action.
+  const action = h('select', {id: 'activity-action'}, h('option', {value: ''}, t('activity.anyAction')),
+    ACTIONS.map((a) => h('option', {value: a}, enumName('action', a))));
   const target = input('activity-target', 'broadcast:42');
   const list = h('div');
   // The cursors of the pages before this one, to go back (the API pages
@@ -47,7 +50,7 @@ export async function render(ctx) {
     const rows = (page.entries || []).map((e) => h('tr', {'data-entry': e.id, 'data-action': e.action},
       h('td', null, timeEl(e.at)),
       h('td', {class: 'actor'}, h('span', {'data-raw': ''}, e.actor.name || e.actor.id), ' ', h('span', {class: 'muted', 'data-kind': e.actor.kind}, actorKind(e.actor.kind))),
-      h('td', null, h('code', {class: 'action'}, e.action)),
+      h('td', null, enumEl('action', e.action, {class: 'action'})),
       h('td', {class: 'target'}, targetLink(e.target)),
       h('td', null, h('code', null, e.ip)),
       h('td', null, h('code', {class: 'muted'}, e.request_id))));

@@ -11,6 +11,7 @@ import {num, percent} from './format.js';
 import {t, locale} from './i18n.js';
 import * as apps from './apps.js';
 import {barChart} from './campaignchart.js';
+import {enumName} from './enums.js';
 
 const GROUPS = ['category', 'job', 'label'];
 const INTERVALS = ['day', 'week'];
@@ -200,7 +201,8 @@ export async function render(ctx) {
   }
 
   function showBreakdown(ans, csv) {
-    const keyName = (k) => (k === '' ? t('campaigns.none') : k);
+    // A platform is a word (web, Android); the other keys are names.
+    const keyName = (k) => (k === '' ? t('campaigns.none') : ans.by === 'platform' ? enumName('platform', k) : k);
     const body = ans.rows.length ? ans.rows.map((r) => h('tr', {'data-key': r.key},
       h('td', {class: 'key'}, keyName(r.key)), numCell(r.broadcasts, 'broadcasts'), numCell(r.sent, 'sent'),
       numCell(r.targeted, 'targeted'), numCell(r.succeeded, 'succeeded'), numCell(r.failed, 'failed'), pctCell(r.reach, 'reach'),

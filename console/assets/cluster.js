@@ -7,6 +7,7 @@ import * as apps from './apps.js';
 import {h, table, emptyRow, showPageError, clearPageError, isQuiet, fill, add} from './dom.js';
 import {num, perSecond, timeEl, percent} from './format.js';
 import {t} from './i18n.js';
+import {enumEl} from './enums.js';
 
 const REFRESH_MS = 2000;
 
@@ -77,7 +78,7 @@ function chunkRow(c) {
   return h('tr', {'data-broadcast': c.broadcast_id, 'data-seq': c.seq},
     h('td', null, h('a', {href: `#/broadcasts/${c.broadcast_id}`}, `#${c.broadcast_id}`)),
     h('td', {class: 'num'}, c.seq),
-    h('td', null, h('code', null, c.class)),
+    h('td', null, enumEl('class', c.class)),
     h('td', null, h('code', null, c.owner)),
     h('td', null, timeEl(c.lease_until)),
     h('td', {class: 'num'}, `${num(c.cursor_id)} / ${num(c.hi_id)}`));

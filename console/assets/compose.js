@@ -23,11 +23,11 @@
 // are messages the team saved on the server.
 
 import {get, post, may} from './api.js';
-import {h, field, table, emptyRow, badge, showPageError, isQuiet, fill, add} from './dom.js';
+import {h, field, table, emptyRow, showPageError, isQuiet, fill, add} from './dom.js';
 import {num, parseIds, parseParam, paramHint, localInputToRFC3339, isoToLocalInput, localValue} from './format.js';
 import {createFieldErrors, inputTarget, splitPath} from './fielderrors.js';
 import {createPhone} from './phone.js';
-import {t, locale} from './i18n.js';
+import {t, tOr, locale} from './i18n.js';
 import {warnings, apiWords, withDetails, BODY_SHOWN} from './compose_checks.js';
 import {openReview, whenLines} from './compose_review.js';
 import {loadDraft, saveDraft, clearDraft} from './compose_drafts.js';
@@ -1195,7 +1195,8 @@ export function testReport(report) {
   const rows = (report.results || []).map((r) => h('tr', {'data-outcome': r.outcome},
     h('td', {class: 'mono', title: r.token_id != null ? t('compose.test.tokenId', {id: r.token_id}) : null}, tokenPrefix(r.token)),
     h('td', {class: 'num'}, r.user_id ?? '—'),
-    h('td', null, badge(r.outcome)),
+    h('td', null, h('span', {class: ['badge', 'badge-' + r.outcome], 'data-status': r.outcome, title: r.outcome},
+      tOr(`watch.test.outcome.${r.outcome}`, r.outcome))),
     h('td', null, r.code ? h('code', null, r.code) : '—'),
     h('td', {class: 'wrap'}, r.message || (r.invalidated ? t('compose.test.invalidated') : ''))));
   const missing = report.users_without_tokens || [];

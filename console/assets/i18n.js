@@ -117,3 +117,11 @@ export function t(key, vars) {
   if (!vars) return msg;
   return msg.replace(/\{(\w+)\}/g, (all, name) => (name in vars ? fmtValue(vars[name]) : all));
 }
+
+// tOr(key, raw) is t(key) for a key built from a value the API sent (a
+// status, a trigger, an outcome): the value's words when the catalog has
+// them, else the value as the server wrote it (a newer server's value),
+// never a missing key.
+export function tOr(key, raw) {
+  return catalog[key] != null || english[key] != null ? t(key) : String(raw ?? '');
+}

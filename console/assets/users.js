@@ -10,6 +10,7 @@ import {h, table, emptyRow, field, fill, add, isQuiet, showPageError} from './do
 import {timeEl} from './format.js';
 import {createFieldErrors, inputTarget} from './fielderrors.js';
 import {t} from './i18n.js';
+import {enumName} from './enums.js';
 
 export async function render(ctx) {
   const {root, signal, query} = ctx;
@@ -74,15 +75,9 @@ function deliveryRows(d) {
     i === 0 ? h('td', {rowspan: d.devices.length}, h('a', {href: `#/broadcasts/${d.broadcast_id}`, 'data-raw': ''}, `#${d.broadcast_id} ${d.title || ''}`),
       d.category ? h('span', {class: 'hint'}, ' ' + d.category) : null) : null,
     i === 0 ? h('td', {rowspan: d.devices.length}, timeEl(d.at)) : null,
-    h('td', null, t('users.device', {platform: dv.platform || t('users.aDevice'), id: String(dv.token_id)})),
-    h('td', {class: ['outcome', 'outcome-' + dv.outcome], 'data-outcome': dv.outcome}, outcomeName(dv.outcome), dv.code ? [' (', h('code', null, dv.code), ')'] : '',
+    h('td', null, t('users.device', {platform: dv.platform ? enumName('platform', dv.platform) : t('users.aDevice'), id: String(dv.token_id)})),
+    h('td', {class: ['outcome', 'outcome-' + dv.outcome], 'data-outcome': dv.outcome}, enumName('outcome', dv.outcome), dv.code ? [' (', h('code', null, dv.code), ')'] : '',
       dv.resend_id ? h('span', {class: 'hint'}, ' ', t('users.byResend', {id: String(dv.resend_id)})) : null),
     h('td', null, dv.opened_at ? timeEl(dv.opened_at) : '–'),
     h('td', null, dv.clicked_at ? timeEl(dv.clicked_at) : '–')));
-}
-
-// An outcome in words (accepted, failed, capped, ...); another as the
-// server wrote it.
-function outcomeName(outcome) {
-  return ['accepted', 'failed', 'capped', 'canceled', 'deferred', 'stale', 'excluded'].includes(outcome) ? t(`users.outcome.${outcome}`) : outcome;
 }

@@ -23,7 +23,7 @@ import {broadcastDeliveries} from './webhooks.js';
 import {messageView, detailsView} from './watchdetails.js';
 import {codesCard, failuresCard, explain} from './watchfailures.js';
 import {testForm} from './watchtest.js';
-import {t} from './i18n.js';
+import {t, tOr} from './i18n.js';
 import * as apps from './apps.js';
 import {scheduleCard} from './schedule.js';
 
@@ -104,11 +104,11 @@ export async function render(ctx) {
   function update(b) {
     st.b = b;
     schedule.update(b);
-    status.textContent = t(`watch.status.${b.status}`);
+    status.textContent = tOr(`watch.status.${b.status}`, b.status);
     status.className = 'badge badge-' + b.status;
     dryTag.hidden = !b.dry_run;
     const by = b.created_by ? t('watch.byWhom', {who: b.created_by}) : '';
-    subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${t(`watch.trigger.${b.trigger}`)}${by ? ' ' + by : ''} · ${headline(b)}`;
+    subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${tOr(`watch.trigger.${b.trigger}`, b.trigger)}${by ? ' ' + by : ''} · ${headline(b)}`;
 
     const known = b.targeted != null;
     planning.hidden = !b.planning;

@@ -7,6 +7,8 @@ import {num, timeEl, duration, perSecond, isFinal} from './format.js';
 import {windowText} from './compose.js';
 import {describe} from './segfilter.js';
 import {t} from './i18n.js';
+import {enumEl} from './enums.js';
+import {triggerName} from './broadcasts.js';
 import * as apps from './apps.js';
 
 function audienceText(a) {
@@ -53,7 +55,7 @@ export function messageView(b) {
         Object.entries(m.localized).map(([l, v]) => h('tr', null, h('td', null, l), h('td', null, v.title || ''), h('td', null, v.body || '')))));
   }
   for (const k of ['android', 'apns', 'webpush', 'fcm_options']) {
-    if (m[k]) out.push(h('h3', null, k), h('pre', {class: 'json'}, JSON.stringify(m[k], null, 2)));
+    if (m[k]) out.push(h('h3', {title: k}, t(`watch.message.override.${k}`)), h('pre', {class: 'json'}, JSON.stringify(m[k], null, 2)));
   }
   if (m.variants && m.variants.length) {
     out.push(h('h3', null, t('watch.message.variants')), table({id: 'ab-messages'},
@@ -116,14 +118,15 @@ export function detailsView(b) {
     b.error ? h('p', {class: 'alert'}, b.error) : null,
     defList([
       [t('watch.details.app'), apps.several() && b.app ? h('span', {id: 'broadcast-app', 'data-app': b.app}, b.app) : null],
-      [t('watch.details.trigger'), b.job_name ? t('watch.details.triggerJob', {trigger: b.trigger, job: b.job_name}) : b.trigger],
+      [t('watch.details.trigger'), h('span', {id: 'broadcast-trigger', title: b.trigger, 'data-value': b.trigger},
+        b.job_name ? t('watch.details.triggerJob', {trigger: triggerName(b.trigger), job: b.job_name}) : triggerName(b.trigger))],
       [t('watch.details.createdBy'), b.created_by],
       [t('watch.details.audience'), audienceText(b.audience)],
       [t('watch.details.category'), b.category != null ? h('span', {id: 'broadcast-category'}, b.category) : null],
       [t('watch.details.consentRules'), b.consent ? consentRules(b.consent) : null],
       // Only once it ran: before, nothing was shown anywhere yet.
       [t('watch.details.dryRun'), b.dry_run ? (b.started_at ? t('watch.details.dryRunRan') : t('watch.details.dryRunWill')) : null],
-      [t('watch.details.class'), b.class],
+      [t('watch.details.class'), b.class ? enumEl('class', b.class, {id: 'broadcast-class'}) : null],
       [t('watch.details.frequencyCap'), b.frequency_cap || t('watch.details.none')],
       [t('watch.details.pace'), pace || t('watch.details.paceFull')],
       [t('watch.details.resendOf'), b.parent_id ? link(b.parent_id) : null],

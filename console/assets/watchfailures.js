@@ -1,13 +1,15 @@
 // The watch page's error codes and failures: each code explained in plain
 // words (the raw code and FCM's message stay for the engineer), the
-// failures paged by cursor and filtered by code, one user's devices looked
-// up (GET /push/users/{id}/deliveries), and the failures exported as CSV
-// (GET .../outcomes?outcome=failed&format=csv).
+// failures paged by cursor and filtered by code and by user (?user_id=;
+// the user's devices are looked up too, GET /push/users/{id}/deliveries),
+// and the failures exported as CSV (GET .../outcomes?outcome=failed
+// &format=csv, with the same code and user).
 
 import {get, qs} from './api.js';
 import {h, emptyRow, fill, isQuiet} from './dom.js';
 import {num, timeEl} from './format.js';
-import {t} from './i18n.js';
+import {t, tOr} from './i18n.js';
+import {enumEl} from './enums.js';
 
 const FAILURES_PAGE = 50;
 const FAILURES_MIN_MS = 3000;
@@ -45,11 +47,12 @@ export function codesCard() {
 // final(b) shows the export once the broadcast is final.
 export function failuresCard(ctx, id, base) {
   const {signal} = ctx;
-  const fs = {cursor: '', next: null, code: '', seq: 0, lastLoad: 0, timer: 0};
+  const fs = {cursor: '', next: null, code: '', user: '', seq: 0, lastLoad: 0, timer: 0};
   ctx.cleanup(() => clearTimeout(fs.timer));
   const codeSelect = h('select', {id: 'failures-code', on: {change: () => {
     fs.code = codeSelect.value;
     fs.cursor = '';
+    exportHref();
     load();
   }}}, h('option', {value: ''}, t('watch.failures.allCodes')));
   const body = h('tbody');
@@ -66,18 +69,43 @@ export function failuresCard(ctx, id, base) {
     fs.cursor = '';
     load();
   }}}, t('watch.failures.newest'));
-  const exportLink = h('a', {id: 'btn-failures-csv', class: 'btn', hidden: true,
-    href: `${base}/outcomes?outcome=failed&format=csv`, download: `broadcast-${id}-failures.csv`}, t('watch.failures.export'));
+  const exportLink = h('a', {id: 'btn-failures-csv', class: 'btn', hidden: true}, t('watch.failures.export'));
+  // The download takes the list's filters: what is shown is what is saved.
+  const exportHref = () => {
+    exportLink.href = `${base}/outcomes` + qs({outcome: 'failed', format: 'csv', code: fs.code, user_id: fs.user});
+    exportLink.download = `broadcast-${id}-failures${fs.code ? '-' + fs.code : ''}${fs.user ? '-user-' + fs.user : ''}.csv`;
+  };
+  exportHref();
 
-  // One user's devices in this broadcast.
+  // One user's failures (the list filtered) and devices in this broadcast;
+  // an empty box lists every user's again.
   const userInput = h('input', {id: 'failures-user', type: 'text', inputmode: 'numeric', autocomplete: 'off', size: 10});
   const userOut = h('div', {id: 'failures-user-result', 'aria-live': 'polite'});
+  const userClear = h('button', {type: 'button', id: 'btn-failures-user-clear', class: 'btn', hidden: true, on: {click: () => {
+    userInput.value = '';
+    filterUser('');
+  }}}, t('watch.failures.allUsers'));
   const userForm = h('form', {class: 'field field-inline', novalidate: true, on: {submit: (ev) => {
     ev.preventDefault();
-    lookUp(userInput.value.trim());
+    filterUser(userInput.value.trim());
   }}},
   h('label', {for: userInput.id}, t('watch.failures.byUser')), userInput,
-  h('button', {type: 'submit', id: 'btn-failures-user', class: 'btn'}, t('watch.failures.show')));
+  h('button', {type: 'submit', id: 'btn-failures-user', class: 'btn'}, t('watch.failures.show')), userClear);
+
+  function filterUser(value) {
+    if (value && !/^[1-9]\d*$/.test(value)) {
+      fill(userOut, h('p', {class: 'error-text', role: 'alert'}, t('watch.failures.userInvalid')));
+      return;
+    }
+    if (value !== fs.user) {
+      fs.user = value;
+      fs.cursor = '';
+      userClear.hidden = !value;
+      exportHref();
+      load();
+    }
+    lookUp(value);
+  }
 
   const el = h('section', {class: 'card', 'aria-labelledby': 'failures-h'},
     h('h2', {id: 'failures-h'}, t('watch.failures.heading')),
@@ -95,17 +123,17 @@ export function failuresCard(ctx, id, base) {
     tbl.setAttribute('aria-busy', 'true');
     older.disabled = newest.disabled = true;
     try {
-      const page = await get(`${base}/failures` + qs({limit: FAILURES_PAGE, cursor: fs.cursor, code: fs.code}), {signal});
+      const page = await get(`${base}/failures` + qs({limit: FAILURES_PAGE, cursor: fs.cursor, code: fs.code, user_id: fs.user}), {signal});
       if (seq !== fs.seq) return;
       fs.next = page.next_cursor || null;
       const list = page.failures || [];
-      fill(body, ...(list.length ? list.map((f) => h('tr', {'data-token': f.token_id, 'data-code': f.code},
+      fill(body, ...(list.length ? list.map((f) => h('tr', {'data-token': f.token_id, 'data-user': f.user_id, 'data-code': f.code},
         h('td', {class: 'num'}, f.token_id),
         h('td', {class: 'num'}, f.user_id),
         codeCell(f.code),
         h('td', {class: 'wrap muted'}, f.message),
         h('td', {class: 'num'}, num(f.attempts)),
-        h('td', null, timeEl(f.created_at)))) : [emptyRow(6, fs.code ? t('watch.failures.noneWith', {code: fs.code}) : t('watch.failures.none'))]));
+        h('td', null, timeEl(f.created_at)))) : [emptyRow(6, noneText())]));
       error.hidden = true;
     } catch (err) {
       if (seq !== fs.seq || isQuiet(err)) return;
@@ -120,15 +148,18 @@ export function failuresCard(ctx, id, base) {
     }
   }
 
+  // The empty list's words: the filters in the operator's words.
+  function noneText() {
+    if (fs.user && fs.code) return t('watch.failures.noneWithForUser', {user: fs.user});
+    if (fs.user) return t('watch.failures.noneForUser', {user: fs.user});
+    return fs.code ? t('watch.failures.noneWith') : t('watch.failures.none');
+  }
+
   // The user's deliveries from this broadcast down: the first one is
   // this broadcast's if the user was in it.
   async function lookUp(value) {
     if (!value) {
       userOut.replaceChildren();
-      return;
-    }
-    if (!/^[1-9]\d*$/.test(value)) {
-      fill(userOut, h('p', {class: 'error-text', role: 'alert'}, t('watch.failures.userInvalid')));
       return;
     }
     fill(userOut, h('p', {class: 'muted'}, t('watch.failures.looking')));
@@ -146,8 +177,8 @@ export function failuresCard(ctx, id, base) {
             .map((x) => h('th', {scope: 'col'}, x)))),
           h('tbody', null, d.devices.map((x) => h('tr', {'data-token': x.token_id, 'data-outcome': x.outcome},
             h('td', {class: 'num'}, x.token_id),
-            h('td', null, x.platform || '—'),
-            h('td', null, t(`watch.outcome.${x.outcome}`)),
+            x.platform ? enumEl('platform', x.platform, null, 'td') : h('td', null, '—'),
+            h('td', {title: x.outcome}, tOr(`watch.outcome.${x.outcome}`, x.outcome)),
             x.code ? codeCell(x.code) : h('td', null, '—')))))));
     } catch (err) {
       if (isQuiet(err)) return;
@@ -164,7 +195,10 @@ export function failuresCard(ctx, id, base) {
       fill(codeSelect, h('option', {value: ''}, t('watch.failures.allCodes')),
         codes.map((c) => h('option', {value: c}, `${explain(c)} (${c})`)));
       codeSelect.value = codes.includes(keep) ? keep : '';
-      if (codeSelect.value !== keep) fs.code = '';
+      if (codeSelect.value !== keep) {
+        fs.code = '';
+        exportHref();
+      }
     },
     final(b, isFinal) {
       exportLink.hidden = !(isFinal && b.failed > 0);

@@ -6,7 +6,8 @@ import {post} from './api.js';
 import {h, table, emptyRow, fill, isQuiet} from './dom.js';
 import {timeEl} from './format.js';
 import {explain} from './watchfailures.js';
-import {t} from './i18n.js';
+import {t, tOr} from './i18n.js';
+import {enumEl} from './enums.js';
 
 function tokenPrefix(v) {
   const x = String(v || '');
@@ -20,15 +21,15 @@ function skipReason(u) {
     return h('span', null, t('watch.test.invalidatedAt'), ' ', timeEl(u.invalidated_at),
       u.invalid_reason ? ' · ' + t('watch.test.invalidatedBy', {code: u.invalid_reason}) + ' ' + explain(u.invalid_reason) : '');
   }
-  return t(`watch.test.skip.${u.reason}`);
+  return tOr(`watch.test.skip.${u.reason}`, u.reason);
 }
 
 export function testReport(report) {
   const rows = (report.results || []).map((r) => h('tr', {'data-outcome': r.outcome},
     h('td', {class: 'mono', title: r.token_id != null ? t('watch.test.tokenId', {id: r.token_id}) : null}, tokenPrefix(r.token)),
     h('td', {class: 'num'}, r.user_id ?? '—'),
-    h('td', {class: 'platform'}, r.platform || '—'),
-    h('td', null, t(`watch.test.outcome.${r.outcome}`)),
+    r.platform ? enumEl('platform', r.platform, {class: 'platform'}, 'td') : h('td', {class: 'platform'}, '—'),
+    h('td', {title: r.outcome}, tOr(`watch.test.outcome.${r.outcome}`, r.outcome)),
     h('td', {class: 'wrap'}, r.code ? h('span', null, explain(r.code), ' ', h('code', {class: 'muted'}, r.code)) : '—',
       r.invalidated ? h('span', {class: 'muted'}, ' · ', t('watch.test.nowInvalidated')) : null)));
   const missing = report.users_without_tokens || [];

@@ -11,7 +11,8 @@
 import {get, post, qs, may} from './api.js';
 import {h, table, emptyRow, showPageError, clearPageError, isQuiet, fill, add} from './dom.js';
 import {num, timeEl} from './format.js';
-import {t} from './i18n.js';
+import {t, tOr} from './i18n.js';
+import {enumEl} from './enums.js';
 
 const REFRESH_MS = 3000;
 const PAGE = 50;
@@ -157,10 +158,10 @@ export function deliveriesTable(id, list, redeliver, withEndpoint) {
     t('webhooks.col.status'), t('webhooks.col.attempts'), t('webhooks.col.lastAnswer'), t('webhooks.col.next')];
   const rows = list.map((d) => h('tr', {'data-delivery': d.id, 'data-type': d.type, 'data-status': d.status},
     withEndpoint ? h('td', null, h('a', {href: '#/webhooks/' + encodeURIComponent(d.endpoint)}, d.endpoint)) : null,
-    h('td', null, h('code', null, d.type)),
+    h('td', null, enumEl('event', d.type)),
     h('td', null, h('code', {class: 'webhook-id'}, d.webhook_id)),
     h('td', null, d.broadcast_id ? h('a', {href: `#/broadcasts/${d.broadcast_id}`}, `#${d.broadcast_id}`) : '—'),
-    h('td', null, h('span', {class: ['badge', 'badge-' + STATUS_BADGE[d.status]]}, STATUS_BADGE[d.status] ? t(`webhooks.status.${d.status}`) : d.status)),
+    h('td', null, h('span', {class: ['badge', 'badge-' + STATUS_BADGE[d.status]]}, tOr(`webhooks.status.${d.status}`, d.status))),
     h('td', {class: 'num attempts'}, num(d.attempts)),
     h('td', {class: 'last-answer'}, lastAnswer(d)),
     h('td', null, timeEl(d.status === 'pending' ? d.next_attempt_at : d.delivered_at)),

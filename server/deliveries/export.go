@@ -19,9 +19,12 @@ import (
 // first ones leave at once, and a 10M export never sits in a buffer.
 const flushEvery = 1000
 
-// export is GET /push/broadcasts/{id}/outcomes?outcome=&format=ndjson|csv:
-// one line per kept target (user_id, token_id, outcome, code), streamed as
-// the outcomes are read, a chunk at a time.
+// export is GET /push/broadcasts/{id}/outcomes?outcome=&format=ndjson|csv
+// &code=&user_id=: one line per kept target (user_id, token_id, outcome,
+// code), streamed as the outcomes are read, a chunk at a time. code and
+// user_id keep only the lines that have them: the whole broadcast is
+// still read (the outcomes are kept by token, not by user or code), at
+// the unfiltered export's cost.
 func (r *Routes) export(c echo.Context) error {
 	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
 	if err != nil || id == 0 {
@@ -42,6 +45,16 @@ func (r *Routes) export(c echo.Context) error {
 	case "ndjson", "csv":
 	default:
 		return apierror.BadRequest("invalid_value", "format", "format must be ndjson or csv")
+	}
+	code := c.QueryParam("code")
+	if code != "" && r.KnownCode != nil && !r.KnownCode(code) {
+		return apierror.BadRequest("unknown_code", "code", "code %q is not an error code pushfan reports", code)
+	}
+	var user uint64
+	if q := c.QueryParam("user_id"); q != "" {
+		if user, err = strconv.ParseUint(q, 10, 64); err != nil || user == 0 {
+			return apierror.BadRequest("invalid_value", "user_id", "user_id %q is not a user id (a positive integer)", q)
+		}
 	}
 	if r.Domain == nil {
 		return unavailable()
@@ -68,6 +81,9 @@ func (r *Routes) export(c echo.Context) error {
 		w.WriteHeader(http.StatusOK)
 	}
 	err = r.Domain.Export(c.Request().Context(), id, kind, func(l outcomes.Line) error {
+		if (code != "" && l.Code != code) || (user != 0 && l.UserID != user) {
+			return nil
+		}
 		start()
 		if cw != nil {
 			if err := cw.Write([]string{strconv.FormatUint(l.UserID, 10), strconv.FormatUint(l.TokenID, 10), l.Outcome, l.Code}); err != nil {

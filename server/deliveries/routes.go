@@ -34,6 +34,9 @@ type Routes struct {
 	// EveryApp refuses a caller limited to some apps: a user's
 	// deliveries span every app's broadcasts.
 	EveryApp echo.MiddlewareFunc
+	// KnownCode says whether an export's ?code= is an error code pushfan
+	// reports (fcm.IsKnownCode); nil takes any.
+	KnownCode func(string) bool
 }
 
 // DefaultLimit is ?limit's default.

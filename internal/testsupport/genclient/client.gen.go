@@ -3022,8 +3022,11 @@ type ListFailuresParams struct {
 	// Cursor Opaque: the next_cursor of the previous page. One this API did not return is a 400 invalid_cursor.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// Code Only failures with this code.
+	// Code Only failures with this code; a code pushfan does not report is a 400 unknown_code.
 	Code *ErrorCode `form:"code,omitempty" json:"code,omitempty"`
+
+	// UserId Only this user's failures (the user the failed token belonged to when it was sent). Anything but a positive integer is a 400 invalid_value naming user_id; combines with code.
+	UserId *int64 `form:"user_id,omitempty" json:"user_id,omitempty"`
 }
 
 // ExportBroadcastOutcomesParams defines parameters for ExportBroadcastOutcomes.
@@ -3033,6 +3036,12 @@ type ExportBroadcastOutcomesParams struct {
 
 	// Format ndjson (default): one JSON object a line; csv: a header line, then one row a target.
 	Format *ExportBroadcastOutcomesParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// Code Only the targets that failed with this code (other outcomes carry none); a code pushfan does not report is a 400 unknown_code.
+	Code *ErrorCode `form:"code,omitempty" json:"code,omitempty"`
+
+	// UserId Only this user's targets (the tokens' current user). The whole broadcast is still read: the outcomes are kept by token. Anything but a positive integer is a 400 invalid_value naming user_id.
+	UserId *int64 `form:"user_id,omitempty" json:"user_id,omitempty"`
 }
 
 // ExportBroadcastOutcomesParamsOutcome defines parameters for ExportBroadcastOutcomes.
@@ -4456,7 +4465,7 @@ type ClientInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/events (the `WatchBroadcast` operationId).
 	WatchBroadcast(ctx context.Context, id BroadcastID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListFailures The broadcast's failed tokens, paged by keyset.
+	// ListFailures The broadcast's failed tokens, paged by keyset, optionally only one code's or one user's.
 	//
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5275,7 +5284,7 @@ func (c *Client) WatchBroadcast(ctx context.Context, id BroadcastID, reqEditors 
 	return c.Client.Do(req)
 }
 
-// ListFailures The broadcast's failed tokens, paged by keyset.
+// ListFailures The broadcast's failed tokens, paged by keyset, optionally only one code's or one user's.
 //
 // Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 func (c *Client) ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7445,6 +7454,18 @@ func NewListFailuresRequest(server string, id BroadcastID, params *ListFailuresP
 
 		}
 
+		if params.UserId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "user_id", *params.UserId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -7509,6 +7530,30 @@ func NewExportBroadcastOutcomesRequest(server string, id BroadcastID, params *Ex
 		if params.Format != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Code != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code", *params.Code, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UserId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "user_id", *params.UserId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -9842,7 +9887,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/events (the `WatchBroadcast` operationId).
 	WatchBroadcastWithResponse(ctx context.Context, id BroadcastID, reqEditors ...RequestEditorFn) (*WatchBroadcastResponse, error)
 
-	// ListFailuresWithResponse The broadcast's failed tokens, paged by keyset.
+	// ListFailuresWithResponse The broadcast's failed tokens, paged by keyset, optionally only one code's or one user's.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17310,7 +17355,7 @@ func (c *ClientWithResponses) WatchBroadcastWithResponse(ctx context.Context, id
 	return ParseWatchBroadcastResponse(rsp)
 }
 
-// ListFailuresWithResponse The broadcast's failed tokens, paged by keyset.
+// ListFailuresWithResponse The broadcast's failed tokens, paged by keyset, optionally only one code's or one user's.
 //
 // Returns a wrapper object for the known response body format(s).
 //
