@@ -93,8 +93,9 @@ func sliceText(b campaigns.Breakdown) string {
 // The checkpoints count each broadcast's sends per platform and per
 // variant, succeeded and failed apart, once however often a checkpoint is
 // retried; the breakdowns sum them exactly, and a broadcast sent before
-// they were counted is never split wrongly: by platform it stands whole
-// under "", by locale its keys leave succeeded and failed null.
+// they were counted (or whose counters a fenced holder's moved sends
+// raised) is never split wrongly: by platform it stands whole under "",
+// by locale its keys leave succeeded and failed null.
 func TestBreakdownsSumTheSendsTheCheckpointsSplit(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t).SQL.DB
@@ -123,6 +124,13 @@ func TestBreakdownsSumTheSendsTheCheckpointsSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A cancel's close moved a fenced holder's 2 sends out of canceled:
+	// the counters grew, no platform did, so its platforms are not split.
+	moved := sendThrough(t, db, s, `{"title":"t"}`, 6, "2026-12-02 13:00:00", checkpoint(0, [4]sends.Sent{2: sent(4, 0)}, nil))
+	if _, err := db.Exec("UPDATE broadcasts SET succeeded = succeeded + 2 WHERE id = ?", moved); err != nil {
+		t.Fatal(err)
+	}
+
 	var n [2]int64
 	if err := db.QueryRow("SELECT android_succeeded, android_failed FROM broadcasts WHERE id = ?", ab).Scan(&n[0], &n[1]); err != nil || n != [2]int64{37, 3} {
 		t.Fatalf("android of the A/B broadcast: %v %v", n, err)
@@ -142,7 +150,7 @@ func TestBreakdownsSumTheSendsTheCheckpointsSplit(t *testing.T) {
 		`"android" b=2 sent=75 t=- s=67 f=8 o=- c=- reach=- rate=0.8933 ctr=-`+"\n"+
 		`"ios" b=2 sent=53 t=- s=47 f=6 o=- c=- reach=- rate=0.8868 ctr=-`+"\n"+
 		`"other" b=1 sent=30 t=- s=25 f=5 o=- c=- reach=- rate=0.8333 ctr=-`+"\n"+
-		`"" b=2 sent=16 t=- s=13 f=3 o=- c=- reach=- rate=0.8125 ctr=-`+"\n"+
+		`"" b=3 sent=22 t=- s=19 f=3 o=- c=- reach=- rate=0.8636 ctr=-`+"\n"+
 		`"web" b=1 sent=12 t=- s=10 f=2 o=- c=- reach=- rate=0.8333 ctr=-`+"\n"; got != want {
 		t.Fatalf("by platform:\n%s\nwant\n%s", got, want)
 	}
@@ -150,7 +158,7 @@ func TestBreakdownsSumTheSendsTheCheckpointsSplit(t *testing.T) {
 		t.Fatal("by platform: no note")
 	}
 	if got, want := sliceText(breakdown(campaigns.ByLocale)), "[targeted succeeded failed reach success_rate ctr]\n"+
-		`"" b=3 sent=130 t=- s=111 f=19 o=2 c=1 reach=- rate=0.8538 ctr=0.0090`+"\n"+
+		`"" b=4 sent=136 t=- s=117 f=19 o=2 c=1 reach=- rate=0.8603 ctr=0.0085`+"\n"+
 		`"ko" b=2 sent=28 t=- s=26 f=2 o=11 c=5 reach=- rate=0.9286 ctr=0.1923`+"\n"+
 		`"default" b=2 sent=12 t=- s=11 f=1 o=0 c=0 reach=- rate=0.9167 ctr=0.0000`+"\n"+
 		`"en" b=1 sent=10 t=- s=9 f=1 o=0 c=0 reach=- rate=0.9000 ctr=0.0000`+"\n"+
@@ -158,9 +166,43 @@ func TestBreakdownsSumTheSendsTheCheckpointsSplit(t *testing.T) {
 		t.Fatalf("by locale:\n%s\nwant\n%s", got, want)
 	}
 	if got, want := sliceText(breakdown(campaigns.ByVariant)), "[targeted reach]\n"+
-		`"" b=4 sent=146 t=146 s=125 f=21 o=6 c=2 reach=0.8562 rate=0.8562 ctr=0.0160`+"\n"+
+		`"" b=5 sent=152 t=152 s=131 f=21 o=6 c=2 reach=0.8618 rate=0.8618 ctr=0.0153`+"\n"+
 		`"long" b=1 sent=20 t=- s=18 f=2 o=2 c=1 reach=- rate=0.9000 ctr=0.0556`+"\n"+
 		`"short" b=1 sent=20 t=- s=19 f=1 o=5 c=3 reach=- rate=0.9500 ctr=0.1579`+"\n"; got != want {
 		t.Fatalf("by variant:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A resend's successes move from its original's failed to its succeeded
+// on their platforms; a resend whose platforms were not counted leaves its
+// original's platforms not split (whole under ""), never guessed.
+func TestResendsMovePerPlatform(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t).SQL.DB
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig := insert(t, db, finished{at: "2026-12-01T10:00:00Z", category: "promo", targeted: 100, succeeded: 90, failed: 10})
+	exec("UPDATE broadcasts SET android_succeeded = 50, android_failed = 6, ios_succeeded = 40, ios_failed = 4 WHERE id = ?", orig)
+	resend := insert(t, db, finished{at: "2026-12-02T10:00:00Z", category: "promo", targeted: 10, succeeded: 7, failed: 3})
+	exec("UPDATE broadcasts SET parent_id = ?, android_succeeded = 4, android_failed = 2, ios_succeeded = 3, ios_failed = 1 WHERE id = ?", orig, resend)
+	orig2 := insert(t, db, finished{at: "2026-12-01T11:00:00Z", category: "promo", targeted: 12, succeeded: 10, failed: 2})
+	exec("UPDATE broadcasts SET android_succeeded = 10, android_failed = 2 WHERE id = ?", orig2)
+	old := insert(t, db, finished{at: "2026-12-02T11:00:00Z", category: "promo", targeted: 2, succeeded: 1, failed: 1})
+	exec("UPDATE broadcasts SET parent_id = ? WHERE id = ?", orig2, old)
+
+	from, to := days(t, "2026-12-01", "2026-12-02", time.UTC)
+	b, err := (&campaigns.Reader{DB: db}).Breakdown(context.Background(), campaigns.Query{Group: campaigns.ByCategory, From: from, To: to, Loc: time.UTC}, campaigns.ByPlatform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sliceText(b), "[targeted opened clicked reach ctr clicks_per_sent]\n"+
+		`"android" b=1 sent=56 t=- s=54 f=2 o=- c=- reach=- rate=0.9643 ctr=-`+"\n"+
+		`"ios" b=1 sent=44 t=- s=43 f=1 o=- c=- reach=- rate=0.9773 ctr=-`+"\n"+
+		`"" b=1 sent=12 t=- s=11 f=1 o=- c=- reach=- rate=0.9167 ctr=-`+"\n"; got != want {
+		t.Fatalf("by platform:\n%s\nwant\n%s", got, want)
 	}
 }
