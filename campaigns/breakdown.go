@@ -56,7 +56,7 @@ type Breakdown struct {
 // Notes say what a dimension's rows cannot show exactly.
 const (
 	notePlatform = "sends are counted per device platform (the token's platform as the send read it: android, ios, web, other for any other or none) but not targeted, so a platform has a success rate (succeeded ÷ sent), not a reach; an event names its target, not its platform, so opens and clicks by platform are not counted"
-	noteUnsplit  = "; the key \"\" holds broadcasts whose platforms were not counted (sent before pushfan counted them, or counted by a holder a takeover fenced off), whole"
+	noteUnsplit  = "; the key \"\" holds, whole, the broadcasts whose counts per platform do not add up to their succeeded and failed: sent before pushfan counted platforms (or resent by such a resend), or holding sends a cancel moved from an instance a takeover fenced off (those carry no platform)"
 	noteVariants = "a chunk's plan counts targets, not their variants, so a localized or A/B variant has a success rate (succeeded ÷ sent), not targeted or a reach"
 	noteOldSplit = "; succeeded and failed are not split for broadcasts sent before pushfan counted them per variant, nor for one whose resend recovered some failures (the resend's successes are not split), so keys with such a broadcast leave them null"
 )
