@@ -10,27 +10,36 @@ import (
 	"strings"
 
 	"pushfan/internal/platform/sqldb"
+	"pushfan/lease/sends"
 	"pushfan/model"
 )
 
-// Slice is one key's totals in a breakdown. Targeted, Succeeded, Failed,
-// Reach and CTR are null where they are not stored for the key: the
-// checkpoints count a localized or A/B variant's sends (Sent, succeeded
-// and failed together), never its successes apart.
+// Slice is one key's totals in a breakdown. A field is null where it is
+// not stored for the key (Breakdown.NotStored and Note say why): targeted
+// and reach for a variant or a platform (a chunk's plan counts targets,
+// not their variants or platforms), succeeded and failed for a split the
+// checkpoints did not count apart (a broadcast sent before they did),
+// and the opens and clicks by platform (an event names its target, not
+// its platform).
 type Slice struct {
 	Key        string `json:"key"`
 	Broadcasts int64  `json:"broadcasts"`
 	// Sent is what the engine sent: succeeded + failed.
-	Sent      int64    `json:"sent"`
-	Targeted  *int64   `json:"targeted"`
-	Succeeded *int64   `json:"succeeded"`
-	Failed    *int64   `json:"failed"`
-	Opened    int64    `json:"opened"`
-	Clicked   int64    `json:"clicked"`
-	Reach     *float64 `json:"reach"`
-	CTR       *float64 `json:"ctr"`
-	// ClicksPerSent is clicked ÷ sent, the one click ratio every key has.
-	ClicksPerSent float64 `json:"clicks_per_sent"`
+	Sent      int64  `json:"sent"`
+	Targeted  *int64 `json:"targeted"`
+	Succeeded *int64 `json:"succeeded"`
+	Failed    *int64 `json:"failed"`
+	Opened    *int64 `json:"opened"`
+	Clicked   *int64 `json:"clicked"`
+	// Reach is succeeded ÷ targeted.
+	Reach *float64 `json:"reach"`
+	// SuccessRate is succeeded ÷ sent: of what was sent, what FCM
+	// accepted (no targeted is needed, so a variant and a platform have it).
+	SuccessRate *float64 `json:"success_rate"`
+	// CTR is clicked ÷ succeeded.
+	CTR *float64 `json:"ctr"`
+	// ClicksPerSent is clicked ÷ sent.
+	ClicksPerSent *float64 `json:"clicks_per_sent"`
 }
 
 // Breakdown is a dimension's slices, by key, and what the stored data
@@ -46,16 +55,19 @@ type Breakdown struct {
 
 // Notes say what a dimension's rows cannot show exactly.
 const (
-	notePlatform = "pushfan keeps no device platform per send: a token's platform may change or the token go, so sends, opens and clicks by platform cannot be counted exactly from stored data"
-	noteVariants = "a localized or A/B variant's sends are counted (sent: succeeded and failed together), not its successes apart, so targeted, succeeded, failed, reach and CTR are shown only for keys whose broadcasts had no split"
+	notePlatform = "sends are counted per device platform (the token's platform as the send read it: android, ios, web, other for any other or none) but not targeted, so a platform has a success rate (succeeded ÷ sent), not a reach; an event names its target, not its platform, so opens and clicks by platform are not counted"
+	noteUnsplit  = "; the key \"\" holds, whole, the broadcasts whose counts per platform do not add up to their succeeded and failed: sent before pushfan counted platforms (or resent by such a resend), or holding sends a cancel moved from an instance a takeover fenced off (those carry no platform)"
+	noteVariants = "a chunk's plan counts targets, not their variants, so a localized or A/B variant has a success rate (succeeded ÷ sent), not targeted or a reach"
+	noteOldSplit = "; succeeded and failed are not split for broadcasts sent before pushfan counted them per variant, nor for one whose resend recovered some failures (the resend's successes are not split), so keys with such a broadcast leave them null"
 )
 
 // slice accumulates one key's slice.
 type slice struct {
 	Slice
-	targeted, succeeded, failed int64
-	partial                     bool // a part of a broadcast counted: its split is not stored
-	seen                        map[uint64]bool
+	targeted, succeeded, failed, opened, clicked int64
+	// What the key's broadcasts did not all store.
+	noTargeted, noSplit, noEvents bool
+	seen                          map[uint64]bool
 }
 
 func (s *slice) whole(b *sent) {
@@ -64,8 +76,8 @@ func (s *slice) whole(b *sent) {
 	s.targeted += b.targeted
 	s.succeeded += b.succeeded
 	s.failed += b.failed
-	s.Opened += b.opened
-	s.Clicked += b.clicked
+	s.opened += b.opened
+	s.clicked += b.clicked
 }
 
 func (s *slice) count(id uint64) {
@@ -75,12 +87,21 @@ func (s *slice) count(id uint64) {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func (s *slice) done() Slice {
 	out := s.Slice
-	out.ClicksPerSent = ratio(out.Clicked, out.Sent)
-	if !s.partial {
-		reach, ctr := ratio(s.succeeded, s.targeted), ratio(s.Clicked, s.succeeded)
-		out.Targeted, out.Succeeded, out.Failed, out.Reach, out.CTR = &s.targeted, &s.succeeded, &s.failed, &reach, &ctr
+	if !s.noEvents {
+		out.Opened, out.Clicked, out.ClicksPerSent = ptr(s.opened), ptr(s.clicked), ptr(ratio(s.clicked, out.Sent))
+	}
+	if !s.noSplit {
+		out.Succeeded, out.Failed, out.SuccessRate = ptr(s.succeeded), ptr(s.failed), ptr(ratio(s.succeeded, out.Sent))
+		if !s.noEvents {
+			out.CTR = ptr(ratio(s.clicked, s.succeeded))
+		}
+		if !s.noTargeted {
+			out.Targeted, out.Reach = ptr(s.targeted), ptr(ratio(s.succeeded, s.targeted))
+		}
 	}
 	return out
 }
@@ -100,43 +121,113 @@ func (ss sliceSet) at(key string) *slice {
 // Breakdown splits q's broadcasts by dim (see Slice and the package doc).
 func (r *Reader) Breakdown(ctx context.Context, q Query, dim Dimension) (Breakdown, error) {
 	out := Breakdown{By: dim, Rows: []Slice{}, NotStored: []string{}}
-	if dim == ByPlatform {
-		out.NotStored = []string{"broadcasts", "sent", "targeted", "succeeded", "failed", "opened", "clicked", "reach", "ctr", "clicks_per_sent"}
-		out.Note = notePlatform
-		return out, nil
-	}
 	bs, err := r.finished(ctx, q)
 	if err != nil {
 		return Breakdown{}, err
 	}
 	ss := sliceSet{}
-	if dim == ByApp {
+	switch dim {
+	case ByApp:
 		for i := range bs {
 			ss.at(bs[i].app).whole(&bs[i])
 		}
-	} else if err := r.splitVariants(ctx, bs, dim, ss); err != nil {
-		return Breakdown{}, err
+	case ByPlatform:
+		byPlatform(bs, ss)
+	default:
+		if err := r.splitVariants(ctx, bs, dim, ss); err != nil {
+			return Breakdown{}, err
+		}
 	}
-	partial := false
 	for _, k := range slices.Sorted(maps.Keys(ss)) {
 		out.Rows = append(out.Rows, ss[k].done())
-		partial = partial || ss[k].partial
 	}
 	slices.SortStableFunc(out.Rows, func(a, b Slice) int { return cmp.Compare(b.Sent, a.Sent) })
-	if partial {
-		out.NotStored = []string{"targeted", "succeeded", "failed", "reach", "ctr"}
-		out.Note = noteVariants
-	}
+	out.NotStored, out.Note = notStored(dim, out.Rows)
 	return out, nil
+}
+
+// byPlatform adds bs to ss by platform: a broadcast whose platforms were
+// counted exactly by the counts per platform, the others whole under "".
+func byPlatform(bs []sent, ss sliceSet) {
+	for i := range bs {
+		b := &bs[i]
+		if !b.platOK {
+			s := ss.at("")
+			s.whole(b)
+			s.noTargeted, s.noEvents = true, true
+			continue
+		}
+		for p, n := range b.plat {
+			if n == (sends.Sent{}) {
+				continue
+			}
+			s := ss.at(model.Platforms[p])
+			s.count(b.id)
+			s.noTargeted, s.noEvents = true, true
+			s.Sent += n.Succeeded + n.Failed
+			s.succeeded += n.Succeeded
+			s.failed += n.Failed
+		}
+	}
+}
+
+// notStored names the fields rows leave null, and the note that says why.
+func notStored(dim Dimension, rows []Slice) ([]string, string) {
+	null := map[string]bool{}
+	unsplit := false
+	for _, r := range rows {
+		for name, isNull := range map[string]bool{"targeted": r.Targeted == nil, "succeeded": r.Succeeded == nil, "failed": r.Failed == nil,
+			"opened": r.Opened == nil, "clicked": r.Clicked == nil, "reach": r.Reach == nil, "success_rate": r.SuccessRate == nil,
+			"ctr": r.CTR == nil, "clicks_per_sent": r.ClicksPerSent == nil} {
+			null[name] = null[name] || isNull
+		}
+		unsplit = unsplit || (dim == ByPlatform && r.Key == "") || r.Succeeded == nil
+	}
+	if dim == ByPlatform {
+		out := []string{"targeted", "opened", "clicked", "reach", "ctr", "clicks_per_sent"}
+		if unsplit {
+			return out, notePlatform + noteUnsplit
+		}
+		return out, notePlatform
+	}
+	var out []string
+	for _, name := range []string{"targeted", "succeeded", "failed", "opened", "clicked", "reach", "success_rate", "ctr", "clicks_per_sent"} {
+		if null[name] {
+			out = append(out, name)
+		}
+	}
+	switch {
+	case len(out) == 0:
+		return []string{}, ""
+	case unsplit:
+		return out, noteVariants + noteOldSplit
+	}
+	return out, noteVariants
 }
 
 // split is what a broadcast with variants stored: its sends per engine
 // variant ("ko", "default", "short", "short:ko") and its opens and clicks
 // per A/B and localized variant (indexes from 1; 0: none).
 type split struct {
-	targets map[string]int64
-	events  map[[2]int]*[2]int64 // opened, clicked
-	msg     model.Message
+	targets map[string]sends.Sent
+	// exact: every row counted succeeded and failed apart, and they add
+	// up to the broadcast's own (see exact).
+	exact  bool
+	events map[[2]int]*[2]int64 // opened, clicked
+	msg    model.Message
+}
+
+// exactFor says whether sp's split of succeeded and failed is b's: every
+// row counted them (a row from before has targets only), they sum to b's
+// succeeded (a fenced holder's moved sends are in b's, not in a row), no
+// more than its failed (a target no variant fits fails under none), and
+// no resend moved any of b's failures to its succeeded.
+func (sp *split) exactFor(b *sent) bool {
+	var ok, failed int64
+	for _, n := range sp.targets {
+		ok, failed = ok+n.Succeeded, failed+n.Failed
+	}
+	return sp.exact && b.recovered == 0 && ok == b.succeeded && failed <= b.failed
 }
 
 // splitVariants adds bs to ss by locale or A/B variant: a broadcast
@@ -169,18 +260,22 @@ func (r *Reader) splitVariants(ctx context.Context, bs []sent, dim Dimension, ss
 				return name
 			}
 		}
+		exact := sp.exactFor(b)
 		for name, n := range sp.targets {
 			s := ss.at(key(name))
 			s.count(b.id)
-			s.partial = true
-			s.Sent += n
+			s.noTargeted = true
+			s.noSplit = s.noSplit || !exact
+			s.Sent += n.Succeeded + n.Failed
+			s.succeeded += n.Succeeded
+			s.failed += n.Failed
 		}
 		for k, oc := range sp.events {
 			s := ss.at(sp.eventKey(dim, k[0], k[1]))
 			s.count(b.id)
-			s.partial = true
-			s.Opened += oc[0]
-			s.Clicked += oc[1]
+			s.noTargeted = true
+			s.opened += oc[0]
+			s.clicked += oc[1]
 		}
 	}
 	return nil
@@ -223,28 +318,33 @@ func (r *Reader) readSplits(ctx context.Context, bs []sent, into map[uint64]*spl
 	for i := range bs {
 		args[i] = bs[i].id
 	}
-	rows, err := r.DB.QueryContext(ctx, "SELECT broadcast_id, variant, targets FROM broadcast_variants WHERE broadcast_id IN ("+sqldb.InList(len(args))+")", args...)
+	rows, err := r.DB.QueryContext(ctx, "SELECT broadcast_id, variant, targets, succeeded, failed FROM broadcast_variants WHERE broadcast_id IN ("+sqldb.InList(len(args))+")", args...)
 	if err != nil {
 		return fmt.Errorf("campaigns: read variant sends: %w", err)
 	}
 	var ids []any
 	for rows.Next() {
 		var (
-			id   uint64
-			name string
-			n    int64
+			id        uint64
+			name      string
+			n, ok, nf int64
 		)
-		if err := rows.Scan(&id, &name, &n); err != nil {
+		if err := rows.Scan(&id, &name, &n, &ok, &nf); err != nil {
 			rows.Close()
 			return fmt.Errorf("campaigns: read variant sends: %w", err)
 		}
 		sp := into[id]
 		if sp == nil {
-			sp = &split{targets: map[string]int64{}, events: map[[2]int]*[2]int64{}}
+			sp = &split{targets: map[string]sends.Sent{}, exact: true, events: map[[2]int]*[2]int64{}}
 			into[id] = sp
 			ids = append(ids, id)
 		}
-		sp.targets[name] += n
+		if ok+nf != n {
+			// Counted before succeeded and failed were: its sends stand
+			// as one count, all in failed here, so that Sent is right.
+			sp.exact, ok, nf = false, 0, n
+		}
+		sp.targets[name] = sends.Sent{Succeeded: ok, Failed: nf}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

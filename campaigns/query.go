@@ -1,6 +1,8 @@
 // Package campaigns reads the broadcasts as campaigns: grouped by category,
 // cron job or analytics label, per day or week in the viewer's time zone
-// (Trends), and broken down by app, locale or A/B variant (Breakdown).
+// (Trends), and broken down by device platform, app, locale or A/B
+// variant (Breakdown), from the sends per platform and per variant the
+// checkpoints count (package lease/sends).
 // Read-only, from the counters the checkpoints and the engagement group
 // commit keep exact (docs/analytics.md#campaigns).
 //
@@ -13,7 +15,8 @@
 // key look-up per broadcast and two of engagement_counts (its key starts
 // with broadcast_id); 10,000 broadcasts a year are at most about 11,000
 // rows for the longest range allowed (MaxDays), aggregated here. The
-// breakdowns by locale and A/B variant read, in batches of IDBatch, the
+// breakdown by platform reads nothing more (its counters are columns of
+// the same rows). The breakdowns by locale and A/B variant read, in batches of IDBatch, the
 // broadcasts' per-variant counts and the messages of those that have
 // variants (the names the engagement counts' indexes refer to).
 package campaigns

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pushfan/internal/platform/sqldb"
+	"pushfan/lease/sends"
 	"pushfan/model"
 )
 
@@ -68,6 +69,36 @@ type sent struct {
 	finished                                     time.Time
 	group, app                                   string
 	targeted, succeeded, failed, opened, clicked int64
+	// plat are its sends per platform (model.Platforms' order), platOK
+	// whether they are its succeeded and failed exactly (see platformsOf).
+	plat   [4]sends.Sent
+	platOK bool
+	// recovered is how many of its failures its resends moved to succeeded.
+	recovered int64
+}
+
+// platformsOf reads a broadcast's sends per platform (sends.PlatformColumns)
+// from vals, and says whether they are its counters split exactly: they
+// sum to succeeded and failed. They do not for a broadcast sent before
+// they were counted (0 in every column), nor where a cancel's close moved
+// a fenced holder's sends out of canceled (its counters grew, without a
+// platform).
+func platformsOf(vals *[8]int64, succeeded, failed int64) (plat [4]sends.Sent, ok bool) {
+	var sOK, sFail int64
+	for i := range plat {
+		plat[i] = sends.Sent{Succeeded: vals[2*i], Failed: vals[2*i+1]}
+		sOK, sFail = sOK+vals[2*i], sFail+vals[2*i+1]
+	}
+	return plat, sOK == succeeded && sFail == failed
+}
+
+// platformDests are Scan's destinations for the platform columns.
+func platformDests(vals *[8]int64) []any {
+	out := make([]any, len(vals))
+	for i := range vals {
+		out[i] = &vals[i]
+	}
+	return out
 }
 
 // groupColumn is the SQL of a broadcast's group value ("" for none). The
@@ -121,18 +152,21 @@ func (r *Reader) originals(ctx context.Context, q Query) ([]sent, error) {
 	// variant and type: a look-up of their key's prefix per broadcast.
 	rows, err := r.DB.QueryContext(ctx, `SELECT b.id, b.finished_at, `+col+`, b.app, b.targeted, b.succeeded, b.failed,
 			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?),
-			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?)
+			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?),
+			`+sends.PlatformColumns("b")+`
 		FROM broadcasts b WHERE `+strings.Join(where, " AND "), args...)
 	if err != nil {
 		return nil, fmt.Errorf("campaigns: read broadcasts: %w", err)
 	}
 	defer rows.Close()
 	var out []sent
+	var plat [8]int64
 	for rows.Next() {
 		var s sent
-		if err := rows.Scan(&s.id, &s.finished, &s.group, &s.app, &s.targeted, &s.succeeded, &s.failed, &s.opened, &s.clicked); err != nil {
+		if err := rows.Scan(append([]any{&s.id, &s.finished, &s.group, &s.app, &s.targeted, &s.succeeded, &s.failed, &s.opened, &s.clicked}, platformDests(&plat)...)...); err != nil {
 			return nil, fmt.Errorf("campaigns: read broadcasts: %w", err)
 		}
+		s.plat, s.platOK = platformsOf(&plat, s.succeeded, s.failed)
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -191,9 +225,10 @@ func (r *Reader) recovered(ctx context.Context, q Query, out []sent) error {
 	for i, s := range out {
 		byID[s.id] = i
 	}
-	rows, err := r.DB.QueryContext(ctx, `SELECT b.id, b.parent_id, b.succeeded,
+	rows, err := r.DB.QueryContext(ctx, `SELECT b.id, b.parent_id, b.succeeded, b.failed,
 			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?),
-			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?)
+			(SELECT COALESCE(SUM(c.n), 0) FROM engagement_counts c WHERE c.broadcast_id = b.id AND c.type = ?),
+			`+sends.PlatformColumns("b")+`
 		FROM broadcasts b WHERE b.finished_at >= ? AND b.parent_id IS NOT NULL AND b.dry_run = 0`,
 		uint8(model.EventOpened), uint8(model.EventClicked), q.From.UTC())
 	if err != nil {
@@ -202,12 +237,14 @@ func (r *Reader) recovered(ctx context.Context, q Query, out []sent) error {
 	defer rows.Close()
 	parent := map[uint64]uint64{}
 	gained := map[uint64]sent{}
+	var plat [8]int64
 	for rows.Next() {
 		var id, p uint64
 		var g sent
-		if err := rows.Scan(&id, &p, &g.succeeded, &g.opened, &g.clicked); err != nil {
+		if err := rows.Scan(append([]any{&id, &p, &g.succeeded, &g.failed, &g.opened, &g.clicked}, platformDests(&plat)...)...); err != nil {
 			return fmt.Errorf("campaigns: read resends: %w", err)
 		}
+		g.plat, g.platOK = platformsOf(&plat, g.succeeded, g.failed)
 		parent[id], gained[id] = p, g
 	}
 	if err := rows.Err(); err != nil {
@@ -228,11 +265,29 @@ func (r *Reader) recovered(ctx context.Context, q Query, out []sent) error {
 			n := min(g.succeeded, s.failed)
 			s.succeeded += n
 			s.failed -= n
+			s.recovered += n
 			s.opened += g.opened
 			s.clicked += g.clicked
+			s.platOK = s.platOK && g.platOK && movePlatforms(&s.plat, g.plat) == n
 		}
 	}
 	return nil
+}
+
+// movePlatforms moves a resend's successes per platform from its
+// original's failed to succeeded, at most the original's failed on each,
+// and returns how many moved: the resend's targets are the original's
+// failures, so it is what moved in all unless a token changed platform
+// between the two sends (the caller then reads the split as not exact).
+func movePlatforms(orig *[4]sends.Sent, resend [4]sends.Sent) int64 {
+	var moved int64
+	for i := range orig {
+		n := min(resend[i].Succeeded, orig[i].Failed)
+		orig[i].Succeeded += n
+		orig[i].Failed -= n
+		moved += n
+	}
+	return moved
 }
 
 // timeout bounds a report's reads (the database's timeout).

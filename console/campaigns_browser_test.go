@@ -22,7 +22,8 @@ type campaignTotals struct{ broadcasts, targeted, succeeded, failed, opened, cli
 // totals of the broadcasts sent (opens and clicks as reported through the
 // events route); the chart has a bar with its value; the CSV download's
 // rows are the table's; grouping by analytics label regroups them; the
-// breakdown by app holds every send; the Korean page has every string.
+// breakdowns by app and by platform hold every send; the Korean page has
+// every string.
 func TestConsoleCampaignsShowTheExactTotals(t *testing.T) {
 	const users = 40
 	cfg := filepath.Join(t.TempDir(), "pushfan.yaml")
@@ -136,7 +137,15 @@ func TestConsoleCampaignsShowTheExactTotals(t *testing.T) {
 	// The breakdown by app: every send of the range in the one app.
 	e.waitFor("the breakdown by app", 20*time.Second, fmt.Sprintf(`document.querySelector('#campaigns-breakdown-table tr[data-key="default"] td.sent')?.dataset.value === '%d'`, sent))
 	e.setValue("#campaigns-by", "platform")
-	e.waitFor("the platform's note", 20*time.Second, `document.querySelector('#campaigns-note') !== null && document.querySelectorAll('#campaigns-breakdown-table tbody tr[data-key]').length === 0`)
+	// By platform: every send under its token's platform (the seeded
+	// tokens are the users' first: android), with a success rate, no
+	// opens, and the note saying why.
+	e.waitFor("the breakdown by platform", 20*time.Second, fmt.Sprintf(`(() => {
+		const trs = [...document.querySelectorAll('#campaigns-breakdown-table tbody tr[data-key]')];
+		return document.querySelector('#campaigns-note') !== null && trs.length === 1
+			&& trs.every((tr) => tr.dataset.key === 'android' && tr.querySelector('td.success-rate').dataset.value !== ''
+				&& tr.querySelector('td.opened').dataset.value === '')
+			&& trs.reduce((n, tr) => n + Number(tr.querySelector('td.sent').dataset.value), 0) === %d })()`, sent))
 
 	// A range over 400 days is refused, in words.
 	e.expectBrowserError("/push/campaigns")

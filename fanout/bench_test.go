@@ -37,7 +37,7 @@ func newGenSource(n int) *genSource {
 func (s *genSource) Page(_ context.Context, after uint64, limit int, dst []fanout.Target) ([]fanout.Target, error) {
 	dst = dst[:0]
 	for id := after + 1; id <= s.n && len(dst) < limit; id++ {
-		dst = append(dst, fanout.Target{Cursor: id, TokenID: id, UserID: id, Token: s.tokens[id%uint64(len(s.tokens))]})
+		dst = append(dst, fanout.Target{Cursor: id, TokenID: id, UserID: id, Token: s.tokens[id%uint64(len(s.tokens))], Platform: benchPlatforms[id%3]})
 	}
 	return dst, nil
 }
@@ -214,3 +214,7 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// benchPlatforms are the targets' platforms, counted per platform by
+// every Commit as a run's are.
+var benchPlatforms = [3]string{"android", "ios", "web"}

@@ -69,12 +69,20 @@ type page struct {
 	// variant[i] is target i's index in names (Job.Variants); nil without.
 	variant []uint16
 	names   []string
+	// platform[i] is target i's Platform; nil when no target has one.
+	platform []string
 }
 
 func newPage(ts []Target) *page {
 	pg := &page{ids: make([]uint64, len(ts)), state: make([]atomic.Uint32, len(ts)), fails: make([]*Failure, len(ts))}
 	for i, t := range ts {
 		pg.ids[i] = t.Cursor
+		if t.Platform != "" {
+			if pg.platform == nil {
+				pg.platform = make([]string, len(ts))
+			}
+			pg.platform[i] = t.Platform
+		}
 	}
 	return pg
 }
@@ -144,9 +152,12 @@ type Committed struct {
 	// user twice, or in both): a capped run's checkpoint settles their
 	// reservations. Nil without Job.Cap.
 	SentUsers, UnsentUsers []uint64
-	// Variants counts the delta's sent targets (succeeded or failed) per
-	// Job.Variants name; nil when the run has no variants.
-	Variants map[string]int64
+	// Variants counts the delta's sent targets per Job.Variants name,
+	// succeeded and failed apart; nil when the run has no variants.
+	Variants map[string]Sent
+	// Platforms counts the delta's sent targets per Target.Platform ("":
+	// none), succeeded and failed apart; nil when it sent none.
+	Platforms map[string]Sent
 	// SucceededIDs and CappedIDs are the cursors of the delta's succeeded
 	// and capped targets, in read order (its failed ones are in Failures).
 	// A checkpoint fenced off by a takeover stores them aside: if a cancel
@@ -190,8 +201,8 @@ func (p *Progress) Commit(resumable bool) Committed {
 				all = false
 				continue
 			}
-			if pg.variant != nil && o != outCanceled && o != outCapped {
-				c.countVariant(pg, j)
+			if o == outSucceeded || o == outFailed {
+				c.countSent(pg, j, o == outSucceeded)
 			}
 			if pg.users != nil {
 				switch o {
@@ -233,16 +244,37 @@ func (p *Progress) Commit(resumable bool) Committed {
 	return c
 }
 
-// countVariant counts target j of pg under its variant.
-func (c *Committed) countVariant(pg *page, j int) {
-	v := pg.variant[j]
-	if v == noVariant {
+// Sent is how many sent targets FCM accepted and how many failed.
+type Sent struct{ Succeeded, Failed int64 }
+
+func (s Sent) add(ok bool) Sent {
+	if ok {
+		s.Succeeded++
+	} else {
+		s.Failed++
+	}
+	return s
+}
+
+// countSent counts sent target j of pg (ok: succeeded) under its platform
+// and its variant.
+func (c *Committed) countSent(pg *page, j int, ok bool) {
+	plat := ""
+	if pg.platform != nil {
+		plat = pg.platform[j]
+	}
+	if c.Platforms == nil {
+		c.Platforms = make(map[string]Sent, 4)
+	}
+	c.Platforms[plat] = c.Platforms[plat].add(ok)
+	if pg.variant == nil || pg.variant[j] == noVariant {
 		return
 	}
 	if c.Variants == nil {
-		c.Variants = make(map[string]int64, len(pg.names))
+		c.Variants = make(map[string]Sent, len(pg.names))
 	}
-	c.Variants[pg.names[v]]++
+	name := pg.names[pg.variant[j]]
+	c.Variants[name] = c.Variants[name].add(ok)
 }
 
 // compact merges adjacent range segments and moves the watermark over the

@@ -19,6 +19,9 @@ type Target struct {
 	// Locale is the user's language tag as the audience stores it ("" when
 	// unknown), for localized messages (Job.Variants).
 	Locale string
+	// Platform is the device's platform as the sends are counted under
+	// it (Committed.Platforms; "" when the Source does not read it).
+	Platform string
 }
 
 // Message is what a broadcast sends to every target. It is built once per

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,8 +38,12 @@ func TestRunVariantsPrepareOncePerVariantAndCountExactly(t *testing.T) {
 		}
 		return fmt.Sprintf("ok-%d", i)
 	})
+	plats := []string{"android", "ios", "web", ""}
+	want, wantPlat := map[string]Sent{}, map[string]Sent{}
 	for i := range ts {
-		ts[i].Locale = langs[i%3]
+		ts[i].Locale, ts[i].Platform = langs[i%3], plats[i%4]
+		want[langs[i%3]] = want[langs[i%3]].add(i%10 != 9)
+		wantPlat[plats[i%4]] = wantPlat[plats[i%4]].add(i%10 != 9)
 	}
 	s := &variantSender{}
 	e := testEngine(t, Config{Concurrency: 50, PageSize: 128}, s)
@@ -61,13 +66,10 @@ func TestRunVariantsPrepareOncePerVariantAndCountExactly(t *testing.T) {
 	if got := s.prepares.Load(); got != 4 { // the job's message and three variants
 		t.Fatalf("Prepare called %d times, want 4 (once per variant, never per target)", got)
 	}
-	want := map[string]int64{"ko": n / 3, "ja": n / 3, "default": n / 3}
-	for k, w := range want {
-		if c.Variants[k] != w {
-			t.Fatalf("variant counts %v, want %v", c.Variants, want)
-		}
+	if !maps.Equal(c.Variants, want) || !maps.Equal(c.Platforms, wantPlat) {
+		t.Fatalf("sends per variant %v, per platform %v; want %v and %v", c.Variants, c.Platforms, want, wantPlat)
 	}
-	if len(c.Variants) != len(want) || c.Succeeded+c.Failed != n || c.Failed != n/10 {
+	if c.Succeeded+c.Failed != n || c.Failed != n/10 {
 		t.Fatalf("committed %+v, want %d sent, %d failed, variants %v", c, n, n/10, want)
 	}
 	for _, tg := range ts {
@@ -94,7 +96,7 @@ func TestRunVariantsBadPickFailsTheTarget(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if c.Failed != 3 || c.Errors[CodeMessage] != 3 || c.Succeeded != 7 || c.Variants["a"] != 7 || len(c.Variants) != 1 {
+	if c.Failed != 3 || c.Errors[CodeMessage] != 3 || c.Succeeded != 7 || c.Variants["a"] != (Sent{Succeeded: 7}) || len(c.Variants) != 1 {
 		t.Fatalf("committed %+v", c)
 	}
 }

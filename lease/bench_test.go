@@ -10,6 +10,7 @@ import (
 	"pushfan/internal/devtools/demo"
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
+	leasesends "pushfan/lease/sends"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -17,7 +18,8 @@ import (
 // BenchmarkCheckpoint measures one chunk checkpoint (what a running chunk
 // stores every PUSHFAN_FLUSH_INTERVAL): one transaction that locks and
 // fences the chunk row, moves its cursor and done ranges, renews its
-// lease, adds the counters to the broadcast and reads the cancel flag.
+// lease, adds the counters (and the sends per platform, in the same
+// statement) to the broadcast and reads the cancel flag.
 // "counters" is the common case; "failures=N" also stores N failure rows
 // and invalidates N dead tokens. Reported per call and as checkpoints/s.
 func BenchmarkCheckpoint(b *testing.B) {
@@ -37,7 +39,9 @@ func benchCheckpoint(b *testing.B, failures int) {
 	next := uint64(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{Lo: c.Cursor + 510, Hi: c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute}
+		cp := lease.Checkpoint{Cursor: c.Cursor + 500, Done: []lease.Range{{Lo: c.Cursor + 510, Hi: c.Cursor + 600}}, Succeeded: 590, End: lease.KeepLease, Lease: time.Minute,
+			// Its sends per platform, added in the broadcasts row's UPDATE.
+			Sends: leasesends.Split{Platforms: [4]leasesends.Sent{{Succeeded: 300}, {Succeeded: 200}, {Succeeded: 90}}}}
 		if failures > 0 {
 			fs := make([]model.Failure, failures)
 			dead := make([]repository.Invalidation, failures)

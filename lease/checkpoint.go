@@ -12,6 +12,7 @@ import (
 	"pushfan/internal/platform/sqldb"
 	"pushfan/lease/codec"
 	"pushfan/lease/outcome"
+	"pushfan/lease/sends"
 )
 
 // End says what a checkpoint does with the lease.
@@ -51,9 +52,9 @@ type Checkpoint struct {
 	// their write-back to the app's table (it kept failing), added to the
 	// broadcast's writeback_failures.
 	WriteBackFailures int64
-	// Variants are the targets sent per message variant (a localized
-	// message's languages), added to the broadcast's; nil for none.
-	Variants map[string]int64
+	// Sends are the sent targets by variant and by platform, added to the
+	// broadcast's beside Succeeded and Failed (package sends).
+	Sends sends.Split
 	// CancelRest, with End Done, counts the chunk's planned targets that
 	// still have no outcome as canceled (the run was canceled or failed
 	// before it read them): the plan's count tells how many, so nothing is
@@ -246,7 +247,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 				return fmt.Errorf("chunk counts: %w", err)
 			}
 		}
-		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, canceled, res.Invalidated, cp.WriteBackFailures, cp.Errors); err != nil {
+		if err := addCounts(ctx, tx, c.BroadcastID, cp.Succeeded, cp.Failed, canceled, res.Invalidated, cp.WriteBackFailures, cp.Errors, cp.Sends); err != nil {
 			return err
 		}
 		if err := applyMoved(ctx, tx, c.BroadcastID, fenced, min(fenced.total(), canceled)); err != nil {
@@ -255,7 +256,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if err := addCapped(ctx, tx, c.BroadcastID, cp.Capped); err != nil {
 			return err
 		}
-		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
+		if err := sends.AddVariants(ctx, tx, c.BroadcastID, cp.Sends.Variants); err != nil {
 			return err
 		}
 		if err := addRate(ctx, tx, c.BroadcastID, cp.Succeeded+cp.Failed); err != nil {
@@ -283,7 +284,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 // Column widths, kept in Go so strict SQL mode never rejects a checkpoint
 // over an over-long code or reason.
 const (
-	maxCodeRunes    = 64  // broadcast_errors.code, broadcast_variants.variant
+	maxCodeRunes    = 64  // broadcast_errors.code
 	maxRefusalBytes = 255 // broadcast_chunks.refusal
 )
 
@@ -310,14 +311,16 @@ func readCancel(ctx context.Context, tx *sql.Tx, id uint64, res *Result) error {
 	return nil
 }
 
-// addCounts adds outcome counters to a broadcast. It is the only writer of
-// the counters besides Stop, and runs in the same transaction as the
-// chunk row that records them, so they are never added twice.
-func addCounts(ctx context.Context, tx *sql.Tx, id uint64, succeeded, failed, canceled, invalidated, writeBackFailures int64, errs map[string]int64) error {
+// addCounts adds outcome counters, and the sends per platform in the same
+// statement, to a broadcast. It is the only writer of the counters besides
+// Stop, and runs in the same transaction as the chunk row that records
+// them, so they are never added twice.
+func addCounts(ctx context.Context, tx *sql.Tx, id uint64, succeeded, failed, canceled, invalidated, writeBackFailures int64, errs map[string]int64, split sends.Split) error {
 	if succeeded != 0 || failed != 0 || canceled != 0 || invalidated != 0 || writeBackFailures != 0 {
+		set, args := split.PlatformSet()
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET succeeded = succeeded + ?, failed = failed + ?,
-			canceled = canceled + ?, invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ? WHERE id = ?`,
-			succeeded, failed, canceled, invalidated, writeBackFailures, id); err != nil {
+			canceled = canceled + ?, invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ?`+set+` WHERE id = ?`,
+			append(append([]any{succeeded, failed, canceled, invalidated, writeBackFailures}, args...), id)...); err != nil {
 			return fmt.Errorf("add counters: %w", err)
 		}
 	}

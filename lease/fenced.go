@@ -10,6 +10,7 @@ import (
 
 	"pushfan/lease/codec"
 	"pushfan/lease/outcome"
+	"pushfan/lease/sends"
 )
 
 // A holder fenced off by a takeover (it stalled past its lease, and another
@@ -326,8 +327,10 @@ func lateFenced(ctx context.Context, tx *sql.Tx, c *Claim, cp Checkpoint, unsent
 			}
 		}
 		// Its sends per variant, as any late holder's: they were sent,
-		// whoever's outcome counts for a target.
-		if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
+		// whoever's outcome counts for a target. Not per platform: those
+		// are counted beside the counters, which count only its outcomes
+		// among unsent here (the campaigns read such a split as not exact).
+		if err := sends.AddVariants(ctx, tx, c.BroadcastID, cp.Sends.Variants); err != nil {
 			return err
 		}
 	}

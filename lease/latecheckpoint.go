@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"pushfan/lease/sends"
 )
 
 // lateCheckpoint stores cp of a late holder: c's chunk was closed by a
@@ -100,9 +102,10 @@ func (s *Store) lateCheckpoint(ctx context.Context, tx *sql.Tx, c *Claim, cp Che
 		return false, fmt.Errorf("late holder: %w", err)
 	}
 	if moved > 0 || res.Invalidated > 0 || cp.WriteBackFailures > 0 {
+		set, args := cp.Sends.PlatformSet()
 		if _, err := tx.ExecContext(ctx, `UPDATE broadcasts SET targeted = targeted + ?, succeeded = succeeded + ?, failed = failed + ?,
-				canceled = canceled - ?, invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ? WHERE id = ?`,
-			moved-fromCanceled, cp.Succeeded, cp.Failed, fromCanceled, res.Invalidated, cp.WriteBackFailures, c.BroadcastID); err != nil {
+				canceled = canceled - ?, invalidated_tokens = invalidated_tokens + ?, writeback_failures = writeback_failures + ?`+set+` WHERE id = ?`,
+			append(append([]any{moved - fromCanceled, cp.Succeeded, cp.Failed, fromCanceled, res.Invalidated, cp.WriteBackFailures}, args...), c.BroadcastID)...); err != nil {
 			return false, fmt.Errorf("move late outcomes out of canceled: %w", err)
 		}
 	}
@@ -112,7 +115,7 @@ func (s *Store) lateCheckpoint(ctx context.Context, tx *sql.Tx, c *Claim, cp Che
 	if err := addCapped(ctx, tx, c.BroadcastID, cp.Capped); err != nil {
 		return false, err
 	}
-	if err := AddVariantCounts(ctx, tx, c.BroadcastID, cp.Variants); err != nil {
+	if err := sends.AddVariants(ctx, tx, c.BroadcastID, cp.Sends.Variants); err != nil {
 		return false, err
 	}
 	if err := addRate(ctx, tx, c.BroadcastID, cp.Succeeded+cp.Failed); err != nil {

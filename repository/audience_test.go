@@ -50,7 +50,11 @@ func seedAudienceFixture(t *testing.T, s *repository.Store) audienceFixture {
 	for i, p := range toInsert {
 		tok := fmt.Sprintf("fixture-%d-%d", p.user, p.n)
 		id := insertToken(t, s, p.user, tok)
-		f.tokens = append(f.tokens, repository.Target{TokenID: id, UserID: p.user, Token: tok, Locale: localeOf(p.user)})
+		// The platform as apps write it, in any case or none: the page
+		// names it as the sends are counted (android, ios, web, other).
+		raw, plat := []any{"android", "iOS", "web", "windows", nil}[i%5], []string{"android", "ios", "web", "other", "other"}[i%5]
+		exec(t, s, "UPDATE device_tokens SET platform = ? WHERE id = ?", raw, id)
+		f.tokens = append(f.tokens, repository.Target{TokenID: id, UserID: p.user, Token: tok, Locale: localeOf(p.user), Platform: plat})
 		if i%6 == 0 {
 			f.invalid[id] = true
 			exec(t, s, "UPDATE device_tokens SET invalidated_at = UTC_TIMESTAMP(6), invalid_reason = 'test' WHERE id = ?", id)

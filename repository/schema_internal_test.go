@@ -23,7 +23,7 @@ func TestCompileSchemaAbsentIsBundled(t *testing.T) {
 		t.Fatalf("empty mapping: %v, mapped %v", err, sc.Mapped())
 	}
 	if got, want := "SELECT "+sc.pageCols+sc.from+sc.pageRange+sc.base+sc.pageTail,
-		"SELECT t.id, t.user_id, t.token, u.locale FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND t.invalidated_at IS NULL AND u.push_enabled = 1 ORDER BY t.id LIMIT ?"; got != want {
+		"SELECT t.id, t.user_id, t.token, u.locale, t.platform FROM device_tokens t JOIN users u ON u.id = t.user_id WHERE t.id > ? AND t.id <= ? AND t.invalidated_at IS NULL AND u.push_enabled = 1 ORDER BY t.id LIMIT ?"; got != want {
 		t.Fatalf("bundled SQL changed:\n got %s\nwant %s", got, want)
 	}
 }

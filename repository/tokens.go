@@ -111,6 +111,9 @@ type Target struct {
 	UserID  uint64 `db:"user_id"`
 	Token   string `db:"token"`
 	Locale  string `db:"locale"` // users.locale, for localized messages
+	// Platform is the token's platform as sends are counted under it
+	// (model.PlatformOf: android, ios, web or other).
+	Platform string `db:"-"`
 }
 
 // errAmbiguousAudience guards against the costly mistake of treating
@@ -364,19 +367,19 @@ func (s *Store) CountAudience(ctx context.Context, a model.Audience) (int64, err
 }
 
 // scanTargets appends the targets rows holds (token id, user id, token,
-// locale: the schema's targetColumns) to dst and closes rows; on an error
-// it returns dst emptied.
+// locale, platform: the schema's targetColumns) to dst and closes rows; on
+// an error it returns dst emptied.
 func scanTargets(rows *sql.Rows, dst []Target) ([]Target, error) {
 	defer rows.Close()
-	var locale sql.RawBytes
+	var locale, platform sql.RawBytes
 	var locales localeInterner
 	for rows.Next() {
 		dst = append(dst, Target{})
 		t := &dst[len(dst)-1]
-		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale); err != nil {
+		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale, &platform); err != nil {
 			return dst[:0], fmt.Errorf("scan target: %w", err)
 		}
-		t.Locale = locales.intern(locale)
+		t.Locale, t.Platform = locales.intern(locale), model.PlatformOf(platform)
 	}
 	if err := rows.Err(); err != nil {
 		return dst[:0], err
@@ -392,12 +395,12 @@ func scanTargets(rows *sql.Rows, dst []Target) ([]Target, error) {
 // dst are left for the next page.
 func scanFlagged(rows *sql.Rows, dst []Target, limit int, staleID func(uint64)) (out []Target, read, stale int, last uint64, err error) {
 	defer rows.Close()
-	var locale sql.RawBytes
+	var locale, platform sql.RawBytes
 	var locales localeInterner
 	var t Target
 	var isStale bool
 	for len(dst) < limit && rows.Next() {
-		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale, &isStale); err != nil {
+		if err := rows.Scan(&t.TokenID, &t.UserID, &t.Token, &locale, &platform, &isStale); err != nil {
 			return dst[:0], 0, 0, 0, fmt.Errorf("scan target: %w", err)
 		}
 		read++
@@ -409,7 +412,7 @@ func scanFlagged(rows *sql.Rows, dst []Target, limit int, staleID func(uint64)) 
 			}
 			continue
 		}
-		t.Locale = locales.intern(locale)
+		t.Locale, t.Platform = locales.intern(locale), model.PlatformOf(platform)
 		dst = append(dst, t)
 	}
 	if err := rows.Err(); err != nil {

@@ -14,8 +14,10 @@ import (
 )
 
 // targetColumns is what an audience page selects, in Target's scan order.
+// The platform is read from the tokens row the page reads anyway (for
+// its token): the per-platform send counts cost the page nothing.
 func (sc *Schema) targetColumns() string {
-	return sc.tID + ", " + sc.tUser + ", " + sc.tToken + ", " + sc.uLocale
+	return sc.tID + ", " + sc.tUser + ", " + sc.tToken + ", " + sc.uLocale + ", " + or(sc.tPlatform, "NULL")
 }
 
 // WriteOutcomes is the package's WriteOutcomes over the Store's schema:

@@ -66,6 +66,8 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 		c.Categories = []config.Category{{Name: "promo"}, {Name: "news"}}
 	}})
 	pop := s.SeedPopulation(120)
+	// Platforms as apps write them: any case, or none (other).
+	s.MustExec("UPDATE device_tokens SET platform = ELT(id % 4 + 1, 'android', 'IOS', 'web', NULL)")
 	s.Emu.RecordMessages()
 	live := 0
 	for _, tok := range pop.Eligible() {
@@ -203,13 +205,58 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 	if len(bd.Rows) != 1 || bd.Rows[0].Sent != promo.Succeeded+promo.Failed || bd.Rows[0].Succeeded == nil || *bd.Rows[0].Succeeded != promo.Succeeded || bd.Rows[0].Opened != 34 || bd.Rows[0].Clicked != 11 || len(bd.NotStored) != 0 {
 		t.Fatalf("promo by app: %+v", bd)
 	}
-	var plat struct {
-		Rows []any  `json:"rows"`
-		Note string `json:"note"`
+	// By platform: a's sends to the live and dead tokens, b's and c's to
+	// the live ones, each counted under its token's platform.
+	type platformRow struct {
+		Key         string   `json:"key"`
+		Broadcasts  int64    `json:"broadcasts"`
+		Sent        int64    `json:"sent"`
+		Succeeded   *int64   `json:"succeeded"`
+		Failed      *int64   `json:"failed"`
+		Opened      *int64   `json:"opened"`
+		Reach       *float64 `json:"reach"`
+		SuccessRate *float64 `json:"success_rate"`
 	}
-	s.Do("GET", "/push/campaigns/breakdown?by=platform", nil, &plat)
-	if len(plat.Rows) != 0 || !strings.Contains(plat.Note, "platform") {
+	platformOf := map[string]string{}
+	rows, err := s.SQL.Query("SELECT token, COALESCE(LOWER(platform), 'other') FROM device_tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tok, p string
+		if err := rows.Scan(&tok, &p); err != nil {
+			t.Fatal(err)
+		}
+		platformOf[tok] = p
+	}
+	rows.Close()
+	wantPlat := map[string]*[2]int64{}
+	for _, tok := range pop.Eligible() {
+		p := platformOf[tok.Token]
+		if wantPlat[p] == nil {
+			wantPlat[p] = &[2]int64{}
+		}
+		if tok.Dead != "" {
+			wantPlat[p][1]++
+		} else {
+			wantPlat[p][0] += 3
+		}
+	}
+	var plat struct {
+		Rows      []platformRow `json:"rows"`
+		NotStored []string      `json:"not_stored"`
+		Note      string        `json:"note"`
+	}
+	s.Do("GET", "/push/campaigns/breakdown?by=platform&from=2026-11-20&to=2026-12-05", nil, &plat)
+	if len(plat.Rows) != 4 || !strings.Contains(plat.Note, "success rate") || !slices.Contains(plat.NotStored, "opened") || !slices.Contains(plat.NotStored, "reach") {
 		t.Fatalf("by platform: %+v", plat)
+	}
+	for _, r := range plat.Rows {
+		w := wantPlat[r.Key]
+		if w == nil || r.Broadcasts != 3 || r.Succeeded == nil || *r.Succeeded != w[0] || *r.Failed != w[1] || r.Sent != w[0]+w[1] ||
+			r.Opened != nil || r.Reach != nil || r.SuccessRate == nil || *r.SuccessRate != float64(w[0])/float64(w[0]+w[1]) {
+			t.Fatalf("by platform, %q: %+v, want succeeded and failed %v", r.Key, r, w)
+		}
 	}
 
 	for _, c := range []struct{ query, field, code string }{

@@ -133,6 +133,7 @@ func TestLocalizedVariantCountsExactAcrossChunksAndLostCommits(t *testing.T) {
 		s.MustExec("UPDATE device_tokens SET token = ? WHERE token = ?", "unregistered-"+toks[i], toks[i])
 		toks[i] = "unregistered-" + toks[i]
 	}
+	s.MustExec("UPDATE device_tokens SET platform = ELT(id % 3 + 1, 'android', 'ios', 'web')")
 	s.Proxy.FaultCommits(5)
 	var b teststack.Broadcast
 	resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{
@@ -159,6 +160,55 @@ func TestLocalizedVariantCountsExactAcrossChunksAndLostCommits(t *testing.T) {
 	}
 	if lost, dropped := s.Proxy.AppliedLost.Load(), s.Proxy.NotForwarded.Load(); lost == 0 || dropped == 0 {
 		t.Fatalf("%d lost answers and %d dropped commits: the test did not exercise the checkpoint protocol", lost, dropped)
+	}
+	// Succeeded and failed apart, per variant and per platform, once
+	// each however many checkpoints were retried.
+	platformOf := map[string]string{}
+	rows, err := s.SQL.Query("SELECT token, platform FROM device_tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tk, p string
+		if err := rows.Scan(&tk, &p); err != nil {
+			t.Fatal(err)
+		}
+		platformOf[tk] = p
+	}
+	rows.Close()
+	wantSplit := map[string]string{}
+	count := func(k string, ok bool) {
+		var a, f int
+		fmt.Sscanf(wantSplit[k], "%d/%d", &a, &f)
+		if ok {
+			a++
+		} else {
+			f++
+		}
+		wantSplit[k] = fmt.Sprintf("%d/%d", a, f)
+	}
+	for i, tk := range toks {
+		count(names[i%4], i%50 != 0)
+		count("platform "+platformOf[tk], i%50 != 0)
+	}
+	gotSplit := map[string]string{}
+	rows, err = s.SQL.Query(`SELECT variant, CONCAT(succeeded, '/', failed) FROM broadcast_variants WHERE broadcast_id = ? AND targets = succeeded + failed
+		UNION ALL SELECT 'platform android', CONCAT(android_succeeded, '/', android_failed) FROM broadcasts WHERE id = ?
+		UNION ALL SELECT 'platform ios', CONCAT(ios_succeeded, '/', ios_failed) FROM broadcasts WHERE id = ?
+		UNION ALL SELECT 'platform web', CONCAT(web_succeeded, '/', web_failed) FROM broadcasts WHERE id = ?`, b.ID, b.ID, b.ID, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		gotSplit[k] = v
+	}
+	rows.Close()
+	if !maps.Equal(gotSplit, wantSplit) {
+		t.Fatalf("succeeded/failed per variant and platform %v, want %v", gotSplit, wantSplit)
 	}
 	title := map[string]string{"ko": "안녕하세요", "ja": "こんにちは", "pt-BR": "Olá", "default": "Hello"}
 	for i, tk := range toks {

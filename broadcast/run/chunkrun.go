@@ -284,7 +284,7 @@ func (r *chunkRun) prepare(resumable bool, end lease.End, cancelRest bool) lease
 		End:    end,
 		Lease:  r.s.in.Lease,
 
-		Variants: c.Variants,
+		Sends:    splitOf(c),
 		Outcomes: func() []lease.TargetOutcome { return withStale(toLeaseOutcomes(c), stale) },
 	}
 	if end == lease.Done {

@@ -11,6 +11,7 @@ import (
 	"pushfan/broadcast/instance"
 	"pushfan/fanout"
 	"pushfan/lease"
+	"pushfan/lease/sends"
 	"pushfan/model"
 	"pushfan/repository"
 )
@@ -64,7 +65,7 @@ func (a *builtinSource) Page(ctx context.Context, after uint64, limit int, dst [
 	}
 	a.stale(stale)
 	for _, t := range a.buf {
-		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale})
+		dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale, Platform: t.Platform})
 	}
 	return dst, nil
 }
@@ -99,7 +100,7 @@ func (l *listSource) Page(ctx context.Context, after uint64, limit int, dst []fa
 		}
 		l.stale(stale)
 		for _, t := range l.buf {
-			dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale})
+			dst = append(dst, fanout.Target{Cursor: t.TokenID, TokenID: t.TokenID, UserID: t.UserID, Token: t.Token, Locale: t.Locale, Platform: t.Platform})
 		}
 	}
 	return dst, nil
@@ -167,8 +168,9 @@ func (n *namedSource) Page(ctx context.Context, after uint64, limit int, dst []f
 				continue
 			}
 			// A named audience gives a localized message its users'
-			// languages by a column named locale.
-			dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars, Locale: r.Vars["locale"]})
+			// languages by a column named locale, and its devices'
+			// platforms (counted per platform) by one named platform.
+			dst = append(dst, fanout.Target{Cursor: r.Cursor, UserID: r.UserID, Token: r.Token, Vars: r.Vars, Locale: r.Vars["locale"], Platform: r.Vars["platform"]})
 		}
 		n.stale(skipped)
 		if len(dst) == limit || len(n.rows) < limit {
@@ -225,4 +227,20 @@ func zoneFilter(raw string) (*model.ZoneFilter, error) {
 		return nil, fmt.Errorf("chunk zones %q: %w", raw, err)
 	}
 	return &z, nil
+}
+
+// splitOf is the checkpoint's split of c's sends (package lease/sends):
+// by engine variant, and by the platform each target's page read.
+func splitOf(c fanout.Committed) sends.Split {
+	var s sends.Split
+	if c.Variants != nil {
+		s.Variants = make(map[string]sends.Sent, len(c.Variants))
+		for k, n := range c.Variants {
+			s.Variants[k] = sends.Sent(n)
+		}
+	}
+	for p, n := range c.Platforms {
+		s.AddPlatform(p, sends.Sent(n))
+	}
+	return s
 }

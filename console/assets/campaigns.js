@@ -2,8 +2,9 @@
 // cron job or analytics label, per day or week in the viewer's zone, from
 // GET /push/campaigns; a bar chart of one metric per period (sent, reach,
 // opens or CTR), values on the bars; and a breakdown by app, locale, A/B
-// variant or platform from GET /push/campaigns/breakdown, which says what
-// is not stored. Each table downloads as the server's CSV.
+// variant or platform from GET /push/campaigns/breakdown (sends, success
+// rate, and what is not stored for the dimension, with a note saying
+// why). Each table downloads as the server's CSV.
 
 import {get, qs} from './api.js';
 import {h, s, table, emptyRow, field, fill, add, isQuiet, showPageError, clearPageError} from './dom.js';
@@ -200,21 +201,37 @@ export async function render(ctx) {
     }
   }
 
+  // A breakdown key's name: a platform's in words; "" is no platform
+  // counted (broadcasts sent before pushfan counted them), or none.
+  function keyName(by, k) {
+    if (by === 'platform') return k === '' ? t('campaigns.platform.notCounted') : enumName('platform', k);
+    return k === '' ? t('campaigns.none') : k;
+  }
+
+  // The note under a breakdown's title: what its rows cannot show, and why.
+  function breakdownNote(ans) {
+    if (ans.by === 'platform') {
+      return [t('campaigns.notePlatform'), ans.rows.some((r) => r.key === '') ? t('campaigns.notePlatformNotCounted') : null].filter(Boolean).join(' ');
+    }
+    if (!ans.not_stored.length) return null;
+    return [t('campaigns.noteVariants'), ans.rows.some((r) => r.succeeded == null) ? t('campaigns.noteOldSplit') : null].filter(Boolean).join(' ');
+  }
+
   function showBreakdown(ans, csv) {
-    // A platform is a word (web, Android); the other keys are names.
-    const keyName = (k) => (k === '' ? t('campaigns.none') : ans.by === 'platform' ? enumName('platform', k) : k);
     const body = ans.rows.length ? ans.rows.map((r) => h('tr', {'data-key': r.key},
-      h('td', {class: 'key'}, keyName(r.key)), numCell(r.broadcasts, 'broadcasts'), numCell(r.sent, 'sent'),
+      h('td', {class: 'key'}, keyName(ans.by, r.key)), numCell(r.broadcasts, 'broadcasts'), numCell(r.sent, 'sent'),
       numCell(r.targeted, 'targeted'), numCell(r.succeeded, 'succeeded'), numCell(r.failed, 'failed'), pctCell(r.reach, 'reach'),
-      numCell(r.opened, 'opened'), numCell(r.clicked, 'clicked'), pctCell(r.ctr, 'ctr'), pctCell(r.clicks_per_sent, 'clicks-per-sent')))
-      : [emptyRow(11, ans.by === 'platform' ? t('campaigns.platformNotStored') : t('campaigns.empty'))];
-    const note = ans.by === 'platform' ? t('campaigns.notePlatform') : ans.not_stored.length ? t('campaigns.noteVariants') : null;
+      pctCell(r.success_rate, 'success-rate'), numCell(r.opened, 'opened'), numCell(r.clicked, 'clicked'), pctCell(r.ctr, 'ctr'),
+      pctCell(r.clicks_per_sent, 'clicks-per-sent')))
+      : [emptyRow(12, t('campaigns.empty'))];
+    const note = breakdownNote(ans);
     fill(breakdownCard,
       h('div', {class: 'page-head'}, h('h2', null, t('campaigns.breakdownOf', {by: t(`campaigns.by.${ans.by}`)})),
         h('div', {class: 'actions'}, h('a', {id: 'campaigns-breakdown-csv', class: 'btn', href: csv, download: `campaigns-${ans.by}.csv`}, t('campaigns.downloadCsv')))),
       note ? h('p', {class: 'hint', id: 'campaigns-note', title: ans.note || ''}, note) : null,
       table({id: 'campaigns-breakdown-table'}, [t('campaigns.col.key'), t('campaigns.col.broadcasts'), th(t('campaigns.col.sent'), t('campaigns.sentTip')),
         t('campaigns.col.targeted'), t('campaigns.col.succeeded'), t('campaigns.col.failed'), th(t('campaigns.col.reach'), t('campaigns.reachTip')),
+        th(t('campaigns.col.successRate'), t('campaigns.successRateTip')),
         t('campaigns.col.opened'), t('campaigns.col.clicked'), th(t('campaigns.col.ctr'), t('campaigns.ctrTip')),
         th(t('campaigns.col.clicksPerSent'), t('campaigns.clicksPerSentTip'))], body));
   }

@@ -28,10 +28,10 @@ func trendsCSV(rows []campaigns.Row, loc *time.Location) [][]string {
 // breakdownCSV is a breakdown's rows as CSV; a field not stored for a
 // row is an empty cell.
 func breakdownCSV(b campaigns.Breakdown) [][]string {
-	out := [][]string{{"key", "broadcasts", "sent", "targeted", "succeeded", "failed", "opened", "clicked", "reach", "ctr", "clicks_per_sent"}}
+	out := [][]string{{"key", "broadcasts", "sent", "targeted", "succeeded", "failed", "opened", "clicked", "reach", "success_rate", "ctr", "clicks_per_sent"}}
 	for _, r := range b.Rows {
 		out = append(out, []string{cell(r.Key), num(r.Broadcasts), num(r.Sent), opt(r.Targeted), opt(r.Succeeded), opt(r.Failed),
-			num(r.Opened), num(r.Clicked), frac(r.Reach), frac(r.CTR), frac(&r.ClicksPerSent)})
+			opt(r.Opened), opt(r.Clicked), frac(r.Reach), frac(r.SuccessRate), frac(r.CTR), frac(r.ClicksPerSent)})
 	}
 	return out
 }

@@ -21,15 +21,20 @@ func TestTheCSVIsTheRows(t *testing.T) {
 	if got, want := fmt.Sprint(rows[1]), "[promo 2026-11-30 2 10 8 2 3 1 0.800000 0.125000]"; got != want {
 		t.Fatalf("trend line %s, want %s", got, want)
 	}
-	n := int64(5)
+	n, two, one, quarter := int64(5), int64(2), int64(1), 0.25
 	b := breakdownCSV(campaigns.Breakdown{Rows: []campaigns.Slice{
-		{Key: "=HYPERLINK(1)", Broadcasts: 1, Sent: 4, Opened: 2, Clicked: 1, ClicksPerSent: 0.25},
-		{Key: "shop", Broadcasts: 1, Sent: 5, Targeted: &n, Succeeded: &n, Failed: new(int64), Reach: new(float64), CTR: new(float64)},
+		{Key: "=HYPERLINK(1)", Broadcasts: 1, Sent: 4, Opened: &two, Clicked: &one, ClicksPerSent: &quarter},
+		{Key: "shop", Broadcasts: 1, Sent: 5, Targeted: &n, Succeeded: &n, Failed: new(int64), Opened: new(int64), Clicked: new(int64),
+			Reach: new(float64), SuccessRate: new(float64), CTR: new(float64), ClicksPerSent: new(float64)},
+		{Key: "ios", Broadcasts: 1, Sent: 5, Succeeded: &n, Failed: new(int64), SuccessRate: new(float64)},
 	}})
-	if got, want := fmt.Sprint(b[1]), "['=HYPERLINK(1) 1 4    2 1   0.250000]"; got != want {
+	if got, want := fmt.Sprint(b[1]), "['=HYPERLINK(1) 1 4    2 1    0.250000]"; got != want {
 		t.Fatalf("breakdown line %q, want %q", got, want)
 	}
-	if got, want := fmt.Sprint(b[2]), "[shop 1 5 5 5 0 0 0 0.000000 0.000000 0.000000]"; got != want {
+	if got, want := fmt.Sprint(b[3]), "[ios 1 5  5 0    0.000000  ]"; got != want {
+		t.Fatalf("breakdown line %q, want %q", got, want)
+	}
+	if got, want := fmt.Sprint(b[2]), "[shop 1 5 5 5 0 0 0 0.000000 0.000000 0.000000 0.000000]"; got != want {
 		t.Fatalf("breakdown line %q, want %q", got, want)
 	}
 }

@@ -1,8 +1,8 @@
 // Package campaigns is the API's read-only routes of the campaign
 // analytics (docs/analytics.md#campaigns): GET /push/campaigns, the
 // broadcasts grouped by category, cron job or analytics label per day or
-// week, and GET /push/campaigns/breakdown, split by app, locale, A/B
-// variant (or platform, which is not stored: the answer says so). Both
+// week, and GET /push/campaigns/breakdown, split by platform, app, locale
+// or A/B variant (what a split does not store, the answer names). Both
 // answer JSON, or CSV with format=csv.
 //
 // HTTP only, like package server, which registers the routes in its /push

@@ -1653,7 +1653,7 @@ type CampaignBreakdown struct {
 	Group *CampaignBreakdownGroup `json:"group"`
 	Key   *string                 `json:"key"`
 
-	// NotStored The fields some or all rows leave null (by=platform: every field).
+	// NotStored The fields some or all rows leave null.
 	NotStored []string `json:"not_stored"`
 
 	// Note Why, in a sentence.
@@ -1698,26 +1698,39 @@ type CampaignRow struct {
 // CampaignSlice defines model for CampaignSlice.
 type CampaignSlice struct {
 	Broadcasts int64 `json:"broadcasts"`
-	Clicked    int64 `json:"clicked"`
 
-	// ClicksPerSent clicked ÷ sent (0 with none).
-	ClicksPerSent float32 `json:"clicks_per_sent"`
+	// Clicked Distinct targets that reported a click; null by platform.
+	Clicked *int64 `json:"clicked"`
 
-	// Ctr clicked ÷ succeeded; null where not stored.
-	Ctr    *float32 `json:"ctr"`
-	Failed *int64   `json:"failed"`
+	// ClicksPerSent clicked ÷ sent (0 with none); null where clicked is.
+	ClicksPerSent *float32 `json:"clicks_per_sent"`
 
-	// Key The app, the language tag ("default": the localized message's fallback; "": sent without localized text), or the A/B variant's name ("": without variants).
-	Key    string `json:"key"`
-	Opened int64  `json:"opened"`
+	// Ctr clicked ÷ succeeded; null where either is.
+	Ctr *float32 `json:"ctr"`
 
-	// Reach succeeded ÷ targeted; null where not stored.
+	// Failed null where succeeded is.
+	Failed *int64 `json:"failed"`
+
+	// Key The platform (android, ios, web, other: a token with another platform or none; "": broadcasts whose platforms were not counted, whole), the app, the language tag ("default": the localized message's fallback; "": sent without localized text), or the A/B variant's name ("": without variants).
+	Key string `json:"key"`
+
+	// Opened Distinct targets that reported an open; null by platform (an event does not name the platform).
+	Opened *int64 `json:"opened"`
+
+	// Reach succeeded ÷ targeted; null where either is.
 	Reach *float32 `json:"reach"`
 
 	// Sent What the engine sent: succeeded + failed.
-	Sent      int64  `json:"sent"`
+	Sent int64 `json:"sent"`
+
+	// Succeeded What FCM accepted; null where the split was not counted (a broadcast sent before it was).
 	Succeeded *int64 `json:"succeeded"`
-	Targeted  *int64 `json:"targeted"`
+
+	// SuccessRate succeeded ÷ sent: of what was sent, the share FCM accepted (0 with none sent); null where succeeded is. Not a reach: the targets never sent (canceled, capped) are not in it.
+	SuccessRate *float32 `json:"success_rate"`
+
+	// Targeted null for a platform or a variant: targets are planned, not split.
+	Targeted *int64 `json:"targeted"`
 }
 
 // CampaignTrends defines model for CampaignTrends.
@@ -4513,7 +4526,7 @@ type ClientInterface interface {
 	// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
 	GetCampaigns(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetCampaignBreakdown The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+	// GetCampaignBreakdown The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 	//
 	// Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
 	GetCampaignBreakdown(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5412,7 +5425,7 @@ func (c *Client) GetCampaigns(ctx context.Context, params *GetCampaignsParams, r
 	return c.Client.Do(req)
 }
 
-// GetCampaignBreakdown The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+// GetCampaignBreakdown The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 //
 // Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
 func (c *Client) GetCampaignBreakdown(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9943,7 +9956,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
 	GetCampaignsWithResponse(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*GetCampaignsResponse, error)
 
-	// GetCampaignBreakdownWithResponse The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+	// GetCampaignBreakdownWithResponse The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17459,7 +17472,7 @@ func (c *ClientWithResponses) GetCampaignsWithResponse(ctx context.Context, para
 	return ParseGetCampaignsResponse(rsp)
 }
 
-// GetCampaignBreakdownWithResponse The same broadcasts split by app, locale (the localized variant sent), A/B variant, or platform (viewer). Only what is stored is shown: a localized or A/B variant's sends are counted, not its successes apart, so those rows leave targeted, succeeded, failed, reach and ctr null (not_stored and note say so); no platform is kept per send, so by=platform answers no rows and a note.
+// GetCampaignBreakdownWithResponse The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -38,12 +38,13 @@ var allowed = map[string][]string{
 	// Schedules and their scheduler, behind a Submitter.
 	"cron": {"config", "internal/platform/lifecycle"},
 	// The chunk protocol and the storage.
-	"lease":         {"audit", "internal/platform/sqldb", "lease/codec", "lease/outcome", "model", "repository"},
+	"lease":         {"audit", "internal/platform/sqldb", "lease/codec", "lease/outcome", "lease/sends", "model", "repository"},
+	"lease/sends":   {"internal/platform/sqldb", "model"},                                                                                    // a checkpoint's sends by variant and platform, folded into its statements
 	"lease/outcome": {"internal/platform/sqldb"},                                                                                             // every target's kept outcome: its kinds, the compact blob, the bounded look-up
 	"lease/codec":   nil,                                                                                                                     // the compact encodings of a chunk row's columns: done ranges, target lists
 	"repository":    {"audit", "model", "internal/platform/sqldb", "internal/platform/clock", "internal/platform/logging", "segment/filter"}, // reads and inserts by entity; no transitions
 	"retention":     {"internal/platform/clock", "internal/platform/lifecycle"},
-	"campaigns":     {"internal/platform/sqldb", "model"},                                // the broadcasts as campaigns: trends and breakdowns, read-only
+	"campaigns":     {"internal/platform/sqldb", "lease/sends", "model"},                 // the broadcasts as campaigns: trends and breakdowns, read-only
 	"outcomes":      {"lease/codec", "lease/outcome", "model"},                           // every target's kept outcome, read: a user's deliveries, a broadcast's export
 	"caps":          {"config", "internal/platform/sqldb", "model"},                      // the frequency-cap ledger: slots reserved per page, settled in the checkpoint
 	"consent":       {"audit", "internal/platform/sqldb", "model"},                       // the bundled consent table: answers with their history, the consents due
@@ -64,7 +65,7 @@ var allowed = map[string][]string{
 	"broadcast/plan": {"audience", "broadcast/instance", "internal/platform/clock", "lease", "lease/outcome", "model", "repository"},
 	// Running: dispatch, chunk runs and checkpoints, the store gate, the
 	// pacer, finishing.
-	"broadcast/run": {"audience", "broadcast/instance", "caps", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "model", "repository"},
+	"broadcast/run": {"audience", "broadcast/instance", "caps", "broadcast/message", "engagement", "webhook", "fanout", "internal/platform/clock", "internal/platform/logging", "lease", "lease/sends", "model", "repository"},
 	// The request rules: Spec, the request's shape, checked into a Request
 	// (a cron job's fire too); the frequency cap a request gets. plan: only
 	// its wall-clock vocabulary (send_at_local's layout, a time of day).
@@ -167,7 +168,7 @@ var layer = map[string]int{
 	"internal/platform/sqldb": 0, "internal/platform/sdnotify": 0, "server/openapi": 0, "console": 0, "fcmemu": 0, "websdk": 0, "internal/devtools/apiclient": 0,
 	"server/ratelimit": 0, "server/proxies": 0, "segment/filter": 0, "server/apierror": 0,
 	"server/sso": 1, "audit": 1,
-	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1, "lease/outcome": 1,
+	"config": 1, "fanout": 1, "server/view": 1, "metrics": 1, "fcm/transport": 1, "lease/codec": 1, "lease/outcome": 1, "lease/sends": 1,
 	"server/live": 2, "server/audittrail": 2,
 	"audience": 2, "cron": 2, "engagement": 2, "webhook": 2, "fcm": 2, "quota": 2, "repository": 2, "retention": 2, "caps": 2, "consent": 2, "apikey": 2,
 	"lease":                             3,

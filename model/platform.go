@@ -1,0 +1,48 @@
+package model
+
+// The device platforms a send is counted under (the campaigns' breakdown
+// by platform): the token's platform column as the run's audience page
+// read it, compared without case. Anything else, and a token without a
+// platform (NULL, or a mapped schema with no platform column), is
+// "other": an operator's table may spell platforms its own way.
+const (
+	PlatformAndroid = "android"
+	PlatformIOS     = "ios"
+	PlatformWeb     = "web"
+	PlatformOther   = "other"
+)
+
+// Platforms are the platforms sends are counted under, in the order the
+// counters are stored.
+var Platforms = []string{PlatformAndroid, PlatformIOS, PlatformWeb, PlatformOther}
+
+// PlatformOf is the platform a token's platform column counts under. It
+// allocates nothing: the answer is one of the constants.
+func PlatformOf(raw []byte) string {
+	switch {
+	case foldEqual(raw, PlatformAndroid):
+		return PlatformAndroid
+	case foldEqual(raw, PlatformIOS):
+		return PlatformIOS
+	case foldEqual(raw, PlatformWeb):
+		return PlatformWeb
+	}
+	return PlatformOther
+}
+
+// foldEqual reports whether b is s (lower-case ASCII) in any case.
+func foldEqual(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
