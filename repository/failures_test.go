@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"fmt"
+	"pushfan/internal/testsupport/testdb"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,8 @@ func TestRecordAndListFailures(t *testing.T) {
 // and never lists another user's or another broadcast's.
 func TestListFailuresOfOneUser(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	tdb := testdb.New(t)
+	s := tdb.Store
 	var fs []model.Failure
 	for i := range 30 {
 		user := uint64(77 + i%3) // 77, 78, 79 interleaved
@@ -126,6 +128,19 @@ func TestListFailuresOfOneUser(t *testing.T) {
 	}
 	if got := list(model.FailureFilter{UserID: 5}); len(got) != 0 {
 		t.Fatalf("user 5: %d failures, want 0", len(got))
+	}
+
+	// Among 20,000 other users' failures of the broadcast, one user's
+	// pages read that user's rows (idx_broadcast_failures_user), not the
+	// broadcast's.
+	tdb.SQL.MustExec(`INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code, created_at)
+		SELECT 9, 1000 + seq, 1000 + seq, 'UNREGISTERED', UTC_TIMESTAMP(6) FROM seq_1_to_20000`)
+	tdb.SQL.MustExec("ANALYZE TABLE broadcast_failures")
+	rr := testdb.NewRowsRead(t, tdb.SQL)
+	var got []model.Failure
+	read := rr.During(func() { got = list(model.FailureFilter{UserID: 77}) }, "broadcast_failures")
+	if len(got) != 10 || read["broadcast_failures"] > 40 {
+		t.Fatalf("user 77 among 20,000 others: %d failures reading %d rows, want 10 reading at most 40", len(got), read["broadcast_failures"])
 	}
 }
 
