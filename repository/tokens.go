@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -321,6 +322,16 @@ func (s *Store) CountAudienceExcluded(ctx context.Context, a model.Audience) (co
 // ones): the users a broadcast to a would reach, each once however many
 // devices they have.
 func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64, error) {
+	return s.CountPlannedUsers(ctx, a, math.MaxUint64)
+}
+
+// CountPlannedUsers is CountAudienceUsers over the tokens up to upto: a
+// plan's snapshot (PlanPage reads no token above it), so that the users
+// of a planned broadcast are counted over the tokens its plan read, with
+// the same rule (stale tokens and users without consent left out, as
+// the plan leaves them out of targeted). One statement: a scan of the
+// audience's tokens, a few seconds for millions (docs/CAPACITY.md).
+func (s *Store) CountPlannedUsers(ctx context.Context, a model.Audience, upto uint64) (int64, error) {
 	open := s.schema.Open()
 	sc, keep := open, "1"
 	if open.flagged != nil {
@@ -336,6 +347,10 @@ func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64
 	}
 	if empty {
 		return 0, nil
+	}
+	if upto != math.MaxUint64 {
+		cond = "(" + cond + ") AND " + sc.tID + " <= ?"
+		args = append(args, upto)
 	}
 	var n int64
 	q := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)

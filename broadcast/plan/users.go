@@ -1,0 +1,195 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"pushfan/model"
+	"pushfan/repository"
+)
+
+// A broadcast's users_targeted is how many users hold its targeted
+// tokens, each once: a user's tokens are spread over the plan's chunks
+// (they are in token id order, not by user), so the plan's ordered pass
+// cannot count them, and a count kept in memory across steps would not
+// survive a takeover. Each run of a plan counts them beside it instead,
+// in one statement over the plan's own predicates and snapshot
+// (repository.CountPlannedUsers, the preview's count bounded by the
+// snapshot), or a walk of a named audience's rows with the plan's own
+// reader.
+//
+// The count starts with the plan's run, before its first step is stored,
+// so it sees the tokens before any send of the broadcast marks one dead,
+// as the plan does; it never delays a step. The plan's last step stores
+// it when it is in (with the plan's end: one transaction), else it is
+// stored as soon as it comes (lease.SetUsersTargeted). A plan taken over
+// is counted again by its new holder. A count that fails (each attempt
+// bounded by usersBudget database timeouts, retried on a lost connection:
+// retryCount) leaves users_targeted null and logs why: the console then
+// shows the devices alone.
+
+// usersBudget is the database timeouts one attempt at a count may take:
+// a scan of the audience, as a preview's count is (reads).
+const usersBudget = 6
+
+// usersAttempts bounds the attempts at a count that failed on a lost
+// connection; a timeout, and the database's answer (an error in a named
+// audience's SQL), are final.
+const usersAttempts = 3
+
+// userCount is a count of a plan's users in progress.
+type userCount struct {
+	done   chan struct{} // closed when n and err are set
+	n      int64
+	err    error
+	cancel context.CancelFunc
+}
+
+// ready answers the count if it is in, without waiting.
+func (u *userCount) ready() *int64 {
+	if u == nil {
+		return nil
+	}
+	select {
+	case <-u.done:
+		if u.err == nil {
+			return &u.n
+		}
+	default:
+	}
+	return nil
+}
+
+// countUsers starts counting b's users over its plan's snapshot upto; nil
+// when they are counted already (an earlier holder of the plan stored
+// them with its last step, or the submit did).
+func (s *Planner) countUsers(store *repository.Store, b *model.Broadcast, upto uint64, log *slog.Logger) *userCount {
+	if b.UsersTargeted != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(s.in.Running)
+	u := &userCount{done: make(chan struct{}), cancel: cancel}
+	if !s.in.Group.Go(func() {
+		defer close(u.done)
+		start := time.Now()
+		u.n, u.err = s.usersOf(ctx, store, b, upto)
+		if u.err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "counting a broadcast's users failed: its users_targeted stays null", "err", u.err)
+		} else if u.err == nil {
+			log.InfoContext(ctx, "broadcast's users counted", "users_targeted", u.n, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}) {
+		cancel()
+		return nil
+	}
+	return u
+}
+
+// storeUsersLater stores u's count once it is in, for a plan whose last
+// step was stored before it: then nothing else will.
+func (s *Planner) storeUsersLater(id uint64, u *userCount, log *slog.Logger) {
+	if u == nil {
+		return
+	}
+	s.in.Group.Go(func() {
+		defer u.cancel()
+		select {
+		case <-u.done:
+		case <-s.in.Running.Done():
+			return
+		}
+		if u.err != nil {
+			return
+		}
+		ctx := context.WithoutCancel(s.in.Running)
+		if err := s.in.RetryDB(ctx, "storing a broadcast's users", func(c context.Context) error {
+			return s.leases.SetUsersTargeted(c, id, u.n)
+		}); err != nil {
+			log.WarnContext(ctx, "storing a broadcast's users failed: its users_targeted stays null", "err", err)
+			return
+		}
+		s.opt.Changed(id)
+	})
+}
+
+// usersOf counts the users of b's planned audience: a built-in one's in
+// one statement, a named one's by reading it whole (user ids kept, 8
+// bytes each, to count a user whose rows lie in several pages once).
+func (s *Planner) usersOf(ctx context.Context, store *repository.Store, b *model.Broadcast, upto uint64) (int64, error) {
+	if b.Audience.Name == "" {
+		return s.retryCount(ctx, func(c context.Context) (int64, error) {
+			return store.CountPlannedUsers(c, b.Audience, upto)
+		})
+	}
+	bound, err := s.opt.Bind(b.Audience)
+	if err != nil {
+		return 0, err
+	}
+	return s.retryCount(ctx, func(c context.Context) (int64, error) {
+		read := s.namedUsersReader(store, bound, false)
+		var users []uint64
+		compacted := 0
+		for after := uint64(0); ; {
+			rows, full, err := read(c, after, 0)
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range rows {
+				if r.Consent&repository.ConsentDay != 0 { // as planPass counts them
+					users = append(users, r.UserID)
+				}
+			}
+			if len(users) > 2*compacted+namedStepRows {
+				slices.Sort(users)
+				users = slices.Compact(users)
+				compacted = len(users)
+			}
+			if !full || len(rows) == 0 {
+				break
+			}
+			after = rows[len(rows)-1].ID
+		}
+		slices.Sort(users)
+		return int64(len(slices.Compact(users))), nil
+	})
+}
+
+// retryCount runs count with usersBudget database timeouts an attempt,
+// usersAttempts times at most while the connection fails, once when it
+// times out.
+func (s *Planner) retryCount(ctx context.Context, count func(context.Context) (int64, error)) (int64, error) {
+	var err error
+	for attempt := 1; ; attempt++ {
+		c, cancel := context.WithTimeout(ctx, usersBudget*s.in.DBTimeout)
+		var n int64
+		n, err = count(c)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		// A count that ran out of time would again: a repeated scan of the
+		// audience only loads the database the sends use.
+		if ctx.Err() != nil || attempt == usersAttempts || repository.IsStatementError(err) || errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
+	return 0, fmt.Errorf("count users: %w", err)
+}
+
+// inlineUsers counts the users of an inline plan's rows (a short user_ids
+// list, read whole inside its submit): the users with a targeted token.
+func inlineUsers(rows []repository.PlanRow, users map[uint64]struct{}) {
+	for _, r := range rows {
+		if r.Consent&repository.ConsentDay != 0 {
+			users[r.UserID] = struct{}{}
+		}
+	}
+}
