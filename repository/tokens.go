@@ -322,7 +322,7 @@ func (s *Store) CountAudienceExcluded(ctx context.Context, a model.Audience) (co
 // ones): the users a broadcast to a would reach, each once however many
 // devices they have.
 func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64, error) {
-	return s.CountPlannedUsers(ctx, a, math.MaxUint64)
+	return s.CountPlannedUsers(ctx, nil, a, math.MaxUint64)
 }
 
 // CountPlannedUsers is CountAudienceUsers over the tokens up to upto: a
@@ -330,8 +330,12 @@ func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64
 // of a planned broadcast are counted over the tokens its plan read, with
 // the same rule (stale tokens and users without consent left out, as
 // the plan leaves them out of targeted). One statement: a scan of the
-// audience's tokens, a few seconds for millions (docs/CAPACITY.md).
-func (s *Store) CountPlannedUsers(ctx context.Context, a model.Audience, upto uint64) (int64, error) {
+// audience's tokens, a second for a million (docs/CAPACITY.md). q is a
+// snapshot (SnapshotTx), or nil for the pool.
+func (s *Store) CountPlannedUsers(ctx context.Context, q sqldb.Querier, a model.Audience, upto uint64) (int64, error) {
+	if q == nil {
+		q = s.db
+	}
 	open := s.schema.Open()
 	sc, keep := open, "1"
 	if open.flagged != nil {
@@ -353,11 +357,30 @@ func (s *Store) CountPlannedUsers(ctx context.Context, a model.Audience, upto ui
 		args = append(args, upto)
 	}
 	var n int64
-	q := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)
-	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+	stmt := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)
+	if err := q.QueryRowContext(ctx, stmt, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count audience users: %w", err)
 	}
 	return n, nil
+}
+
+// SnapshotTx opens a read-only transaction whose snapshot is taken now,
+// before it answers (InnoDB fixes a REPEATABLE READ snapshot at its
+// first read, here the tokens' highest id): what it reads later is the
+// tokens as they were now. A plan's count of its users reads through one
+// taken before the plan's first step, so that the tokens its sends mark
+// dead meanwhile are counted as the plan counted them. The caller rolls
+// it back; ctx bounds its life, read bounds the first read.
+func (s *Store) SnapshotTx(ctx, read context.Context) (*sql.Tx, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if _, err := s.MaxTokenID(read, tx); err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return tx, nil
 }
 
 // CountAudience returns how many targets AudiencePage would yield in total

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,16 +74,35 @@ func (s *Planner) countUsers(store *repository.Store, b *model.Broadcast, upto u
 	}
 	ctx, cancel := context.WithCancel(s.in.Running)
 	u := &userCount{done: make(chan struct{}), cancel: cancel}
+	// A built-in audience is counted in a snapshot taken here, before the
+	// plan's first step: its sends cannot mark a token dead before the
+	// count reads it. Without one (the database refused it) the count
+	// reads the tokens as they are when it runs.
+	var snap *sql.Tx
+	if b.Audience.Name == "" {
+		read, done := context.WithTimeout(ctx, s.in.DBTimeout)
+		var err error
+		if snap, err = store.SnapshotTx(ctx, read); err != nil {
+			log.WarnContext(ctx, "no snapshot for counting a broadcast's users: counting without", "err", err)
+		}
+		done()
+	}
 	if !s.in.Group.Go(func() {
 		defer close(u.done)
 		start := time.Now()
-		u.n, u.err = s.usersOf(ctx, store, b, upto)
+		u.n, u.err = s.usersOf(ctx, store, snap, b, upto)
+		if snap != nil {
+			_ = snap.Rollback()
+		}
 		if u.err != nil && ctx.Err() == nil {
 			log.WarnContext(ctx, "counting a broadcast's users failed: its users_targeted stays null", "err", u.err)
 		} else if u.err == nil {
 			log.InfoContext(ctx, "broadcast's users counted", "users_targeted", u.n, "took", time.Since(start).Round(time.Millisecond))
 		}
 	}) {
+		if snap != nil {
+			_ = snap.Rollback()
+		}
 		cancel()
 		return nil
 	}
@@ -117,12 +137,16 @@ func (s *Planner) storeUsersLater(id uint64, u *userCount, log *slog.Logger) {
 }
 
 // usersOf counts the users of b's planned audience: a built-in one's in
-// one statement, a named one's by reading it whole (user ids kept, 8
+// one statement (in snap when not nil), a named one's by reading it whole (user ids kept, 8
 // bytes each, to count a user whose rows lie in several pages once).
-func (s *Planner) usersOf(ctx context.Context, store *repository.Store, b *model.Broadcast, upto uint64) (int64, error) {
+func (s *Planner) usersOf(ctx context.Context, store *repository.Store, snap *sql.Tx, b *model.Broadcast, upto uint64) (int64, error) {
 	if b.Audience.Name == "" {
 		return s.retryCount(ctx, func(c context.Context) (int64, error) {
-			return store.CountPlannedUsers(c, b.Audience, upto)
+			if tx := snap; tx != nil {
+				snap = nil // a connection lost loses the snapshot: a retry counts on the pool
+				return store.CountPlannedUsers(c, tx, b.Audience, upto)
+			}
+			return store.CountPlannedUsers(c, nil, b.Audience, upto)
 		})
 	}
 	bound, err := s.opt.Bind(b.Audience)

@@ -161,3 +161,31 @@ func (f *fixture) usersNow(id uint64) bool {
 	}
 	return n.Valid
 }
+
+// The count reads the tokens as they were when its plan started: a send
+// that marks a user's only token dead meanwhile (as the plan's own first
+// chunks do) leaves the user counted, as the plan counted the token.
+func TestTheUsersAreCountedInTheSnapshotOfThePlansStart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, now)
+	users := many(100)
+	f.seed(users)
+	store := f.db.Store.ForApp(model.DefaultApp)
+	snap, err := store.SnapshotTx(f.ctx(), f.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = snap.Rollback() }()
+	f.exec("UPDATE device_tokens SET invalidated_at = UTC_TIMESTAMP(6) WHERE id <= 10") // sent to, dead
+	f.exec("INSERT INTO users (id) VALUES (101)")
+	f.exec("INSERT INTO device_tokens (id, user_id, token) VALUES (101, 101, 'late')")
+	want := int64(len(targets(users)))
+	got, err := store.CountPlannedUsers(f.ctx(), snap, model.Audience{All: true}, 1000)
+	if err != nil || got != want {
+		t.Fatalf("in the snapshot: %d users (%v), want %d", got, err, want)
+	}
+	now, err := store.CountPlannedUsers(f.ctx(), nil, model.Audience{All: true}, 100)
+	if dead := int64(len(targets(users[:10]))); err != nil || now != want-dead {
+		t.Fatalf("now, up to the snapshot's id: %d users (%v), want %d", now, err, want-dead)
+	}
+}
