@@ -128,6 +128,20 @@ func GetBroadcastIn(ctx context.Context, q interface {
 	return b, nil
 }
 
+// UncountedUsers lists up to limit broadcasts still to finish whose plan
+// ended more than late ago with their users not counted
+// (users_targeted null): their planner stopped between the plan's last
+// step and the count's end (package plan, users.go). It reads the
+// unfinished broadcasts only (the status index).
+func (s *Store) UncountedUsers(ctx context.Context, late time.Duration, limit int) ([]*model.Broadcast, error) {
+	list, err := s.readBroadcasts(ctx, ` WHERE status IN ('queued', 'running') AND planning = 0 AND users_targeted IS NULL
+		AND planned_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY id LIMIT ?`, late.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("uncounted users: %w", err)
+	}
+	return list, nil
+}
+
 // broadcastColumns are a broadcast row's columns, in scanBroadcast's
 // order. Every figure is a column of the row itself: lists of broadcasts
 // cost one statement for the rows and one each for their error and

@@ -86,6 +86,7 @@ type Planner struct {
 
 	wake  chan struct{} // the planner: broadcasts to plan
 	plans planSet       // plans running here
+	late  lateUsers     // counts of users lost with their planner (users.go)
 }
 
 // New builds a Planner; Start starts it.
@@ -154,6 +155,7 @@ func (s *Planner) loop() {
 		default: // every slot busy: wait for one
 		}
 		if pc == nil {
+			s.recountLate()
 			if !s.in.Idle(idle, s.opt.PollInterval, s.wake, "a plan", err) {
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"pushfan/model"
@@ -134,6 +135,77 @@ func (s *Planner) storeUsersLater(id uint64, u *userCount, log *slog.Logger) {
 		}
 		s.opt.Changed(id)
 	})
+}
+
+// A count lost with its planner (stopped, or killed, after the plan's
+// last step was stored and before the count was) is found by the
+// planners' sweep: a broadcast still to finish, planned more than
+// usersLate ago (any count of it would have ended by then), its users
+// null. Any planning instance counts it again, once (a count that failed
+// would fail again: not every sweep), from the tokens as they are then:
+// its snapshot is gone, and a user whose only device the broadcast
+// found dead is no longer counted.
+type lateUsers struct {
+	running atomic.Bool
+	last    time.Time           // the last sweep (the loop's goroutine only)
+	tried   map[uint64]struct{} // the sweep's goroutine only (one at a time)
+}
+
+// usersSweep is how often a planner looks for lost counts.
+const usersSweep = time.Minute
+
+// usersLate is how long after its plan's end a broadcast's count has
+// surely ended, whatever its attempts took.
+func (s *Planner) usersLate() time.Duration {
+	return time.Duration(usersAttempts*usersBudget+1) * s.in.DBTimeout
+}
+
+// recountLate starts a sweep for lost counts, every usersSweep at most,
+// one at a time; called by the planner's loop when it has no plan to run.
+func (s *Planner) recountLate() {
+	l := &s.late
+	if time.Since(l.last) < usersSweep || !l.running.CompareAndSwap(false, true) {
+		return
+	}
+	l.last = time.Now()
+	if !s.in.Group.Go(func() {
+		defer l.running.Store(false)
+		ctx := s.in.Running
+		var list []*model.Broadcast
+		if err := s.in.RetryDB(ctx, "finding lost counts of users", func(c context.Context) (err error) {
+			list, err = s.store.UncountedUsers(c, s.usersLate(), 20)
+			return err
+		}); err != nil {
+			s.in.Log.WarnContext(ctx, "finding lost counts of users failed", "err", err)
+			return
+		}
+		if l.tried == nil {
+			l.tried = map[uint64]struct{}{}
+		}
+		for _, b := range list {
+			if _, done := l.tried[b.ID]; done || ctx.Err() != nil {
+				continue
+			}
+			l.tried[b.ID] = struct{}{}
+			log := s.in.Log.With("broadcast_id", b.ID)
+			store, err := s.appStore(b)
+			var n int64
+			if err == nil {
+				n, err = s.usersOf(ctx, store, nil, b, b.MaxTokenID)
+			}
+			if err == nil {
+				err = s.in.RetryDB(ctx, "storing a broadcast's users", func(c context.Context) error { return s.leases.SetUsersTargeted(c, b.ID, n) })
+			}
+			if err != nil {
+				log.WarnContext(ctx, "counting a broadcast's lost users failed: its users_targeted stays null", "err", err)
+				continue
+			}
+			log.InfoContext(ctx, "broadcast's lost users counted again", "users_targeted", n)
+			s.opt.Changed(b.ID)
+		}
+	}) {
+		l.running.Store(false)
+	}
 }
 
 // usersOf counts the users of b's planned audience: a built-in one's in

@@ -189,3 +189,33 @@ func TestTheUsersAreCountedInTheSnapshotOfThePlansStart(t *testing.T) {
 		t.Fatalf("now, up to the snapshot's id: %d users (%v), want %d", now, err, want-dead)
 	}
 }
+
+// A count lost with its planner (killed after the plan's last step was
+// stored, before the count was) is counted again by a planner's sweep,
+// once the count would surely have ended: here planned an hour ago.
+func TestALostCountOfUsersIsCountedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, now)
+	users := many(500)
+	f.seed(users)
+	f.exec("INSERT INTO device_tokens (user_id, token) SELECT id, CONCAT('second-', id) FROM users WHERE id <= 50")
+	id := f.submit(model.Audience{All: true})
+	a := f.start("a", 100, nil)
+	a.finished(t, id)
+	want := f.usersTargeted(id)
+	a.halt(t)
+	var on int64 // a user with pushes on and a live token: the first, or a second (users 1–50)
+	for _, u := range users {
+		if !u.off && (!u.invalid || u.id <= 50) {
+			on++
+		}
+	}
+	if want != on {
+		t.Fatalf("users_targeted %d, want %d", want, on)
+	}
+	f.exec(fmt.Sprintf("UPDATE broadcasts SET users_targeted = NULL, planned_at = planned_at - INTERVAL 1 HOUR WHERE id = %d", id))
+	f.start("b", 100, nil)
+	if got := f.usersTargeted(id); got != want {
+		t.Fatalf("counted again: %d users, want %d", got, want)
+	}
+}
