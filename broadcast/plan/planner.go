@@ -6,6 +6,7 @@
 // it completed at once (lease.CommitStep), so sending starts with the
 // first ones while the rest is planned, and a takeover resumes the plan
 // from its stored cursor.
+// Beside each plan, its users are counted (users.go).
 package plan
 
 import (

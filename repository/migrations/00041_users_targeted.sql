@@ -8,11 +8,13 @@
 --                            (broadcast/plan, users.go), with the plan's
 --                            predicates and snapshot; stored with the
 --                            plan's last step, or just after it when the
---                            count came later. NULL while it is counted,
---                            and for a broadcast planned before this
---                            column or whose count failed (the log says
---                            why): the API answers null, the console
---                            shows the devices alone.
+--                            count came later (a count lost with its
+--                            instance is counted again by a planner's
+--                            sweep while the broadcast runs). NULL while
+--                            it is counted, and for a broadcast planned
+--                            before this column or whose count failed
+--                            (the log says why): the API answers null,
+--                            the console shows the devices alone.
 
 -- +goose Up
 ALTER TABLE broadcasts
