@@ -364,23 +364,42 @@ func (s *Store) CountPlannedUsers(ctx context.Context, q sqldb.Querier, a model.
 	return n, nil
 }
 
-// SnapshotTx opens a read-only transaction whose snapshot is taken now,
-// before it answers (InnoDB fixes a REPEATABLE READ snapshot at its
-// first read, here the tokens' highest id): what it reads later is the
-// tokens as they were now. A plan's count of its users reads through one
-// taken before the plan's first step, so that the tokens its sends mark
-// dead meanwhile are counted as the plan counted them. The caller rolls
-// it back; ctx bounds its life, read bounds the first read.
-func (s *Store) SnapshotTx(ctx, read context.Context) (*sql.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+// Snapshot is a read-only transaction whose snapshot was taken when it
+// was opened (SnapshotTx), on a connection of its own.
+type Snapshot struct {
+	Tx   *sql.Tx
+	conn *sql.Conn
+}
+
+// Close ends the snapshot and gives its connection back.
+func (sn *Snapshot) Close() {
+	_ = sn.Tx.Rollback()
+	_ = sn.conn.Close()
+}
+
+// SnapshotTx opens a Snapshot taken now, before it answers (InnoDB fixes
+// a REPEATABLE READ snapshot at its first read, here the tokens' highest
+// id): what it reads later is the tokens as they were now. A plan's count
+// of its users reads through one taken before the plan's first step, so
+// that the tokens its sends mark dead meanwhile are counted as the plan
+// counted them. ctx bounds its life; open bounds the wait for a
+// connection and the first read. The caller closes it.
+func (s *Store) SnapshotTx(ctx, open context.Context) (*Snapshot, error) {
+	conn, err := s.db.Conn(open)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	if _, err := s.MaxTokenID(read, tx); err != nil {
-		_ = tx.Rollback()
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		_ = conn.Close()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	return tx, nil
+	sn := &Snapshot{Tx: tx, conn: conn}
+	if _, err := s.MaxTokenID(open, tx); err != nil {
+		sn.Close()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return sn, nil
 }
 
 // CountAudience returns how many targets AudiencePage would yield in total

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,9 +78,11 @@ func (s *Planner) countUsers(store *repository.Store, b *model.Broadcast, upto u
 	// plan's first step: its sends cannot mark a token dead before the
 	// count reads it. Without one (the database refused it) the count
 	// reads the tokens as they are when it runs.
-	var snap *sql.Tx
+	var snap *repository.Snapshot
 	if b.Audience.Name == "" {
-		read, done := context.WithTimeout(ctx, s.in.DBTimeout)
+		// A snapshot that takes a second is a database in trouble: the
+		// plan does not wait for it.
+		read, done := context.WithTimeout(ctx, min(s.in.DBTimeout, time.Second))
 		var err error
 		if snap, err = store.SnapshotTx(ctx, read); err != nil {
 			log.WarnContext(ctx, "no snapshot for counting a broadcast's users: counting without", "err", err)
@@ -93,7 +94,7 @@ func (s *Planner) countUsers(store *repository.Store, b *model.Broadcast, upto u
 		start := time.Now()
 		u.n, u.err = s.usersOf(ctx, store, snap, b, upto)
 		if snap != nil {
-			_ = snap.Rollback()
+			snap.Close()
 		}
 		if u.err != nil && ctx.Err() == nil {
 			log.WarnContext(ctx, "counting a broadcast's users failed: its users_targeted stays null", "err", u.err)
@@ -102,7 +103,7 @@ func (s *Planner) countUsers(store *repository.Store, b *model.Broadcast, upto u
 		}
 	}) {
 		if snap != nil {
-			_ = snap.Rollback()
+			snap.Close()
 		}
 		cancel()
 		return nil
@@ -209,14 +210,15 @@ func (s *Planner) recountLate() {
 }
 
 // usersOf counts the users of b's planned audience: a built-in one's in
-// one statement (in snap when not nil), a named one's by reading it whole (user ids kept, 8
-// bytes each, to count a user whose rows lie in several pages once).
-func (s *Planner) usersOf(ctx context.Context, store *repository.Store, snap *sql.Tx, b *model.Broadcast, upto uint64) (int64, error) {
+// one statement (in snap when not nil), a named one's by reading it
+// whole (user ids kept, 8 bytes each, to count a user whose rows lie in
+// several pages once).
+func (s *Planner) usersOf(ctx context.Context, store *repository.Store, snap *repository.Snapshot, b *model.Broadcast, upto uint64) (int64, error) {
 	if b.Audience.Name == "" {
 		return s.retryCount(ctx, func(c context.Context) (int64, error) {
-			if tx := snap; tx != nil {
+			if sn := snap; sn != nil {
 				snap = nil // a connection lost loses the snapshot: a retry counts on the pool
-				return store.CountPlannedUsers(c, tx, b.Audience, upto)
+				return store.CountPlannedUsers(c, sn.Tx, b.Audience, upto)
 			}
 			return store.CountPlannedUsers(c, nil, b.Audience, upto)
 		})

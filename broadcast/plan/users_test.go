@@ -175,12 +175,12 @@ func TestTheUsersAreCountedInTheSnapshotOfThePlansStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = snap.Rollback() }()
+	defer snap.Close()
 	f.exec("UPDATE device_tokens SET invalidated_at = UTC_TIMESTAMP(6) WHERE id <= 10") // sent to, dead
 	f.exec("INSERT INTO users (id) VALUES (101)")
 	f.exec("INSERT INTO device_tokens (id, user_id, token) VALUES (101, 101, 'late')")
 	want := int64(len(targets(users)))
-	got, err := store.CountPlannedUsers(f.ctx(), snap, model.Audience{All: true}, 1000)
+	got, err := store.CountPlannedUsers(f.ctx(), snap.Tx, model.Audience{All: true}, 1000)
 	if err != nil || got != want {
 		t.Fatalf("in the snapshot: %d users (%v), want %d", got, err, want)
 	}
