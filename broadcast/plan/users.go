@@ -117,7 +117,7 @@ func (s *Planner) storeUsersLater(id uint64, u *userCount, log *slog.Logger) {
 	if u == nil {
 		return
 	}
-	s.in.Group.Go(func() {
+	if !s.in.Group.Go(func() {
 		defer u.cancel()
 		select {
 		case <-u.done:
@@ -135,7 +135,9 @@ func (s *Planner) storeUsersLater(id uint64, u *userCount, log *slog.Logger) {
 			return
 		}
 		s.opt.Changed(id)
-	})
+	}) {
+		u.cancel() // stopping: a planner's sweep counts it again (recountLate)
+	}
 }
 
 // A count lost with its planner (stopped, or killed, after the plan's
