@@ -127,7 +127,7 @@ func (s *Planner) storeUsersLater(id uint64, u *userCount, log *slog.Logger) {
 		if u.err != nil {
 			return
 		}
-		ctx := context.WithoutCancel(s.in.Running)
+		ctx := s.in.Running // a stop does not wait for it: the sweep counts it again
 		if err := s.in.RetryDB(ctx, "storing a broadcast's users", func(c context.Context) error {
 			return s.leases.SetUsersTargeted(c, id, u.n)
 		}); err != nil {
