@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jmoiron/sqlx"
 
 	"pushfan/internal/devtools/apiclient"
 )
@@ -80,8 +81,18 @@ func text(sel string) string {
 // see the audience counted, test-send to two users, send, and watch the
 // progress reach exactly what the emulator received.
 func TestConsoleComposeTestSendAndWatch(t *testing.T) {
-	e := newEnv(t, 1500)
+	// Users 1–100 have a second device: the page tells users from devices.
+	e := newEnvWith(t, 1500, func(db *sqlx.DB) {
+		if _, err := db.Exec("INSERT INTO device_tokens (user_id, token, platform) SELECT id, CONCAT('second-', id), 'android' FROM users WHERE id <= 100"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	want := e.eligibleTokens()
+	var wantUsers int64 // before the send marks the dead tokens: the plan counts them
+	if err := e.db.Get(&wantUsers, `SELECT COUNT(DISTINCT t.user_id) FROM device_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.invalidated_at IS NULL AND u.push_enabled = 1`); err != nil {
+		t.Fatal(err)
+	}
 	e.signIn(senderToken)
 	e.compose("Winter sale", "Everything 20% off, today only")
 	e.waitFor(fmt.Sprintf("the live preview to count the %d eligible tokens", want), 20*time.Second,
@@ -130,6 +141,12 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 	}
 	if dead == 0 {
 		t.Fatal("no dead tokens were seeded: the failures part of the page is untested")
+	}
+	// Its users beside its devices, each user once (users_targeted).
+	e.waitFor(fmt.Sprintf("%d users beside %d devices", wantUsers, want), 10*time.Second,
+		fmt.Sprintf(`document.querySelector('#audience-size').dataset.users === '%d' && document.querySelector('#audience-size').dataset.devices === '%d'`, wantUsers, want))
+	if wantUsers >= want {
+		t.Fatalf("%d users on %d devices: users and devices are not told apart", wantUsers, want)
 	}
 	if n := eval[int64](e, "the error code row", `Number(document.querySelector('#error-codes tr[data-code="UNREGISTERED"]')?.textContent.replace(/\D/g, '') || -1)`); n != dead {
 		t.Errorf("error codes row UNREGISTERED shows %d, want %d", n, dead)

@@ -111,7 +111,8 @@
 //     repair one broadcast once.
 //
 // The package writes the chunk rows and a broadcast's state (status,
-// counters, per-code error counts, cancel flag, plan lease). Capped targets
+// counters, per-code error counts, cancel flag, plan lease; its users
+// counted beside the plan, users_targeted: CommitStep, SetUsersTargeted). Capped targets
 // (withheld by a frequency cap) are an outcome like the others: a
 // checkpoint adds them to the broadcast's capped, and succeeded + failed +
 // canceled + capped is what the chunk has committed. What a checkpoint

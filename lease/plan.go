@@ -43,6 +43,10 @@ type Step struct {
 	Kept                    []TargetOutcome // the excluded and deferred, kept one by one (outcome.PlanSeq)
 	// Done: the audience is exhausted and every chunk is in Chunks.
 	Done bool
+	// UsersTargeted, on the Done step, is the users the plan's targets
+	// belong to when their count (package plan) came in time; else nil and
+	// SetUsersTargeted stores it later.
+	UsersTargeted *int64
 	// MaxCursor and Width are fixed by the first step: the audience's
 	// snapshot (no target above it) and the targets per chunk.
 	MaxCursor, Width uint64
@@ -242,7 +246,8 @@ func writeStep(ctx context.Context, tx *sql.Tx, id uint64, class Class, prevSeq 
 	cargs := []any{st.Added, st.Seq - prevSeq, waiting, st.Deferred, st.ZoneFallbacks, st.Excluded, st.NightDeferred}
 	if st.Done {
 		counts += `, planning = 0, planned_at = UTC_TIMESTAMP(6), plan_owner = NULL, plan_until = NULL,
-			status = IF(status = 'planning', 'queued', status)`
+			status = IF(status = 'planning', 'queued', status), users_targeted = COALESCE(users_targeted, ?)`
+		cargs = append(cargs, st.UsersTargeted)
 	}
 	if set != "" {
 		counts += ", " + set
@@ -430,4 +435,14 @@ func (s *Store) PromoteWaiting(ctx context.Context, limit int) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// SetUsersTargeted stores a planned broadcast's count of users, counted
+// after its plan's last step was stored. The first count stored stays: a
+// takeover's count of the same plan is the same.
+func (s *Store) SetUsersTargeted(ctx context.Context, id uint64, n int64) error {
+	if _, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET users_targeted = ? WHERE id = ? AND users_targeted IS NULL AND planning = 0", n, id); err != nil {
+		return fmt.Errorf("broadcast %d: set users targeted: %w", id, err)
+	}
+	return nil
 }

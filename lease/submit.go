@@ -63,7 +63,7 @@ func (s *Store) Submit(ctx context.Context, b *model.Broadcast, plan Planner) er
 			return nil
 		}
 		b.MaxTokenID, b.Targeted, b.Deferred, b.ZoneFallbacks = st.MaxCursor, st.Added, st.Deferred, st.ZoneFallbacks
-		b.ExcludedNoConsent, b.NightDeferred = st.Excluded, st.NightDeferred
+		b.ExcludedNoConsent, b.NightDeferred, b.UsersTargeted = st.Excluded, st.NightDeferred, st.UsersTargeted
 		return StorePlan(ctx, tx, b.ID, ClassOf(b.Class, b.Paced()), *st)
 	})
 	if err != nil {

@@ -201,6 +201,11 @@ type Broadcast struct {
 	// HeldCounted: a held broadcast's audience has been counted (in the
 	// background after its submit): Targeted is that count.
 	HeldCounted bool
+	// UsersTargeted is how many users hold the Targeted tokens, each once
+	// however many devices they have: counted once the plan is complete
+	// (package plan, users.go), nil until then, for a broadcast planned
+	// before the count existed, and when the count failed.
+	UsersTargeted *int64
 
 	// Durable-run fields (see package lease).
 	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later

@@ -60,8 +60,8 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 		 targeted, succeeded, failed, canceled, invalidated_tokens, error, started_at, finished_at,
 		 max_token_id, idempotency_key, request_hash, send_at, trigger_kind, job_name, fire_time, submit_token,
 		 class, max_rate, deliver_over_ms, parent_id, hold_expires_at, starts_at, deferred, zone_fallbacks, planning, frequency_cap, capped, app,
-		 category, category_rules, excluded_no_consent, night_deferred, created_by_kind, created_by_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 category, category_rules, excluded_no_consent, night_deferred, created_by_kind, created_by_id, users_targeted)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(b.Status), b.DryRun, b.InvalidateOnDryRun, string(msg), string(aud),
 		sqldb.ClampRunes(b.RequestID, maxRequestIDRunes), nullIfEmpty(sqldb.ClampRunes(b.CreatedBy, MaxCreatedByRunes)),
 		b.Targeted, b.Succeeded, b.Failed, b.Canceled, b.Invalidated,
@@ -72,7 +72,7 @@ func InsertBroadcast(ctx context.Context, tx *sql.Tx, b *model.Broadcast) error 
 		nullIfZero(b.ParentID), timeArg(b.HoldExpiresAt), timeArg(b.StartsAt), b.Deferred, b.ZoneFallbacks, b.Status == model.StatusPlanning,
 		nullIfEmpty(b.FrequencyCap), b.Capped, appOrDefault(b.App),
 		category, rules, b.ExcludedNoConsent, b.NightDeferred,
-		nullIfEmpty(string(b.Creator.Kind)), nullIfEmpty(sqldb.ClampRunes(b.Creator.ID, MaxActorIDRunes)))
+		nullIfEmpty(string(b.Creator.Kind)), nullIfEmpty(sqldb.ClampRunes(b.Creator.ID, MaxActorIDRunes)), b.UsersTargeted)
 	if err != nil {
 		if sqldb.IsDuplicateEntry(err) && strings.Contains(err.Error(), "uq_broadcasts_idempotency") {
 			return ErrDuplicateKey
@@ -128,6 +128,20 @@ func GetBroadcastIn(ctx context.Context, q interface {
 	return b, nil
 }
 
+// UncountedUsers lists up to limit broadcasts still to finish whose plan
+// ended more than late ago with their users not counted
+// (users_targeted null): their planner stopped between the plan's last
+// step and the count's end (package plan, users.go). It reads the
+// unfinished broadcasts only (the status index).
+func (s *Store) UncountedUsers(ctx context.Context, late time.Duration, limit int) ([]*model.Broadcast, error) {
+	list, err := s.readBroadcasts(ctx, ` WHERE status IN ('queued', 'running') AND planning = 0 AND users_targeted IS NULL
+		AND planned_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY id LIMIT ?`, late.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("uncounted users: %w", err)
+	}
+	return list, nil
+}
+
 // broadcastColumns are a broadcast row's columns, in scanBroadcast's
 // order. Every figure is a column of the row itself: lists of broadcasts
 // cost one statement for the rows and one each for their error and
@@ -141,7 +155,7 @@ const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, a
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
 		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app, held_counted,
 		category_rules, excluded_no_consent, night_deferred,
-		created_by_kind, created_by_id, released_by_kind, released_by_id, canceled_by`
+		created_by_kind, created_by_id, released_by_kind, released_by_id, canceled_by, users_targeted`
 
 // selectBroadcast reads broadcast rows; selectOneBroadcast one row with
 // its error and variant counts as JSON objects, for a single read.
@@ -250,6 +264,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		categoryRules             sql.NullString
 		creatorKind, creatorID    sql.NullString
 		releaserKind, releaserID  sql.NullString
+		usersTargeted             sql.NullInt64
 	)
 	if err := row.Scan(append([]any{
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
@@ -261,7 +276,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
 		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App, &b.HeldCounted,
 		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred,
-		&creatorKind, &creatorID, &releaserKind, &releaserID, &canceledBy}, extra...)...); err != nil {
+		&creatorKind, &creatorID, &releaserKind, &releaserID, &canceledBy, &usersTargeted}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -286,6 +301,9 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 	b.HoldExpiresAt = nullTime(holdExpiresAt)
 	b.StartsAt = nullTime(startsAt)
 	b.PlannedAt = nullTime(plannedAt)
+	if usersTargeted.Valid {
+		b.UsersTargeted = &usersTargeted.Int64
+	}
 	b.CreatedAt = b.CreatedAt.UTC()
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)

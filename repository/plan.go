@@ -13,8 +13,9 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// PlanRow is one target as a plan reads it: its token id and, for a plan
-// that needs it (local time, quiet hours), its user's zone column.
+// PlanRow is one target as a plan reads it: its token id, its user and,
+// for a plan that needs it (local time, quiet hours), its user's zone
+// column.
 type PlanRow struct {
 	ID      uint64
 	Zone    string
@@ -24,6 +25,9 @@ type PlanRow struct {
 	// plan leaves out the targets without ConsentDay and counts them, and
 	// defers those without ConsentNight inside the night window.
 	Consent uint8
+	// UserID is the target's user: a plan made inside its submit, and a
+	// named audience's walk, count the users (package plan, users.go).
+	UserID uint64
 }
 
 // MaxTokenID is the highest token id now (0 for none): the snapshot a
@@ -66,7 +70,7 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 	if withZone {
 		zone = sc.uTimezone
 	}
-	zone += ", " + consent
+	zone = sc.tUser + ", " + zone + ", " + consent
 	var query string
 	var full []any
 	if a.ResendOf != 0 {
@@ -113,7 +117,7 @@ func (s *Store) PlanPage(ctx context.Context, q sqldb.Querier, a model.Audience,
 	zones := map[string]string{} // one string per zone name, not per row
 	for rows.Next() {
 		var r PlanRow
-		if err := rows.Scan(&r.ID, &raw, &r.Consent); err != nil {
+		if err := rows.Scan(&r.ID, &r.UserID, &raw, &r.Consent); err != nil {
 			return dst[:0], fmt.Errorf("plan page: scan: %w", err)
 		}
 		if raw != nil {

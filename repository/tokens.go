@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -324,6 +325,20 @@ func (s *Store) CountAudienceExcluded(ctx context.Context, a model.Audience) (co
 // ones): the users a broadcast to a would reach, each once however many
 // devices they have.
 func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64, error) {
+	return s.CountPlannedUsers(ctx, nil, a, math.MaxUint64)
+}
+
+// CountPlannedUsers is CountAudienceUsers over the tokens up to upto: a
+// plan's snapshot (PlanPage reads no token above it), so that the users
+// of a planned broadcast are counted over the tokens its plan read, with
+// the same rule (stale tokens and users without consent left out, as
+// the plan leaves them out of targeted). One statement: a scan of the
+// audience's tokens, a second for a million (docs/CAPACITY.md). q is a
+// snapshot (SnapshotTx), or nil for the pool.
+func (s *Store) CountPlannedUsers(ctx context.Context, q sqldb.Querier, a model.Audience, upto uint64) (int64, error) {
+	if q == nil {
+		q = s.db
+	}
 	open := s.schema.Open()
 	sc, keep := open, "1"
 	if open.flagged != nil {
@@ -340,12 +355,54 @@ func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64
 	if empty {
 		return 0, nil
 	}
+	if upto != math.MaxUint64 {
+		cond = "(" + cond + ") AND " + sc.tID + " <= ?"
+		args = append(args, upto)
+	}
 	var n int64
-	q := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)
-	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+	stmt := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)
+	if err := q.QueryRowContext(ctx, stmt, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count audience users: %w", err)
 	}
 	return n, nil
+}
+
+// Snapshot is a read-only transaction whose snapshot was taken when it
+// was opened (SnapshotTx), on a connection of its own.
+type Snapshot struct {
+	Tx   *sql.Tx
+	conn *sql.Conn
+}
+
+// Close ends the snapshot and gives its connection back.
+func (sn *Snapshot) Close() {
+	_ = sn.Tx.Rollback()
+	_ = sn.conn.Close()
+}
+
+// SnapshotTx opens a Snapshot taken now, before it answers (InnoDB fixes
+// a REPEATABLE READ snapshot at its first read, here the tokens' highest
+// id): what it reads later is the tokens as they were now. A plan's count
+// of its users reads through one taken before the plan's first step, so
+// that the tokens its sends mark dead meanwhile are counted as the plan
+// counted them. ctx bounds its life; open bounds the wait for a
+// connection and the first read. The caller closes it.
+func (s *Store) SnapshotTx(ctx, open context.Context) (*Snapshot, error) {
+	conn, err := s.db.Conn(open)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	sn := &Snapshot{Tx: tx, conn: conn}
+	if _, err := s.MaxTokenID(open, tx); err != nil {
+		sn.Close()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return sn, nil
 }
 
 // CountAudience returns how many targets AudiencePage would yield in total

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"pushfan/audience"
 	"pushfan/config"
 	"pushfan/internal/testsupport/teststack"
 )
@@ -176,5 +177,68 @@ func TestTargetedIsNullUntilTheAudienceIsCounted(t *testing.T) {
 	}
 	for _, id := range []uint64{id, uint64(sched["id"].(float64)), heldID} {
 		s.Do("POST", "/push/broadcasts/"+itoa(id)+"/cancel", nil, nil)
+	}
+}
+
+// A broadcast's users_targeted is its users, each once however many
+// devices it reaches of theirs, in chunks of 100 tokens: 400 users with 2
+// tokens each, user 1 with a third far above the others (another chunk),
+// user 3's first token dead (its second is reached), user 7's pushes off.
+// The broadcast object and the list answer it; a named audience's users
+// are its rows' (its SQL reads user 7's too); a scheduled broadcast's is
+// null (nothing planned yet).
+func TestUsersTargetedCountsEachUserOnce(t *testing.T) {
+	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) {
+		c.Engine.ChunkWidth = 100
+		c.Audiences = []audience.Definition{{Name: "live", SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t" +
+			" WHERE t.id > :after AND t.invalidated_at IS NULL ORDER BY t.id LIMIT :limit"}}
+	}})
+	s.SeedZoned(400, 2, nil)
+	s.MustExec("INSERT INTO device_tokens (id, user_id, token) VALUES (5000, 1, 'third-1')")
+	s.MustExec("UPDATE device_tokens SET invalidated_at = UTC_TIMESTAMP(6) WHERE token = 'z-3-0'")
+	s.MustExec("UPDATE users SET push_enabled = 0 WHERE id = 7")
+	var b teststack.Broadcast
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "users", "audience": map[string]any{"all": true}}, &b); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %+v", resp.StatusCode, b)
+	}
+	done := s.WaitFinished(b.ID, time.Minute)
+	var got teststack.Broadcast
+	teststack.WaitEvery(t, "users_targeted", time.Minute, 20*time.Millisecond, func() bool {
+		got = teststack.Broadcast{}
+		s.Do("GET", "/push/broadcasts/"+itoa(b.ID), nil, &got)
+		return got.UsersTargeted != nil
+	})
+	const devices, users = 800 + 1 - 1 - 2, 400 - 1
+	if done.Targeted != devices || *got.UsersTargeted != users {
+		t.Fatalf("%+v, users %d: want %d devices, %d users", done, *got.UsersTargeted, devices, users)
+	}
+	var list struct {
+		Broadcasts []teststack.Broadcast `json:"broadcasts"`
+	}
+	s.Do("GET", "/push/broadcasts", nil, &list)
+	if len(list.Broadcasts) != 1 || list.Broadcasts[0].UsersTargeted == nil || *list.Broadcasts[0].UsersTargeted != users {
+		t.Fatalf("list: %+v, want the broadcast with %d users", list.Broadcasts, users)
+	}
+	var named teststack.Broadcast
+	if resp := s.Do("POST", "/push/broadcast?wait=0", map[string]any{"title": "named", "audience": map[string]any{"name": "live"}}, &named); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit named: %d %+v", resp.StatusCode, named)
+	}
+	namedID := named.ID
+	s.WaitFinished(namedID, time.Minute)
+	teststack.WaitEvery(t, "a named audience's users_targeted", time.Minute, 20*time.Millisecond, func() bool {
+		named = teststack.Broadcast{}
+		s.Do("GET", "/push/broadcasts/"+itoa(namedID), nil, &named)
+		return named.UsersTargeted != nil
+	})
+	if named.Targeted != 800 || *named.UsersTargeted != 400 {
+		t.Fatalf("named: %d devices, %d users; want 800 and 400", named.Targeted, *named.UsersTargeted)
+	}
+	var raw map[string]any
+	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if resp := s.Do("POST", "/push/broadcast", map[string]any{"title": "later", "audience": map[string]any{"all": true}, "send_at": at}, &raw); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("schedule: %d %v", resp.StatusCode, raw)
+	}
+	if v, ok := raw["users_targeted"]; !ok || v != nil {
+		t.Fatalf("a scheduled broadcast's users_targeted: %v (present %v), want null", v, ok)
 	}
 }

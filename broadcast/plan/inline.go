@@ -34,6 +34,7 @@ func (s *Planner) Inline(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*
 	width := s.planWidth(maxID)
 	p := newPlanPass(b, width, s.in.Now(), s.opt.DefaultZone, 0, 0, nil)
 	var rows []repository.PlanRow
+	users := map[uint64]struct{}{} // a short list: its users, counted here
 	for after := uint64(0); ; {
 		if rows, err = store.PlanPage(ctx, tx, a, after, maxID, planStepRows, a.Local != nil, rows); err != nil {
 			return nil, err
@@ -43,6 +44,7 @@ func (s *Planner) Inline(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*
 				return nil, err
 			}
 		}
+		inlineUsers(rows, users)
 		if len(rows) < planStepRows {
 			break
 		}
@@ -50,6 +52,8 @@ func (s *Planner) Inline(ctx context.Context, tx *sql.Tx, b *model.Broadcast) (*
 	}
 	st := p.flush(true)
 	st.MaxCursor, st.Width = maxID, width
+	n := int64(len(users))
+	st.UsersTargeted = &n
 	return &st, nil
 }
 

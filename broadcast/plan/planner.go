@@ -6,6 +6,7 @@
 // it completed at once (lease.CommitStep), so sending starts with the
 // first ones while the rest is planned, and a takeover resumes the plan
 // from its stored cursor.
+// Beside each plan, its users are counted (users.go).
 package plan
 
 import (
@@ -86,6 +87,7 @@ type Planner struct {
 
 	wake  chan struct{} // the planner: broadcasts to plan
 	plans planSet       // plans running here
+	late  lateUsers     // counts of users lost with their planner (users.go)
 }
 
 // New builds a Planner; Start starts it.
@@ -154,6 +156,7 @@ func (s *Planner) loop() {
 		default: // every slot busy: wait for one
 		}
 		if pc == nil {
+			s.recountLate()
 			if !s.in.Idle(idle, s.opt.PollInterval, s.wake, "a plan", err) {
 				return
 			}

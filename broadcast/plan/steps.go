@@ -54,6 +54,15 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 		}
 		pc.Width = s.planWidth(maxID)
 	}
+	// The users are counted beside the plan (users.go): stored with its
+	// last step when in by then, else as soon as they are.
+	users := s.countUsers(store, b, pc.MaxCursor, log)
+	handed := false
+	defer func() {
+		if users != nil && !handed {
+			users.cancel()
+		}
+	}()
 	first := pc.Cursor == 0 && pc.Seq == 0
 	if first {
 		log.InfoContext(ctx, "planning broadcast", "max_token_id", pc.MaxCursor, "chunk_width", pc.Width)
@@ -94,6 +103,9 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 		if b.Audience.Name == "" && step == 0 {
 			st.MaxCursor, st.Width = pc.MaxCursor, pc.Width // stored once; a replay stores the same
 		}
+		if st.Done {
+			st.UsersTargeted = users.ready()
+		}
 		err := s.in.RetryDB(bg, "storing a plan step", func(c context.Context) error { return s.leases.CommitStep(c, pc, st, s.in.Lease) })
 		switch {
 		case errors.Is(err, lease.ErrLost):
@@ -108,6 +120,10 @@ func (s *Planner) runPlan(pc *lease.PlanClaim) {
 			s.runs.Poke()
 		}
 		if st.Done {
+			if st.UsersTargeted == nil {
+				s.storeUsersLater(b.ID, users, log)
+				handed = true
+			}
 			log.InfoContext(ctx, "broadcast planned", "chunks", st.Seq, "targeted", pc.Targeted,
 				"took", time.Since(start).Round(time.Millisecond), "rested", rested.Round(time.Millisecond))
 			s.runs.Finish(bg, b.ID) // an empty audience ends here
@@ -293,7 +309,7 @@ func (s *Planner) namedUsersReader(store *repository.Store, bound audience.Bound
 			if !has && withZone {
 				z, has = zones[r.UserID]
 			}
-			buf = append(buf, repository.PlanRow{ID: r.Cursor, Zone: z, HasZone: has, Consent: consents[r.UserID]})
+			buf = append(buf, repository.PlanRow{ID: r.Cursor, Zone: z, HasZone: has, Consent: consents[r.UserID], UserID: r.UserID})
 		}
 		return buf, len(rows) == namedStepRows, nil
 	}

@@ -91,11 +91,22 @@ function row(b) {
     h('td', null, badge(b.status), b.dry_run ? h('span', {class: 'tag'}, t('broadcasts.dryRun')) : null),
     h('td', {'data-trigger': b.trigger}, triggerName(b.trigger)),
     h('td', {class: 'title-cell', 'data-raw': ''}, headline(b)),
-    h('td', {class: 'num'}, b.targeted == null ? t('broadcasts.counting') : num(b.targeted)),
+    h('td', {class: 'num', 'data-users': b.users_targeted ?? '', 'data-devices': b.targeted ?? ''}, audienceSize(b)),
     h('td', {class: 'num'}, num(b.succeeded)),
     h('td', {class: 'num'}, num(b.failed)),
     h('td', null, timeEl(b.created_at)),
     h('td', null, b.created_by || '—'));
+}
+
+// audienceSize is a broadcast's audience in words, "1,502 users · 1,727
+// devices": its users (users_targeted, each once) beside its devices
+// (targeted). Its devices alone while its users are not counted (they
+// land just after the plan, or never for a broadcast from before the
+// count), "counting…" while its devices are not.
+export function audienceSize(b) {
+  if (b.targeted == null) return t('broadcasts.counting');
+  const devices = t('broadcasts.devices', {count: b.targeted});
+  return b.users_targeted == null ? devices : `${t('broadcasts.users', {count: b.users_targeted})} · ${devices}`;
 }
 
 // A trigger in words (api, schedule, cron, resend); another as it is.

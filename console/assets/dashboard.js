@@ -12,6 +12,7 @@ import {h, s, table, emptyRow, showPageError, isQuiet, add} from './dom.js';
 import {num, percent} from './format.js';
 import {barChart} from './chart.js';
 import {explain} from './watchfailures.js';
+import {audienceSize} from './broadcasts.js';
 import {t, tOr} from './i18n.js';
 
 export async function render(ctx) {
@@ -105,6 +106,7 @@ function label(b) {
   const title = b.message?.title ? ` “${b.message.title}”` : '';
   return [
     t('dashboard.bar.broadcast', {id: b.id, title, status: tOr(`watch.status.${b.status}`, b.status)}),
+    audienceSize(b),
     part(r.reach, 'reach', b.succeeded, b.targeted ?? 0),
     part(r.success, 'success', b.succeeded, b.succeeded + b.failed),
     part(r.open, 'open', b.engagement?.opened ?? 0, b.succeeded),

@@ -17,7 +17,7 @@ import {get, post, may} from './api.js';
 import {h, s, badge, showPageError, clearPageError, isQuiet, confirmDialog, fill, add} from './dom.js';
 import {num, duration, perSecond, timeEl, isFinal} from './format.js';
 import {lineChart} from './chart.js';
-import {headline} from './broadcasts.js';
+import {headline, audienceSize} from './broadcasts.js';
 import {engagementCard} from './engagement.js';
 import {broadcastDeliveries} from './webhooks.js';
 import {messageView, detailsView} from './watchdetails.js';
@@ -64,6 +64,8 @@ export async function render(ctx) {
     t(`watch.count.${k}`), ' ', (counts[k] = h('strong', {id: 'count-' + k, 'data-value': '0'}, '0')));
   const legend = h('ul', {class: 'legend'}, ['targeted', 'succeeded', 'failed', 'canceled', 'capped', 'waiting', 'pending'].map(count));
   const pace = h('p', {class: 'muted'});
+  // Who it reaches: its users beside its devices (the bar counts devices).
+  const audience = h('p', {id: 'audience-size', 'data-users': '', 'data-devices': ''});
   // Until the audience is counted (planning, scheduled, held before its
   // count) targeted is null: the bar has nothing to divide by, so it gives
   // way to "counting…" (a bar of a part of the audience would run ahead).
@@ -89,7 +91,7 @@ export async function render(ctx) {
     h('div', {class: 'actions'}, download),
     actionError,
     h('section', {class: 'card', 'aria-labelledby': 'progress-h'},
-      h('h2', {id: 'progress-h'}, t('watch.progress')), progress, counting, legend,
+      h('h2', {id: 'progress-h'}, t('watch.progress')), progress, counting, audience, legend,
       h('p', {class: 'hint'}, t('watch.devicesHint')), planning, pace),
     testCard,
     h('section', {class: 'card', 'aria-labelledby': 'rate-h'},
@@ -111,6 +113,10 @@ export async function render(ctx) {
     subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${tOr(`watch.trigger.${b.trigger}`, b.trigger)}${by ? ' ' + by : ''} · ${headline(b)}`;
 
     const known = b.targeted != null;
+    audience.textContent = t('watch.audience', {size: audienceSize(b)}) +
+      (known && b.users_targeted == null && !isFinal(b.status) ? ' · ' + t('watch.usersCounting') : '');
+    audience.dataset.users = b.users_targeted ?? '';
+    audience.dataset.devices = b.targeted ?? '';
     planning.hidden = !b.planning;
     progress.hidden = !known;
     counting.hidden = known;

@@ -20,6 +20,11 @@ type Broadcast struct {
 	// held one's preview count; never a part of the audience, never 0 for
 	// one not counted yet.
 	Targeted *int64 `json:"targeted"`
+	// UsersTargeted is how many users hold the targeted devices, each
+	// once: null until the plan is complete and they are counted (beside
+	// it, in the background), and for a broadcast planned before the
+	// count existed or whose count failed.
+	UsersTargeted *int64 `json:"users_targeted"`
 	// Planning: the audience's plan runs (chunks are made and the
 	// audience counted, whatever the pace); targeted is null until it ends.
 	Planning  bool  `json:"planning"`
@@ -115,6 +120,10 @@ func Of(b *model.Broadcast, now time.Time) Broadcast {
 	if b.TargetedKnown() {
 		n := b.Targeted
 		v.Targeted = &n
+	}
+	if u := b.UsersTargeted; u != nil {
+		n := *u
+		v.UsersTargeted = &n
 	}
 	v.Audience.Local = nil // rendered at the top level, as requested
 	v.local = localOf(b)

@@ -13,7 +13,10 @@ type Broadcast struct {
 	// Targeted is 0 while the API shows null (its audience is not counted
 	// yet: Planning, scheduled, or held before its count); a test that
 	// tells the two apart reads the JSON itself.
-	Targeted          int64            `json:"targeted"`
+	Targeted int64 `json:"targeted"`
+	// UsersTargeted is the users holding the targeted tokens, nil while
+	// the API shows null (not counted yet).
+	UsersTargeted     *int64           `json:"users_targeted"`
 	Planning          bool             `json:"planning"`
 	Succeeded         int64            `json:"succeeded"`
 	Failed            int64            `json:"failed"`

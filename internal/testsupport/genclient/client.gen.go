@@ -1516,6 +1516,9 @@ type Broadcast struct {
 	// Trigger What created the broadcast: an API request, an API request with send_at, a cron job fire, or a resend of another broadcast's failures.
 	Trigger Trigger `json:"trigger"`
 
+	// UsersTargeted Users holding the targeted tokens, each counted once however many devices they have (the console shows "N users · M devices"). Null until the plan is complete and the users are counted: one count of the planned audience beside the plan, with its predicates and its snapshot (no-consent and stale tokens left out, as from targeted), never delaying a send; usually in when the plan ends, at most seconds after. Also null for a broadcast planned before the count existed (migration 00041), one whose count failed (the log says why), and a scheduled or held one before its plan.
+	UsersTargeted *int `json:"users_targeted"`
+
 	// Variants A localized broadcast's targets sent (succeeded or failed) per language; default for the top-level text.
 	Variants *map[string]int `json:"variants,omitempty"`
 
