@@ -184,6 +184,11 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if err != nil {
 			return err
 		}
+		if cp.End == Done { // the chunk's rows folded into a few (lease/outcome, merge.go)
+			if _, _, err := outcome.Merge(ctx, tx, c.BroadcastID, uint64(c.Seq)); err != nil {
+				return err
+			}
+		}
 		canceled := cp.Canceled
 		if cp.End == Done && cp.CancelRest && targets >= 0 {
 			res.Rest = max(targets-before-cp.Succeeded-cp.Failed-cp.Canceled-cp.Capped, 0)

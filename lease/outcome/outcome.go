@@ -302,14 +302,8 @@ func Keep(ctx context.Context, tx sqldb.Execer, h Holder, outs []Target) error {
 		args, rows = args[:0], 0
 		return nil
 	}
-	for part := 0; len(outs) > 0; part++ {
-		lo := outs[0].Cursor
-		n := 1
-		for n < len(outs) && outs[n].Cursor-lo <= MaxSpan {
-			n++
-		}
-		args = append(args, h.BroadcastID, h.Seq, h.Epoch, h.CkptSeq, part, lo, outs[n-1].Cursor, n, Encode(lo, outs[:n]))
-		outs = outs[n:]
+	for part, ts := range Split(outs, 0) {
+		args = append(args, h.BroadcastID, h.Seq, h.Epoch, h.CkptSeq, part, ts[0].Cursor, ts[len(ts)-1].Cursor, len(ts), Encode(ts[0].Cursor, ts))
 		if rows++; rows == keepBatch {
 			if err := insert(); err != nil {
 				return err
