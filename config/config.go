@@ -28,8 +28,7 @@ type Config struct {
 	// MetricsAddr, when set, is a listener of its own serving GET /metrics
 	// only (for a scraper on a private network). MetricsToken is a bearer
 	// token that may read /metrics (and nothing else); the admin tokens
-	// may too. Without either, no one can read the metrics: they are not
-	// public.
+	// may too. Without either, no one can read the metrics: they are not public.
 	MetricsAddr  string `yaml:"metrics_addr"`
 	MetricsToken string `yaml:"-"`
 
@@ -104,11 +103,9 @@ type Events struct {
 	TTL time.Duration `yaml:"ttl"`
 	// Origins may post events from a browser (CORS); "*" is any.
 	Origins []string `yaml:"origins"`
-	// PerAddress is how many event posts a second one client address may
-	// make (a burst of twice that).
+	// PerAddress is how many event posts a second one client address may make (a burst of twice that).
 	PerAddress float64 `yaml:"per_address"`
-	// PublicURL is where apps reach pushfan's public routes (the click
-	// redirect); required when links are tracked.
+	// PublicURL is where apps reach pushfan's public routes (the click redirect); required when links are tracked.
 	PublicURL string `yaml:"public_url"`
 }
 
@@ -175,7 +172,7 @@ type Engine struct {
 	Retention time.Duration `yaml:"retention"`
 	// AuditRetention is how long audit entries are kept.
 	AuditRetention time.Duration `yaml:"audit_retention"`
-	// OutcomeRetention: how long every target's kept outcome is kept.
+	// OutcomeRetention: how long every target's kept outcome is kept; 0 keeps none.
 	OutcomeRetention time.Duration `yaml:"outcome_retention"`
 	// HoldExpiry is how long a held broadcast waits for its release
 	// before it ends canceled ("hold expired").

@@ -69,6 +69,7 @@ type Checkpoint struct {
 	// order is sorted. Nil lists none: the checkpoint's targets are
 	// counted but not kept one by one.
 	Outcomes func() []TargetOutcome
+	keepNone bool // Store.KeepNoOutcomes: Outcomes listed, not kept
 }
 
 // Result is what a checkpoint learned.
@@ -126,6 +127,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		return Result{}, fmt.Errorf("checkpoint chunk %d/%d: %w", c.BroadcastID, c.Seq, err)
 	}
 	seq := c.CkptSeq + 1
+	cp.keepNone = s.keepNone
 	var res Result
 	err = sqldb.InTx(ctx, s.db, s.log, "checkpoint chunk", func(tx *sql.Tx) error {
 		res = Result{}
@@ -184,7 +186,7 @@ func (s *Store) Checkpoint(ctx context.Context, c *Claim, cp Checkpoint) (Result
 		if err != nil {
 			return err
 		}
-		if cp.End == Done { // the chunk's rows folded into a few (lease/outcome, merge.go)
+		if cp.End == Done && !cp.keepNone { // the chunk's rows folded into a few (lease/outcome, merge.go)
 			if _, _, err := outcome.Merge(ctx, tx, c.BroadcastID, uint64(c.Seq)); err != nil {
 				return err
 			}

@@ -49,6 +49,7 @@ type Store struct {
 	schema       int64
 	outdatedFn   func(fence, schema int64) // OnOutdated; nil: none
 	outdatedOnce sync.Once
+	keepNone     bool // KeepNoOutcomes
 }
 
 // New returns a Store on db (the same database the broadcasts live in),

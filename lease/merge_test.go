@@ -337,3 +337,24 @@ func TestMergedRowsKeepTheirBounds(t *testing.T) {
 		t.Fatalf("%d targets in %d parts, want %d in 4", total, len(parts), len(ts))
 	}
 }
+
+// A store that keeps no outcomes (PUSHFAN_OUTCOME_RETENTION=0) writes no
+// target_outcomes row, and counts as ever.
+func TestAStoreThatKeepsNoOutcomesWritesNone(t *testing.T) {
+	f := newFixture(t)
+	f.s.KeepNoOutcomes()
+	id := f.broadcast(lease.Plan{Lo: 0, Hi: 100, Targets: 100})
+	c := f.claim("a")
+	if _, err := f.s.Checkpoint(f.ctx(), c, sends(lease.KeepLease, 50, outcomes(1, 49, lease.OutcomeSucceeded), outcomes(50, 50, lease.OutcomeFailed))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Checkpoint(f.ctx(), c, sends(lease.Done, 100, outcomes(51, 100, lease.OutcomeSucceeded))); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.rowsOf("target_outcomes", id); n != 0 {
+		t.Fatalf("%d rows kept, want none", n)
+	}
+	if got := f.counts(id); got.succeeded != 99 || got.failed != 1 {
+		t.Fatalf("counted %+v, want 99 succeeded and 1 failed", got)
+	}
+}

@@ -157,6 +157,8 @@ func building(ctx context.Context, tx *sql.Tx, id uint64) ([]Plan, error) {
 func (s *Store) CommitStep(ctx context.Context, pc *PlanClaim, st Step, lease time.Duration) error {
 	if !st.Done && st.Cursor <= pc.Cursor {
 		return fmt.Errorf("plan of %d: step to cursor %d does not advance from %d", pc.BroadcastID, st.Cursor, pc.Cursor)
+	} else if s.keepNone {
+		st.Kept = nil
 	}
 	err := s.inTx(ctx, "store plan step", func(tx *sql.Tx) error {
 		// Chunk rows first, then the broadcast row, as everywhere here.

@@ -64,6 +64,9 @@ func (s *Store) Submit(ctx context.Context, b *model.Broadcast, plan Planner) er
 		}
 		b.MaxTokenID, b.Targeted, b.Deferred, b.ZoneFallbacks = st.MaxCursor, st.Added, st.Deferred, st.ZoneFallbacks
 		b.ExcludedNoConsent, b.NightDeferred, b.UsersTargeted = st.Excluded, st.NightDeferred, st.UsersTargeted
+		if s.keepNone {
+			st.Kept = nil
+		}
 		return StorePlan(ctx, tx, b.ID, ClassOf(b.Class, b.Paced()), *st)
 	})
 	if err != nil {

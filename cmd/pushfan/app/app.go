@@ -118,6 +118,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 		return nil, err
 	}
 	leases := lease.New(pool.DB, log)
+	if cfg.Engine.OutcomeRetention == 0 {
+		leases.KeepNoOutcomes() // PUSHFAN_OUTCOME_RETENTION=0 (docs/outcomes.md)
+	}
 	hooks, err := compileWebhooks(cfg)
 	if err != nil {
 		closeApps(parts)
