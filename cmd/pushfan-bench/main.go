@@ -130,6 +130,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		err = b.runWebhooks(ctx, rep)
 	case "caps":
 		err = b.runCaps(ctx, rep)
+	case "outcomes":
+		err = b.runOutcomes(ctx, rep)
 	case "apps":
 		err = b.runApps(ctx, rep)
 	}

@@ -91,9 +91,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.kind, args = args[0], args[1:]
 	}
 	switch o.kind {
-	case "bench", "sweep", "quota", "latency", "scale", "events", "webhooks", "caps", "apps":
+	case "bench", "sweep", "quota", "latency", "scale", "events", "webhooks", "caps", "outcomes", "apps":
 	default:
-		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale, events, webhooks, caps or apps)", o.kind)
+		return o, fmt.Errorf("unknown command %q (want bench, sweep, quota, latency, scale, events, webhooks, caps, outcomes or apps)", o.kind)
 	}
 	defN, defRepeat, defRate, defLatency := 100_000, 3, "1000000", 30*time.Millisecond
 	switch o.kind {
@@ -111,6 +111,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		defN, defRepeat = 100_000, 3
 	case "caps":
 		defN, defRepeat, defRate = 100_000, 3, "" // pushfan's defaults: at its rate limit
+	case "outcomes":
+		defN, defRepeat, defRate = 1_000_000, 3, "" // pushfan's defaults: its rate limit and checkpoint pace
 	case "apps":
 		defRepeat, defRate = 1, "" // pushfan's defaults; each app's rate_limit is its quota
 	}

@@ -81,6 +81,7 @@ type report struct {
 	Events     *eventsReport    `json:"events,omitempty"`
 	Webhooks   *webhooksReport  `json:"webhooks,omitempty"`
 	Caps       *capsReport      `json:"caps,omitempty"`
+	Outcomes   *outcomesReport  `json:"outcomes,omitempty"`
 	Retention  *retentionReport `json:"retention,omitempty"`
 	Apps       *appsReport      `json:"apps,omitempty"`
 	Summary    *summary         `json:"summary,omitempty"`
@@ -117,7 +118,7 @@ type target struct {
 }
 
 func (r *report) hasData() bool {
-	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil || r.Caps != nil || r.Apps != nil || r.Retention != nil
+	return len(r.Pushfan) > 0 || len(r.Sweep) > 0 || r.Quota != nil || len(r.Small) > 0 || len(r.Latency) > 0 || r.Scale != nil || r.Events != nil || r.Webhooks != nil || r.Caps != nil || r.Outcomes != nil || r.Apps != nil || r.Retention != nil
 }
 
 func medianOf[T any](xs []T, f func(T) float64) float64 {
@@ -365,6 +366,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Caps != nil {
 		r.Caps.print(w)
+	}
+	if r.Outcomes != nil {
+		r.Outcomes.print(w)
 	}
 	if r.Retention != nil {
 		r.Retention.print(w)
