@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"time"
 )
 
 // outcomesReport is `pushfan-bench outcomes`: what keeping every target's
@@ -12,9 +13,11 @@ import (
 // what it stores. Broadcasts to every token at pushfan's defaults (its
 // rate limit and pace), keeping outcomes (PUSHFAN_OUTCOME_RETENTION's
 // default) and keeping none (PUSHFAN_OUTCOME_RETENTION=0), alternating,
-// each on a fresh serve, in one invocation. The table is emptied before
-// every run, so what a run with outcomes leaves is its broadcast's alone:
-// measured after ANALYZE TABLE as data_length + index_length.
+// each on a fresh serve, in one invocation. What a run with outcomes adds
+// to the table is measured after ANALYZE TABLE as the growth of
+// data_length + index_length over the run: the cost of one more broadcast
+// beside those retained, the space their rows' deletes freed reused (the
+// table is never emptied: an empty table's first pages would count).
 type outcomesReport struct {
 	With    []*outcomesRun `json:"with_outcomes"`
 	Without []*outcomesRun `json:"without_outcomes"`
@@ -28,12 +31,14 @@ type outcomesReport struct {
 type outcomesRun struct {
 	Run *pushfanRun `json:"run"`
 	// Rows, Targets (the sum of n) and BlobBytes of the broadcast's rows;
-	// TableBytes is the table's data_length + index_length.
+	// TableBytes is the table's data_length + index_length after the run,
+	// Grew how much that grew over it.
 	Rows           int64   `json:"rows"`
 	Targets        int64   `json:"targets"`
 	BlobBytes      int64   `json:"blob_bytes"`
 	TableBytes     int64   `json:"table_bytes"`
-	BytesPerTarget float64 `json:"table_bytes_per_target"`
+	Grew           int64   `json:"table_bytes_grew"`
+	BytesPerTarget float64 `json:"table_bytes_per_target"` // Grew / Targets
 }
 
 func (b *bench) runOutcomes(ctx context.Context, rep *report) error {
@@ -60,7 +65,8 @@ func (b *bench) runOutcomes(ctx context.Context, rep *report) error {
 				label, env = "without", append([]string{"PUSHFAN_OUTCOME_RETENTION=0"}, o.serveEnv...)
 			}
 			label = fmt.Sprintf("%s-outcomes-run%d", label, i+1)
-			if err := emptyOutcomes(ctx, conn); err != nil {
+			before, err := tableBytes(ctx, conn)
+			if err != nil {
 				return err
 			}
 			svc, err := startService(ctx, o.bin, b.dir, "serve-"+label, emu, serviceSpec{db: db, concurrency: o.c, rateLimit: o.rateLimit, extraEnv: env})
@@ -76,12 +82,12 @@ func (b *bench) runOutcomes(ctx context.Context, rep *report) error {
 			if r.Succeeded != int64(db.n) || r.Missing != 0 {
 				return fmt.Errorf("%s: %d succeeded, %d missing at the emulator; want all %d sent", label, r.Succeeded, r.Missing, db.n)
 			}
-			run, err := measureOutcomes(ctx, conn, r)
+			run, err := measureOutcomes(ctx, conn, r, before)
 			if err != nil {
 				return err
 			}
-			b.logf("  %s: %.0f sends/s (sustained %.0f), %.1f µs CPU/send, peak RSS %.1f MB; kept %d rows of %d targets, %d bytes of blob, %d bytes of table (%.2f a target)",
-				label, r.SendsPerS, r.SustainedPerS, r.CPUMicrosPerMsg, r.PeakRSSMB, run.Rows, run.Targets, run.BlobBytes, run.TableBytes, run.BytesPerTarget)
+			b.logf("  %s: %.0f sends/s (sustained %.0f), %.1f µs CPU/send, peak RSS %.1f MB; kept %d rows of %d targets, %d bytes of blob; the table grew %d bytes (%.2f a target)",
+				label, r.SendsPerS, r.SustainedPerS, r.CPUMicrosPerMsg, r.PeakRSSMB, run.Rows, run.Targets, run.BlobBytes, run.Grew, run.BytesPerTarget)
 			if with {
 				if run.Targets != int64(db.n) {
 					return fmt.Errorf("%s: kept %d targets' outcomes, want all %d", label, run.Targets, db.n)
@@ -110,39 +116,47 @@ func (b *bench) runOutcomes(ctx context.Context, rep *report) error {
 	return nil
 }
 
-// emptyOutcomes empties target_outcomes, if serve made it yet (it
-// migrates at start).
-func emptyOutcomes(ctx context.Context, conn *sql.DB) error {
-	var n int
+// tableBytes is target_outcomes' data_length + index_length after ANALYZE
+// TABLE (which refreshes information_schema's figures), once InnoDB's
+// purge has had a few seconds to remove the rows a merge deleted; 0 before
+// serve made the table (it migrates at start).
+func tableBytes(ctx context.Context, conn *sql.DB) (int64, error) {
+	var n int64
 	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
 		WHERE table_schema = DATABASE() AND table_name = 'target_outcomes'`).Scan(&n); err != nil || n == 0 {
-		return err
+		return 0, err
 	}
-	if _, err := conn.ExecContext(ctx, "TRUNCATE TABLE target_outcomes"); err != nil {
-		return fmt.Errorf("emptying target_outcomes: %w", err)
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(5 * time.Second):
 	}
-	return nil
+	rows, err := conn.QueryContext(ctx, "ANALYZE TABLE target_outcomes")
+	if err != nil {
+		return 0, fmt.Errorf("analyze target_outcomes: %w", err)
+	}
+	rows.Close()
+	if err := conn.QueryRowContext(ctx, `SELECT data_length + index_length FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = 'target_outcomes'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("reading target_outcomes' size: %w", err)
+	}
+	return n, nil
 }
 
-// measureOutcomes reads what run r's broadcast kept, and the table's size
-// after ANALYZE TABLE (which refreshes information_schema's figures).
-func measureOutcomes(ctx context.Context, conn *sql.DB, r *pushfanRun) (*outcomesRun, error) {
+// measureOutcomes reads what run r's broadcast kept, and how much the
+// table grew from before.
+func measureOutcomes(ctx context.Context, conn *sql.DB, r *pushfanRun, before int64) (*outcomesRun, error) {
 	run := &outcomesRun{Run: r}
 	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(n), 0), COALESCE(SUM(LENGTH(outcomes)), 0) FROM target_outcomes WHERE broadcast_id = ?", r.BroadcastID).
 		Scan(&run.Rows, &run.Targets, &run.BlobBytes); err != nil {
 		return nil, fmt.Errorf("reading the kept outcomes: %w", err)
 	}
-	rows, err := conn.QueryContext(ctx, "ANALYZE TABLE target_outcomes")
-	if err != nil {
-		return nil, fmt.Errorf("analyze target_outcomes: %w", err)
+	var err error
+	if run.TableBytes, err = tableBytes(ctx, conn); err != nil {
+		return nil, err
 	}
-	rows.Close()
-	if err := conn.QueryRowContext(ctx, `SELECT data_length + index_length FROM information_schema.tables
-		WHERE table_schema = DATABASE() AND table_name = 'target_outcomes'`).Scan(&run.TableBytes); err != nil {
-		return nil, fmt.Errorf("reading target_outcomes' size: %w", err)
-	}
-	if run.Targets > 0 {
-		run.BytesPerTarget = float64(run.TableBytes) / float64(run.Targets)
+	if run.Grew = run.TableBytes - before; run.Targets > 0 {
+		run.BytesPerTarget = float64(run.Grew) / float64(run.Targets)
 	}
 	return run, nil
 }
@@ -153,7 +167,7 @@ func (or *outcomesReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  without outcomes %8.0f sends/s  %6.1f µs CPU/send\n", or.WithoutSendsPerS, or.WithoutCPUMicros)
 	fmt.Fprintf(w, "  with/without: throughput %.3f (target ≥ 0.97), CPU/send %.3f (target ≤ 1.03)\n", or.ThroughputRatio, or.CPURatio)
 	for _, r := range or.With {
-		fmt.Fprintf(w, "  kept by %s: %d rows, %d targets, %d bytes of blob, %d bytes of table (ANALYZE TABLE; data_length + index_length): %.2f bytes a target, %.0f MB per 10M\n",
-			r.Run.Label, r.Rows, r.Targets, r.BlobBytes, r.TableBytes, r.BytesPerTarget, r.BytesPerTarget*10)
+		fmt.Fprintf(w, "  kept by %s: %d rows, %d targets, %d bytes of blob; the table grew %d bytes to %d (ANALYZE TABLE; data_length + index_length): %.2f bytes a target, %.0f MB per 10M\n",
+			r.Run.Label, r.Rows, r.Targets, r.BlobBytes, r.Grew, r.TableBytes, r.BytesPerTarget, r.BytesPerTarget*10)
 	}
 }

@@ -161,6 +161,10 @@ func cmpU(a, b uint64) int {
 // read. It does nothing when merging would not leave fewer rows. It
 // returns how many rows it read and wrote.
 func Merge(ctx context.Context, tx sqldb.Querier, id, seq uint64) (read, wrote int, err error) {
+	return merge(ctx, tx, id, seq, MergedBlobMax)
+}
+
+func merge(ctx context.Context, tx sqldb.Querier, id, seq uint64, maxBlob int) (read, wrote int, err error) {
 	fail := func(what string, err error) (int, int, error) {
 		return read, 0, fmt.Errorf("merge the outcomes of chunk %d/%d: %s: %w", id, seq, what, err)
 	}
@@ -196,7 +200,7 @@ func Merge(ctx context.Context, tx sqldb.Querier, id, seq uint64) (read, wrote i
 	}
 	var args []any
 	for _, g := range groups {
-		for i, ts := range Split(g.Targets, MergedBlobMax) {
+		for i, ts := range Split(g.Targets, maxBlob) {
 			args = append(args, id, seq, g.Epoch, g.CkptSeq, i, ts[0].Cursor, ts[len(ts)-1].Cursor, len(ts), Encode(ts[0].Cursor, ts), newest)
 		}
 	}
