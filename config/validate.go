@@ -70,7 +70,7 @@ func (c *Config) validateServe() []error {
 		bad("PUSHFAN_HTTP_ADDR", "%q is not host:port: %v", c.HTTPAddr, err)
 	}
 	c.Events.validate(c.Engine.Retention, bad)
-	if d := c.Engine.OutcomeRetention; d > 0 && d < time.Hour {
+	if d := c.Engine.OutcomeRetention; d != 0 && d < time.Hour {
 		bad("PUSHFAN_OUTCOME_RETENTION", "must be 0 (keep none) or at least 1h (a running broadcast's outcomes must outlive it), got %v", d)
 	}
 	c.validateApps(bad)

@@ -302,7 +302,7 @@ func variables(c *Config) []variable {
 			rule: atLeast(&e.AuditRetention, 24*time.Hour, "an audit trail kept less than a day says little")},
 		{name: "PUSHFAN_OUTCOME_RETENTION", set: duration(&e.OutcomeRetention),
 			doc:  "every target's kept outcome (a user's deliveries, a broadcast's export) is deleted this long after its broadcast finished, or with it; `0` keeps none (no deliveries, no export; the counts as ever)",
-			rule: nonNegative(&e.OutcomeRetention).and("0 (keep none), or at least 1h (a running broadcast's outcomes must outlive it)")},
+			rule: note("0 (keep none), or at least 1h (a running broadcast's outcomes must outlive it)")},
 		{name: "PUSHFAN_HOLD_EXPIRY", set: duration(&e.HoldExpiry),
 			doc:  "a held broadcast not released within this ends `canceled` (\"hold expired\")",
 			rule: positive(&e.HoldExpiry)},
