@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/lease/outcome"
 	readers "pushfan/outcomes"
@@ -356,5 +357,34 @@ func TestAStoreThatKeepsNoOutcomesWritesNone(t *testing.T) {
 	}
 	if got := f.counts(id); got.succeeded != 99 || got.failed != 1 {
 		t.Fatalf("counted %+v, want 99 succeeded and 1 failed", got)
+	}
+}
+
+// What a merge costs the closing checkpoint's transaction: a chunk of
+// 10,000 targets kept by 70 checkpoints (the default pace), merged and
+// rolled back each time.
+func BenchmarkMergeAChunk(b *testing.B) {
+	db := testdb.New(b).SQL.DB
+	ctx := b.Context()
+	for ckpt := uint64(1); ckpt <= 70; ckpt++ {
+		var outs []lease.TargetOutcome
+		for x := (ckpt-1)*143 + 1; x <= min(ckpt*143, 10000); x++ {
+			outs = append(outs, lease.TargetOutcome{Cursor: x, Kind: lease.OutcomeSucceeded})
+		}
+		if err := outcome.Keep(ctx, db, outcome.Holder{BroadcastID: 1, Epoch: 1, CkptSeq: ckpt}, outs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if read, wrote, err := outcome.Merge(ctx, tx, 1, 0); err != nil || read != 70 || wrote != 2 {
+			b.Fatalf("read %d, wrote %d: %v", read, wrote, err)
+		}
+		if err := tx.Rollback(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -12,7 +12,8 @@
 // it, a bounded range of the (broadcast_id, hi, lo) index whatever the
 // broadcast's size (outcome.MaxSpan bounds a row's span). A page costs
 // tokens statements and reads, per broadcast and token, the index entries
-// of MaxSpan cursors (27 rows of 2,400 targets for a dense audience) and
+// of MaxSpan cursors (27 rows of 2,400 targets for a dense audience, 13
+// once the chunks' rows are merged: lease/outcome, merge.go) and
 // decodes the one or two rows that hold the token. 100 broadcasts of 10M
 // targets and a user with 3 devices: 3 statements, about 8,000 index
 // entries and 300 blobs of 2.4 KB decoded (docs/outcomes.md).

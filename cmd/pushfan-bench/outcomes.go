@@ -25,6 +25,11 @@ type outcomesReport struct {
 	WithSendsPerS, WithoutSendsPerS float64
 	WithCPUMicros, WithoutCPUMicros float64
 	ThroughputRatio, CPURatio       float64
+	// TableBytes and TableTargets: the table at the end, and the targets
+	// all its rows list (every broadcast kept in it, earlier invocations'
+	// too): a run's growth comes in whole extents (1 MB), the total
+	// averages them out.
+	TableBytes, TableTargets int64
 }
 
 // outcomesRun is one broadcast and what target_outcomes held after it.
@@ -101,6 +106,12 @@ func (b *bench) runOutcomes(ctx context.Context, rep *report) error {
 			}
 		}
 	}
+	if or.TableBytes, err = tableBytes(ctx, conn); err != nil {
+		return err
+	}
+	if err := conn.QueryRowContext(ctx, "SELECT COALESCE(SUM(n), 0) FROM target_outcomes").Scan(&or.TableTargets); err != nil {
+		return fmt.Errorf("reading the kept outcomes: %w", err)
+	}
 	rate := func(r *outcomesRun) float64 {
 		if r.Run.SustainedPerS > 0 {
 			return r.Run.SustainedPerS
@@ -169,5 +180,9 @@ func (or *outcomesReport) print(w io.Writer) {
 	for _, r := range or.With {
 		fmt.Fprintf(w, "  kept by %s: %d rows, %d targets, %d bytes of blob; the table grew %d bytes to %d (ANALYZE TABLE; data_length + index_length): %.2f bytes a target, %.0f MB per 10M\n",
 			r.Run.Label, r.Rows, r.Targets, r.BlobBytes, r.Grew, r.TableBytes, r.BytesPerTarget, r.BytesPerTarget*10)
+	}
+	if or.TableTargets > 0 {
+		per := float64(or.TableBytes) / float64(or.TableTargets)
+		fmt.Fprintf(w, "  the table now: %d bytes for the %d targets its rows list (every broadcast in it): %.2f bytes a target, %.0f MB per 10M\n", or.TableBytes, or.TableTargets, per, per*10)
 	}
 }

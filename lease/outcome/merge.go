@@ -43,8 +43,10 @@ import (
 
 // MergedBlobMax bounds the blob of a merged row: an InnoDB row above half
 // a page (about 8,100 bytes with 16 KB pages) has its blob moved to an
-// overflow page of its own, 16 KB whatever the blob's size; below it,
-// rows share the index's pages.
+// overflow page of its own, which a look-up then reads besides the
+// index's; below it the row stays in the index's leaf page. (Either way a
+// dense chunk of 10,000 targets takes about one 16 KB page: measured in
+// docs/CAPACITY.md.)
 const MergedBlobMax = 7900
 
 // Row is a target_outcomes row as Merge reads it.

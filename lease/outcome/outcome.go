@@ -7,7 +7,8 @@
 // by a takeover (or a late holder) sent it and its successor sent or
 // canceled it again. The reader decides as the counters do (Precedence):
 // a sent outcome (accepted, failed) beats a capped or canceled one, and
-// among equals the later claim's.
+// among equals the later claim's. When a chunk ends, its rows are merged
+// into a few that answer the same (merge.go).
 package outcome
 
 import (
