@@ -195,6 +195,9 @@ func TestAMergedChunkAnswersAsItsCheckpoints(t *testing.T) {
 	if _, err := f.s.Checkpoint(f.ctx(), c, closing); err != nil {
 		t.Fatal(err)
 	}
+	if n := f.rowsOf("canceled_rests", id); n != 1 {
+		t.Fatalf("%d canceled_rests rows, want the close's one", n)
+	}
 	f.copyRows("canceled_rests", id, tw)
 	// Winners of three claims: a row each (a dense chunk's fit one).
 	var rows int
@@ -274,8 +277,8 @@ func TestAMergedChunkAnswersAsItsCheckpoints(t *testing.T) {
 }
 
 // A merge is all or nothing: rolled back (a kill -9 before the commit),
-// the rows are as they were; a chunk of one row, or of rows that cannot
-// be fewer (each farther than MaxSpan from the next), is left alone.
+// the rows are as they were; a chunk of one row is left alone, and so are
+// the plan's rows (no chunk's).
 func TestAMergeIsAllOrNothing(t *testing.T) {
 	f := newFixture(t)
 	id := f.broadcast(lease.Plan{Lo: 0, Hi: 1000, Targets: 1000})
@@ -298,11 +301,17 @@ func TestAMergeIsAllOrNothing(t *testing.T) {
 	if n := f.rowsOf("target_outcomes", id); n != 9 {
 		t.Fatalf("%d rows after a rolled-back merge, want 9", n)
 	}
+	// The plan's rows (excluded and deferred targets, under PlanSeq) are
+	// no chunk's: the merge leaves them.
+	plan := []lease.TargetOutcome{{Cursor: 5000, Kind: outcome.Excluded}, {Cursor: 6000, Kind: outcome.Deferred}}
+	if err := outcome.Keep(f.ctx(), f.db, outcome.Holder{BroadcastID: id, Seq: outcome.PlanSeq, CkptSeq: 7000}, plan); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.s.Checkpoint(f.ctx(), c, sends(lease.Done, 1000, outcomes(901, 1000, lease.OutcomeSucceeded))); err != nil {
 		t.Fatal(err)
 	}
 	var rows, n, bytes int
-	if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*), SUM(n), SUM(LENGTH(outcomes)) FROM target_outcomes WHERE broadcast_id = ?", id).Scan(&rows, &n, &bytes); err != nil {
+	if err := f.db.QueryRowContext(f.ctx(), "SELECT COUNT(*), SUM(n), SUM(LENGTH(outcomes)) FROM target_outcomes WHERE broadcast_id = ? AND seq = 0", id).Scan(&rows, &n, &bytes); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 1 || n != 1000 || bytes != 1000 {
@@ -310,6 +319,11 @@ func TestAMergeIsAllOrNothing(t *testing.T) {
 	}
 	if read, wrote, err := outcome.Merge(f.ctx(), f.db, id, 0); err != nil || read != 1 || wrote != 0 {
 		t.Fatalf("merging one row: read %d, wrote %d, %v", read, wrote, err)
+	}
+	for _, o := range plan {
+		if got, ok, err := outcome.LookupOne(f.ctx(), f.db, id, o.Cursor); err != nil || !ok || got.Kind != o.Kind {
+			t.Fatalf("the plan's %d: %+v %v %v", o.Cursor, got, ok, err)
+		}
 	}
 }
 
