@@ -19,8 +19,9 @@
 --                          for the first); a failure adds its code's length
 --                          and bytes. Kinds: 1 accepted, 2 failed, 3 capped,
 --                          4 canceled, 5 deferred, 6 stale, 7 excluded
---   created_at             when the checkpoint was stored: retention
---                          (PUSHFAN_OUTCOME_RETENTION) deletes by it
+--   created_at             when the checkpoint was stored (retention deletes
+--                          by the broadcast's finished_at, and migration
+--                          00040 drops the index on this column)
 --
 -- (broadcast_id, hi, lo) finds the rows that may hold cursor x: hi in
 -- [x, x + MaxSpan] and lo <= x, a bounded index range whatever the
