@@ -23,7 +23,8 @@ type eventKey struct {
 }
 
 // StoreEvents stores the events that are new and adds them to their
-// broadcasts' counts, series and time-to-open histogram, all in one
+// broadcasts' counts, counts per platform (one statement more per commit:
+// engagement_platform_counts), series and time-to-open histogram, all in one
 // transaction (the group commit of package engagement), and returns what
 // it did with each. An event whose broadcast does not exist is not stored.
 //
