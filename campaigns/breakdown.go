@@ -19,8 +19,8 @@ import (
 // and reach for a variant or a platform (a chunk's plan counts targets,
 // not their variants or platforms), succeeded and failed for a split the
 // checkpoints did not count apart (a broadcast sent before they did),
-// and the opens and clicks by platform (an event names its target, not
-// its platform).
+// and the opens and clicks of a platform one of whose broadcasts has
+// events whose platform is not known (platforms.go).
 type Slice struct {
 	Key        string `json:"key"`
 	Broadcasts int64  `json:"broadcasts"`
@@ -55,8 +55,6 @@ type Breakdown struct {
 
 // Notes say what a dimension's rows cannot show exactly.
 const (
-	notePlatform = "sends are counted per device platform (the token's platform as the send read it: android, ios, web, other for any other or none) but not targeted, so a platform has a success rate (succeeded ÷ sent), not a reach; an event names its target, not its platform, so opens and clicks by platform are not counted"
-	noteUnsplit  = "; the key \"\" holds, whole, the broadcasts whose counts per platform do not add up to their succeeded and failed: sent before pushfan counted platforms (or resent by such a resend), or holding sends a cancel moved from an instance a takeover fenced off (those carry no platform)"
 	noteVariants = "a chunk's plan counts targets, not their variants, so a localized or A/B variant has a success rate (succeeded ÷ sent), not targeted or a reach"
 	noteOldSplit = "; succeeded and failed are not split for broadcasts sent before pushfan counted them per variant, nor for one whose resend recovered some failures (the resend's successes are not split), so keys with such a broadcast leave them null"
 )
@@ -132,7 +130,9 @@ func (r *Reader) Breakdown(ctx context.Context, q Query, dim Dimension) (Breakdo
 			ss.at(bs[i].app).whole(&bs[i])
 		}
 	case ByPlatform:
-		byPlatform(bs, ss)
+		if err := r.byPlatform(ctx, bs, ss); err != nil {
+			return Breakdown{}, err
+		}
 	default:
 		if err := r.splitVariants(ctx, bs, dim, ss); err != nil {
 			return Breakdown{}, err
@@ -146,35 +146,10 @@ func (r *Reader) Breakdown(ctx context.Context, q Query, dim Dimension) (Breakdo
 	return out, nil
 }
 
-// byPlatform adds bs to ss by platform: a broadcast whose platforms were
-// counted exactly by the counts per platform, the others whole under "".
-func byPlatform(bs []sent, ss sliceSet) {
-	for i := range bs {
-		b := &bs[i]
-		if !b.platOK {
-			s := ss.at("")
-			s.whole(b)
-			s.noTargeted, s.noEvents = true, true
-			continue
-		}
-		for p, n := range b.plat {
-			if n == (sends.Sent{}) {
-				continue
-			}
-			s := ss.at(model.Platforms[p])
-			s.count(b.id)
-			s.noTargeted, s.noEvents = true, true
-			s.Sent += n.Succeeded + n.Failed
-			s.succeeded += n.Succeeded
-			s.failed += n.Failed
-		}
-	}
-}
-
 // notStored names the fields rows leave null, and the note that says why.
 func notStored(dim Dimension, rows []Slice) ([]string, string) {
 	null := map[string]bool{}
-	unsplit := false
+	unsplit, events := false, false
 	for _, r := range rows {
 		for name, isNull := range map[string]bool{"targeted": r.Targeted == nil, "succeeded": r.Succeeded == nil, "failed": r.Failed == nil,
 			"opened": r.Opened == nil, "clicked": r.Clicked == nil, "reach": r.Reach == nil, "success_rate": r.SuccessRate == nil,
@@ -182,13 +157,10 @@ func notStored(dim Dimension, rows []Slice) ([]string, string) {
 			null[name] = null[name] || isNull
 		}
 		unsplit = unsplit || (dim == ByPlatform && r.Key == "") || r.Succeeded == nil
+		events = events || (dim == ByPlatform && r.Key != "" && r.Opened == nil)
 	}
 	if dim == ByPlatform {
-		out := []string{"targeted", "opened", "clicked", "reach", "ctr", "clicks_per_sent"}
-		if unsplit {
-			return out, notePlatform + noteUnsplit
-		}
-		return out, notePlatform
+		return platformNotStored(events, unsplit)
 	}
 	var out []string
 	for _, name := range []string{"targeted", "succeeded", "failed", "opened", "clicked", "reach", "success_rate", "ctr", "clicks_per_sent"} {

@@ -15,8 +15,9 @@
 // key look-up per broadcast and two of engagement_counts (its key starts
 // with broadcast_id); 10,000 broadcasts a year are at most about 11,000
 // rows for the longest range allowed (MaxDays), aggregated here. The
-// breakdown by platform reads nothing more (its counters are columns of
-// the same rows). The breakdowns by locale and A/B variant read, in batches of IDBatch, the
+// breakdown by platform reads its sends from the same rows (columns), and
+// the events per platform of the broadcasts with opens or clicks, and of
+// their resends, in batches of IDBatch (platforms.go). The breakdowns by locale and A/B variant read, in batches of IDBatch, the
 // broadcasts' per-variant counts and the messages of those that have
 // variants (the names the engagement counts' indexes refer to).
 package campaigns

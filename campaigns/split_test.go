@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"pushfan/internal/testsupport/testdb"
 	"pushfan/lease"
 	"pushfan/lease/sends"
+	"pushfan/model"
 )
 
 // sendThrough stores a broadcast of msg with one chunk of targets and
@@ -95,7 +97,9 @@ func sliceText(b campaigns.Breakdown) string {
 // retried; the breakdowns sum them exactly, and a broadcast sent before
 // they were counted (or whose counters a fenced holder's moved sends
 // raised) is never split wrongly: by platform it stands whole under "",
-// by locale its keys leave succeeded and failed null.
+// by locale its keys leave succeeded and failed null. The events here were
+// counted without platforms: the platforms of broadcasts with opens leave
+// opened and clicked null; those of broadcasts without any have 0.
 func TestBreakdownsSumTheSendsTheCheckpointsSplit(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t).SQL.DB
@@ -149,9 +153,9 @@ func TestBreakdownsSumTheSendsTheCheckpointsSplit(t *testing.T) {
 	if got, want := sliceText(b), "[targeted opened clicked reach ctr clicks_per_sent]\n"+
 		`"android" b=2 sent=75 t=- s=67 f=8 o=- c=- reach=- rate=0.8933 ctr=-`+"\n"+
 		`"ios" b=2 sent=53 t=- s=47 f=6 o=- c=- reach=- rate=0.8868 ctr=-`+"\n"+
-		`"other" b=1 sent=30 t=- s=25 f=5 o=- c=- reach=- rate=0.8333 ctr=-`+"\n"+
+		`"other" b=1 sent=30 t=- s=25 f=5 o=0 c=0 reach=- rate=0.8333 ctr=0.0000`+"\n"+
 		`"" b=3 sent=22 t=- s=19 f=3 o=- c=- reach=- rate=0.8636 ctr=-`+"\n"+
-		`"web" b=1 sent=12 t=- s=10 f=2 o=- c=- reach=- rate=0.8333 ctr=-`+"\n"; got != want {
+		`"web" b=1 sent=12 t=- s=10 f=2 o=0 c=0 reach=- rate=0.8333 ctr=0.0000`+"\n"; got != want {
 		t.Fatalf("by platform:\n%s\nwant\n%s", got, want)
 	}
 	if b.Note == "" {
@@ -185,10 +189,15 @@ func TestResendsMovePerPlatform(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	orig := insert(t, db, finished{at: "2026-12-01T10:00:00Z", category: "promo", targeted: 100, succeeded: 90, failed: 10})
+	orig := insert(t, db, finished{at: "2026-12-01T10:00:00Z", category: "promo", targeted: 100, succeeded: 90, failed: 10, opened: 5, clicked: 2})
 	exec("UPDATE broadcasts SET android_succeeded = 50, android_failed = 6, ios_succeeded = 40, ios_failed = 4 WHERE id = ?", orig)
-	resend := insert(t, db, finished{at: "2026-12-02T10:00:00Z", category: "promo", targeted: 10, succeeded: 7, failed: 3})
+	resend := insert(t, db, finished{at: "2026-12-02T10:00:00Z", category: "promo", targeted: 10, succeeded: 7, failed: 3, opened: 2, clicked: 1})
 	exec("UPDATE broadcasts SET parent_id = ?, android_succeeded = 4, android_failed = 2, ios_succeeded = 3, ios_failed = 1 WHERE id = ?", orig, resend)
+	// The opens and clicks, the resend's with its original's: each
+	// counted per platform as well.
+	platformEvents(t, db, orig, model.PlatformAndroid, 3, 1)
+	platformEvents(t, db, orig, model.PlatformIOS, 2, 1)
+	platformEvents(t, db, resend, model.PlatformAndroid, 2, 1)
 	orig2 := insert(t, db, finished{at: "2026-12-01T11:00:00Z", category: "promo", targeted: 12, succeeded: 10, failed: 2})
 	exec("UPDATE broadcasts SET android_succeeded = 10, android_failed = 2 WHERE id = ?", orig2)
 	old := insert(t, db, finished{at: "2026-12-02T11:00:00Z", category: "promo", targeted: 2, succeeded: 1, failed: 1})
@@ -200,9 +209,95 @@ func TestResendsMovePerPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := sliceText(b), "[targeted opened clicked reach ctr clicks_per_sent]\n"+
-		`"android" b=1 sent=56 t=- s=54 f=2 o=- c=- reach=- rate=0.9643 ctr=-`+"\n"+
-		`"ios" b=1 sent=44 t=- s=43 f=1 o=- c=- reach=- rate=0.9773 ctr=-`+"\n"+
+		`"android" b=1 sent=56 t=- s=54 f=2 o=5 c=2 reach=- rate=0.9643 ctr=0.0370`+"\n"+
+		`"ios" b=1 sent=44 t=- s=43 f=1 o=2 c=1 reach=- rate=0.9773 ctr=0.0233`+"\n"+
 		`"" b=1 sent=12 t=- s=11 f=1 o=- c=- reach=- rate=0.9167 ctr=-`+"\n"; got != want {
 		t.Fatalf("by platform:\n%s\nwant\n%s", got, want)
+	}
+	if strings.Contains(b.Note, "opens and clicks are counted per platform") {
+		t.Fatalf("by platform: every platform row has its events, the note says otherwise: %s", b.Note)
+	}
+}
+
+// platformEvents counts a broadcast's opens and clicks on platform as the
+// engagement group commit does (engagement_platform_counts; "": events
+// whose token carried no platform).
+func platformEvents(t *testing.T, db *sql.DB, id uint64, platform string, opened, clicked int64) {
+	t.Helper()
+	for typ, n := range map[model.EventType]int64{model.EventOpened: opened, model.EventClicked: clicked, model.EventReceived: opened + 7} {
+		if n == 0 {
+			continue
+		}
+		if _, err := db.Exec("INSERT INTO engagement_platform_counts (broadcast_id, platform, type, n) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)",
+			id, model.PlatformCode(platform), uint8(typ), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A platform row has opens, clicks and a CTR (clicked ÷ succeeded) when
+// every broadcast in it counted its events per platform: those of known
+// platforms add up to its opened and clicked. One whose events were
+// counted, some or all, without a platform (an event token signed before
+// pushfan put it there) leaves its platforms' rows null, and the note
+// says why; its events are never put on a platform.
+func TestPlatformRowsCountOpensAndClicksWhenEveryBroadcastCarriesThem(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t).SQL.DB
+	split := func(id uint64, android, ios, web [2]int64) {
+		t.Helper()
+		if _, err := db.Exec(`UPDATE broadcasts SET android_succeeded = ?, android_failed = ?, ios_succeeded = ?, ios_failed = ?,
+			web_succeeded = ?, web_failed = ? WHERE id = ?`, android[0], android[1], ios[0], ios[1], web[0], web[1], id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Week one: two broadcasts whose events all carry a platform.
+	a := insert(t, db, finished{at: "2026-12-01T10:00:00Z", category: "promo", targeted: 100, succeeded: 90, failed: 10, opened: 30, clicked: 9})
+	split(a, [2]int64{50, 5}, [2]int64{30, 5}, [2]int64{10, 0})
+	platformEvents(t, db, a, model.PlatformAndroid, 20, 6)
+	platformEvents(t, db, a, model.PlatformIOS, 8, 3)
+	platformEvents(t, db, a, model.PlatformWeb, 2, 0)
+	b := insert(t, db, finished{at: "2026-12-02T10:00:00Z", category: "promo", targeted: 40, succeeded: 40, opened: 4, clicked: 1})
+	split(b, [2]int64{40, 0}, [2]int64{}, [2]int64{})
+	platformEvents(t, db, b, model.PlatformAndroid, 4, 1)
+	// Week two: one more whose ios open came from an old token (platform
+	// not known), besides its android events.
+	c := insert(t, db, finished{at: "2026-12-08T10:00:00Z", category: "promo", targeted: 20, succeeded: 20, opened: 5, clicked: 2})
+	split(c, [2]int64{10, 0}, [2]int64{10, 0}, [2]int64{})
+	platformEvents(t, db, c, model.PlatformAndroid, 4, 2)
+	platformEvents(t, db, c, "", 1, 0)
+
+	r := &campaigns.Reader{DB: db}
+	breakdown := func(first, last string) campaigns.Breakdown {
+		t.Helper()
+		from, to := days(t, first, last, time.UTC)
+		got, err := r.Breakdown(t.Context(), campaigns.Query{Group: campaigns.ByCategory, From: from, To: to, Loc: time.UTC}, campaigns.ByPlatform)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	week := breakdown("2026-12-01", "2026-12-07")
+	if got, want := sliceText(week), "[targeted reach]\n"+
+		`"android" b=2 sent=95 t=- s=90 f=5 o=24 c=7 reach=- rate=0.9474 ctr=0.0778`+"\n"+
+		`"ios" b=1 sent=35 t=- s=30 f=5 o=8 c=3 reach=- rate=0.8571 ctr=0.1000`+"\n"+
+		`"web" b=1 sent=10 t=- s=10 f=0 o=2 c=0 reach=- rate=1.0000 ctr=0.0000`+"\n"; got != want {
+		t.Fatalf("week one by platform:\n%s\nwant\n%s", got, want)
+	}
+	if cps := week.Rows[0].ClicksPerSent; cps == nil || fmt.Sprintf("%.4f", *cps) != "0.0737" {
+		t.Fatalf("android clicks per sent: %v, want 7/95", cps)
+	}
+	if strings.Contains(week.Note, "opens and clicks are counted per platform") {
+		t.Fatalf("week one: the note speaks of events not known: %s", week.Note)
+	}
+	both := breakdown("2026-12-01", "2026-12-14")
+	if got, want := sliceText(both), "[targeted opened clicked reach ctr clicks_per_sent]\n"+
+		`"android" b=3 sent=105 t=- s=100 f=5 o=- c=- reach=- rate=0.9524 ctr=-`+"\n"+
+		`"ios" b=2 sent=45 t=- s=40 f=5 o=- c=- reach=- rate=0.8889 ctr=-`+"\n"+
+		`"web" b=1 sent=10 t=- s=10 f=0 o=2 c=0 reach=- rate=1.0000 ctr=0.0000`+"\n"; got != want {
+		t.Fatalf("both weeks by platform:\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(both.Note, "opens and clicks are counted per platform") {
+		t.Fatalf("both weeks: the note does not say why opens are null: %s", both.Note)
 	}
 }

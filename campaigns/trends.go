@@ -75,6 +75,9 @@ type sent struct {
 	platOK bool
 	// recovered is how many of its failures its resends moved to succeeded.
 	recovered int64
+	// resends are the ids of the resends folded into it (their events
+	// are in opened and clicked).
+	resends []uint64
 }
 
 // platformsOf reads a broadcast's sends per platform (sends.PlatformColumns)
@@ -266,6 +269,7 @@ func (r *Reader) recovered(ctx context.Context, q Query, out []sent) error {
 			s.succeeded += n
 			s.failed -= n
 			s.recovered += n
+			s.resends = append(s.resends, id)
 			s.opened += g.opened
 			s.clicked += g.clicked
 			s.platOK = s.platOK && g.platOK && movePlatforms(&s.plat, g.plat) == n

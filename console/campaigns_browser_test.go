@@ -138,14 +138,19 @@ func TestConsoleCampaignsShowTheExactTotals(t *testing.T) {
 	e.waitFor("the breakdown by app", 20*time.Second, fmt.Sprintf(`document.querySelector('#campaigns-breakdown-table tr[data-key="default"] td.sent')?.dataset.value === '%d'`, sent))
 	e.setValue("#campaigns-by", "platform")
 	// By platform: every send under its token's platform (the seeded
-	// tokens are the users' first: android), with a success rate, no
-	// opens, and the note saying why.
+	// tokens are the users' first: android), with a success rate, every
+	// open and click there (each event token carried android), and the
+	// note saying what a platform has.
+	var opened, clicked int64
+	for _, w := range want {
+		opened, clicked = opened+w.opened, clicked+w.clicked
+	}
 	e.waitFor("the breakdown by platform", 20*time.Second, fmt.Sprintf(`(() => {
 		const trs = [...document.querySelectorAll('#campaigns-breakdown-table tbody tr[data-key]')];
 		return document.querySelector('#campaigns-note') !== null && trs.length === 1
 			&& trs.every((tr) => tr.dataset.key === 'android' && tr.querySelector('td.success-rate').dataset.value !== ''
-				&& tr.querySelector('td.opened').dataset.value === '')
-			&& trs.reduce((n, tr) => n + Number(tr.querySelector('td.sent').dataset.value), 0) === %d })()`, sent))
+				&& tr.querySelector('td.opened').dataset.value === '%d' && tr.querySelector('td.clicked').dataset.value === '%d')
+			&& trs.reduce((n, tr) => n + Number(tr.querySelector('td.sent').dataset.value), 0) === %d })()`, opened, clicked, sent))
 
 	// A range over 400 days is refused, in words.
 	e.expectBrowserError("/push/campaigns")

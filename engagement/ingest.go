@@ -234,7 +234,7 @@ func (g *Ingester) verify(r RawEvent, now time.Time) (e model.EngagementEvent, t
 	}
 	return model.EngagementEvent{
 		BroadcastID: c.BroadcastID, Target: c.Target, UserID: c.UserID, Type: typ,
-		Variant: c.Variant, Localized: c.Localized, Sent: c.Sent, At: at,
+		Variant: c.Variant, Localized: c.Localized, Platform: c.Platform, Sent: c.Sent, At: at,
 	}, c.Test, ""
 }
 

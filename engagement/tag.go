@@ -3,6 +3,8 @@ package engagement
 import (
 	"strings"
 	"time"
+
+	"pushfan/model"
 )
 
 // Tagger makes the event token of each send: signed now, expiring ttl
@@ -32,11 +34,13 @@ const ClickPath = "/v1/c/"
 func (g *Tagger) ClickURL() string { return g.click }
 
 // Tag is the token of one send of broadcast to target (of user), as A/B
-// variant and localized variant (0: none).
-func (g *Tagger) Tag(broadcast, target, user uint64, variant, localized int) string {
+// variant and localized variant (0: none), to a device of platform (the
+// target's, as its send is counted under it: "" or a name that is none of
+// model.Platforms is other, as model.PlatformOf reads it).
+func (g *Tagger) Tag(broadcast, target, user uint64, variant, localized int, platform string) string {
 	now := g.now()
 	return g.keys.Token(Claims{BroadcastID: broadcast, Target: target, UserID: user, Sent: now, Expires: now.Add(g.ttl),
-		Variant: variant, Localized: localized})
+		Variant: variant, Localized: localized, Platform: model.PlatformOf([]byte(platform))})
 }
 
 // TestTag is the token of a test send of broadcast (0: of a message not

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"pushfan/model"
 )
 
 // The event token is "<kid>.<base64url(payload || mac)>": the key id in
@@ -22,13 +24,21 @@ import (
 // token names a target, it cannot address a device.
 //
 // The payload is version-tagged (its first byte) so that a later format can
-// be told apart; every field is a uvarint:
+// be told apart; every field after it is a uvarint:
 //
 //	version|flags, broadcast, target, user, sent (unix s), ttl (s), variant, localized
+//
+// The first byte's low four bits are the version, bit 4 the test flag, and
+// its top three bits the target's platform (platformShift): 1 + its index
+// in model.Platforms, 0 in a token signed before pushfan put it there.
+// Those bits were zero and unread, so the platform costs no byte, and a
+// token carrying one verifies on an instance that predates it (which
+// counts the event without its platform) as one without does on this.
 const (
-	tokenVersion = 1
-	flagTest     = 0x10 // a test send's token: verified, never counted
-	macBytes     = 16   // 128 bits of HMAC-SHA256: forging one is 2^-128 a try
+	tokenVersion  = 1
+	flagTest      = 0x10 // a test send's token: verified, never counted
+	platformShift = 5    // the platform's bits: 0xe0
+	macBytes      = 16   // 128 bits of HMAC-SHA256: forging one is 2^-128 a try
 	// MaxTokenBytes is the contract's bound on a token's length.
 	MaxTokenBytes = 120
 	// maxKeyID bounds a key id: it travels in every token.
@@ -50,7 +60,12 @@ type Claims struct {
 	// message has no localized variants).
 	Variant   int
 	Localized int
-	Test      bool // a test send's: never counted
+	// Platform is the target's platform as its send was counted under
+	// (one of model.Platforms), "" when the token does not carry it
+	// (signed before pushfan put it there): then the event's platform is
+	// not known, and it is never guessed.
+	Platform string
+	Test     bool // a test send's: never counted
 }
 
 // Key is one signing key.
@@ -143,7 +158,7 @@ func (k *Keys) Token(c Claims) string {
 // sign encodes c's token into m.out and returns it (valid until m's next
 // use).
 func (m *macState) sign(c Claims) []byte {
-	flags := byte(tokenVersion)
+	flags := byte(tokenVersion) | model.PlatformCode(c.Platform)<<platformShift
 	if c.Test {
 		flags |= flagTest
 	}
@@ -232,6 +247,12 @@ func decodePayload(p []byte) (Claims, bool) {
 	}
 	var c Claims
 	c.Test = p[0]&flagTest != 0
+	if code := p[0] >> platformShift; code > 0 {
+		if int(code) > len(model.Platforms) {
+			return Claims{}, false
+		}
+		c.Platform = model.Platforms[code-1]
+	}
 	p = p[1:]
 	var f [7]uint64
 	for i := range f {

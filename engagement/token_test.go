@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pushfan/model"
 )
 
 func testKeys(t *testing.T, keys ...Key) *Keys {
@@ -41,6 +43,10 @@ func TestTokensRoundTripAndStaySmall(t *testing.T) {
 	for _, c := range []Claims{
 		{BroadcastID: 1, Target: 2, UserID: 3, Sent: sent, Expires: sent.Add(7 * 24 * time.Hour)},
 		{BroadcastID: math.MaxUint64, Target: math.MaxUint64, UserID: math.MaxUint64, Sent: sent, Expires: sent.Add(365 * 24 * time.Hour), Variant: 5, Localized: 255, Test: true},
+		{BroadcastID: math.MaxUint64, Target: math.MaxUint64, UserID: math.MaxUint64, Sent: sent, Expires: sent.Add(365 * 24 * time.Hour), Variant: 255, Localized: math.MaxUint16, Platform: model.PlatformOther, Test: true},
+		{BroadcastID: 1, Target: 2, UserID: 3, Sent: sent, Expires: sent.Add(2 * time.Hour), Platform: model.PlatformAndroid},
+		{BroadcastID: 1, Target: 2, UserID: 3, Sent: sent, Expires: sent.Add(2 * time.Hour), Platform: model.PlatformIOS},
+		{BroadcastID: 1, Target: 2, UserID: 3, Sent: sent, Expires: sent.Add(2 * time.Hour), Platform: model.PlatformWeb},
 	} {
 		tok := k.Token(c)
 		if len(tok) > MaxTokenBytes {
@@ -53,6 +59,43 @@ func TestTokensRoundTripAndStaySmall(t *testing.T) {
 		if got != c {
 			t.Errorf("round trip: got %+v, want %+v", got, c)
 		}
+	}
+}
+
+// The platform rides in the first byte's spare bits: a token with one is
+// no longer than one without, a token signed before (this one, by the
+// release before the platform was put in) still verifies, its platform
+// not known, and a platform code no release writes is malformed.
+func TestTokensCarryThePlatformInNoMoreBytes(t *testing.T) {
+	k := testKeys(t, keyA)
+	sent := time.Unix(1_800_000_000, 0)
+	c := Claims{BroadcastID: 42, Target: 7, UserID: 9, Sent: sent, Expires: sent.Add(time.Hour), Variant: 1, Localized: 2}
+	const old = "a1.ASoHCYCkp9oGkBwBAh_q9MIxHU194FxiLBsZGU4" // c, signed by the release before
+	if got := k.Token(c); got != old {
+		t.Fatalf("a token without a platform: %q, want the old release's %q", got, old)
+	}
+	got, err := k.Verify(old, sent)
+	if err != nil || got != c || got.Platform != "" {
+		t.Fatalf("the old release's token: %+v %v, want %+v with no platform", got, err, c)
+	}
+	for _, p := range model.Platforms {
+		withP := c
+		withP.Platform = p
+		tok := k.Token(withP)
+		if len(tok) != len(old) {
+			t.Errorf("%s: %d bytes, want %d as without a platform", p, len(tok), len(old))
+		}
+		if got, err := k.Verify(tok, sent); err != nil || got.Platform != p {
+			t.Errorf("%s: verified as %+v %v", p, got, err)
+		}
+	}
+	// Codes 5 to 7 are no platform: signed (by this deployment's key),
+	// still malformed.
+	m := k.macs[keyA.ID].Get().(*macState)
+	payload := append([]byte{tokenVersion | 5<<platformShift}, 42, 7, 9, 1, 1, 1, 2)
+	forged := keyA.ID + "." + base64.RawURLEncoding.EncodeToString(append(payload, m.mac(payload)...))
+	if _, err := k.Verify(forged, time.Unix(0, 0)); refusal(err) != CodeMalformed {
+		t.Fatalf("platform code 5: %v, want %s", err, CodeMalformed)
 	}
 }
 
@@ -127,7 +170,7 @@ func TestNewKeysRefusesBadKeys(t *testing.T) {
 func BenchmarkAppendToken(b *testing.B) {
 	k, _ := NewKeys([]Key{keyA})
 	sent := time.Now()
-	c := Claims{BroadcastID: 123456, Target: 9_876_543, UserID: 5_555_555, Sent: sent, Expires: sent.Add(7 * 24 * time.Hour)}
+	c := Claims{BroadcastID: 123456, Target: 9_876_543, UserID: 5_555_555, Sent: sent, Expires: sent.Add(7 * 24 * time.Hour), Platform: model.PlatformIOS}
 	buf := make([]byte, 0, 128)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -157,4 +200,15 @@ func truncateByte(tok string) string {
 		panic(err)
 	}
 	return tok[:dot+1] + base64.RawURLEncoding.EncodeToString(raw[:len(raw)-1])
+}
+
+// Tag is what a send calls: the platform read in any case allocates
+// nothing more than the token's string.
+func BenchmarkTag(b *testing.B) {
+	k, _ := NewKeys([]Key{keyA})
+	g := NewTagger(k, 7*24*time.Hour, "")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = g.Tag(123456, 9_876_543, 5_555_555, 1, 2, "IOS")
+	}
 }

@@ -134,7 +134,9 @@ func benchEngine(b *testing.B, workers int, withMetrics, tagged bool) {
 		}
 		tags := engagement.NewTagger(keys, 7*24*time.Hour, "")
 		msg.Tagged = true
-		job.Tag = func(t fanout.Target, variant int) string { return tags.Tag(1, t.Cursor, t.UserID, 0, variant+1) }
+		job.Tag = func(t fanout.Target, variant int) string {
+			return tags.Tag(1, t.Cursor, t.UserID, 0, variant+1, t.Platform)
+		}
 	}
 	err = eng.Run(context.Background(), job)
 	elapsed := time.Since(start)

@@ -49,8 +49,12 @@ type EngagementEvent struct {
 	Type        EventType
 	Variant     int // A/B variant, from 1 (0: none)
 	Localized   int // localized variant, from 1, the default last (0: none)
-	Sent        time.Time
-	At          time.Time
+	// Platform is the target's platform (one of Platforms) as its token
+	// carried it; "" when the token did not (signed before pushfan put
+	// it there): the event is counted under no platform.
+	Platform string
+	Sent     time.Time
+	At       time.Time
 }
 
 // EventResult is what storing one event did.

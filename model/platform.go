@@ -16,6 +16,18 @@ const (
 // counters are stored.
 var Platforms = []string{PlatformAndroid, PlatformIOS, PlatformWeb, PlatformOther}
 
+// PlatformCode is platform's code where a byte stores it (the event
+// token, engagement_platform_counts): 1 + its index in Platforms, 0 for
+// any other string, "" included (a platform not known).
+func PlatformCode(platform string) uint8 {
+	for i, p := range Platforms {
+		if p == platform {
+			return uint8(i + 1)
+		}
+	}
+	return 0
+}
+
 // PlatformOf is the platform a token's platform column counts under. It
 // allocates nothing: the answer is one of the constants.
 func PlatformOf(raw []byte) string {

@@ -23,7 +23,8 @@ type eventKey struct {
 }
 
 // StoreEvents stores the events that are new and adds them to their
-// broadcasts' counts, series and time-to-open histogram, all in one
+// broadcasts' counts, counts per platform (one statement more per commit:
+// engagement_platform_counts), series and time-to-open histogram, all in one
 // transaction (the group commit of package engagement), and returns what
 // it did with each. An event whose broadcast does not exist is not stored.
 //
@@ -143,7 +144,8 @@ func existingEvents(ctx context.Context, tx *sql.Tx, keys []eventKey) (map[event
 }
 
 // insertEvents inserts fresh (none of them stored) and adds them to the
-// counts, the series and the histogram, in key order (two instances' group
+// counts, the counts per platform, the series and the histogram, in key
+// order (two instances' group
 // commits then lock the same rows in the same order).
 func insertEvents(ctx context.Context, tx *sql.Tx, fresh []model.EngagementEvent) error {
 	if len(fresh) == 0 {
@@ -183,9 +185,16 @@ func insertEvents(ctx context.Context, tx *sql.Tx, fresh []model.EngagementEvent
 		broadcast uint64
 		bucket    int
 	}
+	type platformKey struct {
+		broadcast uint64
+		platform  uint8
+		typ       model.EventType
+	}
 	counts, series, delays := map[countKey]int64{}, map[seriesKey]int64{}, map[delayKey]int64{}
+	platforms := map[platformKey]int64{}
 	for _, e := range fresh {
 		counts[countKey{e.BroadcastID, e.Variant, e.Localized, e.Type}]++
+		platforms[platformKey{e.BroadcastID, model.PlatformCode(e.Platform), e.Type}]++
 		series[seriesKey{e.BroadcastID, e.Type, e.At.Unix() / 60}]++
 		if e.Type == model.EventOpened {
 			delays[delayKey{e.BroadcastID, DelayBucket(e.At.Sub(e.Sent))}]++
@@ -198,6 +207,15 @@ func insertEvents(ctx context.Context, tx *sql.Tx, fresh []model.EngagementEvent
 		args = append(args, k.broadcast, k.variant, k.localized, uint8(k.typ), counts[k])
 	}
 	if err := upsertCounts(ctx, tx, "engagement_counts (broadcast_id, variant, localized, type, n)", 5, args); err != nil {
+		return err
+	}
+	args = args[:0]
+	for _, k := range sortedKeys(platforms, func(a, b platformKey) int {
+		return cmp.Or(cmp.Compare(a.broadcast, b.broadcast), cmp.Compare(a.platform, b.platform), cmp.Compare(a.typ, b.typ))
+	}) {
+		args = append(args, k.broadcast, k.platform, uint8(k.typ), platforms[k])
+	}
+	if err := upsertCounts(ctx, tx, "engagement_platform_counts (broadcast_id, platform, type, n)", 4, args); err != nil {
 		return err
 	}
 	args = args[:0]

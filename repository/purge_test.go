@@ -18,6 +18,7 @@ import (
 var purgedTables = []string{
 	"engagement_events", "broadcast_failures", "send_rate", "engagement_series", "broadcast_chunks", "webhook_outbox",
 	"broadcast_errors", "engagement_counts", "engagement_open_delays", "fenced_sends", "late_holders", "broadcast_variants",
+	"engagement_platform_counts",
 }
 
 // purgeFixture is a finished broadcast (done, ended 100 days ago, past
@@ -69,6 +70,7 @@ func (f purgeFixture) seed(t *testing.T, b uint64, n int) {
 		"INSERT INTO broadcast_errors (broadcast_id, code, count) VALUES (%[1]d, 'E1', 5), (%[1]d, 'E5', 7)",
 		"INSERT INTO engagement_counts (broadcast_id, variant, localized, type, n) VALUES (%[1]d, 1, 1, 1, 3), (%[1]d, 1, 1, 2, 1)",
 		"INSERT INTO engagement_open_delays (broadcast_id, bucket, n) VALUES (%[1]d, 5, 1), (%[1]d, 6, 1)",
+		"INSERT INTO engagement_platform_counts (broadcast_id, platform, type, n) VALUES (%[1]d, 0, 2, 1), (%[1]d, 1, 2, 3)",
 		"INSERT INTO fenced_sends (broadcast_id, seq, epoch, ckpt_seq, outcomes) VALUES (%[1]d, 5, 1, 1, ''), (%[1]d, 6, 1, 1, '')",
 		"INSERT INTO late_holders (broadcast_id, seq, epoch, ckpt_seq, rest, closed_at) VALUES (%[1]d, 5, 1, 1, 0, NOW()), (%[1]d, 6, 1, 1, 0, NOW())",
 		"INSERT INTO broadcast_variants (broadcast_id, variant, targets) VALUES (%[1]d, 'm', 1), (%[1]d, 'n', 1)",
@@ -210,6 +212,7 @@ func TestPurgeNeitherWaitsForNorBlocksARunningBroadcast(t *testing.T) {
 			"INSERT INTO broadcast_errors (broadcast_id, code, count) VALUES (%[1]d, 'A', 1), (%[1]d, 'E1', 1), (%[1]d, 'Z', 1) ON DUPLICATE KEY UPDATE count = count + 1",
 			"INSERT INTO engagement_counts (broadcast_id, variant, localized, type, n) VALUES (%[1]d, 0, 0, 1, 1), (%[1]d, 1, 1, 1, 1), (%[1]d, 9, 9, 1, 1) ON DUPLICATE KEY UPDATE n = n + 1",
 			"INSERT INTO engagement_open_delays (broadcast_id, bucket, n) VALUES (%[1]d, 0, 1), (%[1]d, 999, 1)",
+			"INSERT INTO engagement_platform_counts (broadcast_id, platform, type, n) VALUES (%[1]d, 0, 1, 1), (%[1]d, 4, 4, 1) ON DUPLICATE KEY UPDATE n = n + 1",
 			"INSERT INTO fenced_sends (broadcast_id, seq, epoch, ckpt_seq, outcomes) VALUES (%[1]d, 0, 1, 1, ''), (%[1]d, 99, 1, 1, '')",
 			"INSERT INTO late_holders (broadcast_id, seq, epoch, ckpt_seq, rest, closed_at) VALUES (%[1]d, 0, 1, 1, 0, NOW()), (%[1]d, 99, 1, 1, 0, NOW())",
 			"INSERT INTO broadcast_variants (broadcast_id, variant, targets) VALUES (%[1]d, 'a', 1), (%[1]d, 'z', 1)",

@@ -94,6 +94,7 @@ var smallPurged = []purgedTable{
 	{name: "late_holders", key: []keyCol{bid, uintKey("seq")}},
 	{name: "engagement_counts", key: []keyCol{bid, uintKey("variant"), uintKey("localized"), uintKey("type")}},
 	{name: "engagement_open_delays", key: []keyCol{bid, uintKey("bucket")}},
+	{name: "engagement_platform_counts", key: []keyCol{bid, uintKey("platform"), uintKey("type")}},
 }
 
 // readIndex is the index hint that makes a read of t's keys a range of

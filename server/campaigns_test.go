@@ -13,6 +13,7 @@ import (
 
 	"pushfan/config"
 	"pushfan/internal/testsupport/teststack"
+	"pushfan/model"
 )
 
 type campaignRow struct {
@@ -76,7 +77,10 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 		}
 	}
 	// send broadcasts one message and opens the first opens of its live
-	// devices (clicks: the first clicks of those), through /v1/events.
+	// devices (clicks: the first clicks of those), through /v1/events;
+	// openedBy and clickedBy are the devices opened and clicked, each
+	// once per broadcast.
+	var openedBy, clickedBy []string
 	send := func(category, label string, opens, clicks int) teststack.Broadcast {
 		t.Helper()
 		body := map[string]any{"title": "t " + category, "category": category, "audience": map[string]any{"all": true}}
@@ -104,8 +108,10 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 				t.Fatalf("token %s: %v %v", tok.Token, ok, err)
 			}
 			evs = append(evs, event{Token: got.Data["pushfan"], Type: "opened"})
+			openedBy = append(openedBy, tok.Token)
 			if n < clicks {
 				evs = append(evs, event{Token: got.Data["pushfan"], Type: "clicked"})
+				clickedBy = append(clickedBy, tok.Token)
 			}
 			n++
 		}
@@ -206,7 +212,9 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 		t.Fatalf("promo by app: %+v", bd)
 	}
 	// By platform: a's sends to the live and dead tokens, b's and c's to
-	// the live ones, each counted under its token's platform.
+	// the live ones, each counted under its token's platform; and their
+	// opens and clicks under the platform each event token carried, so
+	// with a CTR (clicked ÷ succeeded).
 	type platformRow struct {
 		Key         string   `json:"key"`
 		Broadcasts  int64    `json:"broadcasts"`
@@ -214,8 +222,10 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 		Succeeded   *int64   `json:"succeeded"`
 		Failed      *int64   `json:"failed"`
 		Opened      *int64   `json:"opened"`
+		Clicked     *int64   `json:"clicked"`
 		Reach       *float64 `json:"reach"`
 		SuccessRate *float64 `json:"success_rate"`
+		CTR         *float64 `json:"ctr"`
 	}
 	platformOf := map[string]string{}
 	rows, err := s.SQL.Query("SELECT token, COALESCE(LOWER(platform), 'other') FROM device_tokens")
@@ -242,21 +252,39 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 			wantPlat[p][0] += 3
 		}
 	}
+	wantEv := map[string]*[2]int64{}
+	for _, p := range model.Platforms {
+		wantEv[p] = &[2]int64{}
+	}
+	for _, tok := range openedBy {
+		wantEv[platformOf[tok]][0]++
+	}
+	for _, tok := range clickedBy {
+		wantEv[platformOf[tok]][1]++
+	}
 	var plat struct {
 		Rows      []platformRow `json:"rows"`
 		NotStored []string      `json:"not_stored"`
 		Note      string        `json:"note"`
 	}
 	s.Do("GET", "/push/campaigns/breakdown?by=platform&from=2026-11-20&to=2026-12-05", nil, &plat)
-	if len(plat.Rows) != 4 || !strings.Contains(plat.Note, "success rate") || !slices.Contains(plat.NotStored, "opened") || !slices.Contains(plat.NotStored, "reach") {
+	if len(plat.Rows) != 4 || !strings.Contains(plat.Note, "success rate") || slices.Contains(plat.NotStored, "opened") || !slices.Contains(plat.NotStored, "reach") {
 		t.Fatalf("by platform: %+v", plat)
 	}
+	var opens, clicks int64
 	for _, r := range plat.Rows {
-		w := wantPlat[r.Key]
+		w, ev := wantPlat[r.Key], wantEv[r.Key]
 		if w == nil || r.Broadcasts != 3 || r.Succeeded == nil || *r.Succeeded != w[0] || *r.Failed != w[1] || r.Sent != w[0]+w[1] ||
-			r.Opened != nil || r.Reach != nil || r.SuccessRate == nil || *r.SuccessRate != float64(w[0])/float64(w[0]+w[1]) {
+			r.Reach != nil || r.SuccessRate == nil || *r.SuccessRate != float64(w[0])/float64(w[0]+w[1]) {
 			t.Fatalf("by platform, %q: %+v, want succeeded and failed %v", r.Key, r, w)
 		}
+		if r.Opened == nil || r.Clicked == nil || r.CTR == nil || *r.Opened != ev[0] || *r.Clicked != ev[1] || *r.CTR != float64(ev[1])/float64(w[0]) {
+			t.Fatalf("by platform, %q: opened %v clicked %v ctr %v, want %v and ctr %v", r.Key, r.Opened, r.Clicked, r.CTR, *ev, float64(ev[1])/float64(w[0]))
+		}
+		opens, clicks = opens+*r.Opened, clicks+*r.Clicked
+	}
+	if opens != 34 || clicks != 11 {
+		t.Fatalf("by platform: %d opens and %d clicks in all, want 34 and 11", opens, clicks)
 	}
 
 	for _, c := range []struct{ query, field, code string }{

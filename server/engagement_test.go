@@ -14,6 +14,7 @@ import (
 	"pushfan/config"
 	"pushfan/engagement"
 	"pushfan/internal/testsupport/teststack"
+	"pushfan/model"
 )
 
 type eventsAnswer struct {
@@ -101,6 +102,8 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 	s := teststack.New(t, teststack.Options{Configure: func(c *config.Config) { c.Events.PublicURL = public }})
 	devices := tokens("eng-", 1000)
 	s.SeedTokens(1, devices)
+	// Platforms as apps write them: any case, or none (other).
+	s.MustExec("UPDATE device_tokens SET platform = ELT(id % 4 + 1, 'android', 'IOS', 'web', NULL)")
 	const link = "https://shop.example.com/sale?utm=push"
 	id, toks := sentTokens(t, s, devices, map[string]any{"webpush": map[string]any{"fcm_options": map[string]any{"link": link}}})
 	// Every outcome is in the stored send rate (the watch chart's backfill).
@@ -178,6 +181,49 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 	got := engagementCounts(t, s, id)
 	if want := map[string]int64{"opened": 310, "clicked": 10}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("counts %v, want %v", got, want)
+	}
+	// Each under the platform its token carried (the device's, as its send
+	// counted), once: the 300 opens, the 10 clicks and their opens.
+	platformOf := map[string]string{}
+	rows, err := s.SQL.Query("SELECT token, COALESCE(LOWER(platform), 'other') FROM device_tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tok, p string
+		if err := rows.Scan(&tok, &p); err != nil {
+			t.Fatal(err)
+		}
+		platformOf[tok] = p
+	}
+	rows.Close()
+	wantPlat := map[string]int64{}
+	for _, d := range append(devices[:300:300], devices[500:510]...) {
+		wantPlat[platformOf[d]+"/opened"]++
+	}
+	for _, d := range devices[500:510] {
+		wantPlat[platformOf[d]+"/clicked"]++
+	}
+	gotPlat := map[string]int64{}
+	rows, err = s.SQL.Query("SELECT platform, type, n FROM engagement_platform_counts WHERE broadcast_id = ?", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var code, typ uint8
+		var n int64
+		if err := rows.Scan(&code, &typ, &n); err != nil {
+			t.Fatal(err)
+		}
+		name := "none"
+		if code > 0 && int(code) <= len(model.Platforms) {
+			name = model.Platforms[code-1]
+		}
+		gotPlat[name+"/"+model.EventType(typ).String()] = n
+	}
+	rows.Close()
+	if fmt.Sprint(gotPlat) != fmt.Sprint(wantPlat) || len(wantPlat) != 8 {
+		t.Fatalf("per platform %v, want %v", gotPlat, wantPlat)
 	}
 	// The metrics count the events committed: 300 opens, 10 clicks and
 	// their 10 implied opens stored; the 50 opens posted again duplicates.

@@ -23,6 +23,6 @@ func (s *Runner) abVariants(b *model.Broadcast, d fanout.Delivery) (*fanout.Vari
 	}
 	return v, func(t fanout.Target, variant int) string {
 		ab, loc := split(variant)
-		return s.opt.Tags.Tag(b.ID, t.Cursor, t.UserID, ab, loc)
+		return s.opt.Tags.Tag(b.ID, t.Cursor, t.UserID, ab, loc, t.Platform)
 	}, nil
 }

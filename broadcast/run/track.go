@@ -20,7 +20,7 @@ func (s *Runner) track(b *model.Broadcast, msg *fanout.Message) (*fanout.Message
 	return tracked, func(t fanout.Target, variant int) string {
 		// variant indexes the localized variants (the default last); -1:
 		// the message has none.
-		return s.opt.Tags.Tag(b.ID, t.Cursor, t.UserID, 0, variant+1)
+		return s.opt.Tags.Tag(b.ID, t.Cursor, t.UserID, 0, variant+1, t.Platform)
 	}, nil
 }
 

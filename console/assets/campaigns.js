@@ -211,7 +211,11 @@ export async function render(ctx) {
   // The note under a breakdown's title: what its rows cannot show, and why.
   function breakdownNote(ans) {
     if (ans.by === 'platform') {
-      return [t('campaigns.notePlatform'), ans.rows.some((r) => r.key === '') ? t('campaigns.notePlatformNotCounted') : null].filter(Boolean).join(' ');
+      // A platform row leaves its opens null when one of its broadcasts
+      // was opened through tokens that carried no platform.
+      const noEvents = ans.rows.some((r) => r.key !== '' && r.opened == null);
+      return [t('campaigns.notePlatform'), noEvents ? t('campaigns.notePlatformEvents') : null,
+        ans.rows.some((r) => r.key === '') ? t('campaigns.notePlatformNotCounted') : null].filter(Boolean).join(' ');
     }
     if (!ans.not_stored.length) return null;
     return [t('campaigns.noteVariants'), ans.rows.some((r) => r.succeeded == null) ? t('campaigns.noteOldSplit') : null].filter(Boolean).join(' ');

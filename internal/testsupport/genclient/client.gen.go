@@ -1702,7 +1702,7 @@ type CampaignRow struct {
 type CampaignSlice struct {
 	Broadcasts int64 `json:"broadcasts"`
 
-	// Clicked Distinct targets that reported a click; null by platform.
+	// Clicked Distinct targets that reported a click; null where opened is.
 	Clicked *int64 `json:"clicked"`
 
 	// ClicksPerSent clicked ÷ sent (0 with none); null where clicked is.
@@ -1717,7 +1717,7 @@ type CampaignSlice struct {
 	// Key The platform (android, ios, web, other: a token with another platform or none; "": broadcasts whose platforms were not counted, whole), the app, the language tag ("default": the localized message's fallback; "": sent without localized text), or the A/B variant's name ("": without variants).
 	Key string `json:"key"`
 
-	// Opened Distinct targets that reported an open; null by platform (an event does not name the platform).
+	// Opened Distinct targets that reported an open; by platform, those whose event token carried the platform, null when one of the row's broadcasts has an open or a click whose platform is not known (sent before pushfan put it in the token), and for the key "".
 	Opened *int64 `json:"opened"`
 
 	// Reach succeeded ÷ targeted; null where either is.
@@ -4529,7 +4529,7 @@ type ClientInterface interface {
 	// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
 	GetCampaigns(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetCampaignBreakdown The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
+	// GetCampaignBreakdown The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; opens and clicks by platform are counted from the platform each message's event token carries, so a platform row has opened, clicked, ctr and clicks_per_sent when every broadcast in it has all its opens and clicks on a known platform, and leaves them null otherwise (a broadcast opened through tokens sent before pushfan put the platform in them, or before it counted events per platform). A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "" (its opens and clicks null there), by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 	//
 	// Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
 	GetCampaignBreakdown(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5428,7 +5428,7 @@ func (c *Client) GetCampaigns(ctx context.Context, params *GetCampaignsParams, r
 	return c.Client.Do(req)
 }
 
-// GetCampaignBreakdown The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
+// GetCampaignBreakdown The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; opens and clicks by platform are counted from the platform each message's event token carries, so a platform row has opened, clicked, ctr and clicks_per_sent when every broadcast in it has all its opens and clicks on a known platform, and leaves them null otherwise (a broadcast opened through tokens sent before pushfan put the platform in them, or before it counted events per platform). A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "" (its opens and clicks null there), by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 //
 // Corresponds with GET /push/campaigns/breakdown (the `GetCampaignBreakdown` operationId).
 func (c *Client) GetCampaignBreakdown(ctx context.Context, params *GetCampaignBreakdownParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9959,7 +9959,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/campaigns (the `GetCampaigns` operationId).
 	GetCampaignsWithResponse(ctx context.Context, params *GetCampaignsParams, reqEditors ...RequestEditorFn) (*GetCampaignsResponse, error)
 
-	// GetCampaignBreakdownWithResponse The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
+	// GetCampaignBreakdownWithResponse The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; opens and clicks by platform are counted from the platform each message's event token carries, so a platform row has opened, clicked, ctr and clicks_per_sent when every broadcast in it has all its opens and clicks on a known platform, and leaves them null otherwise (a broadcast opened through tokens sent before pushfan put the platform in them, or before it counted events per platform). A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "" (its opens and clicks null there), by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17475,7 +17475,7 @@ func (c *ClientWithResponses) GetCampaignsWithResponse(ctx context.Context, para
 	return ParseGetCampaignsResponse(rsp)
 }
 
-// GetCampaignBreakdownWithResponse The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; an event names its target, not its platform, so by=platform leaves opened, clicked, ctr and clicks_per_sent null. A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "", by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
+// GetCampaignBreakdownWithResponse The same broadcasts split by platform, app, locale (the localized variant sent) or A/B variant (viewer). Only what is stored is shown, exactly: the checkpoints count each broadcast's sends per device platform (android, ios, web; other for any other or none) and per variant, succeeded and failed apart, but not targeted, so platform and variant rows have success_rate (succeeded ÷ sent) and leave targeted and reach null; opens and clicks by platform are counted from the platform each message's event token carries, so a platform row has opened, clicked, ctr and clicks_per_sent when every broadcast in it has all its opens and clicks on a known platform, and leaves them null otherwise (a broadcast opened through tokens sent before pushfan put the platform in them, or before it counted events per platform). A broadcast sent before the split was counted is never split wrongly: by platform it stands whole under the key "" (its opens and clicks null there), by locale or variant its keys leave succeeded and failed null. not_stored and note say which fields are null and why.
 //
 // Returns a wrapper object for the known response body format(s).
 //
