@@ -1237,7 +1237,10 @@ type Audience struct {
 		Name    string                 `json:"name"`
 		Version int                    `json:"version"`
 	} `json:"segment,omitempty"`
-	UserIds *[]int `json:"user_ids,omitempty"`
+
+	// TokenCursor Set on a named audience whose query returns its cursor also as token_id (the app's token id): its outcomes are exported and looked up by token and user (docs/outcomes.md). Absent otherwise.
+	TokenCursor *bool  `json:"token_cursor,omitempty"`
+	UserIds     *[]int `json:"user_ids,omitempty"`
 }
 
 // AudienceAll defines model for Audience.All.
