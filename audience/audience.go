@@ -30,6 +30,10 @@
 //     strictly increasing across the result (a unique key such as
 //     device_tokens.id; paging starts after 0), so that a cursor value names
 //     one row. Page returns an error when a page is not strictly increasing.
+//   - It may return token_id (ColTokenID) when its cursor is the app's
+//     token id, equal to cursor on every row: its broadcasts' outcomes are
+//     then listed by token and user. Page returns an error for a row whose
+//     token_id differs from its cursor.
 //   - Every other column is a template variable named by the column (alias
 //     it with AS to a name like plan or renews_on), rendered as a string:
 //     NULL is "", DATE is YYYY-MM-DD, DATETIME/TIMESTAMP are
@@ -127,9 +131,10 @@ type Audience struct {
 	argNames    []string          // argNames[i] is the parameter of the i-th ?
 	params      map[string]string // declared name -> type
 
-	mu      sync.RWMutex
-	checked bool
-	vars    []string // extra columns, in query order; set by Check
+	mu          sync.RWMutex
+	checked     bool
+	vars        []string // extra columns, in query order; set by Check
+	tokenCursor bool     // it returns token_id (ColTokenID); set by Check
 }
 
 // Compile validates every definition and rewrites its SQL from named to
@@ -312,13 +317,26 @@ func (a *Audience) Vars() []string {
 	return v
 }
 
+// TokenCursor reports whether the audience's cursor is the app's token id:
+// its query returns token_id (ColTokenID), which Check found equal to the
+// cursor on the rows it sampled and every page holds it to. False until
+// Check has succeeded.
+func (a *Audience) TokenCursor() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.checked && a.tokenCursor
+}
+
 // Check validates the audience against the database, for start-up: the query
 // prepares on the server, and running it with zero parameters (0, "", false,
 // 1970-01-01), :after 0 and :limit 0 — inside a read-only transaction that is
 // rolled back — returns the columns cursor and user_id (integers) and token,
 // no column twice, and extra columns whose names are template variables
-// ([A-Za-z_][A-Za-z0-9_]*). On success it records Vars. Every error names the
-// audience.
+// ([A-Za-z_][A-Za-z0-9_]*). A query that returns token_id is run again in the
+// same transaction, with zero params and :limit 100, and every row it returns
+// must have token_id equal to cursor (what zero params select may be no row:
+// the pages hold every row to it at send time). On success it records Vars
+// and TokenCursor. Every error names the audience.
 func (a *Audience) Check(ctx context.Context, db *sqlx.DB) error {
 	tx, err := db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -360,12 +378,18 @@ func (a *Audience) Check(ctx context.Context, db *sqlx.DB) error {
 	if err != nil {
 		return nameEach(a.name, err)
 	}
+	rows.Close() // the connection reads one result at a time
+	if l.tokenID >= 0 {
+		if err := a.checkTokenIDs(ctx, stmt, zero); err != nil {
+			return err
+		}
+	}
 	vars := make([]string, len(l.vars))
 	for i, v := range l.vars {
 		vars[i] = v.name
 	}
 	a.mu.Lock()
-	a.vars, a.checked = vars, true
+	a.vars, a.checked, a.tokenCursor = vars, true, l.tokenID >= 0
 	a.mu.Unlock()
 	return nil
 }

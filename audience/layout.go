@@ -11,6 +11,7 @@ import (
 type layout struct {
 	cursor, userID, token int
 	timezone              int // -1: the query returns none
+	tokenID               int // -1: the query returns none (ColTokenID)
 	vars                  []varCol
 }
 
@@ -23,7 +24,7 @@ type varCol struct {
 // newLayout locates the required columns in a result and checks the
 // variables' names; the error lists every problem.
 func newLayout(cols []*sql.ColumnType) (layout, error) {
-	l := layout{cursor: -1, userID: -1, token: -1, timezone: -1}
+	l := layout{cursor: -1, userID: -1, token: -1, timezone: -1, tokenID: -1}
 	var errs []error
 	seen := make(map[string]bool, len(cols))
 	for i, c := range cols {
@@ -52,8 +53,14 @@ func newLayout(cols []*sql.ColumnType) (layout, error) {
 				errs = append(errs, fmt.Errorf("column %q is not a usable template variable name: alias it (AS some_name)", name))
 				continue
 			}
-			if low == ColTimezone {
+			switch low {
+			case ColTimezone:
 				l.timezone = i
+			case ColTokenID:
+				l.tokenID = i
+				if !isIntegerType(c.DatabaseTypeName()) {
+					errs = append(errs, fmt.Errorf("column token_id is %s, want an unsigned integer (the app's token id, equal to cursor)", c.DatabaseTypeName()))
+				}
 			}
 			l.vars = append(l.vars, varCol{name: name, index: i, dbType: c.DatabaseTypeName()})
 		}

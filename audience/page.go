@@ -38,8 +38,9 @@ type Row struct {
 // It returns an error (and dst[:0]) when the query breaks the keyset
 // contract: a cursor not greater than after or than the row before it (the
 // query must filter on cursor > :after and ORDER BY cursor), more than limit
-// rows, a missing required column, or a NULL, negative or non-integer cursor
-// or user_id, or a NULL or empty token.
+// rows, a missing required column, a NULL, negative or non-integer cursor
+// or user_id, a NULL or empty token, or a token_id column (ColTokenID) whose
+// value differs from the row's cursor.
 func (b Bound) Page(ctx context.Context, db *sqlx.DB, after uint64, limit int, dst []Row) ([]Row, error) {
 	return b.page(ctx, db, after, math.MaxUint64, limit, dst, true)
 }
@@ -161,6 +162,18 @@ func makeRow(l layout, vals []any, withVars bool) (Row, error) {
 	}
 	if r.Token == "" {
 		return Row{}, fmt.Errorf("token is empty (cursor %d)", r.Cursor)
+	}
+	if l.tokenID >= 0 {
+		// The query says its cursor is the token id: a row that differs
+		// would have its outcome kept under another token (ColTokenID).
+		id, err := toUint(vals[l.tokenID])
+		if err != nil {
+			return Row{}, fmt.Errorf("token_id: %w (cursor %d)", err, r.Cursor)
+		}
+		if id != r.Cursor {
+			return Row{}, fmt.Errorf("token_id %d differs from cursor %d: a query that returns token_id says its cursor is the app's token id, "+
+				"so every row's token_id must equal its cursor (return t.id AS `cursor`, t.id AS token_id, or leave token_id out)", id, r.Cursor)
+		}
 	}
 	if l.timezone >= 0 {
 		if z := format(vals[l.timezone], ""); z != "" {

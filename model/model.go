@@ -274,6 +274,12 @@ type Audience struct {
 	// audience pages it, not this file), with its bound Params as JSON.
 	Name   string          `json:"name,omitempty"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// TokenCursor records, at submit, that the named audience's cursor is
+	// the app's token id (its query returns token_id, package audience):
+	// its kept outcomes are then read by token and user as the built-in
+	// audiences' are (package outcomes). Rows stored before it lack it:
+	// false.
+	TokenCursor bool `json:"token_cursor,omitempty"`
 	// ResendOf selects the still-valid tokens that failed in that
 	// broadcast with one of Codes (a resend; package repository pages it
 	// like the other built-in audiences).

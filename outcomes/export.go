@@ -23,9 +23,12 @@ type Line struct {
 // Export errors.
 var (
 	ErrNotFound = errors.New("no such broadcast")
-	// ErrNamed: the broadcast went to a named SQL audience, whose cursor
-	// need not be a token id: its kept outcomes name no token.
-	ErrNamed = errors.New("a named audience's outcomes name no token")
+	// ErrNamed: the broadcast went to a named SQL audience whose query
+	// does not return its cursor as token_id: the cursor need not be a
+	// token id, so its kept outcomes name no token. The audience's later
+	// broadcasts are listed once its query returns the cursor also as
+	// token_id (package audience, ColTokenID).
+	ErrNamed = errors.New("a named audience's outcomes name no token: its query does not return the cursor also as token_id")
 )
 
 // exportPage is how many target_outcomes rows one read takes (keyset
@@ -54,7 +57,7 @@ func (r *Reader) Export(ctx context.Context, id uint64, kind outcome.Kind, fn fu
 	if err := json.Unmarshal([]byte(aud), &a); err != nil {
 		return fmt.Errorf("broadcast %d: audience: %w", id, err)
 	}
-	if a.Name != "" {
+	if a.Name != "" && !a.TokenCursor {
 		return ErrNamed
 	}
 	e := exporter{r: r, id: id, app: app, kind: kind, fn: fn}

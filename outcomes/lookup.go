@@ -19,8 +19,12 @@
 // entries and 300 blobs of 2.4 KB decoded (docs/outcomes.md).
 //
 // A named SQL audience chooses its own cursor (its query's `cursor`
-// column), which need not be the token id: such broadcasts are left out
-// of a user's deliveries (their export lists them).
+// column), which need not be the token id. One whose query also returns
+// the cursor as token_id says it is (package audience holds it to that),
+// and its broadcasts record it (model.Audience.TokenCursor): they are
+// looked up as the built-in audiences' are. The broadcasts of any other
+// named audience are left out of a user's deliveries, and their export
+// answers ErrNamed: their kept outcomes name no token.
 package outcomes
 
 import (
@@ -96,7 +100,7 @@ type Reader struct {
 type broadcast struct {
 	Delivery
 	app   string
-	named bool
+	named bool // a named audience whose cursor is not the token id
 }
 
 // Deliveries lists user's broadcasts with an id below after (0: from the
@@ -174,7 +178,7 @@ func (r *Reader) broadcasts(ctx context.Context, after uint64, n int) ([]broadca
 		if err := json.Unmarshal([]byte(aud), &a); err != nil {
 			return nil, fmt.Errorf("broadcast %d: audience: %w", b.BroadcastID, err)
 		}
-		b.named = a.Name != ""
+		b.named = a.Name != "" && !a.TokenCursor
 		b.At = b.At.UTC()
 		out = append(out, b)
 	}

@@ -95,7 +95,7 @@ func (r Rules) named(a *AudienceSpec) (model.Audience, []string, error) {
 	if vars == nil {
 		vars = []string{}
 	}
-	return model.Audience{Name: a.Name, Params: raw}, vars, nil
+	return model.Audience{Name: a.Name, Params: raw, TokenCursor: na.TokenCursor()}, vars, nil
 }
 
 // Bind looks a stored broadcast's named audience up in the current set

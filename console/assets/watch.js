@@ -21,7 +21,7 @@ import {headline, audienceSize} from './broadcasts.js';
 import {engagementCard} from './engagement.js';
 import {broadcastDeliveries} from './webhooks.js';
 import {messageView, detailsView} from './watchdetails.js';
-import {codesCard, failuresCard, explain} from './watchfailures.js';
+import {codesCard, failuresCard, explain, listsOutcomes} from './watchfailures.js';
 import {testForm} from './watchtest.js';
 import {t, tOr} from './i18n.js';
 import * as apps from './apps.js';
@@ -163,7 +163,9 @@ export async function render(ctx) {
     }
     // Buttons are rebuilt only when what they offer changes, so focus on
     // one is not lost every second.
-    download.hidden = !isFinal(b.status);
+    // A named audience whose cursor is not a token id keeps no outcomes by
+    // token: its export is a 409 (docs/outcomes.md#named-audiences).
+    download.hidden = !isFinal(b.status) || !listsOutcomes(b);
     failures.final(b, isFinal(b.status));
     const actionsKey = `${b.status}|${b.failed > 0}`;
     if (sender && actionsKey !== st.actionsKey) {
@@ -359,3 +361,4 @@ function paceLine(b, series) {
   if (b.duration_ms != null) parts.push(isFinal(b.status) ? t('watch.pace.took', {duration: duration(b.duration_ms)}) : t('watch.pace.running', {duration: duration(b.duration_ms)}));
   return parts;
 }
+

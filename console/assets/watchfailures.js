@@ -201,7 +201,7 @@ export function failuresCard(ctx, id, base) {
       }
     },
     final(b, isFinal) {
-      exportLink.hidden = !(isFinal && b.failed > 0);
+      exportLink.hidden = !(isFinal && b.failed > 0 && listsOutcomes(b));
     },
     // At most one reload per 3 s, and always one after the last change.
     changed() {
@@ -213,4 +213,10 @@ export function failuresCard(ctx, id, base) {
       }, wait);
     },
   };
+}
+
+// listsOutcomes: the broadcast's kept outcomes can be listed by token and
+// user (every audience but a named one without token_id).
+export function listsOutcomes(b) {
+  return !(b.audience && b.audience.name && !b.audience.token_cursor);
 }

@@ -107,7 +107,8 @@ func (r *Routes) export(c echo.Context) error {
 	case errors.Is(err, outcomes.ErrNotFound):
 		return apierror.NotFound("not_found", "no broadcast with id %d", id)
 	case errors.Is(err, outcomes.ErrNamed):
-		return &apierror.Error{Status: http.StatusConflict, Code: "named_audience", Message: "this broadcast went to a named SQL audience, whose cursor is not a token id: its outcomes cannot be listed by token or user (docs/outcomes.md)"}
+		return &apierror.Error{Status: http.StatusConflict, Code: "named_audience", Message: "this broadcast went to a named SQL audience whose query does not say its cursor is a token id: its outcomes cannot be listed by token or user. " +
+			"If the cursor is the app's token id, return it also as token_id (SELECT t.id AS `cursor`, t.id AS token_id, ...): the audience's later broadcasts are then listed (docs/outcomes.md)"}
 	case err != nil && !started:
 		return err
 	case err != nil:

@@ -242,8 +242,9 @@ func New(ctx context.Context, cfg config.Config, pool *sqlx.DB, log *slog.Logger
 	opts := append([]server.Option{server.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})),
 		server.WithSessions(store), server.WithCluster(clusterReader(parts, leases)), server.WithEvents(events), server.WithWebhooks(deliverer),
 		apiOIDC(cfg, store), server.WithAuditor(trail)}, extra...)
-	dom.Deliveries = &outcomes.Reader{DB: pool.DB, Apps: outcomeApps{store: store, names: appNames}} // a user's deliveries, from the kept outcomes
-	dom.Campaigns = &campaigns.Reader{DB: pool.DB, Timeout: cfg.DB.Timeout}                          // the campaign analytics, from the broadcasts' counters
+	// A user's deliveries, from the kept outcomes.
+	dom.Deliveries = &outcomes.Reader{DB: pool.DB, Apps: outcomeApps{store: store, names: appNames, named: named, catalog: catalog}}
+	dom.Campaigns = &campaigns.Reader{DB: pool.DB, Timeout: cfg.DB.Timeout} // the campaign analytics, from the broadcasts' counters
 	api := server.New(apiConfig(cfg, log), dom, store, log, opts...)
 	if err := svc.CheckJobs(jobs); err != nil {
 		closeApps(parts)

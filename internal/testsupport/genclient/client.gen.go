@@ -1237,7 +1237,10 @@ type Audience struct {
 		Name    string                 `json:"name"`
 		Version int                    `json:"version"`
 	} `json:"segment,omitempty"`
-	UserIds *[]int `json:"user_ids,omitempty"`
+
+	// TokenCursor Set on a named audience whose query returns its cursor also as token_id (the app's token id): its outcomes are exported and looked up by token and user (docs/outcomes.md). Absent otherwise.
+	TokenCursor *bool  `json:"token_cursor,omitempty"`
+	UserIds     *[]int `json:"user_ids,omitempty"`
 }
 
 // AudienceAll defines model for Audience.All.
@@ -4486,7 +4489,7 @@ type ClientInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailures(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
+	// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience whose query does not return the cursor also as token_id is a 409 named_audience (its message says to return it); one that does (audience.token_cursor) is listed as the built-in audiences are.
 	//
 	// Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
 	ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4760,7 +4763,7 @@ type ClientInterface interface {
 	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 	ConsentHistory(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+	// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences are left out unless their query returns the cursor also as token_id (the broadcast's audience.token_cursor), and a resend's outcome shows on its parent (the latest that reached the device).
 	//
 	// Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
 	GetUserDeliveries(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5315,7 +5318,7 @@ func (c *Client) ListFailures(ctx context.Context, id BroadcastID, params *ListF
 	return c.Client.Do(req)
 }
 
-// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
+// ExportBroadcastOutcomes Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience whose query does not return the cursor also as token_id is a 409 named_audience (its message says to return it); one that does (audience.token_cursor) is listed as the built-in audiences are.
 //
 // Corresponds with GET /push/broadcasts/{id}/outcomes (the `ExportBroadcastOutcomes` operationId).
 func (c *Client) ExportBroadcastOutcomes(ctx context.Context, id BroadcastID, params *ExportBroadcastOutcomesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6049,7 +6052,7 @@ func (c *Client) ConsentHistory(ctx context.Context, id UserID, category Consent
 	return c.Client.Do(req)
 }
 
-// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+// GetUserDeliveries The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences are left out unless their query returns the cursor also as token_id (the broadcast's audience.token_cursor), and a resend's outcome shows on its parent (the latest that reached the device).
 //
 // Corresponds with GET /push/users/{id}/deliveries (the `GetUserDeliveries` operationId).
 func (c *Client) GetUserDeliveries(ctx context.Context, id UserID, params *GetUserDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9910,7 +9913,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/broadcasts/{id}/failures (the `ListFailures` operationId).
 	ListFailuresWithResponse(ctx context.Context, id BroadcastID, params *ListFailuresParams, reqEditors ...RequestEditorFn) (*ListFailuresResponse, error)
 
-	// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
+	// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience whose query does not return the cursor also as token_id is a 409 named_audience (its message says to return it); one that does (audience.token_cursor) is listed as the built-in audiences are.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10232,7 +10235,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /push/users/{id}/consents/{category}/history (the `ConsentHistory` operationId).
 	ConsentHistoryWithResponse(ctx context.Context, id UserID, category ConsentCategory, params *ConsentHistoryParams, reqEditors ...RequestEditorFn) (*ConsentHistoryResponse, error)
 
-	// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+	// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences are left out unless their query returns the cursor also as token_id (the broadcast's audience.token_cursor), and a resend's outcome shows on its parent (the latest that reached the device).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17384,7 +17387,7 @@ func (c *ClientWithResponses) ListFailuresWithResponse(ctx context.Context, id B
 	return ParseListFailuresResponse(rsp)
 }
 
-// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience is a 409 named_audience: its cursor is not a token id.
+// ExportBroadcastOutcomesWithResponse Every kept target of the broadcast, one line each (user_id, token_id, outcome, code), streamed a chunk at a time in cursor order (viewer; a token limited to some apps gets 403 forbidden_app). Without outcome= its lines are the targeted ones and equal targeted: the targets a cancel never read are listed canceled, read from the audience as the export reaches their chunk; stale, excluded and deferred ones (not targeted, or targeted under another outcome) only with outcome=. A broadcast to a named SQL audience whose query does not return the cursor also as token_id is a 409 named_audience (its message says to return it); one that does (audience.token_cursor) is listed as the built-in audiences are.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17982,7 +17985,7 @@ func (c *ClientWithResponses) ConsentHistoryWithResponse(ctx context.Context, id
 	return ParseConsentHistoryResponse(rsp)
 }
 
-// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences (their own cursor) are left out, and a resend's outcome shows on its parent (the latest that reached the device).
+// GetUserDeliveriesWithResponse The user's recent broadcasts, newest first, with each of their devices' kept outcome (viewer; a token limited to some apps gets 403 forbidden_app). Found by the user's token ids, a bounded index range per broadcast; named SQL audiences are left out unless their query returns the cursor also as token_id (the broadcast's audience.token_cursor), and a resend's outcome shows on its parent (the latest that reached the device).
 //
 // Returns a wrapper object for the known response body format(s).
 //
