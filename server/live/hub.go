@@ -299,9 +299,18 @@ func (h *Hub) wholeRun(id uint64, b *model.Broadcast) []ratePoint {
 	if b.FinishedAt == nil || b.FinishedAt.Sub(*b.StartedAt) >= 2*width {
 		series = spread(points, width, b.StartedAt.Truncate(width), b.FinishedAt)
 	}
-	h.finished.put(id, series)
+	if b.FinishedAt != nil && time.Since(*b.FinishedAt) > settled {
+		h.finished.put(id, series)
+	}
 	return series
 }
+
+// settled is how long after its end a final broadcast's send rate is
+// taken as settled and kept (finishedRuns): a holder late past its lease
+// (its instance stalled) still adds its checkpoint's sends to the rate
+// after the broadcast is final (lease, latecheckpoint.go). Leases are
+// seconds to a minute; a late holder's checkpoint comes within one.
+const settled = 5 * time.Minute
 
 // historyMargin reaches back before the start for the bucket the start
 // falls in (buckets are a few seconds wide).

@@ -234,4 +234,15 @@ func TestWatchDrawsAFinishedBroadcastsWholeRun(t *testing.T) {
 	if want := 3 + finishedRunsKept + 1; reads != want {
 		t.Fatalf("%d reads, want %d (the first broadcast forgotten and read again)", reads, want)
 	}
+
+	// Ended a moment ago, a late holder may still add to its rate: read
+	// again at each opening until it has settled.
+	before := reads
+	justNow := time.Now()
+	for range 2 {
+		h.wholeRun(9999, &model.Broadcast{StartedAt: at(0), FinishedAt: &justNow})
+	}
+	if reads != before+2 {
+		t.Fatalf("a broadcast ended just now read %d times for two openings, want 2 (not kept before it settles)", reads-before)
+	}
 }

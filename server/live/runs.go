@@ -3,7 +3,8 @@ package live
 import "sync"
 
 // finishedRuns keeps the drawn series of the last finishedRunsKept final
-// broadcasts. A final broadcast's send rate never changes, and reading it
+// broadcasts ended more than settled ago. Their send rate no longer
+// changes (a late holder's sends land within a lease of the end), and reading it
 // is a read of every stored bucket of its run (a week-long paced run is
 // about 120,000 of them): reopening its page, or many viewers opening it
 // after a link is shared, reads it once.
