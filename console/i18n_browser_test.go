@@ -45,7 +45,7 @@ var englishUIWords = []string{
 	// The API's enum values, when printed as text: a class, a trigger, a
 	// status, an outcome, a platform that is a word, an actor's kind, a
 	// webhook delivery's status.
-	"transactional", "bulk", "api", "schedule", "resend", "planning", "paused", "accepted", "capped",
+	"transactional", "bulk", "paced", "api", "schedule", "resend", "planning", "paused", "accepted", "capped",
 	"deferred", "stale", "excluded", "succeeded", "web", "token", "person", "pending", "delivered", "gone",
 }
 

@@ -8,9 +8,12 @@
 import {h} from './dom.js';
 import {tOr} from './i18n.js';
 
-// enumName is the value's words, or the value itself.
+// enumName is the value's words, or the value itself. A platform is an
+// app's own column (iOS, ANDROID, web): matched without regard to case,
+// as the server counts it (model.PlatformOf).
 export function enumName(kind, value) {
-  return tOr(`enum.${kind}.${value}`, value);
+  const key = kind === 'platform' ? String(value).toLowerCase() : value;
+  return tOr(`enum.${kind}.${key}`, value);
 }
 
 // enumEl is the value's words in a <span> (or tag), the raw value on hover.
