@@ -13,8 +13,10 @@ const (
 )
 
 // Platforms are the platforms sends are counted under, in the order the
-// counters are stored.
-var Platforms = []string{PlatformAndroid, PlatformIOS, PlatformWeb, PlatformOther}
+// counters are stored. An array, so that its length is a constant the
+// counters' arrays take (sends.Split): a platform added here grows them.
+// Read only.
+var Platforms = [...]string{PlatformAndroid, PlatformIOS, PlatformWeb, PlatformOther}
 
 // PlatformCode is platform's code where a byte stores it (the event
 // token, engagement_platform_counts): 1 + its index in Platforms, 0 for

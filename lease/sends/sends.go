@@ -28,13 +28,13 @@ type Split struct {
 	// "a:ko"); nil for a broadcast without variants.
 	Variants map[string]Sent
 	// Platforms are in model.Platforms' order.
-	Platforms [4]Sent
+	Platforms [len(model.Platforms)]Sent
 }
 
 // AddPlatform counts n sends to devices of platform p (a Target's
 // Platform; anything but android, ios and web counts as other).
 func (s *Split) AddPlatform(p string, n Sent) {
-	i := slices.Index(model.Platforms, model.PlatformOf([]byte(p)))
+	i := slices.Index(model.Platforms[:], model.PlatformOf([]byte(p)))
 	s.Platforms[i].Succeeded += n.Succeeded
 	s.Platforms[i].Failed += n.Failed
 }
