@@ -17,33 +17,34 @@
 --   targets (succeeded + failed) apart; an older row has 0 in both and
 --   targets > 0, and is read as not split.
 --
--- No IF NOT EXISTS: MySQL 8 has none for columns, and goose runs this once.
+-- IF NOT EXISTS / IF EXISTS, as the other migrations: a run cut between
+-- the two statements can be run again.
 
 -- +goose Up
 ALTER TABLE broadcasts
-    ADD COLUMN android_succeeded BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN android_failed    BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN ios_succeeded     BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN ios_failed        BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN web_succeeded     BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN web_failed        BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN other_succeeded   BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN other_failed      BIGINT UNSIGNED NOT NULL DEFAULT 0;
+    ADD COLUMN IF NOT EXISTS android_succeeded BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS android_failed    BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS ios_succeeded     BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS ios_failed        BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS web_succeeded     BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS web_failed        BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS other_succeeded   BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS other_failed      BIGINT UNSIGNED NOT NULL DEFAULT 0;
 
 ALTER TABLE broadcast_variants
-    ADD COLUMN succeeded BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    ADD COLUMN failed    BIGINT UNSIGNED NOT NULL DEFAULT 0;
+    ADD COLUMN IF NOT EXISTS succeeded BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS failed    BIGINT UNSIGNED NOT NULL DEFAULT 0;
 
 -- +goose Down
 ALTER TABLE broadcast_variants
-    DROP COLUMN succeeded,
-    DROP COLUMN failed;
+    DROP COLUMN IF EXISTS succeeded,
+    DROP COLUMN IF EXISTS failed;
 ALTER TABLE broadcasts
-    DROP COLUMN android_succeeded,
-    DROP COLUMN android_failed,
-    DROP COLUMN ios_succeeded,
-    DROP COLUMN ios_failed,
-    DROP COLUMN web_succeeded,
-    DROP COLUMN web_failed,
-    DROP COLUMN other_succeeded,
-    DROP COLUMN other_failed;
+    DROP COLUMN IF EXISTS android_succeeded,
+    DROP COLUMN IF EXISTS android_failed,
+    DROP COLUMN IF EXISTS ios_succeeded,
+    DROP COLUMN IF EXISTS ios_failed,
+    DROP COLUMN IF EXISTS web_succeeded,
+    DROP COLUMN IF EXISTS web_failed,
+    DROP COLUMN IF EXISTS other_succeeded,
+    DROP COLUMN IF EXISTS other_failed;
