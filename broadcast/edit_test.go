@@ -13,10 +13,10 @@ import (
 	"pushfan/repository"
 )
 
-// With the four-eyes setting a held broadcast is edited by no one, its
-// creator included (an edit between the approver's reading and the
-// release would go out unreviewed); the release sends the text as it was
-// held. A scheduled broadcast that is not held is still edited, by the
+// With the four-eyes setting a held broadcast is edited by no one (Edit
+// takes no actor: the rule holds whoever asks; an edit between the
+// approver's reading and the release would go out unreviewed); the
+// release starts the broadcast with the text as it was held. A scheduled broadcast that is not held is still edited, by the
 // submit's own rules.
 func TestAHeldBroadcastIsNotEditedUnderFourEyes(t *testing.T) {
 	tdb := testdb.New(t)

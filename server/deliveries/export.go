@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,6 +19,10 @@ import (
 // flushEvery is how many lines go out before the answer is flushed: the
 // first ones leave at once, and a 10M export never sits in a buffer.
 const flushEvery = 1000
+
+// exportWrite is how long a thousand lines of an export may take to read
+// and write before the answer is cut (the write deadline, moved on).
+const exportWrite = time.Minute
 
 // export is GET /push/broadcasts/{id}/outcomes?outcome=&format=ndjson|csv
 // &code=&user_id=: one line per kept target (user_id, token_id, outcome,
@@ -60,10 +65,18 @@ func (r *Routes) export(c echo.Context) error {
 		return unavailable()
 	}
 	w := c.Response()
+	// The server's write timeout (PUSHFAN_HTTP_WRITE_TIMEOUT, 60 s) bounds
+	// a whole answer; a 10M export streams for longer, and a filtered one
+	// can read for long between lines. Each thousand lines read moves the
+	// deadline a window ahead: a client that stops reading is still cut
+	// within one.
+	rc := http.NewResponseController(w)
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(exportWrite)) } // not every writer has one
+	extend()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var cw *csv.Writer
 	enc := json.NewEncoder(bw)
-	started, n := false, 0
+	started, n, seen := false, 0, 0
 	start := func() {
 		if started {
 			return
@@ -81,6 +94,9 @@ func (r *Routes) export(c echo.Context) error {
 		w.WriteHeader(http.StatusOK)
 	}
 	err = r.Domain.Export(c.Request().Context(), id, kind, func(l outcomes.Line) error {
+		if seen++; seen%flushEvery == 0 {
+			extend()
+		}
 		if (code != "" && l.Code != code) || (user != 0 && l.UserID != user) {
 			return nil
 		}
