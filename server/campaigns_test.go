@@ -227,19 +227,7 @@ func TestCampaignsSumTheBroadcastsPerCategoryAndSeoulWeek(t *testing.T) {
 		SuccessRate *float64 `json:"success_rate"`
 		CTR         *float64 `json:"ctr"`
 	}
-	platformOf := map[string]string{}
-	rows, err := s.SQL.Query("SELECT token, COALESCE(LOWER(platform), 'other') FROM device_tokens")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var tok, p string
-		if err := rows.Scan(&tok, &p); err != nil {
-			t.Fatal(err)
-		}
-		platformOf[tok] = p
-	}
-	rows.Close()
+	platformOf := s.PlatformOfTokens()
 	wantPlat := map[string]*[2]int64{}
 	for _, tok := range pop.Eligible() {
 		p := platformOf[tok.Token]

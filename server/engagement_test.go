@@ -184,19 +184,7 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 	}
 	// Each under the platform its token carried (the device's, as its send
 	// counted), once: the 300 opens, the 10 clicks and their opens.
-	platformOf := map[string]string{}
-	rows, err := s.SQL.Query("SELECT token, COALESCE(LOWER(platform), 'other') FROM device_tokens")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var tok, p string
-		if err := rows.Scan(&tok, &p); err != nil {
-			t.Fatal(err)
-		}
-		platformOf[tok] = p
-	}
-	rows.Close()
+	platformOf := s.PlatformOfTokens()
 	wantPlat := map[string]int64{}
 	for _, d := range append(devices[:300:300], devices[500:510]...) {
 		wantPlat[platformOf[d]+"/opened"]++
@@ -205,7 +193,7 @@ func TestEventsCountDistinctTargets(t *testing.T) {
 		wantPlat[platformOf[d]+"/clicked"]++
 	}
 	gotPlat := map[string]int64{}
-	rows, err = s.SQL.Query("SELECT platform, type, n FROM engagement_platform_counts WHERE broadcast_id = ?", id)
+	rows, err := s.SQL.Query("SELECT platform, type, n FROM engagement_platform_counts WHERE broadcast_id = ?", id)
 	if err != nil {
 		t.Fatal(err)
 	}

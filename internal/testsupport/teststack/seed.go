@@ -87,3 +87,27 @@ func (s *Stack) SeedTokens(firstUserID int, tokens []string) {
 	s.bulkInsert("INSERT INTO users (id, push_enabled) VALUES ", userRows)
 	s.bulkInsert("INSERT INTO device_tokens (user_id, token) VALUES ", tokenRows)
 }
+
+// PlatformOfTokens maps every token of device_tokens to the platform its
+// sends and events count under: its platform column in lower case, other
+// where it has none.
+func (s *Stack) PlatformOfTokens() map[string]string {
+	s.T.Helper()
+	out := map[string]string{}
+	rows, err := s.SQL.Query("SELECT token, COALESCE(LOWER(platform), 'other') FROM device_tokens")
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tok, p string
+		if err := rows.Scan(&tok, &p); err != nil {
+			s.T.Fatal(err)
+		}
+		out[tok] = p
+	}
+	if err := rows.Err(); err != nil {
+		s.T.Fatal(err)
+	}
+	return out
+}
