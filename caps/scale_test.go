@@ -36,9 +36,8 @@ func TestACappedBroadcastOf200kTargetsReadsTheLedgerLinearly(t *testing.T) {
 		}
 		t.Logf("broadcast %d over %d targets (%d users): rows read %v", i+1, n, users, read)
 		// The plan's scan, the count of its users' (users_targeted) and
-		// the send's of the tokens (and their users), an index entry and
-		// a row each (3n and 2 more); a user's slots and answer a few
-		// times each.
+		// the send's of the tokens (and their users): three reads a token
+		// and a few more; a user's slots and answer a few times each.
 		if read["device_tokens"] > 3*n+10 || read["users"] > 4*n || read["frequency_slots"] > 2*n || read["frequency_users"] > 4*n {
 			t.Errorf("broadcast %d read %v rows for %d targets: more than a few reads per target", i+1, read, n)
 		}
