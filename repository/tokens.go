@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"pushfan/internal/platform/sqldb"
@@ -333,13 +334,26 @@ func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64
 // of a planned broadcast are counted over the tokens its plan read, with
 // the same rule (stale tokens and users without consent left out, as
 // the plan leaves them out of targeted). One statement: a scan of the
-// audience's tokens, a second for a million (docs/CAPACITY.md). q is a
+// audience's tokens, 1–4 s a million (docs/CAPACITY.md). q is a
 // snapshot (SnapshotTx), or nil for the pool.
 func (s *Store) CountPlannedUsers(ctx context.Context, q sqldb.Querier, a model.Audience, upto uint64) (int64, error) {
+	return s.CountBroadcastUsers(ctx, q, a, upto, 0, 0)
+}
+
+// CountBroadcastUsers is CountPlannedUsers for broadcast id (0: none),
+// under a limit the server keeps (sqldb.TimeLimited; 0: none). A token
+// the broadcast's own sends found dead (a failure of the broadcast's, on
+// the index (broadcast_id, token_id)) counts as live: the plan counted
+// it live before its chunk sent to it, so a count that starts after
+// sends began (a takeover, the sweep's recount) counts the users the
+// plan did. A token another broadcast found dead meanwhile, or that its
+// user unregistered, is not counted: the count may be short of the plan
+// by those.
+func (s *Store) CountBroadcastUsers(ctx context.Context, q sqldb.Querier, a model.Audience, upto, id uint64, limit time.Duration) (int64, error) {
 	if q == nil {
 		q = s.db
 	}
-	open := s.schema.Open()
+	open := s.schema.Open().withOwnDead(id)
 	sc, keep := open, "1"
 	if open.flagged != nil {
 		sc, keep = open.flagged, "NOT "+open.staleValue
@@ -360,11 +374,23 @@ func (s *Store) CountPlannedUsers(ctx context.Context, q sqldb.Querier, a model.
 		args = append(args, upto)
 	}
 	var n int64
-	stmt := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)
+	stmt := s.db.Rebind(sqldb.TimeLimited("SELECT COUNT(DISTINCT CASE WHEN "+keep+" THEN "+sc.tUser+" END) FROM "+sc.from+" WHERE "+cond, limit))
 	if err := q.QueryRowContext(ctx, stmt, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count audience users: %w", err)
 	}
 	return n, nil
+}
+
+// withOwnDead is sc whose tokens include those broadcast id's sends
+// found dead (CountBroadcastUsers); sc itself for id 0.
+func (sc *Schema) withOwnDead(id uint64) *Schema {
+	if id == 0 {
+		return sc
+	}
+	c := *sc
+	c.valid = "(" + sc.valid + " OR EXISTS (SELECT 1 FROM broadcast_failures f WHERE f.broadcast_id = " +
+		strconv.FormatUint(id, 10) + " AND f.token_id = " + sc.tID + "))"
+	return c.build()
 }
 
 // Snapshot is a read-only transaction whose snapshot was taken when it
@@ -372,12 +398,14 @@ func (s *Store) CountPlannedUsers(ctx context.Context, q sqldb.Querier, a model.
 type Snapshot struct {
 	Tx   *sql.Tx
 	conn *sql.Conn
+	end  context.CancelFunc
 }
 
 // Close ends the snapshot and gives its connection back.
 func (sn *Snapshot) Close() {
 	_ = sn.Tx.Rollback()
 	_ = sn.conn.Close()
+	sn.end()
 }
 
 // SnapshotTx opens a Snapshot taken now, before it answers (InnoDB fixes
@@ -392,12 +420,19 @@ func (s *Store) SnapshotTx(ctx, open context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	// The transaction lives with ctx (database/sql rolls it back when its
+	// context ends), yet BEGIN waits no longer than open allows: a stuck
+	// server does not hold the plan's start past open.
+	life, end := context.WithCancel(ctx)
+	bounded := context.AfterFunc(open, end)
+	tx, err := conn.BeginTx(life, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	bounded()
 	if err != nil {
+		end()
 		_ = conn.Close()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	sn := &Snapshot{Tx: tx, conn: conn}
+	sn := &Snapshot{Tx: tx, conn: conn, end: end}
 	if _, err := s.MaxTokenID(open, tx); err != nil {
 		sn.Close()
 		return nil, fmt.Errorf("snapshot: %w", err)
