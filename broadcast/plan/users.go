@@ -59,7 +59,7 @@ const usersAttempts = 3
 const usersWalkMax = 1_000_000
 
 // errTooManyRows is a named audience's count stopped at usersWalkMax.
-var errTooManyRows = fmt.Errorf("a named audience of more than %d rows is not counted", usersWalkMax)
+var errTooManyRows = errors.New("too many rows to count")
 
 // userCount is a count of a plan's users in progress.
 type userCount struct {
@@ -154,7 +154,7 @@ func (s *Planner) countFailed(ctx context.Context, id uint64, err error, log *sl
 	case repository.IsTimeLimit(err), errors.Is(err, context.DeadlineExceeded):
 		reason = fmt.Sprintf("the count ran past its limit of %v (docs/CAPACITY.md)", usersBudget*s.in.DBTimeout)
 	case errors.Is(err, errTooManyRows):
-		reason = errTooManyRows.Error()
+		reason = fmt.Sprintf("a named audience of more than %d rows is not counted (docs/CAPACITY.md)", s.walkMax())
 	}
 	log.WarnContext(ctx, "counting a broadcast's users failed: its users_targeted stays null", "err", err, "reason", reason)
 	if err := s.in.RetryDB(ctx, "recording a failed count of users", func(c context.Context) error {
@@ -212,6 +212,15 @@ func (s *Planner) storeUsersLater(id uint64, u *userCount, log *slog.Logger) {
 type lateUsers struct {
 	running atomic.Bool
 	last    time.Time // the last sweep (the loop's goroutine only)
+	walkMax int       // usersWalkMax when 0 (a test's is lower)
+}
+
+// walkMax is the rows of a named audience a count walks at most.
+func (s *Planner) walkMax() int {
+	if s.late.walkMax > 0 {
+		return s.late.walkMax
+	}
+	return usersWalkMax
 }
 
 // usersSweep is how often a planner looks for lost counts.
@@ -311,8 +320,8 @@ func (s *Planner) usersOf(ctx context.Context, store *repository.Store, snap *re
 			if err != nil {
 				return 0, err
 			}
-			if walked += len(rows); walked > usersWalkMax {
-				return 0, errTooManyRows
+			if walked += len(rows); walked > s.walkMax() {
+				return 0, fmt.Errorf("more than %d rows: %w", s.walkMax(), errTooManyRows)
 			}
 			for _, r := range rows {
 				if r.Consent&repository.ConsentDay != 0 { // as planPass counts them

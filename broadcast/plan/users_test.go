@@ -3,11 +3,16 @@ package plan
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"pushfan/audience"
+	"pushfan/broadcast/instance"
+	"pushfan/internal/platform/lifecycle"
 	"pushfan/model"
 )
 
@@ -315,5 +320,39 @@ func TestFailedCountsDoNotHideALostOne(t *testing.T) {
 	left, err := f.db.Store.UncountedUsers(f.ctx(), time.Minute, 100)
 	if err != nil || len(left) != 0 {
 		t.Fatalf("still to count: %d (%v), want none", len(left), err)
+	}
+}
+
+// A named audience's count walks its rows up to a bound (usersWalkMax; 10
+// rows here): below it the users are counted, each once; above it the
+// count fails for good, with the reason recorded.
+func TestANamedAudiencesCountIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, now)
+	users := many(30)
+	f.seed(users)
+	f.exec("INSERT INTO device_tokens (user_id, token) SELECT id, CONCAT('second-', id) FROM users WHERE id <= 5")
+	auds, err := audience.Compile([]audience.Definition{{Name: "every", SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t " +
+		"JOIN users u ON u.id = t.user_id WHERE t.id > :after AND t.invalidated_at IS NULL AND u.push_enabled = 1 ORDER BY t.id LIMIT :limit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &instance.Instance{Owner: "a", Lease: time.Minute, DBTimeout: 10 * time.Second, Log: slog.New(slog.DiscardHandler),
+		Now: func() time.Time { return f.now }, Running: f.ctx(), Group: &lifecycle.Group{}}
+	p := New(in, f.db.Store, f.leases, f.apps, &runsSpy{}, Options{
+		Named: audience.NewRunner(f.db.SQL),
+		Bind:  func(model.Audience) (audience.Bound, error) { return auds[0].Bind(nil) },
+	})
+	b := &model.Broadcast{Submission: model.Submission{Audience: model.Audience{Name: "every"}}}
+	store := f.db.Store.ForApp(model.DefaultApp)
+	rows := len(targets(users)) + 5 // users 1–5's second tokens (all live)
+	p.late.walkMax = rows
+	if n, err := p.usersOf(f.ctx(), store, nil, b, 0); err != nil || n != int64(len(targets(users))) {
+		t.Fatalf("%d rows, bound %d: %d users (%v), want %d", rows, rows, n, err, len(targets(users)))
+	}
+	p.late.walkMax = rows - 1
+	_, err = p.usersOf(f.ctx(), store, nil, b, 0)
+	if !errors.Is(err, errTooManyRows) || !finalCount(err) {
+		t.Fatalf("%d rows, bound %d: %v, want too many rows, final", rows, rows-1, err)
 	}
 }
