@@ -175,9 +175,36 @@ func TestConsoleComposeTestSendAndWatch(t *testing.T) {
 	e.shot("")
 
 	// Duplicate as new: compose, filled from this broadcast.
+	id := e.watchedID()
 	e.click("#btn-duplicate")
 	e.page("compose")
 	e.waitFor("the duplicated message", 10*time.Second, `document.querySelector('#f-title').value === 'Winter sale' && document.querySelector('#f-max_rate').value === '400'`)
+
+	// A count of users that failed for good: the devices alone, "users
+	// not counted" with its reason behind a click, never "being counted".
+	if res, err := e.db.Exec("UPDATE broadcasts SET users_targeted = NULL, users_count_error = 'the count ran past its limit of 1m0s' WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("broadcast %d: %d rows updated", id, n)
+	}
+	// The server's read cache (PUSHFAN_BROADCAST_CACHE) answers the row
+	// it read a moment ago: the page opens once the API has the change.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var raw map[string]any
+		e.api("GET", fmt.Sprintf("/push/broadcasts/%d", id), nil, &raw)
+		if raw["users_count_error"] != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API still answers %v users, no failed count", raw["users_targeted"])
+		}
+		time.Sleep(50 * time.Millisecond) // polling the API, within the deadline above
+	}
+	e.route(fmt.Sprintf("#/broadcasts/%d", id))
+	e.watching(id)
+	e.waitFor("users not counted, with the reason", 10*time.Second,
+		`!document.querySelector('#users-not-counted').hidden && document.querySelector('#audience-size').dataset.users === '' && `+
+			text("#users-not-counted p")+`.includes('ran past its limit') && !`+text("#audience-size")+`.includes('being counted')`)
 }
 
 func TestConsoleCancelsARunningBroadcast(t *testing.T) {

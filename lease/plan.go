@@ -440,8 +440,8 @@ func (s *Store) PromoteWaiting(ctx context.Context, limit int) (int, error) {
 }
 
 // SetUsersTargeted stores a planned broadcast's count of users, counted
-// after its plan's last step was stored. The first count stored stays: a
-// takeover's count of the same plan is the same.
+// after its plan's last step was stored. The first count stored stays:
+// a later one counts the same tokens, but for those dead since by others.
 func (s *Store) SetUsersTargeted(ctx context.Context, id uint64, n int64) error {
 	if _, err := s.db.ExecContext(ctx, "UPDATE broadcasts SET users_targeted = ? WHERE id = ? AND users_targeted IS NULL AND planning = 0", n, id); err != nil {
 		return fmt.Errorf("broadcast %d: set users targeted: %w", id, err)

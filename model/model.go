@@ -206,6 +206,9 @@ type Broadcast struct {
 	// (package plan, users.go), nil until then, for a broadcast planned
 	// before the count existed, and when the count failed.
 	UsersTargeted *int64
+	// UsersCountError is why the count of UsersTargeted failed for good
+	// (never counted again); "" while none did.
+	UsersCountError string
 
 	// Durable-run fields (see package lease).
 	MaxTokenID      uint64 // audience snapshot: tokens above it were registered later

@@ -128,20 +128,6 @@ func GetBroadcastIn(ctx context.Context, q interface {
 	return b, nil
 }
 
-// UncountedUsers lists up to limit broadcasts still to finish whose plan
-// ended more than late ago with their users not counted
-// (users_targeted null): their planner stopped between the plan's last
-// step and the count's end (package plan, users.go). It reads the
-// unfinished broadcasts only (the status index).
-func (s *Store) UncountedUsers(ctx context.Context, late time.Duration, limit int) ([]*model.Broadcast, error) {
-	list, err := s.readBroadcasts(ctx, ` WHERE status IN ('queued', 'running') AND planning = 0 AND users_targeted IS NULL
-		AND planned_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY id LIMIT ?`, late.Microseconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("uncounted users: %w", err)
-	}
-	return list, nil
-}
-
 // broadcastColumns are a broadcast row's columns, in scanBroadcast's
 // order. Every figure is a column of the row itself: lists of broadcasts
 // cost one statement for the rows and one each for their error and
@@ -155,7 +141,7 @@ const broadcastColumns = `id, status, dry_run, invalidate_on_dry_run, message, a
 		COALESCE(parent_id, 0), released_by, released_at, hold_expires_at, starts_at,
 		deferred, zone_fallbacks, waiting, planning, planned_at, capped, COALESCE(frequency_cap, ''), app, held_counted,
 		category_rules, excluded_no_consent, night_deferred,
-		created_by_kind, created_by_id, released_by_kind, released_by_id, canceled_by, users_targeted`
+		created_by_kind, created_by_id, released_by_kind, released_by_id, canceled_by, users_targeted, users_count_error`
 
 // selectBroadcast reads broadcast rows; selectOneBroadcast one row with
 // its error and variant counts as JSON objects, for a single read.
@@ -265,6 +251,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		creatorKind, creatorID    sql.NullString
 		releaserKind, releaserID  sql.NullString
 		usersTargeted             sql.NullInt64
+		usersCountError           sql.NullString
 	)
 	if err := row.Scan(append([]any{
 		&b.ID, &status, &b.DryRun, &b.InvalidateOnDryRun, &msg, &aud,
@@ -276,7 +263,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 		&b.ParentID, &releasedBy, &releasedAt, &holdExpiresAt, &startsAt,
 		&b.Deferred, &b.ZoneFallbacks, &b.Waiting, &b.Planning, &plannedAt, &b.Capped, &b.FrequencyCap, &b.App, &b.HeldCounted,
 		&categoryRules, &b.ExcludedNoConsent, &b.NightDeferred,
-		&creatorKind, &creatorID, &releaserKind, &releaserID, &canceledBy, &usersTargeted}, extra...)...); err != nil {
+		&creatorKind, &creatorID, &releaserKind, &releaserID, &canceledBy, &usersTargeted, &usersCountError}, extra...)...); err != nil {
 		return nil, err
 	}
 	b.Status = model.Status(status)
@@ -304,6 +291,7 @@ func scanBroadcast(row interface{ Scan(...any) error }, extra ...any) (*model.Br
 	if usersTargeted.Valid {
 		b.UsersTargeted = &usersTargeted.Int64
 	}
+	b.UsersCountError = usersCountError.String
 	b.CreatedAt = b.CreatedAt.UTC()
 	b.StartedAt = nullTime(startedAt)
 	b.FinishedAt = nullTime(finishedAt)

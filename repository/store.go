@@ -124,3 +124,7 @@ func (s *Store) TryLock(ctx context.Context, name string) (release func(), ok bo
 // connection, a timeout or a lock conflict: trying again gives the same
 // error (see sqldb.IsStatementError).
 func IsStatementError(err error) bool { return sqldb.IsStatementError(err) }
+
+// IsTimeLimit reports the server's error for a statement that ran past
+// the limit sqldb.TimeLimited put on it.
+func IsTimeLimit(err error) bool { return sqldb.IsTimeLimit(err) }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
@@ -320,64 +319,19 @@ func (s *Store) CountAudienceExcluded(ctx context.Context, a model.Audience) (co
 	return all - st.Int64 - nc.Int64, st.Int64, nc.Int64, nil
 }
 
-// CountAudienceUsers is how many users hold the targets
-// CountAudienceExcluded counts (its count, not its stale or no-consent
-// ones): the users a broadcast to a would reach, each once however many
-// devices they have.
-func (s *Store) CountAudienceUsers(ctx context.Context, a model.Audience) (int64, error) {
-	return s.CountPlannedUsers(ctx, nil, a, math.MaxUint64)
-}
-
-// CountPlannedUsers is CountAudienceUsers over the tokens up to upto: a
-// plan's snapshot (PlanPage reads no token above it), so that the users
-// of a planned broadcast are counted over the tokens its plan read, with
-// the same rule (stale tokens and users without consent left out, as
-// the plan leaves them out of targeted). One statement: a scan of the
-// audience's tokens, a second for a million (docs/CAPACITY.md). q is a
-// snapshot (SnapshotTx), or nil for the pool.
-func (s *Store) CountPlannedUsers(ctx context.Context, q sqldb.Querier, a model.Audience, upto uint64) (int64, error) {
-	if q == nil {
-		q = s.db
-	}
-	open := s.schema.Open()
-	sc, keep := open, "1"
-	if open.flagged != nil {
-		sc, keep = open.flagged, "NOT "+open.staleValue
-	}
-	if s.schema.ConsentRule() {
-		// As CountAudienceExcluded's SUM reads it: a NULL answer is not a refusal.
-		keep += " AND NOT COALESCE((" + s.schema.consent.state + ") & 1 = 0, 0)"
-	}
-	cond, args, empty, err := audienceFilter(sc, a)
-	if err != nil {
-		return 0, fmt.Errorf("count audience users: %w", err)
-	}
-	if empty {
-		return 0, nil
-	}
-	if upto != math.MaxUint64 {
-		cond = "(" + cond + ") AND " + sc.tID + " <= ?"
-		args = append(args, upto)
-	}
-	var n int64
-	stmt := s.db.Rebind("SELECT COUNT(DISTINCT CASE WHEN " + keep + " THEN " + sc.tUser + " END) FROM " + sc.from + " WHERE " + cond)
-	if err := q.QueryRowContext(ctx, stmt, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count audience users: %w", err)
-	}
-	return n, nil
-}
-
 // Snapshot is a read-only transaction whose snapshot was taken when it
 // was opened (SnapshotTx), on a connection of its own.
 type Snapshot struct {
 	Tx   *sql.Tx
 	conn *sql.Conn
+	end  context.CancelFunc
 }
 
 // Close ends the snapshot and gives its connection back.
 func (sn *Snapshot) Close() {
 	_ = sn.Tx.Rollback()
 	_ = sn.conn.Close()
+	sn.end()
 }
 
 // SnapshotTx opens a Snapshot taken now, before it answers (InnoDB fixes
@@ -392,12 +346,19 @@ func (s *Store) SnapshotTx(ctx, open context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	// The transaction lives with ctx (database/sql rolls it back when its
+	// context ends), yet BEGIN waits no longer than open allows: a stuck
+	// server does not hold the plan's start past open.
+	life, end := context.WithCancel(ctx)
+	bounded := context.AfterFunc(open, end)
+	tx, err := conn.BeginTx(life, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	bounded()
 	if err != nil {
+		end()
 		_ = conn.Close()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	sn := &Snapshot{Tx: tx, conn: conn}
+	sn := &Snapshot{Tx: tx, conn: conn, end: end}
 	if _, err := s.MaxTokenID(open, tx); err != nil {
 		sn.Close()
 		return nil, fmt.Errorf("snapshot: %w", err)

@@ -3,11 +3,16 @@ package plan
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"pushfan/audience"
+	"pushfan/broadcast/instance"
+	"pushfan/internal/platform/lifecycle"
 	"pushfan/model"
 )
 
@@ -83,14 +88,13 @@ func TestAPlanCountsEachUserOnceAcrossItsChunks(t *testing.T) {
 	}
 }
 
-// A plan taken over mid-way is counted by its new holder, over the
-// snapshot its first holder fixed: the tokens registered since are
-// neither targeted nor counted.
-func TestATakenOverPlanCountsItsUsersOverItsSnapshot(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, now)
-	users := many(3 * planStepRows)
-	f.seed(users)
+// halfPlanned submits a broadcast to users and plans its first step on
+// an instance that dies then (its count of users lost with it); then
+// the first chunks' sends mark users 1–10's tokens dead, with the
+// broadcast's failures saying so, and a user registers after the
+// snapshot (not in this broadcast).
+func (f *fixture) halfPlanned(users []user) uint64 {
+	f.t.Helper()
 	id := f.submit(model.Audience{All: true})
 	stopped := make(chan struct{})
 	first := f.start("a", 5000, func(pi *planInstance, _ uint64) {
@@ -104,21 +108,75 @@ func TestATakenOverPlanCountsItsUsersOverItsSnapshot(t *testing.T) {
 	select {
 	case <-stopped:
 	case <-time.After(wait):
-		t.Fatal("the first step was never stored")
+		f.t.Fatal("the first step was never stored")
 	}
-	first.halt(t)
-	if p := f.plan(id); !p.Planning || p.MaxTokenID != uint64(len(users)) || f.usersNow(id) {
-		t.Fatalf("after the first holder: %+v", p)
+	first.halt(f.t)
+	if p := f.plan(id); !p.Planning || p.MaxTokenID != uint64(len(users)) || f.usersNow(id) || !f.countBegun(id) {
+		f.t.Fatalf("after the first holder: %+v, count begun %v", p, f.countBegun(id))
 	}
-	// A user registers after the snapshot: not in this broadcast.
+	var failures []string
+	for _, u := range targets(users[:10]) { // a send's failures are of its targets
+		failures = append(failures, fmt.Sprintf("(%d, %d, %d, 'UNREGISTERED')", id, u, u))
+	}
+	f.exec("INSERT INTO broadcast_failures (broadcast_id, token_id, user_id, code) VALUES " + strings.Join(failures, ", "))
+	f.exec("UPDATE device_tokens SET invalidated_at = UTC_TIMESTAMP(6) WHERE id <= 10")
 	f.exec(fmt.Sprintf("INSERT INTO users (id) VALUES (%d)", len(users)+1))
 	f.exec(fmt.Sprintf("INSERT INTO device_tokens (id, user_id, token) VALUES (%d, %d, 'late')", len(users)+1, len(users)+1))
+	return id
+}
+
+// A plan taken over mid-way does not count its users again while its
+// first holder's count may still run: the sweep counts a lost one after
+// the plan's end, exactly, though sends marked tokens dead meanwhile
+// (the broadcast's own dead tokens count as live) and a user registered
+// since (above the snapshot).
+func TestATakenOverPlanLeavesALostCountToTheSweep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, now)
+	users := many(3 * planStepRows)
+	f.seed(users)
+	id := f.halfPlanned(users)
+	second := f.start("b", 5000, nil)
+	second.finished(t, id)
+	second.halt(t)
+	want := int64(len(targets(users)))
+	if p := f.plan(id); p.Targeted != want || f.usersNow(id) {
+		t.Fatalf("after the takeover: %+v, users counted %v; want %d targeted, users left to the sweep", p, f.usersNow(id), want)
+	}
+	// Later than a count can take (usersLate): the sweep counts it.
+	f.exec(fmt.Sprintf("UPDATE broadcasts SET planned_at = planned_at - INTERVAL 1 HOUR, users_count_at = users_count_at - INTERVAL 1 HOUR WHERE id = %d", id))
+	f.start("c", 5000, nil)
+	if got := f.usersTargeted(id); got != want {
+		t.Fatalf("counted by the sweep: %d users, want %d", got, want)
+	}
+}
+
+// A plan taken over once its first count surely ended is counted by its
+// new holder, over the snapshot its first holder fixed, after the first
+// chunks' sends marked tokens dead: the exact count.
+func TestATakenOverPlanCountsItsUsersOverItsSnapshot(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, now)
+	users := many(3 * planStepRows)
+	f.seed(users)
+	id := f.halfPlanned(users)
+	f.exec(fmt.Sprintf("UPDATE broadcasts SET users_count_at = users_count_at - INTERVAL 1 HOUR WHERE id = %d", id))
 	second := f.start("b", 5000, nil)
 	second.finished(t, id)
 	want := int64(len(targets(users)))
 	if p := f.plan(id); p.Targeted != want || f.usersTargeted(id) != want {
 		t.Fatalf("after the takeover: %+v, users %d; want %d each", p, f.usersTargeted(id), want)
 	}
+}
+
+// countBegun reports whether a count of broadcast id's users began.
+func (f *fixture) countBegun(id uint64) bool {
+	f.t.Helper()
+	var at sql.NullTime
+	if err := f.db.SQL.QueryRowContext(f.ctx(), "SELECT users_count_at FROM broadcasts WHERE id = ?", id).Scan(&at); err != nil {
+		f.t.Fatal(err)
+	}
+	return at.Valid
 }
 
 func (f *fixture) exec(q string) {
@@ -213,9 +271,88 @@ func TestALostCountOfUsersIsCountedAgain(t *testing.T) {
 	if want != on {
 		t.Fatalf("users_targeted %d, want %d", want, on)
 	}
-	f.exec(fmt.Sprintf("UPDATE broadcasts SET users_targeted = NULL, planned_at = planned_at - INTERVAL 1 HOUR WHERE id = %d", id))
+	f.exec(fmt.Sprintf("UPDATE broadcasts SET users_targeted = NULL, planned_at = planned_at - INTERVAL 1 HOUR, users_count_at = users_count_at - INTERVAL 1 HOUR WHERE id = %d", id))
 	f.start("b", 100, nil)
 	if got := f.usersTargeted(id); got != want {
 		t.Fatalf("counted again: %d users, want %d", got, want)
+	}
+}
+
+// Counts that fail for good are recorded on their rows and never tried
+// again, so they do not hide a newer lost count from the sweep: 21
+// broadcasts whose count fails (their app is gone) before one whose count
+// was lost; two sweeps (one a minute) count it, and no failed one is
+// tried a second time.
+func TestFailedCountsDoNotHideALostOne(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, now)
+	users := many(50)
+	f.seed(users)
+	var ids []uint64
+	for range 22 {
+		ids = append(ids, f.submit(model.Audience{All: true}))
+	}
+	a := f.start("a", 100, nil)
+	a.finished(t, ids...)
+	want := f.usersTargeted(ids[21])
+	a.halt(t)
+	in := fmt.Sprint(ids[0])
+	for _, id := range ids[1:21] {
+		in += fmt.Sprintf(", %d", id)
+	}
+	f.exec("UPDATE broadcasts SET users_targeted = NULL, planned_at = planned_at - INTERVAL 1 HOUR, users_count_at = NULL WHERE id IN (" + in + fmt.Sprintf(", %d)", ids[21]))
+	f.exec("UPDATE broadcasts SET app = 'gone' WHERE id IN (" + in + ")")
+	b := f.start("b", 100, nil)
+	b.halt(t) // the sweeps run here, one after the other
+	for sweep := 1; sweep <= 2; sweep++ {
+		b.p.sweepUsers(f.ctx())
+	}
+	if got := f.usersTargeted(ids[21]); got != want {
+		t.Fatalf("the lost count: %d users, want %d", got, want)
+	}
+	var failed int
+	if err := f.db.SQL.QueryRowContext(f.ctx(), "SELECT COUNT(*) FROM broadcasts WHERE users_count_error IS NOT NULL AND users_targeted IS NULL AND id IN ("+in+")").Scan(&failed); err != nil {
+		t.Fatal(err)
+	}
+	if failed != 21 {
+		t.Fatalf("%d failed counts recorded, want 21", failed)
+	}
+	left, err := f.db.Store.UncountedUsers(f.ctx(), time.Minute, 100)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("still to count: %d (%v), want none", len(left), err)
+	}
+}
+
+// A named audience's count walks its rows up to a bound (usersWalkMax; 10
+// rows here): below it the users are counted, each once; above it the
+// count fails for good, with the reason recorded.
+func TestANamedAudiencesCountIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, now)
+	users := many(30)
+	f.seed(users)
+	f.exec("INSERT INTO device_tokens (user_id, token) SELECT id, CONCAT('second-', id) FROM users WHERE id <= 5")
+	auds, err := audience.Compile([]audience.Definition{{Name: "every", SQL: "SELECT t.id AS `cursor`, t.user_id, t.token FROM device_tokens t " +
+		"JOIN users u ON u.id = t.user_id WHERE t.id > :after AND t.invalidated_at IS NULL AND u.push_enabled = 1 ORDER BY t.id LIMIT :limit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &instance.Instance{Owner: "a", Lease: time.Minute, DBTimeout: 10 * time.Second, Log: slog.New(slog.DiscardHandler),
+		Now: func() time.Time { return f.now }, Running: f.ctx(), Group: &lifecycle.Group{}}
+	p := New(in, f.db.Store, f.leases, f.apps, &runsSpy{}, Options{
+		Named: audience.NewRunner(f.db.SQL),
+		Bind:  func(model.Audience) (audience.Bound, error) { return auds[0].Bind(nil) },
+	})
+	b := &model.Broadcast{Submission: model.Submission{Audience: model.Audience{Name: "every"}}}
+	store := f.db.Store.ForApp(model.DefaultApp)
+	rows := len(targets(users)) + 5 // users 1–5's second tokens (all live)
+	p.late.walkMax = rows
+	if n, err := p.usersOf(f.ctx(), store, nil, b, 0); err != nil || n != int64(len(targets(users))) {
+		t.Fatalf("%d rows, bound %d: %d users (%v), want %d", rows, rows, n, err, len(targets(users)))
+	}
+	p.late.walkMax = rows - 1
+	_, err = p.usersOf(f.ctx(), store, nil, b, 0)
+	if !errors.Is(err, errTooManyRows) || !finalCount(err) {
+		t.Fatalf("%d rows, bound %d: %v, want too many rows, final", rows, rows-1, err)
 	}
 }

@@ -33,6 +33,10 @@ const CANCELABLE = new Set(['scheduled', 'held', 'planning', 'queued', 'running'
 // capped: withheld by a frequency cap, an outcome beside the others.
 const SEGMENTS = ['succeeded', 'failed', 'canceled', 'capped', 'waiting'];
 const POLL_MS = 2000;
+// How long after a plan's end its count of users may still land: the
+// count itself, or the sweep's recount of a lost one (usersLate, about
+// 3 minutes by default, then a sweep a minute, then the count).
+const USERS_WINDOW_MS = 10 * 60 * 1000;
 
 export async function render(ctx) {
   const {root, signal} = ctx;
@@ -65,7 +69,11 @@ export async function render(ctx) {
   const legend = h('ul', {class: 'legend'}, ['targeted', 'succeeded', 'failed', 'canceled', 'capped', 'waiting', 'pending'].map(count));
   const pace = h('p', {class: 'muted'});
   // Who it reaches: its users beside its devices (the bar counts devices).
-  const audience = h('p', {id: 'audience-size', 'data-users': '', 'data-devices': ''});
+  // A count that failed for good says so, its reason behind a click.
+  const audienceText = h('span');
+  const usersReason = h('p', {class: 'muted'});
+  const usersFailed = h('details', {id: 'users-not-counted', hidden: true}, h('summary', null, t('watch.usersNotCounted')), usersReason);
+  const audience = h('div', {id: 'audience-size', 'data-users': '', 'data-devices': ''}, audienceText, usersFailed);
   // Until the audience is counted (planning, scheduled, held before its
   // count) targeted is null: the bar has nothing to divide by, so it gives
   // way to "counting…" (a bar of a part of the audience would run ahead).
@@ -103,6 +111,17 @@ export async function render(ctx) {
     broadcastDeliveries(ctx, id));
 
   // ---- Updating -------------------------------------------------------
+  // usersMayCome: b's count of users can still land: its plan runs, or
+  // ended within USERS_WINDOW_MS (a lost count is counted again minutes
+  // after the plan's end), and no count failed for good. Else (a held
+  // broadcast, one from before the count, one whose count failed) the
+  // page shows its devices alone rather than "being counted" for ever.
+  function usersMayCome(b) {
+    if (b.users_targeted != null || b.users_count_error || isFinal(b.status)) return false;
+    if (b.planning || b.status === 'planning') return true;
+    return b.planned_at != null && Date.now() - Date.parse(b.planned_at) < USERS_WINDOW_MS;
+  }
+
   function update(b) {
     st.b = b;
     schedule.update(b);
@@ -113,8 +132,10 @@ export async function render(ctx) {
     subtitle.textContent = `${apps.several() && b.app ? b.app + ' · ' : ''}${tOr(`watch.trigger.${b.trigger}`, b.trigger)}${by ? ' ' + by : ''} · ${headline(b)}`;
 
     const known = b.targeted != null;
-    audience.textContent = t('watch.audience', {size: audienceSize(b)}) +
-      (known && b.users_targeted == null && !isFinal(b.status) ? ' · ' + t('watch.usersCounting') : '');
+    audienceText.textContent = t('watch.audience', {size: audienceSize(b)}) +
+      (known && usersMayCome(b) ? ' · ' + t('watch.usersCounting') : '');
+    usersFailed.hidden = !(known && b.users_targeted == null && b.users_count_error);
+    usersReason.textContent = b.users_count_error ? t('watch.usersNotCountedWhy', {reason: b.users_count_error}) : '';
     audience.dataset.users = b.users_targeted ?? '';
     audience.dataset.devices = b.targeted ?? '';
     planning.hidden = !b.planning;

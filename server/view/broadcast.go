@@ -25,6 +25,9 @@ type Broadcast struct {
 	// it, in the background), and for a broadcast planned before the
 	// count existed or whose count failed.
 	UsersTargeted *int64 `json:"users_targeted"`
+	// UsersCountError is why the count of users failed for good (never
+	// run again: users_targeted stays null); null while none did.
+	UsersCountError *string `json:"users_count_error"`
 	// Planning: the audience's plan runs (chunks are made and the
 	// audience counted, whatever the pace); targeted is null until it ends.
 	Planning  bool  `json:"planning"`
@@ -124,6 +127,9 @@ func Of(b *model.Broadcast, now time.Time) Broadcast {
 	if u := b.UsersTargeted; u != nil {
 		n := *u
 		v.UsersTargeted = &n
+	}
+	if e := b.UsersCountError; e != "" && b.UsersTargeted == nil {
+		v.UsersCountError = &e
 	}
 	v.Audience.Local = nil // rendered at the top level, as requested
 	v.local = localOf(b)

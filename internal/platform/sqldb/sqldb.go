@@ -179,3 +179,12 @@ func OrDiscard(log *slog.Logger) *slog.Logger {
 	}
 	return log
 }
+
+// serverErrorNumber is the server's error number in err, if it is one.
+func serverErrorNumber(err error) (uint16, bool) {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number, true
+	}
+	return 0, false
+}

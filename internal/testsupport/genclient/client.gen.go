@@ -1519,8 +1519,11 @@ type Broadcast struct {
 	// Trigger What created the broadcast: an API request, an API request with send_at, a cron job fire, or a resend of another broadcast's failures.
 	Trigger Trigger `json:"trigger"`
 
-	// UsersTargeted Users holding the targeted tokens, each counted once however many devices they have (the console shows "N users · M devices"). Null until the plan is complete and the users are counted: one count of the planned audience beside the plan, with its predicates and its snapshot (no-consent and stale tokens left out, as from targeted), never delaying a send; usually in when the plan ends, at most seconds after. Also null for a broadcast planned before the count existed (migration 00041), one whose count failed (the log says why), and a scheduled or held one before its plan.
-	UsersTargeted *int `json:"users_targeted"`
+	// UsersCountError Why the count of users_targeted failed for good, in plain words; null while it did not. Such a count is never run again: users_targeted stays null and the console shows the devices alone, with "users not counted".
+	UsersCountError *string `json:"users_count_error"`
+
+	// UsersTargeted Users holding the targeted tokens, each counted once however many devices they have (the console shows "N users · M devices"). Null until the plan is complete and the users are counted: one count of the planned audience beside the plan's first run, with its predicates and its snapshot (no-consent and stale tokens left out, as from targeted; a token the broadcast's own sends found dead still counted), never delaying a send. It usually lands with the plan's end or shortly after (a scan of the tokens, 10–40 s at 10 million: docs/CAPACITY.md); a count lost with its instance, or not finished by a plan handed back or taken over, is counted again by a sweep a few minutes after the plan's end. Stays null when the count failed for good (users_count_error says why: the server's time limit on the count, about 6 database timeouts, reached on very large audiences; a named audience of more than 1,000,000 rows; an error in its SQL), for a broadcast planned before the count existed (migration 00041), and for a scheduled or held one before its plan.
+	UsersTargeted *int64 `json:"users_targeted"`
 
 	// Variants A localized broadcast's targets sent (succeeded or failed) per language; default for the top-level text.
 	Variants *map[string]int `json:"variants,omitempty"`
