@@ -19,7 +19,7 @@ BIN ?= bin/pushfan
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto
 
 .DEFAULT_GOAL := help
-.PHONY: help build dist image run demo-reset stop console-shots test test-race-server test-race-rest test-short test-short-server test-short-rest lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-webhooks bench-caps bench-apps tidy clean
+.PHONY: help build dist image run demo-reset stop console-shots test test-race-server test-race-rest test-short test-short-server test-short-rest lint helm-template docs chaos chaos-short bench-go bench bench-sweep bench-quota bench-latency bench-scale bench-outcomes bench-outcomes-10m bench-webhooks bench-caps bench-apps tidy clean
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -203,7 +203,7 @@ BENCH := bin/pushfan-bench
 
 # The drivers read N, C, LATENCY, JITTER, MODE (tls|http1|h2c; tls, the production wire, by default), OUT, REPEAT, SERVE_ENV, ...
 # from the environment (make passes command-line variables on): e.g. make bench MODE=h2c N=1000000.
-bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run, the events run, the webhooks run, the caps run, the outcomes run and the apps run
+bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential Send (N=100000 C=512 MODE=tls REPEAT=3), then the latency sweep, the scale run, the events run, the webhooks run, the caps run, the outcomes runs (1M end to end, 10M export and look-up) and the apps run
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) bench
 	GO=$(GO) $(BENCH) latency --build=false
@@ -212,6 +212,7 @@ bench: ## pushfan end to end vs raw net/http, SendEachForMulticast, sequential S
 	GO=$(GO) $(BENCH) webhooks --build=false
 	GO=$(GO) $(BENCH) caps --build=false
 	GO=$(GO) $(BENCH) outcomes --build=false
+	$(MAKE) --no-print-directory bench-outcomes-10m
 	GO=$(GO) $(BENCH) apps --build=false
 
 bench-apps: ## three apps on one instance at the defaults, each emulator's quota its app's rate_limit (APPS_QUOTAS=4000,3000,2000), a bulk each at once: per-app sustained vs quota, CPU/send, RSS; one app alone, then staggered; then quotas × APPS_LEVELS=1,1.5,2,3 to find where it stops keeping up
@@ -225,6 +226,10 @@ bench-caps: ## what the frequency cap costs: N=100000 tokens at the defaults, PU
 bench-outcomes: ## what keeping every target's outcome costs: N=1000000 tokens at the defaults, outcomes kept vs PUSHFAN_OUTCOME_RETENTION=0, alternating (REPEAT=3): sends/s, CPU/send, and the table's bytes a target
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
 	GO=$(GO) $(BENCH) outcomes
+
+bench-outcomes-10m: ## kept outcomes at 10M targets: a broadcast's export (time to the first line, total, peak heap) and a user's look-up with 100 such broadcasts retained (first, median, slowest)
+	bash scripts/ensure-mysql.sh
+	PUSHFAN_BENCH_10M=1 PUSHFAN_BENCH_LOOKUP_TARGETS=10000000 $(GO) test -run '^$$' -bench '^(BenchmarkExport10M|BenchmarkLookup100Broadcasts)$$' -benchtime 1x -timeout 30m ./outcomes/
 
 bench-webhooks: ## does the outbox slow the checkpoints? N=100000 dead tokens (all tokens.invalidated), with and without a webhook endpoint, alternating
 	$(GO) build -o $(BENCH) ./cmd/pushfan-bench
